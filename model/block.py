@@ -1,0 +1,225 @@
+"""The one generic code path that turns a strategy's op table into per-op counts and times.
+
+For every :class:`~model.strategies.OpSpec` it derives the local shapes from the sharding axes,
+calls the op's formula in :mod:`model.ops`, sizes its collectives (named volumes, defined once in
+:func:`comm_volume_bytes`), and applies the roofline of spec §2.1:
+
+* t_comp = overhead + F_mat / (η·P_mat) + F_vec / (η·P_vec);  t_mem = M / B_hbm
+* serial op: t = max(t_comp, t_mem) + Σ_i T_comm(V_i, n_i, τ_i)            (§2.1, §2.4)
+* panelled op (SUMMA, nb panels): t = max(t_comp, t_mem) + t_piece
+  + max(nb·t_piece − max(t_comp, t_mem), 0), t_piece = Σ_i T_comm(V_i / nb, …)   (§2.3)
+
+Everything is vectorized over the parallel configurations in a :class:`Shards`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ops
+from .collectives import collective_time_s, summa_comm_time_s
+from .hardware import System
+from .strategies import Axes, Kind, OpSpec, model_dims
+from .transformer import Transformer
+
+ELEMENT_BYTES = 2.0  # fp16/bf16 activations and weights
+MASK_BYTES = 1.0  # dropout mask element
+
+
+@dataclass
+class Shards:
+    """Per-configuration arrays that the block depends on (all the same length)."""
+
+    b: np.ndarray  # microbatch size (samples)
+    tp1: np.ndarray
+    tp2: np.ndarray
+    nb: np.ndarray  # SUMMA panel count (1 where unused)
+    nv_tp1: np.ndarray  # tp1 members inside one NVLink domain
+    nv_tp2: np.ndarray
+
+    def size(self, axes: Axes) -> np.ndarray:
+        """Product of the sizes of ``axes`` (1 for none)."""
+        out = np.ones_like(self.tp1)
+        for a in axes:
+            out = out * getattr(self, a)
+        return out
+
+    def tau(self, axes: Axes) -> np.ndarray:
+        """How many members of the group over ``axes`` sit in one NVLink domain."""
+        out = np.ones_like(self.tp1)
+        for a in axes:
+            out = out * getattr(self, "nv_" + a)
+        return out
+
+
+@dataclass
+class Ctx:
+    """What every op needs besides its spec: model sizes, the system and the mode."""
+
+    model: Transformer
+    system: System
+    paper: bool
+    dims: dict[str, int]
+
+    @classmethod
+    def make(cls, model: Transformer, system: System, paper: bool) -> Ctx:
+        return cls(model, system, paper, model_dims(model, paper))
+
+
+def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
+    """Floor-divided local size of a dimension of size ``full`` sharded over ``axes``."""
+    return (full // shards.size(axes)).astype(float)
+
+
+def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
+    """FLOPs and bytes of one op for every configuration in ``sh``."""
+    d, s, m = ctx.dims, ELEMENT_BYTES, ctx.model
+    b = sh.b.astype(float)
+    rows = _local(d["l"], sh, spec.rows)
+    k = _local(d[spec.k], sh, spec.k_shard)
+    kind = spec.kind
+    if kind == Kind.LINEAR:
+        return ops.linear(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
+    if kind == Kind.SUMMA_LINEAR:
+        return ops.linear_summa(b, rows, float(d[spec.k]), _local(d[spec.k], sh, spec.rows), k,
+                                _local(d[spec.n], sh, spec.n_shard), sh.nb.astype(float), s)
+    if kind == Kind.BIAS:
+        return ops.bias(b, rows, k, s)
+    if kind == Kind.ACT:
+        act = ops.swiglu if m.mlp == "swiglu" else ops.gelu
+        return act(b * rows * k, s)
+    if kind == Kind.DROPOUT:
+        return ops.dropout(b * rows * k, s, MASK_BYTES)
+    if kind == Kind.NORM:
+        return ops.layer_norm(b, rows, k, s)
+    if kind == Kind.ATTENTION:
+        heads = _local(m.heads, sh, spec.heads_shard)
+        kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
+        return ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim), s,
+                                   m.dropout)
+    if kind == Kind.EMBEDDING:
+        return ops.embedding(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
+    if kind == Kind.LOSS:
+        return ops.cross_entropy(b, rows, k, s)
+    raise AssertionError(f"unhandled op kind {kind}")
+
+
+def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx) -> np.ndarray:
+    """Bytes V of the collective named ``name`` of op ``spec`` over ``axes`` (the full buffer).
+
+    * ``in`` / ``out``: the op's input / output activation gathered over the collective's axes,
+      s·b·(l // rows sharded by the other axes)·K (or N) — RS/AG of Megatron TP, spec §3.1
+    * ``stats``: two values per local row, 2s·b·r (LayerNorm2D statistics, loss max/sum)
+    * ``stats_paper_bwd``: the paper's LayerNorm2D backward volume s·((2e)//tp1 + (2·b·l)//tp2)
+    * ``norm_weights``: γ and β gradients 2s·(K // tp1)
+    * ``kv``: K and V of the whole sequence for the local KV heads, 2s·b·kv·l·q
+    * ``summa_x`` / ``summa_w``: the SUMMA panels' X [b·r, K] and W [K, N/tp1]
+    """
+    d, s, m = ctx.dims, ELEMENT_BYTES, ctx.model
+    b = sh.b.astype(float)
+    if name in ("in", "out"):
+        other_rows = tuple(a for a in spec.rows if a not in axes)
+        feats = d[spec.k] if name == "in" else d[spec.n]
+        return s * b * _local(d["l"], sh, other_rows) * feats
+    if name == "stats":
+        return 2 * s * b * _local(d["l"], sh, spec.rows)
+    if name == "stats_paper_bwd":
+        return s * ((2 * d["e"]) // sh.tp1 + (2 * sh.b * d["l"]) // sh.tp2).astype(float)
+    if name == "norm_weights":
+        return 2 * s * _local(d[spec.k], sh, spec.k_shard)
+    if name == "kv":
+        kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
+        return 2 * s * b * kv * d["l"] * m.head_dim
+    if name == "summa_x":
+        return s * b * _local(d["l"], sh, spec.rows) * d[spec.k]
+    if name == "summa_w":
+        return s * d[spec.k] * _local(d[spec.n], sh, spec.n_shard)
+    raise AssertionError(f"unknown volume {name}")
+
+
+@dataclass
+class Phase:
+    """Times (s), FLOPs and bytes of one op in one direction (forward or backward)."""
+
+    t: np.ndarray
+    t_comp: np.ndarray
+    t_mem_exposed: np.ndarray
+    t_comm: np.ndarray
+    comm_bytes: np.ndarray
+
+
+def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx) -> Phase:
+    sysm = ctx.system
+    eta = sysm.flop_efficiency
+    t_comp = (sysm.kernel_overhead_s + flop_mat / (eta * sysm.matrix_flop_per_s)
+              + flop_vec / (eta * sysm.vector_flop_per_s))
+    t_mem = hbm_bytes / sysm.hbm_bytes_per_s
+    compute = np.maximum(t_comp, t_mem)
+    panels = None
+    if spec.panels is not None:
+        panels = (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
+    comm = np.zeros_like(compute)
+    volume = np.zeros_like(compute)
+    for c in comms:
+        v = comm_volume_bytes(c.volume, spec, c.axes, sh, ctx)
+        piece = v if panels is None else v / panels
+        comm = comm + collective_time_s(c.collective, piece, sh.size(c.axes), sh.tau(c.axes),
+                                        sysm, ctx.paper)
+        volume = volume + v
+    if panels is not None:
+        comm = summa_comm_time_s(comm, panels, compute)
+    return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0), comm, volume)
+
+
+@dataclass
+class OpResult:
+    """One op, evaluated: its counts and its forward and backward phases."""
+
+    spec: OpSpec
+    counts: ops.OpCounts
+    fwd: Phase
+    bwd: Phase
+
+
+def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx) -> OpResult:
+    """Counts and times of one op for every configuration in ``sh``."""
+    c = op_counts(spec, sh, ctx)
+    fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx)
+    bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx)
+    return OpResult(spec, c, fwd, bwd)
+
+
+@dataclass
+class Totals:
+    """Sums over a list of ops (one block, or the ops before/after the blocks), per microbatch."""
+
+    t_fwd: np.ndarray
+    t_bwd: np.ndarray
+    t_comp: np.ndarray
+    t_mem: np.ndarray
+    t_comm: np.ndarray
+    weight_bytes: np.ndarray
+    act_bytes: np.ndarray
+    flop: np.ndarray  # true FLOPs incl. recomputation (hardware FLOPs)
+    flop_model: np.ndarray  # without recomputation (model FLOPs)
+
+
+def sum_ops(results: list[OpResult], like: np.ndarray) -> Totals:
+    """Add up evaluated ops (forward + backward) into :class:`Totals`."""
+    z = np.zeros(like.shape, dtype=float)
+    tot = Totals(*(z.copy() for _ in range(9)))
+    for r in results:
+        c = r.counts
+        tot.t_fwd += r.fwd.t
+        tot.t_bwd += r.bwd.t
+        tot.t_comp += r.fwd.t_comp + r.bwd.t_comp
+        tot.t_mem += r.fwd.t_mem_exposed + r.bwd.t_mem_exposed
+        tot.t_comm += r.fwd.t_comm + r.bwd.t_comm
+        tot.weight_bytes += c.weight_bytes
+        tot.act_bytes += c.act_bytes
+        flop = c.flop_mat_fwd + c.flop_vec_fwd + c.flop_mat_bwd + c.flop_vec_bwd
+        tot.flop += flop
+        tot.flop_model += flop - c.flop_recompute
+    return tot

@@ -1,0 +1,87 @@
+"""Collective communication time on a two-tier network (spec/paper-model.md §2.2).
+
+All functions take numpy arrays (or scalars) and broadcast. Symbols: V = buffer volume in bytes (the
+full buffer the collective acts on), n = group size, τ = group members inside one NVLink domain
+(τ | n), k = n // τ domains, b_f / b_s = effective NVLink / NIC bandwidth (bytes/s), λ_f / λ_s =
+per-step latencies (s), ν = NICs per GPU.
+
+Ring model, c = (n−1)/n for all-gather, reduce-scatter and all-reduce, c = 1 for broadcast/reduce:
+
+* τ = 1 (every member in its own domain): T = λ_s(n−1) + c·V/b_s
+* k = 1 (the group inside one domain):    T = λ_f(n−1) + c·V/b_f
+* otherwise (τ parallel rings, one NIC each, NIC scaling):
+  T = max(c·V/(ν·τ·b_s), c·V/b_f) + λ_s(k−1) + λ_f(n−k)
+
+An all-reduce is a reduce-scatter followed by an all-gather, so it costs twice the ring above. The
+paper's code doubles only the bandwidth term and only in the hierarchical branch (its bug 3); with
+``paper=True`` that is reproduced.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+from .hardware import System
+
+
+class Collective(IntEnum):
+    """Collective operations (integer codes so they can live in numpy arrays)."""
+
+    ALLGATHER = 0
+    REDUCESCATTER = 1
+    ALLREDUCE = 2
+    BROADCAST = 3
+    REDUCE = 4
+    P2P = 5
+
+
+def collective_time_s(
+    kind: Collective,
+    volume_bytes: np.ndarray | float,
+    group: np.ndarray | int,
+    tau: np.ndarray | int,
+    system: System,
+    paper: bool = False,
+) -> np.ndarray:
+    """Time (s) of one collective of ``kind`` over ``group`` GPUs, ``tau`` of them per NVLink domain.
+
+    Zero when V = 0 or n = 1. ``P2P`` needs n = 2: λ_s + V/b_s across domains (τ = 1), else
+    λ_f + V/b_f. See the module docstring for the ring formulas.
+    """
+    v = np.asarray(volume_bytes, dtype=float)
+    n = np.asarray(group, dtype=np.int64)
+    t = np.asarray(tau, dtype=np.int64)
+    b_f, b_s = system.fast_bytes_per_s, system.slow_bytes_per_s
+    l_f, l_s = system.nvlink_latency_s, system.network_latency_s
+    if kind == Collective.P2P:
+        out = np.where(t == 1, l_s + v / b_s, l_f + v / b_f)
+        return np.where((v > 0) & (n > 1), out, 0.0)
+    c = 1.0 if kind in (Collective.BROADCAST, Collective.REDUCE) else (n - 1) / np.maximum(n, 1)
+    cv = c * v
+    k = n // np.maximum(t, 1)
+    all_slow = l_s * (n - 1) + cv / b_s
+    all_fast = l_f * (n - 1) + cv / b_f
+    bw_hier = np.maximum(cv / (system.nics_per_gpu * np.maximum(t, 1) * b_s), cv / b_f)
+    latency_hier = l_s * (k - 1) + l_f * (n - k)
+    if kind == Collective.ALLREDUCE and paper:
+        hier = 2.0 * bw_hier + latency_hier  # paper bug 3: doubled here only
+    else:
+        hier = bw_hier + latency_hier
+    out = np.where(t <= 1, all_slow, np.where(k <= 1, all_fast, hier))
+    if kind == Collective.ALLREDUCE and not paper:
+        out = 2.0 * out  # reduce-scatter + all-gather
+    return np.where((v > 0) & (n > 1), out, 0.0)
+
+
+def summa_comm_time_s(
+    piece_s: np.ndarray, panels: np.ndarray, compute_s: np.ndarray
+) -> np.ndarray:
+    """Exposed communication of a panel-pipelined (SUMMA) op, spec §2.3.
+
+    ``piece_s`` is Σ_i T_comm(V_i / nb, …), the collectives of one panel; the first panel is
+    exposed and the other nb − 1 hide behind the op's compute max(t_comp, t_mem):
+    t_comm = t_piece + max(nb · t_piece − t_compute, 0).
+    """
+    return piece_s + np.maximum(panels * piece_s - compute_s, 0.0)

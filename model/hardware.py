@@ -1,0 +1,131 @@
+"""Hardware: one GPU type in a two-tier network (NVLink domain + NIC-scaled slow network).
+
+A system spec is a JSON object whose keys carry their unit (``_tflops``, ``_gb``, ``_gb_per_s``,
+``_s``); presets live in ``systems/*.json`` with a ``source``. Inside the model everything is SI:
+FLOP/s, bytes, bytes/s, seconds (see the properties of :class:`System`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ModelError
+from .schema import Field, preset_names, read_json, validate
+
+SYSTEMS_DIR = Path(__file__).resolve().parent.parent / "systems"
+PRECISIONS = ("fp16", "bf16", "fp8")
+
+FIELDS = (
+    Field("name", str, "preset name", required=True),
+    Field("source", str, "where the figures come from", required=True),
+    Field("gpu", str, "GPU model", default=""),
+    Field("matrix_tflops_fp16", float, "dense tensor-core peak, fp16/bf16, TFLOP/s", 0.1, 1e5, required=True),
+    Field("matrix_tflops_fp8", float, "dense tensor-core peak, fp8, TFLOP/s (0 = none)", 0, 1e5, default=0.0),
+    Field("vector_tflops_fp16", float, "non-tensor-core peak, fp16, TFLOP/s", 0.01, 1e5, required=True),
+    Field("vector_tflops_fp32", float, "non-tensor-core peak, fp32, TFLOP/s", 0.01, 1e5, required=True),
+    Field("hbm_capacity_gb", float, "HBM per GPU, GB (1e9 bytes)", 1, 1e5, required=True),
+    Field("hbm_bandwidth_gb_per_s", float, "HBM bandwidth per GPU, GB/s", 1, 1e6, required=True),
+    Field("hbm_efficiency", float, "achievable fraction of HBM bandwidth", 0.05, 1, default=1.0),
+    Field("flop_efficiency", float, "achievable fraction of peak FLOP/s", 0.05, 1, default=0.8),
+    Field("kernel_overhead_s", float, "fixed launch overhead per op, s", 0, 1e-2, default=20e-6),
+    Field("nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain", 1, 1_000_000, required=True),
+    Field("nvlink_bandwidth_gb_per_s", float, "NVLink bandwidth per GPU per direction, GB/s", 0.1, 1e6, required=True),
+    Field("nvlink_efficiency", float, "achievable fraction of NVLink bandwidth", 0.05, 1, default=0.7),
+    Field("nvlink_latency_s", float, "latency per ring step inside the domain, s", 0, 1e-2, default=2.5e-6),
+    Field("nic_bandwidth_gb_per_s", float, "bandwidth per NIC per direction, GB/s", 0.01, 1e5, required=True),
+    Field("nics_per_gpu", float, "NICs per GPU (NIC scaling of slow rings)", 0.01, 64, default=1.0),
+    Field("network_efficiency", float, "achievable fraction of NIC bandwidth", 0.05, 1, default=0.7),
+    Field("network_latency_s", float, "latency per ring step across domains, s", 0, 1e-2, default=5e-6),
+)
+
+
+@dataclass(frozen=True)
+class System:
+    """A validated system spec. Field names carry units; SI properties below are what the model uses."""
+
+    name: str
+    source: str
+    gpu: str
+    matrix_tflops_fp16: float
+    matrix_tflops_fp8: float
+    vector_tflops_fp16: float
+    vector_tflops_fp32: float
+    hbm_capacity_gb: float
+    hbm_bandwidth_gb_per_s: float
+    hbm_efficiency: float
+    flop_efficiency: float
+    kernel_overhead_s: float
+    nvlink_domain_size: int
+    nvlink_bandwidth_gb_per_s: float
+    nvlink_efficiency: float
+    nvlink_latency_s: float
+    nic_bandwidth_gb_per_s: float
+    nics_per_gpu: float
+    network_efficiency: float
+    network_latency_s: float
+
+    # --- SI views used by the formulas -------------------------------------------------------
+    @property
+    def matrix_flop_per_s(self) -> float:
+        """Dense fp16/bf16 tensor-core peak, FLOP/s."""
+        return self.matrix_tflops_fp16 * 1e12
+
+    @property
+    def vector_flop_per_s(self) -> float:
+        """fp16 vector (non-tensor-core) peak, FLOP/s."""
+        return self.vector_tflops_fp16 * 1e12
+
+    @property
+    def hbm_bytes_per_s(self) -> float:
+        """Achievable HBM bandwidth, bytes/s = GB/s · 1e9 · efficiency."""
+        return self.hbm_bandwidth_gb_per_s * 1e9 * self.hbm_efficiency
+
+    @property
+    def hbm_capacity_bytes(self) -> float:
+        return self.hbm_capacity_gb * 1e9
+
+    @property
+    def fast_bytes_per_s(self) -> float:
+        """Effective NVLink bandwidth per direction, bytes/s (b_f in the spec)."""
+        return self.nvlink_bandwidth_gb_per_s * 1e9 * self.nvlink_efficiency
+
+    @property
+    def slow_bytes_per_s(self) -> float:
+        """Effective bandwidth of one NIC per direction, bytes/s (b_s in the spec)."""
+        return self.nic_bandwidth_gb_per_s * 1e9 * self.network_efficiency
+
+    def with_overrides(self, **changes: Any) -> System:
+        """A copy with some fields changed (e.g. ``nvlink_domain_size=64``), re-validated."""
+        data = {**self.to_dict(), **changes}
+        return system_from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in FIELDS}
+
+
+def system_from_dict(data: Any) -> System:
+    """Validate a system spec (dict) and build a :class:`System`."""
+    clean = validate("system", data, FIELDS)
+    return System(**clean)
+
+
+def list_systems() -> list[str]:
+    """Names of the system presets in ``systems/``."""
+    return preset_names(SYSTEMS_DIR)
+
+
+def load_system(name_or_path: str | Path, nvlink_domain_size: int | None = None) -> System:
+    """Load a preset by name (``h200``) or a JSON file path; optionally override the NVLink domain size."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not text.endswith(".json"):
+        path = SYSTEMS_DIR / f"{text}.json"
+        if not path.is_file():
+            raise ModelError(f"unknown system '{text}'; presets: {', '.join(list_systems())}")
+    system = system_from_dict(read_json(path, "system"))
+    if nvlink_domain_size is not None:
+        system = system.with_overrides(nvlink_domain_size=nvlink_domain_size)
+    return system
+

@@ -1,0 +1,211 @@
+"""Per-op counts for one microbatch on one GPU: FLOPs, HBM bytes, activation and weight bytes.
+
+Each function takes *local* (already sharded) shapes as numpy arrays (or scalars) and returns an
+:class:`OpCounts`. Which dimension is sharded by which parallel axis, and which collective an op
+needs, is decided by the strategy tables in :mod:`model.strategies`, not here.
+
+Symbols (spec/paper-model.md §3): b microbatch, r = rows = b·(local sequence), k / n local input /
+output features, s bytes per element, s_m bytes per dropout-mask element. A multiply and an add
+each count as one FLOP. FLOPs are split into matrix (tensor-core) and vector parts so that time is
+F_mat / P_mat + F_vec / P_vec; the paper multiplies the vector FLOPs inside flash attention by
+ρ = P_mat / P_vec and runs them at P_mat, which is the same time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+Array = np.ndarray
+
+
+@dataclass
+class OpCounts:
+    """Counts of one op, forward and backward, per GPU per microbatch (FLOP and bytes)."""
+
+    flop_mat_fwd: Array | float = 0.0
+    flop_vec_fwd: Array | float = 0.0
+    flop_mat_bwd: Array | float = 0.0  # includes recomputation (flash attention)
+    flop_vec_bwd: Array | float = 0.0
+    flop_recompute: Array | float = 0.0  # the part of the backward FLOPs that recomputes
+    bytes_fwd: Array | float = 0.0  # HBM traffic
+    bytes_bwd: Array | float = 0.0
+    act_bytes: Array | float = 0.0  # kept for the backward pass
+    weight_bytes: Array | float = 0.0  # weights held (gradients have the same size)
+
+
+def linear(b: Array, rows: Array, k: Array, n: Array, s: float) -> OpCounts:
+    """Y[b·rows, n] = X[b·rows, k] · W[k, n], no bias (spec §3.1 Linear1D / LinearSeqp).
+
+    fwd: F = b·r·n·(2k − 1), M = s(b·r·k + b·r·n + k·n);
+    bwd: F = b·r·k·(2n − 1) [dX] + k·n·(2·b·r − 1) [dW], M = s(2k·n + 2·b·r·k + 2·b·r·n);
+    act = s·b·r·k (X), W = s·k·n.
+    """
+    br = b * rows
+    return OpCounts(
+        flop_mat_fwd=br * n * (2 * k - 1),
+        flop_mat_bwd=br * k * (2 * n - 1) + k * n * (2 * br - 1),
+        bytes_fwd=s * (br * k + br * n + k * n),
+        bytes_bwd=s * (2 * k * n + 2 * br * k + 2 * br * n),
+        act_bytes=s * br * k,
+        weight_bytes=s * k * n,
+    )
+
+
+def linear_summa(
+    b: Array, rows: Array, k_full: float, k_rows: Array, k_cols: Array, n: Array, panels: Array,
+    s: float,
+) -> OpCounts:
+    """SUMMA matmul on a tp2 × tp1 grid (spec §3.1 LinearSumma), nb = ``panels``.
+
+    X is [b·r, k] with r = l // tp2 rows and k split over tp1 (k_cols = k // tp1); W is [k // tp2,
+    n] with n = F // tp1. Panels of X are broadcast along tp1 and panels of W along tp2.
+    fwd: F = 2·b·r·n·k, M = s(b·r·k + k·n + nb·b·r·n);
+    bwd: F = b·r·k·(2n − 1) + k·n·(2·b·r − 1), M = s(2n·k + 2·nb·b·r·n + 2·b·r·k);
+    act = s·b·r·k_cols, W = s·k_rows·n.
+    """
+    br = b * rows
+    return OpCounts(
+        flop_mat_fwd=2 * br * n * k_full,
+        flop_mat_bwd=br * k_full * (2 * n - 1) + k_full * n * (2 * br - 1),
+        bytes_fwd=s * (br * k_full + k_full * n + panels * br * n),
+        bytes_bwd=s * (2 * n * k_full + 2 * panels * br * n + 2 * br * k_full),
+        act_bytes=s * br * k_cols,
+        weight_bytes=s * k_rows * n,
+    )
+
+
+def bias(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
+    """Y = X + β on N = b·r·c elements: F = N each way, M = s(N + c), W = s·c, no activation."""
+    size = b * rows * cols
+    return OpCounts(
+        flop_vec_fwd=size,
+        flop_vec_bwd=size,
+        bytes_fwd=s * (size + cols),
+        bytes_bwd=s * (size + cols),
+        weight_bytes=s * cols,
+    )
+
+
+def gelu(elements: Array, s: float) -> OpCounts:
+    """GELU on n elements (tanh form): F_fwd = 8n, F_bwd = 13n, M_fwd = 2sn, M_bwd = 3sn, act = sn."""
+    return OpCounts(
+        flop_vec_fwd=8 * elements,
+        flop_vec_bwd=13 * elements,
+        bytes_fwd=2 * s * elements,
+        bytes_bwd=3 * s * elements,
+        act_bytes=s * elements,
+    )
+
+
+def swiglu(elements: Array, s: float) -> OpCounts:
+    """SwiGLU gate, Y = SiLU(G) ⊙ U with n output elements (G, U each n).
+
+    SiLU(x) = x·σ(x) ≈ 5 FLOP, times U 1 FLOP: F_fwd = 6n; backward of both branches ≈ 12n.
+    M_fwd = s(2n read + n write) = 3sn; act = 2sn (G and U); M_bwd = s(2n + n + 2n) = 5sn.
+    """
+    return OpCounts(
+        flop_vec_fwd=6 * elements,
+        flop_vec_bwd=12 * elements,
+        bytes_fwd=3 * s * elements,
+        bytes_bwd=5 * s * elements,
+        act_bytes=2 * s * elements,
+    )
+
+
+def dropout(elements: Array, s: float, s_mask: float) -> OpCounts:
+    """Dropout on n elements: F = n each way, M = (2s + s_m)·n each way, act = s_m·n (the mask)."""
+    return OpCounts(
+        flop_vec_fwd=elements,
+        flop_vec_bwd=elements,
+        bytes_fwd=(2 * s + s_mask) * elements,
+        bytes_bwd=(2 * s + s_mask) * elements,
+        act_bytes=s_mask * elements,
+    )
+
+
+def layer_norm(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
+    """LayerNorm over c features of b·r rows, N = b·r·c (spec §3.1 LayerNorm / LayerNorm2D).
+
+    fwd: F = 9N, M = s(2N + 2·b·r + 2c); bwd: F = 8N + 4·b·r·(c − 1), M = s(5N + 2c);
+    act = sN, W = 2sc (γ and β).
+    """
+    br = b * rows
+    size = br * cols
+    return OpCounts(
+        flop_vec_fwd=9 * size,
+        flop_vec_bwd=8 * size + 4 * br * (cols - 1),
+        bytes_fwd=s * (2 * size + 2 * br + 2 * cols),
+        bytes_bwd=s * (5 * size + 2 * cols),
+        act_bytes=s * size,
+        weight_bytes=2 * s * cols,
+    )
+
+
+def flash_attention(
+    b: Array, heads: Array, kv_heads: Array, rows: Array, seq: float, q: float, s: float,
+    dropout_on: bool = True,
+) -> OpCounts:
+    """Fused (flash) attention for local query rows r of a sequence of length L (spec §3.1 FusedLA(Seqp)).
+
+    With H = b·heads, S = QKᵀ is [r, L] per head:
+    fwd matrix: H·r·L·(2q − 1) [QKᵀ] + H·r·q·(2L − 1) [PV];
+    fwd vector: 2·H·r·L + H·r·(L − 1) [softmax] + H·r·L [dropout];
+    bwd matrix: H·r·q(2L − 1) + 2·H·L·q(2r − 1) + H·r·L(2q − 1), plus the recomputed QKᵀ
+    H·r·L(2q − 1); bwd vector: 3·H·r·L + H·r(L − 1) + H·r·L, plus the recomputed softmax/dropout.
+    Bytes with K, V of ``kv_heads`` (GQA) over the full L:
+    M_fwd = s(2·H·r·q + 2·b·kv·L·q + H·r); act = s(2·H·r·q + 2·b·kv·r·q + 2·H·r);
+    M_bwd = s(2·b·kv·L·q + 2·H·r·q) + act. r = L gives the unsharded FusedLA.
+    """
+    hh = b * heads
+    drop = 1.0 if dropout_on else 0.0
+    qk = hh * rows * seq * (2 * q - 1)
+    softmax_fwd = 2 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq
+    recompute_mat = qk
+    recompute_vec = softmax_fwd
+    act = s * (2 * hh * rows * q + 2 * b * kv_heads * rows * q + 2 * hh * rows)
+    return OpCounts(
+        flop_mat_fwd=qk + hh * rows * q * (2 * seq - 1),
+        flop_vec_fwd=softmax_fwd,
+        flop_mat_bwd=(
+            hh * rows * q * (2 * seq - 1) + 2 * hh * seq * q * (2 * rows - 1) + qk + recompute_mat
+        ),
+        flop_vec_bwd=(3 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq
+                      + recompute_vec),
+        flop_recompute=recompute_mat + recompute_vec,
+        bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows),
+        bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act,
+        act_bytes=act,
+    )
+
+
+def embedding(b: Array, rows: Array, cols: Array, vocab_local: Array, s: float) -> OpCounts:
+    """Token-embedding lookup of b·r tokens into c features, table [V_local, c] (vocab-parallel).
+
+    No FLOPs to speak of (a gather); M_fwd = s·2·b·r·c (read rows, write output); bwd scatter-adds
+    the output gradient: M_bwd = s·2·b·r·c; W = s·V_local·c. Token ids are not counted.
+    """
+    size = b * rows * cols
+    return OpCounts(
+        flop_vec_bwd=size,
+        bytes_fwd=2 * s * size,
+        bytes_bwd=2 * s * size,
+        weight_bytes=s * vocab_local * cols,
+    )
+
+
+def cross_entropy(b: Array, rows: Array, vocab_local: Array, s: float) -> OpCounts:
+    """Softmax cross-entropy over local logits [b·r, V_local].
+
+    fwd: max, subtract, exp, sum, log ≈ 5 FLOP per logit; bwd: softmax − one-hot ≈ 3 FLOP per logit.
+    M_fwd = 2s per logit (read, write probabilities), M_bwd = 2s per logit; act = s per logit.
+    """
+    size = b * rows * vocab_local
+    return OpCounts(
+        flop_vec_fwd=5 * size,
+        flop_vec_bwd=3 * size,
+        bytes_fwd=2 * s * size,
+        bytes_bwd=2 * s * size,
+        act_bytes=s * size,
+    )

@@ -1,0 +1,113 @@
+"""From one block's per-microbatch times to an iteration: pipeline (1F1B), data parallel, memory.
+
+Spec/paper-model.md §4, for arrays of configurations. Per configuration: n_mb = (GBS/dp) // b
+microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / backward time.
+
+* DP (ZeRO-1 / distributed optimizer): reduce-scatter gradients and all-gather parameters of W1
+  bytes per block over the replica group G (τ = its members per domain). One block's collective is
+  exposed; the other D − 1 hide behind one microbatch of the next block:
+  t_dp = T_AG + (D−1)·max(T_AG − T_f, 0) + T_RS + (D−1)·max(T_RS − T_b, 0).
+* PP: one p2p per microbatch each way, t_pp = 2·n_mb·T_p2p; of the pp − 1 stage links
+  int(pp/nv_pp − 1) cross domains (slow; free in the paper, bug 2), the rest stay inside.
+* T_loc = n_mb·(D·(T_f + T_b) + T_edge); bubble = (pp − 1)·(T_loc + t_pp)/n_mb;
+  t = T_loc + t_pp + bubble + t_dp.
+* Memory per GPU: weights D·W1 (+ embedding/head on the edge stages), gradients = weights (bf16),
+  optimizer state 6·weights/G (fp32 master, momentum, variance: 12 B/param sharded over the
+  replicas), activations D·A1·min(pp, n_mb) (1F1B keeps at most pp microbatches in flight).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .block import Totals
+from .collectives import Collective, collective_time_s
+from .hardware import System
+
+OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
+
+
+def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, paper: bool):
+    """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring)."""
+    t_ag = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
+    t_rs = collective_time_s(Collective.REDUCESCATTER, weight_bytes, group, tau, system, paper)
+    hidden = layers - 1
+    return (t_ag + hidden * np.maximum(t_ag - t_fwd, 0.0)
+            + t_rs + hidden * np.maximum(t_rs - t_bwd, 0.0))
+
+
+def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
+    """Mean time of one pipeline p2p message of V bytes over the pp − 1 stage links.
+
+    All links slow when nv_pp = 1: λ_s + V/(ν·b_s). Otherwise slow = int(pp/nv_pp − 1) links leave
+    the domain and fast = pp − 1 − slow stay in it: (fast·(λ_f + V/b_f) + slow·T_slow)/(pp − 1),
+    with T_slow = 0 in paper mode (bug 2) and λ_s + V/(ν·b_s) otherwise. Each GPU of a stage sends
+    its own shard over its own NIC(s) (ν = NICs per GPU; 1 in paper mode).
+    """
+    v = np.asarray(volume_bytes, dtype=float)
+    nics = 1.0 if paper else system.nics_per_gpu
+    slow_msg = system.network_latency_s + v / (nics * system.slow_bytes_per_s)
+    fast_msg = system.nvlink_latency_s + v / system.fast_bytes_per_s
+    links = np.maximum(pp - 1, 1)
+    slow = np.floor(pp / nv_pp - 1).astype(float)
+    fast = (pp - 1) - slow
+    mixed = (fast * fast_msg + slow * (0.0 if paper else slow_msg)) / links
+    out = np.where(nv_pp == 1, slow_msg, mixed)
+    return np.where(pp > 1, out, 0.0)
+
+
+def iteration(
+    *, block: Totals, edge: Totals, edge_pre: Totals, edge_post: Totals, boundary_act_bytes,
+    n_mb, layers, pp, nv_pp, dp_group, dp_tau, system: System, paper: bool,
+) -> dict[str, np.ndarray]:
+    """Iteration time (s), its breakdown and memory (bytes) for arrays of configurations.
+
+    ``edge`` is the per-microbatch cost of the ops outside the blocks charged to the slowest stage
+    (both ends when pp = 1, else the slower of embedding and head); ``edge_pre`` / ``edge_post``
+    give their weights and activations for the first / last stage.
+    """
+    n_mb = n_mb.astype(float)
+    d = layers.astype(float)
+    t_step = d * (block.t_fwd + block.t_bwd) + edge.t_fwd + edge.t_bwd
+    t_loc = n_mb * t_step
+    t_pp = 2 * n_mb * p2p_time_s(boundary_act_bytes, pp, nv_pp, system, paper)
+    bubble = (pp - 1) * (t_loc + t_pp) / n_mb
+    t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d, system,
+                     paper)
+    edge_w = np.maximum(edge_pre.weight_bytes, edge_post.weight_bytes)
+    single = pp == 1
+    edge_w = np.where(single, edge_pre.weight_bytes + edge_post.weight_bytes, edge_w)
+    t_dp = t_dp + dp_time_s(edge_w, dp_group, dp_tau, 0.0, 0.0, 1.0, system, paper)
+    t = t_loc + t_pp + bubble + t_dp
+
+    # memory of the first stage (embedding, pp microbatches in flight) and of the last (head,
+    # one in flight); with pp = 1 they are the same stage. The larger one is reported.
+    in_flight = np.minimum(pp, n_mb)
+    w_first = d * block.weight_bytes + edge_pre.weight_bytes + np.where(
+        single, edge_post.weight_bytes, 0.0)
+    a_first = d * block.act_bytes * in_flight + edge_pre.act_bytes * in_flight + np.where(
+        single, edge_post.act_bytes, 0.0)
+    w_last = d * block.weight_bytes + edge_post.weight_bytes
+    a_last = d * block.act_bytes + edge_post.act_bytes
+    mem_first = 2 * w_first + OPTIMIZER_FACTOR * w_first / dp_group + a_first
+    mem_last = 2 * w_last + OPTIMIZER_FACTOR * w_last / dp_group + a_last
+    first_binds = single | (mem_first >= mem_last)
+    weights = np.where(first_binds, w_first, w_last)
+    acts = np.where(first_binds, a_first, a_last)
+    optimizer = OPTIMIZER_FACTOR * weights / dp_group
+    return {
+        "iteration_time_s": t,
+        "t_compute_s": n_mb * (d * block.t_comp + edge.t_comp),
+        "t_memory_s": n_mb * (d * block.t_mem + edge.t_mem),
+        "t_tp_comm_s": n_mb * (d * block.t_comm + edge.t_comm),
+        "t_pp_comm_s": t_pp,
+        "t_dp_comm_s": t_dp,
+        "t_bubble_s": bubble,
+        "weights_bytes": weights,
+        "gradients_bytes": weights,
+        "optimizer_bytes": optimizer,
+        "activations_bytes": acts,
+        "memory_bytes": 2 * weights + optimizer + acts,
+        "flop_per_gpu": n_mb * (d * block.flop + edge.flop),
+        "model_flop_per_gpu": n_mb * (d * block.flop_model + edge.flop_model),
+    }

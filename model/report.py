@@ -1,0 +1,99 @@
+"""The one result schema: tidy DataFrames for searches (one row per configuration) and for the
+per-op breakdown of one configuration. Units are in every column name (s, GB = 1e9 bytes,
+TFLOP/s); conversion from the model's SI units happens only here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .block import OpResult
+from .hardware import System
+from .space import COLUMNS, Space
+from .transformer import Transformer
+
+GB = 1e9
+TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp_comm_s",
+                "t_bubble_s")
+MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
+
+
+def result_frame(model: Transformer, system: System, strategy: str, gpus: int, global_batch: int,
+                 space: Space, res: dict[str, np.ndarray], idx: np.ndarray) -> pd.DataFrame:
+    """Rows ``idx`` of an evaluated space as a DataFrame (see the module docstring for units).
+
+    samples/s = GBS / t; tokens/s = samples/s · l; train_days = samples in the budget /
+    samples/s / 86400; tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute);
+    mfu = that / peak matrix TFLOP/s; hfu counts recomputed FLOPs too.
+    """
+    t = res["iteration_time_s"][idx]
+    samples_per_s = global_batch / t
+    peak = system.matrix_flop_per_s
+    data: dict[str, object] = {"gpus": np.full(len(idx), gpus), "strategy": strategy}
+    for name in COLUMNS:
+        data[name] = space.cols[name][idx]
+    data["n_microbatches"] = res["n_microbatches"][idx]
+    data["layers_per_stage"] = res["layers_per_stage"][idx]
+    data.update({
+        "samples_per_s": samples_per_s,
+        "tokens_per_s": samples_per_s * model.seq_len,
+        "iteration_time_s": t,
+        "train_days": model.training_samples / samples_per_s / 86400.0,
+        "tflops_per_gpu": res["model_flop_per_gpu"][idx] / t / 1e12,
+        "mfu": res["model_flop_per_gpu"][idx] / t / peak,
+        "hfu": res["flop_per_gpu"][idx] / t / peak,
+    })
+    for name in TIME_COLUMNS:
+        data[name] = res[name][idx]
+    data["memory_gb"] = res["memory_bytes"][idx] / GB
+    for name, key in zip(MEMORY_COLUMNS, ("weights_bytes", "gradients_bytes", "optimizer_bytes",
+                                          "activations_bytes")):
+        data[name] = res[key][idx] / GB
+    data["hbm_capacity_gb"] = system.hbm_capacity_gb
+    data["fits"] = res["memory_bytes"][idx] <= system.hbm_capacity_bytes
+    return pd.DataFrame(data).reset_index(drop=True)
+
+
+def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
+             layers_per_stage: int) -> pd.DataFrame:
+    """Per-op breakdown of one configuration: counts per microbatch, and seconds per iteration.
+
+    ``t_iteration_s`` = (t_fwd + t_bwd) · n_microbatches · (layers per stage for block ops): where
+    the time of the slowest stage goes. ``intensity_flop_per_byte`` = FLOPs / HBM bytes.
+    """
+    rows = []
+    for where, r in results:
+        c = r.counts
+        flop_f = float(np.sum(c.flop_mat_fwd) + np.sum(c.flop_vec_fwd))
+        flop_b = float(np.sum(c.flop_mat_bwd) + np.sum(c.flop_vec_bwd))
+        bytes_f, bytes_b = float(np.sum(c.bytes_fwd)), float(np.sum(c.bytes_bwd))
+        repeat = n_microbatches * (layers_per_stage if where == "block" else 1)
+        t_f, t_b = float(r.fwd.t[0]), float(r.bwd.t[0])
+        rows.append({
+            "where": where,
+            "op": r.spec.name,
+            "kind": r.spec.kind.value,
+            "flop_fwd": flop_f,
+            "flop_bwd": flop_b,
+            "flop_matrix_fraction": float(np.sum(c.flop_mat_fwd) + np.sum(c.flop_mat_bwd))
+            / max(flop_f + flop_b, 1.0),
+            "hbm_bytes_fwd": bytes_f,
+            "hbm_bytes_bwd": bytes_b,
+            "intensity_flop_per_byte": (flop_f + flop_b) / max(bytes_f + bytes_b, 1.0),
+            "comm_bytes_fwd": float(r.fwd.comm_bytes[0]),
+            "comm_bytes_bwd": float(r.bwd.comm_bytes[0]),
+            "collectives": ", ".join(
+                f"{x.collective.name.lower()}({x.volume}|{'·'.join(x.axes)})"
+                for x in r.spec.fwd + r.spec.bwd),
+            "activation_bytes": float(np.sum(c.act_bytes)),
+            "weight_bytes": float(np.sum(c.weight_bytes)),
+            "t_fwd_s": t_f,
+            "t_bwd_s": t_b,
+            "t_compute_s": float(r.fwd.t_comp[0] + r.bwd.t_comp[0]),
+            "t_memory_exposed_s": float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0]),
+            "t_comm_s": float(r.fwd.t_comm[0] + r.bwd.t_comm[0]),
+            "bound": "memory" if float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0]) > 0
+            else "compute",
+            "t_iteration_s": (t_f + t_b) * repeat,
+        })
+    return pd.DataFrame(rows)

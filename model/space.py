@@ -1,0 +1,165 @@
+"""The search space: every parallel configuration of a strategy on n GPUs, as numpy arrays.
+
+Spec/paper-model.md §5. Per GPU count n, with GBS the global batch in samples:
+
+* tp1 | n, tp1 | h, tp1 | e; 1D needs (3e)//tp1 ≥ 128, 2D needs e//tp1 ≥ 128; with GQA also
+  tp1 | k or k | tp1 (KV heads are split or replicated).
+* tp2 | n/tp1 (SUMMA: also tp2 | e), l//tp2 ≥ 128; 1D has tp2 = 1.
+* pp | depth and pp | n/(tp1·tp2); dp = n/(tp1·tp2·pp) with dp | GBS.
+* microbatch b | GBS/dp with (b·l) divisible by tp1 (1D), tp2 (SUMMA) or tp1·tp2 (context).
+* SUMMA panels nb = st·2^j, st = max(tp1, tp2): only st if e/st < 512, else every such nb with
+  j < ceil(log2(e//st)), nb | e and e//nb ≥ 512.
+* NVLink placement (nv_tp1, nv_tp2, nv_dp, nv_pp): the identity when n ≤ NVS, else every ordered
+  tuple with product NVS whose entries divide their dimension. (Outside paper mode a GPU count
+  that NVS does not divide uses the domain gcd(n, NVS): the partly filled node.)
+
+The grid is built axis by axis: a boolean mask of (rows × new axis values), then only the valid
+pairs are kept, so memory stays proportional to the valid candidates. Order is deterministic
+(lexicographic in tp1, tp2, pp, b, nb, placement).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ModelError
+from .strategies import Strategy
+from .transformer import Transformer
+
+COLUMNS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+PIN_NAMES = COLUMNS
+
+
+def divisors(n: int) -> np.ndarray:
+    """All positive divisors of n, increasing."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
+
+
+def placements(domain: int) -> np.ndarray:
+    """Every ordered 4-tuple of positive integers with product ``domain`` (shape [k, 4])."""
+    ds = [int(x) for x in divisors(domain)]
+    out = [(a, b, c, domain // (a * b * c))
+           for a in ds for b in ds if (domain // a) % b == 0
+           for c in ds if (domain // (a * b)) % c == 0]
+    return np.array(out, dtype=np.int64).reshape(-1, 4)
+
+
+@dataclass
+class Space:
+    """Candidate configurations (equal-length int64 arrays named as in ``COLUMNS``)."""
+
+    cols: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.cols["tp1"])
+
+
+def _expand(cols: dict[str, np.ndarray], name: str, values: np.ndarray, mask: np.ndarray) -> dict:
+    """Cross the rows with ``values`` of a new column, keeping the pairs where ``mask`` [rows, k]."""
+    r, k = np.nonzero(mask)
+    out = {key: v[r] for key, v in cols.items()}
+    out[name] = values[k] if values.ndim == 1 else values[r, k]
+    return out
+
+
+def _pin(values: np.ndarray, pins: dict, name: str) -> np.ndarray:
+    return values[values == pins[name]] if pins.get(name) is not None else values
+
+
+def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
+                nvs: int, pins: dict | None = None, paper: bool = False,
+                budget: int = 20_000_000) -> Space:
+    """All candidates of ``strategy`` on ``gpus`` GPUs that satisfy the rules and the ``pins``.
+
+    Raises ModelError when more than ``budget`` candidates would be built.
+    """
+    pins = {k: v for k, v in (pins or {}).items() if v is not None}
+    n, e, h, kv, l = gpus, model.hidden, model.heads, model.kv_heads, model.seq_len
+    div_n = divisors(n)
+    tp1 = _pin(div_n, pins, "tp1")
+    min_cols = (3 * e) // tp1 if strategy.name == "1d" else e // tp1
+    tp1 = tp1[(h % tp1 == 0) & (e % tp1 == 0) & (min_cols >= 128)
+              & ((kv % tp1 == 0) | (tp1 % kv == 0))]
+    cols = {"tp1": tp1}
+    tp2 = _pin(div_n, pins, "tp2") if strategy.has_tp2 else np.ones(1, dtype=np.int64)
+    ok = (n % (tp1[:, None] * tp2[None, :]) == 0)
+    if strategy.has_tp2:
+        ok &= (l // tp2 >= 128)[None, :]
+    if strategy.name == "summa":
+        ok &= (e % tp2 == 0)[None, :]
+    cols = _expand(cols, "tp2", tp2, ok)
+    tp = cols["tp1"] * cols["tp2"]
+    pp = _pin(divisors(model.layers), pins, "pp")
+    cols = _expand(cols, "pp", pp, n % (tp[:, None] * pp[None, :]) == 0)
+    dp = n // (cols["tp1"] * cols["tp2"] * cols["pp"])
+    keep = (global_batch % dp == 0) & (dp <= global_batch)
+    if pins.get("dp") is not None:
+        keep &= dp == pins["dp"]
+    cols = {k: v[keep] for k, v in cols.items()}
+    cols["dp"] = dp[keep]
+    mb = _pin(divisors(global_batch), pins, "microbatch")
+    split = np.ones_like(cols["tp1"])
+    for a in strategy.microbatch_divides:
+        split = split * cols[a]
+    ok = ((global_batch // cols["dp"])[:, None] % mb[None, :] == 0) & (
+        (mb[None, :] * l) % split[:, None] == 0)
+    cols = _expand(cols, "microbatch", mb, ok)
+    cols = _panels(cols, e, strategy.has_panels, pins)
+    return Space(_placements(cols, n, nvs, pins, paper, budget))
+
+
+def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
+    """Add the SUMMA panel count nb (1 where the strategy has no panels)."""
+    if not searched:
+        cols["nb"] = np.ones_like(cols["tp1"])
+        return cols
+    st = np.maximum(cols["tp1"], cols["tp2"])
+    j_max = int(np.ceil(np.log2(max(e, 2))))
+    nb = st[:, None] * (2 ** np.arange(max(j_max, 1), dtype=np.int64))[None, :]
+    small = (e / st < 512)[:, None]
+    upper = np.ceil(np.log2(np.maximum(e // st, 1)))[:, None]
+    j = np.arange(nb.shape[1])[None, :]
+    ok = np.where(small, j == 0, (j < upper) & (e % nb == 0) & (e // nb >= 512))
+    if pins.get("nb") is not None:
+        ok &= nb == pins["nb"]
+    return _expand(cols, "nb", nb, ok)
+
+
+def _placements(cols: dict, n: int, nvs: int, pins: dict, paper: bool, budget: int) -> dict:
+    """Add the NVLink placement (nv_tp1, nv_tp2, nv_dp, nv_pp); check the candidate budget."""
+    names = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+    dims = np.stack([cols["tp1"], cols["tp2"], cols["dp"], cols["pp"]], axis=1)
+    if n <= nvs:
+        ok = np.ones(len(dims), dtype=bool)
+        for i, name in enumerate(names):
+            if pins.get(name) is not None:
+                ok &= dims[:, i] == pins[name]
+        _check_budget(int(ok.sum()), budget)
+        out = {k: v[ok] for k, v in cols.items()}
+        out.update({name: dims[ok, i] for i, name in enumerate(names)})
+        return out
+    domain = nvs if paper else math.gcd(n, nvs)
+    table = placements(domain)
+    for i, name in enumerate(names):
+        if pins.get(name) is not None:
+            table = table[table[:, i] == pins[name]]
+    ok = np.ones((len(dims), len(table)), dtype=bool)
+    for i in range(4):
+        ok &= dims[:, i, None] % table[None, :, i] == 0
+    _check_budget(int(ok.sum()), budget)
+    r, k = np.nonzero(ok)
+    out = {key: v[r] for key, v in cols.items()}
+    out.update({name: table[k, i] for i, name in enumerate(names)})
+    return out
+
+
+def _check_budget(count: int, budget: int) -> None:
+    if count > budget:
+        raise ModelError(
+            f"the search would evaluate {count:,} candidates, more than the budget of {budget:,};"
+            " pin a dimension (tp, tp2, pp, dp, microbatch) or raise the budget"
+        )

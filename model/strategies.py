@@ -1,0 +1,285 @@
+"""Parallel strategies as data: which axis shards which dimension of each op, and which collective
+each op needs over which group (spec/paper-model.md §3.2).
+
+A strategy is a table of :class:`OpSpec` rows for one transformer block (plus the ops before the
+first and after the last block), evaluated by the one generic code path in :mod:`model.block`.
+Parallel axes: ``tp1`` shards hidden features / heads, ``tp2`` shards the sequence (SUMMA rows or
+context parallel); ``dp`` and ``pp`` never shard an op. A dimension name (``e``, ``f``, ``qkv``, …)
+refers to :func:`model_dims`. Volumes of collectives are named (``in``, ``out``, ``kv``, …) and
+defined once in :func:`model.block.comm_volume_bytes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .collectives import Collective
+from .errors import ModelError
+from .transformer import Transformer
+
+Axes = tuple[str, ...]
+TP1: Axes = ("tp1",)
+TP2: Axes = ("tp2",)
+NONE: Axes = ()
+
+
+class Kind(Enum):
+    """Which formula of :mod:`model.ops` an op uses."""
+
+    LINEAR = "linear"
+    SUMMA_LINEAR = "summa_linear"
+    BIAS = "bias"
+    ACT = "act"
+    DROPOUT = "dropout"
+    NORM = "norm"
+    ATTENTION = "attention"
+    EMBEDDING = "embedding"
+    LOSS = "loss"
+
+
+@dataclass(frozen=True)
+class CommSpec:
+    """One collective: its type, the named volume it moves, and the axes forming its group."""
+
+    collective: Collective
+    volume: str
+    axes: Axes
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op of a block: formula, feature dims, how each is sharded, and its collectives.
+
+    ``k``/``n`` name input/output features (elementwise ops and norms use ``k`` only); ``rows``
+    shards the sequence, ``k_shard``/``n_shard`` the features, ``heads_shard`` attention heads.
+    ``panels`` names what splits the op's collectives into overlapped panels (SUMMA, §2.3): ``nb``
+    (searched panel count) or an axis; ``None`` means collectives are serial (t = compute + Σ comm).
+    """
+
+    name: str
+    kind: Kind
+    k: str = "e"
+    n: str = ""
+    rows: Axes = NONE
+    k_shard: Axes = NONE
+    n_shard: Axes = NONE
+    heads_shard: Axes = NONE
+    fwd: tuple[CommSpec, ...] = ()
+    bwd: tuple[CommSpec, ...] = ()
+    panels: str | None = None
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A parallel strategy: its block table and the groups of its data-parallel collectives.
+
+    ``dp_axes``: axes over which weights are replicated (the gradient reduce-scatter / parameter
+    all-gather group and the optimizer-state sharding). ``microbatch_divides``: axes whose product
+    must divide mbs·l. ``boundary``: the op whose activation is the pipeline p2p message.
+    """
+
+    name: str
+    label: str
+    block: tuple[OpSpec, ...]
+    pre: tuple[OpSpec, ...]
+    post: tuple[OpSpec, ...]
+    dp_axes: Axes
+    microbatch_divides: Axes
+    boundary: str
+    has_tp2: bool
+    has_panels: bool
+
+
+STRATEGY_NAMES = {"1d": "1d", "summa": "summa", "2d": "summa", "context": "context",
+                  "2d-seqp": "context", "seqp": "context"}
+LABELS = {"1d": "1D tensor parallel", "summa": "2D SUMMA tensor parallel",
+          "context": "2D context/sequence parallel"}
+
+
+def model_dims(model: Transformer, paper: bool) -> dict[str, int]:
+    """Full (unsharded) sizes by name: e, f (MLP hidden), f_in (fc1 output: f or 2f for SwiGLU),
+    qkv ((h + 2k)·q), l, V. In paper mode the LayerNorm2D feature dim is ``ln2d`` = l (bug 1)."""
+    e, q = model.hidden, model.head_dim
+    return {
+        "e": e,
+        "f": model.ffn,
+        "f_in": model.ffn * (2 if model.mlp == "swiglu" else 1),
+        "qkv": (model.heads + 2 * model.kv_heads) * q,
+        "l": model.seq_len,
+        "V": model.vocab,
+        "ln2d": model.seq_len if paper else e,
+    }
+
+
+def _rs(volume: str, axes: Axes) -> CommSpec:
+    return CommSpec(Collective.REDUCESCATTER, volume, axes)
+
+
+def _ag(volume: str, axes: Axes) -> CommSpec:
+    return CommSpec(Collective.ALLGATHER, volume, axes)
+
+
+def _mlp_tail(model: Transformer, rows: Axes, hid: Axes) -> list[OpSpec]:
+    """fc1 bias, activation and its dropout on the [rows, f/hid] MLP hidden tensor."""
+    ops = []
+    if model.bias:
+        ops.append(OpSpec("mlp/fc1_bias", Kind.BIAS, k="f_in", rows=rows, k_shard=hid))
+    ops.append(OpSpec("mlp/act", Kind.ACT, k="f", rows=rows, k_shard=hid))
+    if model.dropout:
+        ops.append(OpSpec("mlp/act_dropout", Kind.DROPOUT, k="f", rows=rows, k_shard=hid))
+    return ops
+
+
+def _residual(model: Transformer, part: str, bias_rows: Axes, bias_cols: Axes, rows: Axes,
+              cols: Axes, norm: OpSpec) -> list[OpSpec]:
+    """Output bias, dropout and the norm that close an MLP or attention sub-block."""
+    ops = []
+    if model.bias:
+        ops.append(OpSpec(f"{part}/out_bias", Kind.BIAS, rows=bias_rows, k_shard=bias_cols))
+    if model.dropout:
+        ops.append(OpSpec(f"{part}/dropout", Kind.DROPOUT, rows=rows, k_shard=cols))
+    return ops + [norm]
+
+
+def _one_d(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+    """Megatron 1D TP with sequence-parallel norms (spec §3.2 "1D TP").
+
+    Column-parallel fc1/qkv (bwd RS of dX over tp1), row-parallel fc2/proj (fwd RS of Y), norms on
+    l/tp1 rows with AG fwd / RS bwd. The paper adds the output bias on the unsharded [l, e]
+    tensor; the default model adds it after the reduce-scatter, on l/tp1 rows.
+    """
+    out_bias_rows = NONE if paper else TP1
+    norm = OpSpec("mlp/norm", Kind.NORM, rows=TP1, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),))
+    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", n_shard=TP1, bwd=(_rs("in", TP1),)),
+           *_mlp_tail(model, NONE, TP1),
+           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", k_shard=TP1, fwd=(_rs("out", TP1),)),
+           *_residual(model, "mlp", out_bias_rows, NONE, TP1, NONE, norm)]
+    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", n_shard=TP1, bwd=(_rs("in", TP1),)),
+            OpSpec("attn/flash", Kind.ATTENTION, heads_shard=TP1),
+            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", k_shard=TP1, fwd=(_rs("out", TP1),)),
+            *_residual(model, "attn", out_bias_rows, NONE, TP1, NONE,
+                       OpSpec("attn/norm", Kind.NORM, rows=TP1, fwd=(_ag("in", TP1),),
+                              bwd=(_rs("in", TP1),)))]
+    # vocab-parallel table [V/tp1, e]; partial outputs reduce-scattered onto l/tp1 rows
+    pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", n_shard=TP1,
+                  fwd=(_rs("in", TP1),), bwd=(_ag("in", TP1),))]
+    post = [OpSpec("head/norm", Kind.NORM, rows=TP1, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),)),
+            OpSpec("head/logits", Kind.LINEAR, k="e", n="V", n_shard=TP1, bwd=(_rs("in", TP1),)),
+            OpSpec("head/loss", Kind.LOSS, k="V", k_shard=TP1,
+                   fwd=(CommSpec(Collective.ALLREDUCE, "stats", TP1),))]
+    return mlp + attn, pre, post
+
+
+def _context(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+    """2D context/sequence parallel (spec §3.2 "2d-seqp"): 1D TP over tp1 on l/tp2 rows, and
+    flash attention all-gathering K, V over tp2 (fwd AG, bwd AG + RS, not overlapped)."""
+    both = ("tp2", "tp1")
+    norm = OpSpec("mlp/norm", Kind.NORM, rows=both, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),))
+    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=TP2, n_shard=TP1,
+                  bwd=(_rs("in", TP1),)),
+           *_mlp_tail(model, TP2, TP1),
+           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=TP2, k_shard=TP1,
+                  fwd=(_rs("out", TP1),)),
+           # the paper's fc2 bias is Bias(b, l//m2, e; m1, 1): rows l//(tp2·tp1), features whole
+           *_residual(model, "mlp", both, NONE, both, NONE, norm)]
+    kv = (_ag("kv", TP2),)
+    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=TP2, n_shard=TP1,
+                   bwd=(_rs("in", TP1),)),
+            OpSpec("attn/flash", Kind.ATTENTION, rows=TP2, heads_shard=TP1, fwd=kv,
+                   bwd=kv + (_rs("kv", TP2),)),
+            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=TP2, k_shard=TP1,
+                   fwd=(_rs("out", TP1),)),
+            # paper: the attention output bias is Bias(b, l, e; m2, m1): l//tp2 rows, e//tp1 cols
+            *_residual(model, "attn", TP2 if paper else both, TP1 if paper else NONE, both, NONE,
+                       OpSpec("attn/norm", Kind.NORM, rows=both, fwd=(_ag("in", TP1),),
+                              bwd=(_rs("in", TP1),)))]
+    pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=TP2, n_shard=TP1,
+                  fwd=(_rs("in", TP1),), bwd=(_ag("in", TP1),))]
+    post = [OpSpec("head/norm", Kind.NORM, rows=both, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),)),
+            OpSpec("head/logits", Kind.LINEAR, k="e", n="V", rows=TP2, n_shard=TP1,
+                   bwd=(_rs("in", TP1),)),
+            OpSpec("head/loss", Kind.LOSS, k="V", rows=TP2, k_shard=TP1,
+                   fwd=(CommSpec(Collective.ALLREDUCE, "stats", TP1),))]
+    return mlp + attn, pre, post
+
+
+def _summa_linear(name: str, k: str, n: str) -> OpSpec:
+    """LinearSumma: X panels broadcast along tp1, W panels along tp2 (spec §3.1), nb panels."""
+    bc, rd = Collective.BROADCAST, Collective.REDUCE
+    return OpSpec(
+        name, Kind.SUMMA_LINEAR, k=k, n=n, rows=TP2, k_shard=TP1, n_shard=TP1, panels="nb",
+        fwd=(CommSpec(bc, "summa_x", TP1), CommSpec(bc, "summa_w", TP2)),
+        bwd=(CommSpec(bc, "summa_w", TP2), CommSpec(rd, "summa_x", TP1),
+             CommSpec(bc, "summa_x", TP1), CommSpec(rd, "summa_w", TP2)),
+    )
+
+
+def _summa(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+    """2D SUMMA (spec §3.2 "2d"): every matmul a SUMMA on the tp2 × tp1 grid, 2D LayerNorm.
+
+    Paper mode copies its attention (context-parallel flash attention with an exposed K/V
+    all-gather, bug 4) and its LayerNorm2D (features l // tp1, bug 1). The default model uses SUMMA
+    attention: K/V row panels broadcast along tp2 and overlapped with the attention compute
+    (tp2 panels, §2.3), and the norm statistics all-reduced over tp1 (2 values per row), γ/β
+    gradients over tp2.
+    """
+    ar = Collective.ALLREDUCE
+    if paper:
+        stats = ((CommSpec(ar, "stats", TP1),), (CommSpec(ar, "stats_paper_bwd", TP1),))
+        kv_fwd, kv_bwd, kv_panels = (_ag("kv", TP2),), (_ag("kv", TP2), _rs("kv", TP2)), None
+    else:
+        stats = ((CommSpec(ar, "stats", TP1),),
+                 (CommSpec(ar, "stats", TP1), CommSpec(ar, "norm_weights", TP2)))
+        bc, rd = Collective.BROADCAST, Collective.REDUCE
+        kv_fwd = (CommSpec(bc, "kv", TP2),)
+        kv_bwd = (CommSpec(bc, "kv", TP2), CommSpec(rd, "kv", TP2))
+        kv_panels = "tp2"
+
+    def norm(name: str) -> OpSpec:
+        return OpSpec(name, Kind.NORM, k="ln2d", rows=TP2, k_shard=TP1, fwd=stats[0], bwd=stats[1])
+
+    mlp = [_summa_linear("mlp/fc1", "e", "f_in"),
+           *_mlp_tail(model, TP2, TP1),
+           _summa_linear("mlp/fc2", "f", "e"),
+           *_residual(model, "mlp", TP2, TP1, TP2, TP1, norm("mlp/norm"))]
+    attn = [_summa_linear("attn/qkv", "e", "qkv"),
+            OpSpec("attn/flash", Kind.ATTENTION, rows=TP2, heads_shard=TP1, fwd=kv_fwd,
+                   bwd=kv_bwd, panels=kv_panels),
+            _summa_linear("attn/proj", "e", "e"),
+            *_residual(model, "attn", TP2, TP1, TP2, TP1, norm("attn/norm"))]
+    # the table is split by features over tp1 (each GPU: all V rows, e/tp1 columns): no comm
+    pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=TP2, k_shard=TP1)]
+    post = [norm("head/norm"), _summa_linear("head/logits", "e", "V"),
+            OpSpec("head/loss", Kind.LOSS, k="V", rows=TP2, k_shard=TP1,
+                   fwd=(CommSpec(ar, "stats", TP1),))]
+    return mlp + attn, pre, post
+
+
+_BUILDERS = {"1d": _one_d, "summa": _summa, "context": _context}
+_DP_AXES = {"1d": ("dp",), "summa": ("dp",), "context": ("dp", "tp2")}
+_MB_DIVIDES = {"1d": TP1, "summa": TP2, "context": ("tp1", "tp2")}
+
+
+def canonical_strategy(name: str) -> str:
+    """'1d' | 'summa' | 'context' from any accepted alias (2d, 2d-seqp, seqp)."""
+    key = STRATEGY_NAMES.get(str(name).lower())
+    if key is None:
+        raise ModelError(f"unknown strategy '{name}'; choose 1d, summa or context")
+    return key
+
+
+def build_strategy(name: str, model: Transformer, paper: bool) -> Strategy:
+    """The op table of strategy ``name`` for ``model``; ``paper`` copies the paper's choices.
+
+    In paper mode there are no embedding, head or loss ops (the paper models only blocks).
+    """
+    key = canonical_strategy(name)
+    block, pre, post = _BUILDERS[key](model, paper)
+    if paper or model.vocab == 0:
+        pre, post = [], []
+    return Strategy(
+        name=key, label=LABELS[key], block=tuple(block), pre=tuple(pre), post=tuple(post),
+        dp_axes=_DP_AXES[key], microbatch_divides=_MB_DIVIDES[key], boundary="attn/norm",
+        has_tp2=key != "1d", has_panels=key == "summa",
+    )
