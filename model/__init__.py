@@ -1,0 +1,29 @@
+"""Analytical performance model of transformer training on GPU clusters (numpy only, no UI).
+
+Public API::
+
+    from model import load_model, load_system, search, evaluate
+    m, s = load_model("gpt3-1t"), load_system("h200")
+    res = search(m, s, gpus=4096, global_batch=4096, strategy="summa")
+    res.top            # DataFrame of the fastest configurations that fit, best first
+    ev = evaluate(m, s, 4096, 4096, "1d", tp1=8, pp=64, dp=8, microbatch=1)
+    ev.row, ev.ops     # the configuration's numbers and its per-op breakdown
+
+``compat="paper"`` reproduces arXiv 2410.00273's public code, bugs included
+(spec/paper-model.md §7); the default model fixes them and adds embedding, LM head and loss.
+"""
+
+from .errors import ModelError
+from .hardware import System, list_systems, load_system, system_from_dict
+from .search import Evaluation, SearchResult, evaluate, search
+from .strategies import canonical_strategy
+from .sweep import sweep
+from .transformer import Transformer, list_models, load_model, transformer_from_dict
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Evaluation", "ModelError", "SearchResult", "System", "Transformer", "canonical_strategy",
+    "evaluate", "list_models", "list_systems", "load_model", "load_system", "search", "sweep",
+    "system_from_dict", "transformer_from_dict", "__version__",
+]

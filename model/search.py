@@ -19,6 +19,7 @@ from .errors import ModelError
 from .evaluate import evaluate_ops, evaluate_space, shards_of
 from .hardware import System
 from .report import op_table, result_frame
+from .rules import explain
 from .space import PIN_NAMES, build_space
 from .strategies import build_strategy, canonical_strategy
 from .transformer import Transformer
@@ -128,7 +129,6 @@ def evaluate(
     strat = build_strategy(key, model, paper)
     space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, paper)
     if len(space) == 0:
-        from .rules import explain
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
                                  paper))
     res = evaluate_space(model, sysm, strat, space, global_batch, paper)

@@ -1,0 +1,31 @@
+"""Strong-scaling sweeps: the best configuration of each strategy at each GPU count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from .hardware import System
+from .search import DEFAULT_BUDGET, SearchResult, search
+from .strategies import canonical_strategy
+from .transformer import Transformer
+
+STRATEGIES = ("1d", "summa", "context")
+PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the paper's figures
+
+
+def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_GPU_COUNTS,
+          global_batch: int = 4096, strategies: Iterable[str] = STRATEGIES, *,
+          compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
+          top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
+    """One :func:`~model.search.search` per (strategy, GPU count), strategies outermost."""
+    return [search(model, system, n, global_batch, canonical_strategy(s), compat=compat, nvs=nvs,
+                   pins=pins, top_k=top_k, budget=budget)
+            for s in strategies for n in gpu_counts]
+
+
+def best_frame(results: list[SearchResult]) -> pd.DataFrame:
+    """The best row of each search that found a feasible configuration, as one DataFrame."""
+    rows = [r.top.iloc[:1] for r in results if not r.top.empty]
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
