@@ -19,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ops
-from .collectives import collective_time_s, summa_comm_time_s
+from .collectives import Collective, collective_time_s, summa_comm_time_s
 from .hardware import System
+from .modes import Mode, resolve_mode
 from .strategies import Axes, Kind, OpSpec, model_dims
 from .transformer import Transformer
 
@@ -39,16 +40,16 @@ class Shards:
     nv_tp1: np.ndarray  # tp1 members inside one NVLink domain
     nv_tp2: np.ndarray
 
-    def size(self, axes: Axes) -> np.ndarray:
+    def size(self, axes: Axes) -> np.ndarray | int:
         """Product of the sizes of ``axes`` (1 for none)."""
-        out = np.ones_like(self.tp1)
+        out: np.ndarray | int = 1
         for a in axes:
             out = out * getattr(self, a)
         return out
 
-    def tau(self, axes: Axes) -> np.ndarray:
+    def tau(self, axes: Axes) -> np.ndarray | int:
         """How many members of the group over ``axes`` sit in one NVLink domain."""
-        out = np.ones_like(self.tp1)
+        out: np.ndarray | int = 1
         for a in axes:
             out = out * getattr(self, "nv_" + a)
         return out
@@ -60,17 +61,18 @@ class Ctx:
 
     model: Transformer
     system: System
-    paper: bool
+    mode: Mode
     dims: dict[str, int]
 
     @classmethod
-    def make(cls, model: Transformer, system: System, paper: bool) -> Ctx:
-        return cls(model, system, paper, model_dims(model, paper))
+    def make(cls, model: Transformer, system: System, compat: object) -> Ctx:
+        mode = resolve_mode(compat)
+        return cls(model, system, mode, model_dims(model, mode))
 
 
 def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
     """Floor-divided local size of a dimension of size ``full`` sharded over ``axes``."""
-    return (full // shards.size(axes)).astype(float)
+    return np.asarray(full // shards.size(axes), dtype=float)
 
 
 def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
@@ -150,7 +152,14 @@ class Phase:
     comm_bytes: np.ndarray
 
 
-def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx) -> Phase:
+# Collectives with the same time formula: a ring reduce-scatter costs what an all-gather does,
+# and a reduce what a broadcast does (spec §2.2); ops reuse such times instead of recomputing.
+_SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
+              Collective.REDUCE: Collective.BROADCAST}
+
+
+def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx,
+           memo: dict) -> Phase:
     sysm = ctx.system
     eta = sysm.flop_efficiency
     t_comp = (sysm.kernel_overhead_s + flop_mat / (eta * sysm.matrix_flop_per_s)
@@ -163,10 +172,15 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
     comm = np.zeros_like(compute)
     volume = np.zeros_like(compute)
     for c in comms:
-        v = comm_volume_bytes(c.volume, spec, c.axes, sh, ctx)
-        piece = v if panels is None else v / panels
-        comm = comm + collective_time_s(c.collective, piece, sh.size(c.axes), sh.tau(c.axes),
-                                        sysm, ctx.paper)
+        key = (_SAME_TIME.get(c.collective, c.collective), c.volume, c.axes)
+        if key not in memo:
+            v = comm_volume_bytes(c.volume, spec, c.axes, sh, ctx)
+            piece = v if panels is None else v / panels
+            memo[key] = v, collective_time_s(c.collective, piece, sh.size(c.axes),
+                                             sh.tau(c.axes), sysm,
+                                             ctx.mode.allreduce_half_counted)
+        v, t = memo[key]
+        comm = comm + t
         volume = volume + v
     if panels is not None:
         comm = summa_comm_time_s(comm, panels, compute)
@@ -186,8 +200,9 @@ class OpResult:
 def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx) -> OpResult:
     """Counts and times of one op for every configuration in ``sh``."""
     c = op_counts(spec, sh, ctx)
-    fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx)
-    bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx)
+    memo: dict = {}  # collective times shared by the op's forward and backward
+    fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx, memo)
+    bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx, memo)
     return OpResult(spec, c, fwd, bwd)
 
 

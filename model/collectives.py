@@ -45,34 +45,29 @@ def collective_time_s(
     system: System,
     paper: bool = False,
 ) -> np.ndarray:
-    """Time (s) of one collective of ``kind`` over ``group`` GPUs, ``tau`` of them per NVLink domain.
+    """Time (s) of one collective of ``kind`` over ``group`` GPUs, ``tau`` per NVLink domain.
 
     Zero when V = 0 or n = 1. ``P2P`` needs n = 2: λ_s + V/b_s across domains (τ = 1), else
     λ_f + V/b_f. See the module docstring for the ring formulas.
     """
     v = np.asarray(volume_bytes, dtype=float)
-    n = np.asarray(group, dtype=np.int64)
-    t = np.asarray(tau, dtype=np.int64)
+    n = np.asarray(group, dtype=float)
+    t = np.maximum(np.asarray(tau, dtype=float), 1.0)
     b_f, b_s = system.fast_bytes_per_s, system.slow_bytes_per_s
     l_f, l_s = system.nvlink_latency_s, system.network_latency_s
+    live = (v > 0) & (n > 1)
     if kind == Collective.P2P:
-        out = np.where(t == 1, l_s + v / b_s, l_f + v / b_f)
-        return np.where((v > 0) & (n > 1), out, 0.0)
-    c = 1.0 if kind in (Collective.BROADCAST, Collective.REDUCE) else (n - 1) / np.maximum(n, 1)
-    cv = c * v
-    k = n // np.maximum(t, 1)
-    all_slow = l_s * (n - 1) + cv / b_s
-    all_fast = l_f * (n - 1) + cv / b_f
-    bw_hier = np.maximum(cv / (system.nics_per_gpu * np.maximum(t, 1) * b_s), cv / b_f)
-    latency_hier = l_s * (k - 1) + l_f * (n - k)
-    if kind == Collective.ALLREDUCE and paper:
-        hier = 2.0 * bw_hier + latency_hier  # paper bug 3: doubled here only
-    else:
-        hier = bw_hier + latency_hier
-    out = np.where(t <= 1, all_slow, np.where(k <= 1, all_fast, hier))
+        return np.where(live, np.where(t == 1, l_s + v / b_s, l_f + v / b_f), 0.0)
+    cv = v if kind in (Collective.BROADCAST, Collective.REDUCE) else v * (n - 1) / n
+    k = np.floor(n / t)  # domains spanned (τ divides n)
+    doubled = 2.0 if kind == Collective.ALLREDUCE and paper else 1.0  # paper bug 3
+    hier = doubled * np.maximum(cv / (system.nics_per_gpu * t * b_s), cv / b_f) + (
+        l_s * (k - 1) + l_f * (n - k))
+    out = np.where(t <= 1, l_s * (n - 1) + cv / b_s,
+                   np.where(k <= 1, l_f * (n - 1) + cv / b_f, hier))
     if kind == Collective.ALLREDUCE and not paper:
         out = 2.0 * out  # reduce-scatter + all-gather
-    return np.where((v > 0) & (n > 1), out, 0.0)
+    return np.where(live, out, 0.0)
 
 
 def summa_comm_time_s(

@@ -53,23 +53,34 @@ def _add(a: Totals, b: Totals) -> Totals:
     return Totals(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(Totals)))
 
 
+def _edges(model: Transformer, strategy: Strategy, sh: Shards, ctx: Ctx, inverse: np.ndarray,
+           pp: np.ndarray) -> tuple[Totals, Totals, Totals]:
+    """Ops before the first and after the last block: (pre, post, edge charged to the slowest
+    stage). With pp = 1 one stage runs both; otherwise the slower of the two ends sets the pace."""
+    if not strategy.pre and not strategy.post:
+        zero = np.zeros(len(pp))
+        none = Totals(*(zero for _ in fields(Totals)))
+        return none, none, none
+    pre = _take(sum_ops(evaluate_ops(strategy.pre, sh, ctx), sh.tp1), inverse)
+    post = _take(sum_ops(evaluate_ops(strategy.post, sh, ctx), sh.tp1), inverse)
+    if model.tied_embeddings:  # one matrix serves embedding and head on a single stage
+        post.weight_bytes = np.where(pp == 1, 0.0, post.weight_bytes)
+    edge = _pick(pp == 1, _add(pre, post),
+                 _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post))
+    return pre, post, edge
+
+
 def evaluate_space(model: Transformer, system: System, strategy: Strategy, space: Space,
-                   global_batch: int, paper: bool) -> dict[str, np.ndarray]:
+                   global_batch: int, compat: object = None) -> dict[str, np.ndarray]:
     """Every result column for every candidate of ``space`` (times in s, memory in bytes)."""
     c = space.cols
-    ctx = Ctx.make(model, system, paper)
+    ctx = Ctx.make(model, system, compat)
     first, inverse = distinct_rows(c, BLOCK_KEY)
     sh = shards_of(c, first)
     block_ops = evaluate_ops(strategy.block, sh, ctx)
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
     block = _take(sum_ops(block_ops, sh.tp1), inverse)
-    pre = _take(sum_ops(evaluate_ops(strategy.pre, sh, ctx), sh.tp1), inverse)
-    post = _take(sum_ops(evaluate_ops(strategy.post, sh, ctx), sh.tp1), inverse)
-    if model.tied_embeddings:  # one matrix serves embedding and head on a single stage
-        post.weight_bytes = np.where(c["pp"] == 1, 0.0, post.weight_bytes)
-    single = c["pp"] == 1
-    edge = _pick(single, _add(pre, post),
-                 _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post))
+    pre, post, edge = _edges(model, strategy, sh, ctx, inverse, c["pp"])
     dp_group = np.ones_like(c["dp"])
     dp_tau = np.ones_like(c["dp"])
     for axis in strategy.dp_axes:
@@ -80,7 +91,7 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
         block=block, edge=edge, edge_pre=pre, edge_post=post,
         boundary_act_bytes=np.asarray(boundary.counts.act_bytes)[inverse],
         n_mb=n_mb, layers=model.layers // c["pp"], pp=c["pp"], nv_pp=c["nv_pp"],
-        dp_group=dp_group, dp_tau=dp_tau, system=system, paper=paper,
+        dp_group=dp_group, dp_tau=dp_tau, system=system, mode=ctx.mode,
     )
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = model.layers // c["pp"]

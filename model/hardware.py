@@ -21,29 +21,76 @@ FIELDS = (
     Field("name", str, "preset name", required=True),
     Field("source", str, "where the figures come from", required=True),
     Field("gpu", str, "GPU model", default=""),
-    Field("matrix_tflops_fp16", float, "dense tensor-core peak, fp16/bf16, TFLOP/s", 0.1, 1e5, required=True),
-    Field("matrix_tflops_fp8", float, "dense tensor-core peak, fp8, TFLOP/s (0 = none)", 0, 1e5, default=0.0),
-    Field("vector_tflops_fp16", float, "non-tensor-core peak, fp16, TFLOP/s", 0.01, 1e5, required=True),
-    Field("vector_tflops_fp32", float, "non-tensor-core peak, fp32, TFLOP/s", 0.01, 1e5, required=True),
+    Field(
+        "matrix_tflops_fp16",
+        float,
+        "dense tensor-core peak, fp16/bf16, TFLOP/s",
+        0.1,
+        1e5,
+        required=True,
+    ),
+    Field(
+        "matrix_tflops_fp8",
+        float,
+        "dense tensor-core peak, fp8, TFLOP/s (0 = none)",
+        0,
+        1e5,
+        default=0.0,
+    ),
+    Field(
+        "vector_tflops_fp16", float, "non-tensor-core peak, fp16, TFLOP/s", 0.01, 1e5, required=True
+    ),
+    Field(
+        "vector_tflops_fp32", float, "non-tensor-core peak, fp32, TFLOP/s", 0.01, 1e5, required=True
+    ),
     Field("hbm_capacity_gb", float, "HBM per GPU, GB (1e9 bytes)", 1, 1e5, required=True),
     Field("hbm_bandwidth_gb_per_s", float, "HBM bandwidth per GPU, GB/s", 1, 1e6, required=True),
     Field("hbm_efficiency", float, "achievable fraction of HBM bandwidth", 0.05, 1, default=1.0),
     Field("flop_efficiency", float, "achievable fraction of peak FLOP/s", 0.05, 1, default=0.8),
     Field("kernel_overhead_s", float, "fixed launch overhead per op, s", 0, 1e-2, default=20e-6),
-    Field("nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain", 1, 1_000_000, required=True),
-    Field("nvlink_bandwidth_gb_per_s", float, "NVLink bandwidth per GPU per direction, GB/s", 0.1, 1e6, required=True),
-    Field("nvlink_efficiency", float, "achievable fraction of NVLink bandwidth", 0.05, 1, default=0.7),
-    Field("nvlink_latency_s", float, "latency per ring step inside the domain, s", 0, 1e-2, default=2.5e-6),
-    Field("nic_bandwidth_gb_per_s", float, "bandwidth per NIC per direction, GB/s", 0.01, 1e5, required=True),
+    Field(
+        "nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain", 1, 1_000_000, required=True
+    ),
+    Field(
+        "nvlink_bandwidth_gb_per_s",
+        float,
+        "NVLink bandwidth per GPU per direction, GB/s",
+        0.1,
+        1e6,
+        required=True,
+    ),
+    Field(
+        "nvlink_efficiency", float, "achievable fraction of NVLink bandwidth", 0.05, 1, default=0.7
+    ),
+    Field(
+        "nvlink_latency_s",
+        float,
+        "latency per ring step inside the domain, s",
+        0,
+        1e-2,
+        default=2.5e-6,
+    ),
+    Field(
+        "nic_bandwidth_gb_per_s",
+        float,
+        "bandwidth per NIC per direction, GB/s",
+        0.01,
+        1e5,
+        required=True,
+    ),
     Field("nics_per_gpu", float, "NICs per GPU (NIC scaling of slow rings)", 0.01, 64, default=1.0),
-    Field("network_efficiency", float, "achievable fraction of NIC bandwidth", 0.05, 1, default=0.7),
-    Field("network_latency_s", float, "latency per ring step across domains, s", 0, 1e-2, default=5e-6),
+    Field(
+        "network_efficiency", float, "achievable fraction of NIC bandwidth", 0.05, 1, default=0.7
+    ),
+    Field(
+        "network_latency_s", float, "latency per ring step across domains, s", 0, 1e-2, default=5e-6
+    ),
 )
 
 
 @dataclass(frozen=True)
 class System:
-    """A validated system spec. Field names carry units; SI properties below are what the model uses."""
+    """A validated system spec. Field names carry units; the SI properties feed the formulas."""
 
     name: str
     source: str
@@ -117,7 +164,7 @@ def list_systems() -> list[str]:
 
 
 def load_system(name_or_path: str | Path, nvlink_domain_size: int | None = None) -> System:
-    """Load a preset by name (``h200``) or a JSON file path; optionally override the NVLink domain size."""
+    """Load a preset (``h200``) or a JSON file; optionally override the NVLink domain size."""
     text = str(name_or_path)
     path = Path(text)
     if not text.endswith(".json"):
@@ -128,4 +175,3 @@ def load_system(name_or_path: str | Path, nvlink_domain_size: int | None = None)
     if nvlink_domain_size is not None:
         system = system.with_overrides(nvlink_domain_size=nvlink_domain_size)
     return system
-

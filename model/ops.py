@@ -89,7 +89,7 @@ def bias(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
 
 
 def gelu(elements: Array, s: float) -> OpCounts:
-    """GELU on n elements (tanh form): F_fwd = 8n, F_bwd = 13n, M_fwd = 2sn, M_bwd = 3sn, act = sn."""
+    """GELU on n elements (tanh): F_fwd = 8n, F_bwd = 13n, M_fwd = 2sn, M_bwd = 3sn, act = sn."""
     return OpCounts(
         flop_vec_fwd=8 * elements,
         flop_vec_bwd=13 * elements,
@@ -147,7 +147,7 @@ def flash_attention(
     b: Array, heads: Array, kv_heads: Array, rows: Array, seq: float, q: float, s: float,
     dropout_on: bool = True,
 ) -> OpCounts:
-    """Fused (flash) attention for local query rows r of a sequence of length L (spec §3.1 FusedLA(Seqp)).
+    """Fused (flash) attention of r local query rows over a sequence of L (spec §3.1 FusedLA).
 
     With H = b·heads, S = QKᵀ is [r, L] per head:
     fwd matrix: H·r·L·(2q − 1) [QKᵀ] + H·r·q·(2L − 1) [PV];

@@ -23,17 +23,19 @@ import numpy as np
 from .block import Totals
 from .collectives import Collective, collective_time_s
 from .hardware import System
+from .modes import Mode
 
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 
 
 def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, paper: bool):
-    """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring)."""
-    t_ag = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
-    t_rs = collective_time_s(Collective.REDUCESCATTER, weight_bytes, group, tau, system, paper)
-    hidden = layers - 1
-    return (t_ag + hidden * np.maximum(t_ag - t_fwd, 0.0)
-            + t_rs + hidden * np.maximum(t_rs - t_bwd, 0.0))
+    """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
+
+    A ring all-gather and reduce-scatter of the same buffer take the same time T (spec §4), so
+    t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)).
+    """
+    t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
+    return 2 * t + (layers - 1) * (np.maximum(t - t_fwd, 0.0) + np.maximum(t - t_bwd, 0.0))
 
 
 def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
@@ -45,7 +47,7 @@ def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
     its own shard over its own NIC(s) (ν = NICs per GPU; 1 in paper mode).
     """
     v = np.asarray(volume_bytes, dtype=float)
-    nics = 1.0 if paper else system.nics_per_gpu
+    nics = 1.0 if paper else system.nics_per_gpu  # paper: one NIC, slow links free
     slow_msg = system.network_latency_s + v / (nics * system.slow_bytes_per_s)
     fast_msg = system.nvlink_latency_s + v / system.fast_bytes_per_s
     links = np.maximum(pp - 1, 1)
@@ -58,7 +60,7 @@ def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
 
 def iteration(
     *, block: Totals, edge: Totals, edge_pre: Totals, edge_post: Totals, boundary_act_bytes,
-    n_mb, layers, pp, nv_pp, dp_group, dp_tau, system: System, paper: bool,
+    n_mb, layers, pp, nv_pp, dp_group, dp_tau, system: System, mode: Mode,
 ) -> dict[str, np.ndarray]:
     """Iteration time (s), its breakdown and memory (bytes) for arrays of configurations.
 
@@ -70,14 +72,17 @@ def iteration(
     d = layers.astype(float)
     t_step = d * (block.t_fwd + block.t_bwd) + edge.t_fwd + edge.t_bwd
     t_loc = n_mb * t_step
-    t_pp = 2 * n_mb * p2p_time_s(boundary_act_bytes, pp, nv_pp, system, paper)
+    t_pp = 2 * n_mb * p2p_time_s(boundary_act_bytes, pp, nv_pp, system,
+                                 mode.free_slow_pipeline_links)
+    ar_bug = mode.allreduce_half_counted
     bubble = (pp - 1) * (t_loc + t_pp) / n_mb
     t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d, system,
-                     paper)
+                     ar_bug)
     edge_w = np.maximum(edge_pre.weight_bytes, edge_post.weight_bytes)
     single = pp == 1
     edge_w = np.where(single, edge_pre.weight_bytes + edge_post.weight_bytes, edge_w)
-    t_dp = t_dp + dp_time_s(edge_w, dp_group, dp_tau, 0.0, 0.0, 1.0, system, paper)
+    if np.any(edge_w > 0):  # embedding/head gradients: exposed, nothing left to hide behind
+        t_dp = t_dp + dp_time_s(edge_w, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug)
     t = t_loc + t_pp + bubble + t_dp
 
     # memory of the first stage (embedding, pp microbatches in flight) and of the last (head,

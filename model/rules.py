@@ -8,7 +8,7 @@ from .transformer import Transformer
 
 
 def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
-            pins: dict, paper: bool) -> str:
+            pins: dict, compat: object = None) -> str:
     """The first rule of the search space that the pinned values break (or a generic message)."""
     p = {k: v for k, v in pins.items() if v is not None}
     e, h, kv, l, depth = model.hidden, model.heads, model.kv_heads, model.seq_len, model.layers

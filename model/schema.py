@@ -52,10 +52,12 @@ def _check_one(what: str, field: Field, value: Any) -> Any:
             value = int(value)
         if isinstance(value, float) and not math.isfinite(value):
             raise ModelError(f"{what}: '{field.name}' must be finite, got {value!r}")
-        if (field.lo is not None and value < field.lo) or (field.hi is not None and value > field.hi):
+        if (field.lo is not None and value < field.lo) or (
+            field.hi is not None and value > field.hi
+        ):
             raise ModelError(
-                f"{what}: '{field.name}' = {value!r} is out of range; allowed [{field.lo}, {field.hi}]"
-                f" ({field.doc})"
+                f"{what}: '{field.name}' = {value!r} is out of range;"
+                f" allowed [{field.lo}, {field.hi}] ({field.doc})"
             )
         return float(value) if float in kinds and int not in kinds else value
     if not isinstance(value, kinds):

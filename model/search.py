@@ -18,6 +18,7 @@ from .block import Ctx
 from .errors import ModelError
 from .evaluate import evaluate_ops, evaluate_space, shards_of
 from .hardware import System
+from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
 from .rules import explain
 from .space import PIN_NAMES, build_space
@@ -25,7 +26,6 @@ from .strategies import build_strategy, canonical_strategy
 from .transformer import Transformer
 
 DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
-COMPAT_MODES = (None, "paper")
 
 
 @dataclass
@@ -44,7 +44,7 @@ class SearchResult:
         return None if self.top.empty else self.top.iloc[0]
 
 
-def _check_args(gpus: int, global_batch: int, compat: str | None, top_k: int, pins: dict) -> None:
+def _check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: dict) -> None:
     for name, value in (("gpus", gpus), ("global_batch", global_batch), ("top_k", top_k)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ModelError(f"'{name}' must be a positive integer, got {value!r}")
@@ -52,19 +52,19 @@ def _check_args(gpus: int, global_batch: int, compat: str | None, top_k: int, pi
         raise ModelError(f"'gpus' = {gpus} is out of range; allowed [1, 10000000]")
     if global_batch > 100_000_000:
         raise ModelError(f"'global_batch' = {global_batch} is out of range; allowed [1, 1e8]")
-    if compat not in COMPAT_MODES:
-        raise ModelError(f"unknown compat mode {compat!r}; use None (default model) or 'paper'")
+    resolve_mode(compat)
     for key, value in pins.items():
         if key not in PIN_NAMES:
             raise ModelError(f"unknown pin '{key}'; allowed: {', '.join(PIN_NAMES)}")
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                  or value < 1):
+        integer = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if value is not None and (not integer or value < 1):
             raise ModelError(f"pin '{key}' must be a positive integer, got {value!r}")
 
 
 def search(
     model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
-    compat: str | None = None, nvs: int | None = None, pins: dict | None = None, top_k: int = 10,
+    compat: str | Mode | None = None, nvs: int | None = None, pins: dict | None = None,
+    top_k: int = 10,
     budget: int = DEFAULT_BUDGET,
 ) -> SearchResult:
     """The ``top_k`` fastest configurations of ``strategy`` that fit in HBM.
@@ -76,13 +76,13 @@ def search(
     pins = dict(pins or {})
     _check_args(gpus, global_batch, compat, top_k, pins)
     start = time.perf_counter()
-    paper = compat == "paper"
+    mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
-    strat = build_strategy(strategy, model, paper)
+    strat = build_strategy(strategy, model, mode)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins,
-                        paper, budget)
-    res = evaluate_space(model, system, strat, space, global_batch, paper)
+                        mode, budget)
+    res = evaluate_space(model, system, strat, space, global_batch, mode)
     fits = res["memory_bytes"] <= system.hbm_capacity_bytes
     idx = np.flatnonzero(fits)
     thr = global_batch / res["iteration_time_s"][idx]
@@ -109,7 +109,7 @@ def evaluate(
     model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
     tp1: int, pp: int, dp: int, microbatch: int, tp2: int = 1, nb: int | None = None,
     nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
-    nv_pp: int | None = None, compat: str | None = None, nvs: int | None = None,
+    nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
 ) -> Evaluation:
     """Evaluate one configuration; a placement or nb left out is the best one for it.
 
@@ -123,22 +123,23 @@ def evaluate(
     _check_args(gpus, global_batch, compat, 1, pins)
     if tp1 * tp2 * pp * dp != gpus:
         raise ModelError(
-            f"tp1·tp2·pp·dp = {tp1}·{tp2}·{pp}·{dp} = {tp1 * tp2 * pp * dp} must equal gpus = {gpus}")
+            f"tp1·tp2·pp·dp = {tp1}·{tp2}·{pp}·{dp} = {tp1 * tp2 * pp * dp} must equal"
+            f" gpus = {gpus}")
     sysm = system if nvs is None else system.with_overrides(nvlink_domain_size=nvs)
-    paper = compat == "paper"
-    strat = build_strategy(key, model, paper)
-    space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, paper)
+    mode = resolve_mode(compat)
+    strat = build_strategy(key, model, mode)
+    space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode)
     if len(space) == 0:
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
-                                 paper))
-    res = evaluate_space(model, sysm, strat, space, global_batch, paper)
+                                 mode))
+    res = evaluate_space(model, sysm, strat, space, global_batch, mode)
     fits = res["memory_bytes"] <= sysm.hbm_capacity_bytes
     thr = np.where(fits, global_batch / res["iteration_time_s"], -1.0 / res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
     row = result_frame(model, sysm, strat.name, gpus, global_batch, space, res,
                        np.array([i])).iloc[0]
     one = {k: v[i:i + 1] for k, v in space.cols.items()}
-    ctx = Ctx.make(model, sysm, paper)
+    ctx = Ctx.make(model, sysm, mode)
     sh = shards_of(one)
     table = op_table(
         [("pre", r) for r in evaluate_ops(strat.pre, sh, ctx)]

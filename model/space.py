@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ModelError
+from .modes import resolve_mode
 from .strategies import Strategy
 from .transformer import Transformer
 
@@ -59,7 +60,7 @@ class Space:
 
 
 def _expand(cols: dict[str, np.ndarray], name: str, values: np.ndarray, mask: np.ndarray) -> dict:
-    """Cross the rows with ``values`` of a new column, keeping the pairs where ``mask`` [rows, k]."""
+    """Cross the rows with a new column's ``values``, keeping pairs where ``mask`` [rows, k]."""
     r, k = np.nonzero(mask)
     out = {key: v[r] for key, v in cols.items()}
     out[name] = values[k] if values.ndim == 1 else values[r, k]
@@ -71,7 +72,7 @@ def _pin(values: np.ndarray, pins: dict, name: str) -> np.ndarray:
 
 
 def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-                nvs: int, pins: dict | None = None, paper: bool = False,
+                nvs: int, pins: dict | None = None, compat: object = None,
                 budget: int = 20_000_000) -> Space:
     """All candidates of ``strategy`` on ``gpus`` GPUs that satisfy the rules and the ``pins``.
 
@@ -109,7 +110,8 @@ def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch:
         (mb[None, :] * l) % split[:, None] == 0)
     cols = _expand(cols, "microbatch", mb, ok)
     cols = _panels(cols, e, strategy.has_panels, pins)
-    return Space(_placements(cols, n, nvs, pins, paper, budget))
+    exact = resolve_mode(compat).exact_domain_fill
+    return Space(_placements(cols, n, nvs, pins, exact, budget))
 
 
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
@@ -129,7 +131,7 @@ def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
     return _expand(cols, "nb", nb, ok)
 
 
-def _placements(cols: dict, n: int, nvs: int, pins: dict, paper: bool, budget: int) -> dict:
+def _placements(cols: dict, n: int, nvs: int, pins: dict, exact: bool, budget: int) -> dict:
     """Add the NVLink placement (nv_tp1, nv_tp2, nv_dp, nv_pp); check the candidate budget."""
     names = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
     dims = np.stack([cols["tp1"], cols["tp2"], cols["dp"], cols["pp"]], axis=1)
@@ -142,7 +144,7 @@ def _placements(cols: dict, n: int, nvs: int, pins: dict, paper: bool, budget: i
         out = {k: v[ok] for k, v in cols.items()}
         out.update({name: dims[ok, i] for i, name in enumerate(names)})
         return out
-    domain = nvs if paper else math.gcd(n, nvs)
+    domain = nvs if exact else math.gcd(n, nvs)
     table = placements(domain)
     for i, name in enumerate(names):
         if pins.get(name) is not None:

@@ -16,6 +16,7 @@ from enum import Enum
 
 from .collectives import Collective
 from .errors import ModelError
+from .modes import Mode, resolve_mode
 from .transformer import Transformer
 
 Axes = tuple[str, ...]
@@ -97,7 +98,7 @@ LABELS = {"1d": "1D tensor parallel", "summa": "2D SUMMA tensor parallel",
           "context": "2D context/sequence parallel"}
 
 
-def model_dims(model: Transformer, paper: bool) -> dict[str, int]:
+def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:
     """Full (unsharded) sizes by name: e, f (MLP hidden), f_in (fc1 output: f or 2f for SwiGLU),
     qkv ((h + 2k)·q), l, V. In paper mode the LayerNorm2D feature dim is ``ln2d`` = l (bug 1)."""
     e, q = model.hidden, model.head_dim
@@ -108,7 +109,7 @@ def model_dims(model: Transformer, paper: bool) -> dict[str, int]:
         "qkv": (model.heads + 2 * model.kv_heads) * q,
         "l": model.seq_len,
         "V": model.vocab,
-        "ln2d": model.seq_len if paper else e,
+        "ln2d": model.seq_len if mode.layernorm2d_uses_seq_len else e,
     }
 
 
@@ -142,14 +143,14 @@ def _residual(model: Transformer, part: str, bias_rows: Axes, bias_cols: Axes, r
     return ops + [norm]
 
 
-def _one_d(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+def _one_d(model: Transformer, mode: Mode) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
     """Megatron 1D TP with sequence-parallel norms (spec §3.2 "1D TP").
 
     Column-parallel fc1/qkv (bwd RS of dX over tp1), row-parallel fc2/proj (fwd RS of Y), norms on
     l/tp1 rows with AG fwd / RS bwd. The paper adds the output bias on the unsharded [l, e]
     tensor; the default model adds it after the reduce-scatter, on l/tp1 rows.
     """
-    out_bias_rows = NONE if paper else TP1
+    out_bias_rows = NONE if mode.paper_bias_sharding else TP1
     norm = OpSpec("mlp/norm", Kind.NORM, rows=TP1, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),))
     mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", n_shard=TP1, bwd=(_rs("in", TP1),)),
            *_mlp_tail(model, NONE, TP1),
@@ -171,10 +172,11 @@ def _one_d(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec],
     return mlp + attn, pre, post
 
 
-def _context(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+def _context(model: Transformer, mode: Mode) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
     """2D context/sequence parallel (spec §3.2 "2d-seqp"): 1D TP over tp1 on l/tp2 rows, and
     flash attention all-gathering K, V over tp2 (fwd AG, bwd AG + RS, not overlapped)."""
     both = ("tp2", "tp1")
+    paper = mode.paper_bias_sharding
     norm = OpSpec("mlp/norm", Kind.NORM, rows=both, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),))
     mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=TP2, n_shard=TP1,
                   bwd=(_rs("in", TP1),)),
@@ -215,7 +217,7 @@ def _summa_linear(name: str, k: str, n: str) -> OpSpec:
     )
 
 
-def _summa(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+def _summa(model: Transformer, mode: Mode) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
     """2D SUMMA (spec §3.2 "2d"): every matmul a SUMMA on the tp2 × tp1 grid, 2D LayerNorm.
 
     Paper mode copies its attention (context-parallel flash attention with an exposed K/V
@@ -225,12 +227,14 @@ def _summa(model: Transformer, paper: bool) -> tuple[list[OpSpec], list[OpSpec],
     gradients over tp2.
     """
     ar = Collective.ALLREDUCE
-    if paper:
+    if mode.layernorm2d_uses_seq_len:
         stats = ((CommSpec(ar, "stats", TP1),), (CommSpec(ar, "stats_paper_bwd", TP1),))
-        kv_fwd, kv_bwd, kv_panels = (_ag("kv", TP2),), (_ag("kv", TP2), _rs("kv", TP2)), None
     else:
         stats = ((CommSpec(ar, "stats", TP1),),
                  (CommSpec(ar, "stats", TP1), CommSpec(ar, "norm_weights", TP2)))
+    if mode.summa_context_attention:
+        kv_fwd, kv_bwd, kv_panels = (_ag("kv", TP2),), (_ag("kv", TP2), _rs("kv", TP2)), None
+    else:
         bc, rd = Collective.BROADCAST, Collective.REDUCE
         kv_fwd = (CommSpec(bc, "kv", TP2),)
         kv_bwd = (CommSpec(bc, "kv", TP2), CommSpec(rd, "kv", TP2))
@@ -269,14 +273,15 @@ def canonical_strategy(name: str) -> str:
     return key
 
 
-def build_strategy(name: str, model: Transformer, paper: bool) -> Strategy:
+def build_strategy(name: str, model: Transformer, compat: object = None) -> Strategy:
     """The op table of strategy ``name`` for ``model``; ``paper`` copies the paper's choices.
 
     In paper mode there are no embedding, head or loss ops (the paper models only blocks).
     """
     key = canonical_strategy(name)
-    block, pre, post = _BUILDERS[key](model, paper)
-    if paper or model.vocab == 0:
+    mode = resolve_mode(compat)
+    block, pre, post = _BUILDERS[key](model, mode)
+    if mode.blocks_only or model.vocab == 0:
         pre, post = [], []
     return Strategy(
         name=key, label=LABELS[key], block=tuple(block), pre=tuple(pre), post=tuple(post),

@@ -26,7 +26,9 @@ FIELDS = (
     Field("ffn", int, "MLP hidden size f (default 4*hidden)", 1, 10_000_000),
     Field("mlp", str, "MLP type", default="gelu", choices=("gelu", "swiglu")),
     Field("seq_len", int, "tokens (or patches) per sample l", 1, 100_000_000, required=True),
-    Field("vocab", int, "vocabulary size; 0 = no embedding/LM head (ViT)", 0, 100_000_000, default=0),
+    Field(
+        "vocab", int, "vocabulary size; 0 = no embedding/LM head (ViT)", 0, 100_000_000, default=0
+    ),
     Field("bias", bool, "linear layers have biases", default=True),
     Field("dropout", bool, "dropout after attention/MLP", default=True),
     Field("tied_embeddings", bool, "LM head shares the embedding matrix", default=False),
@@ -69,7 +71,7 @@ class Transformer:
 
     @property
     def params_per_block(self) -> int:
-        """Parameters of one block: qkv e·(h+2k)·q, proj e², MLP (2 or 3)·e·f, biases, 2 norms (4e)."""
+        """Parameters of one block: qkv e·(h+2k)·q, proj e², MLP (2|3)·e·f, biases, norms 4e."""
         e, f, q = self.hidden, self.ffn, self.head_dim
         qkv = e * (self.heads + 2 * self.kv_heads) * q
         mlp = (3 if self.mlp == "swiglu" else 2) * e * f
@@ -96,7 +98,7 @@ class Transformer:
 
 
 def transformer_from_dict(data: Any) -> Transformer:
-    """Validate a workload spec and build a :class:`Transformer` (defaults: kv_heads = heads, ffn = 4e)."""
+    """Validate a workload spec into a :class:`Transformer` (kv_heads = heads, ffn = 4e default)."""
     c = validate("model", data, FIELDS)
     c["kv_heads"] = c["kv_heads"] or c["heads"]
     c["ffn"] = c["ffn"] or 4 * c["hidden"]

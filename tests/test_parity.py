@@ -63,7 +63,8 @@ def test_paper_entry(entry, presets):
         nv = ref["nvlink_placement"]
         ev = evaluate(model, system, ref["n_gpus"], DATA["global_batch_size"], strategy,
                       tp1=theirs[1], tp2=theirs[2], pp=theirs[3], dp=theirs[0],
-                      microbatch=theirs[4], nb=p.get("nb"), nv_tp1=nv.get("nv_tp1", nv.get("nv_tp")),
+                      microbatch=theirs[4], nb=p.get("nb"),
+                      nv_tp1=nv.get("nv_tp1", nv.get("nv_tp")),
                       nv_tp2=nv.get("nv_tp2", 1), nv_dp=nv["nv_dp"], nv_pp=nv["nv_pp"],
                       compat="paper", nvs=f["nvs"])
         assert ev.row.samples_per_s == pytest.approx(best.samples_per_s, rel=1e-12)

@@ -1,0 +1,64 @@
+"""Search speed: candidates evaluated per second and wall time (prints figures; not a test).
+
+Run: python bench/search_speed.py [--repeat 5] [--compat paper|default]
+
+Cases (issue 2): 1D gpt3-1t at 4096 GPUs; SUMMA vit-era5 at 4096 GPUs; and the paper's whole
+strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, gpt3-1t on H200 with
+an NVLink domain of 8). Each case reports the best of ``--repeat`` runs after one warm-up. The
+machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import load_model, load_system, search  # noqa: E402
+from model.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
+
+
+def _time(fn, repeat: int) -> tuple[float, int]:
+    fn()  # warm-up: imports, caches
+    best, count = float("inf"), 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        count = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, count
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--compat", choices=("paper", "default"), default="paper")
+    args = ap.parse_args()
+    compat = "paper" if args.compat == "paper" else None
+    system = "paper-h200" if compat else "h200"
+    gpt, vit, h200 = load_model("gpt3-1t"), load_model("vit-era5"), load_system(system)
+
+    def one(model, strategy, gpus):
+        return lambda: search(model, h200, gpus, 4096, strategy, compat=compat, nvs=8).candidates
+
+    def figure():
+        return sum(search(gpt, h200, n, 4096, s, compat=compat, nvs=8).candidates
+                   for s in STRATEGIES for n in PAPER_GPU_COUNTS)
+
+    cases = [("1D gpt3-1t, 4096 GPUs", one(gpt, "1d", 4096)),
+             ("SUMMA vit-era5, 4096 GPUs", one(vit, "summa", 4096)),
+             ("whole figure: gpt3-1t, 3 strategies x 13 GPU counts", figure)]
+    print(f"# model={args.compat} system={system} nvs=8 python={platform.python_version()} "
+          f"cpus={os.cpu_count()} repeat={args.repeat} (best of)")
+    print(f"{'case':55s} {'candidates':>11s} {'wall_s':>8s} {'candidates/s':>13s}")
+    for name, fn in cases:
+        wall, count = _time(fn, args.repeat)
+        print(f"{name:55s} {count:11,d} {wall:8.3f} {count / wall:13,.0f}")
+
+
+if __name__ == "__main__":
+    main()
