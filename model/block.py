@@ -162,9 +162,10 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
            memo: dict) -> Phase:
     sysm = ctx.system
     eta = sysm.flop_efficiency
-    t_comp = (sysm.kernel_overhead_s + flop_mat / (eta * sysm.matrix_flop_per_s)
-              + flop_vec / (eta * sysm.vector_flop_per_s))
-    t_mem = hbm_bytes / sysm.hbm_bytes_per_s
+    zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
+    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta * sysm.matrix_flop_per_s)
+                     + flop_vec / (eta * sysm.vector_flop_per_s))
+    t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
     compute = np.maximum(t_comp, t_mem)
     panels = None
     if spec.panels is not None:

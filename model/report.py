@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .block import OpResult
+from .block import Ctx, OpResult, Shards, comm_volume_bytes
 from .hardware import System
 from .space import COLUMNS, Space
 from .transformer import Transformer
@@ -54,8 +54,30 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int, g
     return pd.DataFrame(data).reset_index(drop=True)
 
 
+def describe_comms(r: OpResult, sh: Shards, ctx: Ctx) -> str:
+    """Each collective of an op: kind, volume (MB), group axes and size, members per domain."""
+    parts = []
+    for phase, comms in (("fwd", r.spec.fwd), ("bwd", r.spec.bwd)):
+        for c in comms:
+            size, tau = int(np.ravel(sh.size(c.axes))[0]), int(np.ravel(sh.tau(c.axes))[0])
+            if size == 1:
+                continue
+            mb = float(comm_volume_bytes(c.volume, r.spec, c.axes, sh, ctx)[0]) / 1e6
+            parts.append(f"{phase} {c.collective.name.lower()} {mb:.3g} MB over "
+                         f"{'·'.join(c.axes)}={size} ({tau} per domain)")
+    return "; ".join(parts)
+
+
+def _bound(r: OpResult) -> str:
+    """What limits the op: compute, HBM (exposed memory time) or its collectives."""
+    comp = float(r.fwd.t_comp[0] + r.bwd.t_comp[0])
+    mem = comp + float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0])
+    comm = float(r.fwd.t_comm[0] + r.bwd.t_comm[0])
+    return "communication" if comm > max(comp, mem) else ("memory" if mem > comp else "compute")
+
+
 def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
-             layers_per_stage: int) -> pd.DataFrame:
+             layers_per_stage: int, sh: Shards, ctx: Ctx) -> pd.DataFrame:
     """Per-op breakdown of one configuration: counts per microbatch, and seconds per iteration.
 
     ``t_iteration_s`` = (t_fwd + t_bwd) · n_microbatches · (layers per stage for block ops): where
@@ -82,9 +104,7 @@ def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
             "intensity_flop_per_byte": (flop_f + flop_b) / max(bytes_f + bytes_b, 1.0),
             "comm_bytes_fwd": float(r.fwd.comm_bytes[0]),
             "comm_bytes_bwd": float(r.bwd.comm_bytes[0]),
-            "collectives": ", ".join(
-                f"{x.collective.name.lower()}({x.volume}|{'·'.join(x.axes)})"
-                for x in r.spec.fwd + r.spec.bwd),
+            "collectives": describe_comms(r, sh, ctx),
             "activation_bytes": float(np.sum(c.act_bytes)),
             "weight_bytes": float(np.sum(c.weight_bytes)),
             "t_fwd_s": t_f,
@@ -92,8 +112,7 @@ def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
             "t_compute_s": float(r.fwd.t_comp[0] + r.bwd.t_comp[0]),
             "t_memory_exposed_s": float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0]),
             "t_comm_s": float(r.fwd.t_comm[0] + r.bwd.t_comm[0]),
-            "bound": "memory" if float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0]) > 0
-            else "compute",
+            "bound": _bound(r),
             "t_iteration_s": (t_f + t_b) * repeat,
         })
     return pd.DataFrame(rows)

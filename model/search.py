@@ -146,5 +146,6 @@ def evaluate(
         + [("block", r) for r in evaluate_ops(strat.block, sh, ctx)]
         + [("post", r) for r in evaluate_ops(strat.post, sh, ctx)],
         n_microbatches=int(row["n_microbatches"]), layers_per_stage=int(row["layers_per_stage"]),
+        sh=sh, ctx=ctx,
     )
     return Evaluation(row, table, bool(fits[i]))
