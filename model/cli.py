@@ -1,0 +1,288 @@
+"""Command line: ``python -m model {search,evaluate,systems,models} ...``.
+
+Other tools rely on the options and on the ``--json`` output (see ``python -m model <cmd> --help``).
+Any bad input (usage, numbers, files, presets, pins, budget) prints ONE line ``error: ...`` on
+stderr and exits 2; an unexpected exception prints ``error: internal error: ...`` and exits 1.
+Never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import pandas as pd
+
+from . import __version__, cli_format
+from .errors import ModelError
+from .hardware import System, list_systems, load_system
+from .rules import explain
+from .search import DEFAULT_BUDGET, evaluate, search
+from .strategies import build_strategy, canonical_strategy
+from .sweep import STRATEGIES
+from .transformer import Transformer, list_models, load_model
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 1
+MAX_INT = 10**15  # far beyond any valid value; keeps numpy int64 comparisons exact
+DEFAULT_GLOBAL_BATCH = 4096  # samples per iteration, as in the paper (arXiv 2410.00273)
+PIN_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),
+               ("--microbatch", "microbatch"), ("--nb", "nb"), ("--nv-tp1", "nv_tp1"),
+               ("--nv-tp2", "nv_tp2"), ("--nv-dp", "nv_dp"), ("--nv-pp", "nv_pp"))
+PIN_HELP = {
+    "tp1": "tensor-parallel size (tp1: hidden features / heads)",
+    "tp2": "second tensor-parallel size (tp2: SUMMA rows / context sequence); summa, context",
+    "pp": "pipeline stages", "dp": "data-parallel replicas", "microbatch": "microbatch size",
+    "nb": "SUMMA panel count (summa only)",
+    "nv_tp1": "GPUs of one NVLink domain along tp1", "nv_tp2": "… along tp2",
+    "nv_dp": "… along dp", "nv_pp": "… along pp",
+}
+
+
+class CliError(Exception):
+    """A usage error of the command line; shown as ``error: <message>``."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors raise :class:`CliError` instead of exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{message} (see '{self.prog} --help')")
+
+
+# --- argument types ------------------------------------------------------------------------------
+def positive_int(text: str) -> int:
+    """An integer ≥ 1 (argparse type)."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if not 1 <= value <= MAX_INT:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def gpu_list(text: str) -> list[int]:
+    """A comma-separated list of positive integers, duplicates dropped (argparse type)."""
+    items = [t for t in text.split(",")]
+    if not text.strip() or any(not t.strip() for t in items):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of positive integers, got {text!r}")
+    return list(dict.fromkeys(positive_int(t) for t in items))
+
+
+def strategy_name(allow_all: bool) -> Callable[[str], str]:
+    """An argparse type: a strategy name or alias, canonicalized (optionally also ``all``)."""
+    def parse(text: str) -> str:
+        if allow_all and text.strip().lower() == "all":
+            return "all"
+        try:
+            return canonical_strategy(text.strip())
+        except ModelError as exc:
+            message = str(exc)
+        if allow_all:
+            message = f"unknown strategy {text!r}; choose 1d, summa, context or all"
+        raise argparse.ArgumentTypeError(message)
+    parse.__name__ = "strategy"
+    return parse
+
+
+# --- parser --------------------------------------------------------------------------------------
+def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
+    p.add_argument("--model", required=True, metavar="M",
+                   help="workload preset (see 'models') or a path to a .json spec")
+    p.add_argument("--system", required=True, metavar="S",
+                   help="system preset (see 'systems') or a path to a .json spec")
+    p.add_argument("--nvs", type=positive_int, metavar="N",
+                   help="override the system's NVLink domain size (GPUs)")
+    if many_gpus:
+        p.add_argument("--gpus", type=gpu_list, required=True, metavar="N[,N...]",
+                       help="GPU counts, comma-separated (e.g. 512,4096)")
+    else:
+        p.add_argument("--gpus", type=positive_int, required=True, metavar="N",
+                       help="GPU count")
+    p.add_argument("--global-batch", type=positive_int, default=DEFAULT_GLOBAL_BATCH,
+                   metavar="B", help="global batch in samples (default: %(default)s, the paper's)")
+    choices = "1d, summa, context" + (" or all (the three)" if many_gpus else "")
+    p.add_argument("--strategy", type=strategy_name(many_gpus), required=True, metavar="NAME",
+                   help=f"parallel strategy: {choices}; aliases 2d = summa, 2d-seqp = context")
+    p.add_argument("--compat", choices=("paper",),
+                   help="'paper' reproduces the paper's model and its bugs (spec §7)")
+
+
+def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
+    group = p.add_argument_group("configuration" if required else "pins (fix a dimension)")
+    for flag, dest in PIN_OPTIONS:
+        flags = (flag, "--tp1") if dest == "tp1" else (flag,)
+        default = 1 if dest == "tp2" and required else None
+        extra = " (default: 1)" if default == 1 else ""
+        group.add_argument(*flags, dest=dest, type=positive_int, required=dest in required,
+                           default=default, metavar=dest.upper().replace("_", "-"),
+                           help=PIN_HELP[dest] + extra)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m model", allow_abbrev=False,
+                    description="Analytical estimator of transformer training performance.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    s = sub.add_parser("search", allow_abbrev=False,
+                       help="fastest configurations that fit in HBM, per strategy and GPU count")
+    _add_workload(s, many_gpus=True)
+    _add_pins(s, required=())
+    s.add_argument("--top", type=positive_int, default=10, metavar="K",
+                   help="configurations kept per search (default: %(default)s)")
+    s.add_argument("--budget", type=positive_int, default=DEFAULT_BUDGET, metavar="N",
+                   help="refuse a search of more candidates than this (default: %(default)s)")
+    out = s.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    out.add_argument("--csv", metavar="PATH", help="write every top row of every search to PATH")
+    s.set_defaults(run=run_search)
+    e = sub.add_parser("evaluate", allow_abbrev=False,
+                       help="one configuration: throughput, memory, per-op breakdown")
+    _add_workload(e, many_gpus=False)
+    _add_pins(e, required=("tp1", "pp", "dp", "microbatch"))
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.set_defaults(run=run_evaluate)
+    for name, run, what in (("systems", run_systems, "system"), ("models", run_models, "model")):
+        p = sub.add_parser(name, allow_abbrev=False, help=f"list the {what} presets")
+        p.add_argument("--json", action="store_true", help="print a JSON list")
+        p.set_defaults(run=run)
+    return parser
+
+
+# --- commands ------------------------------------------------------------------------------------
+def _load(args: argparse.Namespace) -> tuple[Transformer, System]:
+    return load_model(args.model), load_system(args.system, nvlink_domain_size=args.nvs)
+
+
+def _pins(args: argparse.Namespace) -> dict[str, int | None]:
+    return {dest: getattr(args, dest) for _, dest in PIN_OPTIONS}
+
+
+def _check_pins(strategies: Sequence[str], pins: dict[str, int | None]) -> None:
+    """Refuse pins a strategy would silently ignore (it has no such dimension)."""
+    for s in strategies:
+        for dest, owners in (("tp2", ("summa", "context")), ("nb", ("summa",))):
+            if pins.get(dest) not in (None, 1) and s not in owners:
+                raise CliError(f"--{dest} applies to {' and '.join(owners)} only; "
+                               f"the {s} strategy has {dest} = 1")
+
+
+def _csv_target(text: str) -> Path:
+    path = Path(text)
+    if not path.parent.is_dir():
+        raise CliError(f"--csv: directory '{path.parent}' does not exist")
+    if path.is_dir():
+        raise CliError(f"--csv: '{path}' is a directory")
+    return path
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, allow_nan=False))
+
+
+def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
+    compat = ", paper compat" if args.compat else ""
+    return (f"{model.name} on {system.name} (NVLink domain {system.nvlink_domain_size}, "
+            f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{compat}")
+
+
+def run_search(args: argparse.Namespace) -> int:
+    csv_path = _csv_target(args.csv) if args.csv else None
+    model, system = _load(args)
+    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    pins = _pins(args)
+    _check_pins(strategies, pins)
+    start = time.perf_counter()
+    results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
+                      top_k=args.top, budget=args.budget)
+               for s in strategies for n in args.gpus]
+    elapsed = time.perf_counter() - start
+    paper = args.compat == "paper"
+    reasons = [explain(model, build_strategy(r.strategy, model, paper), r.gpus, args.global_batch,
+                       system.nvlink_domain_size, pins, paper) if r.candidates == 0 else None
+               for r in results]
+    if all(r.candidates == 0 for r in results):
+        raise ModelError(next(r for r in reasons if r))
+    if csv_path is not None:
+        frame = pd.concat([r.top for r in results], ignore_index=True)
+        _write_csv(frame, csv_path)
+        print(f"wrote {len(frame)} configurations of {len(results)} searches to {csv_path}")
+    elif args.json:
+        meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
+                "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat}
+        _print_json(cli_format.search_json(results, reasons, elapsed, meta))
+    else:
+        print(cli_format.format_search_report(results, reasons, _title(model, system, args)))
+    return 0
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    try:
+        frame.to_csv(path, index=False)
+    except OSError as exc:
+        raise CliError(f"--csv: cannot write '{path}': {exc.strerror or exc}") from None
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    model, system = _load(args)
+    pins = _pins(args)
+    _check_pins((args.strategy,), pins)
+    ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
+                  **pins)
+    if args.json:
+        _print_json(cli_format.evaluation_json(ev))
+    else:
+        title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
+        print(cli_format.format_evaluation(ev, title))
+    return 0
+
+
+def run_systems(args: argparse.Namespace) -> int:
+    systems = [load_system(name) for name in list_systems()]
+    if args.json:
+        _print_json([cli_format.system_info(s) for s in systems])
+    else:
+        print(cli_format.format_systems(systems))
+    return 0
+
+
+def run_models(args: argparse.Namespace) -> int:
+    models = [load_model(name) for name in list_models()]
+    if args.json:
+        _print_json([cli_format.model_info(m) for m in models])
+    else:
+        print(cli_format.format_models(models))
+    return 0
+
+
+# --- entry point ---------------------------------------------------------------------------------
+def _fail(message: str, code: int) -> int:
+    print("error: " + " ".join(message.split()), file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.run(args))
+    except (CliError, ModelError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except BrokenPipeError:  # e.g. piped into head: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
+        return _fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL)

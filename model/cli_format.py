@@ -1,0 +1,230 @@
+"""Output of the command line (:mod:`model.cli`): plain-JSON conversion and readable tables.
+
+Nothing here computes a result; every number comes from a :class:`~model.search.SearchResult` or
+an :class:`~model.search.Evaluation` (columns described in :mod:`model.report`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .hardware import System
+from .search import Evaluation, SearchResult
+from .transformer import Transformer
+
+CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1",
+               "nv_tp2", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage")
+PLACEMENT_KEYS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+BREAKDOWN = (("compute", "t_compute_s"), ("memory", "t_memory_s"), ("tp_comm", "t_tp_comm_s"),
+             ("pp_comm", "t_pp_comm_s"), ("dp_comm", "t_dp_comm_s"), ("bubble", "t_bubble_s"))
+MEMORY = (("weights", "weights_gb"), ("gradients", "gradients_gb"),
+          ("optimizer", "optimizer_gb"), ("activations", "activations_gb"))
+MS_COLUMNS = (("fwd ms", "t_fwd_s"), ("bwd ms", "t_bwd_s"), ("comm ms", "t_comm_s"),
+              ("mem-exposed ms", "t_memory_exposed_s"))
+PLACEMENT_LEGEND = "placement = GPUs of one NVLink domain along tp1 x tp2 x dp x pp"
+MORE_GPUS_HINT = "hint: nothing fits in HBM; try more GPUs (--gpus)"
+
+
+# --- plain JSON ----------------------------------------------------------------------------------
+def plain(value: Any) -> Any:
+    """A JSON-safe Python scalar: numpy ints/floats/bools unboxed, NaN and ±inf become None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def row_dict(row: pd.Series) -> dict[str, Any]:
+    """One result row (a configuration) as a dict of plain JSON values."""
+    return {str(k): plain(v) for k, v in row.items()}
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every row of a DataFrame as a dict of plain JSON values."""
+    return [row_dict(row) for _, row in frame.iterrows()]
+
+
+def search_hint(result: SearchResult, reason: str | None) -> str | None:
+    """Why a search has no best configuration, or None when it has one."""
+    if result.candidates == 0:
+        return reason or "no valid configuration"
+    if result.feasible == 0:
+        return "no configuration fits in HBM; try more GPUs"
+    return None
+
+
+def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_s: float,
+                meta: dict[str, Any]) -> dict[str, Any]:
+    """The ``search --json`` object: totals over all searches, then one entry per search."""
+    entries = []
+    for res, reason in zip(results, reasons, strict=True):
+        top = records(res.top)
+        entries.append({
+            "gpus": int(res.gpus), "strategy": res.strategy, "feasible": res.feasible > 0,
+            "candidates": int(res.candidates), "feasible_count": int(res.feasible),
+            "elapsed_s": float(res.elapsed_s), "best": top[0] if top else None, "top": top,
+            "hint": search_hint(res, reason),
+        })
+    return {"candidates": sum(int(r.candidates) for r in results),
+            "feasible": sum(int(r.feasible) for r in results),
+            "elapsed_s": float(elapsed_s), **meta, "results": entries}
+
+
+def evaluation_json(ev: Evaluation) -> dict[str, Any]:
+    """The ``evaluate --json`` object: every result column at top level plus grouped views."""
+    row = row_dict(ev.row)
+    return {
+        **row,
+        "fits": bool(ev.fits),
+        "config": {k: row[k] for k in CONFIG_KEYS},
+        "breakdown_s": {name: row[col] for name, col in BREAKDOWN},
+        "memory_breakdown_gb": {name: row[col] for name, col in MEMORY},
+        "ops": records(ev.ops),
+    }
+
+
+def system_info(system: System) -> dict[str, Any]:
+    """Every field of a system spec (for ``systems --json``)."""
+    return {k: plain(v) for k, v in system.to_dict().items()}
+
+
+def model_info(model: Transformer) -> dict[str, Any]:
+    """Every field of a workload spec plus its parameter count (for ``models --json``)."""
+    info = {k: plain(v) for k, v in model.to_dict().items()}
+    info["params"] = int(model.params)
+    info["params_b"] = model.params / 1e9
+    return info
+
+
+# --- readable text -------------------------------------------------------------------------------
+def placement(row: pd.Series) -> str:
+    return "x".join(str(int(row[k])) for k in PLACEMENT_KEYS)
+
+
+def config_line(row: pd.Series) -> str:
+    return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · tp2 {int(row['tp2'])} · "
+            f"pp {int(row['pp'])}, microbatch {int(row['microbatch'])}, nb {int(row['nb'])}, "
+            f"placement {placement(row)}")
+
+
+def breakdown_line(row: pd.Series) -> str:
+    parts = ", ".join(f"{name.replace('_', ' ')} {row[col]:.3f}" for name, col in BREAKDOWN)
+    return f"time per iteration {row['iteration_time_s']:.3f} s = {parts}"
+
+
+def memory_line(row: pd.Series) -> str:
+    parts = ", ".join(f"{name} {row[col]:.2f}" for name, col in MEMORY)
+    return f"memory {row['memory_gb']:.2f} of {row['hbm_capacity_gb']:g} GB per GPU = {parts}"
+
+
+def throughput_line(row: pd.Series) -> str:
+    return (f"{row['samples_per_s']:.4g} samples/s, {row['tokens_per_s']:,.0f} tokens/s, "
+            f"{row['train_days']:.1f} days to train, MFU {100 * row['mfu']:.1f}%")
+
+
+def top_table(top: pd.DataFrame) -> str:
+    """The top configurations with their key columns, one line each."""
+    table = pd.DataFrame({
+        "rank": range(1, len(top) + 1),
+        "samples/s": top["samples_per_s"].map(lambda v: f"{v:.4g}"),
+        "days": top["train_days"].map(lambda v: f"{v:.1f}"),
+        "dp": top["dp"], "tp1": top["tp1"], "tp2": top["tp2"], "pp": top["pp"],
+        "mb": top["microbatch"], "nb": top["nb"],
+        "placement": [placement(row) for _, row in top.iterrows()],
+        "memory GB": top["memory_gb"].map(lambda v: f"{v:.1f}"),
+        "MFU": top["mfu"].map(lambda v: f"{100 * v:.1f}%"),
+    })
+    return table.to_string(index=False)
+
+
+def format_search(res: SearchResult, reason: str | None) -> str:
+    """One search: counts, the best configuration with its breakdown, and the top table."""
+    head = (f"== {res.strategy} on {res.gpus} GPUs: {res.candidates:,} candidates, "
+            f"{res.feasible:,} fit in HBM ({res.elapsed_s:.2f} s) ==")
+    if res.candidates == 0:
+        return f"{head}\nno valid configuration: {reason or 'none matches the inputs'}"
+    best = res.best
+    if best is None:
+        return f"{head}\nno configuration fits in HBM"
+    lines = [head, f"best: {throughput_line(best)}", f"      {config_line(best)}",
+             f"      {breakdown_line(best)}", f"      {memory_line(best)}",
+             f"top {len(res.top)}:", top_table(res.top)]
+    return "\n".join(lines)
+
+
+def format_search_report(results: list[SearchResult], reasons: list[str | None],
+                         title: str) -> str:
+    blocks = [title] + [format_search(r, why) for r, why in zip(results, reasons, strict=True)]
+    if all(r.feasible == 0 for r in results) and any(r.candidates for r in results):
+        blocks.append(MORE_GPUS_HINT)
+    else:
+        blocks.append(PLACEMENT_LEGEND)
+    return "\n\n".join(blocks)
+
+
+def op_table(ops: pd.DataFrame) -> str:
+    """The per-op breakdown with its key columns, times in ms per microbatch."""
+    if ops.empty:
+        return "(no ops)"
+    table = ops[["where", "op", "kind"]].copy()
+    for label, col in MS_COLUMNS:
+        table[label] = ops[col] * 1e3
+    table["bound"] = ops["bound"]
+    table["FLOP/byte"] = ops["intensity_flop_per_byte"]
+    table["iteration s"] = ops["t_iteration_s"]
+    return table.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def format_evaluation(ev: Evaluation, title: str) -> str:
+    """One configuration: summary lines, then the per-op table."""
+    row = ev.row
+    fits = "fits in HBM" if ev.fits else "does NOT fit in HBM"
+    lines = [
+        title,
+        f"config: {config_line(row)}",
+        f"        {int(row['n_microbatches'])} microbatches per iteration, "
+        f"{int(row['layers_per_stage'])} layers per stage",
+        f"{fits}: {memory_line(row)}",
+        f"throughput: {throughput_line(row)}, {row['tflops_per_gpu']:.1f} TFLOP/s per GPU",
+        breakdown_line(row),
+        "",
+        "per op (ms: one microbatch, forward and backward; iteration s: the op's share of one"
+        " iteration on the slowest stage):",
+        op_table(ev.ops),
+        "",
+        PLACEMENT_LEGEND,
+    ]
+    return "\n".join(lines)
+
+
+def format_systems(systems: list[System]) -> str:
+    table = pd.DataFrame({
+        "name": [s.name for s in systems],
+        "gpu": [s.gpu for s in systems],
+        "matrix TFLOP/s": [s.matrix_tflops_fp16 for s in systems],
+        "HBM GB": [s.hbm_capacity_gb for s in systems],
+        "HBM GB/s": [s.hbm_bandwidth_gb_per_s for s in systems],
+        "NVLink domain": [s.nvlink_domain_size for s in systems],
+        "NVLink GB/s": [s.nvlink_bandwidth_gb_per_s for s in systems],
+        "NIC GB/s per GPU": [s.nic_bandwidth_gb_per_s * s.nics_per_gpu for s in systems],
+    })
+    return table.to_string(index=False, float_format=lambda v: f"{v:g}")
+
+
+def format_models(models: list[Transformer]) -> str:
+    table = pd.DataFrame({
+        "name": [m.name for m in models],
+        "layers": [m.layers for m in models],
+        "hidden": [m.hidden for m in models],
+        "heads": [m.heads for m in models],
+        "kv_heads": [m.kv_heads for m in models],
+        "seq": [m.seq_len for m in models],
+        "vocab": [m.vocab for m in models],
+        "params (B)": [f"{m.params / 1e9:.1f}" for m in models],
+    })
+    return table.to_string(index=False)
