@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 import pandas as pd
 
 from . import __version__, cli_format
+from .ablation import ablation
 from .errors import ModelError
 from .hardware import System, list_systems, load_system
 from .rules import explain
@@ -150,6 +151,11 @@ def build_parser() -> Parser:
     _add_pins(e, required=("tp1", "pp", "dp", "microbatch"))
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(run=run_evaluate)
+    a = sub.add_parser("ablation", allow_abbrev=False,
+                       help="what each of the paper's bugs changes: one search per fix")
+    _add_workload(a, many_gpus=False)
+    a.add_argument("--json", action="store_true", help="print a JSON list of rows")
+    a.set_defaults(run=run_ablation)
     for name, run, what in (("systems", run_systems, "system"), ("models", run_models, "model")):
         p = sub.add_parser(name, allow_abbrev=False, help=f"list the {what} presets")
         p.add_argument("--json", action="store_true", help="print a JSON list")
@@ -242,6 +248,19 @@ def run_evaluate(args: argparse.Namespace) -> int:
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
         print(cli_format.format_evaluation(ev, title))
+    return 0
+
+
+def run_ablation(args: argparse.Namespace) -> int:
+    if args.compat:
+        raise CliError("ablation compares the paper mode with every fix; drop --compat")
+    model, system = _load(args)
+    frame = ablation(model, system, args.gpus, args.global_batch, args.strategy)
+    if args.json:
+        _print_json(cli_format.records(frame))
+    else:
+        print(f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs")
+        print(frame.drop(columns=["strategy", "gpus"]).to_string(index=False, float_format="%.4g"))
     return 0
 
 

@@ -240,3 +240,16 @@ def test_python_dash_m_model_search_json() -> None:
     assert proc.returncode == 0, proc.stderr
     best = json.loads(proc.stdout)["results"][0]["best"]
     assert best["samples_per_s"] == pytest.approx(PAPER_BEST, rel=1e-9)
+
+
+def test_ablation_lists_every_switch_and_default(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = run_json(capsys, ["ablation", "--model", "gpt3-1t", "--system", "paper-h200", "--nvs",
+                             "8", "--gpus", "512", "--strategy", "1d", "--json"])
+    labels = [r["mode"] for r in rows]
+    assert labels[0].startswith("paper") and labels[-1].startswith("default")
+    assert len(rows) == 9  # paper, 7 single fixes, default
+    assert rows[0]["samples_per_s"] == pytest.approx(28.62912724154006, rel=1e-12)
+    assert rows[0]["change_vs_paper"] == 0.0
+    # fixing the free cross-domain pipeline links can only slow the paper's best down
+    free_links = next(r for r in rows if "free_slow_pipeline_links" in r["mode"])
+    assert free_links["samples_per_s"] <= rows[0]["samples_per_s"]
