@@ -25,9 +25,14 @@ BLOCK_KEY = ("microbatch", "tp1", "tp2", "nb", "nv_tp1", "nv_tp2")
 def distinct_rows(cols: dict[str, np.ndarray], names: tuple[str, ...]):
     """Indices of the distinct rows over ``names`` and, per row, the index of its distinct row."""
     key = np.zeros(len(cols[names[0]]), dtype=np.int64)
-    for name in names:
-        values, codes = np.unique(cols[name], return_inverse=True)
-        key = key * len(values) + codes
+    radices = [int(cols[name].max(initial=0)) + 1 for name in names]
+    if np.prod(np.array(radices, dtype=float)) < 2.0**62:  # mixed radix of the raw values
+        for name, radix in zip(names, radices):
+            key = key * radix + cols[name]
+    else:  # too wide: rank each column first
+        for name in names:
+            values, codes = np.unique(cols[name], return_inverse=True)
+            key = key * len(values) + codes
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return first, inverse
 

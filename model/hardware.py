@@ -7,7 +7,7 @@ FLOP/s, bytes, bytes/s, seconds (see the properties of :class:`System`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -145,8 +145,13 @@ class System:
 
     def with_overrides(self, **changes: Any) -> System:
         """A copy with some fields changed (e.g. ``nvlink_domain_size=64``), re-validated."""
-        data = {**self.to_dict(), **changes}
-        return system_from_dict(data)
+        if all(getattr(self, k, None) == v for k, v in changes.items()):
+            return self  # nothing changes (a frequent case: --nvs equal to the preset's)
+        table = tuple(f for f in FIELDS if f.name in changes)
+        unknown = set(changes) - {f.name for f in table}
+        if unknown:
+            raise ModelError(f"system: unknown key '{sorted(unknown)[0]}'")
+        return replace(self, **validate("system", changes, table))
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in FIELDS}

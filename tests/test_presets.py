@@ -1,4 +1,4 @@
-"""Presets in systems/ and workloads/: they validate, match the published figures, and bad specs fail clearly."""
+"""Presets in systems/ and workloads/ validate, match the published figures; bad specs fail."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_vit_has_no_vocabulary():
 
 
 def test_paper_gpt3_1t_block_params():
-    """Spec §1.1: 12e^2 + 10e per block, about 1.007e12 for 128 blocks (the paper has no embedding)."""
+    """Spec §1.1: 12e^2 + 10e per block, about 1.007e12 for 128 blocks (no embedding)."""
     m = load_model("gpt3-1t")
     e = m.hidden
     assert m.layers * m.params_per_block == m.layers * (12 * e * e + 10 * e)
