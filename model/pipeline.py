@@ -58,61 +58,66 @@ def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
     return np.where(pp > 1, out, 0.0)
 
 
-def iteration(
-    *, block: Totals, edge: Totals, edge_pre: Totals, edge_post: Totals, boundary_act_bytes,
-    n_mb, layers, pp, nv_pp, dp_group, dp_tau, system: System, mode: Mode,
+def edge_weight_bytes(pre: Totals, post: Totals, pp: np.ndarray) -> np.ndarray:
+    """Weights outside the blocks on the heavier end stage (both ends when pp = 1)."""
+    return np.where(pp == 1, pre.weight_bytes + post.weight_bytes,
+                    np.maximum(pre.weight_bytes, post.weight_bytes))
+
+
+def memory(*, block_weight_bytes, block_act_bytes, pre: Totals, post: Totals, n_mb, layers, pp,
+           dp_group) -> dict[str, np.ndarray]:
+    """Memory per GPU (bytes) of the binding stage and its breakdown.
+
+    The first stage holds the embedding and min(pp, n_mb) microbatches in flight; the last holds
+    the head and one; with pp = 1 they are one stage. The larger is reported.
+    """
+    d = layers.astype(float)
+    single = pp == 1
+    in_flight = np.minimum(pp, n_mb).astype(float)
+    w_first = d * block_weight_bytes + pre.weight_bytes + np.where(single, post.weight_bytes, 0.0)
+    a_first = (d * block_act_bytes + pre.act_bytes) * in_flight + np.where(
+        single, post.act_bytes, 0.0)
+    w_last = d * block_weight_bytes + post.weight_bytes
+    a_last = d * block_act_bytes + post.act_bytes
+    mem_first = (2 + OPTIMIZER_FACTOR / dp_group) * w_first + a_first
+    mem_last = (2 + OPTIMIZER_FACTOR / dp_group) * w_last + a_last
+    first_binds = single | (mem_first >= mem_last)
+    weights = np.where(first_binds, w_first, w_last)
+    acts = np.where(first_binds, a_first, a_last)
+    optimizer = OPTIMIZER_FACTOR * weights / dp_group
+    return {"weights_bytes": weights, "gradients_bytes": weights, "optimizer_bytes": optimizer,
+            "activations_bytes": acts,
+            "memory_bytes": np.where(first_binds, mem_first, mem_last)}
+
+
+def iteration_time(
+    *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
+    dp_group, dp_tau, system: System, mode: Mode,
 ) -> dict[str, np.ndarray]:
-    """Iteration time (s), its breakdown and memory (bytes) for arrays of configurations.
+    """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
 
     ``edge`` is the per-microbatch cost of the ops outside the blocks charged to the slowest stage
-    (both ends when pp = 1, else the slower of embedding and head); ``edge_pre`` / ``edge_post``
-    give their weights and activations for the first / last stage.
+    (both ends when pp = 1, else the slower of embedding and head); ``edge_weight`` their weights.
     """
     n_mb = n_mb.astype(float)
     d = layers.astype(float)
-    t_step = d * (block.t_fwd + block.t_bwd) + edge.t_fwd + edge.t_bwd
-    t_loc = n_mb * t_step
+    t_loc = n_mb * (d * (block.t_fwd + block.t_bwd) + edge.t_fwd + edge.t_bwd)
     t_pp = 2 * n_mb * p2p_time_s(boundary_act_bytes, pp, nv_pp, system,
                                  mode.free_slow_pipeline_links)
     ar_bug = mode.allreduce_half_counted
     bubble = (pp - 1) * (t_loc + t_pp) / n_mb
     t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d, system,
                      ar_bug)
-    edge_w = np.maximum(edge_pre.weight_bytes, edge_post.weight_bytes)
-    single = pp == 1
-    edge_w = np.where(single, edge_pre.weight_bytes + edge_post.weight_bytes, edge_w)
-    if np.any(edge_w > 0):  # embedding/head gradients: exposed, nothing left to hide behind
-        t_dp = t_dp + dp_time_s(edge_w, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug)
-    t = t_loc + t_pp + bubble + t_dp
-
-    # memory of the first stage (embedding, pp microbatches in flight) and of the last (head,
-    # one in flight); with pp = 1 they are the same stage. The larger one is reported.
-    in_flight = np.minimum(pp, n_mb)
-    w_first = d * block.weight_bytes + edge_pre.weight_bytes + np.where(
-        single, edge_post.weight_bytes, 0.0)
-    a_first = d * block.act_bytes * in_flight + edge_pre.act_bytes * in_flight + np.where(
-        single, edge_post.act_bytes, 0.0)
-    w_last = d * block.weight_bytes + edge_post.weight_bytes
-    a_last = d * block.act_bytes + edge_post.act_bytes
-    mem_first = 2 * w_first + OPTIMIZER_FACTOR * w_first / dp_group + a_first
-    mem_last = 2 * w_last + OPTIMIZER_FACTOR * w_last / dp_group + a_last
-    first_binds = single | (mem_first >= mem_last)
-    weights = np.where(first_binds, w_first, w_last)
-    acts = np.where(first_binds, a_first, a_last)
-    optimizer = OPTIMIZER_FACTOR * weights / dp_group
+    if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
+        t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug)
     return {
-        "iteration_time_s": t,
+        "iteration_time_s": t_loc + t_pp + bubble + t_dp,
         "t_compute_s": n_mb * (d * block.t_comp + edge.t_comp),
         "t_memory_s": n_mb * (d * block.t_mem + edge.t_mem),
         "t_tp_comm_s": n_mb * (d * block.t_comm + edge.t_comm),
         "t_pp_comm_s": t_pp,
         "t_dp_comm_s": t_dp,
         "t_bubble_s": bubble,
-        "weights_bytes": weights,
-        "gradients_bytes": weights,
-        "optimizer_bytes": optimizer,
-        "activations_bytes": acts,
-        "memory_bytes": 2 * weights + optimizer + acts,
         "flop_per_gpu": n_mb * (d * block.flop + edge.flop),
         "model_flop_per_gpu": n_mb * (d * block.flop_model + edge.flop_model),
     }

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .block import Ctx, OpResult, Shards, comm_volume_bytes
 from .hardware import System
-from .space import COLUMNS, Space
+from .space import COLUMNS
 from .transformer import Transformer
 
 GB = 1e9
@@ -19,7 +19,7 @@ MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb"
 
 
 def result_frame(model: Transformer, system: System, strategy: str, gpus: int, global_batch: int,
-                 space: Space, res: dict[str, np.ndarray], idx: np.ndarray) -> pd.DataFrame:
+                 res: dict[str, np.ndarray], idx: np.ndarray) -> pd.DataFrame:
     """Rows ``idx`` of an evaluated space as a DataFrame (see the module docstring for units).
 
     samples/s = GBS / t; tokens/s = samples/s · l; train_days = samples in the budget /
@@ -31,7 +31,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int, g
     peak = system.matrix_flop_per_s
     data: dict[str, object] = {"gpus": np.full(len(idx), gpus), "strategy": strategy}
     for name in COLUMNS:
-        data[name] = space.cols[name][idx]
+        data[name] = res[name][idx]
     data["n_microbatches"] = res["n_microbatches"][idx]
     data["layers_per_stage"] = res["layers_per_stage"][idx]
     data.update({

@@ -82,17 +82,17 @@ def search(
     strat = build_strategy(strategy, model, mode)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins,
                         mode, budget)
-    res = evaluate_space(model, system, strat, space, global_batch, mode)
-    fits = res["memory_bytes"] <= system.hbm_capacity_bytes
-    idx = np.flatnonzero(fits)
-    thr = global_batch / res["iteration_time_s"][idx]
+    res = evaluate_space(model, system, strat, space, global_batch, mode,
+                         capacity_bytes=system.hbm_capacity_bytes)
+    idx = np.arange(len(res["row"]))  # every evaluated candidate fits
+    thr = global_batch / res["iteration_time_s"]
     if len(idx) > top_k:
         kth = np.partition(-thr, top_k - 1)[top_k - 1]
         sel = -thr <= kth
         idx, thr = idx[sel], thr[sel]
     order = np.argsort(-thr, kind="stable")[:top_k]
-    top = result_frame(model, system, strat.name, gpus, global_batch, space, res, idx[order])
-    return SearchResult(gpus, strat.name, top, len(space), int(fits.sum()),
+    top = result_frame(model, system, strat.name, gpus, global_batch, res, idx[order])
+    return SearchResult(gpus, strat.name, top, len(space), len(res["row"]),
                         time.perf_counter() - start)
 
 
@@ -136,8 +136,7 @@ def evaluate(
     fits = res["memory_bytes"] <= sysm.hbm_capacity_bytes
     thr = np.where(fits, global_batch / res["iteration_time_s"], -1.0 / res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
-    row = result_frame(model, sysm, strat.name, gpus, global_batch, space, res,
-                       np.array([i])).iloc[0]
+    row = result_frame(model, sysm, strat.name, gpus, global_batch, res, np.array([i])).iloc[0]
     one = {k: v[i:i + 1] for k, v in space.cols.items()}
     ctx = Ctx.make(model, sysm, mode)
     sh = shards_of(one)
