@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model import load_model, load_system, search  # noqa: E402
+from model import load_model, load_system, search, sweep  # noqa: E402
 from model.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
 
 
@@ -45,9 +45,9 @@ def main() -> None:
     def one(model, strategy, gpus):
         return lambda: search(model, h200, gpus, 4096, strategy, compat=compat, nvs=8).candidates
 
-    def figure():
-        return sum(search(gpt, h200, n, 4096, s, compat=compat, nvs=8).candidates
-                   for s in STRATEGIES for n in PAPER_GPU_COUNTS)
+    def figure():  # model.sweep: one batched evaluation per strategy over the 13 GPU counts
+        results = sweep(gpt, h200, PAPER_GPU_COUNTS, 4096, STRATEGIES, compat=compat, nvs=8)
+        return sum(r.candidates for r in results)
 
     cases = [("1D gpt3-1t, 4096 GPUs", one(gpt, "1d", 4096)),
              ("SUMMA vit-era5, 4096 GPUs", one(vit, "summa", 4096)),

@@ -1,10 +1,10 @@
-"""Evaluate a whole candidate space at once: block → memory → pipeline → throughput.
+"""Evaluate candidates at once: memory per shape, then times per placed candidate.
 
-One block's cost depends only on (microbatch, tp1, tp2, nb, nv_tp1, nv_tp2); candidates that
-differ only in dp, pp or their placement share it. The block is therefore evaluated once per
-distinct key and gathered back to the candidates. Memory is computed for every candidate first;
-times only for the candidates asked for (by default those that fit in HBM). No Python loop
-touches candidates.
+Memory depends only on the shape (tp1, tp2, pp, dp, microbatch, nb), not on where each dimension
+sits in the NVLink domain, so :func:`shape_memory` runs before placements are enumerated and the
+search expands only the shapes that fit. One block's cost depends on (microbatch, tp1, tp2, nb,
+nv_tp1, nv_tp2): it is evaluated once per distinct key and gathered back to the candidates
+(:func:`candidate_times`). No Python loop touches candidates.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from dataclasses import fields
 
 import numpy as np
 
-from .block import Ctx, OpResult, Shards, Totals, evaluate_op, sum_ops
+from .block import Ctx, OpResult, Shards, Totals, evaluate_op, op_counts, sum_ops
 from .hardware import System
 from .pipeline import edge_weight_bytes, iteration_time, memory
 from .space import Space
-from .strategies import Strategy
+from .strategies import OpSpec, Strategy
 from .transformer import Transformer
 
-BLOCK_KEY = ("microbatch", "tp1", "tp2", "nb", "nv_tp1", "nv_tp2")
+SHAPE_KEY = ("microbatch", "tp1", "tp2", "nb")
+BLOCK_KEY = SHAPE_KEY + ("nv_tp1", "nv_tp2")
 
 
 def distinct_rows(cols: dict[str, np.ndarray], names: tuple[str, ...]):
@@ -39,12 +40,49 @@ def distinct_rows(cols: dict[str, np.ndarray], names: tuple[str, ...]):
 
 
 def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)) -> Shards:
+    """The block-relevant columns of rows ``idx`` (placement 1 where the columns have none)."""
+    ones = np.ones_like(cols["tp1"])
     return Shards(b=cols["microbatch"][idx], tp1=cols["tp1"][idx], tp2=cols["tp2"][idx],
-                  nb=cols["nb"][idx], nv_tp1=cols["nv_tp1"][idx], nv_tp2=cols["nv_tp2"][idx])
+                  nb=cols["nb"][idx], nv_tp1=cols.get("nv_tp1", ones)[idx],
+                  nv_tp2=cols.get("nv_tp2", ones)[idx])
 
 
-def evaluate_ops(ops, sh: Shards, ctx: Ctx) -> list[OpResult]:
+def evaluate_ops(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx) -> list[OpResult]:
     return [evaluate_op(spec, sh, ctx) for spec in ops]
+
+
+def _weights_acts(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
+    """Σ weight bytes and Σ activation bytes of ``ops`` (counts only, no times)."""
+    w, a = np.zeros(len(sh.tp1)), np.zeros(len(sh.tp1))
+    for spec in ops:
+        c = op_counts(spec, sh, ctx)
+        w, a = w + c.weight_bytes, a + c.act_bytes
+    return w, a
+
+
+def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "") -> np.ndarray:
+    """Product over the strategy's replica axes (dp, and tp2 for context) of ``prefix + axis``."""
+    out = np.ones_like(cols["dp"])
+    for axis in strategy.dp_axes:
+        out = out * cols[prefix + axis]
+    return out
+
+
+def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
+                 global_batch: int, ctx: Ctx) -> dict[str, np.ndarray]:
+    """Memory per GPU (bytes) and its breakdown for every shape in ``cols`` (spec §4)."""
+    first, inverse = distinct_rows(cols, SHAPE_KEY)
+    sh = shards_of(cols, first)
+    block_w, block_a = (x[inverse] for x in _weights_acts(strategy.block, sh, ctx))
+    pre_w, pre_a = (x[inverse] for x in _weights_acts(strategy.pre, sh, ctx))
+    post_w, post_a = (x[inverse] for x in _weights_acts(strategy.post, sh, ctx))
+    if model.tied_embeddings:  # one matrix serves embedding and head on a single stage
+        post_w = np.where(cols["pp"] == 1, 0.0, post_w)
+    return memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
+                  pre_act=pre_a, post_weight=post_w, post_act=post_a,
+                  n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
+                  layers=model.layers // cols["pp"], pp=cols["pp"],
+                  dp_group=_dp_group(strategy, cols))
 
 
 def _take(t: Totals, idx: np.ndarray) -> Totals:
@@ -59,22 +97,34 @@ def _add(a: Totals, b: Totals) -> Totals:
     return Totals(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(Totals)))
 
 
-def _zeros(n: int) -> Totals:
-    zero = np.zeros(n)
-    return Totals(*(zero for _ in fields(Totals)))
-
-
-def _edges(model: Transformer, strategy: Strategy, sh: Shards, ctx: Ctx,
-           inverse: np.ndarray, pp: np.ndarray) -> tuple[Totals, Totals]:
-    """Totals of the ops before the first and after the last block, per candidate."""
-    if not strategy.pre and not strategy.post:
-        none = _zeros(len(pp))
-        return none, none
+def candidate_times(model: Transformer, system: System, strategy: Strategy,
+                    cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx
+                    ) -> dict[str, np.ndarray]:
+    """Iteration time, its breakdown and FLOPs of every placed candidate in ``cols``."""
+    first, inverse = distinct_rows(cols, BLOCK_KEY)
+    sh = shards_of(cols, first)
+    block_ops = evaluate_ops(strategy.block, sh, ctx)
+    boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
+    block = _take(sum_ops(block_ops, sh.tp1), inverse)
     pre = _take(sum_ops(evaluate_ops(strategy.pre, sh, ctx), sh.tp1), inverse)
     post = _take(sum_ops(evaluate_ops(strategy.post, sh, ctx), sh.tp1), inverse)
-    if model.tied_embeddings:  # one matrix serves embedding and head on a single stage
+    pp = cols["pp"]
+    if model.tied_embeddings:
         post.weight_bytes = np.where(pp == 1, 0.0, post.weight_bytes)
-    return pre, post
+    edge = _pick(pp == 1, _add(pre, post),
+                 _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post))
+    n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
+    layers = model.layers // pp
+    out = iteration_time(
+        block=block, edge=edge, edge_weight=edge_weight_bytes(pre.weight_bytes,
+                                                              post.weight_bytes, pp),
+        boundary_act_bytes=np.asarray(boundary.counts.act_bytes)[inverse], n_mb=n_mb,
+        layers=layers, pp=pp, nv_pp=cols["nv_pp"], dp_group=_dp_group(strategy, cols),
+        dp_tau=_dp_group(strategy, cols, "nv_"), system=system, mode=ctx.mode,
+    )
+    out["n_microbatches"] = n_mb
+    out["layers_per_stage"] = layers
+    return out
 
 
 def evaluate_space(model: Transformer, system: System, strategy: Strategy, space: Space,
@@ -86,37 +136,13 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
     candidates' indices in ``space``, the space's columns are included, times are in s and memory
     in bytes.
     """
-    c = space.cols
     ctx = Ctx.make(model, system, compat)
-    first, inverse = distinct_rows(c, BLOCK_KEY)
-    sh = shards_of(c, first)
-    block_ops = evaluate_ops(strategy.block, sh, ctx)
-    boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
-    block = sum_ops(block_ops, sh.tp1)  # per distinct key
-    pre, post = _edges(model, strategy, sh, ctx, inverse, c["pp"])
-    dp_group, dp_tau = np.ones_like(c["dp"]), np.ones_like(c["dp"])
-    for axis in strategy.dp_axes:
-        dp_group, dp_tau = dp_group * c[axis], dp_tau * c["nv_" + axis]
-    n_mb = (global_batch // c["dp"]) // c["microbatch"]
-    layers = model.layers // c["pp"]
-    mem = memory(block_weight_bytes=block.weight_bytes[inverse],
-                 block_act_bytes=block.act_bytes[inverse], pre=pre, post=post, n_mb=n_mb,
-                 layers=layers, pp=c["pp"], dp_group=dp_group)
+    mem = shape_memory(model, strategy, space.cols, global_batch, ctx)
     keep = (np.arange(len(space)) if capacity_bytes is None
             else np.flatnonzero(mem["memory_bytes"] <= capacity_bytes))
-    k_inv, pp = inverse[keep], c["pp"][keep]
-    pre_k, post_k = _take(pre, keep), _take(post, keep)
-    edge = _pick(pp == 1, _add(pre_k, post_k),
-                 _pick(pre_k.t_fwd + pre_k.t_bwd >= post_k.t_fwd + post_k.t_bwd, pre_k, post_k))
-    out = iteration_time(
-        block=_take(block, k_inv), edge=edge, edge_weight=edge_weight_bytes(pre_k, post_k, pp),
-        boundary_act_bytes=np.asarray(boundary.counts.act_bytes)[k_inv], n_mb=n_mb[keep],
-        layers=layers[keep], pp=pp, nv_pp=c["nv_pp"][keep], dp_group=dp_group[keep],
-        dp_tau=dp_tau[keep], system=system, mode=ctx.mode,
-    )
+    cols = {name: values[keep] for name, values in space.cols.items()}
+    out = candidate_times(model, system, strategy, cols, global_batch, ctx)
     out.update({name: values[keep] for name, values in mem.items()})
-    out.update({name: values[keep] for name, values in c.items()})
+    out.update(cols)
     out["row"] = keep
-    out["n_microbatches"] = n_mb[keep]
-    out["layers_per_stage"] = layers[keep]
     return out

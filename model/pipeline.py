@@ -58,29 +58,27 @@ def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
     return np.where(pp > 1, out, 0.0)
 
 
-def edge_weight_bytes(pre: Totals, post: Totals, pp: np.ndarray) -> np.ndarray:
+def edge_weight_bytes(pre_weight, post_weight, pp: np.ndarray) -> np.ndarray:
     """Weights outside the blocks on the heavier end stage (both ends when pp = 1)."""
-    return np.where(pp == 1, pre.weight_bytes + post.weight_bytes,
-                    np.maximum(pre.weight_bytes, post.weight_bytes))
+    return np.where(pp == 1, pre_weight + post_weight, np.maximum(pre_weight, post_weight))
 
 
-def memory(*, block_weight_bytes, block_act_bytes, pre: Totals, post: Totals, n_mb, layers, pp,
-           dp_group) -> dict[str, np.ndarray]:
+def memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight, post_act,
+           n_mb, layers, pp, dp_group) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) of the binding stage and its breakdown.
 
-    The first stage holds the embedding and min(pp, n_mb) microbatches in flight; the last holds
-    the head and one; with pp = 1 they are one stage. The larger is reported.
+    The first stage holds the embedding (``pre``) and min(pp, n_mb) microbatches in flight; the
+    last holds the head (``post``) and one; with pp = 1 they are one stage. The larger is reported.
     """
     d = layers.astype(float)
     single = pp == 1
     in_flight = np.minimum(pp, n_mb).astype(float)
-    w_first = d * block_weight_bytes + pre.weight_bytes + np.where(single, post.weight_bytes, 0.0)
-    a_first = (d * block_act_bytes + pre.act_bytes) * in_flight + np.where(
-        single, post.act_bytes, 0.0)
-    w_last = d * block_weight_bytes + post.weight_bytes
-    a_last = d * block_act_bytes + post.act_bytes
-    mem_first = (2 + OPTIMIZER_FACTOR / dp_group) * w_first + a_first
-    mem_last = (2 + OPTIMIZER_FACTOR / dp_group) * w_last + a_last
+    w_first = d * block_weight_bytes + pre_weight + np.where(single, post_weight, 0.0)
+    a_first = (d * block_act_bytes + pre_act) * in_flight + np.where(single, post_act, 0.0)
+    w_last = d * block_weight_bytes + post_weight
+    a_last = d * block_act_bytes + post_act
+    mem_first = 2 * w_first + OPTIMIZER_FACTOR * w_first / dp_group + a_first
+    mem_last = 2 * w_last + OPTIMIZER_FACTOR * w_last / dp_group + a_last
     first_binds = single | (mem_first >= mem_last)
     weights = np.where(first_binds, w_first, w_last)
     acts = np.where(first_binds, a_first, a_last)

@@ -16,12 +16,19 @@ import pandas as pd
 
 from .block import Ctx
 from .errors import ModelError
-from .evaluate import evaluate_ops, evaluate_space, shards_of
+from .evaluate import candidate_times, evaluate_ops, evaluate_space, shape_memory, shards_of
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
 from .rules import explain
-from .space import PIN_NAMES, build_space
+from .space import (
+    PIN_NAMES,
+    build_shapes,
+    build_space,
+    check_budget,
+    expand_placements,
+    placement_mask,
+)
 from .strategies import build_strategy, canonical_strategy
 from .transformer import Transformer
 
@@ -64,36 +71,79 @@ def _check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: 
 def search(
     model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
     compat: str | Mode | None = None, nvs: int | None = None, pins: dict | None = None,
-    top_k: int = 10,
-    budget: int = DEFAULT_BUDGET,
+    top_k: int = 10, budget: int = DEFAULT_BUDGET,
 ) -> SearchResult:
-    """The ``top_k`` fastest configurations of ``strategy`` that fit in HBM.
+    """The ``top_k`` fastest configurations of ``strategy`` on ``gpus`` GPUs that fit in HBM.
 
     ``nvs`` overrides the system's NVLink domain size; ``pins`` fixes any of tp1, tp2, pp, dp,
     microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the paper's model
     with its bugs (spec §7). Ties keep the deterministic candidate order.
     """
+    return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
+                         pins=pins, top_k=top_k, budget=budget)[0]
+
+
+def search_counts(
+    model: Transformer, system: System, gpu_counts: list[int], global_batch: int,
+    strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
+    pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
+) -> list[SearchResult]:
+    """:func:`search` at several GPU counts in one evaluation (a strong-scaling sweep).
+
+    The candidates of every count are evaluated together, so a block shared by several counts is
+    costed once. ``budget`` bounds the candidates of all counts together; each result's
+    ``elapsed_s`` is its share (by candidates) of the batch's wall time.
+    """
     pins = dict(pins or {})
-    _check_args(gpus, global_batch, compat, top_k, pins)
+    counts = [int(n) if isinstance(n, (int, np.integer)) and not isinstance(n, bool) else n
+              for n in gpu_counts]
+    if not counts:
+        raise ModelError("give at least one GPU count")
+    for n in counts:
+        _check_args(n, global_batch, compat, top_k, pins)
     start = time.perf_counter()
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
     strat = build_strategy(strategy, model, mode)
-    space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins,
-                        mode, budget)
-    res = evaluate_space(model, system, strat, space, global_batch, mode,
-                         capacity_bytes=system.hbm_capacity_bytes)
-    idx = np.arange(len(res["row"]))  # every evaluated candidate fits
-    thr = global_batch / res["iteration_time_s"]
-    if len(idx) > top_k:
-        kth = np.partition(-thr, top_k - 1)[top_k - 1]
-        sel = -thr <= kth
-        idx, thr = idx[sel], thr[sel]
-    order = np.argsort(-thr, kind="stable")[:top_k]
-    top = result_frame(model, system, strat.name, gpus, global_batch, res, idx[order])
-    return SearchResult(gpus, strat.name, top, len(space), len(res["row"]),
-                        time.perf_counter() - start)
+    ctx = Ctx.make(model, system, mode)
+    shapes = [build_shapes(model, strat, n, global_batch, pins) for n in counts]
+    merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
+    merged["shape"] = np.arange(len(merged["tp1"]))
+    mem = shape_memory(model, strat, merged, global_batch, ctx)
+    fits = mem["memory_bytes"] <= system.hbm_capacity_bytes
+    parts, candidates, feasible, offset = [], [], [], 0
+    for n, cols in zip(counts, shapes):
+        rows = len(cols["tp1"])
+        mask, table = placement_mask(cols, n, system.nvlink_domain_size, pins,
+                                     mode.exact_domain_fill)
+        candidates.append(int(mask.sum()))
+        check_budget(sum(candidates), budget)
+        fit = fits[offset:offset + rows]
+        kept = {k: v[offset:offset + rows][fit] for k, v in merged.items()}
+        kept["gpus"] = np.full(int(fit.sum()), n, dtype=np.int64)
+        parts.append(expand_placements(kept, mask[fit], table))
+        feasible.append(len(parts[-1]["gpus"]))
+        offset += rows
+    cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    res = candidate_times(model, system, strat, cands, global_batch, ctx)
+    shape = cands.pop("shape")  # each candidate's row in the shapes: its memory
+    res.update({k: v[shape] for k, v in mem.items()})
+    res.update(cands)
+    elapsed = time.perf_counter() - start
+    total = max(sum(candidates), 1)
+    out = []
+    for n, count, fit in zip(counts, candidates, feasible):
+        idx = np.flatnonzero(res["gpus"] == n)
+        thr = global_batch / res["iteration_time_s"][idx]
+        if len(idx) > top_k:
+            kth = np.partition(-thr, top_k - 1)[top_k - 1]
+            sel = -thr <= kth
+            idx, thr = idx[sel], thr[sel]
+        order = np.argsort(-thr, kind="stable")[:top_k]
+        top = result_frame(model, system, strat.name, n, global_batch, res, idx[order])
+        out.append(SearchResult(n, strat.name, top, count, fit, elapsed * count / total))
+    return out
 
 
 @dataclass

@@ -78,6 +78,19 @@ def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch:
 
     Raises ModelError when more than ``budget`` candidates would be built.
     """
+    shapes = build_shapes(model, strategy, gpus, global_batch, pins)
+    mask, table = placement_mask(shapes, gpus, nvs, pins, resolve_mode(compat).exact_domain_fill)
+    check_budget(int(mask.sum()), budget)
+    return Space(expand_placements(shapes, mask, table))
+
+
+def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
+                 pins: dict | None = None) -> dict[str, np.ndarray]:
+    """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement.
+
+    Memory does not depend on the placement, so the search can drop shapes that do not fit
+    before multiplying them by their placements.
+    """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
     n, e, h, kv, l = gpus, model.hidden, model.heads, model.kv_heads, model.seq_len
     div_n = divisors(n)
@@ -109,9 +122,7 @@ def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch:
     ok = ((global_batch // cols["dp"])[:, None] % mb[None, :] == 0) & (
         (mb[None, :] * l) % split[:, None] == 0)
     cols = _expand(cols, "microbatch", mb, ok)
-    cols = _panels(cols, e, strategy.has_panels, pins)
-    exact = resolve_mode(compat).exact_domain_fill
-    return Space(_placements(cols, n, nvs, pins, exact, budget))
+    return _panels(cols, e, strategy.has_panels, pins)
 
 
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
@@ -131,35 +142,49 @@ def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
     return _expand(cols, "nb", nb, ok)
 
 
-def _placements(cols: dict, n: int, nvs: int, pins: dict, exact: bool, budget: int) -> dict:
-    """Add the NVLink placement (nv_tp1, nv_tp2, nv_dp, nv_pp); check the candidate budget."""
-    names = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+PLACEMENT = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+
+
+def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which placements each shape allows: a boolean [shapes, k] mask and the [k, 4] table.
+
+    With n ≤ NVS the only placement is the identity (everything in one domain): the table is
+    ``None`` and the mask has one column. Otherwise the table lists every ordered
+    (nv_tp1, nv_tp2, nv_dp, nv_pp) with product NVS (or gcd(n, NVS) unless ``exact``).
+    """
+    pins = {k: v for k, v in (pins or {}).items() if v is not None}
     dims = np.stack([cols["tp1"], cols["tp2"], cols["dp"], cols["pp"]], axis=1)
     if n <= nvs:
-        ok = np.ones(len(dims), dtype=bool)
-        for i, name in enumerate(names):
+        ok = np.ones((len(dims), 1), dtype=bool)
+        for i, name in enumerate(PLACEMENT):
             if pins.get(name) is not None:
-                ok &= dims[:, i] == pins[name]
-        _check_budget(int(ok.sum()), budget)
-        out = {k: v[ok] for k, v in cols.items()}
-        out.update({name: dims[ok, i] for i, name in enumerate(names)})
-        return out
-    domain = nvs if exact else math.gcd(n, nvs)
-    table = placements(domain)
-    for i, name in enumerate(names):
+                ok[:, 0] &= dims[:, i] == pins[name]
+        return ok, None
+    table = placements(nvs if exact else math.gcd(n, nvs))
+    for i, name in enumerate(PLACEMENT):
         if pins.get(name) is not None:
             table = table[table[:, i] == pins[name]]
     ok = np.ones((len(dims), len(table)), dtype=bool)
     for i in range(4):
         ok &= dims[:, i, None] % table[None, :, i] == 0
-    _check_budget(int(ok.sum()), budget)
-    r, k = np.nonzero(ok)
+    return ok, table
+
+
+def expand_placements(cols: dict, mask: np.ndarray, table: np.ndarray | None) -> dict:
+    """The candidates: each shape repeated once per placement its ``mask`` row allows."""
+    r, k = np.nonzero(mask)
     out = {key: v[r] for key, v in cols.items()}
-    out.update({name: table[k, i] for i, name in enumerate(names)})
+    if table is None:  # identity placement
+        dims = (out["tp1"], out["tp2"], out["dp"], out["pp"])
+        out.update({name: d.copy() for name, d in zip(PLACEMENT, dims)})
+    else:
+        out.update({name: table[k, i] for i, name in enumerate(PLACEMENT)})
     return out
 
 
-def _check_budget(count: int, budget: int) -> None:
+def check_budget(count: int, budget: int) -> None:
+    """Refuse a search of more than ``budget`` candidates, saying how to narrow it."""
     if count > budget:
         raise ModelError(
             f"the search would evaluate {count:,} candidates, more than the budget of {budget:,};"

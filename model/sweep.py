@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from .hardware import System
-from .search import DEFAULT_BUDGET, SearchResult, search
+from .search import DEFAULT_BUDGET, SearchResult, search_counts
 from .strategies import canonical_strategy
 from .transformer import Transformer
 
@@ -20,9 +20,10 @@ def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_
           compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
           top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
     """One :func:`~model.search.search` per (strategy, GPU count), strategies outermost."""
-    return [search(model, system, n, global_batch, canonical_strategy(s), compat=compat, nvs=nvs,
-                   pins=pins, top_k=top_k, budget=budget)
-            for s in strategies for n in gpu_counts]
+    counts = list(gpu_counts)
+    return [r for s in strategies
+            for r in search_counts(model, system, counts, global_batch, canonical_strategy(s),
+                                   compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget)]
 
 
 def best_frame(results: list[SearchResult]) -> pd.DataFrame:
