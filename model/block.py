@@ -14,7 +14,7 @@ Everything is vectorized over the parallel configurations in a :class:`Shards`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -198,9 +198,19 @@ class OpResult:
     bwd: Phase
 
 
-def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx) -> OpResult:
-    """Counts and times of one op for every configuration in ``sh``."""
-    c = op_counts(spec, sh, ctx)
+def take_counts(c: ops.OpCounts, idx: np.ndarray) -> ops.OpCounts:
+    """The counts of rows ``idx`` (fields that are scalars stay scalars)."""
+    return ops.OpCounts(*(np.asarray(v)[idx] if np.ndim(v) else v
+                          for v in (getattr(c, f.name) for f in fields(ops.OpCounts))))
+
+
+def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None = None
+                ) -> OpResult:
+    """Counts and times of one op for every configuration in ``sh``.
+
+    ``counts`` may be given when already known: they do not depend on the placement.
+    """
+    c = op_counts(spec, sh, ctx) if counts is None else counts
     memo: dict = {}  # collective times shared by the op's forward and backward
     fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx, memo)
     bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx, memo)

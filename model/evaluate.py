@@ -9,12 +9,13 @@ nv_tp1, nv_tp2): it is evaluated once per distinct key and gathered back to the 
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .block import Ctx, OpResult, Shards, Totals, evaluate_op, op_counts, sum_ops
+from .block import Ctx, OpResult, Shards, Totals, evaluate_op, op_counts, sum_ops, take_counts
 from .hardware import System
+from .ops import OpCounts
 from .pipeline import edge_weight_bytes, iteration_time, memory
 from .space import Space
 from .strategies import OpSpec, Strategy
@@ -47,16 +48,42 @@ def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)
                   nv_tp2=cols.get("nv_tp2", ones)[idx])
 
 
-def evaluate_ops(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx) -> list[OpResult]:
-    return [evaluate_op(spec, sh, ctx) for spec in ops]
+def evaluate_ops(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx,
+                 counts: list[OpCounts] | None = None) -> list[OpResult]:
+    if counts is None:
+        return [evaluate_op(spec, sh, ctx) for spec in ops]
+    return [evaluate_op(spec, sh, ctx, c) for spec, c in zip(ops, counts)]
 
 
-def _weights_acts(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx) -> tuple[np.ndarray, np.ndarray]:
-    """Σ weight bytes and Σ activation bytes of ``ops`` (counts only, no times)."""
-    w, a = np.zeros(len(sh.tp1)), np.zeros(len(sh.tp1))
-    for spec in ops:
-        c = op_counts(spec, sh, ctx)
-        w, a = w + c.weight_bytes, a + c.act_bytes
+@dataclass
+class ShapeCounts:
+    """Per-op counts of each distinct shape (counts do not depend on the placement)."""
+
+    inverse: np.ndarray  # per row of the shapes: its distinct shape
+    block: list[OpCounts]
+    pre: list[OpCounts]
+    post: list[OpCounts]
+
+    @classmethod
+    def of(cls, strategy: Strategy, cols: dict[str, np.ndarray], ctx: Ctx) -> ShapeCounts:
+        first, inverse = distinct_rows(cols, SHAPE_KEY)
+        sh = shards_of(cols, first)
+        return cls(inverse, *([op_counts(spec, sh, ctx) for spec in ops]
+                              for ops in (strategy.block, strategy.pre, strategy.post)))
+
+    def take(self, which: str, distinct: np.ndarray) -> list[OpCounts]:
+        """The counts of ``which`` ops (block, pre, post) for the given distinct shapes."""
+        return [take_counts(c, distinct) for c in getattr(self, which)]
+
+
+def _weights_acts(counts: list[OpCounts], inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Σ weight bytes and Σ activation bytes of ops, per row."""
+    def per_row(x):  # an array per distinct shape, or one number for all
+        return np.asarray(x)[inverse] if np.ndim(x) else x
+
+    w = a = np.zeros(len(inverse))
+    for c in counts:
+        w, a = w + per_row(c.weight_bytes), a + per_row(c.act_bytes)
     return w, a
 
 
@@ -69,13 +96,12 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 
 
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
-                 global_batch: int, ctx: Ctx) -> dict[str, np.ndarray]:
+                 global_batch: int, counts: ShapeCounts) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) and its breakdown for every shape in ``cols`` (spec §4)."""
-    first, inverse = distinct_rows(cols, SHAPE_KEY)
-    sh = shards_of(cols, first)
-    block_w, block_a = (x[inverse] for x in _weights_acts(strategy.block, sh, ctx))
-    pre_w, pre_a = (x[inverse] for x in _weights_acts(strategy.pre, sh, ctx))
-    post_w, post_a = (x[inverse] for x in _weights_acts(strategy.post, sh, ctx))
+    inv = counts.inverse
+    block_w, block_a = _weights_acts(counts.block, inv)
+    pre_w, pre_a = _weights_acts(counts.pre, inv)
+    post_w, post_a = _weights_acts(counts.post, inv)
     if model.tied_embeddings:  # one matrix serves embedding and head on a single stage
         post_w = np.where(cols["pp"] == 1, 0.0, post_w)
     return memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
@@ -98,16 +124,24 @@ def _add(a: Totals, b: Totals) -> Totals:
 
 
 def candidate_times(model: Transformer, system: System, strategy: Strategy,
-                    cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx
-                    ) -> dict[str, np.ndarray]:
-    """Iteration time, its breakdown and FLOPs of every placed candidate in ``cols``."""
+                    cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
+                    counts: ShapeCounts, shape_of: np.ndarray) -> dict[str, np.ndarray]:
+    """Iteration time, its breakdown and FLOPs of every placed candidate in ``cols``.
+
+    ``shape_of`` gives each candidate's row in the shapes that ``counts`` was built from.
+    """
     first, inverse = distinct_rows(cols, BLOCK_KEY)
     sh = shards_of(cols, first)
-    block_ops = evaluate_ops(strategy.block, sh, ctx)
+    distinct_shape = counts.inverse[shape_of[first]]
+
+    def totals(which: str) -> tuple[Totals, list[OpResult]]:
+        results = evaluate_ops(getattr(strategy, which), sh, ctx,
+                               counts.take(which, distinct_shape))
+        return _take(sum_ops(results, sh.tp1), inverse), results
+
+    block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
-    block = _take(sum_ops(block_ops, sh.tp1), inverse)
-    pre = _take(sum_ops(evaluate_ops(strategy.pre, sh, ctx), sh.tp1), inverse)
-    post = _take(sum_ops(evaluate_ops(strategy.post, sh, ctx), sh.tp1), inverse)
+    pre, post = totals("pre")[0], totals("post")[0]
     pp = cols["pp"]
     if model.tied_embeddings:
         post.weight_bytes = np.where(pp == 1, 0.0, post.weight_bytes)
@@ -137,11 +171,12 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
     in bytes.
     """
     ctx = Ctx.make(model, system, compat)
-    mem = shape_memory(model, strategy, space.cols, global_batch, ctx)
+    counts = ShapeCounts.of(strategy, space.cols, ctx)
+    mem = shape_memory(model, strategy, space.cols, global_batch, counts)
     keep = (np.arange(len(space)) if capacity_bytes is None
             else np.flatnonzero(mem["memory_bytes"] <= capacity_bytes))
     cols = {name: values[keep] for name, values in space.cols.items()}
-    out = candidate_times(model, system, strategy, cols, global_batch, ctx)
+    out = candidate_times(model, system, strategy, cols, global_batch, ctx, counts, keep)
     out.update({name: values[keep] for name, values in mem.items()})
     out.update(cols)
     out["row"] = keep

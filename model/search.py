@@ -16,7 +16,14 @@ import pandas as pd
 
 from .block import Ctx
 from .errors import ModelError
-from .evaluate import candidate_times, evaluate_ops, evaluate_space, shape_memory, shards_of
+from .evaluate import (
+    ShapeCounts,
+    candidate_times,
+    evaluate_ops,
+    evaluate_space,
+    shape_memory,
+    shards_of,
+)
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
@@ -110,7 +117,8 @@ def search_counts(
     shapes = [build_shapes(model, strat, n, global_batch, pins) for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
-    mem = shape_memory(model, strat, merged, global_batch, ctx)
+    op_counts = ShapeCounts.of(strat, merged, ctx)
+    mem = shape_memory(model, strat, merged, global_batch, op_counts)
     fits = mem["memory_bytes"] <= system.hbm_capacity_bytes
     parts, candidates, feasible, offset = [], [], [], 0
     for n, cols in zip(counts, shapes):
@@ -126,8 +134,8 @@ def search_counts(
         feasible.append(len(parts[-1]["gpus"]))
         offset += rows
     cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-    res = candidate_times(model, system, strat, cands, global_batch, ctx)
-    shape = cands.pop("shape")  # each candidate's row in the shapes: its memory
+    shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
+    res = candidate_times(model, system, strat, cands, global_batch, ctx, op_counts, shape)
     res.update({k: v[shape] for k, v in mem.items()})
     res.update(cands)
     elapsed = time.perf_counter() - start

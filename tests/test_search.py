@@ -1,0 +1,342 @@
+"""The search: space sizes (spec §5), pins, budget, determinism, ranking, and that evaluate()
+reproduces a search row exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from model import ModelError, evaluate, load_model, load_system, search
+from model.report import TIME_COLUMNS
+
+REL = 1e-12
+DIMS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb")
+PLACEMENT = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_system("paper-h200")
+
+
+@pytest.fixture(scope="module")
+def gpt3():
+    return load_model("gpt3-1t")
+
+
+@pytest.fixture(scope="module")
+def vit():
+    return load_model("vit-era5")
+
+
+def evaluate_row(model, system, row, compat, nvs=None):
+    """evaluate() of a search row's configuration, every dimension and placement given."""
+    kw = {k: int(row[k]) for k in DIMS + PLACEMENT}
+    return evaluate(model, system, int(row["gpus"]), GBS, row["strategy"], compat=compat,
+                    nvs=nvs, **kw)
+
+
+GBS = 4096
+
+
+# ---------------------------------------------------------------------------------------------
+# Search-space sizes (spec §5 table: candidates after all filters, before the memory check)
+
+
+@pytest.mark.parametrize("name,nvs,gpus,strategy,count", [
+    ("gpt3-1t", 8, 4096, "1d", 2544),
+    ("gpt3-1t", 8, 4096, "summa", 59390),
+    ("gpt3-1t", 8, 4096, "context", 22712),
+    ("gpt3-1t", 8, 512, "1d", 2324),
+    ("vit-era5", 64, 16384, "1d", 1984),
+    ("vit-era5", 64, 16384, "summa", 70867),
+    ("vit-era5", 64, 16384, "context", 45355),
+])
+def test_candidate_counts_match_the_paper(h200, name, nvs, gpus, strategy, count):
+    res = search(load_model(name), h200, gpus, GBS, strategy, compat="paper", nvs=nvs)
+    assert res.candidates == count
+    assert 0 <= res.feasible <= res.candidates
+
+
+# ---------------------------------------------------------------------------------------------
+# Pins
+
+
+@pytest.mark.parametrize("pins", [
+    {"tp1": 4}, {"tp2": 2}, {"pp": 32}, {"dp": 16}, {"microbatch": 2}, {"nb": 8},
+    {"nv_pp": 2}, {"nv_tp1": 1, "nv_dp": 8}, {"tp1": 8, "tp2": 4, "microbatch": 1},
+])
+def test_every_top_row_has_the_pinned_values(h200, gpt3, pins):
+    free = search(gpt3, h200, 4096, GBS, "summa", compat="paper", nvs=8)
+    res = search(gpt3, h200, 4096, GBS, "summa", compat="paper", nvs=8, pins=pins)
+    assert len(res.top) > 0
+    for key, value in pins.items():
+        assert (res.top[key] == value).all(), key
+    assert res.candidates < free.candidates
+    # a pinned search looks at a subset: it can never beat the free one
+    assert res.best["samples_per_s"] <= free.best["samples_per_s"] * (1 + REL)
+
+
+def test_pinning_every_dimension_leaves_one_placement_family(h200, gpt3):
+    pins = dict(tp1=4, pp=64, dp=2, microbatch=1)
+    res = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, pins=pins, top_k=100)
+    # (nv_tp1, nv_dp, nv_pp) with product 8 dividing (4, 2, 64), nv_tp2 = 1: six placements
+    assert res.candidates == 6
+    top = res.top
+    for key, value in {**pins, "tp2": 1, "nb": 1}.items():
+        assert (top[key] == value).all()
+    assert len(top) == res.feasible
+    placements = {tuple(int(x) for x in r) for r in top[list(PLACEMENT)].to_numpy()}
+    assert len(placements) == len(top)
+    for a, b, c, d in placements:
+        assert a * b * c * d == 8 and 4 % a == 0 and b == 1 and 2 % c == 0 and 64 % d == 0
+    # the best of the family is the paper's 512-GPU optimum (spec §6.2)
+    assert tuple(top.iloc[0][["nv_tp1", "nv_dp", "nv_pp"]]) == (4, 1, 2)
+    one = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8,
+                 pins={**pins, "nv_tp1": 4, "nv_tp2": 1, "nv_dp": 1, "nv_pp": 2})
+    assert one.candidates == 1
+    pd.testing.assert_series_equal(one.best, top.iloc[0], check_names=False)
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(gpus=384, tp1=3, pp=64, dp=2, microbatch=1), "does not divide heads"),
+    (dict(gpus=512, tp1=4, pp=16, dp=8, microbatch=1, nv_pp=3), "nv_pp=3 does not divide"),
+    (dict(gpus=384, tp1=4, pp=3, dp=32, microbatch=1), "pp=3 does not divide layers=128"),
+    (dict(gpus=512, tp1=4, pp=64, dp=2, microbatch=3), "microbatch=3 does not divide"),
+    (dict(gpus=768, tp1=4, pp=64, dp=3, microbatch=1), "dp=3 does not divide"),
+])
+def test_evaluate_names_the_broken_rule(h200, gpt3, kw, message):
+    with pytest.raises(ModelError, match=message):
+        evaluate(gpt3, h200, global_batch=GBS, strategy="1d", compat="paper", nvs=8, **kw)
+
+
+def test_evaluate_checks_the_gpu_product(h200, gpt3):
+    with pytest.raises(ModelError, match="must equal gpus"):
+        evaluate(gpt3, h200, 512, GBS, "1d", tp1=4, pp=64, dp=4, microbatch=1)
+
+
+def test_pin_that_matches_nothing_gives_an_empty_search(h200, gpt3):
+    res = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, pins={"tp1": 3})
+    assert res.candidates == 0 and res.feasible == 0
+    assert res.best is None and res.top.empty
+
+
+def test_budget(h200, gpt3):
+    with pytest.raises(ModelError, match="budget"):
+        search(gpt3, h200, 4096, GBS, "summa", compat="paper", nvs=8, budget=10)
+    # the budget counts candidates: exactly the space size passes, one less fails
+    res = search(gpt3, h200, 4096, GBS, "1d", compat="paper", nvs=8, budget=2544)
+    assert res.candidates == 2544
+    with pytest.raises(ModelError, match="budget"):
+        search(gpt3, h200, 4096, GBS, "1d", compat="paper", nvs=8, budget=2543)
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism and ranking
+
+
+@pytest.mark.parametrize("strategy", ["1d", "summa", "context"])
+@pytest.mark.parametrize("compat", [None, "paper"])
+def test_search_is_deterministic_and_ranked(h200, gpt3, strategy, compat):
+    a = search(gpt3, h200, 1024, GBS, strategy, compat=compat, nvs=8, top_k=25)
+    b = search(gpt3, h200, 1024, GBS, strategy, compat=compat, nvs=8, top_k=25)
+    pd.testing.assert_frame_equal(a.top, b.top)
+    assert (a.candidates, a.feasible) == (b.candidates, b.feasible)
+    top = a.top
+    assert len(top) == min(25, a.feasible) > 0
+    assert 0 < a.feasible <= a.candidates
+    thr = top["samples_per_s"].to_numpy()
+    assert (np.diff(thr) <= 0).all()
+    assert (top["memory_gb"] <= top["hbm_capacity_gb"]).all()
+    assert (top["hbm_capacity_gb"] == h200.hbm_capacity_gb).all()
+    assert top["fits"].all()
+    assert (top["gpus"] == 1024).all()
+    assert (top["tp1"] * top["tp2"] * top["pp"] * top["dp"] == 1024).all()
+    assert (top["n_microbatches"] * top["microbatch"] * top["dp"] == GBS).all()
+    np.testing.assert_allclose(thr * top["iteration_time_s"], GBS, rtol=REL)
+
+
+def test_top_k_is_a_prefix_of_a_longer_ranking(h200, gpt3):
+    short = search(gpt3, h200, 1024, GBS, "context", compat="paper", nvs=8, top_k=3).top
+    long = search(gpt3, h200, 1024, GBS, "context", compat="paper", nvs=8, top_k=30).top
+    np.testing.assert_array_equal(short["samples_per_s"], long["samples_per_s"][:3])
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate() reproduces the search row
+
+
+def assert_same_row(row: pd.Series, ref: pd.Series) -> None:
+    assert list(row.index) == list(ref.index)
+    for key in ref.index:
+        a, b = row[key], ref[key]
+        if isinstance(b, (float, np.floating)):
+            assert a == pytest.approx(b, rel=REL, abs=0.0), key
+        else:
+            assert a == b, key
+
+
+CASES = [
+    ("gpt3-1t", {}, 512, "1d", "paper", 8),
+    ("gpt3-1t", {}, 512, "summa", "paper", 8),
+    ("gpt3-1t", {}, 512, "context", "paper", 8),
+    ("gpt3-1t", {}, 512, "1d", None, 8),
+    ("gpt3-1t", {"vocab": 0}, 1024, "summa", None, 8),
+    ("gpt3-1t", {}, 1024, "context", None, 64),
+    ("vit-era5", {}, 1024, "summa", None, 8),
+    ("vit-era5", {}, 2048, "context", "paper", 64),
+    ("llama3-8b", {}, 64, "1d", None, 8),
+    ("llama3-8b", {"layers": 8}, 16, "summa", None, 8),
+    ("llama3-70b", {}, 256, "context", None, 8),
+]
+
+
+def op_sums(ops: pd.DataFrame, where: str) -> pd.Series:
+    numeric = ["t_fwd_s", "t_bwd_s", "t_compute_s", "t_memory_exposed_s", "t_comm_s",
+               "weight_bytes", "activation_bytes"]
+    return ops.loc[ops["where"] == where, numeric].sum()
+
+
+def check_breakdown(row: pd.Series, ops: pd.DataFrame, dp_group: int) -> None:
+    """The row's numbers from the per-op table, as the pipeline model combines them (spec §4).
+
+    Block ops repeat n_mb × layers-per-stage times, the ops outside the blocks n_mb times; with
+    pp = 1 one stage runs both ends, otherwise the slower end sets the pace. Memory is that of
+    the binding stage: the first holds the embedding and min(pp, n_mb) microbatches in flight,
+    the last the head and one.
+    """
+    n_mb, layers, pp = int(row["n_microbatches"]), int(row["layers_per_stage"]), int(row["pp"])
+    # an op's time is t_comp + exposed memory time + its communication
+    np.testing.assert_allclose(ops["t_fwd_s"] + ops["t_bwd_s"],
+                               ops["t_compute_s"] + ops["t_memory_exposed_s"] + ops["t_comm_s"],
+                               rtol=REL)
+    repeat = np.where(ops["where"] == "block", n_mb * layers, n_mb)
+    np.testing.assert_allclose(ops["t_iteration_s"], (ops["t_fwd_s"] + ops["t_bwd_s"]) * repeat,
+                               rtol=REL)
+    block, pre, post = (op_sums(ops, w) for w in ("block", "pre", "post"))
+    if pp == 1:
+        edge = pre + post
+    else:
+        t_pre, t_post = pre["t_fwd_s"] + pre["t_bwd_s"], post["t_fwd_s"] + post["t_bwd_s"]
+        edge = pre if t_pre >= t_post else post
+    for col, op_col in (("t_compute_s", "t_compute_s"), ("t_memory_s", "t_memory_exposed_s"),
+                        ("t_tp_comm_s", "t_comm_s")):
+        expected = n_mb * (layers * block[op_col] + edge[op_col])
+        assert row[col] == pytest.approx(expected, rel=REL), col
+    t_loc = n_mb * (layers * (block["t_fwd_s"] + block["t_bwd_s"]) + edge["t_fwd_s"]
+                    + edge["t_bwd_s"])
+    assert row["t_compute_s"] + row["t_memory_s"] + row["t_tp_comm_s"] == pytest.approx(
+        t_loc, rel=REL)
+    assert ops.loc[ops["where"] == "block", "t_iteration_s"].sum() == pytest.approx(
+        n_mb * layers * (block["t_fwd_s"] + block["t_bwd_s"]), rel=REL)
+    assert row["t_bubble_s"] == pytest.approx((pp - 1) * (t_loc + row["t_pp_comm_s"]) / n_mb,
+                                              rel=REL, abs=0.0)
+    assert row["iteration_time_s"] == pytest.approx(sum(row[c] for c in TIME_COLUMNS), rel=REL)
+    # memory of the binding stage
+    in_flight = min(pp, n_mb)
+    w_blocks, a_blocks = layers * block["weight_bytes"], layers * block["activation_bytes"]
+    if pp == 1:
+        stages = [(w_blocks + pre["weight_bytes"] + post["weight_bytes"],
+                   a_blocks + pre["activation_bytes"] + post["activation_bytes"])]
+    else:
+        stages = [(w_blocks + pre["weight_bytes"],
+                   (a_blocks + pre["activation_bytes"]) * in_flight),
+                  (w_blocks + post["weight_bytes"], a_blocks + post["activation_bytes"])]
+    mems = [(2 + 6 / dp_group) * w + a for w, a in stages]
+    w, a = stages[int(np.argmax(mems))]
+    assert row["weights_gb"] * 1e9 == pytest.approx(w, rel=REL)
+    assert row["activations_gb"] * 1e9 == pytest.approx(a, rel=REL)
+    assert row["memory_gb"] * 1e9 == pytest.approx(max(mems), rel=REL)
+
+
+@pytest.mark.parametrize("name,changes,gpus,strategy,compat,nvs", CASES)
+def test_evaluate_equals_the_search_row(h200, name, changes, gpus, strategy, compat, nvs):
+    model = load_model(name)
+    if changes:
+        model = model.with_overrides(**changes)
+    assert not model.tied_embeddings
+    res = search(model, h200, gpus, GBS, strategy, compat=compat, nvs=nvs, top_k=3)
+    assert len(res.top) > 0
+    for i in range(len(res.top)):
+        ref = res.top.iloc[i]
+        ev = evaluate_row(model, h200, ref, compat, nvs)
+        assert ev.fits
+        assert_same_row(ev.row, ref)
+        dp_group = int(ref["dp"]) * (int(ref["tp2"]) if res.strategy == "context" else 1)
+        check_breakdown(ref, ev.ops, dp_group)
+        edges = set(ev.ops["where"]) - {"block"}
+        assert edges == (set() if compat == "paper" or model.vocab == 0 else {"pre", "post"})
+
+
+def test_evaluate_picks_the_best_placement_when_left_out(h200, gpt3):
+    """A placement left out is the fastest fitting one: the search's best for those dims."""
+    pins = dict(tp1=4, pp=64, dp=2, microbatch=1)
+    best = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, pins=pins).best
+    ev = evaluate(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, **pins)
+    assert_same_row(ev.row, best)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad inputs
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(gpus=0), "gpus"),
+    (dict(gpus=-8), "gpus"),
+    (dict(gpus=8.0), "gpus"),
+    (dict(gpus=True), "gpus"),
+    (dict(global_batch=-1), "global_batch"),
+    (dict(global_batch=0), "global_batch"),
+    (dict(strategy="3d"), "unknown strategy"),
+    (dict(compat="foo"), "compat"),
+    (dict(top_k=0), "top_k"),
+    (dict(pins={"tp": 4}), "unknown pin 'tp'"),
+    (dict(pins={"tp1": 0}), "pin 'tp1'"),
+    (dict(pins={"pp": 2.0}), "pin 'pp'"),
+])
+def test_search_rejects_bad_inputs(h200, gpt3, kw, message):
+    args = dict(gpus=64, global_batch=GBS, strategy="1d")
+    args.update(kw)
+    with pytest.raises(ModelError, match=message):
+        search(gpt3, h200, **args)
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(gpus=0, tp1=1, pp=1, dp=1), "gpus"),
+    (dict(global_batch=-1), "global_batch"),
+    (dict(strategy="foo"), "unknown strategy"),
+    (dict(compat="foo"), "compat"),
+    (dict(tp2=2), "no tp2"),
+    (dict(microbatch=0), "microbatch"),
+])
+def test_evaluate_rejects_bad_inputs(h200, gpt3, kw, message):
+    args = dict(gpus=8, global_batch=GBS, strategy="1d", tp1=8, pp=1, dp=1, microbatch=1,
+                compat="paper")
+    args.update(kw)
+    with pytest.raises(ModelError, match=message):
+        evaluate(gpt3, h200, **args)
+
+
+def test_aliases_name_the_same_strategy(h200, gpt3):
+    a = search(gpt3, h200, 512, GBS, "2d-seqp", compat="paper", nvs=8)
+    b = search(gpt3, h200, 512, GBS, "context", compat="paper", nvs=8)
+    assert a.strategy == b.strategy == "context"
+    pd.testing.assert_frame_equal(a.top, b.top)
+
+
+# ---------------------------------------------------------------------------------------------
+# Feasibility
+
+
+def test_vit_1d_is_infeasible_in_paper_mode(vit):
+    """Spec §6.1: vit_era5 with 1D never fits (activations at l = 64800)."""
+    b200 = load_system("paper-b200")
+    res = search(vit, b200, 4096, GBS, "1d", compat="paper")
+    assert res.candidates > 0
+    assert res.feasible == 0
+    assert res.best is None and res.top.empty
+    # the same space with unlimited HBM is all feasible: memory, not the rules, excludes it
+    roomy = search(vit, b200.with_overrides(hbm_capacity_gb=1e5), 4096, GBS, "1d",
+                   compat="paper")
+    assert roomy.candidates == res.candidates and roomy.feasible == res.candidates
