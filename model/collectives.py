@@ -7,14 +7,14 @@ per-step latencies (s), ν = NICs per GPU.
 
 Ring model, c = (n−1)/n for all-gather, reduce-scatter and all-reduce, c = 1 for broadcast/reduce:
 
-* τ = 1 (every member in its own domain): T = λ_s(n−1) + c·V/b_s
+* τ = 1 (every member in its own domain): T = λ_s(n−1) + c·V/(ν·b_s) (the paper: ν = 1)
 * k = 1 (the group inside one domain):    T = λ_f(n−1) + c·V/b_f
 * otherwise (τ parallel rings, one NIC each, NIC scaling):
   T = max(c·V/(ν·τ·b_s), c·V/b_f) + λ_s(k−1) + λ_f(n−k)
 
 An all-reduce is a reduce-scatter followed by an all-gather, so it costs twice the ring above. The
-paper's code doubles only the bandwidth term and only in the hierarchical branch (its bug 3); with
-``paper=True`` that is reproduced.
+paper's code doubles only the bandwidth term and only in the hierarchical branch (its bug 3), and
+its flat slow ring ignores ν; with ``paper=True`` both are reproduced.
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ def collective_time_s(
     doubled = 2.0 if kind == Collective.ALLREDUCE and paper else 1.0  # paper bug 3
     hier = doubled * np.maximum(cv / (system.nics_per_gpu * t * b_s), cv / b_f) + (
         l_s * (k - 1) + l_f * (n - k))
-    out = np.where(t <= 1, l_s * (n - 1) + cv / b_s,
+    # the paper's flat slow ring uses one NIC; otherwise each GPU drives its ν NICs
+    flat_bw = b_s if paper else system.nics_per_gpu * b_s
+    out = np.where(t <= 1, l_s * (n - 1) + cv / flat_bw,
                    np.where(k <= 1, l_f * (n - 1) + cv / b_f, hier))
     if kind == Collective.ALLREDUCE and not paper:
         out = 2.0 * out  # reduce-scatter + all-gather

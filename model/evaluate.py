@@ -78,13 +78,26 @@ class ShapeCounts:
 
 def _weights_acts(counts: list[OpCounts], inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Σ weight bytes and Σ activation bytes of ops, per row."""
-    def per_row(x):  # an array per distinct shape, or one number for all
-        return np.asarray(x)[inverse] if np.ndim(x) else x
-
     w = a = np.zeros(len(inverse))
     for c in counts:
-        w, a = w + per_row(c.weight_bytes), a + per_row(c.act_bytes)
+        w, a = w + _per_row(c.weight_bytes, inverse), a + _per_row(c.act_bytes, inverse)
     return w, a
+
+
+def _per_row(x, inverse: np.ndarray):
+    """An array per distinct row gathered to rows, or one number for all rows."""
+    return np.asarray(x)[inverse] if np.ndim(x) else x
+
+
+HEAD = "head/logits"
+
+
+def _untied(model: Transformer, strategy: Strategy, post_weight, head_weight, pp: np.ndarray):
+    """With tied embeddings and a single stage, the LM head reuses the embedding matrix: its
+    weights are not held twice (the final norm's still are)."""
+    if not model.tied_embeddings or not strategy.post:
+        return post_weight
+    return post_weight - np.where(pp == 1, head_weight, 0.0)
 
 
 def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "") -> np.ndarray:
@@ -102,8 +115,9 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     block_w, block_a = _weights_acts(counts.block, inv)
     pre_w, pre_a = _weights_acts(counts.pre, inv)
     post_w, post_a = _weights_acts(counts.post, inv)
-    if model.tied_embeddings:  # one matrix serves embedding and head on a single stage
-        post_w = np.where(cols["pp"] == 1, 0.0, post_w)
+    if strategy.post:
+        head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
+        post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
     return memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
                   pre_act=pre_a, post_weight=post_w, post_act=post_a,
                   n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
@@ -141,10 +155,12 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
     block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
-    pre, post = totals("pre")[0], totals("post")[0]
-    pp = cols["pp"]
-    if model.tied_embeddings:
-        post.weight_bytes = np.where(pp == 1, 0.0, post.weight_bytes)
+    pre, post_ops = totals("pre")[0], totals("post")
+    post, pp = post_ops[0], cols["pp"]
+    for r in post_ops[1]:
+        if r.spec.name == HEAD:
+            post.weight_bytes = _untied(model, strategy, post.weight_bytes,
+                                        _per_row(r.counts.weight_bytes, inverse), pp)
     edge = _pick(pp == 1, _add(pre, post),
                  _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post))
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]

@@ -99,7 +99,8 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     tp1 = tp1[(h % tp1 == 0) & (e % tp1 == 0) & (min_cols >= 128)
               & ((kv % tp1 == 0) | (tp1 % kv == 0))]
     cols = {"tp1": tp1}
-    tp2 = _pin(div_n, pins, "tp2") if strategy.has_tp2 else np.ones(1, dtype=np.int64)
+    # a strategy without tp2 has tp2 = 1: a pin of anything else matches nothing
+    tp2 = _pin(div_n if strategy.has_tp2 else np.ones(1, dtype=np.int64), pins, "tp2")
     ok = (n % (tp1[:, None] * tp2[None, :]) == 0)
     if strategy.has_tp2:
         ok &= (l // tp2 >= 128)[None, :]
@@ -127,7 +128,10 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
 
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
     """Add the SUMMA panel count nb (1 where the strategy has no panels)."""
-    if not searched:
+    if not searched:  # nb = 1; a pin of anything else matches nothing
+        keep = np.ones(len(cols["tp1"]), dtype=bool) if pins.get("nb") in (None, 1) else (
+            np.zeros(len(cols["tp1"]), dtype=bool))
+        cols = {k: v[keep] for k, v in cols.items()}
         cols["nb"] = np.ones_like(cols["tp1"])
         return cols
     st = np.maximum(cols["tp1"], cols["tp2"])

@@ -93,8 +93,21 @@ class Transformer:
         return {f.name: getattr(self, f.name) for f in FIELDS}
 
     def with_overrides(self, **changes: Any) -> Transformer:
-        """A copy with some fields changed, re-validated."""
-        return transformer_from_dict({**self.to_dict(), **changes})
+        """A copy with some fields changed, re-validated.
+
+        Sizes that were defaults follow the change: ``ffn`` stays 4·hidden and ``kv_heads``
+        stays ``heads`` unless given; a budget given as tokens replaces one given as samples.
+        """
+        data = self.to_dict()
+        if "hidden" in changes and "ffn" not in changes and self.ffn == 4 * self.hidden:
+            data["ffn"] = None
+        if "heads" in changes and "kv_heads" not in changes and self.kv_heads == self.heads:
+            data["kv_heads"] = None
+        if changes.get("tokens") is not None:
+            data["samples"] = None
+        if changes.get("samples") is not None:
+            data["tokens"] = None
+        return transformer_from_dict({**data, **changes})
 
 
 def transformer_from_dict(data: Any) -> Transformer:

@@ -340,3 +340,52 @@ def test_vit_1d_is_infeasible_in_paper_mode(vit):
     roomy = search(vit, b200.with_overrides(hbm_capacity_gb=1e5), 4096, GBS, "1d",
                    compat="paper")
     assert roomy.candidates == res.candidates and roomy.feasible == res.candidates
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixes found by these tests
+
+
+def test_tied_embeddings_hold_the_head_once_but_keep_the_final_norm(h200):
+    from model import transformer_from_dict
+    m = transformer_from_dict(dict(name="tied", layers=2, hidden=256, heads=4, seq_len=512,
+                                   vocab=1000, tied_embeddings=True, tokens=1e9))
+    row = evaluate(m, h200, 1, 8, "1d", tp1=1, pp=1, dp=1, microbatch=1).row
+    assert row["weights_gb"] * 1e9 == pytest.approx(2 * m.params, rel=1e-12)
+    # on two stages each end holds its own copy of the matrix; the binding stage is reported
+    two = evaluate(m, h200, 2, 8, "1d", tp1=1, pp=2, dp=1, microbatch=1).row
+    block_bytes = 2 * m.params_per_block
+    first = block_bytes + 2 * m.vocab * m.hidden  # embedding
+    last = block_bytes + 2 * (m.vocab * m.hidden + 2 * m.hidden)  # head and final norm
+    assert two["weights_gb"] * 1e9 in (pytest.approx(first, rel=1e-12),
+                                       pytest.approx(last, rel=1e-12))
+
+
+def test_pins_of_dimensions_a_strategy_lacks_match_nothing(h200, gpt3):
+    assert search(gpt3, h200, 512, 4096, "1d", pins={"tp2": 2}).candidates == 0
+    assert search(gpt3, h200, 512, 4096, "context", pins={"nb": 4}).candidates == 0
+    assert search(gpt3, h200, 512, 4096, "1d", pins={"nb": 1}).candidates > 0
+    with pytest.raises(ModelError):
+        evaluate(gpt3, h200, 512, 4096, "1d", tp1=4, pp=64, dp=2, microbatch=1, nb=4)
+
+
+def test_overrides_keep_default_sizes_consistent():
+    m = load_model("gpt3-1t")
+    smaller = m.with_overrides(hidden=1024, heads=8)
+    assert (smaller.ffn, smaller.kv_heads) == (4096, 8)
+    llama = load_model("llama3-8b").with_overrides(heads=64)
+    assert llama.kv_heads == 8 and llama.ffn == 14336  # explicit sizes stay
+    assert m.with_overrides(samples=1e6).training_samples == 1e6
+
+
+def test_flat_slow_rings_use_every_nic_outside_paper_mode():
+    from model.collectives import Collective, collective_time_s
+    s = load_system("paper-h200").with_overrides(nics_per_gpu=2.0)
+    one = s.with_overrides(nics_per_gpu=1.0)
+    v, n = 1e9, 8
+    two_nics = collective_time_s(Collective.ALLGATHER, v, n, 1, s)
+    one_nic = collective_time_s(Collective.ALLGATHER, v, n, 1, one)
+    lat = s.network_latency_s * (n - 1)
+    assert two_nics - lat == pytest.approx((one_nic - lat) / 2, rel=1e-12)
+    assert collective_time_s(Collective.ALLGATHER, v, n, 1, s, paper=True) == pytest.approx(
+        one_nic, rel=1e-12)
