@@ -170,8 +170,7 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
     panels = None
     if spec.panels is not None:
         panels = (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
-    comm = np.zeros_like(compute)
-    volume = np.zeros_like(compute)
+    comm = volume = zero
     for c in comms:
         key = (_SAME_TIME.get(c.collective, c.collective), c.volume, c.axes)
         if key not in memo:
@@ -200,8 +199,11 @@ class OpResult:
 
 def take_counts(c: ops.OpCounts, idx: np.ndarray) -> ops.OpCounts:
     """The counts of rows ``idx`` (fields that are scalars stay scalars)."""
-    return ops.OpCounts(*(np.asarray(v)[idx] if np.ndim(v) else v
-                          for v in (getattr(c, f.name) for f in fields(ops.OpCounts))))
+    return ops.OpCounts(*(v[idx] if isinstance(v, np.ndarray) and v.ndim else v
+                          for v in (getattr(c, name) for name in _COUNT_FIELDS)))
+
+
+_COUNT_FIELDS = tuple(f.name for f in fields(ops.OpCounts))
 
 
 def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None = None
