@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .schema import Field, preset_names, read_json, validate
+from .schema import Field, preset_names, preset_path, read_json, validate
 
 SYSTEMS_DIR = Path(__file__).resolve().parent.parent / "systems"
 PRECISIONS = ("fp16", "bf16", "fp8")
@@ -170,12 +170,7 @@ def list_systems() -> list[str]:
 
 def load_system(name_or_path: str | Path, nvlink_domain_size: int | None = None) -> System:
     """Load a preset (``h200``) or a JSON file; optionally override the NVLink domain size."""
-    text = str(name_or_path)
-    path = Path(text)
-    if not text.endswith(".json"):
-        path = SYSTEMS_DIR / f"{text}.json"
-        if not path.is_file():
-            raise ModelError(f"unknown system '{text}'; presets: {', '.join(list_systems())}")
+    path = preset_path(name_or_path, SYSTEMS_DIR, "system")
     system = system_from_dict(read_json(path, "system"))
     if nvlink_domain_size is not None:
         system = system.with_overrides(nvlink_domain_size=nvlink_domain_size)

@@ -107,6 +107,17 @@ def read_json(path: str | Path, what: str) -> Any:
         raise ModelError(f"{what}: '{p}' is not valid JSON ({exc})") from None
 
 
+def preset_path(name_or_path: str | Path, folder: Path, what: str) -> Path:
+    """A JSON file path as given, or the preset ``folder/<name>.json`` (error if unknown)."""
+    text = str(name_or_path)
+    if text.endswith(".json"):
+        return Path(text)
+    path = folder / f"{text}.json"
+    if not path.is_file():
+        raise ModelError(f"unknown {what} '{text}'; presets: {', '.join(preset_names(folder))}")
+    return path
+
+
 def preset_names(folder: Path) -> list[str]:
     """Names of the JSON presets in ``folder`` (file stems), sorted."""
     return sorted(p.stem for p in folder.glob("*.json"))

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .schema import Field, preset_names, read_json, validate
+from .schema import Field, preset_names, preset_path, read_json, validate
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
 
@@ -137,10 +137,5 @@ def list_models() -> list[str]:
 
 def load_model(name_or_path: str | Path) -> Transformer:
     """Load a preset by name (``gpt3-1t``) or a JSON file path."""
-    text = str(name_or_path)
-    path = Path(text)
-    if not text.endswith(".json"):
-        path = WORKLOADS_DIR / f"{text}.json"
-        if not path.is_file():
-            raise ModelError(f"unknown model '{text}'; presets: {', '.join(list_models())}")
+    path = preset_path(name_or_path, WORKLOADS_DIR, "model")
     return transformer_from_dict(read_json(path, "model"))
