@@ -13,6 +13,7 @@ Public API::
 (spec/paper-model.md §7); the default model fixes them and adds embedding, LM head and loss.
 """
 
+from .design import best_per_cell, design_space
 from .errors import ModelError
 from .hardware import System, list_systems, load_system, system_from_dict
 from .search import Evaluation, SearchResult, evaluate, search
@@ -23,7 +24,8 @@ from .transformer import Transformer, list_models, load_model, transformer_from_
 __version__ = "0.1.0"
 
 __all__ = [
-    "Evaluation", "ModelError", "SearchResult", "System", "Transformer", "canonical_strategy",
-    "evaluate", "list_models", "list_systems", "load_model", "load_system", "search", "sweep",
-    "system_from_dict", "transformer_from_dict", "__version__",
+    "Evaluation", "ModelError", "SearchResult", "System", "Transformer", "best_per_cell",
+    "canonical_strategy", "design_space", "evaluate", "list_models", "list_systems",
+    "load_model", "load_system", "search", "sweep", "system_from_dict", "transformer_from_dict",
+    "__version__",
 ]

@@ -58,7 +58,7 @@ class SearchResult:
         return None if self.top.empty else self.top.iloc[0]
 
 
-def _check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: dict) -> None:
+def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: dict) -> None:
     for name, value in (("gpus", gpus), ("global_batch", global_batch), ("top_k", top_k)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ModelError(f"'{name}' must be a positive integer, got {value!r}")
@@ -107,7 +107,7 @@ def search_counts(
     if not counts:
         raise ModelError("give at least one GPU count")
     for n in counts:
-        _check_args(n, global_batch, compat, top_k, pins)
+        check_args(n, global_batch, compat, top_k, pins)
     start = time.perf_counter()
     mode = resolve_mode(compat)
     if nvs is not None:
@@ -178,7 +178,7 @@ def evaluate(
     key = canonical_strategy(strategy)
     if key == "1d" and tp2 != 1:
         raise ModelError("the 1d strategy has no tp2; leave it at 1")
-    _check_args(gpus, global_batch, compat, 1, pins)
+    check_args(gpus, global_batch, compat, 1, pins)
     if tp1 * tp2 * pp * dp != gpus:
         raise ModelError(
             f"tp1·tp2·pp·dp = {tp1}·{tp2}·{pp}·{dp} = {tp1 * tp2 * pp * dp} must equal"
