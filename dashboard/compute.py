@@ -1,0 +1,228 @@
+"""What the views need from the estimator, cached on disk.
+
+Every function takes a validated scenario (:mod:`dashboard.scenario`) and returns tidy DataFrames.
+Results are cached in ``diskcache`` under a key that hashes the inputs that matter plus the
+estimator's version and a digest of its source, so a changed model never serves stale results.
+Values are stored as JSON text, never pickled. A missing, deleted or corrupt cache only costs a
+recomputation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import diskcache
+import numpy as np
+import pandas as pd
+
+import model as estimator
+from model import best_per_cell, design_space, evaluate, search
+from model.sweep import best_frame, sweep
+
+from .scenario import MODEL_KEYS, SYSTEM_KEYS, build_inputs, gpu_counts
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
+CACHE_SIZE_BYTES = int(float(os.environ.get("PERF_CACHE_SIZE_BYTES", 2**30)))
+TOP_K = 50
+log = logging.getLogger(__name__)
+
+
+def _source_digest() -> str:
+    h = hashlib.sha256()
+    for path in sorted((ROOT / "model").glob("*.py")):
+        h.update(path.read_bytes())
+    for path in sorted((ROOT / "systems").glob("*.json")) + sorted(
+            (ROOT / "workloads").glob("*.json")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+ESTIMATOR_VERSION = f"{estimator.__version__}+{_source_digest()}"
+_cache: diskcache.Cache | None = None
+
+
+def cache() -> diskcache.Cache | None:
+    """The results cache (re-created if its directory was deleted); None if unusable."""
+    global _cache
+    try:
+        if _cache is None or not Path(_cache.directory).is_dir():
+            (CACHE_DIR / "results").mkdir(parents=True, exist_ok=True)
+            _cache = diskcache.Cache(str(CACHE_DIR / "results"), size_limit=CACHE_SIZE_BYTES,
+                                     eviction_policy="least-recently-used")
+        return _cache
+    except Exception as exc:  # noqa: BLE001 - a broken cache must never break a view
+        log.warning("results cache unavailable: %s", exc)
+        _cache = None
+        return None
+
+
+def cache_key(kind: str, payload: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of (kind, inputs, estimator version)."""
+    text = json.dumps([kind, payload, ESTIMATOR_VERSION], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def cached_frame(kind: str, payload: dict[str, Any],
+                 compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """``compute()`` unless a cached copy for (kind, payload) exists."""
+    key, store = cache_key(kind, payload), cache()
+    if store is not None:
+        try:
+            text = store.get(key)
+            if isinstance(text, str):
+                return pd.read_json(StringIO(text), orient="split", precise_float=True)
+        except Exception as exc:  # noqa: BLE001 - corrupt entry or cache: recompute
+            log.warning("cache read failed (%s); recomputing", exc)
+    frame = compute()
+    if store is not None:
+        try:
+            store.set(key, frame.to_json(orient="split", double_precision=15))
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cache write failed: %s", exc)
+    return frame
+
+
+def _inputs(scn: dict[str, Any]) -> dict[str, Any]:
+    keys = ("model", *MODEL_KEYS, "global_batch", "system", *SYSTEM_KEYS, "compat")
+    return {k: scn[k] for k in keys}
+
+
+def _compat(scn: dict[str, Any]) -> str | None:
+    return "paper" if scn["compat"] == "paper" else None
+
+
+def _strategies(scn: dict[str, Any]) -> tuple[str, ...]:
+    return ("1d", "summa", "context") if scn["strategy"] == "all" else (scn["strategy"],)
+
+
+def scaling(scn: dict[str, Any]) -> pd.DataFrame:
+    """Best configuration per (strategy, GPU count) that fits; infeasible points are absent."""
+    payload = {**_inputs(scn), "strategies": _strategies(scn), "counts": gpu_counts(scn)}
+
+    def compute() -> pd.DataFrame:
+        m, s = build_inputs(scn)
+        results = sweep(m, s, gpu_counts(scn), scn["global_batch"], _strategies(scn),
+                        compat=_compat(scn))
+        return best_frame(results)
+    return cached_frame("scaling", payload, compute)
+
+
+def design(scn: dict[str, Any]) -> pd.DataFrame:
+    """Best configuration per (x, y) cell of the design space at ``gpus`` GPUs."""
+    keys = ("gpus", "design_strategy", "x_axis", "y_axis")
+    payload = {**_inputs(scn), **{k: scn[k] for k in keys}}
+
+    def compute() -> pd.DataFrame:
+        m, s = build_inputs(scn)
+        frame = design_space(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
+                             compat=_compat(scn))
+        return best_per_cell(frame, scn["x_axis"], scn["y_axis"])
+    return cached_frame("design", payload, compute)
+
+
+def top(scn: dict[str, Any]) -> pd.DataFrame:
+    """The TOP_K fastest configurations that fit at ``gpus`` GPUs (design strategy)."""
+    payload = {**_inputs(scn), "gpus": scn["gpus"], "strategy": scn["design_strategy"]}
+
+    def compute() -> pd.DataFrame:
+        m, s = build_inputs(scn)
+        return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
+                      compat=_compat(scn), top_k=TOP_K).top
+    return cached_frame("top", payload, compute)
+
+
+CONFIG_KEYS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+
+
+def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
+    """Per-op breakdown of one configuration (a row of :func:`top`)."""
+    cfg = {k: int(config[k]) for k in CONFIG_KEYS}
+    payload = {**_inputs(scn), "gpus": int(config["gpus"]), "strategy": config["strategy"], **cfg}
+
+    def compute() -> pd.DataFrame:
+        m, s = build_inputs(scn)
+        return evaluate(m, s, int(config["gpus"]), scn["global_batch"], config["strategy"],
+                        compat=_compat(scn), **cfg).ops
+    return cached_frame("ops", payload, compute)
+
+
+COMPARE_SYSTEMS = ("a100", "h200", "b200")
+COMPARE_NVS = (4, 8, 64)
+
+
+def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
+            domains: tuple[int, ...] = COMPARE_NVS) -> pd.DataFrame:
+    """The scenario's model on several GPU generations × NVLink domain sizes (the paper's
+    9-system figure): the best over strategies per GPU count, with a ``system`` label."""
+    payload = {**_inputs(scn), "names": names, "domains": domains,
+               "counts": gpu_counts(scn), "strategies": _strategies(scn)}
+
+    def compute() -> pd.DataFrame:
+        m, _ = build_inputs(scn)
+        frames = []
+        for name in names:
+            base = estimator.load_system(name)
+            for nvs in domains:
+                best = best_frame(sweep(m, base, gpu_counts(scn), scn["global_batch"],
+                                        _strategies(scn), compat=_compat(scn), nvs=nvs))
+                if best.empty:
+                    continue
+                best = best.loc[best.groupby("gpus")["iteration_time_s"].idxmin()]
+                best.insert(0, "system", f"{name.upper()} · NVS {nvs}")
+                frames.append(best)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return cached_frame("systems", payload, compute)
+
+
+def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
+    """Why nothing fits: the least memory any configuration needs at the largest GPU count, its
+    breakdown, and the first GPU count (doubling up to 64× further) where something fits."""
+    m, s = build_inputs(scn)
+    counts = gpu_counts(scn)
+    n = counts[-1] if counts else scn["gpus_max"]
+    strategy = "context" if scn["strategy"] == "all" else scn["strategy"]
+    frame = design_space(m, s, n, scn["global_batch"], strategy, compat=_compat(scn))
+    out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
+    if not frame.empty:
+        row = frame.loc[frame["memory_gb"].idxmin()]
+        parts = {k: float(row[k]) for k in ("weights_gb", "gradients_gb", "optimizer_gb",
+                                             "activations_gb")}
+        out.update(min_memory_gb=float(row["memory_gb"]), parts=parts,
+                   dominant=max(parts, key=parts.get))
+    for more in (2, 4, 8, 16, 32, 64):
+        res = search(m, s, n * more, scn["global_batch"], strategy, compat=_compat(scn), top_k=1)
+        if res.best is not None:
+            out["fits_at_gpus"] = n * more
+            break
+    return out
+
+
+def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per_s: list[float],
+              progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+    """Training days of the best configuration (any strategy of the scenario) at ``gpus`` GPUs
+    over a grid of HBM capacity × bandwidth (the paper's HBM sweep)."""
+    m, s = build_inputs(scn)
+    rows, total = [], len(capacities_gb) * len(bandwidths_tb_per_s)
+    for i, cap in enumerate(capacities_gb):
+        for j, bw in enumerate(bandwidths_tb_per_s):
+            sys_ij = s.with_overrides(hbm_capacity_gb=float(cap),
+                                      hbm_bandwidth_gb_per_s=float(bw) * 1000.0)
+            best = np.inf
+            for strategy in _strategies(scn):
+                res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy,
+                             compat=_compat(scn), top_k=1)
+                if res.best is not None:
+                    best = min(best, float(res.best["train_days"]))
+            rows.append({"hbm_capacity_gb": float(cap), "hbm_bandwidth_gb_per_s": bw * 1000.0,
+                         "train_days": best if np.isfinite(best) else np.nan})
+            if progress is not None:
+                progress(i * len(bandwidths_tb_per_s) + j + 1, total)
+    return pd.DataFrame(rows)

@@ -1,0 +1,84 @@
+"""HBM sweep: training days over a grid of HBM capacity × bandwidth at the scenario's design GPU
+count (the paper's sweep), as a background job with progress and cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import numpy as np
+from dash import Input, Output, State, callback, dcc, html
+
+from .. import compute, figures
+from ..export import graph_card
+
+dash.register_page(__name__, path="/hbm", name="HBM sweep", order=3,
+                   title="HBM sweep — transformer training what-if")
+
+MAX_POINTS = 400  # a sweep is one search per point and strategy: keep it bounded
+
+layout = html.Div(className="page-body", children=[
+    html.P(className="summary", children=(
+        "Training days of the best configuration at the design-space GPU count (left panel) "
+        "for every HBM capacity × bandwidth on the grid; the rest of the system is fixed.")),
+    html.Div(className="card sweep-form", children=[
+        html.Label(["Capacity from (GB)", dcc.Input(id="hbm-cap-min", type="number", value=40,
+                                                    min=1, max=100000)]),
+        html.Label(["to (GB)", dcc.Input(id="hbm-cap-max", type="number", value=400, min=1,
+                                         max=100000)]),
+        html.Label(["Bandwidth from (TB/s)", dcc.Input(id="hbm-bw-min", type="number", value=1,
+                                                       min=0.01, max=1000)]),
+        html.Label(["to (TB/s)", dcc.Input(id="hbm-bw-max", type="number", value=16, min=0.01,
+                                           max=1000)]),
+        html.Label(["Points per axis", dcc.Input(id="hbm-steps", type="number", value=8, min=2,
+                                                 max=20, step=1)]),
+        html.Button("Run sweep", id="hbm-run", className="btn-primary"),
+        html.Button("Cancel", id="hbm-cancel", disabled=True),
+        html.Progress(id="hbm-progress", value="0", max="100"),
+        html.Span(id="hbm-progress-text", className="progress-text"),
+        html.Div(id="hbm-error", className="ctl-error", role="alert"),
+    ]),
+    html.Div(className="grid", children=[
+        graph_card("hbm-contour", "Training days over HBM capacity × bandwidth", height=560),
+    ]),
+])
+
+
+def grid(cap_min, cap_max, bw_min, bw_max, steps) -> tuple[list[float], list[float]]:
+    """The sweep grid, or ValueError with a message for the page."""
+    values = (cap_min, cap_max, bw_min, bw_max, steps)
+    if any(v is None for v in values):
+        raise ValueError("fill in every field of the sweep")
+    if not (0 < cap_min < cap_max) or not (0 < bw_min < bw_max):
+        raise ValueError("each range needs 0 < from < to")
+    steps = int(steps)
+    if not 2 <= steps <= 20 or steps * steps > MAX_POINTS:
+        raise ValueError("points per axis must be between 2 and 20")
+    return (list(np.linspace(cap_min, cap_max, steps)),
+            list(np.round(np.linspace(bw_min, bw_max, steps), 3)))
+
+
+@callback(
+    Output({"type": "graph", "name": "hbm-contour"}, "figure"), Output("hbm-error", "children"),
+    Input("hbm-run", "n_clicks"),
+    State("hbm-cap-min", "value"), State("hbm-cap-max", "value"), State("hbm-bw-min", "value"),
+    State("hbm-bw-max", "value"), State("hbm-steps", "value"), State("scenario", "data"),
+    background=True, prevent_initial_call=True,
+    running=[(Output("hbm-run", "disabled"), True, False),
+             (Output("hbm-cancel", "disabled"), False, True)],
+    cancel=[Input("hbm-cancel", "n_clicks")],
+    progress=[Output("hbm-progress", "value"), Output("hbm-progress", "max"),
+              Output("hbm-progress-text", "children")],
+)
+def run_sweep(set_progress, _n: int, cap_min, cap_max, bw_min, bw_max, steps,
+              scn: dict[str, Any]) -> tuple:
+    try:
+        caps, bws = grid(cap_min, cap_max, bw_min, bw_max, steps)
+    except ValueError as exc:
+        return dash.no_update, str(exc)
+
+    def progress(done: int, total: int) -> None:
+        set_progress((str(done), str(total), f"{done} / {total} systems"))
+
+    frame = compute.hbm_sweep(scn, caps, bws, progress)
+    return figures.hbm_contour_figure(frame, presentation=bool(scn.get("presentation"))), ""

@@ -1,0 +1,92 @@
+"""Scaling page: training time, time and memory breakdown, optimal configuration and parallel
+efficiency vs GPU count, for the scenario's strategies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, callback, html
+
+from .. import compute, figures
+from ..export import graph_card
+from ..scenario import build_inputs
+
+dash.register_page(__name__, path="/", name="Scaling", order=0,
+                   title="Scaling — transformer training what-if")
+
+GRAPHS = ("scaling-time", "scaling-breakdown", "scaling-memory", "scaling-config",
+          "scaling-efficiency")
+
+layout = html.Div(className="page-body", children=[
+    html.Div(id="scaling-summary", className="summary"),
+    html.Div(id="scaling-infeasible", className="alert", role="status"),
+    html.Div(className="grid", children=[
+        graph_card("scaling-time", "Training time vs GPUs", note=(
+            "Best configuration per strategy and GPU count; dashed: ideal scaling from the "
+            "smallest count that fits.")),
+        graph_card("scaling-breakdown", "Where the time goes (best configuration)"),
+        graph_card("scaling-memory", "Memory per GPU vs HBM capacity"),
+        graph_card("scaling-config", "Optimal configuration vs GPUs"),
+        graph_card("scaling-efficiency", "Speedup and parallel efficiency"),
+    ]),
+])
+
+
+def infeasible_text(scn: dict[str, Any], frame) -> str:
+    """An explanation when some or all GPU counts have no configuration that fits."""
+    if not frame.empty:
+        return ""
+    floor = compute.memory_floor(scn)
+    parts = [f"No configuration fits in {floor['capacity_gb']:g} GB of HBM at any GPU count "
+             f"up to {floor['gpus']}."]
+    if "min_memory_gb" in floor:
+        dominant = floor["dominant"].removesuffix("_gb").replace("_", " ")
+        parts.append(f"The leanest {floor['strategy']} configuration at {floor['gpus']} GPUs "
+                     f"needs {floor['min_memory_gb']:.0f} GB per GPU, mostly {dominant} "
+                     f"({floor['parts'][floor['dominant']]:.0f} GB).")
+    if "fits_at_gpus" in floor:
+        parts.append(f"The smallest GPU count that fits is {floor['fits_at_gpus']}: raise the "
+                     "GPU range.")
+    else:
+        parts.append("Add HBM, shorten the sequence or shrink the model.")
+    return " ".join(parts)
+
+
+def summary_text(frame) -> str:
+    if frame.empty:
+        return ""
+    best = frame.loc[frame["train_days"].idxmin()]
+    return (f"Fastest: {best['strategy']} on {int(best['gpus'])} GPUs — "
+            f"{best['train_days']:.1f} days, {best['samples_per_s']:.1f} samples/s, "
+            f"MFU {100 * best['mfu']:.0f}% (dp {int(best['dp'])} · tp1 {int(best['tp1'])} · "
+            f"tp2 {int(best['tp2'])} · pp {int(best['pp'])} · microbatch "
+            f"{int(best['microbatch'])}).")
+
+
+def build(scn: dict[str, Any]) -> tuple:
+    """Every output of the page for a scenario (the callback, callable without a browser)."""
+    frame = compute.scaling(scn)
+    pres = bool(scn.get("presentation"))
+    _, system = build_inputs(scn)
+    if frame.empty:
+        msg = "No configuration fits in HBM: see the explanation above."
+        empty = figures.empty_figure(msg, pres)
+        return (summary_text(frame), infeasible_text(scn, frame), *[empty] * len(GRAPHS))
+    return (
+        summary_text(frame), infeasible_text(scn, frame),
+        figures.training_time_figure(frame, presentation=pres),
+        figures.time_breakdown_figure(frame, presentation=pres),
+        figures.memory_figure(frame, system.hbm_capacity_gb, presentation=pres),
+        figures.optimal_config_figure(frame, presentation=pres),
+        figures.efficiency_figure(frame, presentation=pres),
+    )
+
+
+@callback(
+    Output("scaling-summary", "children"), Output("scaling-infeasible", "children"),
+    *[Output({"type": "graph", "name": g}, "figure") for g in GRAPHS],
+    Input("scenario", "data"),
+)
+def update(scn: dict[str, Any]) -> tuple:
+    return build(scn)
