@@ -40,7 +40,8 @@ class Field:
         return f"a {getattr(self.kind, '__name__', 'value')}"
 
 
-def _check_one(what: str, field: Field, value: Any) -> Any:
+def check_field(what: str, field: Field, value: Any) -> Any:
+    """One value checked against its field: the clean value, or ModelError naming the field."""
     kinds = field.kind if isinstance(field.kind, tuple) else (field.kind,)
     numeric = any(k in (int, float) for k in kinds)
     if isinstance(value, bool) and bool not in kinds:
@@ -86,7 +87,7 @@ def validate(what: str, data: Any, fields: tuple[Field, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields:
         if f.name in data and data[f.name] is not None:
-            out[f.name] = _check_one(what, f, data[f.name])
+            out[f.name] = check_field(what, f, data[f.name])
         elif f.required:
             raise ModelError(f"{what}: missing required key '{f.name}' ({f.doc}; {f.describe()})")
         else:
