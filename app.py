@@ -10,7 +10,6 @@ import argparse
 import os
 from pathlib import Path
 
-import dash
 import diskcache
 from dash import Dash, DiskcacheManager
 

@@ -109,7 +109,10 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
-        results = sweep(m, s, gpu_counts(scn), scn["global_batch"], _strategies(scn),
+        counts = gpu_counts(scn)
+        if not counts:
+            return pd.DataFrame()
+        results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
                         compat=_compat(scn))
         return best_frame(results)
     return cached_frame("scaling", payload, compute)
@@ -171,6 +174,8 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
         for name in names:
             base = estimator.load_system(name)
             for nvs in domains:
+                if not gpu_counts(scn):
+                    continue
                 best = best_frame(sweep(m, base, gpu_counts(scn), scn["global_batch"],
                                         _strategies(scn), compat=_compat(scn), nvs=nvs))
                 if best.empty:

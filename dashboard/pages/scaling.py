@@ -10,7 +10,7 @@ from dash import Input, Output, callback, html
 
 from .. import compute, figures
 from ..export import graph_card
-from ..scenario import build_inputs
+from ..scenario import build_inputs, gpu_counts
 
 dash.register_page(__name__, path="/", name="Scaling", order=0,
                    title="Scaling — transformer training what-if")
@@ -37,6 +37,10 @@ def infeasible_text(scn: dict[str, Any], frame) -> str:
     """An explanation when some or all GPU counts have no configuration that fits."""
     if not frame.empty:
         return ""
+    if not gpu_counts(scn):
+        return (f"No GPU count lies between {scn['gpus_min']} and {scn['gpus_max']} (counts are "
+                "powers of two, or multiples of the NVLink domain when it is not one): widen "
+                "the range.")
     floor = compute.memory_floor(scn)
     parts = [f"No configuration fits in {floor['capacity_gb']:g} GB of HBM at any GPU count "
              f"up to {floor['gpus']}."]

@@ -1,0 +1,22 @@
+"""Pure figure builders for the dashboard: a result DataFrame in, a plotly Figure out.
+
+No Dash, no I/O, no model calls: the callers run the model and pass its frames
+(``model.sweep.best_frame``, ``model.best_per_cell``, ``model.evaluate(...).ops``). Every
+builder takes ``presentation`` (fonts ×1.5) and returns :func:`empty_figure` with a message
+instead of raising when there is nothing to plot. Colours and labels come from
+:mod:`dashboard.theme`; :func:`figure_table` gives the data behind any figure for CSV export.
+"""
+
+from .breakdown import memory_figure, time_breakdown_figure
+from .common import empty_figure
+from .compare import parse_system_label, systems_figure
+from .design import hbm_contour_figure, heatmap_figure
+from .ops import ops_breakdown_figure, roofline_figure
+from .scaling import efficiency_figure, optimal_config_figure, training_time_figure
+from .table import figure_table
+
+__all__ = [
+    "efficiency_figure", "empty_figure", "figure_table", "hbm_contour_figure", "heatmap_figure",
+    "memory_figure", "ops_breakdown_figure", "optimal_config_figure", "parse_system_label",
+    "roofline_figure", "systems_figure", "time_breakdown_figure", "training_time_figure",
+]

@@ -1,0 +1,97 @@
+"""Comparison of systems: the best training time of each system at each GPU count."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..theme import (
+    DASHES,
+    GPU_COLORS,
+    PALETTE,
+    apply_layout,
+    line_width,
+    marker_size,
+    strategy_label,
+)
+from .common import (
+    Hover,
+    best_rows,
+    check_frame,
+    empty_figure,
+    finite_rows,
+    gpu_ticks,
+    log_ticks,
+)
+
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "triangle-down", "star")
+_NVS = re.compile(r"NVS\s*(\d+)", re.IGNORECASE)
+_GEN = re.compile(r"(GB\d+|MI\d+[A-Z]*|[A-Z]\d{2,4}[A-Z]?)", re.IGNORECASE)
+
+
+def parse_system_label(label: str) -> tuple[str, int | None]:
+    """(GPU generation, NVLink domain size) from a label like 'H200 · NVS 8'.
+
+    The generation is the first GPU-like token of the part before '·' ('H200', 'GB200',
+    'MI300X'), else that whole part; the domain size is None when the label has no 'NVS n'.
+    """
+    text = str(label)
+    head = text.split("·")[0].strip()
+    gen = _GEN.search(head)
+    nvs = _NVS.search(text)
+    return (gen.group(1).upper() if gen else head or text), (int(nvs.group(1)) if nvs else None)
+
+
+def _gpu_color(gen: str, seen: list[str]) -> str:
+    if gen in GPU_COLORS:
+        return GPU_COLORS[gen]
+    unknown = [g for g in seen if g not in GPU_COLORS]
+    return PALETTE[(5 + unknown.index(gen)) % len(PALETTE)]
+
+
+def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure:
+    """Training time (days) vs GPU count, log-log, one line per system (``system`` column).
+
+    Each point is the best configuration over all strategies for that system and GPU count.
+    Colour = GPU generation parsed from the label, dash and marker = NVLink domain size
+    ('… · NVS n').
+    Hover: system, strategy, days, samples/s, MFU and the configuration.
+    """
+    msg = check_frame(frame, ("system", "gpus", "train_days"), "system comparison")
+    if msg:
+        return empty_figure(msg, presentation)
+    rows = finite_rows(frame, ("gpus", "train_days"), positive=True)
+    rows = best_rows(rows.assign(system=rows["system"].astype(str)), ("system", "gpus"))
+    if rows.empty:
+        return empty_figure("No feasible configuration for any system.", presentation)
+    systems = list(pd.unique(rows["system"]))
+    parsed = {s: parse_system_label(s) for s in systems}
+    gens = list(dict.fromkeys(g for g, _ in parsed.values()))
+    sizes = sorted({n for _, n in parsed.values() if n is not None})
+    systems.sort(key=lambda s: (gens.index(parsed[s][0]), parsed[s][1] or 0, s))
+    lw, ms = line_width(presentation), marker_size(presentation)
+    fig = go.Figure()
+    for system in systems:
+        part = rows[rows["system"] == system].sort_values("gpus")
+        gen, nvs = parsed[system]
+        k = sizes.index(nvs) if nvs is not None else 0
+        dash, symbol = DASHES[k % len(DASHES)], SYMBOLS[k % len(SYMBOLS)]
+        if "strategy" in part.columns:
+            part = part.assign(strategy_name=part["strategy"].map(strategy_label))
+        hover = (Hover(part, f"<b>{system}</b><br>GPUs %{{x}}")
+                 .add("strategy_name", "strategy")
+                 .add("train_days", "training time", ".4g", " days")
+                 .add("samples_per_s", "samples/s", ".4g")
+                 .add("mfu", "MFU", ".1%").config())
+        color = _gpu_color(gen, gens)
+        fig.add_trace(go.Scatter(
+            x=part["gpus"], y=part["train_days"], name=system, mode="lines+markers",
+            line=dict(color=color, width=lw, dash=dash),
+            marker=dict(color=color, size=ms, symbol=symbol),
+            **hover.trace_kwargs(group=system)))
+    fig.update_xaxes(type="log", title_text="GPUs", **gpu_ticks(rows["gpus"]))
+    fig.update_yaxes(type="log", title_text="training time (days)",
+                     **log_ticks(rows["train_days"]))
+    return apply_layout(fig, "Systems: best training time vs GPU count", presentation)

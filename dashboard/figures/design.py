@@ -1,0 +1,241 @@
+"""Maps over two dimensions: the design space at one GPU count, and an HBM what-if sweep."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..theme import FONT_SIZE, LIGHT_GREY, SEQUENTIAL, TEXT, apply_layout, font_size
+from .common import (
+    CONFIG_FIELDS,
+    check_frame,
+    empty_figure,
+    fmt_int,
+    fmt_num,
+    fmt_tick,
+    nice_log_ticks,
+)
+
+# Colour value of a cell, by preference: (column, label with unit).
+CELL_VALUES = (("best_time_s", "best iteration time (s)"),
+               ("iteration_time_s", "best iteration time (s)"),
+               ("train_days", "training time (days)"))
+LOG_SPAN = 10.0  # above this max/min ratio the colour scale is logarithmic
+MAX_CELL_TEXT = 150  # write the value in each cell up to this many cells
+
+
+def _categories(values: pd.Series) -> list[object]:
+    """Distinct values sorted numerically when they are numbers, else as text."""
+    uniq = pd.unique(values.dropna())
+    num = pd.to_numeric(pd.Series(uniq), errors="coerce")
+    if num.notna().all():
+        return [v for _, v in sorted(zip(num, uniq))]
+    return sorted(uniq, key=str)
+
+
+def _colorbar(lo: float, hi: float, title: str, log: bool) -> dict:
+    bar = dict(title=dict(text=title, side="right"), thickness=16, outlinewidth=0)
+    if log:  # 1-2-5 ticks, plus both ends unless a tick is already near them
+        ticks = nice_log_ticks(lo, hi)
+        ticks += [end for end in (lo, hi) if all(abs(math.log10(end / t)) > 0.08 for t in ticks)]
+        ticks.sort()
+        bar.update(tickvals=[math.log10(t) for t in ticks], ticktext=[fmt_tick(t) for t in ticks])
+    return bar
+
+
+def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = False) -> go.Figure:
+    """Design-space map from ``model.best_per_cell(frame, x, y)``: the best configuration that
+    fits in each (x, y) cell, the remaining dimensions free.
+
+    Colour = best iteration time in seconds (``best_time_s``; training days only if no time
+    column exists), on a log scale with ticks in real units when the range spans more than
+    10×, so the non-convexity shows. Cells holding candidates of which none fits are grey
+    with a ✕ ("does not fit"); cells without candidates are blank. A star marks the optimum.
+    The hover gives the best configuration's other dimensions.
+    """
+    msg = check_frame(cells, (x, y), "design-space cells")
+    if msg:
+        return empty_figure(msg, presentation)
+    value_col, value_title = next(((c, t) for c, t in CELL_VALUES if c in cells.columns),
+                                  (None, ""))
+    if value_col is None:
+        return empty_figure("No design-space cells to show: no time column.", presentation)
+    frame = cells.copy()
+    frame[x] = frame[x].map(fmt_int) if _numeric(frame[x]) else frame[x].astype(str)
+    frame[y] = frame[y].map(fmt_int) if _numeric(frame[y]) else frame[y].astype(str)
+    xs, ys = _categories(cells[x]), _categories(cells[y])
+    xs = [fmt_int(v) if _numeric(cells[x]) else str(v) for v in xs]
+    ys = [fmt_int(v) if _numeric(cells[y]) else str(v) for v in ys]
+    value = np.array(pd.to_numeric(frame[value_col], errors="coerce"), dtype=float)
+    value[~np.isfinite(value) | (value <= 0)] = np.nan
+    if "fits" in frame.columns and "feasible" not in frame.columns:  # a raw design space
+        value[~frame["fits"].astype(bool).to_numpy()] = np.nan
+    infeasible = np.isnan(value)
+    if "feasible" in frame.columns:
+        infeasible |= pd.to_numeric(frame["feasible"], errors="coerce").fillna(0).to_numpy() == 0
+    value[infeasible] = np.nan
+    # several rows per cell (a raw design space): infeasible first, then slowest to fastest,
+    # so that the fastest feasible row is written last
+    frame = frame.assign(_value=value, _infeasible=infeasible)
+    frame = frame.sort_values("_value", ascending=False, na_position="first", kind="stable")
+    value, infeasible = frame["_value"].to_numpy(), frame["_infeasible"].to_numpy()
+    finite = value[np.isfinite(value)]
+    if finite.size == 0 and not infeasible.any():
+        return empty_figure("No design-space cells to show.", presentation)
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 1.0)
+    log = hi / lo > LOG_SPAN
+
+    ix = {v: i for i, v in enumerate(xs)}
+    iy = {v: i for i, v in enumerate(ys)}
+    shape = (len(ys), len(xs))
+    z = np.full(shape, np.nan)
+    bad = np.full(shape, np.nan)
+    text = np.full(shape, "", dtype=object)
+    others = [c for c, _ in CONFIG_FIELDS if c in frame.columns and c not in (x, y)]
+    extra = [c for c in ("train_days", "samples_per_s", "memory_gb", "candidates", "feasible")
+             if c in frame.columns and c != value_col]
+    names = [value_col, *others, "placement", *extra]
+    custom = np.full(shape + (len(names),), None, dtype=object)
+    show_text = len(frame) <= MAX_CELL_TEXT
+    for rec in frame.to_dict("records"):
+        i, j = iy.get(rec[y]), ix.get(rec[x])
+        if i is None or j is None:
+            continue
+        v = rec["_value"]
+        custom[i, j] = [_clean(v), *[fmt_int(rec[c]) for c in others], _placement(rec),
+                        *[_clean(rec[c]) for c in extra]]
+        if rec["_infeasible"]:
+            bad[i, j] = 1.0
+            text[i, j] = "✕"
+        else:
+            z[i, j] = math.log10(v) if log else v
+            bad[i, j] = np.nan
+            text[i, j] = fmt_num(v) if show_text else ""
+
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(
+        x=xs, y=ys, z=bad, name="does not fit", showscale=False, hoverongaps=False,
+        colorscale=[[0, LIGHT_GREY], [1, LIGHT_GREY]], zmin=0, zmax=1, xgap=1, ygap=1,
+        text=np.where(np.isnan(bad), "", text), texttemplate="%{text}",
+        textfont=dict(color="#777777", size=font_size(presentation)), customdata=custom,
+        hovertemplate=(f"{x} = %{{x}} · {y} = %{{y}}<br><b>does not fit</b> in HBM"
+                       + _candidates_line(names) + "<extra></extra>"),
+        meta={"group": "does not fit", "customdata": names}))
+    hover = [f"{x} = %{{x}} · {y} = %{{y}}", f"{value_title}: %{{customdata[0]:.4g}}"]
+    config = " · ".join(f"{label} %{{customdata[{names.index(c)}]}}"
+                        for c, label in CONFIG_FIELDS if c in others)
+    if config:
+        hover.append("best config: " + config)
+    hover.append(f"NVLink placement (tp1×tp2×dp×pp) %{{customdata[{names.index('placement')}]}}")
+    for c, label, unit in (("train_days", "training time", " days"),
+                           ("samples_per_s", "samples/s", ""), ("memory_gb", "memory", " GB")):
+        if c in extra:
+            hover.append(f"{label} %{{customdata[{names.index(c)}]:.4g}}{unit}")
+    cell_hover = "<br>".join(hover) + _candidates_line(names) + "<extra></extra>"
+    fig.add_trace(go.Heatmap(
+        x=xs, y=ys, z=z, name=value_title, colorscale=SEQUENTIAL, reversescale=True,
+        hoverongaps=False, xgap=1, ygap=1, text=np.where(np.isnan(z), "", text),
+        texttemplate="%{text}",
+        textfont=dict(size=font_size(presentation) * 0.8),
+        colorbar=_colorbar(lo, hi, value_title + (" · log scale" if log else ""), log),
+        customdata=custom, hovertemplate=cell_hover,
+        meta={"group": "feasible", "customdata": names, "log10": bool(log)}))
+    if finite.size:
+        k = int(np.nanargmin(np.where(infeasible, np.nan, value)))
+        bx, by = frame[x].iloc[k], frame[y].iloc[k]
+        fig.add_trace(go.Scatter(
+            x=[bx], y=[by], mode="markers", name="optimum",
+            marker=dict(symbol="star", size=22, color="white", line=dict(color=TEXT, width=2)),
+            hovertemplate="<b>optimum</b> " + cell_hover,
+            meta={"group": "optimum", "customdata": names},
+            customdata=[custom[iy[by], ix[bx]]]))
+        # numeric positions: category names that look like numbers would be read as positions
+        unit = " days" if value_col == "train_days" else " s"
+        fig.add_annotation(x=ix[bx], y=iy[by], text=f"<b>best {fmt_num(value[k])}{unit}</b>",
+                           showarrow=True, arrowhead=0, ax=0, ay=-30,
+                           bgcolor="rgba(255,255,255,0.85)",
+                           font=dict(size=FONT_SIZE * 0.9, color=TEXT))
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=xs, title_text=x,
+                     showgrid=False)
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=ys, title_text=y,
+                     showgrid=False)
+    fig.update_layout(showlegend=False)
+    return apply_layout(fig, f"Design space: best per ({x}, {y}) cell", presentation)
+
+
+def hbm_contour_figure(sweep: pd.DataFrame, presentation: bool = False) -> go.Figure:
+    """Training time (days) over HBM capacity (GB, x) × HBM bandwidth (TB/s, y).
+
+    A contour map when both axes have at least 3 values, else a heatmap; several rows per
+    point (e.g. strategies) keep the fastest. Infeasible points (NaN days) are left blank.
+    """
+    cols = ("hbm_capacity_gb", "hbm_bandwidth_gb_per_s", "train_days")
+    msg = check_frame(sweep, cols, "HBM sweep")
+    if msg:
+        return empty_figure(msg, presentation)
+    frame = sweep[list(cols)].apply(pd.to_numeric, errors="coerce")
+    frame = frame[np.isfinite(frame["hbm_capacity_gb"]) & np.isfinite(
+        frame["hbm_bandwidth_gb_per_s"])]
+    frame.loc[~(frame["train_days"] > 0), "train_days"] = np.nan
+    if frame.empty or frame["train_days"].isna().all():
+        return empty_figure("No feasible configuration anywhere in the HBM sweep.", presentation)
+    grid = frame.groupby(["hbm_bandwidth_gb_per_s", "hbm_capacity_gb"])["train_days"].min()
+    grid = grid.unstack("hbm_capacity_gb").sort_index().sort_index(axis=1)
+    xs = grid.columns.to_numpy(dtype=float)
+    ys = grid.index.to_numpy(dtype=float) / 1000.0
+    z = grid.to_numpy(dtype=float)
+    hover = ("HBM %{x:.4g} GB · %{y:.4g} TB/s<br>training time %{z:.4g} days"
+             "<extra></extra>")
+    bar = dict(title=dict(text="training time (days)", side="right"), thickness=16,
+               outlinewidth=0)
+    common = dict(x=xs, y=ys, z=z, colorscale=SEQUENTIAL, reversescale=True, colorbar=bar,
+                  hovertemplate=hover, name="training time (days)",
+                  meta={"group": None, "customdata": []})
+    if len(xs) >= 3 and len(ys) >= 3:
+        trace = go.Contour(**common, connectgaps=False, hoverongaps=False,
+                           contours=dict(showlabels=True,
+                                         labelfont=dict(size=font_size(presentation) * 0.8,
+                                                        color="white")),
+                           line=dict(width=0.5))
+    else:
+        trace = go.Heatmap(**common, hoverongaps=False, xgap=1, ygap=1)
+    fig = go.Figure(trace)
+    fig.add_trace(go.Scatter(
+        x=frame["hbm_capacity_gb"], y=frame["hbm_bandwidth_gb_per_s"] / 1000.0, mode="markers",
+        name="evaluated", marker=dict(size=4, color="rgba(255,255,255,0.6)",
+                                      line=dict(color="rgba(0,0,0,0.5)", width=0.5)),
+        hoverinfo="skip", showlegend=False, meta={"group": "points", "customdata": []}))
+    fig.update_xaxes(title_text="HBM capacity (GB)", showgrid=False)
+    fig.update_yaxes(title_text="HBM bandwidth (TB/s)", showgrid=False)
+    return apply_layout(fig, "Training time vs HBM capacity and bandwidth", presentation)
+
+
+def _numeric(values: pd.Series) -> bool:
+    return bool(pd.to_numeric(values, errors="coerce").notna().all())
+
+
+def _clean(value: object) -> object:
+    """None for NaN (JSON-safe customdata), else a float or the value."""
+    try:
+        f = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return value
+    return f if math.isfinite(f) else None
+
+
+def _placement(rec: dict) -> str:
+    keys = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+    if any(k not in rec for k in keys):
+        return ""
+    vals = [fmt_int(rec[k]) for k in keys]
+    return "" if all(v == "–" for v in vals) else "×".join(vals)
+
+
+def _candidates_line(names: list[str]) -> str:
+    if "candidates" not in names or "feasible" not in names:
+        return ""
+    return (f"<br>%{{customdata[{names.index('feasible')}]}} of "
+            f"%{{customdata[{names.index('candidates')}]}} candidates fit")

@@ -1,0 +1,191 @@
+"""Per-op views of one configuration (``model.evaluate(...).ops``, see model.report.op_table)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..theme import (
+    AXIS_LINE,
+    BOUND_COLORS,
+    FONT_SIZE,
+    GREY,
+    OP_COMPONENT_COLORS,
+    OP_COMPONENT_LABELS,
+    OP_COMPONENT_ORDER,
+    apply_layout,
+    line_width,
+)
+from .common import Hover, check_frame, empty_figure, fmt_num, log_ticks
+
+ROOF_COLORS = {"matrix": "#000000", "vector": "#666666", "hbm": "#888888"}
+
+
+def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """A column as floats, NaN → 0 (missing column → zeros)."""
+    if column not in frame.columns:
+        return np.zeros(len(frame))
+    return pd.to_numeric(frame[column], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+
+
+def _labels(ops: pd.DataFrame) -> list[str]:
+    """Op names, with the place ('block', 'pre', 'post') appended only where names repeat."""
+    names = ops["op"].astype(str).tolist()
+    where = ops["where"].astype(str).tolist() if "where" in ops.columns else [""] * len(names)
+    dup = {n for n in names if names.count(n) > 1}
+    return [f"{n} ({w})" if n in dup and w else n for n, w in zip(names, where)]
+
+
+def _positive(value: float) -> bool:
+    try:
+        return math.isfinite(float(value)) and float(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: float,
+                    hbm_gb_per_s: float, presentation: bool = False) -> go.Figure:
+    """Roofline of one configuration's ops: arithmetic intensity (FLOP/byte of HBM traffic,
+    log x) vs achieved TFLOP/s (log y).
+
+    Roofs: matrix and vector peaks (TFLOP/s, horizontal) and the HBM slope (intensity ×
+    GB/s / 1000). One marker per op, area ∝ its time per iteration (``t_iteration_s``), colour
+    by what bounds it (compute, memory, communication). Achieved TFLOP/s = (flop_fwd + flop_bwd)
+    / (t_compute_s + t_memory_exposed_s) / 1e12 (communication excluded). Ops with no FLOPs or
+    no HBM bytes are left out.
+    """
+    msg = check_frame(ops, ("op", "flop_fwd", "flop_bwd", "hbm_bytes_fwd", "hbm_bytes_bwd"),
+                      "ops")
+    if msg:
+        return empty_figure(msg, presentation)
+    flops = _num(ops, "flop_fwd") + _num(ops, "flop_bwd")
+    nbytes = _num(ops, "hbm_bytes_fwd") + _num(ops, "hbm_bytes_bwd")
+    busy = _num(ops, "t_compute_s") + _num(ops, "t_memory_exposed_s")
+    keep = (flops > 0) & (nbytes > 0) & (busy > 0)
+    if not keep.any():
+        return empty_figure("No op with both FLOPs and HBM traffic to place on the roofline.",
+                            presentation)
+    frame = ops.loc[keep].copy()
+    frame["label"] = np.array(_labels(ops), dtype=object)[keep]
+    frame["flop"] = flops[keep]
+    frame["gflop"] = flops[keep] / 1e9
+    frame["hbm_mb"] = nbytes[keep] / 1e6
+    frame["intensity"] = flops[keep] / nbytes[keep]
+    frame["achieved_tflops"] = flops[keep] / busy[keep] / 1e12
+    frame["t_iter"] = _num(frame, "t_iteration_s")
+    if "bound" not in frame.columns:
+        frame["bound"] = "compute"
+    frame["bound"] = frame["bound"].fillna("unknown").astype(str)
+
+    fig = go.Figure()
+    lw = line_width(presentation)
+    peak_size = 46.0 if presentation else 34.0
+    t_max = float(frame["t_iter"].max())
+    sizeref = 2.0 * t_max / peak_size ** 2 if t_max > 0 else 1.0
+    order = [b for b in BOUND_COLORS if b in set(frame["bound"])]
+    order += sorted(set(frame["bound"]) - set(order))
+    for bound in order:
+        part = frame[frame["bound"] == bound]
+        sizes = part["t_iter"] if t_max > 0 else np.full(len(part), 1.0)
+        hover = Hover(part)
+        hover.line(f"<b>{hover.ref('label')}</b>")
+        (hover.add("where", "in").add("kind", "kind")
+         .add("gflop", "FLOPs (fwd+bwd)", ".4g", " GFLOP")
+         .add("hbm_mb", "HBM traffic", ".4g", " MB")
+         .add("intensity", "intensity", ".4g", " FLOP/B")
+         .add("achieved_tflops", "achieved", ".4g", " TFLOP/s")
+         .add("t_iter", "time per iteration", ".4g", " s"))
+        fig.add_trace(go.Scatter(
+            x=part["intensity"], y=part["achieved_tflops"], mode="markers",
+            name=f"{bound}-bound", text=part["label"],
+            marker=dict(size=sizes, sizemode="area", sizeref=sizeref if t_max > 0 else 0.05,
+                        sizemin=5, color=BOUND_COLORS.get(bound, GREY), opacity=0.8,
+                        line=dict(color="white", width=1)),
+            **hover.trace_kwargs(group=bound, extra=f"{bound}-bound")))
+
+    ridges = [v * 1000.0 / hbm_gb_per_s for v in (matrix_tflops, vector_tflops)
+              if _positive(v) and _positive(hbm_gb_per_s)]
+    xs = np.concatenate([frame["intensity"].to_numpy(dtype=float), ridges])
+    x_lo, x_hi = float(xs.min()) / 4.0, float(xs.max()) * 4.0
+    roofs = [("matrix", matrix_tflops, "solid"), ("vector", vector_tflops, "dash")]
+    if _positive(hbm_gb_per_s):
+        top = max([float(v) for _, v, _ in roofs if _positive(v)], default=None)
+        x_end = top * 1000.0 / hbm_gb_per_s if top else x_hi
+        x = np.array([x_lo, x_end])
+        fig.add_trace(go.Scatter(
+            x=x, y=x * hbm_gb_per_s / 1000.0, mode="lines", name=f"HBM {hbm_gb_per_s:g} GB/s",
+            line=dict(color=ROOF_COLORS["hbm"], width=lw),
+            hovertemplate="HBM roof: %{y:.4g} TFLOP/s at %{x:.4g} FLOP/B<extra></extra>",
+            meta={"group": "roof", "customdata": []}))
+    for kind, peak, dash in roofs:
+        if not _positive(peak):
+            continue
+        start = peak * 1000.0 / hbm_gb_per_s if _positive(hbm_gb_per_s) else x_lo
+        fig.add_trace(go.Scatter(
+            x=[start, x_hi], y=[peak, peak], mode="lines", name=f"{kind} peak {peak:g} TFLOP/s",
+            line=dict(color=ROOF_COLORS[kind], width=lw, dash=dash),
+            hovertemplate=f"{kind} peak {peak:g} TFLOP/s<extra></extra>",
+            meta={"group": "roof", "customdata": []}))
+        fig.add_annotation(x=math.log10(x_hi), y=math.log10(peak), xanchor="right",
+                           yanchor="bottom", showarrow=False,
+                           text=f"{kind} {fmt_num(peak)} TFLOP/s",
+                           font=dict(size=FONT_SIZE * 0.85, color=AXIS_LINE))
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP/byte)",
+                     range=[math.log10(x_lo), math.log10(x_hi)],
+                     **log_ticks([x_lo, x_hi], decades=True))
+    peaks = [float(v) for v in (matrix_tflops, vector_tflops) if _positive(v)]
+    fig.update_yaxes(type="log", title_text="achieved performance (TFLOP/s)",
+                     **log_ticks([*frame["achieved_tflops"], *peaks], decades=True))
+    apply_layout(fig, "Roofline of the ops (marker area ∝ time per iteration)", presentation)
+    fig.update_layout(legend=dict(itemsizing="constant"))
+    return fig
+
+
+def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Figure:
+    """Seconds per iteration spent in each op, slowest on top, as horizontal stacked bars.
+
+    Each bar is the op's ``t_iteration_s`` split into compute, exposed memory and
+    communication: ``t_compute_s``, ``t_memory_exposed_s`` and ``t_comm_s`` (per op call)
+    scaled by ``t_iteration_s / (t_fwd_s + t_bwd_s)``. With pipelining the embedding ('pre')
+    and the head ('post') run on different stages, so the bars add up to more than any one
+    stage's compute + memory + TP-communication time (by the 'pre' ops).
+    """
+    msg = check_frame(ops, ("op", "t_iteration_s"), "ops")
+    if msg:
+        return empty_figure(msg, presentation)
+    frame = ops.copy()
+    frame["label"] = _labels(ops)
+    frame["t_iter"] = _num(frame, "t_iteration_s")
+    per_call = _num(frame, "t_fwd_s") + _num(frame, "t_bwd_s")
+    if not (per_call > 0).any():  # no fwd/bwd times: use the sum of the components
+        per_call = sum(_num(frame, c) for c in OP_COMPONENT_ORDER)
+    frame["scale"] = np.divide(frame["t_iter"].to_numpy(), per_call,
+                               out=np.zeros(len(frame)), where=per_call > 0)
+    frame = frame.sort_values("t_iter", kind="stable")
+    total = float(frame["t_iter"].sum())
+    frame["op_share"] = frame["t_iter"] / total if total > 0 else 0.0
+    fig = go.Figure()
+    for comp in OP_COMPONENT_ORDER:
+        if comp not in frame.columns:
+            continue
+        label = OP_COMPONENT_LABELS[comp]
+        view = frame.assign(seconds=_num(frame, comp) * frame["scale"].to_numpy())
+        hover = (Hover(view, "<b>%{y}</b>").add("where", "in").add("kind", "kind")
+                 .add("seconds", label, ".4g", " s/iteration")
+                 .add("t_iter", "op total", ".4g", " s/iteration")
+                 .add("op_share", "share of all ops", ".1%").add("bound", "bound"))
+        fig.add_trace(go.Bar(
+            y=view["label"], x=view["seconds"], orientation="h", name=label,
+            marker=dict(color=OP_COMPONENT_COLORS[comp], line=dict(width=0)),
+            **hover.trace_kwargs(group=comp, extra=label)))
+    fig.update_layout(barmode="stack", bargap=0.2)
+    fig.update_yaxes(type="category", categoryorder="array",
+                     categoryarray=frame["label"].tolist(), title_text="op", showgrid=False)
+    fig.update_xaxes(title_text="time per iteration (s)", rangemode="tozero")
+    apply_layout(fig, "Time per op (seconds per iteration)", presentation,
+                 legend="top")
+    fig.update_layout(legend=dict(traceorder="normal"))
+    return fig

@@ -1,0 +1,188 @@
+"""One look for every dashboard figure: colours, labels, fonts and the dcc.Graph config.
+
+Colours are fixed per *meaning* (a strategy, a time component, a memory component, a parallel
+dimension), never per trace position, so the same strategy has the same colour in every view.
+All colours come from colour-blind-friendly palettes (Okabe & Ito; Paul Tol's "muted").
+:func:`apply_layout` gives a figure the report template (white background, light grid, legend
+outside the plot) and, with ``presentation=True``, fonts 1.5× larger for slides.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+# Okabe & Ito (2008), safe for the common colour-vision deficiencies.
+PALETTE: tuple[str, ...] = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#E69F00",  # orange
+    "#CC79A7",  # reddish purple
+    "#56B4E9",  # sky blue
+    "#F0E442",  # yellow
+    "#000000",  # black
+)
+# Paul Tol's "muted" scheme, for the stacked components (distinct from the strategy colours).
+MUTED: tuple[str, ...] = ("#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77",
+                          "#CC6677", "#882255", "#AA4499", "#DDDDDD")
+GREY = "#9E9E9E"
+LIGHT_GREY = "#D9D9D9"
+GRID = "#E6E6E6"
+AXIS_LINE = "#444444"
+TEXT = "#222222"
+
+STRATEGY_ORDER: tuple[str, ...] = ("1d", "summa", "context")
+STRATEGY_COLORS: dict[str, str] = {"1d": PALETTE[0], "summa": PALETTE[1], "context": PALETTE[2]}
+STRATEGY_LABELS: dict[str, str] = {"1d": "1D TP", "summa": "2D SUMMA", "context": "2D context"}
+
+# Time components of one iteration, in stacking order (the model's result columns).
+COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s",
+                                    "t_dp_comm_s", "t_bubble_s")
+COMPONENT_COLORS: dict[str, str] = {
+    "t_compute_s": "#0072B2",
+    "t_memory_s": "#56B4E9",
+    "t_tp_comm_s": "#E69F00",
+    "t_pp_comm_s": "#CC79A7",
+    "t_dp_comm_s": "#D55E00",
+    "t_bubble_s": GREY,
+}
+COMPONENT_LABELS: dict[str, str] = {
+    "t_compute_s": "compute",
+    "t_memory_s": "exposed memory",
+    "t_tp_comm_s": "TP comm",
+    "t_pp_comm_s": "PP comm",
+    "t_dp_comm_s": "DP comm",
+    "t_bubble_s": "bubble",
+}
+
+# Per-op components (model.report.op_table) and what bounds an op: same colours as above.
+OP_COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_exposed_s", "t_comm_s")
+OP_COMPONENT_COLORS: dict[str, str] = {
+    "t_compute_s": COMPONENT_COLORS["t_compute_s"],
+    "t_memory_exposed_s": COMPONENT_COLORS["t_memory_s"],
+    "t_comm_s": COMPONENT_COLORS["t_tp_comm_s"],
+}
+OP_COMPONENT_LABELS: dict[str, str] = {
+    "t_compute_s": "compute",
+    "t_memory_exposed_s": "exposed memory",
+    "t_comm_s": "communication",
+}
+BOUND_COLORS: dict[str, str] = {
+    "compute": COMPONENT_COLORS["t_compute_s"],
+    "memory": COMPONENT_COLORS["t_memory_s"],
+    "communication": COMPONENT_COLORS["t_tp_comm_s"],
+}
+
+MEMORY_ORDER: tuple[str, ...] = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
+MEMORY_COLORS: dict[str, str] = {
+    "weights_gb": MUTED[0],
+    "gradients_gb": MUTED[1],
+    "optimizer_gb": MUTED[2],
+    "activations_gb": MUTED[5],
+}
+MEMORY_LABELS: dict[str, str] = {
+    "weights_gb": "weights",
+    "gradients_gb": "gradients",
+    "optimizer_gb": "optimizer state",
+    "activations_gb": "activations",
+}
+
+# Parallel dimensions of a configuration (optimal-configuration view).
+DIMENSION_ORDER: tuple[str, ...] = ("tp1", "tp2", "pp", "dp", "microbatch", "nb")
+DIMENSION_COLORS: dict[str, str] = {
+    "tp1": PALETTE[0], "tp2": PALETTE[5], "pp": PALETTE[4], "dp": PALETTE[1],
+    "microbatch": PALETTE[2], "nb": PALETTE[3],
+}
+DIMENSION_LABELS: dict[str, str] = {
+    "tp1": "tp1", "tp2": "tp2", "pp": "pp", "dp": "dp", "microbatch": "microbatch", "nb": "nb",
+}
+DIMENSION_SYMBOLS: dict[str, str] = {
+    "tp1": "circle", "tp2": "diamond", "pp": "square", "dp": "triangle-up",
+    "microbatch": "cross", "nb": "x",
+}
+
+# GPU generations (system comparison): colour by generation, dash by NVLink domain size.
+GPU_COLORS: dict[str, str] = {
+    "A100": PALETTE[5], "H100": PALETTE[3], "H200": PALETTE[1], "B200": PALETTE[0],
+    "GB200": PALETTE[2], "MI300X": PALETTE[4],
+}
+DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+SEQUENTIAL = "Viridis"  # colour-blind-safe sequential scale for heatmaps and contours
+
+FONT_FAMILY = "Inter, 'Helvetica Neue', Arial, sans-serif"
+FONT_SIZE = 13
+PRESENTATION_SCALE = 1.5
+
+CONFIG: dict = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "filename": "figure", "scale": 3},
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+
+def strategy_color(strategy: str) -> str:
+    """The colour of a strategy; unknown strategies get a stable palette colour."""
+    if strategy in STRATEGY_COLORS:
+        return STRATEGY_COLORS[strategy]
+    return PALETTE[3 + sum(map(ord, str(strategy))) % (len(PALETTE) - 3)]
+
+
+def strategy_label(strategy: str) -> str:
+    """The display name of a strategy ('1d' → '1D TP'); unknown ones are shown as given."""
+    return STRATEGY_LABELS.get(strategy, str(strategy))
+
+
+def font_size(presentation: bool = False) -> float:
+    """Base font size in px: 13, or 19.5 in presentation mode."""
+    return FONT_SIZE * (PRESENTATION_SCALE if presentation else 1.0)
+
+
+def line_width(presentation: bool = False) -> float:
+    return 3.0 if presentation else 2.0
+
+
+def marker_size(presentation: bool = False) -> float:
+    return 10.0 if presentation else 7.0
+
+
+def _template(size: float) -> go.layout.Template:
+    axis = dict(showgrid=True, gridcolor=GRID, zeroline=False, showline=True,
+                linecolor=AXIS_LINE, linewidth=1, mirror=True, ticks="outside",
+                tickcolor=AXIS_LINE, title=dict(standoff=8), automargin=True)
+    return go.layout.Template(layout=go.Layout(
+        font=dict(family=FONT_FAMILY, size=size, color=TEXT),
+        paper_bgcolor="white", plot_bgcolor="white", colorway=list(PALETTE),
+        xaxis=axis, yaxis=axis, hovermode="closest",
+        hoverlabel=dict(font=dict(family=FONT_FAMILY, size=size * 0.95)),
+        colorscale=dict(sequential=SEQUENTIAL),
+    ))
+
+
+def apply_layout(fig: go.Figure, title: str | None = None, presentation: bool = False,
+                 legend: str = "right") -> go.Figure:
+    """Give ``fig`` the report look in place and return it.
+
+    White background, light grid, framed axes, fonts 13 px (×1.5 with ``presentation``);
+    ``legend='right'`` puts the legend outside the plot on the right, ``'top'`` above it
+    (horizontal). Annotations (subplot titles, labels) are scaled with the base font.
+    """
+    size = font_size(presentation)
+    fig.update_layout(
+        template=_template(size),
+        title=dict(text=f"<b>{title}</b>" if title else None, x=0.0, xanchor="left",
+                   xref="container", y=0.98, yanchor="top", pad=dict(l=12),
+                   font=dict(size=size * 1.25)),
+        margin=dict(l=70, r=30, t=90 if legend == "top" else 70, b=60),
+    )
+    if legend == "top":
+        fig.update_layout(legend=dict(orientation="h", x=0.0, xanchor="left", y=1.02,
+                                      yanchor="bottom", font=dict(size=size * 0.95)))
+    else:
+        fig.update_layout(legend=dict(orientation="v", x=1.02, xanchor="left", y=1.0,
+                                      yanchor="top", font=dict(size=size * 0.95),
+                                      tracegroupgap=4))
+    for ann in fig.layout.annotations or ():
+        ann.font.size = (ann.font.size or FONT_SIZE) * (PRESENTATION_SCALE if presentation
+                                                        else 1.0)
+    return fig

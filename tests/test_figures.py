@@ -1,0 +1,475 @@
+"""Dashboard figures: the data each figure plots, checked against the model's frames."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from dashboard import theme
+from dashboard.figures import (
+    efficiency_figure,
+    empty_figure,
+    figure_table,
+    hbm_contour_figure,
+    heatmap_figure,
+    memory_figure,
+    ops_breakdown_figure,
+    optimal_config_figure,
+    parse_system_label,
+    roofline_figure,
+    systems_figure,
+    time_breakdown_figure,
+    training_time_figure,
+)
+from model import best_per_cell, design_space, evaluate, load_model, load_system, search, sweep
+from model.report import MEMORY_COLUMNS, TIME_COLUMNS
+from model.sweep import best_frame
+
+COUNTS = [2 ** k for k in range(2, 15)]
+REL = 1e-9
+
+
+# --- inputs, built once from the model ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def system():
+    return load_system("h200")
+
+
+@pytest.fixture(scope="module")
+def scaling(system):
+    return best_frame(sweep(load_model("gpt3-1t"), system, COUNTS, 4096))
+
+
+@pytest.fixture(scope="module")
+def cells(system):
+    return best_per_cell(design_space(load_model("gpt3-1t"), system, 4096, 4096, "summa"),
+                         "tp1", "pp")
+
+
+@pytest.fixture(scope="module")
+def ops(system):
+    return evaluate(load_model("gpt3-1t"), system, 4096, 4096, "1d", tp1=8, pp=16, dp=32,
+                    microbatch=1).ops
+
+
+@pytest.fixture(scope="module")
+def systems_frame():
+    m, frames = load_model("gpt3-175b"), []
+    for name in ("a100", "h200"):
+        for nvs in (4, 64):
+            best = best_frame(sweep(m, load_system(name), [64, 256, 1024, 4096], 1536, nvs=nvs))
+            best.insert(0, "system", f"{name.upper()} · NVS {nvs}")
+            frames.append(best)  # all strategies: the figure keeps the best per point
+    return pd.concat(frames, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def hbm_frame(system):
+    m, rows = load_model("gpt3-175b"), []
+    for cap in (20.0, 80.0, 141.0):
+        for bw in (2000.0, 4800.0, 8000.0):
+            s = system.with_overrides(hbm_capacity_gb=cap, hbm_bandwidth_gb_per_s=bw)
+            best = search(m, s, 256, 1536, "1d", top_k=1).best
+            rows.append({"hbm_capacity_gb": cap, "hbm_bandwidth_gb_per_s": bw,
+                         "train_days": np.nan if best is None else float(best["train_days"])})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def figs(scaling, cells, ops, system, systems_frame, hbm_frame):
+    return {
+        "training": training_time_figure(scaling),
+        "breakdown": time_breakdown_figure(scaling),
+        "fraction": time_breakdown_figure(scaling, normalized=True),
+        "memory": memory_figure(scaling, system.hbm_capacity_gb),
+        "config": optimal_config_figure(scaling),
+        "efficiency": efficiency_figure(scaling),
+        "heatmap": heatmap_figure(cells, "tp1", "pp"),
+        "roofline": roofline_figure(ops, system.matrix_tflops_fp16, system.vector_tflops_fp16,
+                                    system.hbm_bandwidth_gb_per_s),
+        "ops": ops_breakdown_figure(ops),
+        "systems": systems_figure(systems_frame),
+        "hbm": hbm_contour_figure(hbm_frame),
+    }
+
+
+def traces(fig: go.Figure, group: str | None = None, kind: str | None = None) -> list:
+    return [t for t in fig.data if (group is None or (t.meta or {}).get("group") == group)
+            and (kind is None or t.type == kind)]
+
+
+def col(trace, name: str) -> list:
+    """A customdata column of a trace by the name recorded in its meta."""
+    i = trace.meta["customdata"].index(name)
+    return [row[i] for row in trace.customdata]
+
+
+# --- the model relations the figures rely on ----------------------------------------------------
+def test_time_components_add_up_to_iteration_time(scaling):
+    total = scaling[list(TIME_COLUMNS)].sum(axis=1)
+    np.testing.assert_allclose(total, scaling["iteration_time_s"], rtol=REL)
+
+
+def test_memory_components_add_up_to_memory(scaling):
+    np.testing.assert_allclose(scaling[list(MEMORY_COLUMNS)].sum(axis=1), scaling["memory_gb"],
+                               rtol=REL)
+
+
+@pytest.mark.parametrize("strategy, dims", [
+    ("1d", dict(tp1=8, pp=16, dp=32, microbatch=1)),
+    ("summa", dict(tp1=8, tp2=1, pp=16, dp=32, microbatch=1, nb=16)),
+])
+def test_op_components_add_up_to_op_time(system, strategy, dims):
+    o = evaluate(load_model("gpt3-1t"), system, 4096, 4096, strategy, **dims).ops
+    np.testing.assert_allclose(o["t_compute_s"] + o["t_memory_exposed_s"] + o["t_comm_s"],
+                               o["t_fwd_s"] + o["t_bwd_s"], rtol=REL)
+
+
+# --- theme --------------------------------------------------------------------------------------
+def test_theme_tables():
+    assert theme.STRATEGY_LABELS == {"1d": "1D TP", "summa": "2D SUMMA", "context": "2D context"}
+    assert tuple(theme.COMPONENT_COLORS) == TIME_COLUMNS == theme.COMPONENT_ORDER
+    assert [theme.COMPONENT_LABELS[c] for c in TIME_COLUMNS] == [
+        "compute", "exposed memory", "TP comm", "PP comm", "DP comm", "bubble"]
+    assert tuple(theme.MEMORY_COLORS) == MEMORY_COLUMNS
+    assert theme.MEMORY_LABELS["optimizer_gb"] == "optimizer state"
+    for table in (theme.STRATEGY_COLORS, theme.COMPONENT_COLORS, theme.MEMORY_COLORS):
+        assert len(set(table.values())) == len(table)
+    opts = theme.CONFIG["toImageButtonOptions"]
+    assert opts["format"] == "png" and opts["scale"] == 3 and theme.CONFIG["displaylogo"] is False
+
+
+def test_apply_layout_presentation_scales_fonts():
+    small = theme.apply_layout(go.Figure(), "t", presentation=False)
+    big = theme.apply_layout(go.Figure(), "t", presentation=True)
+    assert big.layout.template.layout.font.size == pytest.approx(
+        1.5 * small.layout.template.layout.font.size)
+    assert big.layout.title.font.size == pytest.approx(1.5 * small.layout.title.font.size)
+    assert small.layout.template.layout.paper_bgcolor == "white"
+
+
+# --- strong scaling -----------------------------------------------------------------------------
+def test_training_time_figure_data(figs, scaling):
+    fig = figs["training"]
+    assert set(scaling["strategy"]) == {"1d", "summa", "context"}
+    for s, part in scaling.groupby("strategy"):
+        part = part.sort_values("gpus")
+        line, ideal = traces(fig, s)
+        assert line.name == theme.STRATEGY_LABELS[s] and ideal.line.dash == "dash"
+        np.testing.assert_array_equal(line.x, part["gpus"])
+        np.testing.assert_allclose(line.y, part["train_days"], rtol=REL)
+        n0, d0 = part["gpus"].iloc[0], part["train_days"].iloc[0]
+        np.testing.assert_allclose(ideal.y, d0 * n0 / part["gpus"].to_numpy(), rtol=REL)
+        assert col(line, "dp") == [str(v) for v in part["dp"]]
+        assert col(line, "placement") == [f"{a}×{b}×{c}×{d}" for a, b, c, d in
+                                          part[["nv_tp1", "nv_tp2", "nv_dp", "nv_pp"]].values]
+        assert "MFU" in line.hovertemplate and "samples/s" in line.hovertemplate
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+    assert list(fig.layout.xaxis.tickvals) == sorted(set(scaling["gpus"]))
+    assert fig.layout.xaxis.title.text == "GPUs"
+    assert fig.layout.yaxis.title.text == "training time (days)"
+
+
+def test_efficiency_figure_data(figs, scaling):
+    fig = figs["efficiency"]
+    for s, part in scaling.groupby("strategy"):
+        part = part.sort_values("gpus")
+        speedup, ideal, eff = traces(fig, s)
+        thr, n = part["samples_per_s"].to_numpy(), part["gpus"].to_numpy()
+        np.testing.assert_allclose(speedup.y, thr / thr[0], rtol=REL)
+        np.testing.assert_allclose(ideal.y, n / n[0], rtol=REL)
+        np.testing.assert_allclose(eff.y, thr / thr[0] / (n / n[0]), rtol=REL)
+        assert eff.xaxis == "x2" and speedup.xaxis == "x"
+
+
+def test_optimal_config_figure_data(figs, scaling):
+    fig = figs["config"]
+    for s, part in scaling.groupby("strategy"):
+        part = part.sort_values("gpus")
+        by_dim = {t.name: t for t in traces(fig, s)}
+        assert list(by_dim) == ["tp1", "tp2", "pp", "dp", "microbatch", "nb"]
+        for dim, t in by_dim.items():
+            np.testing.assert_array_equal(t.y, part[dim])
+            assert t.line.color == theme.DIMENSION_COLORS[dim]
+        assert "placement" in by_dim["tp1"].meta["customdata"]
+    ticks = list(fig.layout.yaxis.tickvals)
+    assert all(math.log2(t).is_integer() for t in ticks)
+    assert fig.layout.yaxis.type == "log"
+
+
+# --- stacked breakdowns -------------------------------------------------------------------------
+def stacked_totals(fig: go.Figure, group: str) -> pd.Series:
+    table = figure_table(fig)
+    return table[table["group"] == group].groupby("x")["y"].sum()
+
+
+def test_time_breakdown_sums_to_iteration_time(figs, scaling):
+    fig = figs["breakdown"]
+    assert fig.layout.barmode == "stack"
+    for s, part in scaling.groupby("strategy"):
+        bars = traces(fig, s)
+        assert [b.name for b in bars] == [theme.COMPONENT_LABELS[c] for c in TIME_COLUMNS]
+        assert [b.marker.color for b in bars] == [theme.COMPONENT_COLORS[c] for c in TIME_COLUMNS]
+        totals = stacked_totals(fig, s)
+        expected = part.set_index(part["gpus"].astype(str))["iteration_time_s"]
+        np.testing.assert_allclose(totals[expected.index], expected, rtol=REL)
+    legend = [t.name for t in fig.data if t.showlegend is not False]
+    assert sorted(legend) == sorted(theme.COMPONENT_LABELS.values())  # once per component
+    fractions = figs["fraction"]
+    for s in set(scaling["strategy"]):
+        np.testing.assert_allclose(stacked_totals(fractions, s), 1.0, rtol=REL)
+    assert fractions.layout.yaxis.tickformat == ".0%"
+
+
+def test_memory_figure_sums_and_capacity(figs, scaling, system):
+    fig = figs["memory"]
+    for s, part in scaling.groupby("strategy"):
+        bars = traces(fig, s)
+        assert [b.name for b in bars] == [theme.MEMORY_LABELS[c] for c in MEMORY_COLUMNS]
+        expected = part.set_index(part["gpus"].astype(str))["memory_gb"]
+        np.testing.assert_allclose(stacked_totals(fig, s)[expected.index], expected, rtol=REL)
+    lines = [sh for sh in fig.layout.shapes if sh.type == "line"]
+    assert len(lines) == scaling["strategy"].nunique()
+    assert all(sh.y0 == sh.y1 == system.hbm_capacity_gb and sh.line.dash == "dash"
+               for sh in lines)
+    assert any("141 GB" in a.text for a in fig.layout.annotations)
+    # the capacity defaults to the frame's column
+    default = memory_figure(scaling)
+    assert {sh.y0 for sh in default.layout.shapes} == {system.hbm_capacity_gb}
+
+
+# --- design space -------------------------------------------------------------------------------
+def test_heatmap_marks_optimum_and_infeasible_cells(figs, cells):
+    fig = figs["heatmap"]
+    bad, good = traces(fig, kind="heatmap")
+    star = next(t for t in fig.data if t.name == "optimum")
+    best = cells.loc[cells["best_time_s"].idxmin()]
+    assert (star.x[0], star.y[0]) == (str(int(best["tp1"])), str(int(best["pp"])))
+    assert star.marker.symbol == "star"
+    assert list(good.x) == [str(v) for v in sorted(set(cells["tp1"]))]  # numeric order
+    assert list(good.y) == [str(v) for v in sorted(set(cells["pp"]))]
+    # colour: log10 of the best time (range > 10×), colourbar ticks in seconds
+    lo, hi = cells["best_time_s"].min(), cells["best_time_s"].max()
+    assert hi / lo > 10 and good.meta["log10"]
+    z = np.array(good.z, dtype=float)
+    assert np.nanmin(z) == pytest.approx(math.log10(lo))
+    assert np.nanmax(z) == pytest.approx(math.log10(hi))
+    ticks = good.colorbar.tickvals
+    assert [float(t) for t in good.colorbar.ticktext] == pytest.approx(
+        [10 ** v for v in ticks], rel=0.01)
+    assert "(s)" in good.colorbar.title.text
+    # infeasible cells: exactly those with candidates and none feasible, marked ✕
+    infeasible = cells[cells["feasible"] == 0]
+    table = figure_table(fig)
+    marked = table[table["trace"] == "does not fit"]
+    assert len(infeasible) > 0
+    assert set(zip(marked["x"], marked["y"])) == {
+        (str(a), str(b)) for a, b in infeasible[["tp1", "pp"]].values}
+    assert set(marked["text"]) == {"✕"} and "does not fit" in bad.hovertemplate
+    # hover: the best configuration's other dimensions
+    ix, iy = list(good.x).index(star.x[0]), list(good.y).index(star.y[0])
+    custom = dict(zip(good.meta["customdata"], good.customdata[iy][ix]))
+    assert custom["best_time_s"] == pytest.approx(best["best_time_s"])
+    assert custom["dp"] == str(int(best["dp"])) and custom["nb"] == str(int(best["nb"]))
+
+
+def test_heatmap_linear_scale_when_range_is_small(cells):
+    near = cells[cells["best_time_s"] < 2 * cells["best_time_s"].min()]
+    fig = heatmap_figure(near, "tp1", "pp")
+    good = traces(fig, "feasible")[0]
+    assert not good.meta["log10"]
+    np.testing.assert_allclose(np.nanmin(np.array(good.z, dtype=float)),
+                               near["best_time_s"].min())
+
+
+def test_hbm_contour_figure(figs, hbm_frame):
+    fig = figs["hbm"]
+    contour = fig.data[0]
+    assert contour.type == "contour"
+    assert list(contour.x) == [20.0, 80.0, 141.0]
+    assert list(contour.y) == pytest.approx([2.0, 4.8, 8.0])  # TB/s
+    z = np.array(contour.z, dtype=float)
+    assert np.isnan(z[:, 0]).all()  # 20 GB: nothing fits, left blank
+    expected = hbm_frame.pivot(index="hbm_bandwidth_gb_per_s", columns="hbm_capacity_gb",
+                               values="train_days").to_numpy()
+    np.testing.assert_allclose(z, expected, rtol=REL)
+    assert fig.layout.xaxis.title.text == "HBM capacity (GB)"
+    assert fig.layout.yaxis.title.text == "HBM bandwidth (TB/s)"
+    few = hbm_contour_figure(hbm_frame[hbm_frame["hbm_capacity_gb"] > 20])
+    assert few.data[0].type == "heatmap"
+
+
+# --- per-op views -------------------------------------------------------------------------------
+def test_roofline_roofs_and_points(figs, ops, system):
+    fig = figs["roofline"]
+    roofs = {t.name.split()[0]: t for t in traces(fig, "roof")}
+    assert set(roofs) == {"HBM", "matrix", "vector"}
+    assert set(roofs["matrix"].y) == {system.matrix_tflops_fp16}
+    assert set(roofs["vector"].y) == {system.vector_tflops_fp16}
+    hbm = roofs["HBM"]
+    np.testing.assert_allclose(np.array(hbm.y) / np.array(hbm.x),
+                               system.hbm_bandwidth_gb_per_s / 1000.0, rtol=REL)
+    ridge = system.matrix_tflops_fp16 * 1000.0 / system.hbm_bandwidth_gb_per_s
+    assert roofs["matrix"].x[0] == pytest.approx(ridge) == hbm.x[-1]
+    flops = ops["flop_fwd"] + ops["flop_bwd"]
+    nbytes = ops["hbm_bytes_fwd"] + ops["hbm_bytes_bwd"]
+    kept = ops[(flops > 0) & (nbytes > 0)]
+    points = [t for t in fig.data if (t.meta or {}).get("group") != "roof"]
+    assert sum(len(t.x) for t in points) == len(kept)
+    for t in points:
+        assert t.marker.color == theme.BOUND_COLORS[t.meta["group"]]
+        for name, x, y, size in zip(t.text, t.x, t.y, t.marker.size):
+            row = kept[kept["op"] == name].iloc[0]
+            f = row["flop_fwd"] + row["flop_bwd"]
+            assert x == pytest.approx(f / (row["hbm_bytes_fwd"] + row["hbm_bytes_bwd"]))
+            assert y == pytest.approx(f / (row["t_compute_s"] + row["t_memory_exposed_s"]) / 1e12)
+            assert size == pytest.approx(row["t_iteration_s"])
+            assert row["bound"] == t.meta["group"]
+    assert fig.layout.xaxis.type == fig.layout.yaxis.type == "log"
+    # ops without FLOPs or without HBM bytes are left out
+    some = ops.copy()
+    some.loc[0, ["flop_fwd", "flop_bwd"]] = 0.0
+    some.loc[1, ["hbm_bytes_fwd", "hbm_bytes_bwd"]] = 0.0
+    fewer = roofline_figure(some, 989.4, 133.8, 4800.0)
+    names = {n for t in fewer.data if t.meta["group"] != "roof" for n in t.text}
+    assert len(names) == len(ops) - 2 and not {ops["op"][0], ops["op"][1]} & names
+
+
+def test_ops_breakdown_sums_to_op_time(figs, ops):
+    fig = figs["ops"]
+    assert [t.name for t in fig.data] == ["compute", "exposed memory", "communication"]
+    assert [t.marker.color for t in fig.data] == [
+        theme.OP_COMPONENT_COLORS[c] for c in theme.OP_COMPONENT_ORDER]
+    table = figure_table(fig)
+    totals = table.groupby("y")["x"].sum()
+    np.testing.assert_allclose(totals[ops["op"]], ops["t_iteration_s"], rtol=REL)
+    order = list(fig.layout.yaxis.categoryarray)
+    assert order == list(ops.sort_values("t_iteration_s", kind="stable")["op"])  # slowest on top
+    assert all(t.orientation == "h" for t in fig.data)
+
+
+# --- systems ------------------------------------------------------------------------------------
+def test_parse_system_label():
+    assert parse_system_label("H200 · NVS 8") == ("H200", 8)
+    assert parse_system_label("GB200-NVL72 · NVS 72") == ("GB200", 72)
+    assert parse_system_label("PAPER-B200-NEXT · NVS 64") == ("B200", 64)
+    assert parse_system_label("custom") == ("custom", None)
+
+
+def test_systems_figure_best_over_strategies(figs, systems_frame):
+    fig = figs["systems"]
+    assert [t.name for t in fig.data] == ["A100 · NVS 4", "A100 · NVS 64", "H200 · NVS 4",
+                                          "H200 · NVS 64"]
+    for t in fig.data:
+        part = systems_frame[systems_frame["system"] == t.name]
+        best = part.loc[part.groupby("gpus")["train_days"].idxmin()].sort_values("gpus")
+        np.testing.assert_array_equal(t.x, best["gpus"])
+        np.testing.assert_allclose(t.y, best["train_days"], rtol=REL)
+        assert col(t, "strategy_name") == [theme.STRATEGY_LABELS[s] for s in best["strategy"]]
+    a4, a64, h4, h64 = fig.data
+    assert a4.line.color == a64.line.color != h4.line.color == h64.line.color
+    assert a4.line.dash == h4.line.dash != a64.line.dash == h64.line.dash
+
+
+# --- across figures -----------------------------------------------------------------------------
+def test_strategy_colours_identical_across_figures(figs):
+    seen: dict[str, set[str]] = {}
+    for fig in (figs["training"], figs["efficiency"]):
+        for t in fig.data:
+            group = (t.meta or {}).get("group")
+            if group in theme.STRATEGY_COLORS:
+                seen.setdefault(group, set()).add(t.line.color)
+    for fig in (figs["breakdown"], figs["memory"], figs["config"]):  # subplot title colours
+        for ann in fig.layout.annotations[:3]:
+            label = ann.text.replace("<b>", "").replace("</b>", "")
+            key = {v: k for k, v in theme.STRATEGY_LABELS.items()}[label]
+            seen.setdefault(key, set()).add(ann.font.color)
+    assert {k: v for k, v in seen.items()} == {k: {c} for k, c in theme.STRATEGY_COLORS.items()}
+
+
+def build_all(scaling, cells, ops, system, systems_frame, hbm_frame, presentation):
+    args = dict(presentation=presentation)
+    return [
+        training_time_figure(scaling, **args), time_breakdown_figure(scaling, **args),
+        memory_figure(scaling, 141.0, **args), optimal_config_figure(scaling, **args),
+        efficiency_figure(scaling, **args), heatmap_figure(cells, "tp1", "pp", **args),
+        roofline_figure(ops, 989.4, 133.8, 4800.0, **args), ops_breakdown_figure(ops, **args),
+        systems_figure(systems_frame, **args), hbm_contour_figure(hbm_frame, **args),
+        empty_figure("nothing", **args),
+    ]
+
+
+def test_presentation_mode_enlarges_fonts(scaling, cells, ops, system, systems_frame, hbm_frame):
+    inputs = (scaling, cells, ops, system, systems_frame, hbm_frame)
+    for small, big in zip(build_all(*inputs, False), build_all(*inputs, True)):
+        assert big.layout.template.layout.font.size > small.layout.template.layout.font.size
+        for a, b in zip(small.layout.annotations, big.layout.annotations):
+            assert b.font.size == pytest.approx(1.5 * a.font.size)
+
+
+def test_figures_serialise(figs):
+    for name, fig in figs.items():
+        assert fig.to_dict()["data"], name
+        html = fig.to_html(include_plotlyjs=False, full_html=False)
+        assert "Plotly.newPlot" in html, name
+        assert fig.layout.xaxis.title.text, name  # every view has axis titles
+        assert fig.layout.yaxis.title.text, name
+
+
+# --- empty and degenerate input -----------------------------------------------------------------
+def is_message(fig: go.Figure) -> bool:
+    return len(fig.data) == 0 and len(fig.layout.annotations) == 1 and bool(
+        fig.layout.annotations[0].text)
+
+
+@pytest.mark.parametrize("frame", [
+    pd.DataFrame(), None, pd.DataFrame({"foo": [1]}),
+])
+def test_empty_or_unusable_frames_give_a_message(frame):
+    for fig in (training_time_figure(frame), time_breakdown_figure(frame),
+                memory_figure(frame, 141.0), optimal_config_figure(frame),
+                efficiency_figure(frame), heatmap_figure(frame, "tp1", "pp"),
+                roofline_figure(frame, 989.0, 134.0, 4800.0), ops_breakdown_figure(frame),
+                systems_figure(frame), hbm_contour_figure(frame)):
+        assert is_message(fig)
+        assert figure_table(fig).empty
+
+
+def test_nan_rows_are_skipped_not_fatal(scaling, cells, ops):
+    broken = scaling.copy()
+    broken.loc[broken.index[:3], ["train_days", "samples_per_s", "t_compute_s"]] = np.nan
+    fig = training_time_figure(broken)
+    assert sum(len(t.x) for t in fig.data if t.name in theme.STRATEGY_LABELS.values()) == len(
+        scaling) - 3
+    for f in (efficiency_figure(broken), time_breakdown_figure(broken), memory_figure(broken)):
+        f.to_dict()
+    all_nan = scaling.assign(train_days=np.nan)
+    assert is_message(training_time_figure(all_nan))
+    assert not is_message(heatmap_figure(cells.assign(best_time_s=np.nan), "tp1", "pp"))
+    zero = ops.assign(flop_fwd=0.0, flop_bwd=0.0)
+    assert is_message(roofline_figure(zero, 989.0, 134.0, 4800.0))
+    single = scaling.iloc[:1]
+    assert len(training_time_figure(single).data[0].x) == 1
+    assert efficiency_figure(single).data[0].y[0] == 1.0
+
+
+def test_figure_table_round_trips(figs, scaling):
+    table = figure_table(figs["training"])
+    assert {"trace", "type", "group", "x", "y", "dp", "tp1", "placement"} <= set(table.columns)
+    lines = table[table["trace"].isin(theme.STRATEGY_LABELS.values())]
+    merged = lines.merge(scaling, left_on=["group", "x"], right_on=["strategy", "gpus"])
+    assert len(merged) == len(scaling)
+    np.testing.assert_allclose(merged["y"], merged["train_days_y"], rtol=REL)
+    # through the browser's JSON figure, as the CSV export receives it
+    for fig in figs.values():
+        direct = figure_table(fig)
+        pd.testing.assert_frame_equal(figure_table(go.Figure(fig.to_dict())), direct)
+        via_json = figure_table(go.Figure(json.loads(fig.to_json())))
+        pd.testing.assert_frame_equal(via_json, direct, check_dtype=False)
+    heat = figure_table(figs["heatmap"])
+    assert {"z", "text", "best_time_s", "candidates", "feasible"} <= set(heat.columns)
