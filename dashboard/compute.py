@@ -21,6 +21,7 @@ from typing import Any
 import diskcache
 import numpy as np
 import pandas as pd
+from plotly.io.json import to_json_plotly
 
 import model as estimator
 from model import best_per_cell, design_space, evaluate, search
@@ -88,6 +89,36 @@ def cached_frame(kind: str, payload: dict[str, Any],
         except Exception as exc:  # noqa: BLE001
             log.warning("cache write failed: %s", exc)
     return frame
+
+
+def cached_outputs(kind: str, payload: dict[str, Any], compute: Callable[[], tuple]) -> list:
+    """A callback's outputs (figures, texts, rows) as JSON-ready values, cached like frames.
+
+    Figures become plain dicts (``to_plotly_json``), which Dash sends as they are; a cache hit
+    costs a JSON decode instead of building plotly figures again.
+    """
+    key, store = cache_key(kind, payload), cache()
+    if store is not None:
+        try:
+            text = store.get(key)
+            if isinstance(text, str):
+                return json.loads(text)
+        except Exception as exc:  # noqa: BLE001 - corrupt entry or cache: recompute
+            log.warning("cache read failed (%s); recomputing", exc)
+    text = to_json_plotly(list(compute()))  # figures → dicts, numpy → lists
+    if store is not None:
+        try:
+            store.set(key, text)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("cache write failed: %s", exc)
+    return json.loads(text)
+
+
+def page_payload(scn: dict[str, Any], *extra: str) -> dict[str, Any]:
+    """Inputs that decide a page's outputs: the model/system/run inputs, the GPU counts,
+    the presentation flag and the named view keys."""
+    return {**_inputs(scn), "counts": gpu_counts(scn), "strategies": _strategies(scn),
+            "presentation": bool(scn.get("presentation")), **{k: scn[k] for k in extra}}
 
 
 def _inputs(scn: dict[str, Any]) -> dict[str, Any]:

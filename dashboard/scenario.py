@@ -129,7 +129,7 @@ def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[
     if not isinstance(raw, dict):
         return None, {"_": "a scenario is a JSON object"}
     errors: dict[str, str] = {}
-    unknown = sorted(set(raw) - set(KEYS))
+    unknown = sorted(set(raw) - set(KEYS), key=str)
     if unknown:
         errors["_"] = f"unknown key '{unknown[0]}'"
     clean = default_scenario()

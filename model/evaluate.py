@@ -148,26 +148,32 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     sh = shards_of(cols, first)
     distinct_shape = counts.inverse[shape_of[first]]
 
-    def totals(which: str) -> tuple[Totals, list[OpResult]]:
+    def totals(which: str) -> tuple[Totals, list[OpResult]]:  # per distinct block key
         results = evaluate_ops(getattr(strategy, which), sh, ctx,
                                counts.take(which, distinct_shape))
-        return _take(sum_ops(results, sh.tp1), inverse), results
+        return sum_ops(results, sh.tp1), results
 
     block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
+    pp = cols["pp"]
+    # ends of the pipeline: both on one stage when pp = 1, else the slower end sets the pace
     pre, post_ops = totals("pre")[0], totals("post")
-    post, pp = post_ops[0], cols["pp"]
+    post = post_ops[0]
+    both, slower = _add(pre, post), _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd,
+                                          pre, post)
+    single = pp == 1
+    edge = Totals(*(np.where(single, getattr(both, f.name)[inverse],
+                             getattr(slower, f.name)[inverse]) for f in fields(Totals)))
+    post_weight = post.weight_bytes[inverse]
     for r in post_ops[1]:
         if r.spec.name == HEAD:
-            post.weight_bytes = _untied(model, strategy, post.weight_bytes,
-                                        _per_row(r.counts.weight_bytes, inverse), pp)
-    edge = _pick(pp == 1, _add(pre, post),
-                 _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post))
+            post_weight = _untied(model, strategy, post_weight,
+                                  _per_row(r.counts.weight_bytes, inverse), pp)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
     layers = model.layers // pp
     out = iteration_time(
-        block=block, edge=edge, edge_weight=edge_weight_bytes(pre.weight_bytes,
-                                                              post.weight_bytes, pp),
+        block=_take(block, inverse), edge=edge,
+        edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
         boundary_act_bytes=np.asarray(boundary.counts.act_bytes)[inverse], n_mb=n_mb,
         layers=layers, pp=pp, nv_pp=cols["nv_pp"], dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_"), system=system, mode=ctx.mode,

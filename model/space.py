@@ -169,10 +169,15 @@ def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
     for i, name in enumerate(PLACEMENT):
         if pins.get(name) is not None:
             table = table[table[:, i] == pins[name]]
-    ok = np.ones((len(dims), len(table)), dtype=bool)
+    # shapes differing only in microbatch or nb share their placements: test distinct dims once
+    radix = int(dims.max(initial=0)) + 1
+    key = ((dims[:, 0] * radix + dims[:, 1]) * radix + dims[:, 2]) * radix + dims[:, 3]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    distinct = dims[first]
+    ok = np.ones((len(distinct), len(table)), dtype=bool)
     for i in range(4):
-        ok &= dims[:, i, None] % table[None, :, i] == 0
-    return ok, table
+        ok &= distinct[:, i, None] % table[None, :, i] == 0
+    return ok[inverse], table
 
 
 def expand_placements(cols: dict, mask: np.ndarray, table: np.ndarray | None) -> dict:

@@ -95,8 +95,10 @@ def build_space(scn: dict[str, Any]) -> tuple:
     Output("design-top", "rowData"), Output("design-top", "selectedRows"),
     Input("scenario", "data"),
 )
-def update_space(scn: dict[str, Any]) -> tuple:
-    return build_space(scn)
+def update_space(scn: dict[str, Any]) -> list:
+    keys = ("gpus", "design_strategy", "x_axis", "y_axis")
+    return compute.cached_outputs("page-design", compute.page_payload(scn, *keys),
+                                  lambda: build_space(scn))
 
 
 def build_ops(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> tuple:

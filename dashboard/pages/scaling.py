@@ -92,5 +92,7 @@ def build(scn: dict[str, Any]) -> tuple:
     *[Output({"type": "graph", "name": g}, "figure") for g in GRAPHS],
     Input("scenario", "data"),
 )
-def update(scn: dict[str, Any]) -> tuple:
-    return build(scn)
+def update(scn: dict[str, Any]) -> list:
+    """The callback: :func:`build`, its outputs cached as JSON for repeated what-ifs."""
+    return compute.cached_outputs("page-scaling", compute.page_payload(scn),
+                                  lambda: build(scn))
