@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import logging
 import os
 from collections.abc import Callable
@@ -227,6 +228,11 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
     strategy = "context" if scn["strategy"] == "all" else scn["strategy"]
     frame = design_space(m, s, n, scn["global_batch"], strategy, compat=_compat(scn))
     out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
+    if frame.empty:  # no configuration at all: the GPU count does not factor
+        room = scn["global_batch"] * math.gcd(m.heads, m.hidden) * m.layers
+        out["no_candidates"] = True
+        out["unabsorbed_factor"] = n // math.gcd(n, room)
+        return out
     if not frame.empty:
         row = frame.loc[frame["memory_gb"].idxmin()]
         parts = {k: float(row[k]) for k in ("weights_gb", "gradients_gb", "optimizer_gb",

@@ -3,13 +3,16 @@
 Colours are fixed per *meaning* (a strategy, a time component, a memory component, a parallel
 dimension), never per trace position, so the same strategy has the same colour in every view.
 All colours come from colour-blind-friendly palettes (Okabe & Ito; Paul Tol's "muted").
-:func:`apply_layout` gives a figure the report template (white background, light grid, legend
-outside the plot) and, with ``presentation=True``, fonts 1.5× larger for slides.
+:func:`base_layout` gives the layout of the report look as a plain dict (the report template,
+registered once with plotly.io, title, margins, legend outside the plot) and, with
+``presentation=True``, fonts 1.5× larger for slides; :func:`apply_layout` applies it to an
+existing figure.
 """
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 # Okabe & Ito (2008), safe for the common colour-vision deficiencies.
 PALETTE: tuple[str, ...] = (
@@ -109,6 +112,8 @@ GPU_COLORS: dict[str, str] = {
 DASHES: tuple[str, ...] = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 SEQUENTIAL = "Viridis"  # colour-blind-safe sequential scale for heatmaps and contours
+# ... as plotly expands it: [[0.0, '#440154'], …, [1.0, '#fde725']] (for unvalidated traces)
+SEQUENTIAL_SCALE: list[list] = [list(step) for step in go.Heatmap(colorscale=SEQUENTIAL).colorscale]
 
 FONT_FAMILY = "Inter, 'Helvetica Neue', Arial, sans-serif"
 FONT_SIZE = 13
@@ -146,17 +151,61 @@ def marker_size(presentation: bool = False) -> float:
     return 10.0 if presentation else 7.0
 
 
-def _template(size: float) -> go.layout.Template:
+def _template_layout(size: float) -> dict:
+    """The report template's layout (a plain dict) for a base font of ``size`` px."""
     axis = dict(showgrid=True, gridcolor=GRID, zeroline=False, showline=True,
                 linecolor=AXIS_LINE, linewidth=1, mirror=True, ticks="outside",
                 tickcolor=AXIS_LINE, title=dict(standoff=8), automargin=True)
-    return go.layout.Template(layout=go.Layout(
+    return dict(
         font=dict(family=FONT_FAMILY, size=size, color=TEXT),
         paper_bgcolor="white", plot_bgcolor="white", colorway=list(PALETTE),
-        xaxis=axis, yaxis=axis, hovermode="closest",
+        xaxis=axis, yaxis=dict(axis), hovermode="closest",
         hoverlabel=dict(font=dict(family=FONT_FAMILY, size=size * 0.95)),
         colorscale=dict(sequential=SEQUENTIAL),
-    ))
+    )
+
+
+# The two report templates, validated once and registered with plotly.io under these names.
+TEMPLATE_NAMES: dict[bool, str] = {False: "perf", True: "perf_presentation"}
+for _presentation, _name in TEMPLATE_NAMES.items():
+    pio.templates[_name] = go.layout.Template(
+        layout=_template_layout(font_size(_presentation)))
+
+
+def template(presentation: bool = False) -> go.layout.Template:
+    """The registered report template (white background, light grid, framed axes)."""
+    return pio.templates[TEMPLATE_NAMES[bool(presentation)]]
+
+
+def scale(presentation: bool = False) -> float:
+    """The factor applied to every font size: 1.5 in presentation mode, else 1."""
+    return PRESENTATION_SCALE if presentation else 1.0
+
+
+def base_layout(title: str | None = None, presentation: bool = False,
+                legend: str = "right") -> dict:
+    """The layout keys of the report look as a plain dict: template, title, margins, legend.
+
+    ``legend='right'`` puts the legend outside the plot on the right, ``'top'`` above it
+    (horizontal). The template is given by its registered name (plotly resolves it).
+    """
+    size = font_size(presentation)
+    if legend == "top":
+        leg = dict(orientation="h", x=0.0, xanchor="left", y=1.02, yanchor="bottom",
+                   font=dict(size=size * 0.95))
+    else:
+        leg = dict(orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top",
+                   font=dict(size=size * 0.95), tracegroupgap=4)
+    head = dict(x=0.0, xanchor="left", xref="container", y=0.98, yanchor="top", pad=dict(l=12),
+                font=dict(size=size * 1.25))
+    if title:
+        head["text"] = f"<b>{title}</b>"
+    return dict(
+        template=TEMPLATE_NAMES[bool(presentation)],
+        title=head,
+        margin=dict(l=70, r=30, t=90 if legend == "top" else 70, b=60),
+        legend=leg,
+    )
 
 
 def apply_layout(fig: go.Figure, title: str | None = None, presentation: bool = False,
@@ -166,23 +215,10 @@ def apply_layout(fig: go.Figure, title: str | None = None, presentation: bool = 
     White background, light grid, framed axes, fonts 13 px (×1.5 with ``presentation``);
     ``legend='right'`` puts the legend outside the plot on the right, ``'top'`` above it
     (horizontal). Annotations (subplot titles, labels) are scaled with the base font.
+    The figure builders of :mod:`dashboard.figures` do not call this: they put
+    :func:`base_layout` in the layout they build, which is much faster.
     """
-    size = font_size(presentation)
-    fig.update_layout(
-        template=_template(size),
-        title=dict(text=f"<b>{title}</b>" if title else None, x=0.0, xanchor="left",
-                   xref="container", y=0.98, yanchor="top", pad=dict(l=12),
-                   font=dict(size=size * 1.25)),
-        margin=dict(l=70, r=30, t=90 if legend == "top" else 70, b=60),
-    )
-    if legend == "top":
-        fig.update_layout(legend=dict(orientation="h", x=0.0, xanchor="left", y=1.02,
-                                      yanchor="bottom", font=dict(size=size * 0.95)))
-    else:
-        fig.update_layout(legend=dict(orientation="v", x=1.02, xanchor="left", y=1.0,
-                                      yanchor="top", font=dict(size=size * 0.95),
-                                      tracegroupgap=4))
+    fig.update_layout(base_layout(title, presentation, legend))
     for ann in fig.layout.annotations or ():
-        ann.font.size = (ann.font.size or FONT_SIZE) * (PRESENTATION_SCALE if presentation
-                                                        else 1.0)
+        ann.font.size = (ann.font.size or FONT_SIZE) * scale(presentation)
     return fig

@@ -1,15 +1,21 @@
-"""Shared pieces of the figures: the empty-figure message, input checks, hover data, axes."""
+"""Shared pieces of the figures: the empty-figure message, input checks, hover data, axes.
+
+Figures are built as plain dicts (traces and layout) and turned into a plotly Figure once, by
+:func:`make_figure`: plotly validates every property on each ``add_trace``/``update_layout``
+call, which made building a figure incrementally 5-10 times slower.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 
-from ..theme import FONT_SIZE, GREY, STRATEGY_ORDER, apply_layout
+from ..theme import FONT_SIZE, GREY, STRATEGY_ORDER, base_layout, scale
 
 # Parallel configuration shown in every hover: (column, label).
 CONFIG_FIELDS: tuple[tuple[str, str], ...] = (
@@ -20,16 +26,32 @@ PLACEMENT_COLUMNS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 PLACEMENT_LABEL = "NVLink placement (tp1×tp2×dp×pp)"
 
 
+def make_figure(data: list[dict], layout: dict) -> go.Figure:
+    """The figure of plain trace dicts ``data`` and layout dict ``layout``, created at once.
+
+    Without plotly's property validation (4× faster): the builders pass only plain Python
+    values and numpy arrays, and tests/test_figures.py checks that validating every figure
+    gives the same JSON. The layout's template, a registered name, is resolved here.
+    """
+    layout = {k: v for k, v in layout.items() if not (k in ("annotations", "shapes") and not v)}
+    template = layout.get("template")
+    if isinstance(template, str):
+        layout["template"] = pio.templates[template]
+    try:
+        return go.Figure(data=data, layout=layout, _validate=False)
+    except TypeError:  # a plotly without the (private) switch: validate
+        return go.Figure(data=data, layout=layout)
+
+
 def empty_figure(message: str, presentation: bool = False) -> go.Figure:
     """A blank figure (no axes) with ``message`` centred: shown when there is nothing to plot."""
-    fig = go.Figure()
-    fig.add_annotation(text=message, x=0.5, y=0.5, xref="paper", yref="paper",
-                       showarrow=False, font=dict(size=FONT_SIZE * 1.2, color=GREY))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    apply_layout(fig, None, presentation)
-    fig.update_layout(showlegend=False)
-    return fig
+    layout = base_layout(None, presentation)
+    layout.update(
+        annotations=[dict(text=message, x=0.5, y=0.5, xref="paper", yref="paper",
+                          showarrow=False,
+                          font=dict(size=FONT_SIZE * 1.2 * scale(presentation), color=GREY))],
+        xaxis=dict(visible=False), yaxis=dict(visible=False), showlegend=False)
+    return make_figure([], layout)
 
 
 def missing(frame: pd.DataFrame | None, columns: Iterable[str]) -> list[str]:
@@ -50,46 +72,84 @@ def check_frame(frame: pd.DataFrame | None, columns: Iterable[str], what: str) -
     return None
 
 
+def floats(values: object) -> np.ndarray:
+    """A column (Series, array, list) as a float array, NaN where it is not a number."""
+    if isinstance(values, pd.Series) and pd.api.types.is_numeric_dtype(values.dtype):
+        return values.to_numpy(dtype=float, na_value=np.nan)
+    return pd.to_numeric(pd.Series(values) if not isinstance(values, pd.Series) else values,
+                         errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+
+
+def _finite(frame: pd.DataFrame, columns: Iterable[str], positive: bool) -> np.ndarray:
+    keep = np.ones(len(frame), dtype=bool)
+    for c in columns:
+        v = floats(frame[c])
+        keep &= np.isfinite(v) & (v > 0) if positive else np.isfinite(v)
+    return keep
+
+
 def finite_rows(frame: pd.DataFrame, columns: Iterable[str], positive: bool = False
                 ) -> pd.DataFrame:
     """Rows of ``frame`` whose ``columns`` are all finite numbers (and > 0 if ``positive``)."""
-    keep = np.ones(len(frame), dtype=bool)
-    for c in columns:
-        v = pd.to_numeric(frame[c], errors="coerce").to_numpy(dtype=float)
-        ok = np.isfinite(v)
-        if positive:
-            ok &= v > 0
-        keep &= ok
-    return frame.loc[keep]
+    return frame.loc[_finite(frame, columns, positive)]
 
 
 def strategies_in(frame: pd.DataFrame) -> list[str]:
     """The strategies of ``frame`` in the canonical order (1d, summa, context, then others)."""
-    present = [str(s) for s in pd.unique(frame["strategy"].astype(str))]
+    return _canonical(str(s) for s in frame["strategy"].tolist())
+
+
+def _canonical(strategies: Iterable[str]) -> list[str]:
+    present = dict.fromkeys(strategies)
     return [s for s in STRATEGY_ORDER if s in present] + sorted(
         s for s in present if s not in STRATEGY_ORDER)
 
 
-def best_rows(frame: pd.DataFrame, keys: Sequence[str] = ("strategy", "gpus")) -> pd.DataFrame:
-    """The fastest row per ``keys`` (by iteration time, else training days), sorted by keys."""
+def _sort_codes(values: pd.Series) -> np.ndarray:
+    """Floats ordering ``values`` like ``sort_values`` (NaN, missing last)."""
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        return floats(values)
+    codes = pd.factorize(values, sort=True)[0].astype(float)
+    codes[codes < 0] = np.inf
+    return codes
+
+
+def best_order(frame: pd.DataFrame, keys: Sequence[str] = ("strategy", "gpus")) -> np.ndarray:
+    """Positions of the fastest row per ``keys`` (by iteration time, else training days),
+    sorted by keys: what :func:`best_rows` keeps."""
     score = next((c for c in ("iteration_time_s", "train_days") if c in frame.columns), None)
     keys = [k for k in keys if k in frame.columns]
-    out = frame
+    order = np.arange(len(frame))
     if score is not None:
-        out = out.sort_values(score, kind="stable")
+        order = np.argsort(floats(frame[score]), kind="stable")  # NaN last
     if keys:
-        out = out.drop_duplicates(keys).sort_values(keys, kind="stable")
-    return out.reset_index(drop=True)
+        codes = [_sort_codes(frame[k]) for k in keys]
+        first: dict[tuple, int] = {}
+        for i, key in zip(order.tolist(), zip(*(c[order].tolist() for c in codes))):
+            first.setdefault(key, i)
+        order = np.fromiter(first.values(), dtype=np.intp, count=len(first))
+        order = order[np.lexsort([c[order] for c in reversed(codes)])]
+    return order
+
+
+def best_rows(frame: pd.DataFrame, keys: Sequence[str] = ("strategy", "gpus"),
+              finite: Sequence[str] = (), positive: bool = False) -> pd.DataFrame:
+    """The fastest row per ``keys`` (by iteration time, else training days), sorted by keys.
+
+    With ``finite``, only those of these rows whose ``finite`` columns are finite numbers (and
+    > 0 if ``positive``): ``finite_rows(best_rows(frame, keys), finite, positive)``.
+    """
+    order = best_order(frame, keys)
+    if finite:
+        order = order[_finite(frame.iloc[order], finite, positive)]
+    return frame.iloc[order].reset_index(drop=True)
 
 
 def placement(frame: pd.DataFrame) -> list[str]:
     """Each row's NVLink placement as 'nv_tp1×nv_tp2×nv_dp×nv_pp' ('' when unknown)."""
     if missing(frame, PLACEMENT_COLUMNS):
         return [""] * len(frame)
-    out = []
-    for row in frame[list(PLACEMENT_COLUMNS)].itertuples(index=False):
-        out.append("×".join(fmt_int(v) for v in row))
-    return out
+    return config_values(frame[list(PLACEMENT_COLUMNS)])["placement"]
 
 
 def fmt_int(value: object) -> str:
@@ -103,15 +163,34 @@ def fmt_int(value: object) -> str:
     return str(int(f)) if f == int(f) else f"{f:g}"
 
 
+def config_values(frame: Mapping) -> dict[str, list[str]]:
+    """The parallel configuration of each row as text, by column ('dp': ['8', ...]), and the
+    NVLink placement ('placement'); only the columns ``frame`` has. For :meth:`Hover.config`,
+    computed once when several traces share the rows."""
+    out = {column: [fmt_int(v) for v in _as_list(frame[column])]
+           for column, _ in CONFIG_FIELDS if column in frame}
+    if all(c in frame for c in PLACEMENT_COLUMNS):
+        cols = [_as_list(frame[c]) for c in PLACEMENT_COLUMNS]
+        out["placement"] = ["×".join(fmt_int(v) for v in row) for row in zip(*cols)]
+    return out
+
+
+def _as_list(values: object) -> list:
+    """A Series, array or sequence as a plain list."""
+    tolist = getattr(values, "tolist", None)
+    return tolist() if tolist is not None else list(values)  # type: ignore[call-overload]
+
+
 class Hover:
     """customdata columns of a trace and the hovertemplate lines that show them.
 
-    ``add(column, label, fmt, unit)`` appends a frame column; ``config()`` appends the parallel
+    ``frame`` is a DataFrame or a mapping of column name → values (list or array).
+    ``add(column, label, fmt, unit)`` appends a column; ``config()`` appends the parallel
     configuration (dp/tp1/tp2/pp/mb/nb on one line) and its NVLink placement. The column names
     go to the trace's ``meta['customdata']`` so :func:`figure_table` can name them.
     """
 
-    def __init__(self, frame: pd.DataFrame, header: str | None = None):
+    def __init__(self, frame: Mapping, header: str | None = None):
         self.frame = frame
         self.columns: list[str] = []
         self.values: list[list[object]] = []
@@ -119,35 +198,38 @@ class Hover:
 
     def _push(self, name: str, values: Sequence[object]) -> int:
         self.columns.append(name)
-        self.values.append(list(values))
+        self.values.append(_as_list(values))
         return len(self.columns) - 1
 
     def add(self, column: str, label: str, fmt: str = "", unit: str = "") -> Hover:
-        if column in self.frame.columns:
-            i = self._push(column, self.frame[column].tolist())
+        if column in self.frame:
+            i = self._push(column, self.frame[column])
             spec = f":{fmt}" if fmt else ""
             self.lines.append(f"{label} %{{customdata[{i}]{spec}}}{unit}")
         return self
 
     def ref(self, column: str, fmt: str = "") -> str:
         """Register ``column`` and return its hovertemplate placeholder ('%{customdata[i]}')."""
-        i = self._push(column, self.frame[column].tolist())
+        i = self._push(column, self.frame[column])
         return f"%{{customdata[{i}]{':' + fmt if fmt else ''}}}"
 
     def line(self, text: str) -> Hover:
         self.lines.append(text)
         return self
 
-    def config(self) -> Hover:
+    def config(self, values: Mapping[str, Sequence[str]] | None = None) -> Hover:
+        """Append the configuration; ``values`` from :func:`config_values` (of the same rows)
+        saves recomputing it."""
+        values = config_values(self.frame) if values is None else values
         parts = []
         for column, label in CONFIG_FIELDS:
-            if column in self.frame.columns:
-                i = self._push(column, [fmt_int(v) for v in self.frame[column]])
+            if column in values:
+                i = self._push(column, values[column])
                 parts.append(f"{label} %{{customdata[{i}]}}")
         if parts:
             self.lines.append(" · ".join(parts))
-        if not missing(self.frame, PLACEMENT_COLUMNS):
-            i = self._push("placement", placement(self.frame))
+        if "placement" in values:
+            i = self._push("placement", values["placement"])
             self.lines.append(f"{PLACEMENT_LABEL} %{{customdata[{i}]}}")
         return self
 
@@ -155,7 +237,10 @@ class Hover:
     def customdata(self) -> np.ndarray | None:
         if not self.values:
             return None
-        return np.array(list(zip(*self.values)), dtype=object)
+        out = np.empty((len(self.values[0]), len(self.values)), dtype=object)
+        for j, column in enumerate(self.values):
+            out[:, j] = column
+        return out
 
     def template(self, extra: str = "") -> str:
         return "<br>".join(self.lines) + f"<extra>{extra}</extra>"
@@ -226,9 +311,81 @@ def fmt_num(value: float) -> str:
     return f"{value:.3g}"
 
 
-def subplot_title_colors(fig: go.Figure, colors: Sequence[str]) -> None:
-    """Colour the first len(colors) annotations (make_subplots titles) and make them bold."""
-    for ann, color in zip(fig.layout.annotations or (), colors):
-        ann.font.color = color
-        ann.text = f"<b>{ann.text}</b>"
-        ann.font.size = FONT_SIZE * 1.1
+def axis_ref(letter: str, col: int) -> str:
+    """A trace's axis reference for subplot column ``col`` (1-based): 'x', 'x2', …"""
+    return letter if col == 1 else f"{letter}{col}"
+
+
+def axis_key(letter: str, col: int) -> str:
+    """The layout key of that axis: 'xaxis', 'xaxis2', …"""
+    return f"{letter}axis" if col == 1 else f"{letter}axis{col}"
+
+
+def subplots_layout(titles: Sequence[str], spacing: float, presentation: bool = False,
+                    colors: Sequence[str] | None = None, shared_y: bool = False,
+                    title_size: float = 16.0) -> dict:
+    """Axes and title annotations of one row of ``len(titles)`` subplots, as plain layout keys
+    (what ``make_subplots(rows=1, cols=n, horizontal_spacing=spacing)`` makes, far faster).
+
+    Subplot i has axes x{i}/y{i} side by side; with ``shared_y`` every y axis matches the
+    first and only the first shows tick labels. Titles sit above each plot, centred; with
+    ``colors`` they are bold, in those colours, at 1.1× the base font (else ``title_size``).
+    """
+    n = len(titles)
+    width = (1.0 - spacing * (n - 1)) / n
+    k = scale(presentation)
+    layout: dict = {}
+    annotations = []
+    for col, title in enumerate(titles, start=1):
+        lo = (col - 1) * (width + spacing)
+        layout[axis_key("x", col)] = dict(domain=[lo, lo + width], anchor=axis_ref("y", col))
+        yaxis = dict(domain=[0.0, 1.0], anchor=axis_ref("x", col))
+        if shared_y and col > 1:
+            yaxis.update(matches="y", showticklabels=False)
+        layout[axis_key("y", col)] = yaxis
+        font = dict(size=title_size * k)
+        if colors is not None:
+            font = dict(color=colors[col - 1], size=FONT_SIZE * 1.1 * k)
+            title = f"<b>{title}</b>"
+        annotations.append(dict(text=title, x=lo + width / 2, y=1.0, xref="paper", yref="paper",
+                                xanchor="center", yanchor="bottom", showarrow=False, font=font))
+    layout["annotations"] = annotations
+    return layout
+
+
+def hline(y: float, line: dict, col: int = 1) -> dict:
+    """A horizontal line shape across subplot ``col`` at data value ``y`` (like add_hline)."""
+    return dict(type="line", xref=f"{axis_ref('x', col)} domain", x0=0, x1=1,
+                yref=axis_ref("y", col), y0=y, y1=y, line=line)
+
+
+def by_strategy(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(strategy, its rows sorted by GPU count) for each strategy of ``rows``, in the
+    canonical order (see :func:`strategies_in`)."""
+    keys = np.array([str(s) for s in rows["strategy"].tolist()], dtype=object)
+    gpus = floats(rows["gpus"])
+    out = []
+    for s in _canonical(keys.tolist()):
+        idx = np.flatnonzero(keys == s)
+        out.append((s, rows.iloc[idx[np.argsort(gpus[idx], kind="stable")]]))
+    return out
+
+
+class Columns(Mapping):
+    """The columns of ``frame`` plus (or overridden by) ``extra`` arrays, without copying the
+    frame: a cheap stand-in for ``frame.assign(**extra)`` as a :class:`Hover` source."""
+
+    def __init__(self, frame: pd.DataFrame, **extra: object):
+        self.frame, self.extra = frame, extra
+
+    def __getitem__(self, key: str) -> object:
+        return self.extra[key] if key in self.extra else self.frame[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.extra or key in self.frame.columns
+
+    def __iter__(self):
+        return iter([*self.frame.columns, *(k for k in self.extra if k not in self.frame)])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -11,12 +11,13 @@ from ..theme import (
     DASHES,
     GPU_COLORS,
     PALETTE,
-    apply_layout,
+    base_layout,
     line_width,
     marker_size,
     strategy_label,
 )
 from .common import (
+    Columns,
     Hover,
     best_rows,
     check_frame,
@@ -24,6 +25,7 @@ from .common import (
     finite_rows,
     gpu_ticks,
     log_ticks,
+    make_figure,
 )
 
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "triangle-down", "star")
@@ -72,26 +74,30 @@ def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure
     sizes = sorted({n for _, n in parsed.values() if n is not None})
     systems.sort(key=lambda s: (gens.index(parsed[s][0]), parsed[s][1] or 0, s))
     lw, ms = line_width(presentation), marker_size(presentation)
-    fig = go.Figure()
+    groups = rows.groupby("system", sort=False)
+    data: list[dict] = []
     for system in systems:
-        part = rows[rows["system"] == system].sort_values("gpus")
+        part = groups.get_group(system).sort_values("gpus")
         gen, nvs = parsed[system]
         k = sizes.index(nvs) if nvs is not None else 0
         dash, symbol = DASHES[k % len(DASHES)], SYMBOLS[k % len(SYMBOLS)]
+        view = part
         if "strategy" in part.columns:
-            part = part.assign(strategy_name=part["strategy"].map(strategy_label))
-        hover = (Hover(part, f"<b>{system}</b><br>GPUs %{{x}}")
+            view = Columns(part, strategy_name=[strategy_label(s) for s in part["strategy"]])
+        hover = (Hover(view, f"<b>{system}</b><br>GPUs %{{x}}")
                  .add("strategy_name", "strategy")
                  .add("train_days", "training time", ".4g", " days")
                  .add("samples_per_s", "samples/s", ".4g")
                  .add("mfu", "MFU", ".1%").config())
         color = _gpu_color(gen, gens)
-        fig.add_trace(go.Scatter(
-            x=part["gpus"], y=part["train_days"], name=system, mode="lines+markers",
-            line=dict(color=color, width=lw, dash=dash),
+        data.append(dict(
+            type="scatter", x=part["gpus"].to_numpy(), y=part["train_days"].to_numpy(),
+            name=system, mode="lines+markers", line=dict(color=color, width=lw, dash=dash),
             marker=dict(color=color, size=ms, symbol=symbol),
             **hover.trace_kwargs(group=system)))
-    fig.update_xaxes(type="log", title_text="GPUs", **gpu_ticks(rows["gpus"]))
-    fig.update_yaxes(type="log", title_text="training time (days)",
-                     **log_ticks(rows["train_days"]))
-    return apply_layout(fig, "Systems: best training time vs GPU count", presentation)
+    layout = base_layout("Systems: best training time vs GPU count", presentation)
+    layout.update(
+        xaxis=dict(type="log", title=dict(text="GPUs"), **gpu_ticks(rows["gpus"])),
+        yaxis=dict(type="log", title=dict(text="training time (days)"),
+                   **log_ticks(rows["train_days"])))
+    return make_figure(data, layout)

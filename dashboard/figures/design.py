@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import FONT_SIZE, LIGHT_GREY, SEQUENTIAL, TEXT, apply_layout, font_size
+from ..theme import (
+    FONT_SIZE,
+    LIGHT_GREY,
+    SEQUENTIAL_SCALE,
+    TEXT,
+    base_layout,
+    font_size,
+    scale,
+)
 from .common import (
     CONFIG_FIELDS,
     check_frame,
@@ -16,6 +24,7 @@ from .common import (
     fmt_int,
     fmt_num,
     fmt_tick,
+    make_figure,
     nice_log_ticks,
 )
 
@@ -115,15 +124,15 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             bad[i, j] = np.nan
             text[i, j] = fmt_num(v) if show_text else ""
 
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(
-        x=xs, y=ys, z=bad, name="does not fit", showscale=False, hoverongaps=False,
-        colorscale=[[0, LIGHT_GREY], [1, LIGHT_GREY]], zmin=0, zmax=1, xgap=1, ygap=1,
-        text=np.where(np.isnan(bad), "", text), texttemplate="%{text}",
-        textfont=dict(color="#777777", size=font_size(presentation)), customdata=custom,
+    size = font_size(presentation)
+    data: list[dict] = [dict(
+        type="heatmap", x=xs, y=ys, z=bad, name="does not fit", showscale=False,
+        hoverongaps=False, colorscale=[[0, LIGHT_GREY], [1, LIGHT_GREY]], zmin=0, zmax=1,
+        xgap=1, ygap=1, text=np.where(np.isnan(bad), "", text), texttemplate="%{text}",
+        textfont=dict(color="#777777", size=size), customdata=custom,
         hovertemplate=(f"{x} = %{{x}} · {y} = %{{y}}<br><b>does not fit</b> in HBM"
                        + _candidates_line(names) + "<extra></extra>"),
-        meta={"group": "does not fit", "customdata": names}))
+        meta={"group": "does not fit", "customdata": names})]
     hover = [f"{x} = %{{x}} · {y} = %{{y}}", f"{value_title}: %{{customdata[0]:.4g}}"]
     config = " · ".join(f"{label} %{{customdata[{names.index(c)}]}}"
                         for c, label in CONFIG_FIELDS if c in others)
@@ -135,35 +144,40 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
         if c in extra:
             hover.append(f"{label} %{{customdata[{names.index(c)}]:.4g}}{unit}")
     cell_hover = "<br>".join(hover) + _candidates_line(names) + "<extra></extra>"
-    fig.add_trace(go.Heatmap(
-        x=xs, y=ys, z=z, name=value_title, colorscale=SEQUENTIAL, reversescale=True,
-        hoverongaps=False, xgap=1, ygap=1, text=np.where(np.isnan(z), "", text),
-        texttemplate="%{text}",
-        textfont=dict(size=font_size(presentation) * 0.8),
+    data.append(dict(
+        type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=SEQUENTIAL_SCALE,
+        reversescale=True, hoverongaps=False, xgap=1, ygap=1,
+        text=np.where(np.isnan(z), "", text), texttemplate="%{text}",
+        textfont=dict(size=size * 0.8),
         colorbar=_colorbar(lo, hi, value_title + (" · log scale" if log else ""), log),
         customdata=custom, hovertemplate=cell_hover,
         meta={"group": "feasible", "customdata": names, "log10": bool(log)}))
+    layout = base_layout(f"Design space: best per ({x}, {y}) cell", presentation)
+    # the categorical axes span exactly the cells: no padding for the star or the label
+    layout.update(
+        xaxis=dict(type="category", categoryorder="array", categoryarray=xs,
+                   range=[-0.5, len(xs) - 0.5], title=dict(text=x), showgrid=False),
+        yaxis=dict(type="category", categoryorder="array", categoryarray=ys,
+                   range=[-0.5, len(ys) - 0.5], title=dict(text=y), showgrid=False),
+        showlegend=False, annotations=[])
     if finite.size:
         k = int(np.nanargmin(np.where(infeasible, np.nan, value)))
-        bx, by = frame[x].iloc[k], frame[y].iloc[k]
-        fig.add_trace(go.Scatter(
-            x=[bx], y=[by], mode="markers", name="optimum",
+        j, i = ix[frame[x].iloc[k]], iy[frame[y].iloc[k]]
+        data.append(dict(  # the very category strings of the heatmaps' x and y
+            type="scatter", x=[xs[j]], y=[ys[i]], mode="markers", name="optimum",
+            cliponaxis=False,
             marker=dict(symbol="star", size=22, color="white", line=dict(color=TEXT, width=2)),
             hovertemplate="<b>optimum</b> " + cell_hover,
-            meta={"group": "optimum", "customdata": names},
-            customdata=[custom[iy[by], ix[bx]]]))
-        # numeric positions: category names that look like numbers would be read as positions
+            meta={"group": "optimum", "customdata": names}, customdata=[custom[i, j]]))
+        # numeric positions: category names that look like numbers would be read as positions;
+        # the label goes below the star in the top row, so that it stays inside the plot
         unit = " days" if value_col == "train_days" else " s"
-        fig.add_annotation(x=ix[bx], y=iy[by], text=f"<b>best {fmt_num(value[k])}{unit}</b>",
-                           showarrow=True, arrowhead=0, ax=0, ay=-30,
-                           bgcolor="rgba(255,255,255,0.85)",
-                           font=dict(size=FONT_SIZE * 0.9, color=TEXT))
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=xs, title_text=x,
-                     showgrid=False)
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=ys, title_text=y,
-                     showgrid=False)
-    fig.update_layout(showlegend=False)
-    return apply_layout(fig, f"Design space: best per ({x}, {y}) cell", presentation)
+        layout["annotations"].append(dict(
+            x=j, y=i, text=f"<b>best {fmt_num(value[k])}{unit}</b>", showarrow=True,
+            arrowhead=0, ax=0, ay=30 if i == len(ys) - 1 and len(ys) > 1 else -30,
+            bgcolor="rgba(255,255,255,0.85)",
+            font=dict(size=FONT_SIZE * 0.9 * scale(presentation), color=TEXT)))
+    return make_figure(data, layout)
 
 
 def hbm_contour_figure(sweep: pd.DataFrame, presentation: bool = False) -> go.Figure:
@@ -191,26 +205,27 @@ def hbm_contour_figure(sweep: pd.DataFrame, presentation: bool = False) -> go.Fi
              "<extra></extra>")
     bar = dict(title=dict(text="training time (days)", side="right"), thickness=16,
                outlinewidth=0)
-    common = dict(x=xs, y=ys, z=z, colorscale=SEQUENTIAL, reversescale=True, colorbar=bar,
+    common = dict(x=xs, y=ys, z=z, colorscale=SEQUENTIAL_SCALE, reversescale=True, colorbar=bar,
                   hovertemplate=hover, name="training time (days)",
                   meta={"group": None, "customdata": []})
     if len(xs) >= 3 and len(ys) >= 3:
-        trace = go.Contour(**common, connectgaps=False, hoverongaps=False,
-                           contours=dict(showlabels=True,
-                                         labelfont=dict(size=font_size(presentation) * 0.8,
-                                                        color="white")),
-                           line=dict(width=0.5))
+        trace = dict(type="contour", **common, connectgaps=False, hoverongaps=False,
+                     contours=dict(showlabels=True,
+                                   labelfont=dict(size=font_size(presentation) * 0.8,
+                                                  color="white")),
+                     line=dict(width=0.5))
     else:
-        trace = go.Heatmap(**common, hoverongaps=False, xgap=1, ygap=1)
-    fig = go.Figure(trace)
-    fig.add_trace(go.Scatter(
-        x=frame["hbm_capacity_gb"], y=frame["hbm_bandwidth_gb_per_s"] / 1000.0, mode="markers",
+        trace = dict(type="heatmap", **common, hoverongaps=False, xgap=1, ygap=1)
+    points = dict(
+        type="scatter", x=frame["hbm_capacity_gb"].to_numpy(),
+        y=frame["hbm_bandwidth_gb_per_s"].to_numpy() / 1000.0, mode="markers",
         name="evaluated", marker=dict(size=4, color="rgba(255,255,255,0.6)",
                                       line=dict(color="rgba(0,0,0,0.5)", width=0.5)),
-        hoverinfo="skip", showlegend=False, meta={"group": "points", "customdata": []}))
-    fig.update_xaxes(title_text="HBM capacity (GB)", showgrid=False)
-    fig.update_yaxes(title_text="HBM bandwidth (TB/s)", showgrid=False)
-    return apply_layout(fig, "Training time vs HBM capacity and bandwidth", presentation)
+        hoverinfo="skip", showlegend=False, meta={"group": "points", "customdata": []})
+    layout = base_layout("Training time vs HBM capacity and bandwidth", presentation)
+    layout.update(xaxis=dict(title=dict(text="HBM capacity (GB)"), showgrid=False),
+                  yaxis=dict(title=dict(text="HBM bandwidth (TB/s)"), showgrid=False))
+    return make_figure([trace, points], layout)
 
 
 def _numeric(values: pd.Series) -> bool:

@@ -16,12 +16,15 @@ from ..theme import (
     OP_COMPONENT_COLORS,
     OP_COMPONENT_LABELS,
     OP_COMPONENT_ORDER,
-    apply_layout,
+    base_layout,
+    font_size,
     line_width,
+    scale,
 )
-from .common import Hover, check_frame, empty_figure, fmt_num, log_ticks
+from .common import Columns, Hover, check_frame, empty_figure, fmt_num, log_ticks, make_figure
 
 ROOF_COLORS = {"matrix": "#000000", "vector": "#666666", "hbm": "#888888"}
+MIN_HEIGHT = 430  # px, the dashboard's graph card: the ops breakdown grows beyond it with the ops
 
 
 def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -80,16 +83,17 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
         frame["bound"] = "compute"
     frame["bound"] = frame["bound"].fillna("unknown").astype(str)
 
-    fig = go.Figure()
     lw = line_width(presentation)
     peak_size = 46.0 if presentation else 34.0
     t_max = float(frame["t_iter"].max())
     sizeref = 2.0 * t_max / peak_size ** 2 if t_max > 0 else 1.0
     order = [b for b in BOUND_COLORS if b in set(frame["bound"])]
     order += sorted(set(frame["bound"]) - set(order))
+    bounds = frame["bound"].to_numpy()
+    data: list[dict] = []
     for bound in order:
-        part = frame[frame["bound"] == bound]
-        sizes = part["t_iter"] if t_max > 0 else np.full(len(part), 1.0)
+        part = frame[bounds == bound]
+        sizes = part["t_iter"].to_numpy() if t_max > 0 else np.full(len(part), 1.0)
         hover = Hover(part)
         hover.line(f"<b>{hover.ref('label')}</b>")
         (hover.add("where", "in").add("kind", "kind")
@@ -98,9 +102,9 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
          .add("intensity", "intensity", ".4g", " FLOP/B")
          .add("achieved_tflops", "achieved", ".4g", " TFLOP/s")
          .add("t_iter", "time per iteration", ".4g", " s"))
-        fig.add_trace(go.Scatter(
-            x=part["intensity"], y=part["achieved_tflops"], mode="markers",
-            name=f"{bound}-bound", text=part["label"],
+        data.append(dict(
+            type="scatter", x=part["intensity"].to_numpy(), y=part["achieved_tflops"].to_numpy(),
+            mode="markers", name=f"{bound}-bound", text=part["label"].tolist(),
             marker=dict(size=sizes, sizemode="area", sizeref=sizeref if t_max > 0 else 0.05,
                         sizemin=5, color=BOUND_COLORS.get(bound, GREY), opacity=0.8,
                         line=dict(color="white", width=1)),
@@ -115,33 +119,37 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
         top = max([float(v) for _, v, _ in roofs if _positive(v)], default=None)
         x_end = top * 1000.0 / hbm_gb_per_s if top else x_hi
         x = np.array([x_lo, x_end])
-        fig.add_trace(go.Scatter(
-            x=x, y=x * hbm_gb_per_s / 1000.0, mode="lines", name=f"HBM {hbm_gb_per_s:g} GB/s",
-            line=dict(color=ROOF_COLORS["hbm"], width=lw),
+        data.append(dict(
+            type="scatter", x=x, y=x * hbm_gb_per_s / 1000.0, mode="lines",
+            name=f"HBM {hbm_gb_per_s:g} GB/s", line=dict(color=ROOF_COLORS["hbm"], width=lw),
             hovertemplate="HBM roof: %{y:.4g} TFLOP/s at %{x:.4g} FLOP/B<extra></extra>",
             meta={"group": "roof", "customdata": []}))
+    annotations = []
     for kind, peak, dash in roofs:
         if not _positive(peak):
             continue
         start = peak * 1000.0 / hbm_gb_per_s if _positive(hbm_gb_per_s) else x_lo
-        fig.add_trace(go.Scatter(
-            x=[start, x_hi], y=[peak, peak], mode="lines", name=f"{kind} peak {peak:g} TFLOP/s",
+        data.append(dict(
+            type="scatter", x=[start, x_hi], y=[peak, peak], mode="lines",
+            name=f"{kind} peak {peak:g} TFLOP/s",
             line=dict(color=ROOF_COLORS[kind], width=lw, dash=dash),
             hovertemplate=f"{kind} peak {peak:g} TFLOP/s<extra></extra>",
             meta={"group": "roof", "customdata": []}))
-        fig.add_annotation(x=math.log10(x_hi), y=math.log10(peak), xanchor="right",
-                           yanchor="bottom", showarrow=False,
-                           text=f"{kind} {fmt_num(peak)} TFLOP/s",
-                           font=dict(size=FONT_SIZE * 0.85, color=AXIS_LINE))
-    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP/byte)",
-                     range=[math.log10(x_lo), math.log10(x_hi)],
-                     **log_ticks([x_lo, x_hi], decades=True))
+        annotations.append(dict(
+            x=math.log10(x_hi), y=math.log10(peak), xanchor="right", yanchor="bottom",
+            showarrow=False, text=f"{kind} {fmt_num(peak)} TFLOP/s",
+            font=dict(size=FONT_SIZE * 0.85 * scale(presentation), color=AXIS_LINE)))
     peaks = [float(v) for v in (matrix_tflops, vector_tflops) if _positive(v)]
-    fig.update_yaxes(type="log", title_text="achieved performance (TFLOP/s)",
-                     **log_ticks([*frame["achieved_tflops"], *peaks], decades=True))
-    apply_layout(fig, "Roofline of the ops (marker area ∝ time per iteration)", presentation)
-    fig.update_layout(legend=dict(itemsizing="constant"))
-    return fig
+    layout = base_layout("Roofline of the ops (marker area ∝ time per iteration)", presentation)
+    layout["legend"]["itemsizing"] = "constant"
+    layout.update(
+        annotations=annotations,
+        xaxis=dict(type="log", title=dict(text="arithmetic intensity (FLOP/byte)"),
+                   range=[math.log10(x_lo), math.log10(x_hi)],
+                   **log_ticks([x_lo, x_hi], decades=True)),
+        yaxis=dict(type="log", title=dict(text="achieved performance (TFLOP/s)"),
+                   **log_ticks([*frame["achieved_tflops"], *peaks], decades=True)))
+    return make_figure(data, layout)
 
 
 def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Figure:
@@ -151,7 +159,8 @@ def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Fi
     communication: ``t_compute_s``, ``t_memory_exposed_s`` and ``t_comm_s`` (per op call)
     scaled by ``t_iteration_s / (t_fwd_s + t_bwd_s)``. With pipelining the embedding ('pre')
     and the head ('post') run on different stages, so the bars add up to more than any one
-    stage's compute + memory + TP-communication time (by the 'pre' ops).
+    stage's compute + memory + TP-communication time (by the 'pre' ops). The figure's height
+    grows with the number of ops (at least 430 px) so that every op's label shows.
     """
     msg = check_frame(ops, ("op", "t_iteration_s"), "ops")
     if msg:
@@ -167,25 +176,31 @@ def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Fi
     frame = frame.sort_values("t_iter", kind="stable")
     total = float(frame["t_iter"].sum())
     frame["op_share"] = frame["t_iter"] / total if total > 0 else 0.0
-    fig = go.Figure()
+    data: list[dict] = []
+    labels, scale_ = frame["label"].tolist(), frame["scale"].to_numpy()
     for comp in OP_COMPONENT_ORDER:
         if comp not in frame.columns:
             continue
         label = OP_COMPONENT_LABELS[comp]
-        view = frame.assign(seconds=_num(frame, comp) * frame["scale"].to_numpy())
-        hover = (Hover(view, "<b>%{y}</b>").add("where", "in").add("kind", "kind")
+        seconds = _num(frame, comp) * scale_
+        hover = (Hover(Columns(frame, seconds=seconds), "<b>%{y}</b>")
+                 .add("where", "in").add("kind", "kind")
                  .add("seconds", label, ".4g", " s/iteration")
                  .add("t_iter", "op total", ".4g", " s/iteration")
                  .add("op_share", "share of all ops", ".1%").add("bound", "bound"))
-        fig.add_trace(go.Bar(
-            y=view["label"], x=view["seconds"], orientation="h", name=label,
+        data.append(dict(
+            type="bar", y=labels, x=seconds, orientation="h", name=label,
             marker=dict(color=OP_COMPONENT_COLORS[comp], line=dict(width=0)),
             **hover.trace_kwargs(group=comp, extra=label)))
-    fig.update_layout(barmode="stack", bargap=0.2)
-    fig.update_yaxes(type="category", categoryorder="array",
-                     categoryarray=frame["label"].tolist(), title_text="op", showgrid=False)
-    fig.update_xaxes(title_text="time per iteration (s)", rangemode="tozero")
-    apply_layout(fig, "Time per op (seconds per iteration)", presentation,
-                 legend="top")
-    fig.update_layout(legend=dict(traceorder="normal"))
-    return fig
+    layout = base_layout("Time per op (seconds per iteration)", presentation, legend="top")
+    layout["legend"]["traceorder"] = "normal"
+    margin = layout["margin"]
+    layout.update(
+        # every op label legible: at least 1.5 lines of tick text per op, never below the card
+        height=max(MIN_HEIGHT, round(margin["t"] + margin["b"] + 40
+                                     + 1.5 * font_size(presentation) * len(labels))),
+        barmode="stack", bargap=0.2,
+        yaxis=dict(type="category", categoryorder="array", categoryarray=labels,
+                   title=dict(text="op"), showgrid=False),
+        xaxis=dict(title=dict(text="time per iteration (s)"), rangemode="tozero"))
+    return make_figure(data, layout)

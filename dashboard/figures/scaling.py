@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ..theme import (
     DIMENSION_COLORS,
@@ -13,23 +12,28 @@ from ..theme import (
     DIMENSION_ORDER,
     DIMENSION_SYMBOLS,
     GREY,
-    apply_layout,
+    base_layout,
     line_width,
     marker_size,
     strategy_color,
     strategy_label,
 )
 from .common import (
+    Columns,
     Hover,
+    axis_key,
+    axis_ref,
     best_rows,
+    by_strategy,
     check_frame,
+    config_values,
     empty_figure,
-    finite_rows,
     gpu_ticks,
+    hline,
     log_ticks,
+    make_figure,
     pow2_ticks,
-    strategies_in,
-    subplot_title_colors,
+    subplots_layout,
 )
 
 
@@ -38,13 +42,13 @@ def _scaling_rows(scaling: pd.DataFrame | None, value: str) -> tuple[pd.DataFram
     msg = check_frame(scaling, ("strategy", "gpus", value), "scaling results")
     if msg:
         return None, msg
-    rows = finite_rows(best_rows(scaling), ("gpus", value), positive=True)
+    rows = best_rows(scaling, finite=("gpus", value), positive=True)
     if rows.empty:
         return None, "No feasible configuration at any GPU count."
     return rows, ""
 
 
-def _config_hover(rows: pd.DataFrame, header: str) -> Hover:
+def _config_hover(rows: pd.DataFrame | Columns, header: str) -> Hover:
     return (Hover(rows, header)
             .add("train_days", "training time", ".4g", " days")
             .add("iteration_time_s", "iteration", ".4g", " s")
@@ -63,33 +67,34 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False) -> g
     rows, msg = _scaling_rows(scaling, "train_days")
     if rows is None:
         return empty_figure(msg, presentation)
-    fig = go.Figure()
     lw, ms = line_width(presentation), marker_size(presentation)
+    data: list[dict] = []
     plotted: list[float] = []
-    for s in strategies_in(rows):
-        part = rows[rows["strategy"].astype(str) == s].sort_values("gpus")
+    for s, part in by_strategy(rows):
         color, label = strategy_color(s), strategy_label(s)
         gpus = part["gpus"].to_numpy(dtype=float)
         days = part["train_days"].to_numpy(dtype=float)
         hover = _config_hover(part, f"<b>{label}</b><br>GPUs %{{x}}")
-        fig.add_trace(go.Scatter(
-            x=gpus, y=days, name=label, mode="lines+markers", legendgroup=s,
+        data.append(dict(
+            type="scatter", x=gpus, y=days, name=label, mode="lines+markers", legendgroup=s,
             line=dict(color=color, width=lw), marker=dict(color=color, size=ms),
             **hover.trace_kwargs(group=s)))
         ideal = days[0] * gpus[0] / gpus
         plotted += [*days, *ideal]
-        fig.add_trace(go.Scatter(
-            x=gpus, y=ideal, name=f"{label} ideal", mode="lines", legendgroup=s,
-            showlegend=False, line=dict(color=color, width=lw * 0.6, dash="dash"),
+        data.append(dict(
+            type="scatter", x=gpus, y=ideal, name=f"{label} ideal", mode="lines",
+            legendgroup=s, showlegend=False, line=dict(color=color, width=lw * 0.6, dash="dash"),
             hovertemplate=(f"<b>{label} ideal scaling</b><br>GPUs %{{x}}<br>"
                            "training time %{y:.4g} days<extra></extra>"),
             meta={"group": s, "customdata": []}))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="ideal scaling",
-                             line=dict(color=GREY, dash="dash", width=lw * 0.6),
-                             hoverinfo="skip", meta={"group": None, "customdata": []}))
-    fig.update_xaxes(type="log", title_text="GPUs", **gpu_ticks(rows["gpus"]))
-    fig.update_yaxes(type="log", title_text="training time (days)", **log_ticks(plotted))
-    return apply_layout(fig, "Training time vs GPU count", presentation)
+    data.append(dict(type="scatter", x=[None], y=[None], mode="lines", name="ideal scaling",
+                     line=dict(color=GREY, dash="dash", width=lw * 0.6), hoverinfo="skip",
+                     meta={"group": None, "customdata": []}))
+    layout = base_layout("Training time vs GPU count", presentation)
+    layout.update(
+        xaxis=dict(type="log", title=dict(text="GPUs"), **gpu_ticks(rows["gpus"])),
+        yaxis=dict(type="log", title=dict(text="training time (days)"), **log_ticks(plotted)))
+    return make_figure(data, layout)
 
 
 def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.Figure:
@@ -102,46 +107,45 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.F
     rows, msg = _scaling_rows(scaling, "samples_per_s")
     if rows is None:
         return empty_figure(msg, presentation)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
-                        subplot_titles=("Speedup", "Parallel efficiency"))
     lw, ms = line_width(presentation), marker_size(presentation)
+    data: list[dict] = []
     plotted: list[float] = []
-    for s in strategies_in(rows):
-        part = rows[rows["strategy"].astype(str) == s].sort_values("gpus").copy()
+    for s, part in by_strategy(rows):
         color, label = strategy_color(s), strategy_label(s)
         gpus = part["gpus"].to_numpy(dtype=float)
         thr = part["samples_per_s"].to_numpy(dtype=float)
         ratio = gpus / gpus[0]
-        part["speedup"] = thr / thr[0]
-        part["efficiency"] = part["speedup"] / ratio
-        part["n0"] = int(gpus[0])
-        plotted += [*part["speedup"], *ratio]
-        common = dict(mode="lines+markers", legendgroup=s, line=dict(color=color, width=lw),
-                      marker=dict(color=color, size=ms))
-        hover = (_config_hover(part, f"<b>{label}</b><br>GPUs %{{x}}")
+        speedup = thr / thr[0]
+        efficiency = speedup / ratio
+        view = Columns(part, speedup=speedup, efficiency=efficiency,
+                       n0=[int(gpus[0])] * len(gpus))
+        plotted += [*speedup, *ratio]
+        common = dict(type="scatter", mode="lines+markers", legendgroup=s,
+                      line=dict(color=color, width=lw), marker=dict(color=color, size=ms))
+        hover = (_config_hover(view, f"<b>{label}</b><br>GPUs %{{x}}")
                  .add("n0", "baseline GPUs n0").add("speedup", "speedup", ".3g", "×")
                  .add("efficiency", "efficiency", ".1%"))
-        fig.add_trace(go.Scatter(x=gpus, y=part["speedup"], name=label, **common,
-                                 **hover.trace_kwargs(group=s, extra="speedup")), row=1, col=1)
-        fig.add_trace(go.Scatter(x=gpus, y=ratio, name=f"{label} ideal", mode="lines",
-                                 legendgroup=s, showlegend=False,
-                                 line=dict(color=color, width=lw * 0.6, dash="dash"),
-                                 hovertemplate=(f"{label} ideal speedup %{{y:.3g}}×"
-                                                "<extra></extra>"),
-                                 meta={"group": s, "customdata": []}), row=1, col=1)
-        fig.add_trace(go.Scatter(x=gpus, y=part["efficiency"], name=f"{label} efficiency",
-                                 showlegend=False, **common,
-                                 **hover.trace_kwargs(group=s, extra="efficiency")),
-                      row=1, col=2)
-    fig.add_hline(y=1.0, line=dict(color=GREY, dash="dot", width=1), row=1, col=2)
+        data.append(dict(x=gpus, y=speedup, name=label, xaxis="x", yaxis="y", **common,
+                         **hover.trace_kwargs(group=s, extra="speedup")))
+        data.append(dict(type="scatter", x=gpus, y=ratio, name=f"{label} ideal", mode="lines",
+                         legendgroup=s, showlegend=False, xaxis="x", yaxis="y",
+                         line=dict(color=color, width=lw * 0.6, dash="dash"),
+                         hovertemplate=f"{label} ideal speedup %{{y:.3g}}×<extra></extra>",
+                         meta={"group": s, "customdata": []}))
+        data.append(dict(x=gpus, y=efficiency, name=f"{label} efficiency", showlegend=False,
+                         xaxis="x2", yaxis="y2", **common,
+                         **hover.trace_kwargs(group=s, extra="efficiency")))
+    layout = base_layout("Strong scaling: speedup and efficiency", presentation)
+    layout.update(subplots_layout(("Speedup", "Parallel efficiency"), 0.1, presentation))
+    layout["shapes"] = [hline(1.0, dict(color=GREY, dash="dot", width=1), col=2)]
     ticks = gpu_ticks(rows["gpus"])
-    fig.update_xaxes(type="log", title_text="GPUs", **ticks)
-    fig.update_yaxes(type="log", title_text="speedup (×, vs smallest feasible count)",
-                     row=1, col=1, **log_ticks(plotted))
-    fig.update_yaxes(title_text="parallel efficiency", tickformat=".0%", rangemode="tozero",
-                     row=1, col=2)
-    apply_layout(fig, "Strong scaling: speedup and efficiency", presentation)
-    return fig
+    for col in (1, 2):
+        layout[axis_key("x", col)].update(type="log", title=dict(text="GPUs"), **ticks)
+    layout["yaxis"].update(type="log", title=dict(text="speedup (×, vs smallest feasible count)"),
+                           **log_ticks(plotted))
+    layout["yaxis2"].update(title=dict(text="parallel efficiency"), tickformat=".0%",
+                            rangemode="tozero")
+    return make_figure(data, layout)
 
 
 def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.Figure:
@@ -156,30 +160,37 @@ def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> 
     dims = [d for d in DIMENSION_ORDER if d in rows.columns]
     if not dims:
         return empty_figure("No parallel dimensions in the scaling results.", presentation)
-    strategies = strategies_in(rows)
-    fig = make_subplots(rows=1, cols=len(strategies), shared_yaxes=True,
-                        horizontal_spacing=0.04,
-                        subplot_titles=[strategy_label(s) for s in strategies])
+    groups = by_strategy(rows)
+    strategies = [s for s, _ in groups]
     lw, ms = line_width(presentation), marker_size(presentation)
     values = rows[dims].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
     values = values[np.isfinite(values) & (values > 0)]
-    for col, s in enumerate(strategies, start=1):
-        part = rows[rows["strategy"].astype(str) == s].sort_values("gpus")
+    data: list[dict] = []
+    for col, (s, part) in enumerate(groups, start=1):
+        gpus = part["gpus"].to_numpy()
+        config = config_values(part)
+        xref, yref = axis_ref("x", col), axis_ref("y", col)
         for dim in dims:
-            y = pd.to_numeric(part[dim], errors="coerce").where(lambda v: v > 0)
+            y = pd.to_numeric(part[dim], errors="coerce").to_numpy(dtype=float)
+            y = np.where(y > 0, y, np.nan)
             hover = (Hover(part, f"<b>{strategy_label(s)}</b> · GPUs %{{x}}<br>"
                                  f"{DIMENSION_LABELS[dim]} = %{{y}}")
-                     .add("train_days", "training time", ".4g", " days").config())
-            fig.add_trace(go.Scatter(
-                x=part["gpus"], y=y, name=DIMENSION_LABELS[dim], legendgroup=dim,
-                showlegend=col == 1, mode="lines+markers",
+                     .add("train_days", "training time", ".4g", " days").config(config))
+            data.append(dict(
+                type="scatter", x=gpus, y=y, name=DIMENSION_LABELS[dim], legendgroup=dim,
+                showlegend=col == 1, mode="lines+markers", xaxis=xref, yaxis=yref,
                 line=dict(color=DIMENSION_COLORS[dim], width=lw),
                 marker=dict(color=DIMENSION_COLORS[dim], size=ms,
                             symbol=DIMENSION_SYMBOLS[dim]),
-                **hover.trace_kwargs(group=s, extra=DIMENSION_LABELS[dim])), row=1, col=col)
-    fig.update_xaxes(type="log", title_text="GPUs", **gpu_ticks(rows["gpus"]))
+                **hover.trace_kwargs(group=s, extra=DIMENSION_LABELS[dim])))
+    layout = base_layout("Optimal configuration vs GPU count", presentation)
+    layout.update(subplots_layout([strategy_label(s) for s in strategies], 0.04, presentation,
+                                  colors=[strategy_color(s) for s in strategies],
+                                  shared_y=True))
     lo, hi = (float(values.min()), float(values.max())) if values.size else (1.0, 1.0)
-    fig.update_yaxes(type="log", **pow2_ticks(lo, hi))
-    fig.update_yaxes(title_text="dimension size (log2)", row=1, col=1)
-    subplot_title_colors(fig, [strategy_color(s) for s in strategies])
-    return apply_layout(fig, "Optimal configuration vs GPU count", presentation)
+    xticks, yticks = gpu_ticks(rows["gpus"]), pow2_ticks(lo, hi)
+    for col in range(1, len(strategies) + 1):
+        layout[axis_key("x", col)].update(type="log", title=dict(text="GPUs"), **xticks)
+        layout[axis_key("y", col)].update(type="log", **yticks)
+    layout["yaxis"]["title"] = dict(text="dimension size (log2)")
+    return make_figure(data, layout)

@@ -42,6 +42,14 @@ def infeasible_text(scn: dict[str, Any], frame) -> str:
                 "powers of two, or multiples of the NVLink domain when it is not one): widen "
                 "the range.")
     floor = compute.memory_floor(scn)
+    if floor.get("no_candidates"):
+        odd = floor["unabsorbed_factor"]
+        return (f"No parallel configuration exists on {floor['gpus']} GPUs: dp must divide the "
+                f"global batch ({scn['global_batch']}), tp the heads and hidden size, pp the "
+                f"layers ({scn['layers']})"
+                + (f", and nothing absorbs the factor {odd} of the GPU count" if odd > 1 else "")
+                + ". Choose a global batch or GPU range with matching factors (e.g. a global "
+                "batch that is a multiple of the NVLink domain).")
     parts = [f"No configuration fits in {floor['capacity_gb']:g} GB of HBM at any GPU count "
              f"up to {floor['gpus']}."]
     if "min_memory_gb" in floor:
