@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import logging
+import math
 import os
 from collections.abc import Callable
 from io import StringIO

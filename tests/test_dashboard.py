@@ -732,3 +732,13 @@ def test_tests_do_not_use_the_repository_cache():
     repo_cache = Path(dash_app.HERE) / "cache"
     assert Path(compute.CACHE_DIR).resolve() != repo_cache.resolve()
     assert not str(Path(compute.CACHE_DIR).resolve()).startswith(str(repo_cache.resolve()))
+
+
+def test_no_configuration_at_all_is_explained_by_the_unabsorbed_factor():
+    """gpt3-1t on NVL72 racks: every count 72·2^k has a factor 9 that neither the global batch
+    (4096), the heads (160) nor the layers (128) can take."""
+    from dashboard.scenario import system_values
+    scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608)
+    text = scaling.build(scn)[1]
+    assert "No parallel configuration exists on 4608 GPUs" in text
+    assert "factor 9" in text
