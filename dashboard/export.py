@@ -18,8 +18,13 @@ log = logging.getLogger(__name__)
 FORMATS = (("png", "PNG"), ("html", "HTML"), ("csv", "CSV"))
 
 
-def graph_card(name: str, title: str, height: int = 430, note: str = "") -> html.Div:
-    """A titled figure with export buttons; the graph's id is {"type": "graph", "name": name}."""
+def graph_card(name: str, title: str, height: int = 430, note: str = "",
+               grow: bool = False) -> html.Div:
+    """A titled figure with export buttons; the graph's id is {"type": "graph", "name": name}.
+
+    ``grow``: the figure sets its own height (at least ``height`` px), e.g. one bar per op.
+    """
+    style = {"minHeight": f"{height}px"} if grow else {"height": f"{height}px"}
     return html.Div(className="card", id=f"card-{name}", children=[
         html.Div(className="card-head", children=[
             html.H3(title),
@@ -29,7 +34,7 @@ def graph_card(name: str, title: str, height: int = 430, note: str = "") -> html
                 for fmt, label in FORMATS]),
         ]),
         dcc.Loading(dcc.Graph(id={"type": "graph", "name": name}, config=CONFIG,
-                              style={"height": f"{height}px"}), type="dot"),
+                              style=style), type="dot"),
         html.Div(note, className="card-note") if note else None,
         html.Div(id={"type": "export-msg", "name": name}, className="ctl-error"),
         dcc.Download(id={"type": "download", "name": name}),

@@ -170,6 +170,7 @@ TEMPLATE_NAMES: dict[bool, str] = {False: "perf", True: "perf_presentation"}
 for _presentation, _name in TEMPLATE_NAMES.items():
     pio.templates[_name] = go.layout.Template(
         layout=_template_layout(font_size(_presentation)))
+del _presentation, _name
 
 
 def template(presentation: bool = False) -> go.layout.Template:

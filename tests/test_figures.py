@@ -278,6 +278,23 @@ def test_heatmap_marks_optimum_and_infeasible_cells(figs, cells):
     assert custom["dp"] == str(int(best["dp"])) and custom["nb"] == str(int(best["nb"]))
 
 
+def test_heatmap_axes_span_exactly_the_cells(figs, cells):
+    fig = figs["heatmap"]
+    good = traces(fig, "feasible")[0]
+    star = next(t for t in fig.data if t.name == "optimum")
+    assert star.x[0] in list(good.x) and star.y[0] in list(good.y)  # the same category strings
+    for axis, cats in ((fig.layout.xaxis, good.x), (fig.layout.yaxis, good.y)):
+        assert axis.type == "category" and list(axis.categoryarray) == list(cats)
+        assert list(axis.range) == [-0.5, len(cats) - 0.5]  # no padding around the cells
+    # an optimum in the top row keeps its label inside the plot (below the star)
+    top = cells.assign(best_time_s=np.where(
+        (cells["pp"] == cells["pp"].max()) & (cells["feasible"] > 0), cells["best_time_s"] / 100,
+        cells["best_time_s"]))
+    edge = heatmap_figure(top, "tp1", "pp")
+    label = edge.layout.annotations[0]
+    assert label.y == len(set(cells["pp"])) - 1 and label.ay > 0
+
+
 def test_heatmap_linear_scale_when_range_is_small(cells):
     near = cells[cells["best_time_s"] < 2 * cells["best_time_s"].min()]
     fig = heatmap_figure(near, "tp1", "pp")
@@ -351,6 +368,9 @@ def test_ops_breakdown_sums_to_op_time(figs, ops):
     order = list(fig.layout.yaxis.categoryarray)
     assert order == list(ops.sort_values("t_iteration_s", kind="stable")["op"])  # slowest on top
     assert all(t.orientation == "h" for t in fig.data)
+    # tall enough for every op's label: grows with the ops, never below the 430 px card
+    assert fig.layout.height >= max(430, 1.5 * theme.FONT_SIZE * len(ops))
+    assert ops_breakdown_figure(ops.iloc[:3]).layout.height == 430
 
 
 # --- systems ------------------------------------------------------------------------------------
@@ -419,6 +439,20 @@ def test_figures_serialise(figs):
         assert "Plotly.newPlot" in html, name
         assert fig.layout.xaxis.title.text, name  # every view has axis titles
         assert fig.layout.yaxis.title.text, name
+
+
+def _json(fig: go.Figure) -> dict:
+    return json.loads(fig.to_json(), parse_constant=str)  # NaN as 'NaN', comparable
+
+
+def test_figures_are_what_plotly_validation_gives(scaling, cells, ops, system, systems_frame,
+                                                  hbm_frame):
+    """The builders skip plotly's (slow) property validation: validating each figure again
+    raises nothing and changes nothing."""
+    inputs = (scaling, cells, ops, system, systems_frame, hbm_frame)
+    for presentation in (False, True):
+        for fig in build_all(*inputs, presentation):
+            assert _json(go.Figure(fig.to_dict())) == _json(fig)
 
 
 # --- empty and degenerate input -----------------------------------------------------------------

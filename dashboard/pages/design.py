@@ -62,7 +62,8 @@ layout = html.Div(className="page-body", children=[
                        defaultColDef={"resizable": True}, style={"height": "470px"},
                        className="ag-theme-alpine"),
         ]),
-        graph_card("design-ops", "Where the time goes, per op (selected configuration)"),
+        graph_card("design-ops", "Where the time goes, per op (selected configuration)",
+                   grow=True),
         graph_card("design-roofline", "Roofline of the selected configuration's ops"),
         html.Div(className="card wide", children=[
             html.H3("Per-op breakdown (selected configuration)"),
