@@ -192,7 +192,7 @@ def evaluate(
                                  mode))
     res = evaluate_space(model, sysm, strat, space, global_batch, mode)
     fits = res["memory_bytes"] <= sysm.hbm_capacity_bytes
-    thr = np.where(fits, global_batch / res["iteration_time_s"], -1.0 / res["iteration_time_s"])
+    thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
     row = result_frame(model, sysm, strat.name, gpus, global_batch, res, np.array([i])).iloc[0]
     one = {k: v[i:i + 1] for k, v in space.cols.items()}

@@ -389,3 +389,16 @@ def test_flat_slow_rings_use_every_nic_outside_paper_mode():
     assert two_nics - lat == pytest.approx((one_nic - lat) / 2, rel=1e-12)
     assert collective_time_s(Collective.ALLGATHER, v, n, 1, s, paper=True) == pytest.approx(
         one_nic, rel=1e-12)
+
+
+def test_evaluate_of_a_config_that_does_not_fit_picks_its_fastest_placement():
+    """A configuration over the HBM limit is still reported, with its best placement."""
+    m, s = load_model("megatron-1t"), load_system("a100")
+    from model import design_space
+    pins = dict(tp1=8, pp=64, dp=1, microbatch=1)
+    every = design_space(m, s, 512, 512, "1d", pins=pins)
+    assert not every["fits"].any()
+    ev = evaluate(m, s, 512, 512, "1d", **pins)
+    assert not ev.fits
+    assert ev.row["iteration_time_s"] == pytest.approx(every["iteration_time_s"].min(), rel=1e-12)
+    assert ev.row["nv_tp1"] == 8  # tensor parallelism inside the NVLink domain
