@@ -16,6 +16,7 @@ from enum import Enum
 
 from .collectives import Collective
 from .errors import ModelError
+from .execution import Execution, resolve_execution
 from .modes import Mode, resolve_mode
 from .transformer import Transformer
 
@@ -121,6 +122,10 @@ def _ag(volume: str, axes: Axes) -> CommSpec:
     return CommSpec(Collective.ALLGATHER, volume, axes)
 
 
+def _ar(volume: str, axes: Axes) -> CommSpec:
+    return CommSpec(Collective.ALLREDUCE, volume, axes)
+
+
 def _mlp_tail(model: Transformer, rows: Axes, hid: Axes) -> list[OpSpec]:
     """fc1 bias, activation and its dropout on the [rows, f/hid] MLP hidden tensor."""
     ops = []
@@ -143,66 +148,49 @@ def _residual(model: Transformer, part: str, bias_rows: Axes, bias_cols: Axes, r
     return ops + [norm]
 
 
-def _one_d(model: Transformer, mode: Mode) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
-    """Megatron 1D TP with sequence-parallel norms (spec §3.2 "1D TP").
+def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
+              ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+    """Megatron tensor parallelism over tp1 (spec §3.2 "1D TP"), optionally on l/tp2 sequence
+    rows with context-parallel flash attention over tp2 (spec §3.2 "2d-seqp").
 
-    Column-parallel fc1/qkv (bwd RS of dX over tp1), row-parallel fc2/proj (fwd RS of Y), norms on
-    l/tp1 rows with AG fwd / RS bwd. The paper adds the output bias on the unsharded [l, e]
-    tensor; the default model adds it after the reduce-scatter, on l/tp1 rows.
+    Column-parallel fc1/qkv and row-parallel fc2/proj. With sequence parallelism (the paper's
+    choice) norms and dropouts act on rows sharded over tp1 too, the row-parallel output is
+    reduce-scattered, the norms all-gather (fwd) and reduce-scatter (bwd); without it they act
+    on replicated rows and the matmuls all-reduce (Korthikanti et al. 2022). Context attention
+    all-gathers K and V over tp2 (fwd AG, bwd AG + RS), not overlapped.
     """
-    out_bias_rows = NONE if mode.paper_bias_sharding else TP1
-    norm = OpSpec("mlp/norm", Kind.NORM, rows=TP1, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),))
-    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", n_shard=TP1, bwd=(_rs("in", TP1),)),
-           *_mlp_tail(model, NONE, TP1),
-           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", k_shard=TP1, fwd=(_rs("out", TP1),)),
-           *_residual(model, "mlp", out_bias_rows, NONE, TP1, NONE, norm)]
-    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", n_shard=TP1, bwd=(_rs("in", TP1),)),
-            OpSpec("attn/flash", Kind.ATTENTION, heads_shard=TP1),
-            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", k_shard=TP1, fwd=(_rs("out", TP1),)),
-            *_residual(model, "attn", out_bias_rows, NONE, TP1, NONE,
-                       OpSpec("attn/norm", Kind.NORM, rows=TP1, fwd=(_ag("in", TP1),),
-                              bwd=(_rs("in", TP1),)))]
-    # vocab-parallel table [V/tp1, e]; partial outputs reduce-scattered onto l/tp1 rows
-    pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", n_shard=TP1,
-                  fwd=(_rs("in", TP1),), bwd=(_ag("in", TP1),))]
-    post = [OpSpec("head/norm", Kind.NORM, rows=TP1, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),)),
-            OpSpec("head/logits", Kind.LINEAR, k="e", n="V", n_shard=TP1, bwd=(_rs("in", TP1),)),
-            OpSpec("head/loss", Kind.LOSS, k="V", k_shard=TP1,
-                   fwd=(CommSpec(Collective.ALLREDUCE, "stats", TP1),))]
-    return mlp + attn, pre, post
-
-
-def _context(model: Transformer, mode: Mode) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
-    """2D context/sequence parallel (spec §3.2 "2d-seqp"): 1D TP over tp1 on l/tp2 rows, and
-    flash attention all-gathering K, V over tp2 (fwd AG, bwd AG + RS, not overlapped)."""
-    both = ("tp2", "tp1")
+    base = TP2 if context else NONE  # rows of the matmul inputs
+    sp = ex.sequence_parallel
+    seq = base + TP1 if sp else base  # rows of norms, dropouts, residual
+    col_bwd = (_rs("in", TP1),) if sp else (_ar("in", TP1),)
+    row_fwd = (_rs("out", TP1),) if sp else (_ar("out", TP1),)
+    norm_comm = {"fwd": (_ag("in", TP1),), "bwd": (_rs("in", TP1),)} if sp else {}
     paper = mode.paper_bias_sharding
-    norm = OpSpec("mlp/norm", Kind.NORM, rows=both, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),))
-    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=TP2, n_shard=TP1,
-                  bwd=(_rs("in", TP1),)),
-           *_mlp_tail(model, TP2, TP1),
-           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=TP2, k_shard=TP1,
-                  fwd=(_rs("out", TP1),)),
-           # the paper's fc2 bias is Bias(b, l//m2, e; m1, 1): rows l//(tp2·tp1), features whole
-           *_residual(model, "mlp", both, NONE, both, NONE, norm)]
-    kv = (_ag("kv", TP2),)
-    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=TP2, n_shard=TP1,
-                   bwd=(_rs("in", TP1),)),
-            OpSpec("attn/flash", Kind.ATTENTION, rows=TP2, heads_shard=TP1, fwd=kv,
-                   bwd=kv + (_rs("kv", TP2),)),
-            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=TP2, k_shard=TP1,
-                   fwd=(_rs("out", TP1),)),
-            # paper: the attention output bias is Bias(b, l, e; m2, m1): l//tp2 rows, e//tp1 cols
-            *_residual(model, "attn", TP2 if paper else both, TP1 if paper else NONE, both, NONE,
-                       OpSpec("attn/norm", Kind.NORM, rows=both, fwd=(_ag("in", TP1),),
-                              bwd=(_rs("in", TP1),)))]
-    pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=TP2, n_shard=TP1,
-                  fwd=(_rs("in", TP1),), bwd=(_ag("in", TP1),))]
-    post = [OpSpec("head/norm", Kind.NORM, rows=both, fwd=(_ag("in", TP1),), bwd=(_rs("in", TP1),)),
-            OpSpec("head/logits", Kind.LINEAR, k="e", n="V", rows=TP2, n_shard=TP1,
-                   bwd=(_rs("in", TP1),)),
-            OpSpec("head/loss", Kind.LOSS, k="V", rows=TP2, k_shard=TP1,
-                   fwd=(CommSpec(Collective.ALLREDUCE, "stats", TP1),))]
+    # the paper's output biases: 1D on unsharded [l, e]; context attention Bias(b, l, e; m2, m1)
+    mlp_bias = (NONE, NONE) if paper and not context else (seq, NONE)
+    attn_bias = mlp_bias if not (paper and context) else (TP2, TP1)
+    kv = (_ag("kv", TP2),) if context else ()
+    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1, bwd=col_bwd),
+           *_mlp_tail(model, base, TP1),
+           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=base, k_shard=TP1, fwd=row_fwd),
+           *_residual(model, "mlp", *mlp_bias, seq, NONE,
+                      OpSpec("mlp/norm", Kind.NORM, rows=seq, **norm_comm))]
+    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1, bwd=col_bwd),
+            OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
+                   bwd=kv + ((_rs("kv", TP2),) if context else ())),
+            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd),
+            *_residual(model, "attn", *attn_bias, seq, NONE,
+                       OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]
+    # vocab-parallel table [V/tp1, e]: partial outputs reduce-scattered (SP) or all-reduced
+    embed_comm = ({"fwd": (_rs("in", TP1),), "bwd": (_ag("in", TP1),)} if sp
+                  else {"fwd": (_ar("in", TP1),)})
+    pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=base, n_shard=TP1,
+                  **embed_comm)]
+    post = [OpSpec("head/norm", Kind.NORM, rows=seq, **norm_comm),
+            OpSpec("head/logits", Kind.LINEAR, k="e", n="V", rows=base, n_shard=TP1,
+                   bwd=col_bwd),
+            OpSpec("head/loss", Kind.LOSS, k="V", rows=base, k_shard=TP1,
+                   fwd=(_ar("stats", TP1),))]
     return mlp + attn, pre, post
 
 
@@ -217,7 +205,8 @@ def _summa_linear(name: str, k: str, n: str) -> OpSpec:
     )
 
 
-def _summa(model: Transformer, mode: Mode) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+def _summa(model: Transformer, mode: Mode, ex: Execution
+           ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
     """2D SUMMA (spec §3.2 "2d"): every matmul a SUMMA on the tp2 × tp1 grid, 2D LayerNorm.
 
     Paper mode copies its attention (context-parallel flash attention with an exposed K/V
@@ -260,7 +249,11 @@ def _summa(model: Transformer, mode: Mode) -> tuple[list[OpSpec], list[OpSpec], 
     return mlp + attn, pre, post
 
 
-_BUILDERS = {"1d": _one_d, "summa": _summa, "context": _context}
+_BUILDERS = {
+    "1d": lambda m, mode, ex: _megatron(m, mode, ex, context=False),
+    "summa": _summa,
+    "context": lambda m, mode, ex: _megatron(m, mode, ex, context=True),
+}
 _DP_AXES = {"1d": ("dp",), "summa": ("dp",), "context": ("dp", "tp2")}
 _MB_DIVIDES = {"1d": TP1, "summa": TP2, "context": ("tp1", "tp2")}
 
@@ -273,14 +266,15 @@ def canonical_strategy(name: str) -> str:
     return key
 
 
-def build_strategy(name: str, model: Transformer, compat: object = None) -> Strategy:
+def build_strategy(name: str, model: Transformer, compat: object = None,
+                   execution: object = None) -> Strategy:
     """The op table of strategy ``name`` for ``model``; ``paper`` copies the paper's choices.
 
     In paper mode there are no embedding, head or loss ops (the paper models only blocks).
     """
     key = canonical_strategy(name)
     mode = resolve_mode(compat)
-    block, pre, post = _BUILDERS[key](model, mode)
+    block, pre, post = _BUILDERS[key](model, mode, resolve_execution(execution))
     if mode.blocks_only or model.vocab == 0:
         pre, post = [], []
     return Strategy(

@@ -1,0 +1,82 @@
+"""How a training stack executes a configuration: recompute, sequence parallelism, interleaving,
+ZeRO stage, precision, overlap. One frozen record per evaluation; the default reproduces the
+model's established behaviour (flash attention with its selective recompute, Megatron sequence
+parallelism, plain 1F1B, distributed optimizer, bf16).
+
+Sources: activation recompute and sequence parallelism — Korthikanti et al. 2022 (arXiv
+2205.05198); interleaved 1F1B — Narayanan et al. 2021 (arXiv 2104.04473); ZeRO stages —
+Rajbhandari et al. 2020 (arXiv 1910.02054).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from .errors import ModelError
+
+RECOMPUTE = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp16", "fp8")
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Execution choices of one evaluation.
+
+    * ``recompute``: ``none`` keeps every activation, attention scores included (unfused
+      attention); ``selective`` recomputes the attention core in the backward pass (what flash
+      attention does); ``full`` keeps only each block's input and reruns its forward pass.
+    * ``sequence_parallel``: norms and dropouts on l/tp rows with reduce-scatter + all-gather
+      (Megatron SP); off: replicated, with all-reduces after the row-parallel matmuls.
+    * ``interleave``: V virtual pipeline stages per GPU (interleaved 1F1B): bubble / V, V× the
+      pipeline messages, more activations in flight.
+    * ``zero``: 0 replicated optimizer; 1 optimizer state sharded over the data-parallel group
+      (distributed optimizer); 2 gradients too; 3 weights too (FSDP: gathered per block in the
+      forward and again in the backward).
+    * ``precision``: bf16 / fp16 (2-byte values) or fp8 (matmuls at the FP8 rate; values kept
+      in 2 bytes, as in Transformer Engine's delayed/current scaling recipes).
+    * ``tp_overlap``: tensor-parallel collectives overlap the matmuls next to them.
+    """
+
+    recompute: str = "selective"
+    sequence_parallel: bool = True
+    interleave: int = 1
+    zero: int = 1
+    precision: str = "bf16"
+    tp_overlap: bool = False
+
+    def __post_init__(self) -> None:
+        if self.recompute not in RECOMPUTE:
+            raise ModelError(f"recompute must be one of {', '.join(RECOMPUTE)}, "
+                             f"got {self.recompute!r}")
+        if self.precision not in PRECISIONS:
+            raise ModelError(f"precision must be one of {', '.join(PRECISIONS)}, "
+                             f"got {self.precision!r}")
+        if self.zero not in ZERO_STAGES:
+            raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or not (
+                1 <= self.interleave <= 64):
+            raise ModelError(f"interleave must be an integer in [1, 64], got {self.interleave!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+DEFAULT_EXECUTION = Execution()
+FIELDS = tuple(f.name for f in fields(Execution))
+
+
+def resolve_execution(value: object) -> Execution:
+    """An :class:`Execution` from None (default), a dict of fields, or an Execution."""
+    if value is None:
+        return DEFAULT_EXECUTION
+    if isinstance(value, Execution):
+        return value
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - set(FIELDS))
+        if unknown:
+            raise ModelError(f"unknown execution option '{unknown[0]}'; allowed: "
+                             f"{', '.join(FIELDS)}")
+        return Execution(**{k: v for k, v in value.items() if v is not None})
+    raise ModelError(f"execution must be a dict of options, got {type(value).__name__}")
