@@ -40,7 +40,7 @@ STRATEGY_LABELS: dict[str, str] = {"1d": "1D TP", "summa": "2D SUMMA", "context"
 
 # Time components of one iteration, in stacking order (the model's result columns).
 COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s",
-                                    "t_dp_comm_s", "t_bubble_s")
+                                    "t_dp_comm_s", "t_bubble_s", "t_optimizer_s")
 COMPONENT_COLORS: dict[str, str] = {
     "t_compute_s": "#0072B2",
     "t_memory_s": "#56B4E9",
@@ -48,6 +48,7 @@ COMPONENT_COLORS: dict[str, str] = {
     "t_pp_comm_s": "#CC79A7",
     "t_dp_comm_s": "#D55E00",
     "t_bubble_s": GREY,
+    "t_optimizer_s": "#009E73",
 }
 COMPONENT_LABELS: dict[str, str] = {
     "t_compute_s": "compute",
@@ -56,6 +57,7 @@ COMPONENT_LABELS: dict[str, str] = {
     "t_pp_comm_s": "PP comm",
     "t_dp_comm_s": "DP comm",
     "t_bubble_s": "bubble",
+    "t_optimizer_s": "optimizer step",
 }
 
 # Per-op components (model.report.op_table) and what bounds an op: same colours as above.

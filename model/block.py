@@ -20,6 +20,8 @@ import numpy as np
 
 from . import ops
 from .collectives import Collective, collective_time_s, summa_comm_time_s
+from .errors import ModelError
+from .execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .strategies import Axes, Kind, OpSpec, model_dims
@@ -63,11 +65,25 @@ class Ctx:
     system: System
     mode: Mode
     dims: dict[str, int]
+    execution: Execution = DEFAULT_EXECUTION
+    matrix_flop_per_s: float = 0.0  # peak of the matmuls at the execution's precision
 
     @classmethod
-    def make(cls, model: Transformer, system: System, compat: object) -> Ctx:
+    def make(cls, model: Transformer, system: System, compat: object,
+             execution: object = None) -> Ctx:
         mode = resolve_mode(compat)
-        return cls(model, system, mode, model_dims(model, mode))
+        ex = resolve_execution(execution)
+        if mode.is_paper and ex != DEFAULT_EXECUTION:
+            raise ModelError("the paper mode models one execution (flash attention, sequence "
+                             "parallelism, 1F1B, distributed optimizer, bf16); drop the "
+                             "execution options or use the default model")
+        peak = system.matrix_flop_per_s
+        if ex.precision == "fp8":
+            if system.matrix_tflops_fp8 <= 0:
+                raise ModelError(f"system '{system.name}' has no FP8 matrix rate "
+                                 "(matrix_tflops_fp8 = 0); choose bf16 or fp16")
+            peak = system.matrix_tflops_fp8 * 1e12
+        return cls(model, system, mode, model_dims(model, mode), ex, peak)
 
 
 def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
@@ -100,7 +116,7 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
         heads = _local(m.heads, sh, spec.heads_shard)
         kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
         return ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim), s,
-                                   m.dropout)
+                                   m.dropout, keep_scores=ctx.execution.recompute == "none")
     if kind == Kind.EMBEDDING:
         return ops.embedding(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
     if kind == Kind.LOSS:
@@ -163,7 +179,7 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
     sysm = ctx.system
     eta = sysm.flop_efficiency
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
-    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta * sysm.matrix_flop_per_s)
+    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta * ctx.matrix_flop_per_s)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
     compute = np.maximum(t_comp, t_mem)
@@ -184,6 +200,8 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
         volume = volume + v
     if panels is not None:
         comm = summa_comm_time_s(comm, panels, compute)
+    elif ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
+        comm = np.maximum(comm - compute, 0.0)  # overlapped with the matmul: only the excess
     return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0), comm, volume)
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .errors import ModelError
 from .evaluate import evaluate_space
+from .execution import Execution, resolve_execution
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import result_frame
@@ -27,7 +28,8 @@ AXES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp
 def design_space(model: Transformer, system: System, gpus: int, global_batch: int,
                  strategy: str = "1d", *, compat: str | Mode | None = None,
                  nvs: int | None = None, pins: dict | None = None,
-                 budget: int = DEFAULT_BUDGET) -> pd.DataFrame:
+                 budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None
+                 ) -> pd.DataFrame:
     """Every candidate of ``strategy`` on ``gpus`` GPUs: one row each, result columns as in a
     search (times are those of the configuration even when it does not fit; ``fits`` says)."""
     pins = dict(pins or {})
@@ -35,10 +37,11 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
-    strat = build_strategy(strategy, model, mode)
+    ex = resolve_execution(execution)
+    strat = build_strategy(strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,
-                        budget)
-    res = evaluate_space(model, system, strat, space, global_batch, mode)
+                        budget, interleave=ex.interleave)
+    res = evaluate_space(model, system, strat, space, global_batch, mode, execution=ex)
     return result_frame(model, system, strat.name, gpus, global_batch, res,
                         np.arange(len(space)))
 

@@ -109,10 +109,14 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 
 
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
-                 global_batch: int, counts: ShapeCounts) -> dict[str, np.ndarray]:
+                 global_batch: int, counts: ShapeCounts, ctx: Ctx) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) and its breakdown for every shape in ``cols`` (spec §4)."""
     inv = counts.inverse
     block_w, block_a = _weights_acts(counts.block, inv)
+    ex = ctx.execution
+    if ex.recompute == "full":  # only each block's input is kept
+        boundary = [s.name for s in strategy.block].index(strategy.boundary)
+        block_a = _per_row(counts.block[boundary].act_bytes, inv)
     pre_w, pre_a = _weights_acts(counts.pre, inv)
     post_w, post_a = _weights_acts(counts.post, inv)
     if strategy.post:
@@ -122,7 +126,7 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                   pre_act=pre_a, post_weight=post_w, post_act=post_a,
                   n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
                   layers=model.layers // cols["pp"], pp=cols["pp"],
-                  dp_group=_dp_group(strategy, cols))
+                  dp_group=_dp_group(strategy, cols), interleave=ex.interleave, zero=ex.zero)
 
 
 def _take(t: Totals, idx: np.ndarray) -> Totals:
@@ -135,6 +139,18 @@ def _pick(cond: np.ndarray, a: Totals, b: Totals) -> Totals:
 
 def _add(a: Totals, b: Totals) -> Totals:
     return Totals(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(Totals)))
+
+
+def _with_forward_rerun(block: Totals, results: list[OpResult]) -> Totals:
+    """Full recompute: the backward pass first reruns the block's forward (its collectives
+    included), so it costs T_f more and does the forward FLOPs again (hardware FLOPs only)."""
+    fwd = [sum(getattr(r.fwd, name) for r in results)
+           for name in ("t", "t_comp", "t_mem_exposed", "t_comm")]
+    flop_fwd = sum(r.counts.flop_mat_fwd + r.counts.flop_vec_fwd for r in results)
+    return Totals(t_fwd=block.t_fwd, t_bwd=block.t_bwd + fwd[0], t_comp=block.t_comp + fwd[1],
+                  t_mem=block.t_mem + fwd[2], t_comm=block.t_comm + fwd[3],
+                  weight_bytes=block.weight_bytes, act_bytes=block.act_bytes,
+                  flop=block.flop + flop_fwd, flop_model=block.flop_model)
 
 
 def candidate_times(model: Transformer, system: System, strategy: Strategy,
@@ -155,6 +171,8 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
     block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
+    if ctx.execution.recompute == "full":
+        block = _with_forward_rerun(block, block_ops)
     pp = cols["pp"]
     # ends of the pipeline: both on one stage when pp = 1, else the slower end sets the pace
     pre, post_ops = totals("pre")[0], totals("post")
@@ -177,6 +195,8 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         boundary_act_bytes=np.asarray(boundary.counts.act_bytes)[inverse], n_mb=n_mb,
         layers=layers, pp=pp, nv_pp=cols["nv_pp"], dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_"), system=system, mode=ctx.mode,
+        interleave=ctx.execution.interleave, zero=ctx.execution.zero,
+        params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
     )
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers
@@ -185,19 +205,21 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
 def evaluate_space(model: Transformer, system: System, strategy: Strategy, space: Space,
                    global_batch: int, compat: object = None,
-                   capacity_bytes: float | None = None) -> dict[str, np.ndarray]:
+                   capacity_bytes: float | None = None,
+                   execution: object = None) -> dict[str, np.ndarray]:
     """Result columns for the candidates of ``space`` whose memory ≤ ``capacity_bytes``.
 
     ``capacity_bytes=None`` keeps every candidate. Returned arrays are aligned: ``row`` holds the
     candidates' indices in ``space``, the space's columns are included, times are in s and memory
     in bytes.
     """
-    ctx = Ctx.make(model, system, compat)
+    ctx = Ctx.make(model, system, compat, execution)
     counts = ShapeCounts.of(strategy, space.cols, ctx)
-    mem = shape_memory(model, strategy, space.cols, global_batch, counts)
+    mem = shape_memory(model, strategy, space.cols, global_batch, counts, ctx)
     keep = (np.arange(len(space)) if capacity_bytes is None
             else np.flatnonzero(mem["memory_bytes"] <= capacity_bytes))
     cols = {name: values[keep] for name, values in space.cols.items()}
+    cols["params_bytes"] = mem["params_bytes"][keep]
     out = candidate_times(model, system, strategy, cols, global_batch, ctx, counts, keep)
     out.update({name: values[keep] for name, values in mem.items()})
     out.update(cols)

@@ -23,6 +23,7 @@ class Mode:
     blocks_only: bool = False  # no embedding, LM head or loss
     paper_bias_sharding: bool = False  # output biases on unsharded rows (1D) as in the paper
     exact_domain_fill: bool = False  # placement must fill NVS exactly (no partly filled node)
+    no_optimizer_step: bool = False  # the optimizer update (HBM-bound Adam step) costs nothing
 
     @property
     def is_paper(self) -> bool:

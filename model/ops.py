@@ -145,7 +145,7 @@ def layer_norm(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
 
 def flash_attention(
     b: Array, heads: Array, kv_heads: Array, rows: Array, seq: float, q: float, s: float,
-    dropout_on: bool = True,
+    dropout_on: bool = True, keep_scores: bool = False,
 ) -> OpCounts:
     """Fused (flash) attention of r local query rows over a sequence of L (spec §3.1 FusedLA).
 
@@ -157,6 +157,11 @@ def flash_attention(
     Bytes with K, V of ``kv_heads`` (GQA) over the full L:
     M_fwd = s(2·H·r·q + 2·b·kv·L·q + H·r); act = s(2·H·r·q + 2·b·kv·r·q + 2·H·r);
     M_bwd = s(2·b·kv·L·q + 2·H·r·q) + act. r = L gives the unsharded FusedLA.
+
+    ``keep_scores`` (no recompute, unfused attention as in Megatron before flash attention): the
+    softmax output (s), dropout mask (1 B) and dropout output (s) per score are kept — the
+    5·a·s²·b bytes of Korthikanti et al. 2022 — written in the forward and read in the backward,
+    and nothing is recomputed.
     """
     hh = b * heads
     drop = 1.0 if dropout_on else 0.0
@@ -165,6 +170,17 @@ def flash_attention(
     recompute_mat = qk
     recompute_vec = softmax_fwd
     act = s * (2 * hh * rows * q + 2 * b * kv_heads * rows * q + 2 * hh * rows)
+    if keep_scores:
+        scores = (s + drop * (1.0 + s)) * hh * rows * seq  # bytes of the kept score tensors
+        return OpCounts(
+            flop_mat_fwd=qk + hh * rows * q * (2 * seq - 1),
+            flop_vec_fwd=softmax_fwd,
+            flop_mat_bwd=hh * rows * q * (2 * seq - 1) + 2 * hh * seq * q * (2 * rows - 1) + qk,
+            flop_vec_bwd=3 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq,
+            bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + scores,
+            bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + scores,
+            act_bytes=act + scores,
+        )
     return OpCounts(
         flop_mat_fwd=qk + hh * rows * q * (2 * seq - 1),
         flop_vec_fwd=softmax_fwd,

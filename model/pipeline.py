@@ -63,53 +63,105 @@ def edge_weight_bytes(pre_weight, post_weight, pp: np.ndarray) -> np.ndarray:
     return np.where(pp == 1, pre_weight + post_weight, np.maximum(pre_weight, post_weight))
 
 
+ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, m, v, bf16 weight
+
+
+def in_flight_microbatches(pp, n_mb, interleave: int):
+    """Microbatches whose activations the first stage holds: min(pp, n_mb) with 1F1B, times
+    (1 + (pp − 1)/(pp·V)) with V interleaved stages (Korthikanti et al. 2022, §4.2.3)."""
+    flight = np.minimum(pp, n_mb).astype(float)
+    if interleave > 1:
+        flight = flight * (1.0 + (pp - 1) / (pp * interleave))
+    return flight
+
+
+def _zero_sharded(weights, dp_group, zero: int):
+    """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
+    2020): optimizer state (6× the 2-byte weights) sharded from stage 1, gradients from 2,
+    weights from 3."""
+    optimizer = OPTIMIZER_FACTOR * weights / (dp_group if zero >= 1 else 1)
+    grads = weights / dp_group if zero >= 2 else weights
+    held = weights / dp_group if zero >= 3 else weights
+    return held, grads, optimizer
+
+
 def memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight, post_act,
-           n_mb, layers, pp, dp_group) -> dict[str, np.ndarray]:
+           n_mb, layers, pp, dp_group, interleave: int = 1, zero: int = 1
+           ) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) of the binding stage and its breakdown.
 
-    The first stage holds the embedding (``pre``) and min(pp, n_mb) microbatches in flight; the
-    last holds the head (``post``) and one; with pp = 1 they are one stage. The larger is reported.
+    The first stage holds the embedding (``pre``) and the in-flight microbatches' activations;
+    the last holds the head (``post``) and one; with pp = 1 they are one stage. The larger is
+    reported. ZeRO-3 adds two gathered blocks of weights (the one computing, the next
+    prefetched).
     """
     d = layers.astype(float)
     single = pp == 1
-    in_flight = np.minimum(pp, n_mb).astype(float)
+    in_flight = in_flight_microbatches(pp, n_mb, interleave)
     w_first = d * block_weight_bytes + pre_weight + np.where(single, post_weight, 0.0)
     a_first = (d * block_act_bytes + pre_act) * in_flight + np.where(single, post_act, 0.0)
     w_last = d * block_weight_bytes + post_weight
     a_last = d * block_act_bytes + post_act
-    mem_first = 2 * w_first + OPTIMIZER_FACTOR * w_first / dp_group + a_first
-    mem_last = 2 * w_last + OPTIMIZER_FACTOR * w_last / dp_group + a_last
+    gathered = 2 * block_weight_bytes if zero >= 3 else 0.0
+    parts_first = _zero_sharded(w_first, dp_group, zero)
+    parts_last = _zero_sharded(w_last, dp_group, zero)
+    mem_first = sum(parts_first) + gathered + a_first
+    mem_last = sum(parts_last) + gathered + a_last
     first_binds = single | (mem_first >= mem_last)
-    weights = np.where(first_binds, w_first, w_last)
-    acts = np.where(first_binds, a_first, a_last)
-    optimizer = OPTIMIZER_FACTOR * weights / dp_group
-    return {"weights_bytes": weights, "gradients_bytes": weights, "optimizer_bytes": optimizer,
-            "activations_bytes": acts,
+    held, grads, optimizer = (np.where(first_binds, f, s) for f, s in zip(parts_first, parts_last))
+    return {"weights_bytes": held + gathered, "gradients_bytes": grads,
+            "optimizer_bytes": optimizer,
+            "activations_bytes": np.where(first_binds, a_first, a_last),
+            "params_bytes": np.where(first_binds, w_first, w_last),
             "memory_bytes": np.where(first_binds, mem_first, mem_last)}
+
+
+def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, system: System,
+                paper: bool):
+    """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights in the forward and again
+    in the backward, each overlapped with one block's compute; gradients are reduce-scattered
+    once per iteration behind the last backward: t = T + n_mb·D·(max(T − T_f, 0) +
+    max(T − T_b, 0)) + D·max(T − T_b, 0), with T one block's collective."""
+    t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
+    return t + n_mb * layers * (np.maximum(t - t_fwd, 0.0) + np.maximum(t - t_bwd, 0.0)) + (
+        layers * np.maximum(t - t_bwd, 0.0))
 
 
 def iteration_time(
     *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
-    dp_group, dp_tau, system: System, mode: Mode,
+    dp_group, dp_tau, system: System, mode: Mode, interleave: int = 1, zero: int = 1,
+    params_bytes=0.0,
 ) -> dict[str, np.ndarray]:
     """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
 
     ``edge`` is the per-microbatch cost of the ops outside the blocks charged to the slowest stage
     (both ends when pp = 1, else the slower of embedding and head); ``edge_weight`` their weights.
+    With V = ``interleave`` virtual stages the bubble shrinks V× and each microbatch crosses V×
+    as many stage boundaries (Narayanan et al. 2021). The optimizer step reads and writes
+    28 B per local parameter (``params_bytes`` / 2 bytes, sharded from ZeRO-1) at HBM speed.
     """
     n_mb = n_mb.astype(float)
     d = layers.astype(float)
     t_loc = n_mb * (d * (block.t_fwd + block.t_bwd) + edge.t_fwd + edge.t_bwd)
-    t_pp = 2 * n_mb * p2p_time_s(boundary_act_bytes, pp, nv_pp, system,
-                                 mode.free_slow_pipeline_links)
+    t_pp = 2 * interleave * n_mb * p2p_time_s(boundary_act_bytes, pp, nv_pp, system,
+                                              mode.free_slow_pipeline_links)
     ar_bug = mode.allreduce_half_counted
-    bubble = (pp - 1) * (t_loc + t_pp) / n_mb
-    t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d, system,
-                     ar_bug)
+    bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
+    if zero >= 3:
+        t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
+                           n_mb, system, ar_bug)
+    else:
+        t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
+                         system, ar_bug)
     if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
         t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug)
+    local_params = np.asarray(params_bytes, dtype=float) / 2.0 / (dp_group if zero >= 1 else 1)
+    t_opt = (0.0 if mode.no_optimizer_step
+             else ADAM_BYTES_PER_PARAM * local_params / system.hbm_bytes_per_s)
+    t_opt = np.zeros_like(t_loc) + t_opt
     return {
-        "iteration_time_s": t_loc + t_pp + bubble + t_dp,
+        "iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt,
+        "t_optimizer_s": t_opt,
         "t_compute_s": n_mb * (d * block.t_comp + edge.t_comp),
         "t_memory_s": n_mb * (d * block.t_mem + edge.t_mem),
         "t_tp_comm_s": n_mb * (d * block.t_comm + edge.t_comm),

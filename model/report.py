@@ -14,7 +14,7 @@ from .transformer import Transformer
 
 GB = 1e9
 TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp_comm_s",
-                "t_bubble_s")
+                "t_bubble_s", "t_optimizer_s")
 MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
 
 
@@ -40,6 +40,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int, g
         "iteration_time_s": t,
         "train_days": model.training_samples / samples_per_s / 86400.0,
         "tflops_per_gpu": res["model_flop_per_gpu"][idx] / t / 1e12,
+        "model_tflops_per_gpu": res["model_flop_per_gpu"][idx] / t / 1e12,
+        "hardware_tflops_per_gpu": res["flop_per_gpu"][idx] / t / 1e12,
         "mfu": res["model_flop_per_gpu"][idx] / t / peak,
         "hfu": res["flop_per_gpu"][idx] / t / peak,
     })

@@ -24,6 +24,7 @@ from .evaluate import (
     shape_memory,
     shards_of,
 )
+from .execution import Execution, resolve_execution
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
@@ -78,22 +79,25 @@ def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: d
 def search(
     model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
     compat: str | Mode | None = None, nvs: int | None = None, pins: dict | None = None,
-    top_k: int = 10, budget: int = DEFAULT_BUDGET,
+    top_k: int = 10, budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
 ) -> SearchResult:
     """The ``top_k`` fastest configurations of ``strategy`` on ``gpus`` GPUs that fit in HBM.
 
     ``nvs`` overrides the system's NVLink domain size; ``pins`` fixes any of tp1, tp2, pp, dp,
     microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the paper's model
-    with its bugs (spec §7). Ties keep the deterministic candidate order.
+    with its bugs (spec §7); ``execution`` sets recompute, sequence parallelism, interleaving,
+    ZeRO stage, precision and TP overlap (:class:`~model.execution.Execution`). Ties keep the
+    deterministic candidate order.
     """
     return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
-                         pins=pins, top_k=top_k, budget=budget)[0]
+                         pins=pins, top_k=top_k, budget=budget, execution=execution)[0]
 
 
 def search_counts(
     model: Transformer, system: System, gpu_counts: list[int], global_batch: int,
     strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
     pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
+    execution: Execution | dict | None = None,
 ) -> list[SearchResult]:
     """:func:`search` at several GPU counts in one evaluation (a strong-scaling sweep).
 
@@ -112,13 +116,14 @@ def search_counts(
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
-    strat = build_strategy(strategy, model, mode)
-    ctx = Ctx.make(model, system, mode)
-    shapes = [build_shapes(model, strat, n, global_batch, pins) for n in counts]
+    ctx = Ctx.make(model, system, mode, execution)
+    strat = build_strategy(strategy, model, mode, ctx.execution)
+    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave)
+              for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
     op_counts = ShapeCounts.of(strat, merged, ctx)
-    mem = shape_memory(model, strat, merged, global_batch, op_counts)
+    mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
     fits = mem["memory_bytes"] <= system.hbm_capacity_bytes
     parts, candidates, feasible, offset = [], [], [], 0
     for n, cols in zip(counts, shapes):
@@ -135,6 +140,7 @@ def search_counts(
         offset += rows
     cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
+    cands["params_bytes"] = mem["params_bytes"][shape]
     res = candidate_times(model, system, strat, cands, global_batch, ctx, op_counts, shape)
     res.update({k: v[shape] for k, v in mem.items()})
     res.update(cands)
@@ -168,6 +174,7 @@ def evaluate(
     tp1: int, pp: int, dp: int, microbatch: int, tp2: int = 1, nb: int | None = None,
     nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
     nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
+    execution: Execution | dict | None = None,
 ) -> Evaluation:
     """Evaluate one configuration; a placement or nb left out is the best one for it.
 
@@ -185,18 +192,20 @@ def evaluate(
             f" gpus = {gpus}")
     sysm = system if nvs is None else system.with_overrides(nvlink_domain_size=nvs)
     mode = resolve_mode(compat)
-    strat = build_strategy(key, model, mode)
-    space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode)
+    ex = resolve_execution(execution)
+    strat = build_strategy(key, model, mode, ex)
+    space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode,
+                        interleave=ex.interleave)
     if len(space) == 0:
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
                                  mode))
-    res = evaluate_space(model, sysm, strat, space, global_batch, mode)
+    res = evaluate_space(model, sysm, strat, space, global_batch, mode, execution=ex)
     fits = res["memory_bytes"] <= sysm.hbm_capacity_bytes
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
     row = result_frame(model, sysm, strat.name, gpus, global_batch, res, np.array([i])).iloc[0]
     one = {k: v[i:i + 1] for k, v in space.cols.items()}
-    ctx = Ctx.make(model, sysm, mode)
+    ctx = Ctx.make(model, sysm, mode, ex)
     sh = shards_of(one)
     table = op_table(
         [("pre", r) for r in evaluate_ops(strat.pre, sh, ctx)]

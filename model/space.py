@@ -73,19 +73,19 @@ def _pin(values: np.ndarray, pins: dict, name: str) -> np.ndarray:
 
 def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                 nvs: int, pins: dict | None = None, compat: object = None,
-                budget: int = 20_000_000) -> Space:
+                budget: int = 20_000_000, interleave: int = 1) -> Space:
     """All candidates of ``strategy`` on ``gpus`` GPUs that satisfy the rules and the ``pins``.
 
     Raises ModelError when more than ``budget`` candidates would be built.
     """
-    shapes = build_shapes(model, strategy, gpus, global_batch, pins)
+    shapes = build_shapes(model, strategy, gpus, global_batch, pins, interleave)
     mask, table = placement_mask(shapes, gpus, nvs, pins, resolve_mode(compat).exact_domain_fill)
     check_budget(int(mask.sum()), budget)
     return Space(expand_placements(shapes, mask, table))
 
 
 def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-                 pins: dict | None = None) -> dict[str, np.ndarray]:
+                 pins: dict | None = None, interleave: int = 1) -> dict[str, np.ndarray]:
     """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement.
 
     Memory does not depend on the placement, so the search can drop shapes that do not fit
@@ -123,6 +123,11 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     ok = ((global_batch // cols["dp"])[:, None] % mb[None, :] == 0) & (
         (mb[None, :] * l) % split[:, None] == 0)
     cols = _expand(cols, "microbatch", mb, ok)
+    if interleave > 1:  # V stages per GPU: pp > 1, V | layers per stage, pp | microbatches
+        n_mb = global_batch // cols["dp"] // cols["microbatch"]
+        keep = ((cols["pp"] > 1) & ((model.layers // cols["pp"]) % interleave == 0)
+                & (n_mb % cols["pp"] == 0))
+        cols = {k: v[keep] for k, v in cols.items()}
     return _panels(cols, e, strategy.has_panels, pins)
 
 

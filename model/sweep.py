@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from .execution import Execution
 from .hardware import System
 from .search import DEFAULT_BUDGET, SearchResult, search_counts
 from .strategies import canonical_strategy
@@ -18,12 +19,14 @@ PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the
 def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_GPU_COUNTS,
           global_batch: int = 4096, strategies: Iterable[str] = STRATEGIES, *,
           compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
+          execution: Execution | dict | None = None,
           top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
     """One :func:`~model.search.search` per (strategy, GPU count), strategies outermost."""
     counts = list(gpu_counts)
     return [r for s in strategies
             for r in search_counts(model, system, counts, global_batch, canonical_strategy(s),
-                                   compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget)]
+                                   compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget,
+                                   execution=execution)]
 
 
 def best_frame(results: list[SearchResult]) -> pd.DataFrame:

@@ -36,6 +36,7 @@ TOP_COLUMNS = [
     _col("t_compute_s", "compute s", ".2f", 100), _col("t_tp_comm_s", "TP comm s", ".2f", 100),
     _col("t_pp_comm_s", "PP comm s", ".2f", 100), _col("t_dp_comm_s", "DP comm s", ".2f", 100),
     _col("t_bubble_s", "bubble s", ".2f", 90), _col("t_memory_s", "memory s", ".2f", 95),
+    _col("t_optimizer_s", "optimizer s", ".3f", 100),
 ]
 OPS_COLUMNS = [
     {"field": "op", "headerName": "op", "width": 140, "sortable": True},
