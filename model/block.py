@@ -99,7 +99,10 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     k = _local(d[spec.k], sh, spec.k_shard)
     kind = spec.kind
     if kind == Kind.LINEAR:
-        return ops.linear(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
+        counts = ops.linear(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
+        if spec.act_rows is not None:  # the kept input is a shard of the rows (SP)
+            counts.act_bytes = s * b * _local(d["l"], sh, spec.act_rows) * k
+        return counts
     if kind == Kind.SUMMA_LINEAR:
         return ops.linear_summa(b, rows, float(d[spec.k]), _local(d[spec.k], sh, spec.rows), k,
                                 _local(d[spec.n], sh, spec.n_shard), sh.nb.astype(float), s)

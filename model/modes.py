@@ -24,6 +24,8 @@ class Mode:
     paper_bias_sharding: bool = False  # output biases on unsharded rows (1D) as in the paper
     exact_domain_fill: bool = False  # placement must fill NVS exactly (no partly filled node)
     no_optimizer_step: bool = False  # the optimizer update (HBM-bound Adam step) costs nothing
+    mlp_act_dropout: bool = False  # a dropout on the MLP hidden activation (not in GPT/Megatron)
+    full_linear_inputs_kept: bool = False  # SP matmuls keep the gathered input, not its shard
 
     @property
     def is_paper(self) -> bool:

@@ -70,6 +70,7 @@ class OpSpec:
     fwd: tuple[CommSpec, ...] = ()
     bwd: tuple[CommSpec, ...] = ()
     panels: str | None = None
+    act_rows: Axes | None = None  # rows of the kept input when not ``rows`` (SP keeps a shard)
 
 
 @dataclass(frozen=True)
@@ -126,13 +127,13 @@ def _ar(volume: str, axes: Axes) -> CommSpec:
     return CommSpec(Collective.ALLREDUCE, volume, axes)
 
 
-def _mlp_tail(model: Transformer, rows: Axes, hid: Axes) -> list[OpSpec]:
-    """fc1 bias, activation and its dropout on the [rows, f/hid] MLP hidden tensor."""
+def _mlp_tail(model: Transformer, mode: Mode, rows: Axes, hid: Axes) -> list[OpSpec]:
+    """fc1 bias, activation (and, in the paper, a dropout) on the [rows, f/hid] MLP hidden."""
     ops = []
     if model.bias:
         ops.append(OpSpec("mlp/fc1_bias", Kind.BIAS, k="f_in", rows=rows, k_shard=hid))
     ops.append(OpSpec("mlp/act", Kind.ACT, k="f", rows=rows, k_shard=hid))
-    if model.dropout:
+    if model.dropout and mode.mlp_act_dropout:
         ops.append(OpSpec("mlp/act_dropout", Kind.DROPOUT, k="f", rows=rows, k_shard=hid))
     return ops
 
@@ -163,6 +164,12 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     sp = ex.sequence_parallel
     seq = base + TP1 if sp else base  # rows of norms, dropouts, residual
     col_bwd = (_rs("in", TP1),) if sp else (_ar("in", TP1),)
+    # Megatron SP keeps the column-parallel input as its l/tp shard and all-gathers it again in
+    # the backward pass (Korthikanti et al. 2022, §4.2.2); the paper keeps the gathered input
+    shard_inputs = sp and not mode.full_linear_inputs_kept
+    col_act = seq if shard_inputs else None
+    if shard_inputs:
+        col_bwd = col_bwd + (_ag("in", TP1),)
     row_fwd = (_rs("out", TP1),) if sp else (_ar("out", TP1),)
     norm_comm = {"fwd": (_ag("in", TP1),), "bwd": (_rs("in", TP1),)} if sp else {}
     paper = mode.paper_bias_sharding
@@ -170,12 +177,14 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     mlp_bias = (NONE, NONE) if paper and not context else (seq, NONE)
     attn_bias = mlp_bias if not (paper and context) else (TP2, TP1)
     kv = (_ag("kv", TP2),) if context else ()
-    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1, bwd=col_bwd),
-           *_mlp_tail(model, base, TP1),
+    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1, bwd=col_bwd,
+                  act_rows=col_act),
+           *_mlp_tail(model, mode, base, TP1),
            OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=base, k_shard=TP1, fwd=row_fwd),
            *_residual(model, "mlp", *mlp_bias, seq, NONE,
                       OpSpec("mlp/norm", Kind.NORM, rows=seq, **norm_comm))]
-    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1, bwd=col_bwd),
+    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1, bwd=col_bwd,
+                   act_rows=col_act),
             OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
                    bwd=kv + ((_rs("kv", TP2),) if context else ())),
             OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd),
@@ -188,7 +197,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
                   **embed_comm)]
     post = [OpSpec("head/norm", Kind.NORM, rows=seq, **norm_comm),
             OpSpec("head/logits", Kind.LINEAR, k="e", n="V", rows=base, n_shard=TP1,
-                   bwd=col_bwd),
+                   bwd=col_bwd, act_rows=col_act),
             OpSpec("head/loss", Kind.LOSS, k="V", rows=base, k_shard=TP1,
                    fwd=(_ar("stats", TP1),))]
     return mlp + attn, pre, post
@@ -233,7 +242,7 @@ def _summa(model: Transformer, mode: Mode, ex: Execution
         return OpSpec(name, Kind.NORM, k="ln2d", rows=TP2, k_shard=TP1, fwd=stats[0], bwd=stats[1])
 
     mlp = [_summa_linear("mlp/fc1", "e", "f_in"),
-           *_mlp_tail(model, TP2, TP1),
+           *_mlp_tail(model, mode, TP2, TP1),
            _summa_linear("mlp/fc2", "f", "e"),
            *_residual(model, "mlp", TP2, TP1, TP2, TP1, norm("mlp/norm"))]
     attn = [_summa_linear("attn/qkv", "e", "qkv"),

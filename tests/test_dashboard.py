@@ -501,14 +501,14 @@ def test_unusable_cache_directory_still_computes(sweep_calls, tmp_path, monkeypa
 
 
 INFEASIBLE = {**S.model_values("vit-era5"), **S.system_values("a100"), "gpus_min": 4,
-              "gpus_max": 64, "strategy": "1d"}
+              "gpus_max": 32, "strategy": "1d"}
 
 
 def test_memory_floor_names_dominant_part_and_a_count_that_fits():
     scn = valid(**INFEASIBLE)
     assert compute.scaling(scn).empty
     floor = compute.memory_floor(scn)
-    assert floor["gpus"] == 64 and floor["strategy"] == "1d"
+    assert floor["gpus"] == 32 and floor["strategy"] == "1d"
     assert floor["capacity_gb"] == scn["hbm_gb"]
     assert floor["min_memory_gb"] > floor["capacity_gb"]
     parts = floor["parts"]
@@ -517,7 +517,7 @@ def test_memory_floor_names_dominant_part_and_a_count_that_fits():
     assert math.isclose(sum(parts.values()), floor["min_memory_gb"], rel_tol=0.05)
     if "fits_at_gpus" in floor:
         n = floor["fits_at_gpus"]
-        assert n > 64 and n & (n - 1) == 0
+        assert n > 32 and n & (n - 1) == 0
         assert not compute.scaling(valid(**{**INFEASIBLE, "gpus_min": n, "gpus_max": n})).empty
 
 

@@ -71,7 +71,7 @@ def systems_frame():
 @pytest.fixture(scope="module")
 def hbm_frame(system):
     m, rows = load_model("gpt3-175b"), []
-    for cap in (20.0, 80.0, 141.0):
+    for cap in (10.0, 80.0, 141.0):
         for bw in (2000.0, 4800.0, 8000.0):
             s = system.with_overrides(hbm_capacity_gb=cap, hbm_bandwidth_gb_per_s=bw)
             best = search(m, s, 256, 1536, "1d", top_k=1).best
@@ -308,16 +308,16 @@ def test_hbm_contour_figure(figs, hbm_frame):
     fig = figs["hbm"]
     contour = fig.data[0]
     assert contour.type == "contour"
-    assert list(contour.x) == [20.0, 80.0, 141.0]
+    assert list(contour.x) == [10.0, 80.0, 141.0]
     assert list(contour.y) == pytest.approx([2.0, 4.8, 8.0])  # TB/s
     z = np.array(contour.z, dtype=float)
-    assert np.isnan(z[:, 0]).all()  # 20 GB: nothing fits, left blank
+    assert np.isnan(z[:, 0]).all()  # 10 GB: nothing fits, left blank
     expected = hbm_frame.pivot(index="hbm_bandwidth_gb_per_s", columns="hbm_capacity_gb",
                                values="train_days").to_numpy()
     np.testing.assert_allclose(z, expected, rtol=REL)
     assert fig.layout.xaxis.title.text == "HBM capacity (GB)"
     assert fig.layout.yaxis.title.text == "HBM bandwidth (TB/s)"
-    few = hbm_contour_figure(hbm_frame[hbm_frame["hbm_capacity_gb"] > 20])
+    few = hbm_contour_figure(hbm_frame[hbm_frame["hbm_capacity_gb"] > 10])
     assert few.data[0].type == "heatmap"
 
 

@@ -45,14 +45,16 @@ def gpt3_like():
 # FLOPs of a whole iteration on one GPU
 
 
-def block_model_flops(b: int, l: int, e: int, f: int, h: int, bias: bool, dropout: bool) -> int:
+def block_model_flops(b: int, l: int, e: int, f: int, h: int, bias: bool, dropout: bool,
+                      mlp_dropout: bool = True) -> int:
     """Model FLOPs (forward + backward, no recomputation) of one block and one microbatch.
 
     Linear k→n on T = b·l rows: fwd T·n(2k−1), bwd T·k(2n−1) [dX] + k·n(2T−1) [dW].
     GELU 8 + 13 per element, LayerNorm 9N fwd and 8N + 4T(e−1) bwd. Flash attention with H = b·h:
     [l, l] products H·l²(2q−1) once fwd (QKᵀ) and once bwd (dO·Vᵀ), [l, q] products H·l·q(2l−1)
     once fwd (PV) and three times bwd (dV, dQ, dK); softmax 2Hl² + Hl(l−1) fwd, 3Hl² + Hl(l−1)
-    bwd; dropout one FLOP per element each way.
+    bwd; dropout one FLOP per element each way (on the MLP hidden only in the paper's model,
+    ``mlp_dropout``).
     """
     t, q, hh = b * l, e // h, b * h
     total = sum(t * n * (2 * k - 1) + t * k * (2 * n - 1) + k * n * (2 * t - 1)
@@ -61,8 +63,8 @@ def block_model_flops(b: int, l: int, e: int, f: int, h: int, bias: bool, dropou
     total += 2 * (9 * t * e + 8 * t * e + 4 * t * (e - 1))
     total += 2 * hh * l * l * (2 * q - 1) + 4 * hh * l * q * (2 * l - 1)
     total += (2 * hh * l * l + hh * l * (l - 1)) + (3 * hh * l * l + hh * l * (l - 1))
-    if dropout:  # attention probabilities, MLP hidden, and the two residual branches
-        total += 2 * hh * l * l + 2 * t * f + 2 * 2 * t * e
+    if dropout:  # attention probabilities, the two residual branches (and the MLP hidden)
+        total += 2 * hh * l * l + 2 * 2 * t * e + (2 * t * f if mlp_dropout else 0)
     if bias:  # fc1 bias on [T, f], fc2 and proj output biases on [T, e]
         total += 2 * t * f + 2 * 2 * t * e
     return total
@@ -98,7 +100,7 @@ def test_iteration_flops_single_gpu_closed_form(h200, bias, dropout, vocab, comp
     n_mb = gbs // mb
     assert row["n_microbatches"] == n_mb and row["layers_per_stage"] == m.layers
     e, f, h, l = m.hidden, m.ffn, m.heads, m.seq_len
-    per_block = block_model_flops(mb, l, e, f, h, bias, dropout)
+    per_block = block_model_flops(mb, l, e, f, h, bias, dropout, mlp_dropout=compat == "paper")
     recompute = block_recompute_flops(mb, l, e, h, dropout)
     # the paper models blocks only: its mode ignores the vocabulary
     edge = edge_flops(mb, l, e, vocab) if vocab and compat is None else 0

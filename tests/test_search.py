@@ -393,7 +393,7 @@ def test_flat_slow_rings_use_every_nic_outside_paper_mode():
 
 def test_evaluate_of_a_config_that_does_not_fit_picks_its_fastest_placement():
     """A configuration over the HBM limit is still reported, with its best placement."""
-    m, s = load_model("megatron-1t"), load_system("a100")
+    m, s = load_model("megatron-1t"), load_system("a100").with_overrides(hbm_capacity_gb=40.0)
     from model import design_space
     pins = dict(tp1=8, pp=64, dp=1, microbatch=1)
     every = design_space(m, s, 512, 512, "1d", pins=pins)
