@@ -119,7 +119,8 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
         heads = _local(m.heads, sh, spec.heads_shard)
         kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
         return ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim), s,
-                                   m.dropout, keep_scores=ctx.execution.recompute == "none")
+                                   m.dropout, keep_scores=ctx.execution.recompute == "none",
+                                   fused=ctx.execution.flash_attention)
     if kind == Kind.EMBEDDING:
         return ops.embedding(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
     if kind == Kind.LOSS:

@@ -126,7 +126,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                   pre_act=pre_a, post_weight=post_w, post_act=post_a,
                   n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
                   layers=model.layers // cols["pp"], pp=cols["pp"],
-                  dp_group=_dp_group(strategy, cols), interleave=ex.interleave, zero=ex.zero)
+                  dp_group=_dp_group(strategy, cols), interleave=ex.interleave, zero=ex.zero,
+                  grad_factor=2.0 if ex.fp32_gradients else 1.0)
 
 
 def _take(t: Totals, idx: np.ndarray) -> Totals:
@@ -139,6 +140,16 @@ def _pick(cond: np.ndarray, a: Totals, b: Totals) -> Totals:
 
 def _add(a: Totals, b: Totals) -> Totals:
     return Totals(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(Totals)))
+
+
+def _p2p_bytes(boundary: OpResult, strategy: Strategy, ctx: Ctx, sh: Shards) -> np.ndarray:
+    """Bytes each GPU sends to the next stage: the block output it holds. Without sequence
+    parallelism that output is replicated over tp1, and Megatron's scatter-gather sends 1/tp1
+    of it per GPU and all-gathers it inside the domain (Narayanan et al. 2021, §4.1)."""
+    act = np.asarray(boundary.counts.act_bytes, dtype=float)
+    if ctx.execution.sequence_parallel or strategy.name == "summa":
+        return act
+    return act / sh.tp1
 
 
 def _with_forward_rerun(block: Totals, results: list[OpResult]) -> Totals:
@@ -192,10 +203,11 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     out = iteration_time(
         block=_take(block, inverse), edge=edge,
         edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
-        boundary_act_bytes=np.asarray(boundary.counts.act_bytes)[inverse], n_mb=n_mb,
+        boundary_act_bytes=_p2p_bytes(boundary, strategy, ctx, sh)[inverse], n_mb=n_mb,
         layers=layers, pp=pp, nv_pp=cols["nv_pp"], dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_"), system=system, mode=ctx.mode,
         interleave=ctx.execution.interleave, zero=ctx.execution.zero,
+        grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
         params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
     )
     out["n_microbatches"] = n_mb

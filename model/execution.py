@@ -37,6 +37,10 @@ class Execution:
     * ``precision``: bf16 / fp16 (2-byte values) or fp8 (matmuls at the FP8 rate; values kept
       in 2 bytes, as in Transformer Engine's delayed/current scaling recipes).
     * ``tp_overlap``: tensor-parallel collectives overlap the matmuls next to them.
+    * ``flash_attention``: fused attention; off, the score matrices go through HBM (QKᵀ out,
+      softmax, dropout, PV in) as in Megatron-LM before flash attention.
+    * ``fp32_gradients``: gradients accumulated and reduced in fp32 (Megatron's ``main_grad``):
+      4 bytes per parameter, and twice the data-parallel reduce-scatter volume.
     """
 
     recompute: str = "selective"
@@ -45,6 +49,8 @@ class Execution:
     zero: int = 1
     precision: str = "bf16"
     tp_overlap: bool = False
+    flash_attention: bool = True
+    fp32_gradients: bool = False
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE:

@@ -145,7 +145,7 @@ def layer_norm(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
 
 def flash_attention(
     b: Array, heads: Array, kv_heads: Array, rows: Array, seq: float, q: float, s: float,
-    dropout_on: bool = True, keep_scores: bool = False,
+    dropout_on: bool = True, keep_scores: bool = False, fused: bool = True,
 ) -> OpCounts:
     """Fused (flash) attention of r local query rows over a sequence of L (spec §3.1 FusedLA).
 
@@ -162,6 +162,11 @@ def flash_attention(
     softmax output (s), dropout mask (1 B) and dropout output (s) per score are kept — the
     5·a·s²·b bytes of Korthikanti et al. 2022 — written in the forward and read in the backward,
     and nothing is recomputed.
+
+    ``fused=False`` (no flash attention): every pass over the H·r·L scores goes through HBM — in
+    the forward write S (s), softmax read S / write P (2s), dropout read P / write P' and its
+    mask (2s + 1), PV read P' (s); the backward about twice that, plus the forward again when the
+    scores are recomputed.
     """
     hh = b * heads
     drop = 1.0 if dropout_on else 0.0
@@ -170,6 +175,7 @@ def flash_attention(
     recompute_mat = qk
     recompute_vec = softmax_fwd
     act = s * (2 * hh * rows * q + 2 * b * kv_heads * rows * q + 2 * hh * rows)
+    score_pass = 0.0 if fused else (4 * s + drop * (2 * s + 1.0)) * hh * rows * seq
     if keep_scores:
         scores = (s + drop * (1.0 + s)) * hh * rows * seq  # bytes of the kept score tensors
         return OpCounts(
@@ -177,8 +183,10 @@ def flash_attention(
             flop_vec_fwd=softmax_fwd,
             flop_mat_bwd=hh * rows * q * (2 * seq - 1) + 2 * hh * seq * q * (2 * rows - 1) + qk,
             flop_vec_bwd=3 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq,
-            bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + scores,
-            bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + scores,
+            bytes_fwd=(s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + scores
+                       + score_pass),
+            bytes_bwd=(s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + scores
+                       + 2 * score_pass),
             act_bytes=act + scores,
         )
     return OpCounts(
@@ -190,8 +198,8 @@ def flash_attention(
         flop_vec_bwd=(3 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq
                       + recompute_vec),
         flop_recompute=recompute_mat + recompute_vec,
-        bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows),
-        bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act,
+        bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + score_pass,
+        bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + 3 * score_pass,
         act_bytes=act,
     )
 

@@ -28,14 +28,18 @@ from .modes import Mode
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 
 
-def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, paper: bool):
+def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, paper: bool,
+              grad_factor: float = 1.0):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
     A ring all-gather and reduce-scatter of the same buffer take the same time T (spec §4), so
-    t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)).
+    t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)); gradients reduced in fp32
+    (``grad_factor`` 2) make the reduce-scatter's buffer twice the 2-byte weights.
     """
     t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
-    return 2 * t + (layers - 1) * (np.maximum(t - t_fwd, 0.0) + np.maximum(t - t_bwd, 0.0))
+    t_rs = t if grad_factor == 1.0 else collective_time_s(
+        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
+    return t + t_rs + (layers - 1) * (np.maximum(t - t_fwd, 0.0) + np.maximum(t_rs - t_bwd, 0.0))
 
 
 def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
@@ -75,19 +79,19 @@ def in_flight_microbatches(pp, n_mb, interleave: int):
     return flight
 
 
-def _zero_sharded(weights, dp_group, zero: int):
+def _zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
     """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
-    2020): optimizer state (6× the 2-byte weights) sharded from stage 1, gradients from 2,
-    weights from 3."""
+    2020): optimizer state (6× the 2-byte weights) sharded from stage 1, gradients (``grad_factor``
+    × the weights: 2 for fp32 gradients) from 2, weights from 3."""
     optimizer = OPTIMIZER_FACTOR * weights / (dp_group if zero >= 1 else 1)
-    grads = weights / dp_group if zero >= 2 else weights
+    grads = grad_factor * weights / (dp_group if zero >= 2 else 1)
     held = weights / dp_group if zero >= 3 else weights
     return held, grads, optimizer
 
 
 def memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight, post_act,
-           n_mb, layers, pp, dp_group, interleave: int = 1, zero: int = 1
-           ) -> dict[str, np.ndarray]:
+           n_mb, layers, pp, dp_group, interleave: int = 1, zero: int = 1,
+           grad_factor: float = 1.0) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) of the binding stage and its breakdown.
 
     The first stage holds the embedding (``pre``) and the in-flight microbatches' activations;
@@ -103,8 +107,8 @@ def memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_wei
     w_last = d * block_weight_bytes + post_weight
     a_last = d * block_act_bytes + post_act
     gathered = 2 * block_weight_bytes if zero >= 3 else 0.0
-    parts_first = _zero_sharded(w_first, dp_group, zero)
-    parts_last = _zero_sharded(w_last, dp_group, zero)
+    parts_first = _zero_sharded(w_first, dp_group, zero, grad_factor)
+    parts_last = _zero_sharded(w_last, dp_group, zero, grad_factor)
     mem_first = sum(parts_first) + gathered + a_first
     mem_last = sum(parts_last) + gathered + a_last
     first_binds = single | (mem_first >= mem_last)
@@ -130,7 +134,7 @@ def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, system: Sy
 def iteration_time(
     *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
     dp_group, dp_tau, system: System, mode: Mode, interleave: int = 1, zero: int = 1,
-    params_bytes=0.0,
+    params_bytes=0.0, grad_factor: float = 1.0,
 ) -> dict[str, np.ndarray]:
     """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
 
@@ -152,12 +156,13 @@ def iteration_time(
                            n_mb, system, ar_bug)
     else:
         t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                         system, ar_bug)
+                         system, ar_bug, grad_factor)
     if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
-        t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug)
+        t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug,
+                                grad_factor)
     local_params = np.asarray(params_bytes, dtype=float) / 2.0 / (dp_group if zero >= 1 else 1)
-    t_opt = (0.0 if mode.no_optimizer_step
-             else ADAM_BYTES_PER_PARAM * local_params / system.hbm_bytes_per_s)
+    adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
+    t_opt = 0.0 if mode.no_optimizer_step else adam * local_params / system.hbm_bytes_per_s
     t_opt = np.zeros_like(t_loc) + t_opt
     return {
         "iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt,
