@@ -1,0 +1,243 @@
+"""Predicted vs measured: the estimator against published training runs.
+
+Two sets, read from ``shared/reference`` (or a given folder):
+
+* ``korthikanti``: the eight Megatron-LM runs of Korthikanti et al. 2022 (arXiv 2205.05198) on
+  Selene (DGX A100 80GB): iteration time per run, and the memory breakdown (parameters +
+  gradients + optimizer, activations) of each model without and with sequence parallelism +
+  selective recompute. Calculon's predictions for the same runs are carried along.
+* ``measurements``: other published runs with enough configuration to predict them (Narayanan
+  et al. 2021 PTD-P and ZeRO-3, BLOOM-176B, Megatron-Bridge Llama 3 runs on H100/B200/GB200).
+  Records the model cannot express (mixture of experts, TPUs, GPUs without a preset, uneven
+  pipeline stages, missing configuration) are listed with the reason they are skipped.
+
+Throughput in TFLOP/s per GPU is turned into iteration time with the formula its source used,
+96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per iteration (Narayanan et al. 2021, eq. 3: full
+recomputation counted); tokens/s per GPU into iteration time by GBS·s/(n·tokens/s).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import ModelError
+from .hardware import System, load_system
+from .search import evaluate
+from .transformer import Transformer, transformer_from_dict
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+GIB = 2.0**30
+GPU_PRESETS = {"A100-SXM4-80GB": "a100", "H100-SXM5-80GB (DGX H100)": "h100",
+               "B200 (DGX B200)": "b200", "B200 (GB200 NVL72)": "gb200-nvl72"}
+KORTHIKANTI_MODELS = {"megatron-22B": "megatron-22b", "gpt3-175B": "gpt3-175b",
+                      "turing-530B": "turing-530b", "megatron-1T": "megatron-1t"}
+
+
+@dataclass
+class Case:
+    """One measured quantity of one run, and how to predict it."""
+
+    id: str
+    set: str
+    metric: str  # iteration_time_s | params_grads_optimizer_gib | activations_gib
+    measured: float
+    model: Transformer | None = None
+    system: System | None = None
+    gpus: int = 0
+    global_batch: int = 0
+    strategy: str = "1d"
+    config: dict[str, int] = field(default_factory=dict)
+    execution: dict[str, Any] = field(default_factory=dict)
+    uncertain: bool = False
+    peer: float | None = None  # Calculon's prediction, where published
+    skip: str = ""
+
+
+def reference_dir(folder: str | Path | None = None) -> Path:
+    """The folder of the public reference data (``shared/reference`` next to the repository)."""
+    path = Path(folder) if folder else REFERENCE
+    if not (path / "measurements.json").is_file():
+        raise ModelError(f"no reference data in '{path}' (expected measurements.json and "
+                         "korthikanti_validation.json)")
+    return path
+
+
+def _megatron_execution(mode: str, interleave: int) -> dict[str, Any]:
+    """Korthikanti's modes on Megatron-LM 2022: unfused attention, fp16 with fp32 main grads,
+    no distributed optimizer."""
+    sp = mode in ("seq", "seqsel")
+    recompute = {"full": "full", "sel": "selective", "seqsel": "selective"}.get(mode, "none")
+    return {"recompute": recompute, "sequence_parallel": sp, "interleave": interleave, "zero": 0,
+            "flash_attention": False, "fp32_gradients": True, "precision": "fp16"}
+
+
+def korthikanti_cases(folder: Path) -> list[Case]:
+    """Iteration times and memory breakdowns of Korthikanti et al. 2022."""
+    from .transformer import load_model
+    data = json.loads((folder / "korthikanti_validation.json").read_text())
+    a100 = load_system("a100")
+    cases = []
+    for r in data["end_to_end_time"]:
+        cases.append(Case(
+            id=f"{r['model']}-{r['recompute_mode']}", set="korthikanti",
+            metric="iteration_time_s", measured=r["measured_iteration_s"],
+            model=load_model(KORTHIKANTI_MODELS[r["model"]]), system=a100, gpus=r["num_gpus"],
+            global_batch=r["global_batch"], config={"tp1": r["tp"], "pp": r["pp"],
+                                                    "dp": r["dp"], "microbatch": r["microbatch"]},
+            execution=_megatron_execution(r["recompute_mode"], r["pipeline_interleaving"]),
+            peer=r["calculon_iteration_s"]))
+    # the memory was measured on the same runs: the same pipeline interleaving
+    interleave = {r["model"]: r["pipeline_interleaving"] for r in data["end_to_end_time"]}
+    for r in data["memory"]:
+        common = dict(model=load_model(KORTHIKANTI_MODELS[r["model"]]), system=a100,
+                      gpus=r["num_gpus"], global_batch=r["global_batch"],
+                      config={"tp1": r["tp"], "pp": r["pp"], "dp": r["dp"],
+                              "microbatch": r["microbatch"]},
+                      execution=_megatron_execution(r["mode"], interleave.get(r["model"], 1)),
+                      set="korthikanti-memory")
+        cases.append(Case(id=f"{r['model']}-{r['mode']}-params",
+                          metric="params_grads_optimizer_gib",
+                          measured=r["measured_params_grads_optimizer_GiB"],
+                          peer=r["calculon_params_grads_optimizer_GiB"], **common))
+        cases.append(Case(id=f"{r['model']}-{r['mode']}-activations", metric="activations_gib",
+                          measured=r["measured_activations_GiB"],
+                          peer=r["calculon_activations_GiB"], **common))
+    return cases
+
+
+def _narayanan_flops(m: dict[str, Any], gbs: int) -> float:
+    """FLOPs per iteration counted by Narayanan et al. 2021, eq. 3 (recompute included)."""
+    s, l, h, v = m["seq_len"], m["layers"], m["hidden"], m.get("vocab", 51200)
+    return 96.0 * gbs * s * l * h * h * (1 + s / (6.0 * h) + v / (16.0 * l * h))
+
+
+def _record_skip(r: dict[str, Any]) -> str:
+    m, p, gpu = r.get("model", {}), r.get("parallel", {}), r.get("system", {}).get("gpu", "")
+    if r["id"].startswith("korthikanti22"):
+        return "the same run is in the korthikanti set"
+    if "moe" in m or m.get("attention") == "MLA":
+        return "mixture of experts / MLA is not modelled"
+    if gpu not in GPU_PRESETS:
+        return f"no system preset for '{gpu}'"
+    if not all(isinstance(m.get(k), int) for k in ("layers", "hidden", "heads", "seq_len")):
+        return "no model dimensions (coarse anchor)"
+    if not all(isinstance(p.get(k), int) for k in ("tp", "pp", "global_batch", "microbatch")):
+        return "parallel configuration incomplete"
+    if m["layers"] % p["pp"]:
+        return f"uneven pipeline stages ({m['layers']} layers on pp={p['pp']}) not modelled yet"
+    return ""
+
+
+def _measured_time(r: dict[str, Any], gpus: int) -> float | None:
+    meas, m, gbs = r["measured"], r["model"], r["parallel"]["global_batch"]
+    if "iteration_time_s" in meas:
+        return float(meas["iteration_time_s"])
+    if "tokens_per_s_per_gpu" in meas:
+        return gbs * m["seq_len"] / (gpus * meas["tokens_per_s_per_gpu"])
+    if "tflops_per_gpu" in meas:
+        return _narayanan_flops(m, gbs) / (gpus * meas["tflops_per_gpu"] * 1e12)
+    return None
+
+
+def measurement_case(r: dict[str, Any]) -> Case:
+    """A record of ``measurements.json`` as a case (or with the reason it is skipped)."""
+    base = Case(id=r["id"], set="measurements", metric="iteration_time_s", measured=np.nan,
+                uncertain=bool(r.get("uncertain")), skip=_record_skip(r))
+    if base.skip:
+        return base
+    m, p, sysinfo = r["model"], r["parallel"], r["system"]
+    gpus = int(sysinfo["n_gpus"])
+    measured = _measured_time(r, gpus)
+    if measured is None:
+        base.skip = "no iteration time, tokens/s or TFLOP/s to compare"
+        return base
+    llama = "llama" in m["name"].lower()
+    model = transformer_from_dict({
+        "name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
+        "kv_heads": m.get("kv_heads"), "ffn": m.get("ffn"), "seq_len": m["seq_len"],
+        "vocab": m.get("vocab", 0), "mlp": "swiglu" if llama else "gelu", "bias": not llama,
+        "dropout": not llama, "tied_embeddings": not llama and m.get("vocab", 0) > 0,
+        "tokens": 1e12})
+    tp, pp, cp = p["tp"], p["pp"], p.get("cp") or 1
+    recent = r["id"].startswith("mbridge")  # 2025 Megatron-Bridge: flash attention, SP, dist. opt.
+    precision = str(p.get("precision", "")).lower()
+    recompute = str(p.get("recompute") or "")
+    execution = {
+        "precision": "fp8" if "fp8" in precision else ("bf16" if "bf16" in precision else "fp16"),
+        "zero": 3 if p.get("fsdp") else int(p.get("zero", 1 if recent else 0)),
+        "recompute": "full" if "full" in recompute else "selective",
+        "sequence_parallel": bool(p.get("sp", recent and tp > 1)),
+        "interleave": int(p.get("vp") or p.get("virtual_pipeline_stages") or 1),
+        "flash_attention": recent, "fp32_gradients": True,
+    }
+    base.__dict__.update(
+        measured=measured, model=model, system=load_system(GPU_PRESETS[sysinfo["gpu"]]),
+        gpus=gpus, global_batch=p["global_batch"], strategy="context" if cp > 1 else "1d",
+        config={"tp1": tp, "tp2": cp, "pp": pp, "dp": gpus // (tp * pp * cp),
+                "microbatch": p["microbatch"]},
+        execution=execution)
+    return base
+
+
+def measurement_cases(folder: Path) -> list[Case]:
+    data = json.loads((folder / "measurements.json").read_text())
+    return [measurement_case(r) for r in data["records"]]
+
+
+def predict(case: Case) -> float:
+    """The estimator's value of the case's metric."""
+    ev = evaluate(case.model, case.system, case.gpus, case.global_batch, case.strategy,
+                  execution=case.execution, **case.config)
+    row = ev.row
+    if case.metric == "iteration_time_s":
+        return float(row["iteration_time_s"])
+    if case.metric == "params_grads_optimizer_gib":
+        return float(row["weights_gb"] + row["gradients_gb"] + row["optimizer_gb"]) * 1e9 / GIB
+    if case.metric == "activations_gib":
+        return float(row["activations_gb"]) * 1e9 / GIB
+    raise AssertionError(case.metric)
+
+
+def run_validation(folder: str | Path | None = None,
+                   sets: tuple[str, ...] = ("korthikanti", "measurements")) -> pd.DataFrame:
+    """Every case with measured, predicted and error (%) = 100·(1 − predicted/measured)
+    (positive: the estimator predicts less than was measured), plus Calculon's where known."""
+    path = reference_dir(folder)
+    cases: list[Case] = []
+    if "korthikanti" in sets:
+        cases += korthikanti_cases(path)
+    if "measurements" in sets:
+        cases += measurement_cases(path)
+    rows = []
+    for c in cases:
+        row = {"id": c.id, "set": c.set, "metric": c.metric, "measured": c.measured,
+               "predicted": np.nan, "error_pct": np.nan, "peer_calculon": c.peer,
+               "peer_error_pct": np.nan if c.peer is None else 100 * (1 - c.peer / c.measured),
+               "uncertain": c.uncertain, "skipped": c.skip}
+        if not c.skip:
+            try:
+                row["predicted"] = predict(c)
+                row["error_pct"] = 100.0 * (1.0 - row["predicted"] / c.measured)
+            except ModelError as exc:
+                row["skipped"] = f"cannot evaluate: {exc}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per set and metric: cases, mean and max absolute error (%), and Calculon's where known."""
+    done = frame[frame["skipped"] == ""].copy()
+    done["abs_error_pct"] = done["error_pct"].abs()
+    done["peer_abs_error_pct"] = done["peer_error_pct"].abs()
+    keys = ["set", "metric", "uncertain"]
+    out = done.groupby(keys).agg(n=("id", "size"), mean_abs_error_pct=("abs_error_pct", "mean"),
+                                 max_abs_error_pct=("abs_error_pct", "max"),
+                                 calculon_mean_abs_error_pct=("peer_abs_error_pct", "mean"),
+                                 calculon_max_abs_error_pct=("peer_abs_error_pct", "max"))
+    return out.reset_index()
