@@ -67,6 +67,8 @@ class Ctx:
     dims: dict[str, int]
     execution: Execution = DEFAULT_EXECUTION
     matrix_flop_per_s: float = 0.0  # peak of the matmuls at the execution's precision
+    linear_efficiency: float = 0.8  # achievable fraction of that peak in the linear layers
+    attention_efficiency: float = 0.8  # … in fused attention (always bf16)
 
     @classmethod
     def make(cls, model: Transformer, system: System, compat: object,
@@ -77,13 +79,15 @@ class Ctx:
             raise ModelError("the paper mode models one execution (flash attention, sequence "
                              "parallelism, 1F1B, distributed optimizer, bf16); drop the "
                              "execution options or use the default model")
-        peak = system.matrix_flop_per_s
+        peak, eta = system.matrix_flop_per_s, system.flop_efficiency
         if ex.precision == "fp8":
             if system.matrix_tflops_fp8 <= 0:
                 raise ModelError(f"system '{system.name}' has no FP8 matrix rate "
                                  "(matrix_tflops_fp8 = 0); choose bf16 or fp16")
             peak = system.matrix_tflops_fp8 * 1e12
-        return cls(model, system, mode, model_dims(model, mode), ex, peak)
+            eta = system.flop_efficiency_fp8 or eta
+        attention = system.attention_efficiency or system.flop_efficiency
+        return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention)
 
 
 def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
@@ -99,9 +103,13 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     k = _local(d[spec.k], sh, spec.k_shard)
     kind = spec.kind
     if kind == Kind.LINEAR:
-        counts = ops.linear(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
+        n = _local(d[spec.n], sh, spec.n_shard)
+        counts = ops.linear(b, rows, k, n, s)
         if spec.act_rows is not None:  # the kept input is a shard of the rows (SP)
             counts.act_bytes = s * b * _local(d["l"], sh, spec.act_rows) * k
+        if ctx.execution.precision == "fp8":  # casts: read 2 B, write 1 B per element
+            counts.bytes_fwd = counts.bytes_fwd + 3.0 * (b * rows * k + k * n)
+            counts.bytes_bwd = counts.bytes_bwd + 3.0 * b * rows * n
         return counts
     if kind == Kind.SUMMA_LINEAR:
         return ops.linear_summa(b, rows, float(d[spec.k]), _local(d[spec.k], sh, spec.rows), k,
@@ -183,7 +191,13 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
     sysm = ctx.system
     eta = sysm.flop_efficiency
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
-    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta * ctx.matrix_flop_per_s)
+    # FP8 recipes run the linear layers in FP8; attention and the rest stay in bf16
+    peak, eta_mat = sysm.matrix_flop_per_s, eta
+    if spec.kind in (Kind.LINEAR, Kind.SUMMA_LINEAR):
+        peak, eta_mat = ctx.matrix_flop_per_s, ctx.linear_efficiency
+    elif spec.kind == Kind.ATTENTION:
+        eta_mat = ctx.attention_efficiency
+    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
     compute = np.maximum(t_comp, t_mem)

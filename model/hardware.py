@@ -47,6 +47,10 @@ FIELDS = (
     Field("hbm_bandwidth_gb_per_s", float, "HBM bandwidth per GPU, GB/s", 1, 1e6, required=True),
     Field("hbm_efficiency", float, "achievable fraction of HBM bandwidth", 0.05, 1, default=1.0),
     Field("flop_efficiency", float, "achievable fraction of peak FLOP/s", 0.05, 1, default=0.8),
+    Field("flop_efficiency_fp8", float, "achievable fraction of the FP8 peak (default: as bf16)",
+          0.05, 1),
+    Field("attention_efficiency", float,
+          "achievable fraction of peak in fused attention (default: as the matmuls)", 0.05, 1),
     Field("kernel_overhead_s", float, "fixed launch overhead per op, s", 0, 1e-2, default=20e-6),
     Field(
         "nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain", 1, 1_000_000, required=True
@@ -103,6 +107,8 @@ class System:
     hbm_bandwidth_gb_per_s: float
     hbm_efficiency: float
     flop_efficiency: float
+    flop_efficiency_fp8: float | None
+    attention_efficiency: float | None
     kernel_overhead_s: float
     nvlink_domain_size: int
     nvlink_bandwidth_gb_per_s: float
