@@ -126,9 +126,12 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     if kind == Kind.ATTENTION:
         heads = _local(m.heads, sh, spec.heads_shard)
         kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
-        return ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim), s,
-                                   m.dropout, keep_scores=ctx.execution.recompute == "none",
-                                   fused=ctx.execution.flash_attention)
+        counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim), s,
+                                     m.dropout, keep_scores=ctx.execution.recompute == "none",
+                                     fused=ctx.execution.flash_attention)
+        if m.causal and ctx.execution.flash_attention and not ctx.mode.non_causal_attention:
+            counts = ops.skip_masked_half(counts)
+        return counts
     if kind == Kind.EMBEDDING:
         return ops.embedding(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
     if kind == Kind.LOSS:

@@ -26,6 +26,7 @@ class Mode:
     no_optimizer_step: bool = False  # the optimizer update (HBM-bound Adam step) costs nothing
     mlp_act_dropout: bool = False  # a dropout on the MLP hidden activation (not in GPT/Megatron)
     full_linear_inputs_kept: bool = False  # SP matmuls keep the gathered input, not its shard
+    non_causal_attention: bool = False  # fused attention computes the masked half too
 
     @property
     def is_paper(self) -> bool:

@@ -204,6 +204,15 @@ def flash_attention(
     )
 
 
+def skip_masked_half(c: OpCounts) -> OpCounts:
+    """Causal flash attention skips the key blocks above the diagonal: about half the score
+    FLOPs, forward and backward (the diagonal blocks are ignored); memory traffic is unchanged."""
+    return OpCounts(flop_mat_fwd=0.5 * c.flop_mat_fwd, flop_vec_fwd=0.5 * c.flop_vec_fwd,
+                    flop_mat_bwd=0.5 * c.flop_mat_bwd, flop_vec_bwd=0.5 * c.flop_vec_bwd,
+                    flop_recompute=0.5 * c.flop_recompute, bytes_fwd=c.bytes_fwd,
+                    bytes_bwd=c.bytes_bwd, act_bytes=c.act_bytes, weight_bytes=c.weight_bytes)
+
+
 def embedding(b: Array, rows: Array, cols: Array, vocab_local: Array, s: float) -> OpCounts:
     """Token-embedding lookup of b·r tokens into c features, table [V_local, c] (vocab-parallel).
 

@@ -31,6 +31,7 @@ FIELDS = (
     ),
     Field("bias", bool, "linear layers have biases", default=True),
     Field("dropout", bool, "dropout after attention/MLP", default=True),
+    Field("causal", bool, "causal (decoder) attention; false for a ViT", default=True),
     Field("tied_embeddings", bool, "LM head shares the embedding matrix", default=False),
     Field("tokens", float, "training budget in tokens", 1, 1e18),
     Field("samples", float, "training budget in samples (sequences)", 1, 1e18),
@@ -53,6 +54,7 @@ class Transformer:
     vocab: int
     bias: bool
     dropout: bool
+    causal: bool
     tied_embeddings: bool
     tokens: float | None
     samples: float | None

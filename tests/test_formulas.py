@@ -22,8 +22,9 @@ L_F, L_S = 2.5e-6, 5e-6
 S = 2.0  # bytes per element
 REL = 1e-12
 
+# non-causal: the closed forms count the full l × l scores (causal runs are tested apart)
 SMALL = dict(name="small", layers=2, hidden=256, heads=4, seq_len=512, ffn=1024, vocab=0,
-             dropout=False, bias=False, samples=1e6)
+             dropout=False, bias=False, samples=1e6, causal=False)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,7 @@ def small(**changes):
 def gpt3_like():
     """gpt3-1t shrunk (biases, dropout, f = 4e); no vocabulary, so both modes model blocks only."""
     return load_model("gpt3-1t").with_overrides(layers=2, hidden=256, heads=4, kv_heads=4,
+                                                causal=False,
                                                 ffn=1024, vocab=0)
 
 
@@ -528,3 +530,23 @@ def test_paper_vit_reference(h200):
         assert best["samples_per_s"] == pytest.approx(published, abs=0.005)
     res = search(vit, h200, 4096, 4096, "1d", compat="paper", nvs=8)
     assert res.best is None and res.feasible == 0 and res.candidates > 0
+
+
+def test_causal_flash_attention_skips_half_the_scores(h200):
+    """Causal flash attention does half the score FLOPs; unfused attention and the paper mode
+    compute the masked half too; memory traffic and activations do not change."""
+    causal, full = small(causal=True), small(causal=False)
+    cfg = dict(tp1=1, pp=1, dp=1, microbatch=1)
+
+    def attn(m, **kw):
+        ops = evaluate(m, h200, 1, 8, "1d", **cfg, **kw).ops.set_index("op")
+        return ops.loc["attn/flash"]
+
+    half, whole = attn(causal), attn(full)
+    assert half["flop_fwd"] == pytest.approx(whole["flop_fwd"] / 2, rel=REL)
+    assert half["flop_bwd"] == pytest.approx(whole["flop_bwd"] / 2, rel=REL)
+    assert half["hbm_bytes_fwd"] == whole["hbm_bytes_fwd"]
+    assert half["activation_bytes"] == whole["activation_bytes"]
+    unfused = {"flash_attention": False}
+    assert attn(causal, execution=unfused)["flop_fwd"] == attn(full, execution=unfused)["flop_fwd"]
+    assert attn(causal, compat="paper")["flop_fwd"] == attn(full, compat="paper")["flop_fwd"]
