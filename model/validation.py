@@ -175,6 +175,8 @@ def measurement_case(r: dict[str, Any]) -> Case:
         "sequence_parallel": bool(p.get("sp", recent and tp > 1)),
         "interleave": int(p.get("vp") or p.get("virtual_pipeline_stages") or 1),
         "flash_attention": recent, "fp32_gradients": True,
+        # Megatron-Bridge's performance recipes overlap TP communication with the GEMMs
+        "tp_overlap": recent and tp > 1,
     }
     base.__dict__.update(
         measured=measured, model=model, system=load_system(GPU_PRESETS[sysinfo["gpu"]]),
