@@ -28,6 +28,8 @@ from .search import DEFAULT_BUDGET, evaluate, search
 from .strategies import build_strategy, canonical_strategy
 from .sweep import STRATEGIES
 from .transformer import Transformer, list_models, load_model
+from .validation import run_validation
+from .validation import summary as validation_summary
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -151,6 +153,14 @@ def build_parser() -> Parser:
     _add_pins(e, required=("tp1", "pp", "dp", "microbatch"))
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(run=run_evaluate)
+    v = sub.add_parser("validate", allow_abbrev=False,
+                       help="predicted vs measured for published runs, with error statistics")
+    v.add_argument("--reference", metavar="DIR",
+                   help="folder with korthikanti_validation.json and measurements.json "
+                        "(default: shared/reference beside the repository)")
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements"), default="all")
+    v.add_argument("--json", action="store_true", help="print the records and the summary")
+    v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,
                        help="what each of the paper's bugs changes: one search per fix")
     _add_workload(a, many_gpus=False)
@@ -248,6 +258,28 @@ def run_evaluate(args: argparse.Namespace) -> int:
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
         print(cli_format.format_evaluation(ev, title))
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    sets = ("korthikanti", "measurements") if args.set == "all" else (args.set,)
+    frame = run_validation(args.reference, sets)
+    stats = validation_summary(frame)
+    if args.json:
+        _print_json({"records": cli_format.records(frame),
+                     "summary": cli_format.records(stats)})
+        return 0
+    done = frame[frame["skipped"] == ""]
+    cols = ["id", "set", "metric", "measured", "predicted", "error_pct", "peer_error_pct",
+            "uncertain"]
+    print(done[cols].to_string(index=False, float_format="%.2f"))
+    skipped = frame[frame["skipped"] != ""]
+    if len(skipped):
+        print(f"\nskipped ({len(skipped)}):")
+        for row in skipped.itertuples():
+            print(f"  {row.id}: {row.skipped}")
+    print("\nerror % = 100·(1 − predicted/measured); peer = Calculon's published prediction")
+    print(stats.to_string(index=False, float_format="%.2f"))
     return 0
 
 

@@ -1,0 +1,147 @@
+"""Accuracy against published runs, and the execution options that accuracy rests on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model import ModelError, evaluate, load_model, load_system, search
+from model.cli import main
+from model.validation import run_validation, summary
+
+
+@pytest.fixture(scope="module")
+def validation():
+    return run_validation()
+
+
+def _stats(frame, set_name, metric, uncertain=False):
+    s = summary(frame)
+    row = s[(s["set"] == set_name) & (s["metric"] == metric) & (s["uncertain"] == uncertain)]
+    assert len(row) == 1
+    return row.iloc[0]
+
+
+def test_korthikanti_iteration_time_targets(validation):
+    """Issue target on the eight Megatron-LM runs: mean |error| ≤ 5 %, max ≤ 12 % (Calculon,
+    tuned on these runs: 3.65 % / 8.87 %)."""
+    row = _stats(validation, "korthikanti", "iteration_time_s")
+    assert row["n"] == 8
+    assert row["mean_abs_error_pct"] <= 5.0
+    assert row["max_abs_error_pct"] <= 12.0
+
+
+@pytest.mark.parametrize("metric", ["params_grads_optimizer_gib", "activations_gib"])
+def test_korthikanti_memory_within_ten_percent(validation, metric):
+    row = _stats(validation, "korthikanti-memory", metric)
+    assert row["n"] == 8 and row["max_abs_error_pct"] <= 10.0
+
+
+def test_megatron_bridge_runs_regression_guard(validation):
+    """Dense Megatron-Bridge runs (H100 fitted, B200/GB200 held out): every error within 12 %.
+    Their mean (about 7 %) is above the 5 % target: guarded here so it cannot get worse."""
+    row = _stats(validation, "measurements", "iteration_time_s")
+    assert row["n"] == 5
+    assert row["max_abs_error_pct"] <= 12.0
+    assert row["mean_abs_error_pct"] <= 8.0
+
+
+def test_every_skipped_record_says_why(validation):
+    skipped = validation[validation["skipped"] != ""]
+    assert len(skipped) > 0
+    assert skipped["skipped"].str.len().min() > 10
+    moe = skipped[skipped["id"].str.contains("DeepSeek")]
+    assert len(moe) and moe["skipped"].str.contains("mixture of experts").all()
+
+
+def test_validate_command_prints_records_and_summary(capsys):
+    assert main(["validate", "--set", "korthikanti", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["records"]) == 24
+    assert {r["metric"] for r in out["summary"]} == {"iteration_time_s", "activations_gib",
+                                                     "params_grads_optimizer_gib"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Execution options
+
+
+CFG = dict(tp1=8, pp=8, dp=1, microbatch=1)
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    return load_model("gpt3-175b"), load_system("a100")
+
+
+def row(gpt, **execution):
+    m, s = gpt
+    return evaluate(m, s, 64, 64, "1d", execution=execution, **CFG).row
+
+
+def test_full_recompute_trades_memory_for_time(gpt):
+    sel, full = row(gpt), row(gpt, recompute="full")
+    assert full["activations_gb"] < 0.5 * sel["activations_gb"]
+    assert full["iteration_time_s"] > sel["iteration_time_s"]
+    assert full["hardware_tflops_per_gpu"] > full["model_tflops_per_gpu"]
+    assert sel["model_tflops_per_gpu"] == pytest.approx(
+        full["model_tflops_per_gpu"] * full["iteration_time_s"] / sel["iteration_time_s"])
+
+
+def test_no_recompute_keeps_the_attention_scores(gpt):
+    none = row(gpt, recompute="none", flash_attention=False)
+    sel = row(gpt, recompute="selective", flash_attention=False)
+    assert none["activations_gb"] > sel["activations_gb"]
+    assert none["iteration_time_s"] < sel["iteration_time_s"]
+
+
+def test_sequence_parallelism_shards_activations(gpt):
+    assert row(gpt, sequence_parallel=False)["activations_gb"] > row(gpt)["activations_gb"]
+
+
+def test_interleaving_shrinks_the_bubble(gpt):
+    one, three = row(gpt), row(gpt, interleave=3)
+    assert three["t_bubble_s"] == pytest.approx(one["t_bubble_s"] / 3, rel=0.05)
+    assert three["t_pp_comm_s"] == pytest.approx(3 * one["t_pp_comm_s"], rel=1e-9)
+    assert three["activations_gb"] > one["activations_gb"]
+
+
+def test_zero_stages_shard_more_and_more():
+    m, s = load_model("gpt3-175b"), load_system("a100")
+    cfg = dict(tp1=8, pp=1, dp=8, microbatch=1)
+    mem = [evaluate(m, s, 64, 64, "1d", execution={"zero": z}, **cfg).row for z in range(4)]
+    assert mem[0]["optimizer_gb"] == pytest.approx(8 * mem[1]["optimizer_gb"])
+    assert mem[2]["gradients_gb"] == pytest.approx(mem[1]["gradients_gb"] / 8)
+    assert mem[3]["weights_gb"] < mem[2]["weights_gb"]
+    assert mem[3]["t_dp_comm_s"] > mem[1]["t_dp_comm_s"]  # weights gathered every microbatch
+
+
+def test_fp8_speeds_up_the_linear_layers_only():
+    m, s = load_model("llama3-8b"), load_system("h100")
+    cfg = dict(tp1=1, pp=1, dp=8, microbatch=1)
+    bf16 = evaluate(m, s, 8, 64, "1d", **cfg).ops.set_index("op")
+    fp8 = evaluate(m, s, 8, 64, "1d", execution={"precision": "fp8"}, **cfg).ops.set_index("op")
+    # twice the peak at the calibrated FP8 efficiency (0.5 against 0.8): 1.25× faster GEMMs
+    ratio = (s.flop_efficiency * s.matrix_tflops_fp16) / (
+        s.flop_efficiency_fp8 * s.matrix_tflops_fp8)
+    fc1_bf16, fc1_fp8 = bf16.loc["mlp/fc1", "t_compute_s"], fp8.loc["mlp/fc1", "t_compute_s"]
+    overhead = 2 * s.kernel_overhead_s
+    assert fc1_fp8 - overhead == pytest.approx(ratio * (fc1_bf16 - overhead), rel=1e-9)
+    assert fc1_fp8 < fc1_bf16
+    assert fp8.loc["attn/flash", "t_compute_s"] == bf16.loc["attn/flash", "t_compute_s"]
+
+
+def test_bad_execution_options_are_clear_errors(gpt):
+    m, s = gpt
+    for bad, word in (({"recompute": "some"}, "recompute"), ({"zero": 4}, "zero"),
+                      ({"interleave": 0}, "interleave"), ({"precision": "fp4"}, "precision"),
+                      ({"turbo": True}, "turbo")):
+        with pytest.raises(ModelError, match=word):
+            search(m, s, 64, 64, "1d", execution=bad)
+    with pytest.raises(ModelError, match="paper mode"):
+        search(m, s, 64, 64, "1d", compat="paper", execution={"recompute": "full"})
+    with pytest.raises(ModelError, match="FP8"):
+        search(m, s, 64, 64, "1d", execution={"precision": "fp8"})  # the A100 has none
+    # interleaving needs layers per stage divisible by V: pp = 8 leaves 12 layers, V = 5 fails
+    assert search(m, s, 64, 64, "1d", pins={"pp": 8}, execution={"interleave": 5}).best is None
