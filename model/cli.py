@@ -21,6 +21,7 @@ import pandas as pd
 
 from . import __version__, cli_format
 from .ablation import ablation
+from .cli_execution import add_execution_args, execution_from_args
 from .errors import ModelError
 from .hardware import System, list_systems, load_system
 from .rules import explain
@@ -122,7 +123,7 @@ def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
 def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
     group = p.add_argument_group("configuration" if required else "pins (fix a dimension)")
     for flag, dest in PIN_OPTIONS:
-        flags = (flag, "--tp1") if dest == "tp1" else (flag,)
+        flags = {"tp1": (flag, "--tp1"), "tp2": (flag, "--cp")}.get(dest, (flag,))
         default = 1 if dest == "tp2" and required else None
         extra = " (default: 1)" if default == 1 else ""
         group.add_argument(*flags, dest=dest, type=positive_int, required=dest in required,
@@ -139,6 +140,7 @@ def build_parser() -> Parser:
                        help="fastest configurations that fit in HBM, per strategy and GPU count")
     _add_workload(s, many_gpus=True)
     _add_pins(s, required=())
+    add_execution_args(s, searching=True)
     s.add_argument("--top", type=positive_int, default=10, metavar="K",
                    help="configurations kept per search (default: %(default)s)")
     s.add_argument("--budget", type=positive_int, default=DEFAULT_BUDGET, metavar="N",
@@ -151,6 +153,7 @@ def build_parser() -> Parser:
                        help="one configuration: throughput, memory, per-op breakdown")
     _add_workload(e, many_gpus=False)
     _add_pins(e, required=("tp1", "pp", "dp", "microbatch"))
+    add_execution_args(e, searching=False)
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(run=run_evaluate)
     v = sub.add_parser("validate", allow_abbrev=False,
@@ -217,8 +220,9 @@ def run_search(args: argparse.Namespace) -> int:
     pins = _pins(args)
     _check_pins(strategies, pins)
     start = time.perf_counter()
+    execution = execution_from_args(args, searching=True)
     results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
-                      top_k=args.top, budget=args.budget)
+                      top_k=args.top, budget=args.budget, execution=execution)
                for s in strategies for n in args.gpus]
     elapsed = time.perf_counter() - start
     paper = args.compat == "paper"
@@ -252,7 +256,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     pins = _pins(args)
     _check_pins((args.strategy,), pins)
     ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
-                  **pins)
+                  execution=execution_from_args(args, searching=False), **pins)
     if args.json:
         _print_json(cli_format.evaluation_json(ev))
     else:

@@ -10,8 +10,11 @@ Rajbhandari et al. 2020 (arXiv 1910.02054).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+import pandas as pd
 
 from .errors import ModelError
 
@@ -86,3 +89,27 @@ def resolve_execution(value: object) -> Execution:
                              f"{', '.join(FIELDS)}")
         return Execution(**{k: v for k, v in value.items() if v is not None})
     raise ModelError(f"execution must be a dict of options, got {type(value).__name__}")
+
+
+MAX_VARIANTS = 64
+COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap")
+
+
+def execution_variants(value: object) -> list[Execution]:
+    """Every execution to search: a dict whose values may be lists (their product) — e.g.
+    ``{"recompute": ["selective", "full"], "interleave": [1, 2, 4]}`` — else just one."""
+    if not isinstance(value, dict) or not any(isinstance(v, (list, tuple)) for v in value.values()):
+        return [resolve_execution(value)]
+    keys = list(value)
+    choices = [v if isinstance(v, (list, tuple)) else [v] for v in value.values()]
+    if any(len(c) == 0 for c in choices):
+        raise ModelError("an execution option was given an empty list of choices")
+    combos = list(itertools.islice(itertools.product(*choices), MAX_VARIANTS + 1))
+    if len(combos) > MAX_VARIANTS:
+        raise ModelError(f"more than {MAX_VARIANTS} execution combinations; pin some options")
+    return [resolve_execution(dict(zip(keys, combo))) for combo in combos]
+
+
+def with_execution(frame: pd.DataFrame, ex: Execution) -> pd.DataFrame:
+    """The result rows with the execution's choices as columns."""
+    return frame.assign(**{k: getattr(ex, k) for k in COLUMNS})

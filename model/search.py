@@ -24,7 +24,7 @@ from .evaluate import (
     shape_memory,
     shards_of,
 )
-from .execution import Execution, resolve_execution
+from .execution import Execution, execution_variants, resolve_execution, with_execution
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
@@ -116,7 +116,33 @@ def search_counts(
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
-    ctx = Ctx.make(model, system, mode, execution)
+    variants = execution_variants(execution)
+    per_variant = []
+    for ex in variants:  # a few execution choices, each a vectorized search of its own
+        used = sum(c for frames in per_variant for _, c, _ in frames)
+        per_variant.append(_search_variant(model, system, counts, global_batch, strategy, mode,
+                                           ex, pins, top_k, budget - used))
+    elapsed = time.perf_counter() - start
+    total = max(sum(c for frames in per_variant for _, c, _ in frames), 1)
+    out = []
+    for i, n in enumerate(counts):
+        tops = [frames[i][0] for frames in per_variant]
+        top = pd.concat(tops, ignore_index=True) if len(tops) > 1 else tops[0]
+        if len(tops) > 1:
+            top = top.sort_values("samples_per_s", ascending=False, kind="stable")
+            top = top.head(top_k).reset_index(drop=True)
+        count = sum(frames[i][1] for frames in per_variant)
+        fit = sum(frames[i][2] for frames in per_variant)
+        out.append(SearchResult(n, canonical_strategy(strategy), top, count, fit,
+                                elapsed * count / total))
+    return out
+
+
+def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
+                    strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
+                    budget: int) -> list[tuple[pd.DataFrame, int, int]]:
+    """(top frame, candidates, feasible) per GPU count for one execution choice."""
+    ctx = Ctx.make(model, system, mode, ex)
     strat = build_strategy(strategy, model, mode, ctx.execution)
     shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave)
               for n in counts]
@@ -144,8 +170,6 @@ def search_counts(
     res = candidate_times(model, system, strat, cands, global_batch, ctx, op_counts, shape)
     res.update({k: v[shape] for k, v in mem.items()})
     res.update(cands)
-    elapsed = time.perf_counter() - start
-    total = max(sum(candidates), 1)
     out = []
     for n, count, fit in zip(counts, candidates, feasible):
         idx = np.flatnonzero(res["gpus"] == n)
@@ -156,7 +180,7 @@ def search_counts(
             idx, thr = idx[sel], thr[sel]
         order = np.argsort(-thr, kind="stable")[:top_k]
         top = result_frame(model, system, strat.name, n, global_batch, res, idx[order])
-        out.append(SearchResult(n, strat.name, top, count, fit, elapsed * count / total))
+        out.append((with_execution(top, ctx.execution), count, fit))
     return out
 
 
@@ -203,7 +227,8 @@ def evaluate(
     fits = res["memory_bytes"] <= sysm.hbm_capacity_bytes
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
-    row = result_frame(model, sysm, strat.name, gpus, global_batch, res, np.array([i])).iloc[0]
+    row = with_execution(result_frame(model, sysm, strat.name, gpus, global_batch, res,
+                                      np.array([i])), ex).iloc[0]
     one = {k: v[i:i + 1] for k, v in space.cols.items()}
     ctx = Ctx.make(model, sysm, mode, ex)
     sh = shards_of(one)

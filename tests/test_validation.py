@@ -145,3 +145,36 @@ def test_bad_execution_options_are_clear_errors(gpt):
         search(m, s, 64, 64, "1d", execution={"precision": "fp8"})  # the A100 has none
     # interleaving needs layers per stage divisible by V: pp = 8 leaves 12 layers, V = 5 fails
     assert search(m, s, 64, 64, "1d", pins={"pp": 8}, execution={"interleave": 5}).best is None
+
+
+def test_search_over_execution_choices_merges_their_best():
+    m, s = load_model("gpt3-175b"), load_system("a100")
+    both = search(m, s, 64, 64, "1d", top_k=5,
+                  execution={"recompute": ["selective", "full"], "interleave": [1, 3]})
+    alone = [search(m, s, 64, 64, "1d", top_k=1, execution={"recompute": r, "interleave": v})
+             for r in ("selective", "full") for v in (1, 3)]
+    best = max(a.best["samples_per_s"] for a in alone if a.best is not None)
+    assert both.best["samples_per_s"] == pytest.approx(best, rel=1e-12)
+    assert both.candidates == sum(a.candidates for a in alone)
+    assert set(both.top.columns) >= {"recompute", "interleave", "zero", "precision"}
+    assert list(both.top["samples_per_s"]) == sorted(both.top["samples_per_s"], reverse=True)
+
+
+def test_cli_execution_flags(capsys):
+    base = ["--model", "gpt3-175b", "--system", "a100", "--gpus", "64", "--global-batch", "64",
+            "--strategy", "1d"]
+    assert main(["search", *base, "--tp", "8", "--pp", "8", "--recompute", "full",
+                 "--interleave", "3", "--no-sequence-parallel", "--zero", "0", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["results"][0]["best"]
+    assert (best["recompute"], best["interleave"], best["sequence_parallel"], best["zero"]) == (
+        "full", 3, False, 0)
+    assert best["hardware_tflops_per_gpu"] > best["model_tflops_per_gpu"] > 0
+    assert 0 < best["mfu"] < best["hfu"] < 1
+    assert main(["evaluate", *base, "--tp", "8", "--pp", "8", "--dp", "1", "--microbatch", "1",
+                 "--recompute", "full", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fits"] in (True, False)
+    code = main(["search", *base, "--compat", "paper", "--recompute", "full"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error:") and "paper" in err
+    code = main(["search", *base, "--interleave", "0"])
+    assert code == 2 and "interleave" in capsys.readouterr().err
