@@ -268,3 +268,18 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
             if progress is not None:
                 progress(i * len(bandwidths_tb_per_s) + j + 1, total)
     return pd.DataFrame(rows)
+
+
+def validation() -> pd.DataFrame:
+    """The estimator against the published runs (``model.validation.run_validation``): one row
+    per measured quantity, with Calculon's predictions where published. The reference files'
+    size and modification time are part of the key (the estimator's version already is)."""
+    from model.validation import reference_dir, run_validation
+
+    folder = reference_dir()
+    stamp = {}
+    for name in ("korthikanti_validation.json", "measurements.json"):
+        stat = (folder / name).stat()
+        stamp[name] = [stat.st_mtime_ns, stat.st_size]
+    return cached_frame("validation", {"folder": str(folder), "reference": stamp},
+                        lambda: run_validation(folder))

@@ -8,3 +8,24 @@ from pathlib import Path
 ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+def pytest_setup_options():
+    """Chrome options for dash.testing's browser fixtures (``dash_duo``): headless Chromium
+    without a sandbox (root), no network chatter, a fresh profile and a large window for
+    full-page screenshots. Imported lazily: the non-browser tests never load selenium."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from selenium.webdriver.chrome.options import Options
+
+    profile = tempfile.mkdtemp(prefix="dash-chrome-")
+    atexit.register(shutil.rmtree, profile, ignore_errors=True)
+    options = Options()
+    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--window-size=1600,1300",
+                f"--user-data-dir={profile}"):
+        options.add_argument(arg)
+    return options

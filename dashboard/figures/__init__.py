@@ -14,9 +14,11 @@ from .design import hbm_contour_figure, heatmap_figure
 from .ops import ops_breakdown_figure, roofline_figure
 from .scaling import efficiency_figure, optimal_config_figure, training_time_figure
 from .table import figure_table
+from .validation import validation_error_figure, validation_scatter_figure
 
 __all__ = [
     "efficiency_figure", "empty_figure", "figure_table", "hbm_contour_figure", "heatmap_figure",
     "memory_figure", "ops_breakdown_figure", "optimal_config_figure", "parse_system_label",
     "roofline_figure", "systems_figure", "time_breakdown_figure", "training_time_figure",
+    "validation_error_figure", "validation_scatter_figure",
 ]

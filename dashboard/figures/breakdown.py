@@ -169,8 +169,9 @@ def memory_figure(scaling: pd.DataFrame, hbm_capacity_gb: float | None = None,
         line = dict(color=AXIS_LINE, dash="dash", width=1.5)
         layout["shapes"] = [hline(cap, line, col) for col in range(1, len(groups) + 1)]
         layout["annotations"].append(dict(
-            text=f"HBM capacity {cap:g} GB", xref="x domain", yref="y", x=0.0, y=cap,
-            xanchor="left", yanchor="bottom", showarrow=False,
+            # above the plot area (right), so tall bars never hide it
+            text=f"– – HBM capacity {cap:g} GB", xref="paper", yref="paper", x=1.0, y=1.0,
+            xanchor="right", yanchor="bottom", showarrow=False,
             font=dict(size=FONT_SIZE * 0.9 * scale(presentation), color=AXIS_LINE)))
     for col in range(1, len(groups) + 1):
         layout[axis_key("y", col)]["range"] = [0, top * 1.12 if top > 0 else 1]

@@ -70,7 +70,8 @@ def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure
         return empty_figure("No feasible configuration for any system.", presentation)
     systems = list(pd.unique(rows["system"]))
     parsed = {s: parse_system_label(s) for s in systems}
-    gens = list(dict.fromkeys(g for g, _ in parsed.values()))
+    # generations in the order the frame lists them (the caller's order, e.g. by age)
+    gens = list(dict.fromkeys(parse_system_label(str(s))[0] for s in frame["system"]))
     sizes = sorted({n for _, n in parsed.values() if n is not None})
     systems.sort(key=lambda s: (gens.index(parsed[s][0]), parsed[s][1] or 0, s))
     lw, ms = line_width(presentation), marker_size(presentation)

@@ -140,7 +140,7 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
             showarrow=False, text=f"{kind} {fmt_num(peak)} TFLOP/s",
             font=dict(size=FONT_SIZE * 0.85 * scale(presentation), color=AXIS_LINE)))
     peaks = [float(v) for v in (matrix_tflops, vector_tflops) if _positive(v)]
-    layout = base_layout("Roofline of the ops (marker area ∝ time per iteration)", presentation)
+    layout = base_layout("Roofline of the ops", presentation)
     layout["legend"]["itemsizing"] = "constant"
     layout.update(
         annotations=annotations,

@@ -136,7 +136,7 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.F
                          xaxis="x2", yaxis="y2", **common,
                          **hover.trace_kwargs(group=s, extra="efficiency")))
     layout = base_layout("Strong scaling: speedup and efficiency", presentation)
-    layout.update(subplots_layout(("Speedup", "Parallel efficiency"), 0.1, presentation))
+    layout.update(subplots_layout(("Speedup", "Parallel efficiency"), 0.2, presentation))
     layout["shapes"] = [hline(1.0, dict(color=GREY, dash="dot", width=1), col=2)]
     ticks = gpu_ticks(rows["gpus"])
     for col in (1, 2):

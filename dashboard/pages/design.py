@@ -19,8 +19,9 @@ dash.register_page(__name__, path="/design", name="Design space", order=1,
 
 
 def _col(field: str, header: str, fmt: str | None = None, width: int = 90) -> dict[str, Any]:
-    col: dict[str, Any] = {"field": field, "headerName": header, "width": width,
-                           "sortable": True, "filter": "agNumberColumnFilter"}
+    col: dict[str, Any] = {"field": field, "headerName": header, "width": width + 25,
+                           "sortable": True, "filter": "agNumberColumnFilter",
+                           "headerTooltip": header}
     if fmt:
         col["valueFormatter"] = {"function": f"d3.format('{fmt}')(params.value)"}
     return col
@@ -58,14 +59,16 @@ layout = html.Div(className="page-body", children=[
         html.Div(className="card", children=[
             html.H3("Top configurations (select a row for its breakdown)"),
             dag.AgGrid(id="design-top", columnDefs=TOP_COLUMNS, rowData=[],
-                       dashGridOptions={"rowSelection": {"mode": "singleRow"},
+                       dashGridOptions={"rowSelection": {"mode": "singleRow",
+                                                         "enableClickSelection": True},
                                         "animateRows": False},
                        defaultColDef={"resizable": True}, style={"height": "470px"},
                        className="ag-theme-alpine"),
         ]),
         graph_card("design-ops", "Where the time goes, per op (selected configuration)",
                    grow=True),
-        graph_card("design-roofline", "Roofline of the selected configuration's ops"),
+        graph_card("design-roofline", "Roofline of the selected configuration's ops",
+                   note="Marker area ∝ the op's time per iteration; colour: what bounds it."),
         html.Div(className="card wide", children=[
             html.H3("Per-op breakdown (selected configuration)"),
             dag.AgGrid(id="design-ops-table", columnDefs=OPS_COLUMNS, rowData=[],

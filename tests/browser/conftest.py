@@ -1,0 +1,251 @@
+"""Headless-browser tests of the dashboard (dash.testing's ``dash_duo``).
+
+The results cache of the whole test session lives in a temporary directory: ``PERF_CACHE_DIR`` is
+set before the app is imported, so the tests never touch the repository's ``cache/`` and start
+uncached. The ``ui`` fixture starts the app in dash_duo's threaded server, opens it, waits for the
+first computed view, and offers small helpers that read what the figures *show* (the plotted
+arrays of ``gd._fullData``, where plotly.js has decoded the typed arrays) and wait explicitly
+(polling with a timeout) for it to change.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_TMP_CACHE = tempfile.mkdtemp(prefix="perf-dashboard-browser-")
+atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
+if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+    os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+TIMEOUT = 30.0  # seconds: the slowest view (9 systems) computes in a few seconds on 2 cores
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under tests/browser gets the ``browser`` marker (``-m "not browser"``)."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.browser)
+
+
+@pytest.fixture(scope="session")
+def dash_app():
+    """The app object of app.py, imported once with the session's private results cache."""
+    import app as module
+    from dashboard import compute
+
+    assert compute.CACHE_DIR.resolve() != (ROOT / "cache").resolve(), \
+        "the browser tests must not use the repository's cache/"
+    return module.app
+
+
+# The figure as plotted: every trace's name, type and data arrays (typed arrays as lists).
+_FIGURE_JS = """
+const gd = document.querySelector(arguments[0]);
+if (!gd || !gd._fullData) { return null; }
+const arr = (a) => (a === undefined || a === null) ? null
+    : (typeof a === 'string' ? a : Array.from(a, (v) => (v !== null && typeof v === 'object'
+        && typeof v.length === 'number') ? Array.from(v) : v));
+return {
+  traces: gd._fullData.map((t) => ({name: t.name, type: t.type, mode: t.mode || null,
+    visible: t.visible, x: arr(t.x), y: arr(t.y), z: arr(t.z),
+    symbol: (t.marker && t.marker.symbol) || null})),
+  font: gd._fullLayout.font.size,
+  title: (gd._fullLayout.title && gd._fullLayout.title.font)
+      ? gd._fullLayout.title.font.size : null,
+  xtitle: gd._fullLayout.xaxis ? gd._fullLayout.xaxis.title.font.size : null,
+  annotations: (gd._fullLayout.annotations || []).map((a) => a.text),
+};
+"""
+
+
+class UI:
+    """What a user sees and does, with explicit waits."""
+
+    def __init__(self, duo: Any):
+        self.duo = duo
+        self.driver = duo.driver
+
+    # --- waiting -------------------------------------------------------------------------
+    def until(self, check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
+        """Poll ``check()`` until it returns something truthy; fail with ``what`` on timeout."""
+        deadline, last_exc = time.monotonic() + timeout, None
+        while True:
+            try:
+                value = check()
+                if value:
+                    return value
+            except Exception as exc:  # noqa: BLE001 - stale elements while React re-renders
+                last_exc = exc
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
+                                     + (f" (last error: {last_exc!r})" if last_exc else ""))
+            time.sleep(0.1)
+
+    def steady(self, read: Callable[[], Any], expected: Any, seconds: float = 1.5) -> None:
+        """``read()`` keeps returning ``expected`` for ``seconds`` (nothing re-renders it)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            assert read() == expected
+            time.sleep(0.1)
+
+    def idle(self, timeout: float = TIMEOUT) -> None:
+        """No callback is pending: the renderer shows ``._dash-loading-callback`` meanwhile."""
+        self.until(lambda: self.driver.execute_script(
+            "return document.querySelector('._dash-loading-callback') === null;"),
+            "callbacks to settle", timeout)
+
+    # --- figures -------------------------------------------------------------------------
+    @staticmethod
+    def graph(card: str) -> str:
+        """CSS selector of the plotly graph div inside the card ``card-<name>``."""
+        return f"#card-{card} .js-plotly-plot"
+
+    def figure(self, card: str) -> dict | None:
+        return self.driver.execute_script(_FIGURE_JS, self.graph(card))
+
+    def traces(self, card: str) -> list[dict]:
+        fig = self.figure(card)
+        return fig["traces"] if fig else []
+
+    @staticmethod
+    def ys(traces: list[dict]) -> dict[str, list]:
+        """Trace name → plotted y values (the comparable content of a line plot)."""
+        return {t["name"]: t["y"] for t in traces if t["y"]}
+
+    def wait_figure(self, card: str, check: Callable[[list[dict]], Any], what: str,
+                    timeout: float = TIMEOUT) -> list[dict]:
+        """Wait until the plotted traces of ``card`` satisfy ``check``; return them."""
+        found: list[list[dict]] = []
+
+        def ok() -> bool:
+            traces = self.traces(card)
+            if traces and check(traces):
+                found.append(traces)
+                return True
+            return False
+        self.until(ok, f"{card}: {what}", timeout)
+        return found[-1]
+
+    def wait_data(self, card: str, timeout: float = TIMEOUT) -> list[dict]:
+        """Wait until ``card``'s figure plots at least one trace with numbers (in z, y or x:
+        horizontal bars carry theirs in x)."""
+        def has_numbers(traces: list[dict]) -> bool:
+            for t in traces:
+                for arr in (t["z"], t["y"], t["x"]):
+                    flat = [v for row in (arr or []) for v in (row if isinstance(row, list)
+                                                                  else [row])]
+                    if any(isinstance(v, (int, float)) for v in flat):
+                        return True
+            return False
+        return self.wait_figure(card, has_numbers, "a figure with data", timeout)
+
+    def wait_changed(self, card: str, before: dict[str, list], what: str,
+                     timeout: float = TIMEOUT) -> dict[str, list]:
+        """Wait until the plotted y arrays of ``card`` differ from ``before``."""
+        traces = self.wait_figure(card, lambda t: self.ys(t) and self.ys(t) != before,
+                                  f"the plot to change after {what}", timeout)
+        return self.ys(traces)
+
+    # --- controls ------------------------------------------------------------------------
+    def text(self, selector: str) -> str:
+        return self.driver.find_element("css selector", selector).text
+
+    def wait_text(self, selector: str, check: Callable[[str], Any], what: str,
+                  timeout: float = TIMEOUT) -> str:
+        """Wait until the text of ``selector`` satisfies ``check``; return the text."""
+        seen: list[str] = []
+
+        def ok() -> bool:
+            seen.append(self.text(selector))
+            return bool(check(seen[-1]))
+        try:
+            self.until(ok, f"{selector}: {what}", timeout)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc} (its text: {seen[-1:]})") from None
+        return seen[-1]
+
+    def set_input(self, key: str, value: Any) -> None:
+        """Type ``value`` into the numeric control ``ctl-<key>`` and commit it (Tab blurs the
+        debounced input, which sends the value)."""
+        from selenium.webdriver.common.keys import Keys
+
+        box = self.duo.find_element(f"#ctl-{key}")
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys(Keys.BACKSPACE)
+        box.send_keys(str(value), Keys.TAB)
+        self.until(lambda: box.get_attribute("value") == str(value), f"ctl-{key} = {value}")
+
+    def choose(self, key: str, value: str) -> None:
+        """Pick ``value`` in the Dash 4 dropdown ``ctl-<key>``: open it, filter the options by
+        typing, click the option (retried while the popover is still moving into place)."""
+        self.duo.find_element(f"#ctl-{key}").click()
+        search = self.duo.find_element(".dash-dropdown-search")
+        search.send_keys(value)
+
+        def click() -> bool:
+            for option in self.driver.find_elements("css selector", ".dash-dropdown-option"):
+                if option.text.strip() == value:
+                    # the popover (Dash 4) keeps a scroll offset after filtering: the first
+                    # match can sit under its sticky search box
+                    self.driver.execute_script(
+                        "arguments[0].closest('.dash-dropdown-content').scrollTop = 0;", option)
+                    option.click()
+                    return True
+            return False
+        self.until(click, f"the option {value!r} of ctl-{key}")
+        self.until(lambda: self.text(f"#ctl-{key}").strip() == value, f"ctl-{key} = {value}")
+
+    def fragment(self) -> dict[str, str]:
+        """The scenario in the page's URL fragment (#key=value&...)."""
+        from urllib.parse import parse_qsl, urlsplit
+
+        return dict(parse_qsl(urlsplit(self.driver.current_url).fragment))
+
+    def go(self, page: str) -> None:
+        """Navigate with the header's link (``nav-<module>``), as a user does."""
+        self.duo.find_element(f"#nav-{page}").click()
+
+    def screenshot(self, name: str) -> Path:
+        """Full-page PNG in artifacts/screenshots/ (the window grows to the page's height)."""
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        size = self.driver.get_window_size()
+        height = self.driver.execute_script(
+            "return Math.max(document.body.scrollHeight, document.documentElement.scrollHeight)")
+        self.driver.set_window_size(size["width"], max(size["height"], int(height) + 150))
+        try:
+            self.idle()
+            assert self.driver.save_screenshot(str(path)), f"screenshot {path} failed"
+        finally:
+            self.driver.set_window_size(size["width"], size["height"])
+        return path
+
+    def severe_logs(self) -> list[dict]:
+        """The browser console's errors (dash.testing asks Chrome for SEVERE entries only)."""
+        return self.duo.get_logs()
+
+    def dump(self, card: str) -> str:  # for assertion messages
+        return json.dumps(self.figure(card))[:2000]
+
+
+@pytest.fixture
+def ui(dash_duo, dash_app) -> UI:
+    """The app served and opened on the scaling page, its training-time plot drawn."""
+    dash_duo.start_server(dash_app)
+    page = UI(dash_duo)
+    page.wait_data("scaling-time")
+    return page
