@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 
 def _source_digest() -> str:
     h = hashlib.sha256()
-    for path in sorted((ROOT / "model").glob("*.py")):
+    # the estimator and the figure code: cached figures must follow either
+    sources = [*(ROOT / "model").glob("*.py"), *(ROOT / "dashboard").rglob("*.py")]
+    for path in sorted(sources):
         h.update(path.read_bytes())
     for path in sorted((ROOT / "systems").glob("*.json")) + sorted(
             (ROOT / "workloads").glob("*.json")):
