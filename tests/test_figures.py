@@ -237,7 +237,8 @@ def test_memory_figure_sums_and_capacity(figs, scaling, system):
     assert len(lines) == scaling["strategy"].nunique()
     assert all(sh.y0 == sh.y1 == system.hbm_capacity_gb and sh.line.dash == "dash"
                for sh in lines)
-    assert any("141 GB" in a.text for a in fig.layout.annotations)
+    legend = [t for t in fig.data if t.name and "HBM capacity" in t.name]
+    assert len(legend) == 1 and "141 GB" in legend[0].name  # the line is named in the legend
     # the capacity defaults to the frame's column
     default = memory_figure(scaling)
     assert {sh.y0 for sh in default.layout.shapes} == {system.hbm_capacity_gb}

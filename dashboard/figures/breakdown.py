@@ -13,12 +13,10 @@ from ..theme import (
     COMPONENT_COLORS,
     COMPONENT_LABELS,
     COMPONENT_ORDER,
-    FONT_SIZE,
     MEMORY_COLORS,
     MEMORY_LABELS,
     MEMORY_ORDER,
     base_layout,
-    scale,
     strategy_color,
     strategy_label,
 )
@@ -168,11 +166,9 @@ def memory_figure(scaling: pd.DataFrame, hbm_capacity_gb: float | None = None,
         top = max(top, cap)
         line = dict(color=AXIS_LINE, dash="dash", width=1.5)
         layout["shapes"] = [hline(cap, line, col) for col in range(1, len(groups) + 1)]
-        layout["annotations"].append(dict(
-            # above the plot area (right), so tall bars never hide it
-            text=f"– – HBM capacity {cap:g} GB", xref="paper", yref="paper", x=1.0, y=1.0,
-            xanchor="right", yanchor="bottom", showarrow=False,
-            font=dict(size=FONT_SIZE * 0.9 * scale(presentation), color=AXIS_LINE)))
+        # named in the legend, so no label can collide with bars or subplot titles
+        data.append(dict(type="scatter", x=[None], y=[None], mode="lines", line=line,
+                         name=f"HBM capacity {cap:g} GB", hoverinfo="skip"))
     for col in range(1, len(groups) + 1):
         layout[axis_key("y", col)]["range"] = [0, top * 1.12 if top > 0 else 1]
     layout["yaxis"]["title"] = dict(text="memory per GPU (GB)")
