@@ -22,12 +22,14 @@ from typing import Any
 import diskcache
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 
 import model as estimator
 from model import best_per_cell, design_space, evaluate, search
 from model.sweep import best_frame, sweep
 
+from .figures.common import plain
 from .scenario import MODEL_KEYS, SYSTEM_KEYS, build_inputs, gpu_counts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,7 +110,8 @@ def cached_outputs(kind: str, payload: dict[str, Any], compute: Callable[[], tup
                 return json.loads(text)
         except Exception as exc:  # noqa: BLE001 - corrupt entry or cache: recompute
             log.warning("cache read failed (%s); recomputing", exc)
-    text = to_json_plotly(list(compute()))  # figures → dicts, numpy → lists
+    # figures → their plain dicts, numpy → lists
+    text = to_json_plotly([plain(v) if isinstance(v, go.Figure) else v for v in compute()])
     if store is not None:
         try:
             store.set(key, text)

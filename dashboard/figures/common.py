@@ -43,6 +43,16 @@ def make_figure(data: list[dict], layout: dict) -> go.Figure:
         return go.Figure(data=data, layout=layout)
 
 
+def plain(fig: go.Figure) -> dict:
+    """The figure as the plain ``{"data", "layout"}`` dicts it holds, without plotly's deep
+    copy (``to_dict`` costs ~3 ms a figure): for serialising figures built by
+    :func:`make_figure`. Falls back to ``to_dict`` for any other figure."""
+    data, layout = getattr(fig, "_data", None), getattr(fig, "_layout", None)
+    if isinstance(data, list) and isinstance(layout, dict):
+        return {"data": data, "layout": layout}
+    return fig.to_dict()
+
+
 def empty_figure(message: str, presentation: bool = False) -> go.Figure:
     """A blank figure (no axes) with ``message`` centred: shown when there is nothing to plot."""
     layout = base_layout(None, presentation)
