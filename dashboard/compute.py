@@ -234,9 +234,10 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
     frame = design_space(m, s, n, scn["global_batch"], strategy, compat=_compat(scn))
     out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
     if frame.empty:  # no configuration at all: the GPU count does not factor
-        room = scn["global_batch"] * math.gcd(m.heads, m.hidden) * m.layers
+        # what dp (| GBS) and tp (| heads, hidden) cannot take is left to pp (≤ layers)
         out["no_candidates"] = True
-        out["unabsorbed_factor"] = n // math.gcd(n, room)
+        out["pipeline_needs"] = n // math.gcd(n, scn["global_batch"] * math.gcd(m.heads,
+                                                                                 m.hidden))
         return out
     if not frame.empty:
         row = frame.loc[frame["memory_gb"].idxmin()]

@@ -17,7 +17,7 @@ from .block import Ctx, OpResult, Shards, Totals, evaluate_op, op_counts, sum_op
 from .hardware import System
 from .ops import OpCounts
 from .pipeline import edge_weight_bytes, iteration_time, memory
-from .space import Space
+from .space import Space, stage_layers
 from .strategies import OpSpec, Strategy
 from .transformer import Transformer
 
@@ -125,7 +125,7 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     return memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
                   pre_act=pre_a, post_weight=post_w, post_act=post_a,
                   n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
-                  layers=model.layers // cols["pp"], pp=cols["pp"],
+                  layers=stage_layers(model.layers, cols["pp"]), pp=cols["pp"],
                   dp_group=_dp_group(strategy, cols), interleave=ex.interleave, zero=ex.zero,
                   grad_factor=2.0 if ex.fp32_gradients else 1.0)
 
@@ -199,7 +199,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
             post_weight = _untied(model, strategy, post_weight,
                                   _per_row(r.counts.weight_bytes, inverse), pp)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
-    layers = model.layers // pp
+    layers = stage_layers(model.layers, pp)
     out = iteration_time(
         block=_take(block, inverse), edge=edge,
         edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),

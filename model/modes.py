@@ -27,6 +27,7 @@ class Mode:
     mlp_act_dropout: bool = False  # a dropout on the MLP hidden activation (not in GPT/Megatron)
     full_linear_inputs_kept: bool = False  # SP matmuls keep the gathered input, not its shard
     non_causal_attention: bool = False  # fused attention computes the masked half too
+    equal_pipeline_stages: bool = False  # pp must divide the layers (no uneven stages)
 
     @property
     def is_paper(self) -> bool:

@@ -3,6 +3,7 @@ each, for clear errors when a user pins or evaluates an invalid configuration.""
 
 from __future__ import annotations
 
+from .modes import resolve_mode
 from .strategies import Strategy
 from .transformer import Transformer
 
@@ -29,7 +30,9 @@ def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int
                    (strategy.name == "summa" and e % tp2 != 0,
                     f"tp2={tp2} does not divide hidden={e} (SUMMA)")]
     if pp is not None:
-        checks.append((depth % pp != 0, f"pp={pp} does not divide layers={depth}"))
+        if resolve_mode(compat).equal_pipeline_stages:
+            checks.append((depth % pp != 0, f"pp={pp} does not divide layers={depth}"))
+        checks.append((pp > depth, f"pp={pp} is more stages than layers={depth}"))
     if dp is not None:
         checks.append((global_batch % dp != 0,
                        f"dp={dp} does not divide the global batch {global_batch}"))

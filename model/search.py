@@ -144,8 +144,8 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
     """(top frame, candidates, feasible) per GPU count for one execution choice."""
     ctx = Ctx.make(model, system, mode, ex)
     strat = build_strategy(strategy, model, mode, ctx.execution)
-    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave)
-              for n in counts]
+    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
+                           mode.equal_pipeline_stages) for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
     op_counts = ShapeCounts.of(strat, merged, ctx)

@@ -78,14 +78,22 @@ def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch:
 
     Raises ModelError when more than ``budget`` candidates would be built.
     """
-    shapes = build_shapes(model, strategy, gpus, global_batch, pins, interleave)
+    shapes = build_shapes(model, strategy, gpus, global_batch, pins, interleave,
+                          resolve_mode(compat).equal_pipeline_stages)
     mask, table = placement_mask(shapes, gpus, nvs, pins, resolve_mode(compat).exact_domain_fill)
     check_budget(int(mask.sum()), budget)
     return Space(expand_placements(shapes, mask, table))
 
 
+def stage_layers(layers: int, pp):
+    """Blocks on the fullest pipeline stage: ceil(layers / pp) (uneven stages put the extra
+    blocks on some stages; with pp | layers it is layers / pp)."""
+    return -(-layers // pp)
+
+
 def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-                 pins: dict | None = None, interleave: int = 1) -> dict[str, np.ndarray]:
+                 pins: dict | None = None, interleave: int = 1,
+                 equal_stages: bool = True) -> dict[str, np.ndarray]:
     """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement.
 
     Memory does not depend on the placement, so the search can drop shapes that do not fit
@@ -108,7 +116,10 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
         ok &= (e % tp2 == 0)[None, :]
     cols = _expand(cols, "tp2", tp2, ok)
     tp = cols["tp1"] * cols["tp2"]
-    pp = _pin(divisors(model.layers), pins, "pp")
+    # stages: equal (pp | layers, as in the paper) or uneven (any pp ≤ layers, fullest stage
+    # ceil(layers / pp) blocks, as Megatron's uneven first/last stages allow)
+    pp_values = divisors(model.layers) if equal_stages else divisors(n)[divisors(n) <= model.layers]
+    pp = _pin(pp_values, pins, "pp")
     cols = _expand(cols, "pp", pp, n % (tp[:, None] * pp[None, :]) == 0)
     dp = n // (cols["tp1"] * cols["tp2"] * cols["pp"])
     keep = (global_batch % dp == 0) & (dp <= global_batch)
@@ -125,7 +136,7 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     cols = _expand(cols, "microbatch", mb, ok)
     if interleave > 1:  # V stages per GPU: pp > 1, V | layers per stage, pp | microbatches
         n_mb = global_batch // cols["dp"] // cols["microbatch"]
-        keep = ((cols["pp"] > 1) & ((model.layers // cols["pp"]) % interleave == 0)
+        keep = ((cols["pp"] > 1) & (stage_layers(model.layers, cols["pp"]) % interleave == 0)
                 & (n_mb % cols["pp"] == 0))
         cols = {k: v[keep] for k, v in cols.items()}
     return _panels(cols, e, strategy.has_panels, pins)

@@ -129,8 +129,6 @@ def _record_skip(r: dict[str, Any]) -> str:
         return "no model dimensions (coarse anchor)"
     if not all(isinstance(p.get(k), int) for k in ("tp", "pp", "global_batch", "microbatch")):
         return "parallel configuration incomplete"
-    if m["layers"] % p["pp"]:
-        return f"uneven pipeline stages ({m['layers']} layers on pp={p['pp']}) not modelled yet"
     return ""
 
 

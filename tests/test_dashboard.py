@@ -735,10 +735,13 @@ def test_tests_do_not_use_the_repository_cache():
 
 
 def test_no_configuration_at_all_is_explained_by_the_unabsorbed_factor():
-    """gpt3-1t on NVL72 racks: every count 72·2^k has a factor 9 that neither the global batch
-    (4096), the heads (160) nor the layers (128) can take."""
+    """An 8-layer model on NVL72 racks: each count 72·2^k has a factor 9 that neither the global
+    batch (4096) nor the heads (160) can take, and 8 layers cannot make 9 pipeline stages.
+    (gpt3-1t's 128 layers can: uneven stages make NVL72 racks usable.)"""
     from dashboard.scenario import system_values
-    scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608)
+    scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608, layers=8)
     text = scaling.build(scn)[1]
     assert "No parallel configuration exists on 4608 GPUs" in text
-    assert "factor 9" in text
+    assert "at least 9 stages" in text
+    assert not compute.scaling(valid(**system_values("gb200-nvl72"), gpus_min=72,
+                                     gpus_max=4608)).empty

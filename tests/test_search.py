@@ -402,3 +402,17 @@ def test_evaluate_of_a_config_that_does_not_fit_picks_its_fastest_placement():
     assert not ev.fits
     assert ev.row["iteration_time_s"] == pytest.approx(every["iteration_time_s"].min(), rel=1e-12)
     assert ev.row["nv_tp1"] == 8  # tensor parallelism inside the NVLink domain
+
+
+def test_uneven_pipeline_stages_outside_the_paper_mode():
+    """126 layers on 16 stages: the fullest stage holds ceil(126/16) = 8 blocks; the paper mode
+    (equal stages) has no such configuration."""
+    m, s = load_model("llama3-405b"), load_system("h100")
+    ev = evaluate(m, s, 1024, 512, "1d", tp1=8, pp=16, dp=8, microbatch=1)
+    assert ev.row["layers_per_stage"] == 8
+    eight = evaluate(m.with_overrides(layers=128), s, 1024, 512, "1d", tp1=8, pp=16, dp=8,
+                     microbatch=1).row
+    assert ev.row["iteration_time_s"] == pytest.approx(eight["iteration_time_s"], rel=0.02)
+    with pytest.raises(ModelError, match="does not divide layers"):
+        evaluate(m, s, 1024, 512, "1d", tp1=8, pp=16, dp=8, microbatch=1, compat="paper")
+    assert search(m, s, 1024, 512, "1d", pins={"pp": 16}).best is not None

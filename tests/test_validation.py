@@ -39,13 +39,20 @@ def test_korthikanti_memory_within_ten_percent(validation, metric):
 
 
 def test_megatron_bridge_runs_regression_guard(validation):
-    """Dense Megatron-Bridge runs (H100 fitted, B200/GB200 held out). NOT the issue's target
-    (mean ≤ 5 %, max ≤ 12 %), which these runs miss today (about 10 % / 17 %, the held-out
-    Blackwell runs): guarded here so it cannot get worse unnoticed."""
+    """Dense Megatron-Bridge runs (the two H100 8B/70B runs fitted, the rest held out). NOT the
+    issue's target (mean ≤ 5 %, max ≤ 12 %), which these runs miss today (about 9 % / 17 %:
+    the held-out B200/GB200 8B/70B runs): guarded so it cannot get worse unnoticed."""
     row = _stats(validation, "measurements", "iteration_time_s")
-    assert row["n"] == 5
+    assert row["n"] == 8
     assert row["max_abs_error_pct"] <= 17.5
-    assert row["mean_abs_error_pct"] <= 10.5
+    assert row["mean_abs_error_pct"] <= 9.5
+
+
+def test_uneven_pipeline_stages_make_llama_405b_predictable(validation):
+    """126 layers on 8 or 16 stages: held-out runs within 10 %."""
+    rows = validation[validation["id"].str.contains("405B")]
+    assert len(rows) == 4 and (rows["skipped"] == "").sum() == 3  # the GB300 one has no preset
+    assert rows.loc[rows["skipped"] == "", "error_pct"].abs().max() <= 10.0
 
 
 def test_every_skipped_record_says_why(validation):

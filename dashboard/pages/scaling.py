@@ -43,11 +43,11 @@ def infeasible_text(scn: dict[str, Any], frame) -> str:
                 "the range.")
     floor = compute.memory_floor(scn)
     if floor.get("no_candidates"):
-        odd = floor["unabsorbed_factor"]
+        rest = floor["pipeline_needs"]
         return (f"No parallel configuration exists on {floor['gpus']} GPUs: dp must divide the "
-                f"global batch ({scn['global_batch']}), tp the heads and hidden size, pp the "
-                f"layers ({scn['layers']})"
-                + (f", and nothing absorbs the factor {odd} of the GPU count" if odd > 1 else "")
+                f"global batch ({scn['global_batch']}), tp the heads and hidden size, and "
+                f"pipeline stages (at most one per layer, {scn['layers']}) take the rest"
+                + (f" — at least {rest} stages here" if rest > scn["layers"] else "")
                 + ". Choose a global batch or GPU range with matching factors (e.g. a global "
                 "batch that is a multiple of the NVLink domain).")
     parts = [f"No configuration fits in {floor['capacity_gb']:g} GB of HBM at any GPU count "
