@@ -19,6 +19,7 @@ recomputation counted); tokens/s per GPU into iteration time by GBS·s/(n·token
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from .hardware import System, load_system
 from .search import evaluate
 from .transformer import Transformer, transformer_from_dict
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # shared/ beside the repo
 GIB = 2.0**30
 GPU_PRESETS = {"A100-SXM4-80GB": "a100", "H100-SXM5-80GB (DGX H100)": "h100",
                "B200 (DGX B200)": "b200", "B200 (GB200 NVL72)": "gb200-nvl72"}
@@ -60,8 +61,9 @@ class Case:
 
 
 def reference_dir(folder: str | Path | None = None) -> Path:
-    """The folder of the public reference data (``shared/reference`` next to the repository)."""
-    path = Path(folder) if folder else REFERENCE
+    """The folder of the public reference data: ``folder``, else ``$PERF_REFERENCE_DIR``, else
+    ``shared/reference`` beside the repository."""
+    path = Path(folder or os.environ.get("PERF_REFERENCE_DIR") or REFERENCE)
     if not (path / "measurements.json").is_file():
         raise ModelError(f"no reference data in '{path}' (expected measurements.json and "
                          "korthikanti_validation.json)")

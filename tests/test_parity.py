@@ -9,16 +9,13 @@ ours, which is checked by evaluating it.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from model import evaluate, load_model, load_system, search
+from model.validation import reference_dir
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "paper_results.json"
-if not REFERENCE.is_file():  # CI checks main out with shared/ beside it
-    REFERENCE = Path("/work/shared/reference/paper_results.json")
-DATA = json.loads(REFERENCE.read_text())
+DATA = json.loads((reference_dir() / "paper_results.json").read_text())
 MODELS = {"gpt3_1T": "gpt3-1t", "vit_era5": "vit-era5"}
 STRATEGIES = {"1d": "1d", "2d": "summa", "2d-seqp": "context"}
 ENTRIES = [(f, r) for f in DATA["files"] for r in f["results"]]
