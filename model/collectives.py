@@ -12,6 +12,9 @@ Ring model, c = (n−1)/n for all-gather, reduce-scatter and all-reduce, c = 1 f
 * otherwise (τ parallel rings, one NIC each, NIC scaling):
   T = max(c·V/(ν·τ·b_s), c·V/b_f) + λ_s(k−1) + λ_f(n−k)
 
+Optionally each tier's bandwidth falls off for small ring-step messages m = V/n as
+b·m/(m + m_½) (``nvlink_half_message_bytes``, ``network_half_message_bytes``; 0: no fall-off).
+
 An all-reduce is a reduce-scatter followed by an all-gather, so it costs twice the ring above. The
 paper's code doubles only the bandwidth term and only in the hierarchical branch (its bug 3), and
 its flat slow ring ignores ν; with ``paper=True`` both are reproduced.
@@ -60,6 +63,11 @@ def collective_time_s(
         return np.where(live, np.where(t == 1, l_s + v / b_s, l_f + v / b_f), 0.0)
     cv = v if kind in (Collective.BROADCAST, Collective.REDUCE) else v * (n - 1) / n
     k = np.floor(n / t)  # domains spanned (τ divides n)
+    if system.nvlink_half_message_bytes or system.network_half_message_bytes:
+        # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
+        step = np.maximum(v / np.maximum(n, 1.0), 1.0)
+        b_f = b_f * step / (step + system.nvlink_half_message_bytes)
+        b_s = b_s * step / (step + system.network_half_message_bytes)
     doubled = 2.0 if kind == Collective.ALLREDUCE and paper else 1.0  # paper bug 3
     hier = doubled * np.maximum(cv / (system.nics_per_gpu * t * b_s), cv / b_f) + (
         l_s * (k - 1) + l_f * (n - k))

@@ -44,6 +44,15 @@ FIELDS = (
         "vector_tflops_fp32", float, "non-tensor-core peak, fp32, TFLOP/s", 0.01, 1e5, required=True
     ),
     Field("hbm_capacity_gb", float, "HBM per GPU, GB (1e9 bytes)", 1, 1e5, required=True),
+    Field("memory_reserve_gb", float,
+          "HBM not available to the model: CUDA context, workspaces, communication buffers, "
+          "fragmentation, GB", 0, 1e4, default=0.0),
+    Field("nvlink_half_message_bytes", float,
+          "ring-step message size at which NVLink reaches half its bandwidth (0: no fall-off)",
+          0, 1e12, default=0.0),
+    Field("network_half_message_bytes", float,
+          "ring-step message size at which the network reaches half its bandwidth (0: none)",
+          0, 1e12, default=0.0),
     Field("hbm_bandwidth_gb_per_s", float, "HBM bandwidth per GPU, GB/s", 1, 1e6, required=True),
     Field("hbm_efficiency", float, "achievable fraction of HBM bandwidth", 0.05, 1, default=1.0),
     Field("flop_efficiency", float, "achievable fraction of peak FLOP/s", 0.05, 1, default=0.8),
@@ -105,6 +114,9 @@ class System:
     vector_tflops_fp32: float
     hbm_capacity_gb: float
     hbm_bandwidth_gb_per_s: float
+    memory_reserve_gb: float
+    nvlink_half_message_bytes: float
+    network_half_message_bytes: float
     hbm_efficiency: float
     flop_efficiency: float
     flop_efficiency_fp8: float | None
@@ -134,6 +146,11 @@ class System:
     def hbm_bytes_per_s(self) -> float:
         """Achievable HBM bandwidth, bytes/s = GB/s · 1e9 · efficiency."""
         return self.hbm_bandwidth_gb_per_s * 1e9 * self.hbm_efficiency
+
+    @property
+    def usable_hbm_bytes(self) -> float:
+        """What a configuration must fit into: capacity minus the reserve, bytes."""
+        return (self.hbm_capacity_gb - self.memory_reserve_gb) * 1e9
 
     @property
     def hbm_capacity_bytes(self) -> float:

@@ -52,7 +52,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int, g
                                           "activations_bytes")):
         data[name] = res[key][idx] / GB
     data["hbm_capacity_gb"] = system.hbm_capacity_gb
-    data["fits"] = res["memory_bytes"][idx] <= system.hbm_capacity_bytes
+    data["fits"] = res["memory_bytes"][idx] <= system.usable_hbm_bytes
     return pd.DataFrame(data).reset_index(drop=True)
 
 

@@ -186,3 +186,19 @@ def test_cli_execution_flags(capsys):
     assert code == 2 and err.startswith("error:") and "paper" in err
     code = main(["search", *base, "--interleave", "0"])
     assert code == 2 and "interleave" in capsys.readouterr().err
+
+
+def test_memory_reserve_and_small_message_bandwidth():
+    m, s = load_model("gpt3-175b"), load_system("a100")
+    assert s.memory_reserve_gb > 0 and s.usable_hbm_bytes < s.hbm_capacity_bytes
+    free = s.with_overrides(memory_reserve_gb=0.0)
+    tight, loose = (search(m, x, 64, 64, "1d", top_k=1) for x in (s, free))
+    assert tight.feasible <= loose.feasible
+    assert tight.best["memory_gb"] <= s.hbm_capacity_gb - s.memory_reserve_gb
+    from model.collectives import Collective, collective_time_s
+    slow = s.with_overrides(nvlink_half_message_bytes=1e6)
+    small, large = 8e4, 8e9  # bytes over 8 GPUs in one domain: 10 kB and 1 GB per ring step
+    for v, factor in ((small, (1e4 + 1e6) / 1e4), (large, (1e9 + 1e6) / 1e9)):
+        base = collective_time_s(Collective.ALLGATHER, v, 8, 8, s) - 7 * s.nvlink_latency_s
+        fall = collective_time_s(Collective.ALLGATHER, v, 8, 8, slow) - 7 * s.nvlink_latency_s
+        assert fall == pytest.approx(base * factor, rel=1e-9)
