@@ -30,7 +30,14 @@ from model import best_per_cell, design_space, evaluate, search
 from model.sweep import best_frame, sweep
 
 from .figures.common import plain
-from .scenario import MODEL_KEYS, SYSTEM_KEYS, build_inputs, gpu_counts
+from .scenario import (
+    EXECUTION_KEYS,
+    MODEL_KEYS,
+    SYSTEM_KEYS,
+    build_inputs,
+    execution_of,
+    gpu_counts,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
@@ -128,12 +135,18 @@ def page_payload(scn: dict[str, Any], *extra: str) -> dict[str, Any]:
 
 
 def _inputs(scn: dict[str, Any]) -> dict[str, Any]:
-    keys = ("model", *MODEL_KEYS, "global_batch", "system", *SYSTEM_KEYS, "compat")
+    keys = ("model", *MODEL_KEYS, "global_batch", "system", *SYSTEM_KEYS, "compat",
+            *EXECUTION_KEYS)
     return {k: scn[k] for k in keys}
 
 
 def _compat(scn: dict[str, Any]) -> str | None:
     return "paper" if scn["compat"] == "paper" else None
+
+
+def _how(scn: dict[str, Any]) -> dict[str, Any]:
+    """The model mode and execution options of a scenario, as search/evaluate arguments."""
+    return {"compat": _compat(scn), "execution": execution_of(scn)}
 
 
 def _strategies(scn: dict[str, Any]) -> tuple[str, ...]:
@@ -150,7 +163,7 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
         if not counts:
             return pd.DataFrame()
         results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
-                        compat=_compat(scn))
+                        **_how(scn))
         return best_frame(results)
     return cached_frame("scaling", payload, compute)
 
@@ -163,7 +176,7 @@ def design(scn: dict[str, Any]) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
         frame = design_space(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                             compat=_compat(scn))
+                             **_how(scn))
         return best_per_cell(frame, scn["x_axis"], scn["y_axis"])
     return cached_frame("design", payload, compute)
 
@@ -175,7 +188,7 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
         return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                      compat=_compat(scn), top_k=TOP_K).top
+                      **_how(scn), top_k=TOP_K).top
     return cached_frame("top", payload, compute)
 
 
@@ -190,7 +203,7 @@ def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
         return evaluate(m, s, int(config["gpus"]), scn["global_batch"], config["strategy"],
-                        compat=_compat(scn), **cfg).ops
+                        **_how(scn), **cfg).ops
     return cached_frame("ops", payload, compute)
 
 
@@ -214,7 +227,7 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
                 if not gpu_counts(scn):
                     continue
                 best = best_frame(sweep(m, base, gpu_counts(scn), scn["global_batch"],
-                                        _strategies(scn), compat=_compat(scn), nvs=nvs))
+                                        _strategies(scn), **_how(scn), nvs=nvs))
                 if best.empty:
                     continue
                 best = best.loc[best.groupby("gpus")["iteration_time_s"].idxmin()]
@@ -231,7 +244,7 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
     counts = gpu_counts(scn)
     n = counts[-1] if counts else scn["gpus_max"]
     strategy = "context" if scn["strategy"] == "all" else scn["strategy"]
-    frame = design_space(m, s, n, scn["global_batch"], strategy, compat=_compat(scn))
+    frame = design_space(m, s, n, scn["global_batch"], strategy, **_how(scn))
     out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
     if frame.empty:  # no configuration at all: the GPU count does not factor
         # what dp (| GBS) and tp (| heads, hidden) cannot take is left to pp (≤ layers)
@@ -246,7 +259,7 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
         out.update(min_memory_gb=float(row["memory_gb"]), parts=parts,
                    dominant=max(parts, key=parts.get))
     for more in (2, 4, 8, 16, 32, 64):
-        res = search(m, s, n * more, scn["global_batch"], strategy, compat=_compat(scn), top_k=1)
+        res = search(m, s, n * more, scn["global_batch"], strategy, **_how(scn), top_k=1)
         if res.best is not None:
             out["fits_at_gpus"] = n * more
             break
@@ -266,7 +279,7 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
             best = np.inf
             for strategy in _strategies(scn):
                 res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy,
-                             compat=_compat(scn), top_k=1)
+                             **_how(scn), top_k=1)
                 if res.best is not None:
                     best = min(best, float(res.best["train_days"]))
             rows.append({"hbm_capacity_gb": float(cap), "hbm_bandwidth_gb_per_s": bw * 1000.0,

@@ -15,7 +15,8 @@ from .scenario import AXIS_CHOICES, BY_KEY
 CONTROL_KEYS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "mlp", "seq_len",
                 "vocab", "global_batch", "budget_kind", "budget", "system", "nvs", "hbm_gb",
                 "hbm_tb_per_s", "matrix_tflops", "nvlink_gb_per_s", "nic_gb_per_s",
-                "nics_per_gpu", "strategy", "gpus_min", "gpus_max", "compat", "gpus",
+                "nics_per_gpu", "recompute", "sequence_parallel", "interleave", "zero",
+                "precision", "tp_overlap", "strategy", "gpus_min", "gpus_max", "compat", "gpus",
                 "design_strategy", "x_axis", "y_axis")
 NVS_CHOICES = (4, 8, 16, 32, 64, 72)
 GPU_CHOICES = tuple(2 ** k for k in range(0, 18))
@@ -49,6 +50,18 @@ TIPS = {
     "gpus_max": "Largest GPU count of the scaling views.",
     "compat": "Default: the fixed model with embedding and head. Paper: reproduces arXiv "
               "2410.00273's published figures, bugs included.",
+    "recompute": "Activation recompute: selective (flash attention recomputes its scores), "
+                 "full (keep only each block's input, rerun its forward in the backward) or none "
+                 "(keep the attention scores, unfused attention).",
+    "sequence_parallel": "Megatron sequence parallelism: norms and dropouts on l/tp rows with "
+                         "reduce-scatter + all-gather instead of all-reduce (1D and context).",
+    "interleave": "Virtual pipeline stages per GPU (interleaved 1F1B): a V× smaller bubble, V× "
+                  "the stage-to-stage messages, more activations in flight.",
+    "zero": "ZeRO stage: 0 replicated optimizer, 1 distributed optimizer, 2 + gradients, "
+            "3 + weights (FSDP: weights gathered per block, every microbatch).",
+    "precision": "Matmul precision: bf16/fp16, or fp8 (linear layers at the FP8 rate and "
+                 "efficiency; attention stays bf16).",
+    "tp_overlap": "Overlap tensor-parallel collectives with the matmuls next to them.",
     "gpus": "GPU count of the design-space heatmap, the table of top configurations and the "
             "HBM sweep.",
     "design_strategy": "Strategy of the design-space heatmap and the table.",
@@ -66,7 +79,9 @@ LABELS = {
     "nvlink_gb_per_s": "NVLink (GB/s per direction)", "nic_gb_per_s": "NIC (GB/s)",
     "nics_per_gpu": "NICs per GPU", "strategy": "Strategy", "gpus_min": "GPUs from",
     "gpus_max": "GPUs to", "compat": "Model", "gpus": "GPUs", "design_strategy": "Strategy",
-    "x_axis": "Heatmap x axis", "y_axis": "Heatmap y axis",
+    "x_axis": "Heatmap x axis", "y_axis": "Heatmap y axis", "recompute": "Recompute",
+    "sequence_parallel": "Sequence parallelism", "interleave": "Interleaved stages (V)",
+    "zero": "ZeRO stage", "precision": "Precision", "tp_overlap": "TP comm overlap",
 }
 
 
@@ -107,6 +122,15 @@ def _control(key: str, scn: dict[str, Any]) -> Any:
                           marks={v: str(v) for v in (1, 8, 16, 24, 32)},
                           tooltip={"placement": "bottom", "always_visible": False},
                           allow_direct_input=True, updatemode="mouseup")
+    if key in ("sequence_parallel", "tp_overlap"):
+        return dcc.RadioItems(id=f"ctl-{key}", inline=True, value=value, options=[
+            {"label": "on", "value": True}, {"label": "off", "value": False}])
+    if key in ("recompute", "precision"):
+        return dcc.Dropdown(id=f"ctl-{key}", options=list(BY_KEY[key].choices), value=value,
+                            clearable=False)
+    if key == "zero":
+        return dcc.RadioItems(id="ctl-zero", inline=True, value=value,
+                              options=[{"label": str(z), "value": z} for z in range(4)])
     if key == "design_strategy":
         return dcc.RadioItems(id="ctl-design_strategy", inline=True, value=value, options=[
             {"label": "1D", "value": "1d"}, {"label": "SUMMA", "value": "summa"},
@@ -147,6 +171,8 @@ def panel(scn: dict[str, Any]) -> html.Div:
         _group("System", ("system", "nvs", "hbm_gb", "hbm_tb_per_s", "matrix_tflops",
                           "nvlink_gb_per_s", "nic_gb_per_s", "nics_per_gpu"), scn,
                html.Button("Reset system to preset", id="reset-system", className="btn-link")),
+        _group("Execution", ("recompute", "sequence_parallel", "interleave", "zero",
+                             "precision", "tp_overlap"), scn),
         _group("Run", ("strategy", "gpus_min", "gpus_max", "compat"), scn),
         _group("Design space", ("gpus", "design_strategy", "x_axis", "y_axis"), scn),
         html.Div(id="err-_", className="ctl-error", role="alert"),

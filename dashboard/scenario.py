@@ -15,10 +15,13 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from model import ModelError, list_models, list_systems, load_model, load_system
+from model.execution import DEFAULT_EXECUTION
 from model.hardware import System
 from model.schema import Field, check_field
 from model.transformer import Transformer
 
+DEFAULT_EXECUTION_VALUES = {k: getattr(DEFAULT_EXECUTION, k) for k in (
+    "recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap")}
 MAX_SCENARIO_BYTES = 16 * 1024  # an upload is a few hundred bytes; refuse anything larger
 STRATEGY_CHOICES = ("all", "1d", "summa", "context")
 AXIS_CHOICES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
@@ -46,6 +49,13 @@ FIELDS: tuple[Field, ...] = (
     Field("nvlink_gb_per_s", float, "NVLink bandwidth per GPU per direction, GB/s", 0.1, 1e6),
     Field("nic_gb_per_s", float, "bandwidth per NIC per direction, GB/s", 0.01, 100_000),
     Field("nics_per_gpu", float, "NICs per GPU", 0.01, 64),
+    # execution (ignored in the paper mode, which models one execution)
+    Field("recompute", str, "activation recompute", choices=("selective", "full", "none")),
+    Field("sequence_parallel", bool, "Megatron sequence parallelism (1D, context)"),
+    Field("interleave", int, "virtual pipeline stages per GPU (interleaved 1F1B)", 1, 64),
+    Field("zero", int, "ZeRO stage: 0 none, 1 optimizer, 2 + gradients, 3 + weights", 0, 3),
+    Field("precision", str, "matmul precision", choices=("bf16", "fp16", "fp8")),
+    Field("tp_overlap", bool, "overlap TP collectives with the matmuls"),
     # run
     Field("strategy", str, "parallel strategy", choices=STRATEGY_CHOICES),
     Field("gpus_min", int, "smallest GPU count", 1, 10_000_000),
@@ -65,6 +75,8 @@ MODEL_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "mlp", "seq_len", 
               "budget_kind", "budget")
 SYSTEM_KEYS = ("nvs", "hbm_gb", "hbm_tb_per_s", "matrix_tflops", "nvlink_gb_per_s",
                "nic_gb_per_s", "nics_per_gpu")
+EXECUTION_KEYS = ("recompute", "sequence_parallel", "interleave", "zero", "precision",
+                  "tp_overlap")
 # scenario key → key of the estimator's spec, to attribute its errors to the right control
 SPEC_KEY = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads",
             "ffn": "ffn", "mlp": "mlp", "seq_len": "seq_len", "vocab": "vocab",
@@ -96,6 +108,7 @@ def system_values(name: str) -> dict[str, Any]:
 def default_scenario() -> dict[str, Any]:
     """gpt3-1t on H200 with an NVLink domain of 8, every strategy, 4…16384 GPUs."""
     return {**model_values("gpt3-1t"), "global_batch": 4096, **system_values("h200"), "nvs": 8,
+            **DEFAULT_EXECUTION_VALUES,
             "strategy": "all", "gpus_min": 4, "gpus_max": 16384, "compat": "default",
             "gpus": 4096, "design_strategy": "summa", "x_axis": "tp1", "y_axis": "pp",
             "presentation": False}
@@ -155,11 +168,21 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     if scn["x_axis"] == scn["y_axis"]:
         errors["y_axis"] = "choose two different axes"
     try:
-        build_inputs(scn)
+        _, system = build_inputs(scn)
     except ModelError as exc:
         message = str(exc).removeprefix("model: ").removeprefix("system: ")
         errors[_spec_error_key(str(exc)) or "_"] = message
+        return errors
+    if scn["precision"] == "fp8" and system.matrix_tflops_fp8 <= 0:
+        errors["precision"] = f"{scn['system']} has no FP8 matrix rate; choose bf16 or fp16"
     return errors
+
+
+def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
+    """The estimator's execution options (None in the paper mode: it models one execution)."""
+    if scn.get("compat") == "paper":
+        return None
+    return {k: scn[k] for k in EXECUTION_KEYS}
 
 
 def gpu_counts(scn: dict[str, Any]) -> list[int]:

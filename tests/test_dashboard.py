@@ -430,7 +430,9 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "budget_kind": "samples", "budget": 1.5e12, "global_batch": 2048,
                "system": "b200", "nvs": 64, "hbm_gb": 141.01, "hbm_tb_per_s": 4.81,
                "matrix_tflops": 990.0, "nvlink_gb_per_s": 900.0, "nic_gb_per_s": 25.0,
-               "nics_per_gpu": 2.0, "compat": "paper", "gpus_max": 8192}
+               "nics_per_gpu": 2.0, "compat": "paper", "gpus_max": 8192,
+               "recompute": "full", "sequence_parallel": False, "interleave": 2, "zero": 3,
+               "precision": "fp8", "tp_overlap": True}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value
@@ -745,3 +747,16 @@ def test_no_configuration_at_all_is_explained_by_the_unabsorbed_factor():
     assert "at least 9 stages" in text
     assert not compute.scaling(valid(**system_values("gb200-nvl72"), gpus_min=72,
                                      gpus_max=4608)).empty
+
+
+def test_execution_controls_change_the_scaling_data():
+    """Full recompute costs time; fp8 on a GPU without an FP8 rate is an inline error."""
+    base = compute.scaling(valid(strategy="1d"))
+    full = compute.scaling(valid(strategy="1d", recompute="full"))
+    common = sorted(set(base["gpus"]) & set(full["gpus"]))
+    assert common and not base.set_index("gpus").loc[common, "iteration_time_s"].equals(
+        full.set_index("gpus").loc[common, "iteration_time_s"])
+    assert (full["recompute"] == "full").all()
+    scn, errors = S.validate_scenario({**valid(), **S.system_values("a100"), "precision": "fp8"})
+    assert scn is None and "FP8" in errors["precision"]
+    assert S.execution_of(valid(compat="paper", recompute="full")) is None
