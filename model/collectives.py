@@ -50,8 +50,9 @@ def collective_time_s(
 ) -> np.ndarray:
     """Time (s) of one collective of ``kind`` over ``group`` GPUs, ``tau`` per NVLink domain.
 
-    Zero when V = 0 or n = 1. ``P2P`` needs n = 2: λ_s + V/b_s across domains (τ = 1), else
-    λ_f + V/b_f. See the module docstring for the ring formulas.
+    Zero when V = 0 or n = 1. ``P2P`` is one hop of a ring over the group: λ_s + V/b_s when the
+    group leaves its domain (τ < n; for n = 2 that is τ = 1), else λ_f + V/b_f. See the module
+    docstring for the ring formulas.
     """
     v = np.asarray(volume_bytes, dtype=float)
     n = np.asarray(group, dtype=float)
@@ -59,8 +60,8 @@ def collective_time_s(
     b_f, b_s = system.fast_bytes_per_s, system.slow_bytes_per_s
     l_f, l_s = system.nvlink_latency_s, system.network_latency_s
     live = (v > 0) & (n > 1)
-    if kind == Collective.P2P:
-        return np.where(live, np.where(t == 1, l_s + v / b_s, l_f + v / b_f), 0.0)
+    if kind == Collective.P2P:  # one hop; slow when the group leaves its domain (τ < n)
+        return np.where(live, np.where(t < n, l_s + v / b_s, l_f + v / b_f), 0.0)
     cv = v if kind in (Collective.BROADCAST, Collective.REDUCE) else v * (n - 1) / n
     k = np.floor(n / t)  # domains spanned (τ divides n)
     if system.nvlink_half_message_bytes or system.network_half_message_bytes:

@@ -44,6 +44,10 @@ class Execution:
       softmax, dropout, PV in) as in Megatron-LM before flash attention.
     * ``fp32_gradients``: gradients accumulated and reduced in fp32 (Megatron's ``main_grad``):
       4 bytes per parameter, and twice the data-parallel reduce-scatter volume.
+    * ``context_attention``: how context parallelism (tp2 of the context strategy) shares K and
+      V: ``allgather`` (the paper's: gather all, then attend; not overlapped) or ``ring`` (ring
+      attention: tp2 steps, each passing one K/V block to the next GPU under the attention
+      compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
     """
 
     recompute: str = "selective"
@@ -54,6 +58,7 @@ class Execution:
     tp_overlap: bool = False
     flash_attention: bool = True
     fp32_gradients: bool = False
+    context_attention: str = "allgather"
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE:
@@ -62,6 +67,9 @@ class Execution:
         if self.precision not in PRECISIONS:
             raise ModelError(f"precision must be one of {', '.join(PRECISIONS)}, "
                              f"got {self.precision!r}")
+        if self.context_attention not in ("allgather", "ring"):
+            raise ModelError("context_attention must be 'allgather' or 'ring', "
+                             f"got {self.context_attention!r}")
         if self.zero not in ZERO_STAGES:
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or not (

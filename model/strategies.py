@@ -176,7 +176,13 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     # the paper's output biases: 1D on unsharded [l, e]; context attention Bias(b, l, e; m2, m1)
     mlp_bias = (NONE, NONE) if paper and not context else (seq, NONE)
     attn_bias = mlp_bias if not (paper and context) else (TP2, TP1)
-    kv = (_ag("kv", TP2),) if context else ()
+    ring = context and ex.context_attention == "ring"
+    if ring:  # K/V blocks travel the tp2 ring, one step per block, under the attention compute
+        p2p = CommSpec(Collective.P2P, "kv", TP2)
+        kv, kv_bwd, kv_panels = (p2p,), (p2p, p2p), "tp2"  # backward: K/V and dK/dV
+    else:
+        kv = (_ag("kv", TP2),) if context else ()
+        kv_bwd, kv_panels = kv + ((_rs("kv", TP2),) if context else ()), None
     mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1, bwd=col_bwd,
                   act_rows=col_act),
            *_mlp_tail(model, mode, base, TP1),
@@ -186,7 +192,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1, bwd=col_bwd,
                    act_rows=col_act),
             OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
-                   bwd=kv + ((_rs("kv", TP2),) if context else ())),
+                   bwd=kv_bwd, panels=kv_panels),
             OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd),
             *_residual(model, "attn", *attn_bias, seq, NONE,
                        OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]

@@ -202,3 +202,19 @@ def test_memory_reserve_and_small_message_bandwidth():
         base = collective_time_s(Collective.ALLGATHER, v, 8, 8, s) - 7 * s.nvlink_latency_s
         fall = collective_time_s(Collective.ALLGATHER, v, 8, 8, slow) - 7 * s.nvlink_latency_s
         assert fall == pytest.approx(base * factor, rel=1e-9)
+
+
+def test_ring_attention_hides_context_parallel_communication():
+    """Long sequences on the context strategy: ring attention overlaps the K/V exchange with
+    the attention compute, so it exposes less communication than all-gathering K/V."""
+    m, s = load_model("llama3-70b").with_overrides(seq_len=65536), load_system("h100")
+    cfg = dict(tp1=8, tp2=8, pp=1, dp=1, microbatch=1)
+    gather, ring = (evaluate(m, s, 64, 8, "context", execution={"context_attention": a,
+                                                                "recompute": "full"}, **cfg)
+                    for a in ("allgather", "ring"))
+    assert ring.row["t_tp_comm_s"] < gather.row["t_tp_comm_s"]
+    assert ring.row["t_compute_s"] == pytest.approx(gather.row["t_compute_s"], rel=1e-12)
+    flash = ring.ops.set_index("op").loc["attn/flash"]
+    assert "p2p" in flash["collectives"]
+    with pytest.raises(ModelError, match="context_attention"):
+        evaluate(m, s, 64, 8, "context", execution={"context_attention": "tree"}, **cfg)
