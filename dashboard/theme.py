@@ -40,7 +40,7 @@ STRATEGY_LABELS: dict[str, str] = {"1d": "1D TP", "summa": "2D SUMMA", "context"
 
 # Time components of one iteration, in stacking order (the model's result columns).
 COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s",
-                                    "t_dp_comm_s", "t_bubble_s", "t_optimizer_s")
+                                    "t_dp_comm_s", "t_bubble_s", "t_optimizer_s", "t_offload_s")
 COMPONENT_COLORS: dict[str, str] = {
     "t_compute_s": "#0072B2",
     "t_memory_s": "#56B4E9",
@@ -49,6 +49,7 @@ COMPONENT_COLORS: dict[str, str] = {
     "t_dp_comm_s": "#D55E00",
     "t_bubble_s": GREY,
     "t_optimizer_s": "#009E73",
+    "t_offload_s": "#F0E442",
 }
 COMPONENT_LABELS: dict[str, str] = {
     "t_compute_s": "compute",
@@ -58,6 +59,7 @@ COMPONENT_LABELS: dict[str, str] = {
     "t_dp_comm_s": "DP comm",
     "t_bubble_s": "bubble",
     "t_optimizer_s": "optimizer step",
+    "t_offload_s": "offload transfers",
 }
 
 # Per-op components (model.report.op_table) and what bounds an op: same colours as above.

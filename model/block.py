@@ -87,6 +87,10 @@ class Ctx:
             peak = system.matrix_tflops_fp8 * 1e12
             eta = system.flop_efficiency_fp8 or eta
         attention = system.attention_efficiency or system.flop_efficiency
+        if ex.offload != "none" and (system.host_memory_gb <= 0
+                                     or system.host_bandwidth_gb_per_s <= 0):
+            raise ModelError(f"system '{system.name}' has no host memory tier "
+                             "(host_memory_gb, host_bandwidth_gb_per_s); offload needs one")
         return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention)
 
 

@@ -46,6 +46,8 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
                    help="fused attention (default: on)")
     g.add_argument("--fp32-gradients", action=argparse.BooleanOptionalAction, default=None,
                    help="accumulate and reduce gradients in fp32 (Megatron main_grad)")
+    g.add_argument("--offload", choices=("none", "optimizer", "activations", "weights", "all"),
+                   help="keep these in the host memory tier (the system's host_* figures)")
     g.add_argument("--context-attention", choices=("allgather", "ring"),
                    help="context parallelism (--cp): gather K/V, or ring attention (overlapped)")
 
@@ -55,7 +57,7 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
     given = {"sequence_parallel": args.sequence_parallel, "zero": args.zero,
              "precision": args.precision, "tp_overlap": args.tp_overlap,
              "flash_attention": args.flash_attention, "fp32_gradients": args.fp32_gradients,
-             "context_attention": args.context_attention}
+             "context_attention": args.context_attention, "offload": args.offload}
     given = {k: v for k, v in given.items() if v is not None}
     recompute, interleave = args.recompute, args.interleave
     if args.compat == "paper":

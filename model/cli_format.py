@@ -21,7 +21,7 @@ CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb",
 PLACEMENT_KEYS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 BREAKDOWN = (("compute", "t_compute_s"), ("memory", "t_memory_s"), ("tp_comm", "t_tp_comm_s"),
              ("pp_comm", "t_pp_comm_s"), ("dp_comm", "t_dp_comm_s"), ("bubble", "t_bubble_s"),
-             ("optimizer", "t_optimizer_s"))
+             ("optimizer", "t_optimizer_s"), ("offload", "t_offload_s"))
 MEMORY = (("weights", "weights_gb"), ("gradients", "gradients_gb"),
           ("optimizer", "optimizer_gb"), ("activations", "activations_gb"))
 MS_COLUMNS = (("fwd ms", "t_fwd_s"), ("bwd ms", "t_bwd_s"), ("comm ms", "t_comm_s"),

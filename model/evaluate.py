@@ -15,6 +15,7 @@ import numpy as np
 
 from .block import Ctx, OpResult, Shards, Totals, evaluate_op, op_counts, sum_ops, take_counts
 from .hardware import System
+from .offload import offload_memory
 from .ops import OpCounts
 from .pipeline import edge_weight_bytes, iteration_time, memory
 from .space import Space, stage_layers
@@ -122,12 +123,20 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     if strategy.post:
         head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
-    return memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
-                  pre_act=pre_a, post_weight=post_w, post_act=post_a,
-                  n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
-                  layers=stage_layers(model.layers, cols["pp"]), pp=cols["pp"],
-                  dp_group=_dp_group(strategy, cols), interleave=ex.interleave, zero=ex.zero,
-                  grad_factor=2.0 if ex.fp32_gradients else 1.0)
+    grad_factor = 2.0 if ex.fp32_gradients else 1.0
+    mem = memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
+                 pre_act=pre_a, post_weight=post_w, post_act=post_a,
+                 n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
+                 layers=stage_layers(model.layers, cols["pp"]), pp=cols["pp"],
+                 dp_group=_dp_group(strategy, cols), interleave=ex.interleave, zero=ex.zero,
+                 grad_factor=grad_factor)
+    return offload_memory(mem, block_w, block_a, grad_factor, ex)
+
+
+def fits_in_memory(mem: dict[str, np.ndarray], system: System) -> np.ndarray:
+    """HBM (capacity less the reserve) and, for offloaded parts, the host tier both suffice."""
+    return (mem["memory_bytes"] <= system.usable_hbm_bytes) & (
+        mem["host_bytes"] <= system.host_memory_gb * 1e9)
 
 
 def _take(t: Totals, idx: np.ndarray) -> Totals:
@@ -209,6 +218,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         interleave=ctx.execution.interleave, zero=ctx.execution.zero,
         grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
         params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
+        execution=ctx.execution,
     )
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers
@@ -229,7 +239,7 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
     counts = ShapeCounts.of(strategy, space.cols, ctx)
     mem = shape_memory(model, strategy, space.cols, global_batch, counts, ctx)
     keep = (np.arange(len(space)) if capacity_bytes is None
-            else np.flatnonzero(mem["memory_bytes"] <= capacity_bytes))
+            else np.flatnonzero(fits_in_memory(mem, system)))
     cols = {name: values[keep] for name, values in space.cols.items()}
     cols["params_bytes"] = mem["params_bytes"][keep]
     out = candidate_times(model, system, strategy, cols, global_batch, ctx, counts, keep)

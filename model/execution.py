@@ -21,6 +21,7 @@ from .errors import ModelError
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp8")
 ZERO_STAGES = (0, 1, 2, 3)
+OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class Execution:
       V: ``allgather`` (the paper's: gather all, then attend; not overlapped) or ``ring`` (ring
       attention: tp2 steps, each passing one K/V block to the next GPU under the attention
       compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
+    * ``offload``: what lives in the host memory tier instead of HBM (ZeRO-Offload / Infinity,
+      Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
+      CPU), ``activations`` (written out after each block's forward, read back for its
+      backward), ``weights`` (weights and gradients streamed per block), or ``all``.
     """
 
     recompute: str = "selective"
@@ -59,6 +64,7 @@ class Execution:
     flash_attention: bool = True
     fp32_gradients: bool = False
     context_attention: str = "allgather"
+    offload: str = "none"
 
     def __post_init__(self) -> None:
         if self.recompute not in RECOMPUTE:
@@ -70,6 +76,8 @@ class Execution:
         if self.context_attention not in ("allgather", "ring"):
             raise ModelError("context_attention must be 'allgather' or 'ring', "
                              f"got {self.context_attention!r}")
+        if self.offload not in OFFLOAD:
+            raise ModelError(f"offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
         if self.zero not in ZERO_STAGES:
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or not (
@@ -78,6 +86,10 @@ class Execution:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def offloads(self, what: str) -> bool:
+        """Whether ``what`` (optimizer, activations, weights) lives in host memory."""
+        return self.offload in (what, "all")
 
 
 DEFAULT_EXECUTION = Execution()
@@ -100,7 +112,8 @@ def resolve_execution(value: object) -> Execution:
 
 
 MAX_VARIANTS = 64
-COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap")
+COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
+           "offload")
 
 
 def execution_variants(value: object) -> list[Execution]:

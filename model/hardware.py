@@ -53,6 +53,12 @@ FIELDS = (
     Field("network_half_message_bytes", float,
           "ring-step message size at which the network reaches half its bandwidth (0: none)",
           0, 1e12, default=0.0),
+    Field("host_memory_gb", float, "second memory tier (host DRAM) per GPU for offload, GB "
+          "(0: none)", 0, 1e5, default=0.0),
+    Field("host_bandwidth_gb_per_s", float,
+          "GPU ↔ host link per GPU per direction (PCIe, NVLink-C2C), GB/s", 0, 1e5, default=0.0),
+    Field("host_memory_bandwidth_gb_per_s", float,
+          "host DRAM bandwidth per GPU for the CPU optimizer step, GB/s", 0, 1e5, default=0.0),
     Field("hbm_bandwidth_gb_per_s", float, "HBM bandwidth per GPU, GB/s", 1, 1e6, required=True),
     Field("hbm_efficiency", float, "achievable fraction of HBM bandwidth", 0.05, 1, default=1.0),
     Field("flop_efficiency", float, "achievable fraction of peak FLOP/s", 0.05, 1, default=0.8),
@@ -114,6 +120,9 @@ class System:
     vector_tflops_fp32: float
     hbm_capacity_gb: float
     hbm_bandwidth_gb_per_s: float
+    host_memory_gb: float
+    host_bandwidth_gb_per_s: float
+    host_memory_bandwidth_gb_per_s: float
     memory_reserve_gb: float
     nvlink_half_message_bytes: float
     network_half_message_bytes: float

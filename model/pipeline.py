@@ -22,8 +22,10 @@ import numpy as np
 
 from .block import Totals
 from .collectives import Collective, collective_time_s
+from .execution import DEFAULT_EXECUTION, Execution
 from .hardware import System
 from .modes import Mode
+from .offload import host_optimizer_time_s, offload_time_s
 
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 
@@ -134,7 +136,7 @@ def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, system: Sy
 def iteration_time(
     *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
     dp_group, dp_tau, system: System, mode: Mode, interleave: int = 1, zero: int = 1,
-    params_bytes=0.0, grad_factor: float = 1.0,
+    params_bytes=0.0, grad_factor: float = 1.0, execution: Execution = DEFAULT_EXECUTION,
 ) -> dict[str, np.ndarray]:
     """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
 
@@ -162,11 +164,22 @@ def iteration_time(
                                 grad_factor)
     local_params = np.asarray(params_bytes, dtype=float) / 2.0 / (dp_group if zero >= 1 else 1)
     adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
-    t_opt = 0.0 if mode.no_optimizer_step else adam * local_params / system.hbm_bytes_per_s
+    link = system.host_bandwidth_gb_per_s * 1e9
+    if mode.no_optimizer_step:
+        t_opt = 0.0
+    elif execution.offloads("optimizer"):
+        t_opt = host_optimizer_time_s(local_params, grad_factor, link,
+                                      system.host_memory_bandwidth_gb_per_s * 1e9)
+    else:
+        t_opt = adam * local_params / system.hbm_bytes_per_s
     t_opt = np.zeros_like(t_loc) + t_opt
+    t_off = offload_time_s(block_weight_bytes=block.weight_bytes, block_act_bytes=block.act_bytes,
+                           t_fwd=block.t_fwd, t_bwd=block.t_bwd, n_mb=n_mb, layers=d,
+                           grad_factor=grad_factor, link_bytes_per_s=link, ex=execution)
     return {
-        "iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt,
+        "iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt + t_off,
         "t_optimizer_s": t_opt,
+        "t_offload_s": t_off,
         "t_compute_s": n_mb * (d * block.t_comp + edge.t_comp),
         "t_memory_s": n_mb * (d * block.t_mem + edge.t_mem),
         "t_tp_comm_s": n_mb * (d * block.t_comm + edge.t_comm),

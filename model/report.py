@@ -14,7 +14,7 @@ from .transformer import Transformer
 
 GB = 1e9
 TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp_comm_s",
-                "t_bubble_s", "t_optimizer_s")
+                "t_bubble_s", "t_optimizer_s", "t_offload_s")
 MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
 
 
@@ -51,8 +51,10 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int, g
     for name, key in zip(MEMORY_COLUMNS, ("weights_bytes", "gradients_bytes", "optimizer_bytes",
                                           "activations_bytes")):
         data[name] = res[key][idx] / GB
+    data["host_memory_gb"] = res["host_bytes"][idx] / GB
     data["hbm_capacity_gb"] = system.hbm_capacity_gb
-    data["fits"] = res["memory_bytes"][idx] <= system.usable_hbm_bytes
+    data["fits"] = (res["memory_bytes"][idx] <= system.usable_hbm_bytes) & (
+        res["host_bytes"][idx] <= system.host_memory_gb * 1e9)
     return pd.DataFrame(data).reset_index(drop=True)
 
 

@@ -21,6 +21,7 @@ from .evaluate import (
     candidate_times,
     evaluate_ops,
     evaluate_space,
+    fits_in_memory,
     shape_memory,
     shards_of,
 )
@@ -150,7 +151,7 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
     merged["shape"] = np.arange(len(merged["tp1"]))
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
-    fits = mem["memory_bytes"] <= system.usable_hbm_bytes
+    fits = fits_in_memory(mem, system)
     parts, candidates, feasible, offset = [], [], [], 0
     for n, cols in zip(counts, shapes):
         rows = len(cols["tp1"])
@@ -224,7 +225,7 @@ def evaluate(
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
                                  mode))
     res = evaluate_space(model, sysm, strat, space, global_batch, mode, execution=ex)
-    fits = res["memory_bytes"] <= sysm.usable_hbm_bytes
+    fits = fits_in_memory(res, sysm)
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
     row = with_execution(result_frame(model, sysm, strat.name, gpus, global_batch, res,

@@ -218,3 +218,23 @@ def test_ring_attention_hides_context_parallel_communication():
     assert "p2p" in flash["collectives"]
     with pytest.raises(ModelError, match="context_attention"):
         evaluate(m, s, 64, 8, "context", execution={"context_attention": "tree"}, **cfg)
+
+
+def test_offload_moves_memory_to_the_host_at_a_transfer_cost():
+    m, s = load_model("gpt3-175b"), load_system("h100")
+    cfg = dict(tp1=8, pp=8, dp=1, microbatch=1)
+    base = evaluate(m, s, 64, 64, "1d", **cfg).row
+    opt = evaluate(m, s, 64, 64, "1d", execution={"offload": "optimizer"}, **cfg).row
+    assert opt["optimizer_gb"] == 0 and opt["host_memory_gb"] == pytest.approx(base["optimizer_gb"])
+    assert opt["memory_gb"] < base["memory_gb"]
+    assert opt["t_optimizer_s"] > base["t_optimizer_s"]  # PCIe and host DRAM, not HBM
+    acts = evaluate(m, s, 64, 64, "1d", execution={"offload": "activations"}, **cfg).row
+    assert acts["activations_gb"] < base["activations_gb"]
+    assert acts["t_offload_s"] >= 0.0 and base["t_offload_s"] == 0.0
+    slow = s.with_overrides(host_bandwidth_gb_per_s=0.5)  # a link too slow to hide
+    crawl = evaluate(m, slow, 64, 64, "1d", execution={"offload": "activations"}, **cfg).row
+    assert crawl["t_offload_s"] > 0 and crawl["iteration_time_s"] > base["iteration_time_s"]
+    tiny = s.with_overrides(host_memory_gb=1.0)
+    assert not evaluate(m, tiny, 64, 64, "1d", execution={"offload": "all"}, **cfg).fits
+    with pytest.raises(ModelError, match="host memory tier"):
+        evaluate(m, load_system("paper-h200"), 64, 64, "1d", execution={"offload": "all"}, **cfg)

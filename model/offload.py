@@ -1,0 +1,69 @@
+"""Offload to a second memory tier (host DRAM behind PCIe or NVLink-C2C), per GPU.
+
+Following ZeRO-Offload / ZeRO-Infinity (Ren et al. 2021, arXiv 2101.06840; Rajbhandari et al.
+2021, arXiv 2104.07857), with B = the host link's bandwidth per direction and per GPU:
+
+* optimizer: the fp32 state leaves HBM; each step the gradients go down and the updated bf16
+  weights come back, (G + W)/B, and the CPU runs Adam at host DRAM speed, 28 B/param / B_dram;
+* activations: each block's activations A are written to the host after its forward and read
+  back for its backward, each hidden behind that block's compute:
+  n_mb·D·(max(A/B − T_f, 0) + max(A/B − T_b, 0)); HBM keeps two blocks' worth;
+* weights: weights stream in per block for the forward and the backward, gradients stream out:
+  n_mb·D·(max(W/B − T_f, 0) + max((W + G)/B − T_b, 0)); HBM keeps two blocks' worth of each.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .execution import Execution
+
+ADAM_HOST_BYTES_PER_PARAM = 28.0  # the same Adam traffic as on the GPU, in host DRAM
+
+
+def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_bytes,
+                   grad_factor: float, ex: Execution) -> dict[str, np.ndarray]:
+    """Move the offloaded parts of the binding stage's memory to ``host_bytes``."""
+    if ex.offload == "none":
+        return {**mem, "host_bytes": np.zeros_like(mem["memory_bytes"])}
+    out = dict(mem)
+    host = np.zeros_like(mem["memory_bytes"])
+    if ex.offloads("optimizer"):
+        host = host + out["optimizer_bytes"]
+        out["optimizer_bytes"] = np.zeros_like(host)
+    if ex.offloads("weights"):
+        keep_w = np.minimum(out["weights_bytes"], 2 * block_weight_bytes)
+        keep_g = np.minimum(out["gradients_bytes"], 2 * grad_factor * block_weight_bytes)
+        host = host + out["weights_bytes"] - keep_w + out["gradients_bytes"] - keep_g
+        out["weights_bytes"], out["gradients_bytes"] = keep_w, keep_g
+    if ex.offloads("activations"):
+        keep_a = np.minimum(out["activations_bytes"], 2 * block_act_bytes)
+        host = host + out["activations_bytes"] - keep_a
+        out["activations_bytes"] = keep_a
+    out["memory_bytes"] = (out["weights_bytes"] + out["gradients_bytes"]
+                           + out["optimizer_bytes"] + out["activations_bytes"])
+    out["host_bytes"] = host
+    return out
+
+
+def offload_time_s(*, block_weight_bytes, block_act_bytes, t_fwd, t_bwd, n_mb, layers,
+                   grad_factor: float, link_bytes_per_s: float, ex: Execution):
+    """Exposed transfer time (s) of offloaded activations and weights per iteration."""
+    t = np.zeros_like(np.asarray(t_fwd, dtype=float))
+    if link_bytes_per_s <= 0:
+        return t
+    if ex.offloads("activations"):
+        a = block_act_bytes / link_bytes_per_s
+        t = t + n_mb * layers * (np.maximum(a - t_fwd, 0.0) + np.maximum(a - t_bwd, 0.0))
+    if ex.offloads("weights"):
+        w = block_weight_bytes / link_bytes_per_s
+        t = t + n_mb * layers * (np.maximum(w - t_fwd, 0.0)
+                                 + np.maximum((1 + grad_factor) * w - t_bwd, 0.0))
+    return t
+
+
+def host_optimizer_time_s(local_params, grad_factor: float, link_bytes_per_s: float,
+                          dram_bytes_per_s: float):
+    """Optimizer step on the host: gradients down, weights up, Adam in host DRAM."""
+    transfer = (2.0 * grad_factor + 2.0) * local_params / link_bytes_per_s
+    return transfer + ADAM_HOST_BYTES_PER_PARAM * local_params / dram_bytes_per_s
