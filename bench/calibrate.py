@@ -6,7 +6,8 @@ Method: each parameter is fitted by a grid search that minimises the mean absolu
 predicted iteration time on a *calibration* subset of the public runs; the rest of the runs are
 held out and only reported, to show whether the fit generalises.
 
-* A100 ``flop_efficiency``: fitted on the four full-recompute runs of Korthikanti et al. 2022;
+* A100 ``flop_efficiency`` (with and without GEMM wave quantisation, ``sm_count``): fitted on
+  the four full-recompute runs of Korthikanti et al. 2022;
   held out: their four selective-recompute runs (and, in ``python -m model validate``, the
   memory figures and Narayanan et al. 2021).
 * Hopper/Blackwell ``flop_efficiency_fp8`` × ``attention_efficiency``: fitted on
@@ -57,7 +58,8 @@ def main() -> None:
     full = [c for c in times if c.id.endswith("-full")]
     selective = [c for c in times if c.id.endswith("-seqsel")]
     table("A100: Korthikanti full recompute (fit) / selective (held out)", full, selective,
-          [{"flop_efficiency": e} for e in (0.72, 0.74, 0.76, 0.78, 0.80)])
+          [{"sm_count": sm, "flop_efficiency": e} for sm in (0, 108)
+           for e in (0.74, 0.76, 0.78, 0.80, 0.82)])
     bridge = [c for c in measurement_cases(path) if not c.skip and c.id.startswith("mbridge")]
     h100 = [c for c in bridge if "_H100_" in c.id]
     blackwell = [c for c in bridge if "_H100_" not in c.id]

@@ -109,6 +109,12 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     if kind == Kind.LINEAR:
         n = _local(d[spec.n], sh, spec.n_shard)
         counts = ops.linear(b, rows, k, n, s)
+        sysm = ctx.system
+        if sysm.sm_count > 0:  # forward Y [b·r, n]; backward dX [b·r, k] and dW [k, n]
+            tile, units = sysm.gemm_tile, sysm.sm_count
+            counts.wave_fwd = ops.wave_efficiency(b * rows, n, tile, units)
+            counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k, tile, units)
+                                     + ops.wave_efficiency(k, n, tile, units))
         if spec.act_rows is not None:  # the kept input is a shard of the rows (SP)
             counts.act_bytes = s * b * _local(d["l"], sh, spec.act_rows) * k
         if ctx.execution.precision == "fp8":  # casts: read 2 B, write 1 B per element
@@ -194,7 +200,7 @@ _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
 
 
 def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx,
-           memo: dict) -> Phase:
+           memo: dict, wave=1.0) -> Phase:
     sysm = ctx.system
     eta = sysm.flop_efficiency
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
@@ -204,7 +210,7 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
         peak, eta_mat = ctx.matrix_flop_per_s, ctx.linear_efficiency
     elif spec.kind == Kind.ATTENTION:
         eta_mat = ctx.attention_efficiency
-    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * peak)
+    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
     compute = np.maximum(t_comp, t_mem)
@@ -257,8 +263,10 @@ def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None 
     """
     c = op_counts(spec, sh, ctx) if counts is None else counts
     memo: dict = {}  # collective times shared by the op's forward and backward
-    fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx, memo)
-    bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx, memo)
+    fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx, memo,
+                 c.wave_fwd)
+    bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx, memo,
+                 c.wave_bwd)
     return OpResult(spec, c, fwd, bwd)
 
 

@@ -66,6 +66,10 @@ FIELDS = (
           0.05, 1),
     Field("attention_efficiency", float,
           "achievable fraction of peak in fused attention (default: as the matmuls)", 0.05, 1),
+    Field("sm_count", int, "streaming multiprocessors (GEMM wave quantisation; 0: off)", 0, 10_000,
+          default=0),
+    Field("gemm_tile", int, "GEMM output tile edge, elements (wave quantisation)", 16, 1024,
+          default=128),
     Field("kernel_overhead_s", float, "fixed launch overhead per op, s", 0, 1e-2, default=20e-6),
     Field(
         "nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain", 1, 1_000_000, required=True
@@ -128,6 +132,8 @@ class System:
     network_half_message_bytes: float
     hbm_efficiency: float
     flop_efficiency: float
+    sm_count: int
+    gemm_tile: int
     flop_efficiency_fp8: float | None
     attention_efficiency: float | None
     kernel_overhead_s: float

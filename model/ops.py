@@ -33,6 +33,19 @@ class OpCounts:
     bytes_bwd: Array | float = 0.0
     act_bytes: Array | float = 0.0  # kept for the backward pass
     weight_bytes: Array | float = 0.0  # weights held (gradients have the same size)
+    wave_fwd: Array | float = 1.0  # GEMM wave-quantisation efficiency of the forward matmuls
+    wave_bwd: Array | float = 1.0  # … and of the backward ones
+
+
+def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Array:
+    """Fraction of the GPU a GEMM output of rows × cols keeps busy: its tile×tile output tiles
+    run in waves of ``units`` (SMs); the last wave is partly empty:
+    t = ⌈rows/tile⌉·⌈cols/tile⌉, efficiency = t / (⌈t/units⌉·units). 1 when units = 0."""
+    if units <= 0:
+        return 1.0
+    tiles = np.ceil(np.asarray(rows, dtype=float) / tile) * np.ceil(
+        np.asarray(cols, dtype=float) / tile)
+    return tiles / (np.ceil(tiles / units) * units)
 
 
 def linear(b: Array, rows: Array, k: Array, n: Array, s: float) -> OpCounts:

@@ -550,3 +550,20 @@ def test_causal_flash_attention_skips_half_the_scores(h200):
     unfused = {"flash_attention": False}
     assert attn(causal, execution=unfused)["flop_fwd"] == attn(full, execution=unfused)["flop_fwd"]
     assert attn(causal, compat="paper")["flop_fwd"] == attn(full, compat="paper")["flop_fwd"]
+
+
+def test_gemm_wave_quantisation():
+    """Output tiles run in waves of SMs; a partly filled last wave wastes the rest."""
+    from model.ops import wave_efficiency
+    assert wave_efficiency(128 * 108, 128, 128, 108) == 1.0  # exactly one full wave
+    assert wave_efficiency(128 * 109, 128, 128, 108) == pytest.approx(109 / 216)
+    assert wave_efficiency(100, 100, 128, 0) == 1.0  # off
+    m = small(causal=False)
+    s = load_system("a100")
+    on = evaluate(m, s, 1, 8, "1d", tp1=1, pp=1, dp=1, microbatch=1).ops.set_index("op")
+    off = evaluate(m, s.with_overrides(sm_count=0), 1, 8, "1d", tp1=1, pp=1, dp=1,
+                   microbatch=1).ops.set_index("op")
+    # fc1: [512 × 256] · [256 × 1024] → 4 × 8 = 32 tiles on 108 SMs: 32/108 of the GPU busy
+    fc1_on, fc1_off = on.loc["mlp/fc1", "t_fwd_s"], off.loc["mlp/fc1", "t_fwd_s"]
+    assert fc1_on > fc1_off
+    assert on.loc["attn/flash", "t_fwd_s"] == off.loc["attn/flash", "t_fwd_s"]
