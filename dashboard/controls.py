@@ -16,7 +16,8 @@ CONTROL_KEYS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "mlp", 
                 "vocab", "global_batch", "budget_kind", "budget", "system", "nvs", "hbm_gb",
                 "hbm_tb_per_s", "matrix_tflops", "nvlink_gb_per_s", "nic_gb_per_s",
                 "nics_per_gpu", "recompute", "sequence_parallel", "interleave", "zero",
-                "precision", "tp_overlap", "strategy", "gpus_min", "gpus_max", "compat", "gpus",
+                "precision", "tp_overlap", "context_attention", "offload", "strategy",
+                "gpus_min", "gpus_max", "compat", "gpus",
                 "design_strategy", "x_axis", "y_axis")
 NVS_CHOICES = (4, 8, 16, 32, 64, 72)
 GPU_CHOICES = tuple(2 ** k for k in range(0, 18))
@@ -62,6 +63,11 @@ TIPS = {
     "precision": "Matmul precision: bf16/fp16, or fp8 (linear layers at the FP8 rate and "
                  "efficiency; attention stays bf16).",
     "tp_overlap": "Overlap tensor-parallel collectives with the matmuls next to them.",
+    "context_attention": "Context parallelism (tp2 of the context strategy): all-gather K/V "
+                         "before attending, or ring attention (K/V blocks passed around the "
+                         "ring under the attention compute).",
+    "offload": "Keep these in host memory (the system's host tier): the optimizer (Adam on the "
+               "CPU), activations or weights, streamed over the host link.",
     "gpus": "GPU count of the design-space heatmap, the table of top configurations and the "
             "HBM sweep.",
     "design_strategy": "Strategy of the design-space heatmap and the table.",
@@ -82,6 +88,7 @@ LABELS = {
     "x_axis": "Heatmap x axis", "y_axis": "Heatmap y axis", "recompute": "Recompute",
     "sequence_parallel": "Sequence parallelism", "interleave": "Interleaved stages (V)",
     "zero": "ZeRO stage", "precision": "Precision", "tp_overlap": "TP comm overlap",
+    "context_attention": "Context attention", "offload": "Offload to host",
 }
 
 
@@ -125,7 +132,7 @@ def _control(key: str, scn: dict[str, Any]) -> Any:
     if key in ("sequence_parallel", "tp_overlap"):
         return dcc.RadioItems(id=f"ctl-{key}", inline=True, value=value, options=[
             {"label": "on", "value": True}, {"label": "off", "value": False}])
-    if key in ("recompute", "precision"):
+    if key in ("recompute", "precision", "context_attention", "offload"):
         return dcc.Dropdown(id=f"ctl-{key}", options=list(BY_KEY[key].choices), value=value,
                             clearable=False)
     if key == "zero":
@@ -172,7 +179,7 @@ def panel(scn: dict[str, Any]) -> html.Div:
                           "nvlink_gb_per_s", "nic_gb_per_s", "nics_per_gpu"), scn,
                html.Button("Reset system to preset", id="reset-system", className="btn-link")),
         _group("Execution", ("recompute", "sequence_parallel", "interleave", "zero",
-                             "precision", "tp_overlap"), scn),
+                             "precision", "tp_overlap", "context_attention", "offload"), scn),
         _group("Run", ("strategy", "gpus_min", "gpus_max", "compat"), scn),
         _group("Design space", ("gpus", "design_strategy", "x_axis", "y_axis"), scn),
         html.Div(id="err-_", className="ctl-error", role="alert"),

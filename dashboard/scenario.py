@@ -21,7 +21,8 @@ from model.schema import Field, check_field
 from model.transformer import Transformer
 
 DEFAULT_EXECUTION_VALUES = {k: getattr(DEFAULT_EXECUTION, k) for k in (
-    "recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap")}
+    "recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
+    "context_attention", "offload")}
 MAX_SCENARIO_BYTES = 16 * 1024  # an upload is a few hundred bytes; refuse anything larger
 STRATEGY_CHOICES = ("all", "1d", "summa", "context")
 AXIS_CHOICES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
@@ -56,6 +57,9 @@ FIELDS: tuple[Field, ...] = (
     Field("zero", int, "ZeRO stage: 0 none, 1 optimizer, 2 + gradients, 3 + weights", 0, 3),
     Field("precision", str, "matmul precision", choices=("bf16", "fp16", "fp8")),
     Field("tp_overlap", bool, "overlap TP collectives with the matmuls"),
+    Field("context_attention", str, "context-parallel attention", choices=("allgather", "ring")),
+    Field("offload", str, "what lives in host memory",
+          choices=("none", "optimizer", "activations", "weights", "all")),
     # run
     Field("strategy", str, "parallel strategy", choices=STRATEGY_CHOICES),
     Field("gpus_min", int, "smallest GPU count", 1, 10_000_000),
@@ -76,7 +80,7 @@ MODEL_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "mlp", "seq_len", 
 SYSTEM_KEYS = ("nvs", "hbm_gb", "hbm_tb_per_s", "matrix_tflops", "nvlink_gb_per_s",
                "nic_gb_per_s", "nics_per_gpu")
 EXECUTION_KEYS = ("recompute", "sequence_parallel", "interleave", "zero", "precision",
-                  "tp_overlap")
+                  "tp_overlap", "context_attention", "offload")
 # scenario key → key of the estimator's spec, to attribute its errors to the right control
 SPEC_KEY = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads",
             "ffn": "ffn", "mlp": "mlp", "seq_len": "seq_len", "vocab": "vocab",
@@ -175,6 +179,8 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
         return errors
     if scn["precision"] == "fp8" and system.matrix_tflops_fp8 <= 0:
         errors["precision"] = f"{scn['system']} has no FP8 matrix rate; choose bf16 or fp16"
+    if scn["offload"] != "none" and system.host_memory_gb <= 0:
+        errors["offload"] = f"{scn['system']} has no host memory tier; offload needs one"
     return errors
 
 

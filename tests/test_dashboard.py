@@ -432,7 +432,8 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "matrix_tflops": 990.0, "nvlink_gb_per_s": 900.0, "nic_gb_per_s": 25.0,
                "nics_per_gpu": 2.0, "compat": "paper", "gpus_max": 8192,
                "recompute": "full", "sequence_parallel": False, "interleave": 2, "zero": 3,
-               "precision": "fp8", "tp_overlap": True}
+               "precision": "fp8", "tp_overlap": True, "context_attention": "ring",
+               "offload": "optimizer"}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value
