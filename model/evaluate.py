@@ -226,20 +226,17 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
 
 def evaluate_space(model: Transformer, system: System, strategy: Strategy, space: Space,
-                   global_batch: int, compat: object = None,
-                   capacity_bytes: float | None = None,
+                   global_batch: int, compat: object = None, fitting_only: bool = False,
                    execution: object = None) -> dict[str, np.ndarray]:
-    """Result columns for the candidates of ``space`` whose memory ≤ ``capacity_bytes``.
-
-    ``capacity_bytes=None`` keeps every candidate. Returned arrays are aligned: ``row`` holds the
-    candidates' indices in ``space``, the space's columns are included, times are in s and memory
-    in bytes.
+    """Result columns for every candidate of ``space`` (only those that fit the system's memory
+    with ``fitting_only``). Returned arrays are aligned: ``row`` holds the candidates' indices in
+    ``space``, the space's columns are included, times are in s and memory in bytes.
     """
     ctx = Ctx.make(model, system, compat, execution)
     counts = ShapeCounts.of(strategy, space.cols, ctx)
     mem = shape_memory(model, strategy, space.cols, global_batch, counts, ctx)
-    keep = (np.arange(len(space)) if capacity_bytes is None
-            else np.flatnonzero(fits_in_memory(mem, system)))
+    keep = (np.flatnonzero(fits_in_memory(mem, system)) if fitting_only
+            else np.arange(len(space)))
     cols = {name: values[keep] for name, values in space.cols.items()}
     cols["params_bytes"] = mem["params_bytes"][keep]
     out = candidate_times(model, system, strategy, cols, global_batch, ctx, counts, keep)
