@@ -14,6 +14,8 @@ import json
 import logging
 import math
 import os
+import shutil
+import sqlite3
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
@@ -66,15 +68,59 @@ def cache() -> diskcache.Cache | None:
     """The results cache (re-created if its directory was deleted); None if unusable."""
     global _cache
     try:
-        if _cache is None or not Path(_cache.directory).is_dir():
+        if _cache is None or not (Path(_cache.directory) / "cache.db").is_file():
+            _reset_cache()
             (CACHE_DIR / "results").mkdir(parents=True, exist_ok=True)
+            # a short SQLite busy timeout: a contended or broken cache costs a recomputation,
+            # never a stalled request
             _cache = diskcache.Cache(str(CACHE_DIR / "results"), size_limit=CACHE_SIZE_BYTES,
-                                     eviction_policy="least-recently-used")
+                                     eviction_policy="least-recently-used", timeout=1)
         return _cache
     except Exception as exc:  # noqa: BLE001 - a broken cache must never break a view
         log.warning("results cache unavailable: %s", exc)
-        _cache = None
+        _reset_cache(exc)
         return None
+
+
+def _reset_cache(exc: Exception | None = None) -> None:
+    """Drop the cache handle (closing it); the next :func:`cache` opens a fresh one. A cache
+    whose database file is corrupt is deleted: it only ever holds recomputable results."""
+    global _cache
+    directory = _cache.directory if _cache is not None else str(CACHE_DIR / "results")
+    if _cache is not None:
+        try:
+            _cache.close()
+        except Exception:  # noqa: BLE001, S110 - already broken: nothing to close
+            pass
+    _cache = None
+    if directory and isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc, sqlite3.OperationalError):  # "file is not a database", "malformed"
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _read(key: str) -> str | None:
+    """The cached text under ``key``, or None (missing, or the cache failed: it is reset)."""
+    store = cache()
+    if store is None:
+        return None
+    try:
+        text = store.get(key)
+        return text if isinstance(text, str) else None
+    except Exception as exc:  # noqa: BLE001 - deleted or corrupt cache: recompute
+        log.warning("cache read failed (%s); recomputing", exc)
+        _reset_cache(exc)
+        return None
+
+
+def _write(key: str, text: str) -> None:
+    store = cache()
+    if store is None:
+        return
+    try:
+        store.set(key, text)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("cache write failed: %s", exc)
+        _reset_cache(exc)
 
 
 def cache_key(kind: str, payload: dict[str, Any]) -> str:
@@ -86,44 +132,34 @@ def cache_key(kind: str, payload: dict[str, Any]) -> str:
 def cached_frame(kind: str, payload: dict[str, Any],
                  compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
     """``compute()`` unless a cached copy for (kind, payload) exists."""
-    key, store = cache_key(kind, payload), cache()
-    if store is not None:
+    key = cache_key(kind, payload)
+    text = _read(key)
+    if text is not None:
         try:
-            text = store.get(key)
-            if isinstance(text, str):
-                return pd.read_json(StringIO(text), orient="split", precise_float=True)
-        except Exception as exc:  # noqa: BLE001 - corrupt entry or cache: recompute
-            log.warning("cache read failed (%s); recomputing", exc)
+            return pd.read_json(StringIO(text), orient="split", precise_float=True)
+        except (ValueError, TypeError, KeyError) as exc:  # a corrupt entry: recompute
+            log.warning("cached frame unreadable (%s); recomputing", exc)
     frame = compute()
-    if store is not None:
-        try:
-            store.set(key, frame.to_json(orient="split", double_precision=15))
-        except Exception as exc:  # noqa: BLE001
-            log.warning("cache write failed: %s", exc)
+    _write(key, frame.to_json(orient="split", double_precision=15))
     return frame
 
 
 def cached_outputs(kind: str, payload: dict[str, Any], compute: Callable[[], tuple]) -> list:
     """A callback's outputs (figures, texts, rows) as JSON-ready values, cached like frames.
 
-    Figures become plain dicts (``to_plotly_json``), which Dash sends as they are; a cache hit
-    costs a JSON decode instead of building plotly figures again.
+    Figures become their plain dicts, which Dash sends as they are; a cache hit costs a JSON
+    decode instead of building plotly figures again.
     """
-    key, store = cache_key(kind, payload), cache()
-    if store is not None:
+    key = cache_key(kind, payload)
+    text = _read(key)
+    if text is not None:
         try:
-            text = store.get(key)
-            if isinstance(text, str):
-                return json.loads(text)
-        except Exception as exc:  # noqa: BLE001 - corrupt entry or cache: recompute
-            log.warning("cache read failed (%s); recomputing", exc)
+            return json.loads(text)
+        except ValueError as exc:
+            log.warning("cached outputs unreadable (%s); recomputing", exc)
     # figures → their plain dicts, numpy → lists
     text = to_json_plotly([plain(v) if isinstance(v, go.Figure) else v for v in compute()])
-    if store is not None:
-        try:
-            store.set(key, text)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("cache write failed: %s", exc)
+    _write(key, text)
     return json.loads(text)
 
 
