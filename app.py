@@ -1,30 +1,30 @@
-"""The what-if dashboard: ``python app.py`` serves it on http://127.0.0.1:8050.
+"""The what-if dashboard: ``python app.py`` serves it on http://127.0.0.1:8050 (Flask's server,
+debug off, this machine only).
 
-``server = app.server`` is the WSGI app for ``gunicorn app:server``. Long sweeps run as Dash
-background callbacks through ``diskcache`` in ``cache/`` (``PERF_CACHE_DIR`` moves it).
+``server = app.server`` is the WSGI app for ``gunicorn app:server`` (settings in
+``gunicorn.conf.py``). Long sweeps run as Dash background callbacks (:mod:`dashboard.background`):
+in processes of this host through ``diskcache`` in ``cache/`` (``PERF_CACHE_DIR`` moves it), or on
+Celery workers when ``REDIS_URL`` is set (``celery -A app:celery_app worker``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 from pathlib import Path
 
-import diskcache
-from dash import Dash, DiskcacheManager
+from dash import Dash
+from flask import Response
 
 from dashboard import compute, export, state  # noqa: F401 - registers their callbacks
+from dashboard.background import background_manager, celery_app  # noqa: F401 - celery -A app
 from dashboard.layout import shell
 
 HERE = Path(__file__).resolve().parent
-
-
-def background_manager() -> DiskcacheManager:
-    """Background callbacks run in processes that share this on-disk queue (one host)."""
-    path = compute.CACHE_DIR / "background"
-    path.mkdir(parents=True, exist_ok=True)
-    return DiskcacheManager(diskcache.Cache(str(path)))
-
+# A request carries the callback's inputs; the largest is a figure sent back for export (about
+# 50 kB for the default views) or a scenario upload (16 kB file, base64): 1 MiB leaves room.
+MAX_REQUEST_BYTES = 1 << 20
 
 app = Dash(
     __name__,
@@ -38,6 +38,31 @@ app = Dash(
 )
 app.layout = shell
 server = app.server
+server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+
+
+@functools.cache
+def content_security_policy() -> str:
+    """Scripts only from this server plus Dash's own inline scripts (by hash), no eval; inline
+    styles (Dash's components, plotly.js and the grid set them); images also as data:/blob: URLs
+    (plotly's PNG download); no plugins, no framing by other sites. Checked in headless Chromium
+    (no CSP errors on any page). Computed at the first response, once every callback exists."""
+    scripts = " ".join(["'self'", *app.csp_hashes()])
+    return "; ".join([
+        "default-src 'self'", f"script-src {scripts}", "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:", "font-src 'self' data:", "connect-src 'self'",
+        "worker-src 'self' blob:", "object-src 'none'", "base-uri 'self'",
+        "form-action 'self'", "frame-ancestors 'self'",
+    ])
+
+
+@server.after_request
+def security_headers(response: Response) -> Response:
+    response.headers.setdefault("Content-Security-Policy", content_security_policy())
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
+    response.headers.setdefault("Referrer-Policy", "same-origin")
+    return response
 
 
 def main(argv: list[str] | None = None) -> None:

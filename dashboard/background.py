@@ -26,19 +26,24 @@ results cache (:mod:`dashboard.compute`) stores JSON text.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import diskcache
 from dash import CeleryManager, DiskcacheManager
+from diskcache.core import DBNAME
 
 from . import compute
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip() or None
 HEARTBEAT_S = 2.0  # a running Celery job refreshes its heartbeat key this often …
 LOST_AFTER_S = 10  # … and counts as lost once the key has expired (several missed beats)
-LOST = "the background worker running this job stopped (killed or crashed) before it finished"
+MARKER_TTL_S = 86400  # how long a job's markers (started, cancelled) are kept: longer than a job
+LOST = "the worker running this job stopped (killed or crashed) before it finished: run it again"
+log = logging.getLogger(__name__)
 
 
 def _failure(reason: str) -> dict[str, Any]:
@@ -47,24 +52,65 @@ def _failure(reason: str) -> dict[str, Any]:
 
 
 class DiskcacheJobs(DiskcacheManager):
-    """``DiskcacheManager`` that reports a job whose process ended without a result."""
+    """``DiskcacheManager`` on ``directory`` that reports a job whose process ended without a
+    result, and re-creates its store if the directory is deleted while the app runs."""
+
+    def __init__(self, directory: Path):
+        self.directory, self._lock, self._secret = Path(directory), threading.Lock(), None
+        super().__init__(self._open())
+
+    def _open(self) -> diskcache.Cache:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return diskcache.Cache(str(self.directory))
+
+    def store(self) -> diskcache.Cache:
+        """The store, re-created if its directory was deleted while the app runs. A job process
+        opens its own connection to the same path, so jobs started afterwards use the new one."""
+        if not (self.directory / DBNAME).is_file():
+            with self._lock:
+                if not (self.directory / DBNAME).is_file():
+                    log.warning("background store %s was deleted: re-created", self.directory)
+                    self._cache = self._open()
+                    if self._secret is not None:  # handles already signed stay valid
+                        self._cache.add(self.SIGNING_SECRET_KEY, self._secret)
+        return self._cache
+
+    @property
+    def handle(self) -> diskcache.Cache:  # what Dash's manager uses for everything
+        return self.store()
+
+    @handle.setter
+    def handle(self, cache: diskcache.Cache) -> None:
+        self._cache = cache
+
+    def call_job_fn(self, key, job_fn, args, context):
+        self.store()  # before the job's process opens it
+        job = super().call_job_fn(key, job_fn, args, context)
+        self.handle.delete(_key("cancelled", job))  # a pid reused from a cancelled job
+        return job
+
+    def terminate_job(self, job):
+        if job is not None:  # cancelled (or done): a poll that finds it gone is not a failure
+            self.handle.set(_key("cancelled", job), 1, expire=MARKER_TTL_S)
+        super().terminate_job(job)
+
+    def get_or_create_signing_secret(self, generate):
+        self._secret = super().get_or_create_signing_secret(generate)
+        return self._secret
 
     def get_result(self, key, job):
         result = super().get_result(key, job)
         if result is self.UNDEFINED and job and not self.job_running(job):
             # the process may have stored its result just before it exited: look once more
             result = super().get_result(key, job)
-            if result is self.UNDEFINED:
+            if result is self.UNDEFINED and self.handle.get(_key("cancelled", job)) is None:
                 return _failure(LOST)
         return result
 
 
-def _started_key(job: str) -> str:
-    return f"perf-job-started-{job}"
-
-
-def _alive_key(job: str) -> str:
-    return f"perf-job-alive-{job}"
+def _key(what: str, job: Any) -> str:
+    """Name of a job's marker: ``started``, ``alive`` (heartbeat) or ``cancelled``."""
+    return f"perf-job-{what}-{job}"
 
 
 class _Heartbeat:
@@ -75,7 +121,7 @@ class _Heartbeat:
         self.thread = threading.Thread(target=self._run, name=f"heartbeat-{job}", daemon=True)
 
     def _beat(self) -> None:
-        self.client.set(_alive_key(self.job), "1", ex=LOST_AFTER_S)
+        self.client.set(_key("alive", self.job), "1", ex=LOST_AFTER_S)
 
     def _run(self) -> None:
         while not self.stop.wait(HEARTBEAT_S):
@@ -86,7 +132,7 @@ class _Heartbeat:
 
     def __enter__(self) -> _Heartbeat:
         self._beat()  # alive before started: a reader never sees started without alive
-        self.client.set(_started_key(self.job), "1", ex=86400)
+        self.client.set(_key("started", self.job), "1", ex=MARKER_TTL_S)
         self.thread.start()
         return self
 
@@ -107,14 +153,30 @@ class CeleryJobs(CeleryManager):
     def make_job_fn(self, fn, progress, key=None):
         return super().make_job_fn(_with_heartbeat(fn, self.handle), progress, key)
 
+    def terminate_job(self, job):
+        if job is not None:  # cancelled (or done): a poll that finds it gone is not a failure
+            self.handle.backend.client.set(_key("cancelled", job), "1", ex=MARKER_TTL_S)
+        super().terminate_job(job)
+
+    def get_or_create_signing_secret(self, generate):
+        """Dash's secret for job handles, shared by every web process through Redis. Stored
+        without the results' expiry: a web process started later (a restart, a recycled
+        worker) must still agree with the running ones."""
+        client = self.handle.backend.client
+        client.set(self.SIGNING_SECRET_KEY, generate(), nx=True)
+        return client.get(self.SIGNING_SECRET_KEY)
+
     def lost(self, job: str) -> str | None:
         """Why the job ``job`` (a Celery task id) can no longer finish, or None."""
-        started, alive = self.handle.backend.client.mget(_started_key(job), _alive_key(job))
+        started, alive, cancelled = self.handle.backend.client.mget(
+            _key("started", job), _key("alive", job), _key("cancelled", job))
+        if cancelled is not None:
+            return None
         if started is not None and alive is None:
             return LOST
         task = self.get_task(job)
         if task is not None and task.state == "FAILURE":
-            return f"{LOST}: {task.result!r}"
+            return f"the worker running this job failed with {task.result!r}: run it again"
         return None
 
     def get_result(self, key, job):
@@ -149,7 +211,7 @@ def make_celery(url: str):
     celery.conf.update(
         task_serializer="json", result_serializer="json", accept_content=["json"],
         result_accept_content=["json"], worker_prefetch_multiplier=1, result_expires=3600,
-        broker_connection_retry_on_startup=True, worker_hijack_root_logger=False,
+        broker_connection_retry_on_startup=True,
     )
     return celery
 
@@ -162,6 +224,4 @@ def background_manager() -> DiskcacheJobs | CeleryJobs:
     """Celery workers through Redis if ``REDIS_URL`` is set, else processes of this host."""
     if celery_app is not None:
         return CeleryJobs(celery_app)
-    path = compute.CACHE_DIR / "background"
-    path.mkdir(parents=True, exist_ok=True)
-    return DiskcacheJobs(diskcache.Cache(str(path)))
+    return DiskcacheJobs(compute.CACHE_DIR / "background")

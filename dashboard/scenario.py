@@ -253,6 +253,6 @@ def from_json(text: str | bytes) -> tuple[dict[str, Any] | None, dict[str, str]]
         return None, {"_": f"the file is larger than {MAX_SCENARIO_BYTES // 1024} KB"}
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, {"_": f"not valid JSON ({exc})"}
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # incl. huge numbers, depth
+        return None, {"_": f"not valid JSON ({type(exc).__name__})"}
     return validate_scenario(data)

@@ -32,8 +32,10 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
                  ) -> pd.DataFrame:
     """Every candidate of ``strategy`` on ``gpus`` GPUs: one row each, result columns as in a
     search (times are those of the configuration even when it does not fit; ``fits`` says)."""
+    if not isinstance(pins, (dict, type(None))):
+        raise ModelError(f"pins must be a dict of dimension → value, got {type(pins).__name__}")
     pins = dict(pins or {})
-    check_args(gpus, global_batch, compat, 1, pins)
+    check_args(gpus, global_batch, compat, 1, pins, budget)
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)

@@ -67,6 +67,11 @@ class Execution:
     offload: str = "none"
 
     def __post_init__(self) -> None:
+        for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients"):
+            if not isinstance(getattr(self, name), bool):
+                raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if isinstance(self.zero, bool) or not isinstance(self.zero, int):
+            raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.recompute not in RECOMPUTE:
             raise ModelError(f"recompute must be one of {', '.join(RECOMPUTE)}, "
                              f"got {self.recompute!r}")

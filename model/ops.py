@@ -45,7 +45,7 @@ def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Arra
         return 1.0
     tiles = np.ceil(np.asarray(rows, dtype=float) / tile) * np.ceil(
         np.asarray(cols, dtype=float) / tile)
-    return tiles / (np.ceil(tiles / units) * units)
+    return np.where(tiles > 0, tiles / np.maximum(np.ceil(tiles / units) * units, 1.0), 1.0)
 
 
 def linear(b: Array, rows: Array, k: Array, n: Array, s: float) -> OpCounts:

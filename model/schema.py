@@ -40,31 +40,44 @@ class Field:
         return f"a {getattr(self.kind, '__name__', 'value')}"
 
 
+def _key(key: Any) -> str:
+    """An unknown key as typed ('name'), or a short rendering of a non-text or huge key."""
+    return f"'{key}'" if isinstance(key, str) and len(key) <= 80 else _show(key)
+
+
+def _show(value: Any) -> str:
+    """A short, always printable rendering of a user value for an error message."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 64:
+        return f"an integer of about {int(abs(value).bit_length() * 0.30103)} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def check_field(what: str, field: Field, value: Any) -> Any:
     """One value checked against its field: the clean value, or ModelError naming the field."""
     kinds = field.kind if isinstance(field.kind, tuple) else (field.kind,)
     numeric = any(k in (int, float) for k in kinds)
     if isinstance(value, bool) and bool not in kinds:
-        raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {value!r}")
+        raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {_show(value)}")
     if numeric and isinstance(value, (int, float)) and not isinstance(value, bool):
         if int in kinds and float not in kinds:
             if isinstance(value, float) and not value.is_integer():
-                raise ModelError(f"{what}: '{field.name}' must be an integer, got {value!r}")
+                raise ModelError(f"{what}: '{field.name}' must be an integer, got {_show(value)}")
             value = int(value)
         if isinstance(value, float) and not math.isfinite(value):
-            raise ModelError(f"{what}: '{field.name}' must be finite, got {value!r}")
+            raise ModelError(f"{what}: '{field.name}' must be finite, got {_show(value)}")
         if (field.lo is not None and value < field.lo) or (
             field.hi is not None and value > field.hi
         ):
             raise ModelError(
-                f"{what}: '{field.name}' = {value!r} is out of range;"
+                f"{what}: '{field.name}' = {_show(value)} is out of range;"
                 f" allowed [{field.lo}, {field.hi}] ({field.doc})"
             )
         return float(value) if float in kinds and int not in kinds else value
     if not isinstance(value, kinds):
-        raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {value!r}")
+        raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {_show(value)}")
     if field.choices is not None and value not in field.choices:
-        raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {value!r}")
+        raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {_show(value)}")
     if isinstance(value, str) and len(value) > 2000:
         raise ModelError(f"{what}: '{field.name}' is too long (max 2000 characters)")
     return value
@@ -79,10 +92,10 @@ def validate(what: str, data: Any, fields: tuple[Field, ...]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelError(f"{what}: expected a JSON object, got {type(data).__name__}")
     table = {f.name: f for f in fields}
-    unknown = sorted(set(data) - set(table))
+    unknown = sorted(set(data) - set(table), key=str)  # keys of any type, never a TypeError
     if unknown:
         raise ModelError(
-            f"{what}: unknown key '{unknown[0]}'; allowed keys: {', '.join(sorted(table))}"
+            f"{what}: unknown key {_key(unknown[0])}; allowed keys: {', '.join(sorted(table))}"
         )
     out: dict[str, Any] = {}
     for f in fields:
@@ -104,8 +117,9 @@ def read_json(path: str | Path, what: str) -> Any:
         raise ModelError(f"{what}: file '{p}' is larger than {MAX_SPEC_BYTES} bytes")
     try:
         return json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelError(f"{what}: '{p}' is not valid JSON ({exc})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # incl. JSONDecodeError,
+        # numbers of more than 4300 digits and pathologically deep nesting
+        raise ModelError(f"{what}: '{p}' is not valid JSON ({type(exc).__name__})") from None
 
 
 def preset_path(name_or_path: str | Path, folder: Path, what: str) -> Path:

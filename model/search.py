@@ -60,8 +60,12 @@ class SearchResult:
         return None if self.top.empty else self.top.iloc[0]
 
 
-def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: dict) -> None:
-    for name, value in (("gpus", gpus), ("global_batch", global_batch), ("top_k", top_k)):
+def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: dict,
+               budget: int = DEFAULT_BUDGET) -> None:
+    if not isinstance(pins, dict):
+        raise ModelError(f"pins must be a dict of dimension → value, got {type(pins).__name__}")
+    for name, value in (("gpus", gpus), ("global_batch", global_batch), ("top_k", top_k),
+                        ("budget", budget)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ModelError(f"'{name}' must be a positive integer, got {value!r}")
     if gpus > 10_000_000:
@@ -106,13 +110,17 @@ def search_counts(
     costed once. ``budget`` bounds the candidates of all counts together; each result's
     ``elapsed_s`` is its share (by candidates) of the batch's wall time.
     """
+    if not isinstance(pins, (dict, type(None))):
+        raise ModelError(f"pins must be a dict of dimension → value, got {type(pins).__name__}")
     pins = dict(pins or {})
+    if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
+        raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
     counts = [int(n) if isinstance(n, (int, np.integer)) and not isinstance(n, bool) else n
               for n in gpu_counts]
     if not counts:
         raise ModelError("give at least one GPU count")
     for n in counts:
-        check_args(n, global_batch, compat, top_k, pins)
+        check_args(n, global_batch, compat, top_k, pins, budget)
     start = time.perf_counter()
     mode = resolve_mode(compat)
     if nvs is not None:
@@ -208,6 +216,9 @@ def evaluate(
     pins = dict(tp1=tp1, tp2=tp2, pp=pp, dp=dp, microbatch=microbatch, nb=nb, nv_tp1=nv_tp1,
                 nv_tp2=nv_tp2, nv_dp=nv_dp, nv_pp=nv_pp)
     key = canonical_strategy(strategy)
+    missing = [k for k in ("tp1", "tp2", "pp", "dp", "microbatch") if pins[k] is None]
+    if missing:
+        raise ModelError(f"evaluate needs every dimension; missing: {', '.join(missing)}")
     if key == "1d" and tp2 != 1:
         raise ModelError("the 1d strategy has no tp2; leave it at 1")
     check_args(gpus, global_batch, compat, 1, pins)

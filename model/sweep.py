@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from .errors import ModelError
 from .execution import Execution
 from .hardware import System
 from .search import DEFAULT_BUDGET, SearchResult, search_counts
@@ -22,6 +23,8 @@ def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_
           execution: Execution | dict | None = None,
           top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
     """One :func:`~model.search.search` per (strategy, GPU count), strategies outermost."""
+    if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
+        raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
     counts = list(gpu_counts)
     return [r for s in strategies
             for r in search_counts(model, system, counts, global_batch, canonical_strategy(s),

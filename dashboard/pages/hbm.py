@@ -58,6 +58,14 @@ def grid(cap_min, cap_max, bw_min, bw_max, steps) -> tuple[list[float], list[flo
             list(np.round(np.linspace(bw_min, bw_max, steps), 3)))
 
 
+def sweep_failed(exc: Exception) -> tuple:
+    """The sweep raised, or its worker died (``dashboard.background``): say why in the page and
+    keep the figure shown."""
+    reason = str(exc).removeprefix("An error occurred inside a background callback: ").strip()
+    first = reason.splitlines()[0] if reason else repr(exc)
+    return dash.no_update, f"The sweep failed: {first}"
+
+
 @callback(
     Output({"type": "graph", "name": "hbm-contour"}, "figure"), Output("hbm-error", "children"),
     Input("hbm-run", "n_clicks"),
@@ -67,6 +75,7 @@ def grid(cap_min, cap_max, bw_min, bw_max, steps) -> tuple[list[float], list[flo
     running=[(Output("hbm-run", "disabled"), True, False),
              (Output("hbm-cancel", "disabled"), False, True)],
     cancel=[Input("hbm-cancel", "n_clicks")],
+    on_error=sweep_failed,
     progress=[Output("hbm-progress", "value"), Output("hbm-progress", "max"),
               Output("hbm-progress-text", "children")],
 )

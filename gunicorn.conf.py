@@ -1,0 +1,51 @@
+"""gunicorn settings for ``gunicorn app:server`` (gunicorn reads ./gunicorn.conf.py by itself when
+started from the repository's root; ``-c gunicorn.conf.py`` names it explicitly).
+
+Environment: ``HOST`` (default 127.0.0.1: this machine only; put a TLS reverse proxy in front for
+others) and ``PORT`` (8050), or ``GUNICORN_BIND`` for a full bind address; ``WEB_CONCURRENCY``
+worker processes (2); ``GUNICORN_THREADS`` threads per worker (4). Command-line options win.
+"""
+
+from __future__ import annotations
+
+import os
+
+bind = os.environ.get("GUNICORN_BIND") or (
+    f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8050')}")
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+# threads > 1 selects the gthread worker: a thread waiting on a slow client or polling a
+# background job does not hold the whole process
+threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+timeout = 120  # a worker silent this long (a stuck callback) is killed and replaced
+graceful_timeout = 30  # on restart or stop, requests in flight get this long to finish
+keepalive = 5
+# recycle each worker after about this many requests (jitter: not all at once), so a slow leak
+# never grows without bound
+max_requests = 2000
+max_requests_jitter = 200
+# the app, its figures and the estimator load in each worker after the fork (no shared state)
+preload_app = False
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("GUNICORN_LOGLEVEL", "info")
+# client, request line, status, response bytes, duration in ms (no query strings: %(U)s)
+access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(M)sms'
+# headers and request lines of a sane size only (the body limit is Flask's MAX_CONTENT_LENGTH)
+limit_request_line = 8190
+limit_request_fields = 100
+limit_request_field_size = 8190
+proc_name = "transformer-what-if"
+# no gunicornc control socket (gunicorn >= 25 opens one at a fixed path per user by default, which
+# a second instance on the host, e.g. the tests', would take over)
+control_socket_disable = True
+
+
+def post_worker_init(worker) -> None:
+    """Let Dash finish its first-request setup before the worker takes connections.
+
+    Dash runs it on a worker's first request and flags it done before doing it, so concurrent
+    first requests to a fresh threaded worker (a browser fetching its scripts from the second
+    worker, or a burst of callbacks) found no registered scripts (500) or callbacks. One request
+    through the app here does it once, before any thread serves.
+    """
+    worker.wsgi.test_client().get("/_dash-dependencies")
