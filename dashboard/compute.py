@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
@@ -28,7 +29,7 @@ import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 
 import model as estimator
-from model import best_per_cell, design_space, evaluate, search
+from model import ModelError, best_per_cell, design_space, evaluate, search
 from model.sweep import best_frame, sweep
 
 from .figures.common import plain
@@ -302,14 +303,29 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+SWEEP_TIME_BUDGET_S = float(os.environ.get("PERF_SWEEP_TIME_BUDGET_S", 300))
+
+
 def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per_s: list[float],
-              progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+              progress: Callable[[int, int], None] | None = None,
+              time_budget_s: float | None = None) -> pd.DataFrame:
     """Training days of the best configuration (any strategy of the scenario) at ``gpus`` GPUs
-    over a grid of HBM capacity × bandwidth (the paper's HBM sweep)."""
+    over a grid of HBM capacity × bandwidth (the paper's HBM sweep).
+
+    Raises ModelError once the sweep has run longer than ``time_budget_s`` (default
+    ``SWEEP_TIME_BUDGET_S``), saying how far it got and how to narrow it.
+    """
+    budget = SWEEP_TIME_BUDGET_S if time_budget_s is None else time_budget_s
+    start = time.perf_counter()
     m, s = build_inputs(scn)
     rows, total = [], len(capacities_gb) * len(bandwidths_tb_per_s)
     for i, cap in enumerate(capacities_gb):
         for j, bw in enumerate(bandwidths_tb_per_s):
+            if time.perf_counter() - start > budget:
+                raise ModelError(
+                    f"the sweep ran out of its {budget:g} s time budget after {len(rows)} of "
+                    f"{total} systems; use fewer points per axis, fewer strategies or a GPU "
+                    "count with fewer configurations")
             sys_ij = s.with_overrides(hbm_capacity_gb=float(cap),
                                       hbm_bandwidth_gb_per_s=float(bw) * 1000.0)
             best = np.inf

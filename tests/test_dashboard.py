@@ -761,3 +761,12 @@ def test_execution_controls_change_the_scaling_data():
     scn, errors = S.validate_scenario({**valid(), **S.system_values("a100"), "precision": "fp8"})
     assert scn is None and "FP8" in errors["precision"]
     assert S.execution_of(valid(compat="paper", recompute="full")) is None
+
+
+def test_hbm_sweep_stops_at_its_time_budget_with_a_clear_message():
+    from model import ModelError
+    scn = valid(strategy="1d", gpus=64)
+    with pytest.raises(ModelError, match="time budget"):
+        compute.hbm_sweep(scn, [80.0, 141.0, 192.0], [2.0, 4.8], time_budget_s=0.0)
+    frame = compute.hbm_sweep(scn, [80.0, 141.0], [4.8], time_budget_s=60.0)
+    assert len(frame) == 2

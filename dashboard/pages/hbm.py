@@ -9,6 +9,8 @@ import dash
 import numpy as np
 from dash import Input, Output, State, callback, dcc, html
 
+from model import ModelError
+
 from .. import compute, figures
 from ..export import graph_card
 
@@ -89,5 +91,8 @@ def run_sweep(set_progress, _n: int, cap_min, cap_max, bw_min, bw_max, steps,
     def progress(done: int, total: int) -> None:
         set_progress((str(done), str(total), f"{done} / {total} systems"))
 
-    frame = compute.hbm_sweep(scn, caps, bws, progress)
+    try:
+        frame = compute.hbm_sweep(scn, caps, bws, progress)
+    except ModelError as exc:  # over its time budget: say so, keep the figure
+        return dash.no_update, str(exc)
     return figures.hbm_contour_figure(frame, presentation=bool(scn.get("presentation"))), ""
