@@ -75,7 +75,11 @@ def cache() -> diskcache.Cache | None:
             # a short SQLite busy timeout: a contended or broken cache costs a recomputation,
             # never a stalled request
             _cache = diskcache.Cache(str(CACHE_DIR / "results"), size_limit=CACHE_SIZE_BYTES,
-                                     eviction_policy="least-recently-used", timeout=1)
+                                     eviction_policy="least-recently-used", timeout=1,
+                                     # no WAL, no mmap: files deleted under a live process
+                                     # cost an error, never a stall or a SIGBUS; no fsync
+                                     sqlite_journal_mode="delete", sqlite_mmap_size=0,
+                                     sqlite_synchronous=0)
         return _cache
     except Exception as exc:  # noqa: BLE001 - a broken cache must never break a view
         log.warning("results cache unavailable: %s", exc)
@@ -84,16 +88,11 @@ def cache() -> diskcache.Cache | None:
 
 
 def _reset_cache(exc: Exception | None = None) -> None:
-    """Drop the cache handle (closing it); the next :func:`cache` opens a fresh one. A cache
-    whose database file is corrupt is deleted: it only ever holds recomputable results."""
+    """Drop the cache handle; the next :func:`cache` opens a fresh one. A cache whose database
+    file is corrupt is deleted: it only ever holds recomputable results."""
     global _cache
     directory = _cache.directory if _cache is not None else str(CACHE_DIR / "results")
-    if _cache is not None:
-        try:
-            _cache.close()
-        except Exception:  # noqa: BLE001, S110 - already broken: nothing to close
-            pass
-    _cache = None
+    _cache = None  # not closed: other threads may be inside it (they fail and recompute)
     if directory and isinstance(exc, sqlite3.DatabaseError) and not isinstance(
             exc, sqlite3.OperationalError):  # "file is not a database", "malformed"
         shutil.rmtree(directory, ignore_errors=True)
