@@ -22,10 +22,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-celery-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
@@ -37,7 +35,8 @@ import pytest  # noqa: E402
 from dashboard import background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 30.0
+from polling import until  # noqa: E402 - tests/ is on sys.path (pytest rootdir)
+
 LOST_WITHIN = background.LOST_AFTER_S + 15.0  # the heartbeat expires, then the next poll sees it
 
 
@@ -45,21 +44,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def until(check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline, last = time.monotonic() + timeout, None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - stale elements while React re-renders
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
-                                 + (f" (last error: {last!r})" if last else ""))
-        time.sleep(0.1)
 
 
 def tail(path: Path) -> str:

@@ -30,7 +30,7 @@ if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/backgroun
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
-TIMEOUT = 30.0  # seconds: the slowest view (9 systems) computes in a few seconds on 2 cores
+from polling import TIMEOUT, until  # noqa: E402 - tests/ is on sys.path (pytest rootdir)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -82,18 +82,7 @@ class UI:
     # --- waiting -------------------------------------------------------------------------
     def until(self, check: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
         """Poll ``check()`` until it returns something truthy; fail with ``what`` on timeout."""
-        deadline, last_exc = time.monotonic() + timeout, None
-        while True:
-            try:
-                value = check()
-                if value:
-                    return value
-            except Exception as exc:  # noqa: BLE001 - stale elements while React re-renders
-                last_exc = exc
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
-                                     + (f" (last error: {last_exc!r})" if last_exc else ""))
-            time.sleep(0.1)
+        return until(check, what, timeout)
 
     def steady(self, read: Callable[[], Any], expected: Any, seconds: float = 1.5) -> None:
         """``read()`` keeps returning ``expected`` for ``seconds`` (nothing re-renders it)."""
