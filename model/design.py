@@ -13,7 +13,7 @@ import pandas as pd
 
 from .errors import ModelError
 from .evaluate import evaluate_space
-from .execution import Execution, resolve_execution, with_execution
+from .execution import Execution, execution_columns, resolve_execution
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import result_frame
@@ -44,8 +44,8 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,
                         budget, interleave=ex.interleave)
     res = evaluate_space(model, system, strat, space, global_batch, mode, execution=ex)
-    return with_execution(result_frame(model, system, strat.name, gpus, global_batch, res,
-                                       np.arange(len(space))), ex)
+    return result_frame(model, system, strat.name, gpus, global_batch, res,
+                        np.arange(len(space)), execution_columns(ex))
 
 
 def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:

@@ -14,8 +14,6 @@ import itertools
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-import pandas as pd
-
 from .errors import ModelError
 
 RECOMPUTE = ("none", "selective", "full")
@@ -136,6 +134,6 @@ def execution_variants(value: object) -> list[Execution]:
     return [resolve_execution(dict(zip(keys, combo))) for combo in combos]
 
 
-def with_execution(frame: pd.DataFrame, ex: Execution) -> pd.DataFrame:
-    """The result rows with the execution's choices as columns."""
-    return frame.assign(**{k: getattr(ex, k) for k in COLUMNS})
+def execution_columns(ex: Execution) -> dict[str, Any]:
+    """The execution's choices, as the constant columns of its result rows."""
+    return {k: getattr(ex, k) for k in COLUMNS}

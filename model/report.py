@@ -4,6 +4,8 @@ TFLOP/s); conversion from the model's SI units happens only here."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -19,12 +21,14 @@ MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb"
 
 
 def result_frame(model: Transformer, system: System, strategy: str, gpus: int, global_batch: int,
-                 res: dict[str, np.ndarray], idx: np.ndarray) -> pd.DataFrame:
+                 res: dict[str, np.ndarray], idx: np.ndarray,
+                 constants: dict[str, Any] | None = None) -> pd.DataFrame:
     """Rows ``idx`` of an evaluated space as a DataFrame (see the module docstring for units).
 
     samples/s = GBS / t; tokens/s = samples/s · l; train_days = samples in the budget /
     samples/s / 86400; tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute);
-    mfu = that / peak matrix TFLOP/s; hfu counts recomputed FLOPs too.
+    mfu = that / peak matrix TFLOP/s; hfu counts recomputed FLOPs too. ``constants`` are extra
+    columns with one value for every row (e.g. the execution's choices).
     """
     t = res["iteration_time_s"][idx]
     samples_per_s = global_batch / t
@@ -55,6 +59,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int, g
     data["hbm_capacity_gb"] = system.hbm_capacity_gb
     data["fits"] = (res["memory_bytes"][idx] <= system.usable_hbm_bytes) & (
         res["host_bytes"][idx] <= system.host_memory_gb * 1e9)
+    for name, value in (constants or {}).items():
+        data[name] = [value] * len(idx)
     return pd.DataFrame(data).reset_index(drop=True)
 
 

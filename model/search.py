@@ -25,7 +25,7 @@ from .evaluate import (
     shape_memory,
     shards_of,
 )
-from .execution import Execution, execution_variants, resolve_execution, with_execution
+from .execution import Execution, execution_columns, execution_variants, resolve_execution
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
@@ -188,8 +188,9 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
             sel = -thr <= kth
             idx, thr = idx[sel], thr[sel]
         order = np.argsort(-thr, kind="stable")[:top_k]
-        top = result_frame(model, system, strat.name, n, global_batch, res, idx[order])
-        out.append((with_execution(top, ctx.execution), count, fit))
+        top = result_frame(model, system, strat.name, n, global_batch, res, idx[order],
+                           execution_columns(ctx.execution))
+        out.append((top, count, fit))
     return out
 
 
@@ -239,8 +240,8 @@ def evaluate(
     fits = fits_in_memory(res, sysm)
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
-    row = with_execution(result_frame(model, sysm, strat.name, gpus, global_batch, res,
-                                      np.array([i])), ex).iloc[0]
+    row = result_frame(model, sysm, strat.name, gpus, global_batch, res, np.array([i]),
+                       execution_columns(ex)).iloc[0]
     one = {k: v[i:i + 1] for k, v in space.cols.items()}
     ctx = Ctx.make(model, sysm, mode, ex)
     sh = shards_of(one)
