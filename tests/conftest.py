@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = str(Path(__file__).resolve().parent.parent)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -29,3 +31,15 @@ def pytest_setup_options():
                 f"--user-data-dir={profile}"):
         options.add_argument(arg)
     return options
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    """A fresh, private results cache (dashboard.compute) for one test; its directory."""
+    from dashboard import compute  # imported lazily: the model tests never load the dashboard
+
+    monkeypatch.setattr(compute, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(compute, "_cache", None)
+    yield tmp_path / "cache"
+    if compute._cache is not None:
+        compute._cache.close()

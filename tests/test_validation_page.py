@@ -37,14 +37,7 @@ from model.errors import ModelError  # noqa: E402
 MEMORY = ("params_grads_optimizer_gib", "activations_gib")
 
 
-@pytest.fixture(autouse=True)
-def tmp_cache(tmp_path, monkeypatch):
-    """A fresh, private results cache for every test."""
-    monkeypatch.setattr(compute, "CACHE_DIR", tmp_path / "cache")
-    monkeypatch.setattr(compute, "_cache", None)
-    yield tmp_path / "cache"
-    if compute._cache is not None:
-        compute._cache.close()
+pytestmark = pytest.mark.usefixtures("tmp_cache")  # a private results cache per test (conftest)
 
 
 @pytest.fixture(scope="module")
