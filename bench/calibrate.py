@@ -10,8 +10,14 @@ held out and only reported, to show whether the fit generalises.
   the four full-recompute runs of Korthikanti et al. 2022;
   held out: their four selective-recompute runs (and, in ``python -m model validate``, the
   memory figures and Narayanan et al. 2021).
-* Hopper/Blackwell ``flop_efficiency_fp8`` × ``attention_efficiency``: fitted on
-  Megatron-Bridge's H100 Llama 3 8B and 70B FP8 runs; held out: its B200 and GB200 runs.
+* Hopper/Blackwell FP8 runs of Megatron-Bridge 25.11 (Llama 3 8B/70B/405B): for a given
+  ``overlap_slowdown`` γ, ``flop_efficiency_fp8`` × ``attention_efficiency`` are fitted on the
+  three H100 runs, and the Blackwell ``attention_efficiency`` on the two DGX B200 runs (the FP8
+  GEMM efficiency is shared: the same Transformer Engine / cuBLAS stack). Held out: the GB200
+  and GB300 runs. γ itself is not identifiable from five runs (their fit error moves by less
+  than half a point over γ = 0–0.3), so it is set a priori to 0.2 — collective kernels (NCCL,
+  userbuffers) run on roughly 16–32 of the 132–148 SMs, slowing the compute they overlap by
+  about that share — and the table shows how everything moves with it.
 """
 
 from __future__ import annotations
@@ -61,11 +67,38 @@ def main() -> None:
           [{"sm_count": sm, "flop_efficiency": e} for sm in (0, 108)
            for e in (0.74, 0.76, 0.78, 0.80, 0.82)])
     bridge = [c for c in measurement_cases(path) if not c.skip and c.id.startswith("mbridge")]
-    h100 = [c for c in bridge if "_H100_" in c.id]
-    blackwell = [c for c in bridge if "_H100_" not in c.id]
-    table("FP8: Megatron-Bridge H100 (fit) / B200 + GB200 (held out)", h100, blackwell,
-          [{"flop_efficiency_fp8": f, "attention_efficiency": a}
-           for f in (0.45, 0.5, 0.55, 0.6) for a in (0.4, 0.5, 0.6)])
+    fp8_fit(*(
+        [c for c in bridge if f"_{gpu}_" in c.id] for gpu in ("H100", "B200", "GB200", "GB300")))
+
+
+PRIOR_OVERLAP_SLOWDOWN = 0.2  # share of SMs collective kernels take (module docstring)
+
+
+def fp8_fit(h100, b200, gb200, gb300) -> None:
+    """The FP8 calibration of the module docstring, printed one γ per line."""
+    print("\n# FP8: Megatron-Bridge H100 + DGX B200 (fit) / GB200 + GB300 (held out)")
+    print(f"{'γ':>4s} {'H100 f':>7s} {'H100 a':>7s} {'B200 a':>7s} {'fit mean|e|':>11s} "
+          f"{'held mean|e|':>12s} {'held max':>9s}")
+    effs = np.round(np.arange(0.5, 0.751, 0.025), 3)
+    atts = np.round(np.arange(0.25, 0.551, 0.025), 3)
+    chosen = None
+    for g in (0.0, 0.1, 0.2, 0.3, 0.4):
+        eh, f, a = min((np.abs(errors(h100, flop_efficiency_fp8=f, attention_efficiency=a,
+                                      overlap_slowdown=g)).mean(), f, a)
+                       for f in effs for a in atts)
+        eb, ab = min((np.abs(errors(b200, flop_efficiency_fp8=f, attention_efficiency=x,
+                                    overlap_slowdown=g)).mean(), x) for x in atts)
+        fit = (3 * eh + 2 * eb) / 5
+        held = np.abs(np.concatenate([
+            errors(gb200, flop_efficiency_fp8=f, attention_efficiency=ab, overlap_slowdown=g),
+            errors(gb300, flop_efficiency_fp8=f, attention_efficiency=a, overlap_slowdown=g)]))
+        print(f"{g:4.1f} {f:7.3f} {a:7.3f} {ab:7.3f} {fit:11.2f} {held.mean():12.2f} "
+              f"{held.max():9.2f}")
+        if g == PRIOR_OVERLAP_SLOWDOWN:
+            chosen = (g, f, a, ab)
+    print(f"chosen (γ a priori): overlap_slowdown={chosen[0]}, flop_efficiency_fp8={chosen[1]},"
+          f" attention_efficiency H100 {chosen[2]} / B200 {chosen[3]} (GB300: the H100 value, "
+          "its exponential units no longer the limit)")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from . import ops
-from .collectives import Collective, collective_time_s, summa_comm_time_s
+from .collectives import Collective, collective_time_s, overlapped_s, summa_comm_time_s
 from .errors import ModelError
 from .execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from .hardware import System
@@ -117,9 +117,8 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
                                      + ops.wave_efficiency(k, n, tile, units))
         if spec.act_rows is not None:  # the kept input is a shard of the rows (SP)
             counts.act_bytes = s * b * _local(d["l"], sh, spec.act_rows) * k
-        if ctx.execution.precision == "fp8":  # casts: read 2 B, write 1 B per element
-            counts.bytes_fwd = counts.bytes_fwd + 3.0 * (b * rows * k + k * n)
-            counts.bytes_bwd = counts.bytes_bwd + 3.0 * b * rows * n
+        if ctx.execution.precision == "fp8":
+            counts = ops.fp8_quantisation(counts, b, rows, k, n)
         return counts
     if kind == Kind.SUMMA_LINEAR:
         return ops.linear_summa(b, rows, float(d[spec.k]), _local(d[spec.k], sh, spec.rows), k,
@@ -200,7 +199,9 @@ _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
 
 
 def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx,
-           memo: dict, wave=1.0) -> Phase:
+           memo: dict, wave=1.0, extra_bytes=0.0) -> Phase:
+    """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
+    its separate memory-bound kernels (``extra_bytes`` / HBM bandwidth), plus its collectives."""
     sysm = ctx.system
     eta = sysm.flop_efficiency
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
@@ -213,7 +214,8 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
     t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
-    compute = np.maximum(t_comp, t_mem)
+    t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
+    compute = np.maximum(t_comp, t_mem) + t_extra
     panels = None
     if spec.panels is not None:
         panels = (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
@@ -232,8 +234,8 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
     if panels is not None:
         comm = summa_comm_time_s(comm, panels, compute)
     elif ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
-        comm = np.maximum(comm - compute, 0.0)  # overlapped with the matmul: only the excess
-    return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0), comm, volume)
+        comm = overlapped_s(comm, compute, sysm.overlap_slowdown)  # hidden behind the matmul
+    return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0) + t_extra, comm, volume)
 
 
 @dataclass
@@ -264,9 +266,9 @@ def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None 
     c = op_counts(spec, sh, ctx) if counts is None else counts
     memo: dict = {}  # collective times shared by the op's forward and backward
     fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx, memo,
-                 c.wave_fwd)
+                 c.wave_fwd, c.extra_bytes_fwd)
     bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx, memo,
-                 c.wave_bwd)
+                 c.wave_bwd, c.extra_bytes_bwd)
     return OpResult(spec, c, fwd, bwd)
 
 

@@ -91,3 +91,11 @@ def summa_comm_time_s(
     t_comm = t_piece + max(nb · t_piece − t_compute, 0).
     """
     return piece_s + np.maximum(panels * piece_s - compute_s, 0.0)
+
+
+def overlapped_s(t_comm, t_compute, slowdown: float):
+    """Time a collective of T = ``t_comm`` adds when overlapped with compute C = ``t_compute``:
+    the excess max(T − C, 0), plus γ·min(T, C) for the hidden part (γ = the system's
+    ``overlap_slowdown``: the collective's kernels slow the compute they run beside)."""
+    hidden = np.minimum(t_comm, t_compute)
+    return np.maximum(t_comm - t_compute, 0.0) + (slowdown * hidden if slowdown else 0.0)

@@ -71,6 +71,9 @@ FIELDS = (
     Field("gemm_tile", int, "GEMM output tile edge, elements (wave quantisation)", 16, 1024,
           default=128),
     Field("kernel_overhead_s", float, "fixed launch overhead per op, s", 0, 1e-2, default=20e-6),
+    Field("overlap_slowdown", float, "fraction of the communication time hidden behind compute "
+          "that is still paid: the collective's kernels take SMs and HBM bandwidth from the "
+          "compute they overlap (0: perfect overlap)", 0, 1, default=0.0),
     Field(
         "nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain", 1, 1_000_000, required=True
     ),
@@ -137,6 +140,7 @@ class System:
     flop_efficiency_fp8: float | None
     attention_efficiency: float | None
     kernel_overhead_s: float
+    overlap_slowdown: float
     nvlink_domain_size: int
     nvlink_bandwidth_gb_per_s: float
     nvlink_efficiency: float

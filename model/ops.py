@@ -35,6 +35,10 @@ class OpCounts:
     weight_bytes: Array | float = 0.0  # weights held (gradients have the same size)
     wave_fwd: Array | float = 1.0  # GEMM wave-quantisation efficiency of the forward matmuls
     wave_bwd: Array | float = 1.0  # … and of the backward ones
+    # HBM traffic of separate memory-bound kernels that belong to the op but cannot overlap its
+    # matmuls (FP8 quantisation of the op's inputs): their time adds to the op's roofline time
+    extra_bytes_fwd: Array | float = 0.0
+    extra_bytes_bwd: Array | float = 0.0
 
 
 def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Array:
@@ -46,6 +50,22 @@ def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Arra
     tiles = np.ceil(np.asarray(rows, dtype=float) / tile) * np.ceil(
         np.asarray(cols, dtype=float) / tile)
     return np.where(tiles > 0, tiles / np.maximum(np.ceil(tiles / units) * units, 1.0), 1.0)
+
+
+# FP8 with current (per-tensor) scaling quantises each matmul input in its own kernels: an amax
+# pass reads the bf16 tensor (2 B), the cast reads it again (2 B) and writes the FP8 copy (1 B)
+# plus the transposed FP8 copy the other GEMM of the backward needs (1 B): 6 B per element.
+# Weights are cast once per iteration (Transformer Engine caches them across microbatches), so
+# only activations (forward) and activation gradients (backward) pay it per microbatch.
+FP8_QUANTISE_BYTES_PER_ELEMENT = 6.0
+
+
+def fp8_quantisation(counts: OpCounts, b: Array, rows: Array, k: Array, n: Array) -> OpCounts:
+    """Add the FP8 quantisation kernels of Y[b·rows, n] = X[b·rows, k]·W[k, n] to ``counts``:
+    forward quantises X (b·rows·k elements), backward dY (b·rows·n), 6 B per element each."""
+    counts.extra_bytes_fwd = counts.extra_bytes_fwd + FP8_QUANTISE_BYTES_PER_ELEMENT * b * rows * k
+    counts.extra_bytes_bwd = counts.extra_bytes_bwd + FP8_QUANTISE_BYTES_PER_ELEMENT * b * rows * n
+    return counts
 
 
 def linear(b: Array, rows: Array, k: Array, n: Array, s: float) -> OpCounts:

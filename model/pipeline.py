@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .block import Totals
-from .collectives import Collective, collective_time_s
+from .collectives import Collective, collective_time_s, overlapped_s
 from .execution import DEFAULT_EXECUTION, Execution
 from .hardware import System
 from .modes import Mode
@@ -35,13 +35,15 @@ def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, pa
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
     A ring all-gather and reduce-scatter of the same buffer take the same time T (spec §4), so
-    t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)); gradients reduced in fp32
-    (``grad_factor`` 2) make the reduce-scatter's buffer twice the 2-byte weights.
+    t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)) (+ the overlap slowdown, see
+    :func:`overlapped_s`); gradients reduced in fp32 (``grad_factor`` 2) make the
+    reduce-scatter's buffer twice the 2-byte weights.
     """
     t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
     t_rs = t if grad_factor == 1.0 else collective_time_s(
         Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
-    return t + t_rs + (layers - 1) * (np.maximum(t - t_fwd, 0.0) + np.maximum(t_rs - t_bwd, 0.0))
+    g = system.overlap_slowdown
+    return t + t_rs + (layers - 1) * (overlapped_s(t, t_fwd, g) + overlapped_s(t_rs, t_bwd, g))
 
 
 def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
@@ -123,14 +125,17 @@ def memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_wei
 
 
 def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, system: System,
-                paper: bool):
-    """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights in the forward and again
-    in the backward, each overlapped with one block's compute; gradients are reduce-scattered
-    once per iteration behind the last backward: t = T + n_mb·D·(max(T − T_f, 0) +
-    max(T − T_b, 0)) + D·max(T − T_b, 0), with T one block's collective."""
+                paper: bool, grad_factor: float = 1.0):
+    """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights (T) in the forward and
+    again in the backward, and reduce-scatters its gradients (T_rs, fp32 when ``grad_factor`` is
+    2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
+    Megatron FSDP keep gradients sharded, so they reduce every microbatch). The first block's
+    gather is exposed: t = T + n_mb·D·(o(T, T_f) + o(T + T_rs, T_b)), o = :func:`overlapped_s`."""
     t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
-    return t + n_mb * layers * (np.maximum(t - t_fwd, 0.0) + np.maximum(t - t_bwd, 0.0)) + (
-        layers * np.maximum(t - t_bwd, 0.0))
+    t_rs = t if grad_factor == 1.0 else collective_time_s(
+        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
+    g = system.overlap_slowdown
+    return t + n_mb * layers * (overlapped_s(t, t_fwd, g) + overlapped_s(t + t_rs, t_bwd, g))
 
 
 def iteration_time(
@@ -155,7 +160,7 @@ def iteration_time(
     bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
     if zero >= 3:
         t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                           n_mb, system, ar_bug)
+                           n_mb, system, ar_bug, grad_factor)
     else:
         t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
                          system, ar_bug, grad_factor)

@@ -79,9 +79,10 @@ def describe_comms(r: OpResult, sh: Shards, ctx: Ctx) -> str:
 
 
 def _bound(r: OpResult) -> str:
-    """What limits the op: compute, HBM (exposed memory time) or its collectives."""
+    """What limits the op most: its FLOP time, its exposed HBM time (beyond the FLOP time,
+    including separate FP8 quantisation kernels) or its exposed collectives."""
     comp = float(r.fwd.t_comp[0] + r.bwd.t_comp[0])
-    mem = comp + float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0])
+    mem = float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0])
     comm = float(r.fwd.t_comm[0] + r.bwd.t_comm[0])
     return "communication" if comm > max(comp, mem) else ("memory" if mem > comp else "compute")
 
@@ -98,7 +99,9 @@ def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
         c = r.counts
         flop_f = float(np.sum(c.flop_mat_fwd) + np.sum(c.flop_vec_fwd))
         flop_b = float(np.sum(c.flop_mat_bwd) + np.sum(c.flop_vec_bwd))
-        bytes_f, bytes_b = float(np.sum(c.bytes_fwd)), float(np.sum(c.bytes_bwd))
+        # all HBM traffic of the op: its kernel's and its separate (FP8 quantisation) kernels'
+        bytes_f = float(np.sum(c.bytes_fwd) + np.sum(c.extra_bytes_fwd))
+        bytes_b = float(np.sum(c.bytes_bwd) + np.sum(c.extra_bytes_bwd))
         repeat = n_microbatches * (layers_per_stage if where == "block" else 1)
         t_f, t_b = float(r.fwd.t[0]), float(r.bwd.t[0])
         rows.append({

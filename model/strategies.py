@@ -172,6 +172,15 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
         col_bwd = col_bwd + (_ag("in", TP1),)
     row_fwd = (_rs("out", TP1),) if sp else (_ar("out", TP1),)
     norm_comm = {"fwd": (_ag("in", TP1),), "bwd": (_rs("in", TP1),)} if sp else {}
+    # With TP overlap the gathers go where Megatron overlaps them: the forward AG of the
+    # column-parallel input into that matmul, the backward AG of dY into the row-parallel one.
+    # Without it, the paper's attribution to the norm: the same collectives and volumes (its
+    # backward RS costs what the AG does, spec §2.2), only shown on another op.
+    moved = sp and ex.tp_overlap
+    col_fwd = (_ag("in", TP1),) if moved else ()
+    row_bwd = (_ag("out", TP1),) if moved else ()
+    if moved:
+        norm_comm = {}
     paper = mode.paper_bias_sharding
     # the paper's output biases: 1D on unsharded [l, e]; context attention Bias(b, l, e; m2, m1)
     mlp_bias = (NONE, NONE) if paper and not context else (seq, NONE)
@@ -183,17 +192,19 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     else:
         kv = (_ag("kv", TP2),) if context else ()
         kv_bwd, kv_panels = kv + ((_rs("kv", TP2),) if context else ()), None
-    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1, bwd=col_bwd,
-                  act_rows=col_act),
+    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1, fwd=col_fwd,
+                  bwd=col_bwd, act_rows=col_act),
            *_mlp_tail(model, mode, base, TP1),
-           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=base, k_shard=TP1, fwd=row_fwd),
+           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
+                  bwd=row_bwd),
            *_residual(model, "mlp", *mlp_bias, seq, NONE,
                       OpSpec("mlp/norm", Kind.NORM, rows=seq, **norm_comm))]
-    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1, bwd=col_bwd,
-                   act_rows=col_act),
+    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1, fwd=col_fwd,
+                   bwd=col_bwd, act_rows=col_act),
             OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
                    bwd=kv_bwd, panels=kv_panels),
-            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd),
+            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
+                   bwd=row_bwd),
             *_residual(model, "attn", *attn_bias, seq, NONE,
                        OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]
     # vocab-parallel table [V/tp1, e]: partial outputs reduce-scattered (SP) or all-reduced
@@ -203,7 +214,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
                   **embed_comm)]
     post = [OpSpec("head/norm", Kind.NORM, rows=seq, **norm_comm),
             OpSpec("head/logits", Kind.LINEAR, k="e", n="V", rows=base, n_shard=TP1,
-                   bwd=col_bwd, act_rows=col_act),
+                   fwd=col_fwd, bwd=col_bwd, act_rows=col_act),
             OpSpec("head/loss", Kind.LOSS, k="V", rows=base, k_shard=TP1,
                    fwd=(_ar("stats", TP1),))]
     return mlp + attn, pre, post

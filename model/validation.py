@@ -35,7 +35,8 @@ from .transformer import Transformer, transformer_from_dict
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # shared/ beside the repo
 GIB = 2.0**30
 GPU_PRESETS = {"A100-SXM4-80GB": "a100", "H100-SXM5-80GB (DGX H100)": "h100",
-               "B200 (DGX B200)": "b200", "B200 (GB200 NVL72)": "gb200-nvl72"}
+               "B200 (DGX B200)": "b200", "B200 (GB200 NVL72)": "gb200-nvl72",
+               "B300 (GB300 NVL72)": "gb300-nvl72"}
 KORTHIKANTI_MODELS = {"megatron-22B": "megatron-22b", "gpt3-175B": "gpt3-175b",
                       "turing-530B": "turing-530b", "megatron-1T": "megatron-1t"}
 

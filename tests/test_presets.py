@@ -24,7 +24,7 @@ PAPER_SYSTEMS = {
     "paper-b200": "B200",
     "paper-b200-next": "B200-next",
 }
-REAL_SYSTEMS = {"a100", "h100", "h200", "b200", "gb200-nvl72", "mi300x"}
+REAL_SYSTEMS = {"a100", "h100", "h200", "b200", "gb200-nvl72", "gb300-nvl72", "mi300x"}
 MODELS = {
     "gpt3-175b",
     "gpt3-1t",
@@ -124,8 +124,10 @@ def test_real_system_is_plausible(name):
     assert s.vector_tflops_fp16 < s.matrix_tflops_fp16
     assert s.matrix_tflops_fp8 in (0, pytest.approx(2 * s.matrix_tflops_fp16, rel=0.01))
     assert s.nvlink_bandwidth_gb_per_s > s.nic_bandwidth_gb_per_s
-    assert s.nvlink_domain_size == (72 if name == "gb200-nvl72" else 8)
-    assert s.nic_bandwidth_gb_per_s == (25 if name == "a100" else 50)
+    assert s.nvlink_domain_size == (72 if name.endswith("-nvl72") else 8)
+    nic = {"a100": 25, "gb300-nvl72": 100}  # HDR 200 Gb/s; ConnectX-8 800 Gb/s
+    assert s.nic_bandwidth_gb_per_s == nic.get(name, 50)
+    assert 0 <= s.overlap_slowdown < 0.5
 
 
 # --- paper models equal the published dimensions ---------------------------------------------

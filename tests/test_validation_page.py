@@ -125,7 +125,7 @@ def test_time_scatter_points_are_measured_vs_predicted(frame, done):
         assert sorted(ids) == sorted(part["id"])
         assert "error" in t.hovertemplate and "predicted" in t.hovertemplate
         plotted += len(t.x)
-    assert plotted == len(rows) == 8 + 21  # Korthikanti runs + the predictable measurements
+    assert plotted == len(rows) == 8 + 24  # Korthikanti runs + the predictable measurements
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "(s)" in fig.layout.xaxis.title.text and "(s)" in fig.layout.yaxis.title.text
 
@@ -236,9 +236,11 @@ def test_unusable_frames_give_a_message(bad, frame):
 def test_calibration_role():
     roles = fv.calibration_role(
         ["gpt3-175B-full", "gpt3-175B-seqsel", "mbridge2511_H100_Llama_3_8B_FP8-CS_8",
-         "mbridge2511_B200_Llama_3_8B_FP8-CS_8", "narayanan21_t2_PTD-P_174.6B_384"],
-        ["korthikanti", "korthikanti", "measurements", "measurements", "measurements"])
-    assert roles == ["calibration", "held out", "calibration", "held out", "held out"]
+         "mbridge2511_B200_Llama_3_8B_FP8-CS_8", "mbridge2511_GB200_Llama_3_8B_FP8-CS_8",
+         "mbridge2511_GB300_Llama_3_8B_FP8-CS_8", "narayanan21_t2_PTD-P_174.6B_384"],
+        ["korthikanti", "korthikanti"] + ["measurements"] * 5)
+    assert roles == ["calibration", "held out", "calibration", "calibration", "held out",
+                     "held out", "held out"]
 
 
 # --- the page -------------------------------------------------------------------------------

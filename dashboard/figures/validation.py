@@ -67,11 +67,13 @@ BAND_FILL = "rgba(158, 158, 158, 0.22)"
 def calibration_role(ids: Sequence[str], sets: Sequence[str]) -> list[str]:
     """'calibration' for the runs the efficiencies in systems/*.json were fitted on
     (bench/calibrate.py: Korthikanti's full-recompute iteration times for the A100, the
-    Megatron-Bridge H100 FP8 runs for FP8/attention), else 'held out'."""
+    Megatron-Bridge H100 and DGX B200 FP8 runs for FP8, attention and overlap), else
+    'held out' (among them Megatron-Bridge's GB200 and GB300 runs)."""
     out = []
     for i, s in zip(ids, sets):
+        bridge = s == "measurements" and str(i).startswith("mbridge")
         fitted = (s == "korthikanti" and str(i).endswith("-full")) or (
-            s == "measurements" and str(i).startswith("mbridge") and "_H100_" in str(i))
+            bridge and ("_H100_" in str(i) or "_B200_" in str(i)))
         out.append("calibration" if fitted else "held out")
     return out
 

@@ -89,7 +89,7 @@ RECORD_COLUMNS = [
 
 def _intro() -> html.Div:
     """What is compared, the error convention and what the efficiencies were fitted on."""
-    a100, h100 = load_system("a100"), load_system("h100")
+    a100, h100, b200 = load_system("a100"), load_system("h100"), load_system("b200")
     return html.Div(className="summary", children=[
         html.P([
             "How far the estimator's predictions are from published training runs. ",
@@ -99,19 +99,21 @@ def _intro() -> html.Div:
             "(parameters + gradients + optimizer state, activations) without and with "
             "SP + selective recompute; Calculon's published predictions of the same runs are "
             "shown beside ours. ", html.B("Other published runs"), ": Narayanan et al. 2021 "
-            "(PTD-P and ZeRO-3 on A100) and Megatron-Bridge Llama 3 FP8 runs on H100, B200 "
-            "and GB200 (throughput turned into iteration time with its source's formula); "
+            "(PTD-P and ZeRO-3 on A100) and Megatron-Bridge Llama 3 FP8 runs on H100, B200, "
+            "GB200 and GB300 (throughput turned into iteration time with its source's formula); "
             "records the model cannot express are listed at the bottom with the reason."]),
         html.P([
             html.B("Error"), " = 100·(1 − predicted / measured): positive when the estimator "
             "predicts less than was measured. ", html.B("Calibration"),
             f": the A100 FLOP efficiency ({a100.flop_efficiency:g}) was fitted on Korthikanti's "
-            "four full-recompute runs, the FP8 and attention efficiencies "
-            f"({h100.flop_efficiency_fp8:g}, {h100.attention_efficiency:g}) on the "
-            "Megatron-Bridge H100 Llama 3 8B/70B runs (sources in systems/*.json, method in "
-            "bench/calibrate.py); every other record — selective recompute, memory, "
-            "Narayanan, B200/GB200 — is held out. Uncertain sources (configuration or "
-            "measurement partly inferred) are hollow markers and hatched bars."]),
+            "four full-recompute runs; the FP8 efficiency and the overlap slowdown "
+            f"({h100.flop_efficiency_fp8:g}, {h100.overlap_slowdown:g}) and the attention "
+            f"efficiencies (H100 {h100.attention_efficiency:g}, B200 "
+            f"{b200.attention_efficiency:g}) on the Megatron-Bridge H100 and DGX B200 Llama 3 "
+            "runs (sources in systems/*.json, method in bench/calibrate.py); every other "
+            "record — selective recompute, memory, Narayanan, GB200, GB300 — is held out. "
+            "Uncertain sources (configuration or measurement partly inferred) are hollow "
+            "markers and hatched bars."]),
     ])
 
 
