@@ -161,7 +161,8 @@ def build_parser() -> Parser:
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: shared/reference beside the repository)")
-    v.add_argument("--set", choices=("all", "korthikanti", "measurements"), default="all")
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra"),
+                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,
@@ -266,7 +267,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    sets = ("korthikanti", "measurements") if args.set == "all" else (args.set,)
+    sets = ("korthikanti", "measurements", "extra") if args.set == "all" else (args.set,)
     frame = run_validation(args.reference, sets)
     stats = validation_summary(frame)
     if args.json:

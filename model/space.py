@@ -11,7 +11,8 @@ Spec/paper-model.md §5. Per GPU count n, with GBS the global batch in samples:
   j < ceil(log2(e//st)), nb | e and e//nb ≥ 512.
 * NVLink placement (nv_tp1, nv_tp2, nv_dp, nv_pp): the identity when n ≤ NVS, else every ordered
   tuple with product NVS whose entries divide their dimension. (Outside paper mode a GPU count
-  that NVS does not divide uses the domain gcd(n, NVS): the partly filled node.)
+  that NVS does not divide fills each domain with the largest divisor of n not above NVS:
+  128 GPUs of NVL72 racks are 2 × 64, as a scheduler would place them.)
 
 The grid is built axis by axis: a boolean mask of (rows × new axis values), then only the valid
 pairs are kept, so memory stays proportional to the valid candidates. Order is deterministic
@@ -165,13 +166,21 @@ def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
 PLACEMENT = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
 
+def filled_domain(n: int, nvs: int) -> int:
+    """GPUs per NVLink domain a job of n > NVS GPUs uses: the largest divisor of n that is at
+    most NVS (every domain equally filled; NVS itself when it divides n)."""
+    ds = divisors(n)
+    return int(ds[ds <= nvs].max())
+
+
 def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
                    ) -> tuple[np.ndarray, np.ndarray | None]:
     """Which placements each shape allows: a boolean [shapes, k] mask and the [k, 4] table.
 
     With n ≤ NVS the only placement is the identity (everything in one domain): the table is
     ``None`` and the mask has one column. Otherwise the table lists every ordered
-    (nv_tp1, nv_tp2, nv_dp, nv_pp) with product NVS (or gcd(n, NVS) unless ``exact``).
+    (nv_tp1, nv_tp2, nv_dp, nv_pp) with product NVS (unless ``exact``: the largest divisor of
+    n not above NVS, see :func:`filled_domain`).
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
     dims = np.stack([cols["tp1"], cols["tp2"], cols["dp"], cols["pp"]], axis=1)
@@ -181,7 +190,7 @@ def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
             if pins.get(name) is not None:
                 ok[:, 0] &= dims[:, i] == pins[name]
         return ok, None
-    table = placements(nvs if exact else math.gcd(n, nvs))
+    table = placements(nvs if exact else filled_domain(n, nvs))
     for i, name in enumerate(PLACEMENT):
         if pins.get(name) is not None:
             table = table[table[:, i] == pins[name]]

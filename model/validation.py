@@ -33,6 +33,8 @@ from .search import evaluate
 from .transformer import Transformer, transformer_from_dict
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # shared/ beside the repo
+# published runs this repository adds, never used for calibration (reference/ in the repo)
+EXTRA_RUNS = Path(__file__).resolve().parents[1] / "reference" / "megatron_bridge_extra.json"
 GIB = 2.0**30
 GPU_PRESETS = {"A100-SXM4-80GB": "a100", "H100-SXM5-80GB (DGX H100)": "h100",
                "B200 (DGX B200)": "b200", "B200 (GB200 NVL72)": "gb200-nvl72",
@@ -146,9 +148,9 @@ def _measured_time(r: dict[str, Any], gpus: int) -> float | None:
     return None
 
 
-def measurement_case(r: dict[str, Any]) -> Case:
+def measurement_case(r: dict[str, Any], set_name: str = "measurements") -> Case:
     """A record of ``measurements.json`` as a case (or with the reason it is skipped)."""
-    base = Case(id=r["id"], set="measurements", metric="iteration_time_s", measured=np.nan,
+    base = Case(id=r["id"], set=set_name, metric="iteration_time_s", measured=np.nan,
                 uncertain=bool(r.get("uncertain")), skip=_record_skip(r))
     if base.skip:
         return base
@@ -193,6 +195,12 @@ def measurement_cases(folder: Path) -> list[Case]:
     return [measurement_case(r) for r in data["records"]]
 
 
+def extra_cases(path: Path = EXTRA_RUNS) -> list[Case]:
+    """The held-out Megatron-Bridge runs of other releases (set ``megatron-bridge-extra``)."""
+    data = json.loads(path.read_text())
+    return [measurement_case(r, "megatron-bridge-extra") for r in data["records"]]
+
+
 def predict(case: Case) -> float:
     """The estimator's value of the case's metric."""
     ev = evaluate(case.model, case.system, case.gpus, case.global_batch, case.strategy,
@@ -208,7 +216,8 @@ def predict(case: Case) -> float:
 
 
 def run_validation(folder: str | Path | None = None,
-                   sets: tuple[str, ...] = ("korthikanti", "measurements")) -> pd.DataFrame:
+                   sets: tuple[str, ...] = ("korthikanti", "measurements", "extra")
+                   ) -> pd.DataFrame:
     """Every case with measured, predicted and error (%) = 100·(1 − predicted/measured)
     (positive: the estimator predicts less than was measured), plus Calculon's where known."""
     path = reference_dir(folder)
@@ -217,6 +226,8 @@ def run_validation(folder: str | Path | None = None,
         cases += korthikanti_cases(path)
     if "measurements" in sets:
         cases += measurement_cases(path)
+    if "extra" in sets:
+        cases += extra_cases()
     rows = []
     for c in cases:
         row = {"id": c.id, "set": c.set, "metric": c.metric, "measured": c.measured,

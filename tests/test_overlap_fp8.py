@@ -84,3 +84,15 @@ def test_fsdp_reduces_gradients_every_microbatch():
         return (t[1] - t[0]) / 2
 
     assert per_microbatch(True) > 1.2 * per_microbatch(False)
+
+
+def test_a_partly_filled_nvl72_rack_keeps_its_largest_even_share():
+    """128 GPUs on NVL72 racks: 2 × 64 per NVLink domain (not gcd(128, 72) = 8)."""
+    from model.space import filled_domain
+    assert filled_domain(128, 72) == 64 and filled_domain(256, 72) == 64
+    assert filled_domain(144, 72) == 72 and filled_domain(96, 8) == 8
+    assert filled_domain(12, 8) == 6
+    m, s = load_model("llama3-70b"), load_system("gb200-nvl72")
+    row = evaluate(m, s, 128, 128, "1d", tp1=2, pp=1, dp=64, microbatch=1,
+                   execution={"zero": 3}).row
+    assert row["nv_tp1"] * row["nv_dp"] == 64

@@ -49,14 +49,28 @@ def test_megatron_bridge_runs_meet_the_targets(validation):
 
 def test_held_out_rack_scale_runs_within_ten_percent(validation):
     """The GB200 and GB300 NVL72 runs were not fitted on: each within 10 %."""
-    held = validation[validation["id"].str.contains("_GB[23]00_Llama")]
+    held = validation[(validation["set"] == "measurements")
+                      & validation["id"].str.contains("_GB[23]00_Llama")]
     assert len(held) == 6 and (held["skipped"] == "").all()
     assert held["error_pct"].abs().max() <= 10.0
 
 
+def test_other_megatron_bridge_releases_are_held_out_and_predicted(validation):
+    """reference/megatron_bridge_extra.json (25.09 and 26.02 releases, never fitted): every dense
+    run predicted. A guard, not the issue's target: today 5.8 % mean, 16.3 % max (GB200 Llama
+    70B runs are predicted too fast; see the README)."""
+    row = _stats(validation, "megatron-bridge-extra", "iteration_time_s")
+    assert row["n"] == 18
+    assert row["mean_abs_error_pct"] <= 7.0 and row["max_abs_error_pct"] <= 20.0
+    extra = validation[validation["set"] == "megatron-bridge-extra"]
+    assert extra["id"].is_unique and not extra["id"].isin(
+        validation.loc[validation["set"] == "measurements", "id"]).any()
+
+
 def test_uneven_pipeline_stages_make_llama_405b_predictable(validation):
     """126 layers on 8 or 16 stages: within 10 %."""
-    rows = validation[validation["id"].str.contains("405B")]
+    rows = validation[(validation["set"] == "measurements")
+                      & validation["id"].str.contains("405B")]
     assert len(rows) == 4 and (rows["skipped"] == "").all()
     assert rows["error_pct"].abs().max() <= 10.0
 

@@ -39,14 +39,16 @@ from .common import (
 )
 
 COLUMNS = ("id", "set", "metric", "measured", "predicted", "error_pct", "skipped")
-SET_ORDER: tuple[str, ...] = ("korthikanti", "korthikanti-memory", "measurements")
+SET_ORDER: tuple[str, ...] = ("korthikanti", "korthikanti-memory", "measurements",
+                               "megatron-bridge-extra")
 SET_LABELS: dict[str, str] = {
     "korthikanti": "Korthikanti 2022 (A100)",
     "korthikanti-memory": "Korthikanti 2022 memory (A100)",
     "measurements": "other published runs",
+    "megatron-bridge-extra": "Megatron-Bridge 25.09/26.02 (held out)",
 }
 SET_COLORS: dict[str, str] = {"korthikanti": PALETTE[0], "korthikanti-memory": PALETTE[2],
-                              "measurements": PALETTE[1]}
+                              "measurements": PALETTE[1], "megatron-bridge-extra": PALETTE[3]}
 CALCULON_COLOR = PALETTE[4]
 CALCULON_LABEL = "Calculon (published)"
 METRIC_ORDER: tuple[str, ...] = ("iteration_time_s", "params_grads_optimizer_gib",

@@ -100,8 +100,10 @@ def _intro() -> html.Div:
             "SP + selective recompute; Calculon's published predictions of the same runs are "
             "shown beside ours. ", html.B("Other published runs"), ": Narayanan et al. 2021 "
             "(PTD-P and ZeRO-3 on A100) and Megatron-Bridge Llama 3 FP8 runs on H100, B200, "
-            "GB200 and GB300 (throughput turned into iteration time with its source's formula); "
-            "records the model cannot express are listed at the bottom with the reason."]),
+            "GB200 and GB300, plus the same summary's 25.09 and 26.02 releases (never fitted; "
+            "reference/megatron_bridge_extra.json); throughput is turned into iteration time "
+            "with its source's formula;"
+            " records the model cannot express are listed at the bottom with the reason."]),
         html.P([
             html.B("Error"), " = 100·(1 − predicted / measured): positive when the estimator "
             "predicts less than was measured. ", html.B("Calibration"),
