@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from io import StringIO
@@ -65,8 +66,27 @@ ESTIMATOR_VERSION = f"{estimator.__version__}+{_source_digest()}"
 _cache: diskcache.Cache | None = None
 
 
+_open_lock = threading.Lock()  # one thread at a time (re)creates the cache
+OPEN_WAIT_S = 2.0  # a request waits this long for another thread's re-creation, then recomputes
+
+
 def cache() -> diskcache.Cache | None:
-    """The results cache (re-created if its directory was deleted); None if unusable."""
+    """The results cache (re-created if its directory was deleted); None if unusable.
+
+    Only one thread re-creates it: several threads setting up the same new SQLite database at
+    once contend for its lock, and diskcache retries its set-up for up to 60 s."""
+    store = _cache
+    if store is not None and (Path(store.directory) / "cache.db").is_file():
+        return store
+    if not _open_lock.acquire(timeout=OPEN_WAIT_S):
+        return None  # another thread is still re-creating it: this request recomputes
+    try:
+        return _open()
+    finally:
+        _open_lock.release()
+
+
+def _open() -> diskcache.Cache | None:
     global _cache
     try:
         if _cache is None or not (Path(_cache.directory) / "cache.db").is_file():
