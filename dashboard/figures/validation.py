@@ -69,13 +69,13 @@ BAND_FILL = "rgba(158, 158, 158, 0.22)"
 def calibration_role(ids: Sequence[str], sets: Sequence[str]) -> list[str]:
     """'calibration' for the runs the efficiencies in systems/*.json were fitted on
     (bench/calibrate.py: Korthikanti's full-recompute iteration times for the A100, the
-    Megatron-Bridge H100 and DGX B200 FP8 runs for FP8, attention and overlap), else
-    'held out' (among them Megatron-Bridge's GB200 and GB300 runs)."""
+    Megatron-Bridge 25.11 H100, DGX B200 and GB200 FP8 runs for FP8, attention and overlap),
+    else 'held out' (among them the 25.11 GB300 runs and the 25.09/26.02 releases)."""
     out = []
     for i, s in zip(ids, sets):
         bridge = s == "measurements" and str(i).startswith("mbridge")
         fitted = (s == "korthikanti" and str(i).endswith("-full")) or (
-            bridge and ("_H100_" in str(i) or "_B200_" in str(i)))
+            bridge and any(f"_{gpu}_" in str(i) for gpu in ("H100", "B200", "GB200")))
         out.append("calibration" if fitted else "held out")
     return out
 
