@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -102,6 +102,8 @@ class Frontier:
     rows: dict[str, np.ndarray]  # result columns of the kept candidates
     shapes: tuple[CountShapes, ...]
     cacheable: bool = True
+    _empties: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def serves(self, usable: float, top_k: int) -> bool:
         return usable <= self.usable and top_k <= self.depth
@@ -121,18 +123,31 @@ class Frontier:
         rows = {k: v[pos] for k, v in self.rows.items()}
         frame = result_frame(model, system, self.strategy, np.repeat(self.gpus, sizes),
                              global_batch, rows, np.arange(len(pos)), constants)
-        out, start, empty = [], 0, None
-        for n, size, shapes in zip(self.gpus, sizes, self.shapes):
+        out, start = [], 0
+        for size, shapes in zip(sizes, self.shapes):
             if size:
                 top = frame.iloc[start:start + size].reset_index(drop=True)
-            else:  # built as a search from scratch builds it (no rows: object constants)
-                if empty is None:
-                    empty = result_frame(model, system, self.strategy, n, global_batch, rows,
-                                         np.arange(0), constants)
-                top = empty.copy()
+            else:
+                top = self._empty(model, system, global_batch, constants).copy()
             out.append((top, shapes.candidates, shapes.feasible(usable)))
             start += size
         return out
+
+    def _empty(self, model: Transformer, system: System, global_batch: int,
+               constants: dict[str, Any]) -> pd.DataFrame:
+        """The top frame of a count where nothing fits, as a search from scratch builds it
+        (no rows: the constant columns are of object dtype). The same at every capacity, so
+        built once per frontier and execution."""
+        key = repr(sorted(constants.items()))
+        with self._lock:
+            frame = self._empties.get(key)
+        if frame is None:
+            frame = result_frame(model, system, self.strategy, self.gpus[0], global_batch,
+                                 {k: v[:0] for k, v in self.rows.items()}, np.arange(0),
+                                 constants)
+            with self._lock:
+                self._empties[key] = frame
+        return frame
 
 
 class FrontierCache:
