@@ -182,7 +182,7 @@ def best_rows(frame: pd.DataFrame, keys: Sequence[str] = ("strategy", "gpus"),
     """
     order = best_order(frame, keys)
     if finite:
-        order = order[_finite(frame.iloc[order], finite, positive)]
+        order = order[_finite(frame, finite, positive)[order]]
     return frame.iloc[order].reset_index(drop=True)
 
 
@@ -236,10 +236,12 @@ class Hover:
         self.columns: list[str] = []
         self.values: list[list[object]] = []
         self.lines: list[str] = [header] if header else []
+        self._customdata: np.ndarray | None = None  # built once, for every trace sharing it
 
     def _push(self, name: str, values: Sequence[object]) -> int:
         self.columns.append(name)
         self.values.append(_as_list(values))
+        self._customdata = None
         return len(self.columns) - 1
 
     def add(self, column: str, label: str, fmt: str = "", unit: str = "") -> Hover:
@@ -278,17 +280,23 @@ class Hover:
     def customdata(self) -> np.ndarray | None:
         if not self.values:
             return None
-        out = np.empty((len(self.values[0]), len(self.values)), dtype=object)
-        for j, column in enumerate(self.values):
-            out[:, j] = column
-        return out
+        if self._customdata is None:
+            out = np.empty((len(self.values[0]), len(self.values)), dtype=object)
+            for j, column in enumerate(self.values):
+                out[:, j] = column
+            self._customdata = out
+        return self._customdata
 
-    def template(self, extra: str = "") -> str:
-        return "<br>".join(self.lines) + f"<extra>{extra}</extra>"
+    def template(self, extra: str = "", header: str | None = None) -> str:
+        """The hovertemplate; ``header`` is a first line for this trace only."""
+        lines = self.lines if header is None else [header, *self.lines]
+        return "<br>".join(lines) + f"<extra>{extra}</extra>"
 
-    def trace_kwargs(self, group: str | None = None, extra: str = "") -> dict:
-        """customdata, hovertemplate and meta for a trace built from this frame."""
-        return dict(customdata=self.customdata, hovertemplate=self.template(extra),
+    def trace_kwargs(self, group: str | None = None, extra: str = "",
+                     header: str | None = None) -> dict:
+        """customdata, hovertemplate and meta for a trace built from this frame (traces of the
+        same hover share its customdata array; ``header`` as in :meth:`template`)."""
+        return dict(customdata=self.customdata, hovertemplate=self.template(extra, header),
                     meta={"group": group, "customdata": list(self.columns)})
 
 
