@@ -10,9 +10,11 @@ these rows — the first ``top_k`` of them that fit, which are exactly the rows,
 a search from scratch — without evaluating anything.
 
 :class:`FrontierCache` keeps such results per process, least recently used out first, keyed by
-every other input of the search (:func:`frontier_key`). A search above the evaluated capacity
-evaluates again with headroom (``HEADROOM`` × the capacity evaluated before), so a capacity
-raised step by step is re-evaluated only every so often.
+every other input of the search (:func:`frontier_key`). A first evaluation covers a little more
+than the asked capacity (``FIRST_HEADROOM``), and a search above the evaluated capacity evaluates
+again with headroom (``HEADROOM`` × the capacity evaluated before), so a capacity raised step by
+step is re-evaluated only every so often. Threads that need the same evaluation at once wait for
+the first one (:meth:`FrontierCache.evaluating`) instead of repeating it.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from .modes import Mode
 from .report import result_frame
 from .transformer import Transformer
 
+FIRST_HEADROOM = 1.1  # a first evaluation covers this much more usable HBM than asked (+~9 % work)
 HEADROOM = 1.25  # a re-evaluation covers this much more usable HBM than the previous one
 CACHE_ENTRIES = 64  # searches kept per process (a few hundred kB each)
+LOCK_STRIPES = 16  # evaluations of the same search wait for each other (keys share stripes)
 
 
 def frontier_key(model: Transformer, system: System, counts: list[int], global_batch: int,
@@ -157,6 +161,7 @@ class FrontierCache:
         self.entries = entries
         self._items: OrderedDict[str, Frontier] = OrderedDict()
         self._lock = threading.Lock()
+        self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
 
     def get(self, key: str, usable: float, top_k: int) -> Frontier | None:
         """The cached search for ``key`` if it answers this capacity and ``top_k``."""
@@ -168,17 +173,22 @@ class FrontierCache:
             return found
 
     def plan(self, key: str, usable: float, top_k: int) -> tuple[float, int]:
-        """(usable bytes, depth) a new evaluation should cover: the asked capacity and
-        ``top_k``, or more when this search was evaluated before — never less than before,
-        and ``HEADROOM`` × the previous capacity when the capacity grows."""
+        """(usable bytes, depth) a new evaluation should cover: the asked capacity
+        (``FIRST_HEADROOM`` × it) and ``top_k``, or more when this search was evaluated before —
+        never less than before, and ``HEADROOM`` × the previous capacity when it grows."""
         with self._lock:
             found = self._items.get(key)
         if found is None:
-            return usable, top_k
+            return _grown(usable, FIRST_HEADROOM), top_k
         depth = max(top_k, found.depth)
         if usable <= found.usable:
             return found.usable, depth
-        return max(usable, HEADROOM * found.usable), depth
+        return max(usable, _grown(found.usable, HEADROOM)), depth
+
+    def evaluating(self, key: str) -> threading.Lock:
+        """The lock to hold while evaluating ``key`` (then look it up again first: another
+        thread may have just stored it)."""
+        return self._stripes[hash(key) % len(self._stripes)]
 
     def put(self, key: str, frontier: Frontier) -> None:
         if not frontier.cacheable or self.entries <= 0:
@@ -192,6 +202,11 @@ class FrontierCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+
+
+def _grown(usable: float, factor: float) -> float:
+    """``usable`` bytes with ``factor`` headroom (none when nothing is usable)."""
+    return usable * factor if usable > 0 else usable
 
 
 CACHE = FrontierCache()

@@ -163,10 +163,13 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
     usable = system.usable_hbm_bytes
     front = CACHE.get(key, usable, top_k)
     if front is None:
-        cover, depth = CACHE.plan(key, usable, top_k)
-        front = _evaluate_variant(model, system, counts, global_batch, strat, ctx, pins,
-                                  budget, cover, depth, top_k)
-        CACHE.put(key, front)
+        with CACHE.evaluating(key):
+            front = CACHE.get(key, usable, top_k)  # evaluated meanwhile by another thread?
+            if front is None:
+                cover, depth = CACHE.plan(key, usable, top_k)
+                front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
+                                          pins, budget, cover, depth, top_k)
+                CACHE.put(key, front)
     for i in range(len(counts)):  # the same refusal as an evaluation, at the same count
         check_budget(sum(front.candidates()[:i + 1]), budget)
     return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))

@@ -3,6 +3,9 @@ capacity gives exactly what a search from scratch gives."""
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -106,3 +109,29 @@ def test_the_cache_is_bounded_and_least_recently_used_goes_first():
     cache.put("c", c)
     assert list(cache._items) == ["a", "c"]
     assert cache.get("b", 1.0, 1) is None
+
+
+def test_threads_asking_the_same_search_evaluate_it_once(monkeypatch):
+    module = sys.modules["model.search"]  # the module (model.search is the function)
+    real, calls = module._evaluate_variant, []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "_evaluate_variant", counted)
+    model, system = load_model("gpt3-175b"), load_system("h200")
+    CACHE.clear()
+    results: list = [None] * 4
+
+    def run(i: int) -> None:
+        results[i] = sweep(model, system, COUNTS, 1024, ("summa",))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    for other in results[1:]:
+        same(results[0], other)
