@@ -226,9 +226,9 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     post = post_ops[0]
     both, slower = _add(pre, post), _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd,
                                           pre, post)
-    single = pp == 1
-    edge = Totals(*(np.where(single, getattr(both, f.name)[inverse],
-                             getattr(slower, f.name)[inverse]) for f in fields(Totals)))
+    choice = 2 * inverse + (pp == 1)  # per candidate: its distinct row's (slower, both)
+    edge = Totals(*(np.stack([getattr(slower, f.name), getattr(both, f.name)], axis=1).ravel()[
+        choice] for f in fields(Totals)))
     post_weight = post.weight_bytes[inverse]
     for r in post_ops[1]:
         if r.spec.name == HEAD:

@@ -74,6 +74,20 @@ def keep_positions(thr: np.ndarray, memory: np.ndarray, depth: int) -> np.ndarra
     return order[kept]
 
 
+def shape_leaders(thr: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """Positions of the fastest candidate (the first on ties) of each run of equal ``shape``.
+
+    A shape's candidates (its NVLink placements) need the same memory, so only its leader can
+    be the fastest that fits at any capacity: :func:`keep_positions` with depth 1 of the
+    leaders keeps what it keeps of all candidates, sorting far fewer.
+    """
+    n = len(thr)
+    starts = np.flatnonzero(np.concatenate([[True], shape[1:] != shape[:-1]]))
+    best = np.maximum.reduceat(thr, starts)
+    run = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+    return np.minimum.reduceat(np.where(thr == best[run], np.arange(n), n), starts)
+
+
 @dataclass(frozen=True)
 class CountShapes:
     """What a GPU count's candidate and feasible counts need at any capacity."""

@@ -26,7 +26,14 @@ from .evaluate import (
     shards_of,
 )
 from .execution import Execution, execution_columns, execution_variants, resolve_execution
-from .frontier import CACHE, CountShapes, Frontier, frontier_key, keep_positions
+from .frontier import (
+    CACHE,
+    CountShapes,
+    Frontier,
+    frontier_key,
+    keep_positions,
+    shape_leaders,
+)
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
@@ -216,7 +223,10 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     finite = not np.isnan(thr).any()
     keep, starts = [], [0]
     for a, b in zip(bounds[:-1], bounds[1:]):
-        if finite:
+        if finite and depth == 1 and b > a:  # only each shape's leader can be the best
+            lead = shape_leaders(thr[a:b], shape[a:b])
+            pos = lead[keep_positions(thr[a:b][lead], memory[a:b][lead], 1)]
+        elif finite:
             pos = keep_positions(thr[a:b], memory[a:b], depth)
         else:
             fit = np.flatnonzero(memory[a:b] <= system.usable_hbm_bytes)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from model import load_model, load_system, search, sweep
-from model.frontier import CACHE, FrontierCache, keep_positions
+from model.frontier import CACHE, FrontierCache, keep_positions, shape_leaders
 
 COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -89,6 +89,21 @@ def test_kept_positions_hold_the_top_k_at_every_capacity(seed):
         want = [i for i in order if memory[i] <= usable][:depth]
         got = [i for i in kept if memory[i] <= usable][:depth]
         assert got == want
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_shape_leaders_keep_what_depth_one_keeps(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200))
+    shape = np.sort(rng.integers(0, 30, n))  # runs of equal shape, as candidates come
+    thr = rng.integers(1, 6, n).astype(float)  # many ties
+    memory = rng.integers(1, 40, 30).astype(float)[shape]  # one memory per shape
+    lead = shape_leaders(thr, shape)
+    for s in np.unique(shape):
+        run = np.flatnonzero(shape == s)
+        assert run[np.argmax(thr[run])] in lead  # argmax: the first on ties
+    assert list(lead[keep_positions(thr[lead], memory[lead], 1)]) == list(
+        keep_positions(thr, memory, 1))
 
 
 class Stub:
