@@ -93,18 +93,19 @@ class CountShapes:
     """What a GPU count's candidate and feasible counts need at any capacity."""
 
     candidates: int  # every placed candidate, whether it fits or not
-    shape_memory: np.ndarray  # memory (bytes) of the shapes within the host tier, increasing
+    shape_memory: np.ndarray  # memory (bytes) of the shapes that fit when evaluated, increasing
     placed: np.ndarray  # placed[i]: placements of the first i of those shapes (length + 1)
 
     @classmethod
-    def of(cls, memory: np.ndarray, host_ok: np.ndarray, placements: np.ndarray) -> CountShapes:
-        """From each shape's memory, host-tier fit and number of placements."""
-        order = np.argsort(memory[host_ok], kind="stable")
-        placed = np.concatenate([[0], np.cumsum(placements[host_ok][order])])
-        return cls(int(placements.sum()), memory[host_ok][order], placed.astype(np.int64))
+    def of(cls, memory: np.ndarray, fits: np.ndarray, placements: np.ndarray) -> CountShapes:
+        """From each shape's memory, whether it fits (HBM and host tier) at the evaluated
+        capacity, and its number of placements."""
+        order = np.argsort(memory[fits], kind="stable")
+        placed = np.concatenate([[0], np.cumsum(placements[fits][order])])
+        return cls(int(placements.sum()), memory[fits][order], placed.astype(np.int64))
 
     def feasible(self, usable: float) -> int:
-        """Placed candidates that fit in ``usable`` bytes of HBM."""
+        """Placed candidates that fit in ``usable`` bytes of HBM (at most the evaluated)."""
         return int(self.placed[np.searchsorted(self.shape_memory, usable, side="right")])
 
 

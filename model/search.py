@@ -199,13 +199,12 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
     fits = fits_in_memory(mem, system, usable)
-    host_ok = fits_in_memory(mem, system, np.inf)
     parts, per_count, offset = [], [], 0
     for n, cols in zip(counts, shapes):
         rows = slice(offset, offset + len(cols["tp1"]))
         mask, table = placement_mask(cols, n, system.nvlink_domain_size, pins,
                                      mode.exact_domain_fill)
-        per_count.append(CountShapes.of(mem["memory_bytes"][rows], host_ok[rows],
+        per_count.append(CountShapes.of(mem["memory_bytes"][rows], fits[rows],
                                         mask.sum(axis=1)))
         check_budget(sum(c.candidates for c in per_count), budget)
         fit = fits[rows]
