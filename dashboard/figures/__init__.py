@@ -8,9 +8,10 @@ instead of raising when there is nothing to plot. Colours and labels come from
 """
 
 from .breakdown import memory_figure, time_breakdown_figure
-from .common import empty_figure, plain_figures
+from .common import empty_figure
 from .compare import parse_system_label, systems_figure
 from .design import hbm_contour_figure, heatmap_figure
+from .maker import plain_figures
 from .ops import ops_breakdown_figure, roofline_figure
 from .scaling import efficiency_figure, optimal_config_figure, training_time_figure
 from .table import figure_table
