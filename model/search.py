@@ -201,44 +201,55 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     fits = fits_in_memory(mem, system, usable)
     parts, per_count, offset = [], [], 0
     for n, cols in zip(counts, shapes):
-        rows = slice(offset, offset + len(cols["tp1"]))
+        span = slice(offset, offset + len(cols["tp1"]))
         mask, table = placement_mask(cols, n, system.nvlink_domain_size, pins,
                                      mode.exact_domain_fill)
-        per_count.append(CountShapes.of(mem["memory_bytes"][rows], fits[rows],
+        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
                                         mask.sum(axis=1)))
         check_budget(sum(c.candidates for c in per_count), budget)
-        fit = fits[rows]
-        kept = {k: v[rows][fit] for k, v in merged.items()}
+        fit = fits[span]
+        kept = {k: v[span][fit] for k, v in merged.items()}
         kept["gpus"] = np.full(int(fit.sum()), n, dtype=np.int64)
         parts.append(expand_placements(kept, mask[fit], table))
-        offset = rows.stop
+        offset = span.stop
     cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
     cands["params_bytes"] = mem["params_bytes"][shape]
     res = candidate_times(model, system, strat, cands, global_batch, ctx, op_counts, shape)
     thr = global_batch / res["iteration_time_s"]
-    memory = mem["memory_bytes"][shape]
     bounds = np.cumsum([0] + [len(p["gpus"]) for p in parts])
     finite = not np.isnan(thr).any()
-    keep, starts = [], [0]
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if finite and depth == 1 and b > a:  # only each shape's leader can be the best
-            lead = shape_leaders(thr[a:b], shape[a:b])
-            pos = lead[keep_positions(thr[a:b][lead], memory[a:b][lead], 1)]
-        elif finite:
-            pos = keep_positions(thr[a:b], memory[a:b], depth)
-        else:
-            fit = np.flatnonzero(memory[a:b] <= system.usable_hbm_bytes)
-            pos = fit[_top_positions(thr[a:b][fit], top_k)]
-        keep.append(a + pos)
-        starts.append(starts[-1] + len(pos))
-    sel = np.concatenate(keep)
+    asked = system.usable_hbm_bytes
+    sel, starts = _kept(thr, mem["memory_bytes"][shape], shape, bounds,
+                        depth if finite else None, top_k, asked)
     rows = {k: v[sel] for k, v in res.items()}
     rows.update({k: v[shape[sel]] for k, v in mem.items()})
     rows.update({k: v[sel] for k, v in cands.items()})
-    return Frontier(strat.name, usable if finite else system.usable_hbm_bytes,
-                    depth if finite else top_k, tuple(int(n) for n in counts),
-                    np.array(starts), rows, tuple(per_count), cacheable=finite)
+    return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
+                    tuple(int(n) for n in counts), starts, rows, tuple(per_count),
+                    cacheable=finite)
+
+
+def _kept(thr: np.ndarray, memory: np.ndarray, shape: np.ndarray, bounds: np.ndarray,
+          depth: int | None, top_k: int, asked: float) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of the candidates to keep, each GPU count's first row among them): per count
+    (candidates ``bounds[i]:bounds[i + 1]``), those that can be among the ``depth`` fastest at
+    some capacity, fastest first; with ``depth`` None (a NaN throughput) the ``top_k`` that fit
+    in ``asked`` bytes, as a search always picked them."""
+    keep, starts = [], [0]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        t, m = thr[a:b], memory[a:b]
+        if depth == 1 and b > a:  # only each shape's fastest placement can be the best
+            lead = shape_leaders(t, shape[a:b])
+            pos = lead[keep_positions(t[lead], m[lead], 1)]
+        elif depth is not None:
+            pos = keep_positions(t, m, depth)
+        else:
+            fit = np.flatnonzero(m <= asked)
+            pos = fit[_top_positions(t[fit], top_k)]
+        keep.append(a + pos)
+        starts.append(starts[-1] + len(pos))
+    return np.concatenate(keep), np.array(starts)
 
 
 def _top_positions(thr: np.ndarray, top_k: int) -> np.ndarray:
