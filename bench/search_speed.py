@@ -5,7 +5,9 @@ Run: python bench/search_speed.py [--repeat 15] [--compat paper|default]
 Cases (issue 2): 1D gpt3-1t at 4096 GPUs; SUMMA vit-era5 at 4096 GPUs; and the paper's whole
 strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, gpt3-1t on H200 with
 an NVLink domain of 8). Each case reports the best of ``--repeat`` runs after one warm-up. The
-machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded.
+machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded. The
+estimator's per-process search cache (``model.frontier``) is emptied before every run, so each
+run evaluates every candidate.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import load_model, load_system, search, sweep  # noqa: E402
+from model.frontier import CACHE  # noqa: E402
 from model.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
 
 
 def _time(fn, repeat: int) -> tuple[float, int]:
-    fn()  # warm-up: imports, caches
+    fn()  # warm-up: imports, lazily built tables
     best, count = float("inf"), 0
     for _ in range(repeat):
+        CACHE.clear()  # a search from scratch, not an answer from the previous run
         start = time.perf_counter()
         count = fn()
         best = min(best, time.perf_counter() - start)

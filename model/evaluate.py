@@ -41,6 +41,31 @@ def distinct_rows(cols: dict[str, np.ndarray], names: tuple[str, ...]):
     return first, inverse
 
 
+def _distinct_blocks(cols: dict[str, np.ndarray], shape_id: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct_rows` over ``BLOCK_KEY`` of the candidates, without a sort.
+
+    ``shape_id`` is each candidate's distinct shape (its rank in ``SHAPE_KEY`` order), so
+    (shape_id, nv_tp1, nv_tp2) orders the block keys as ``BLOCK_KEY`` does, and its values fit a
+    small dense table. Each distinct row is represented by one of its candidates (all of them
+    have the same ``BLOCK_KEY`` columns).
+    """
+    if len(shape_id) == 0:
+        return distinct_rows(cols, BLOCK_KEY)
+    nv1, nv2 = cols["nv_tp1"], cols["nv_tp2"]
+    r1, r2 = int(nv1.max()) + 1, int(nv2.max()) + 1
+    size = (int(shape_id.max()) + 1) * r1 * r2
+    if size > 4 * len(shape_id) + 1_000_000:  # a sparse key: sorting is cheaper
+        return distinct_rows(cols, BLOCK_KEY)
+    key = (shape_id * r1 + nv1) * r2 + nv2
+    present = np.zeros(size, dtype=bool)
+    present[key] = True
+    rank = np.cumsum(present) - 1
+    row = np.empty(size, dtype=np.int64)
+    row[key] = np.arange(len(key))
+    return row[present], rank[key]
+
+
 def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)) -> Shards:
     """The block-relevant columns of rows ``idx`` (placement 1 where the columns have none)."""
     ones = np.ones_like(cols["tp1"])
@@ -133,10 +158,12 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     return offload_memory(mem, block_w, block_a, grad_factor, ex)
 
 
-def fits_in_memory(mem: dict[str, np.ndarray], system: System) -> np.ndarray:
-    """HBM (capacity less the reserve) and, for offloaded parts, the host tier both suffice."""
-    return (mem["memory_bytes"] <= system.usable_hbm_bytes) & (
-        mem["host_bytes"] <= system.host_memory_gb * 1e9)
+def fits_in_memory(mem: dict[str, np.ndarray], system: System,
+                   usable_bytes: float | None = None) -> np.ndarray:
+    """HBM (capacity less the reserve, or ``usable_bytes`` when given) and, for offloaded
+    parts, the host tier both suffice."""
+    usable = system.usable_hbm_bytes if usable_bytes is None else usable_bytes
+    return (mem["memory_bytes"] <= usable) & (mem["host_bytes"] <= system.host_memory_gb * 1e9)
 
 
 def _take(t: Totals, idx: np.ndarray) -> Totals:
@@ -180,7 +207,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
     ``shape_of`` gives each candidate's row in the shapes that ``counts`` was built from.
     """
-    first, inverse = distinct_rows(cols, BLOCK_KEY)
+    first, inverse = _distinct_blocks(cols, counts.inverse[shape_of])
     sh = shards_of(cols, first)
     distinct_shape = counts.inverse[shape_of[first]]
 
@@ -199,9 +226,9 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     post = post_ops[0]
     both, slower = _add(pre, post), _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd,
                                           pre, post)
-    single = pp == 1
-    edge = Totals(*(np.where(single, getattr(both, f.name)[inverse],
-                             getattr(slower, f.name)[inverse]) for f in fields(Totals)))
+    choice = 2 * inverse + (pp == 1)  # per candidate: its distinct row's (slower, both)
+    edge = Totals(*(np.stack([getattr(slower, f.name), getattr(both, f.name)], axis=1).ravel()[
+        choice] for f in fields(Totals)))
     post_weight = post.weight_bytes[inverse]
     for r in post_ops[1]:
         if r.spec.name == HEAD:

@@ -20,10 +20,12 @@ TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp
 MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
 
 
-def result_frame(model: Transformer, system: System, strategy: str, gpus: int, global_batch: int,
-                 res: dict[str, np.ndarray], idx: np.ndarray,
+def result_frame(model: Transformer, system: System, strategy: str, gpus: int | np.ndarray,
+                 global_batch: int, res: dict[str, np.ndarray], idx: np.ndarray,
                  constants: dict[str, Any] | None = None) -> pd.DataFrame:
     """Rows ``idx`` of an evaluated space as a DataFrame (see the module docstring for units).
+
+    ``gpus`` is the GPU count of every row, or an array of one per row (rows of several counts).
 
     samples/s = GBS / t; tokens/s = samples/s · l; train_days = samples in the budget /
     samples/s / 86400; tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute);
@@ -33,7 +35,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int, g
     t = res["iteration_time_s"][idx]
     samples_per_s = global_batch / t
     peak = system.matrix_flop_per_s
-    data: dict[str, object] = {"gpus": np.full(len(idx), gpus), "strategy": strategy}
+    per_row = np.asarray(gpus, dtype=np.int64) if np.ndim(gpus) else np.full(len(idx), gpus)
+    data: dict[str, object] = {"gpus": per_row, "strategy": strategy}
     for name in COLUMNS:
         data[name] = res[name][idx]
     data["n_microbatches"] = res["n_microbatches"][idx]

@@ -26,6 +26,14 @@ from .evaluate import (
     shards_of,
 )
 from .execution import Execution, execution_columns, execution_variants, resolve_execution
+from .frontier import (
+    CACHE,
+    CountShapes,
+    Frontier,
+    frontier_key,
+    keep_positions,
+    shape_leaders,
+)
 from .hardware import System
 from .modes import Mode, resolve_mode
 from .report import op_table, result_frame
@@ -38,7 +46,7 @@ from .space import (
     expand_placements,
     placement_mask,
 )
-from .strategies import build_strategy, canonical_strategy
+from .strategies import Strategy, build_strategy, canonical_strategy
 from .transformer import Transformer
 
 DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
@@ -150,48 +158,109 @@ def search_counts(
 def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
                     budget: int) -> list[tuple[pd.DataFrame, int, int]]:
-    """(top frame, candidates, feasible) per GPU count for one execution choice."""
-    ctx = Ctx.make(model, system, mode, ex)
+    """(top frame, candidates, feasible) per GPU count for one execution choice.
+
+    Answered from the process's :data:`~model.frontier.CACHE` when the same search (any HBM
+    capacity up to the one evaluated) ran before; else evaluated and cached.
+    """
+    ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
     strat = build_strategy(strategy, model, mode, ctx.execution)
+    key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
+                       pins)
+    usable = system.usable_hbm_bytes
+    front = CACHE.get(key, usable, top_k)
+    if front is None:
+        with CACHE.evaluating(key):
+            front = CACHE.get(key, usable, top_k)  # evaluated meanwhile by another thread?
+            if front is None:
+                cover, depth = CACHE.plan(key, usable, top_k)
+                front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
+                                          pins, budget, cover, depth, top_k)
+                CACHE.put(key, front)
+    for i in range(len(counts)):  # the same refusal as an evaluation, at the same count
+        check_budget(sum(front.candidates()[:i + 1]), budget)
+    return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
+
+
+def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
+                      strat: Strategy, ctx: Ctx, pins: dict, budget: int, usable: float,
+                      depth: int, top_k: int) -> Frontier:
+    """Evaluate the candidates that fit in ``usable`` HBM bytes, at every GPU count at once,
+    and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``.
+
+    Should a throughput be NaN (no order to keep), only the ``top_k`` of the system's own
+    capacity are kept, as a search always picked them, and the result is not cached.
+    """
+    mode = ctx.mode
     shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
                            mode.equal_pipeline_stages) for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
-    fits = fits_in_memory(mem, system)
-    parts, candidates, feasible, offset = [], [], [], 0
+    fits = fits_in_memory(mem, system, usable)
+    parts, per_count, offset = [], [], 0
     for n, cols in zip(counts, shapes):
-        rows = len(cols["tp1"])
+        span = slice(offset, offset + len(cols["tp1"]))
         mask, table = placement_mask(cols, n, system.nvlink_domain_size, pins,
                                      mode.exact_domain_fill)
-        candidates.append(int(mask.sum()))
-        check_budget(sum(candidates), budget)
-        fit = fits[offset:offset + rows]
-        kept = {k: v[offset:offset + rows][fit] for k, v in merged.items()}
+        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
+                                        mask.sum(axis=1)))
+        check_budget(sum(c.candidates for c in per_count), budget)
+        fit = fits[span]
+        kept = {k: v[span][fit] for k, v in merged.items()}
         kept["gpus"] = np.full(int(fit.sum()), n, dtype=np.int64)
         parts.append(expand_placements(kept, mask[fit], table))
-        feasible.append(len(parts[-1]["gpus"]))
-        offset += rows
+        offset = span.stop
     cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
     cands["params_bytes"] = mem["params_bytes"][shape]
     res = candidate_times(model, system, strat, cands, global_batch, ctx, op_counts, shape)
-    res.update({k: v[shape] for k, v in mem.items()})
-    res.update(cands)
-    out = []
-    for n, count, fit in zip(counts, candidates, feasible):
-        idx = np.flatnonzero(res["gpus"] == n)
-        thr = global_batch / res["iteration_time_s"][idx]
-        if len(idx) > top_k:
-            kth = np.partition(-thr, top_k - 1)[top_k - 1]
-            sel = -thr <= kth
-            idx, thr = idx[sel], thr[sel]
-        order = np.argsort(-thr, kind="stable")[:top_k]
-        top = result_frame(model, system, strat.name, n, global_batch, res, idx[order],
-                           execution_columns(ctx.execution))
-        out.append((top, count, fit))
-    return out
+    thr = global_batch / res["iteration_time_s"]
+    bounds = np.cumsum([0] + [len(p["gpus"]) for p in parts])
+    finite = not np.isnan(thr).any()
+    asked = system.usable_hbm_bytes
+    sel, starts = _kept(thr, mem["memory_bytes"][shape], shape, bounds,
+                        depth if finite else None, top_k, asked)
+    rows = {k: v[sel] for k, v in res.items()}
+    rows.update({k: v[shape[sel]] for k, v in mem.items()})
+    rows.update({k: v[sel] for k, v in cands.items()})
+    return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
+                    tuple(int(n) for n in counts), starts, rows, tuple(per_count),
+                    cacheable=finite)
+
+
+def _kept(thr: np.ndarray, memory: np.ndarray, shape: np.ndarray, bounds: np.ndarray,
+          depth: int | None, top_k: int, asked: float) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of the candidates to keep, each GPU count's first row among them): per count
+    (candidates ``bounds[i]:bounds[i + 1]``), those that can be among the ``depth`` fastest at
+    some capacity, fastest first; with ``depth`` None (a NaN throughput) the ``top_k`` that fit
+    in ``asked`` bytes, as a search always picked them."""
+    keep, starts = [], [0]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        t, m = thr[a:b], memory[a:b]
+        if depth == 1 and b > a:  # only each shape's fastest placement can be the best
+            lead = shape_leaders(t, shape[a:b])
+            pos = lead[keep_positions(t[lead], m[lead], 1)]
+        elif depth is not None:
+            pos = keep_positions(t, m, depth)
+        else:
+            fit = np.flatnonzero(m <= asked)
+            pos = fit[_top_positions(t[fit], top_k)]
+        keep.append(a + pos)
+        starts.append(starts[-1] + len(pos))
+    return np.concatenate(keep), np.array(starts)
+
+
+def _top_positions(thr: np.ndarray, top_k: int) -> np.ndarray:
+    """The ``top_k`` largest ``thr``, largest first (ties in position order); NaN as numpy's
+    partition and sort place it. Used when a throughput is NaN (no frontier is kept then)."""
+    idx = np.arange(len(thr))
+    if len(idx) > top_k:
+        kth = np.partition(-thr, top_k - 1)[top_k - 1]
+        sel = -thr <= kth
+        idx, thr = idx[sel], thr[sel]
+    return idx[np.argsort(-thr, kind="stable")[:top_k]]
 
 
 @dataclass

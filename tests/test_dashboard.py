@@ -571,6 +571,20 @@ def test_scaling_figures_follow_the_inputs(over):
         assert _ys([other[time_fig]]) != _ys([base[time_fig]])
 
 
+@pytest.mark.parametrize("over", [{}, {"presentation": True}, INFEASIBLE],
+                         ids=["default", "presentation", "infeasible"])
+def test_scaling_callback_sends_the_figures_json(over):
+    """The callback builds plain dicts (no plotly Figure): the same JSON as the Figures."""
+    from plotly.io.json import to_json_plotly
+
+    from dashboard.figures.common import plain
+
+    scn = valid(**over)
+    scaling.build(scn)  # both below read the sweep's frame from the results cache
+    figs = [plain(f) if isinstance(f, go.Figure) else f for f in scaling.build(scn)]
+    assert json.loads(to_json_plotly(figs)) == scaling.update(scn)
+
+
 def test_scaling_page_infeasible_explains():
     out = scaling.build(valid(**INFEASIBLE))
     assert out[0] == ""

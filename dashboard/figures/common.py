@@ -1,8 +1,8 @@
 """Shared pieces of the figures: the empty-figure message, input checks, hover data, axes.
 
 Figures are built as plain dicts (traces and layout) and turned into a plotly Figure once, by
-:func:`make_figure`: plotly validates every property on each ``add_trace``/``update_layout``
-call, which made building a figure incrementally 5-10 times slower.
+:func:`~dashboard.figures.maker.make_figure` (re-exported here, with ``plain`` and
+``plain_figures``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from ..theme import FONT_SIZE, GREY, STRATEGY_ORDER, base_layout, scale
+from .maker import make_figure, plain, plain_figures  # noqa: F401 - re-exported
 
 # Parallel configuration shown in every hover: (column, label).
 CONFIG_FIELDS: tuple[tuple[str, str], ...] = (
@@ -24,35 +24,6 @@ CONFIG_FIELDS: tuple[tuple[str, str], ...] = (
 )
 PLACEMENT_COLUMNS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 PLACEMENT_LABEL = "NVLink placement (tp1×tp2×dp×pp)"
-
-
-def make_figure(data: list[dict], layout: dict) -> go.Figure:
-    """The figure of plain trace dicts ``data`` and layout dict ``layout``, created at once.
-
-    Without plotly's property validation (4× faster): the builders pass only plain Python
-    values and numpy arrays, and tests/test_figures.py checks that validating every figure
-    gives the same JSON. The layout's template, a registered name, is resolved here.
-    """
-    layout = {k: v for k, v in layout.items() if not (k in ("annotations", "shapes") and not v)}
-    template = layout.get("template")
-    if isinstance(template, str):
-        layout["template"] = pio.templates[template]
-    try:
-        return go.Figure(data=data, layout=layout, _validate=False)
-    except TypeError:  # a plotly without the (private) switch: validate
-        return go.Figure(data=data, layout=layout)
-
-
-def plain(fig: go.Figure) -> dict:
-    """The figure as the plain ``{"data", "layout"}`` dicts it holds, without plotly's deep
-    copy (``to_dict`` costs ~3 ms a figure): for serialising figures built by
-    :func:`make_figure`. Falls back to ``to_dict`` for any other figure."""
-    data, layout = getattr(fig, "_data", None), getattr(fig, "_layout", None)
-    if isinstance(data, list) and isinstance(layout, dict):
-        return {"data": data, "layout": layout}
-    return fig.to_dict()
-
-
 def empty_figure(message: str, presentation: bool = False) -> go.Figure:
     """A blank figure (no axes) with ``message`` centred: shown when there is nothing to plot."""
     layout = base_layout(None, presentation)
@@ -151,7 +122,7 @@ def best_rows(frame: pd.DataFrame, keys: Sequence[str] = ("strategy", "gpus"),
     """
     order = best_order(frame, keys)
     if finite:
-        order = order[_finite(frame.iloc[order], finite, positive)]
+        order = order[_finite(frame, finite, positive)[order]]
     return frame.iloc[order].reset_index(drop=True)
 
 
@@ -205,10 +176,12 @@ class Hover:
         self.columns: list[str] = []
         self.values: list[list[object]] = []
         self.lines: list[str] = [header] if header else []
+        self._customdata: np.ndarray | None = None  # built once, for every trace sharing it
 
     def _push(self, name: str, values: Sequence[object]) -> int:
         self.columns.append(name)
         self.values.append(_as_list(values))
+        self._customdata = None
         return len(self.columns) - 1
 
     def add(self, column: str, label: str, fmt: str = "", unit: str = "") -> Hover:
@@ -247,17 +220,23 @@ class Hover:
     def customdata(self) -> np.ndarray | None:
         if not self.values:
             return None
-        out = np.empty((len(self.values[0]), len(self.values)), dtype=object)
-        for j, column in enumerate(self.values):
-            out[:, j] = column
-        return out
+        if self._customdata is None:
+            out = np.empty((len(self.values[0]), len(self.values)), dtype=object)
+            for j, column in enumerate(self.values):
+                out[:, j] = column
+            self._customdata = out
+        return self._customdata
 
-    def template(self, extra: str = "") -> str:
-        return "<br>".join(self.lines) + f"<extra>{extra}</extra>"
+    def template(self, extra: str = "", header: str | None = None) -> str:
+        """The hovertemplate; ``header`` is a first line for this trace only."""
+        lines = self.lines if header is None else [header, *self.lines]
+        return "<br>".join(lines) + f"<extra>{extra}</extra>"
 
-    def trace_kwargs(self, group: str | None = None, extra: str = "") -> dict:
-        """customdata, hovertemplate and meta for a trace built from this frame."""
-        return dict(customdata=self.customdata, hovertemplate=self.template(extra),
+    def trace_kwargs(self, group: str | None = None, extra: str = "",
+                     header: str | None = None) -> dict:
+        """customdata, hovertemplate and meta for a trace built from this frame (traces of the
+        same hover share its customdata array; ``header`` as in :meth:`template`)."""
+        return dict(customdata=self.customdata, hovertemplate=self.template(extra, header),
                     meta={"group": group, "customdata": list(self.columns)})
 
 

@@ -26,8 +26,8 @@ from .common import (
     best_rows,
     by_strategy,
     check_frame,
-    config_values,
     empty_figure,
+    floats,
     gpu_ticks,
     hline,
     log_ticks,
@@ -163,26 +163,26 @@ def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> 
     groups = by_strategy(rows)
     strategies = [s for s, _ in groups]
     lw, ms = line_width(presentation), marker_size(presentation)
-    values = rows[dims].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+    values = np.concatenate([floats(rows[d]) for d in dims])
     values = values[np.isfinite(values) & (values > 0)]
     data: list[dict] = []
     for col, (s, part) in enumerate(groups, start=1):
         gpus = part["gpus"].to_numpy()
-        config = config_values(part)
         xref, yref = axis_ref("x", col), axis_ref("y", col)
+        # one hover (customdata) for the strategy's traces; each names its dimension
+        hover = Hover(part).add("train_days", "training time", ".4g", " days").config()
         for dim in dims:
-            y = pd.to_numeric(part[dim], errors="coerce").to_numpy(dtype=float)
+            y = floats(part[dim])
             y = np.where(y > 0, y, np.nan)
-            hover = (Hover(part, f"<b>{strategy_label(s)}</b> · GPUs %{{x}}<br>"
-                                 f"{DIMENSION_LABELS[dim]} = %{{y}}")
-                     .add("train_days", "training time", ".4g", " days").config(config))
+            header = (f"<b>{strategy_label(s)}</b> · GPUs %{{x}}<br>"
+                      f"{DIMENSION_LABELS[dim]} = %{{y}}")
             data.append(dict(
                 type="scatter", x=gpus, y=y, name=DIMENSION_LABELS[dim], legendgroup=dim,
                 showlegend=col == 1, mode="lines+markers", xaxis=xref, yaxis=yref,
                 line=dict(color=DIMENSION_COLORS[dim], width=lw),
                 marker=dict(color=DIMENSION_COLORS[dim], size=ms,
                             symbol=DIMENSION_SYMBOLS[dim]),
-                **hover.trace_kwargs(group=s, extra=DIMENSION_LABELS[dim])))
+                **hover.trace_kwargs(group=s, extra=DIMENSION_LABELS[dim], header=header)))
     layout = base_layout("Optimal configuration vs GPU count", presentation)
     layout.update(subplots_layout([strategy_label(s) for s in strategies], 0.04, presentation,
                                   colors=[strategy_color(s) for s in strategies],

@@ -101,6 +101,9 @@ def build(scn: dict[str, Any]) -> tuple:
     Input("scenario", "data"),
 )
 def update(scn: dict[str, Any]) -> list:
-    """The callback: :func:`build`, its outputs cached as JSON for repeated what-ifs."""
-    return compute.cached_outputs("page-scaling", compute.page_payload(scn),
-                                  lambda: build(scn))
+    """The callback: :func:`build` (figures as plain dicts: they are only serialised), its
+    outputs cached as JSON for repeated what-ifs."""
+    def outputs() -> tuple:
+        with figures.plain_figures():
+            return build(scn)
+    return compute.cached_outputs("page-scaling", compute.page_payload(scn), outputs)
