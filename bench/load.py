@@ -2,6 +2,7 @@
 figures; not a test).
 
 Run: python bench/load.py [--clients 50] [--requests 20] [--duration 60] [--think 0]
+                          [--fresh 0.1] [--fresh-input hbm|nic]
 
 The benchmark starts its own server on loopback — ``gunicorn -w 2 -b 127.0.0.1:<free port>
 app:server`` from the repository's root, so ``gunicorn.conf.py`` supplies the rest (worker class,
@@ -16,14 +17,19 @@ outputs include ``scaling-summary``), with the scenario as the store holds it; e
 ``--index-every``-th request is a page load (``GET /``) instead. Scenarios: the default
 (gpt3-1t on H200, NVLink domain 8, three strategies × 13 GPU counts) with ``hbm_gb`` set to one
 of ``--variants`` values, computed once before the run (so these requests are cache hits), or —
-for a ``--fresh`` fraction of the requests — a value no one asked for before (a cache miss: the
-estimator's sweep and five figures). All clients start together and send their next request
-``--think`` seconds after the previous answer (0: always one request in flight per client).
+for a ``--fresh`` fraction of the requests — a scenario no one asked for before (a cache miss: the
+estimator's sweep and five figures). ``--fresh-input`` says what such a new scenario changes:
+``hbm`` (default) a new HBM capacity, which each worker's search cache (``model/frontier.py``)
+answers without evaluating candidates after its first evaluation; ``nic`` a new NIC bandwidth
+per GPU (``nic_gb_per_s``, the system's ``nic_bandwidth_gb_per_s``), a cold search every time.
+All clients start together and send their next request ``--think`` seconds after the previous
+answer (0: always one request in flight per client).
 
 Bounded: at most ``--clients`` × ``--requests`` requests, no new request after ``--duration``
-seconds, each request at most ``--timeout`` seconds. Prints clients, requests, duration,
-throughput, latency percentiles (all, and per kind), errors (non-200, a wrong answer, or no
-answer) and PASS/FAIL against the target: 50 concurrent clients, 0 errors, p95 < 1 s.
+seconds, each request at most ``--timeout`` seconds. Prints (``bench/load_report.py``) clients,
+requests, duration, throughput, latency percentiles (all, and per kind), errors (non-200, a wrong
+answer, or no answer) and PASS/FAIL against the target: 50 concurrent clients, 0 errors,
+p95 < 1 s.
 """
 
 from __future__ import annotations
@@ -43,25 +49,19 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.load_report import Result, report  # noqa: E402
+
 HOST = "127.0.0.1"  # loopback only
-TARGET_CLIENTS, TARGET_ERRORS, TARGET_P95_MS = 50, 0, 1000.0
 HOT_HBM_GB = (141.0, 120.0, 96.0, 80.0, 192.0, 64.0, 160.0, 141.5, 100.0, 256.0)
 STARTUP_S = 90.0  # the workers import the app (pandas, plotly, Dash pages) before they serve
-
-
-@dataclass
-class Result:
-    kind: str  # "hit" (a scenario computed before), "miss" (a new one), "page" (GET /)
-    ms: float
-    ok: bool
-    detail: str  # HTTP status or the exception
+# what a new scenario changes: --fresh-input → (scenario key, first never-used value)
+FRESH_INPUTS = {"hbm": ("hbm_gb", 140.0), "nic": ("nic_gb_per_s", 50.0)}
 
 
 # --------------------------------------------------------------------------- the server
@@ -183,8 +183,9 @@ class WhatIf:
         from dashboard.scenario import default_scenario  # the store's value at page load
         self.base = default_scenario()
 
-    def body(self, hbm_gb: float) -> bytes:
-        scn = {**self.base, "hbm_gb": hbm_gb}
+    def body(self, changes: dict[str, float]) -> bytes:
+        """The request for the default scenario with ``changes`` (scenario key → value)."""
+        scn = {**self.base, **changes}
         inputs = [{**i, "value": scn} for i in self.dep["inputs"]]
         payload: dict[str, Any] = {
             "output": self.dep["output"], "outputs": outputs_of(self.dep["output"]),
@@ -206,36 +207,41 @@ def answered(data: bytes) -> bool:
 # --------------------------------------------------------------------------- clients
 
 
-def plan(args: argparse.Namespace) -> list[list[tuple[str, float]]]:
-    """Each client's requests: (kind, hbm_gb); a "miss" gets a value never used before."""
+Item = tuple[str, dict[str, float]]  # (kind, the scenario's changes from the default)
+
+
+def plan(args: argparse.Namespace) -> list[list[Item]]:
+    """Each client's requests: (kind, changes); a "hit" sets ``hbm_gb`` to a hot value, a "miss"
+    sets the ``--fresh-input`` key to a value never used before (start + 0.001, + 0.002, …)."""
     rng = random.Random(args.seed)
     hot = HOT_HBM_GB[:args.variants]
-    fresh = iter(i * 0.001 for i in range(1, 10**7))  # 140.001, 140.002, … never repeated
+    key, start = FRESH_INPUTS[args.fresh_input]
+    fresh = iter(i * 0.001 for i in range(1, 10**7))  # never repeated
     plans = []
     for _ in range(args.clients):
-        items = []
+        items: list[Item] = []
         for k in range(args.requests):
             if args.index_every and k % args.index_every == args.index_every - 1:
-                items.append(("page", 0.0))
+                items.append(("page", {}))
             elif rng.random() < args.fresh:
-                items.append(("miss", round(140.0 + next(fresh), 3)))
+                items.append(("miss", {key: round(start + next(fresh), 3)}))
             else:
-                items.append(("hit", rng.choice(hot)))
+                items.append(("hit", {"hbm_gb": rng.choice(hot)}))
         plans.append(items)
     return plans
 
 
-def run_client(port: int, whatif: WhatIf, items: list[tuple[str, float]], start: threading.Barrier,
+def run_client(port: int, whatif: WhatIf, items: list[Item], start: threading.Barrier,
                stop_at: list[float], args: argparse.Namespace, out: list[Result],
                lock: threading.Lock) -> None:
     conn = http.client.HTTPConnection(HOST, port, timeout=args.timeout)
     rng = random.Random()
     start.wait()
     try:
-        for kind, hbm in items:
+        for kind, changes in items:
             if time.monotonic() >= stop_at[0]:
                 break
-            body = None if kind == "page" else whatif.body(hbm)
+            body = None if kind == "page" else whatif.body(changes)
             t0 = time.perf_counter()
             try:
                 if kind == "page":
@@ -258,21 +264,6 @@ def run_client(port: int, whatif: WhatIf, items: list[tuple[str, float]], start:
         conn.close()
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100]) of a non-empty list."""
-    ordered = sorted(values)
-    rank = max(1, int(-(-q * len(ordered) // 100)))
-    return ordered[min(rank, len(ordered)) - 1]
-
-
-def summary_line(label: str, results: list[Result]) -> str:
-    ms = [r.ms for r in results]
-    if not ms:
-        return f"  {label:<28} n=0"
-    return (f"  {label:<28} n={len(ms):<5} p50 {percentile(ms, 50):7.0f}  "
-            f"p95 {percentile(ms, 95):7.0f}  p99 {percentile(ms, 99):7.0f}  "
-            f"max {max(ms):7.0f} ms")
-
 
 def single_client(port: int, whatif: WhatIf, args: argparse.Namespace) -> dict[str, float]:
     """Latency of one request alone (warm server): a hit, a miss and a page load, median of 3.
@@ -281,13 +272,15 @@ def single_client(port: int, whatif: WhatIf, args: argparse.Namespace) -> dict[s
     times: dict[str, list[float]] = {"hit": [], "miss": [], "page": []}
     try:
         for hbm in HOT_HBM_GB[:args.variants]:
-            status, data = request(port, "POST", whatif.path, whatif.body(hbm), conn=conn)
+            status, data = request(port, "POST", whatif.path, whatif.body({"hbm_gb": hbm}),
+                                   conn=conn)
             if status != 200 or not answered(data):
                 raise RuntimeError(f"the warm-up what-if answered HTTP {status}: {data[:300]!r}")
-        for i in range(3):
+        key, start = FRESH_INPUTS[args.fresh_input]
+        for i in range(3):  # new values below the run's (start - 1 - 0.001·i): never repeated
             for kind, path, body in (
-                    ("hit", whatif.path, whatif.body(HOT_HBM_GB[0])),
-                    ("miss", whatif.path, whatif.body(139.0 - 0.001 * (i + 1))),
+                    ("hit", whatif.path, whatif.body({"hbm_gb": HOT_HBM_GB[0]})),
+                    ("miss", whatif.path, whatif.body({key: start - 1.0 - 0.001 * (i + 1)})),
                     ("page", "/", None)):
                 t0 = time.perf_counter()
                 request(port, "POST" if body else "GET", path, body, conn=conn)
@@ -321,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", type=bounded(0, 1, float), default=0.1,
                     help="fraction of what-ifs with a scenario never seen (cache misses; "
                          "default %(default)s)")
+    ap.add_argument("--fresh-input", choices=sorted(FRESH_INPUTS), default="hbm",
+                    help="what a new scenario changes: hbm (the HBM capacity, answered by the "
+                         "search cache) or nic (the NIC bandwidth per GPU: a cold search); "
+                         "default %(default)s")
     ap.add_argument("--variants", type=bounded(1, len(HOT_HBM_GB)), default=4,
                     help="HBM capacities the other what-ifs choose from (cache hits)")
     ap.add_argument("--index-every", type=bounded(0, 1000), default=10,
@@ -371,41 +368,8 @@ def main(argv: list[str] | None = None) -> int:
 
         with lock:
             done = list(results)
-        errors = [r for r in done if not r.ok]
-        planned = sum(len(p) for p in plans)
-        kinds = {k: [r for r in done if r.kind == k] for k in ("hit", "miss", "page")}
-        print()
-        print(f"clients        {args.clients} (think time {args.think:g} s)")
-        print(f"requests       {len(done)} of {planned} planned: {len(kinds['hit'])} what-if "
-              f"hits ({args.variants} scenarios computed before), "
-              f"{len(kinds['miss'])} what-if misses (new scenarios), {len(kinds['page'])} page "
-              f"loads" + (f"; {stuck} clients still waiting" if stuck else ""))
-        print(f"duration       {elapsed:.1f} s (cap {args.duration:g} s)")
-        print(f"throughput     {len(done) / elapsed:.1f} req/s")
-        if done:
-            ms = [r.ms for r in done]
-            p50, p95, p99 = (percentile(ms, q) for q in (50, 95, 99))
-            print(f"latency        p50 {p50:.0f} ms, p95 {p95:.0f} ms, p99 {p99:.0f} ms, "
-                  f"max {max(ms):.0f} ms")
-        else:
-            p95 = float("inf")
-        print(summary_line("what-if, cache hit", kinds["hit"]))
-        print(summary_line("what-if, cache miss", kinds["miss"]))
-        print(summary_line("page load (GET /)", kinds["page"]))
-        detail: dict[str, int] = {}
-        for r in errors:
-            detail[r.detail] = detail.get(r.detail, 0) + 1
-        print(f"errors         {len(errors) + stuck}"
-              + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(detail.items()))})"
-                 if detail else ""))
-        passed = (args.clients >= TARGET_CLIENTS and not errors and not stuck
-                  and p95 < TARGET_P95_MS)
-        verdict = "PASS" if passed else "FAIL"
-        print(f"target         {TARGET_CLIENTS} concurrent clients, {TARGET_ERRORS} errors, "
-              f"p95 < {TARGET_P95_MS:.0f} ms: {verdict} ({args.clients} clients, "
-              f"{len(errors) + stuck} errors, p95 {p95:.0f} ms"
-              + (f", {p95 / TARGET_P95_MS:.1f}x the target" if p95 >= TARGET_P95_MS else "")
-              + ")")
+        passed = report(done, sum(len(p) for p in plans), elapsed, stuck, args.clients,
+                        args.think, args.variants, args.duration, args.fresh_input)
         return 0 if passed else 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
