@@ -19,7 +19,13 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from . import ops
-from .collectives import Collective, collective_time_s, overlapped_s, summa_comm_time_s
+from .collectives import (
+    Collective,
+    collective_lower_bound_s,
+    collective_time_s,
+    overlapped_s,
+    summa_comm_time_s,
+)
 from .errors import ModelError
 from .execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from .hardware import System
@@ -198,13 +204,13 @@ _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
               Collective.REDUCE: Collective.BROADCAST}
 
 
-def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx,
-           memo: dict, wave=1.0, extra_bytes=0.0) -> Phase:
-    """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
-    its separate memory-bound kernels (``extra_bytes`` / HBM bandwidth), plus its collectives."""
+def _kernel_times(spec: OpSpec, flop_mat, flop_vec, hbm_bytes, zero: np.ndarray, ctx: Ctx,
+                  wave=1.0, extra_bytes=0.0):
+    """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction, placement-free:
+    roofline max(FLOP time, HBM time) plus separate memory-bound kernels. ``zero`` is an array
+    of zeros of the result's length (counts may be scalars)."""
     sysm = ctx.system
     eta = sysm.flop_efficiency
-    zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
     # FP8 recipes run the linear layers in FP8; attention and the rest stay in bf16
     peak, eta_mat = sysm.matrix_flop_per_s, eta
     if spec.kind in (Kind.LINEAR, Kind.SUMMA_LINEAR):
@@ -215,7 +221,48 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
     t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
-    compute = np.maximum(t_comp, t_mem) + t_extra
+    return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
+
+
+def op_lower_bounds(spec: OpSpec, c: ops.OpCounts, sh: Shards, ctx: Ctx
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) lower bounds of :func:`evaluate_op`'s ``fwd.t`` and ``bwd.t`` at any
+    placement of the configurations in ``sh`` (whose ``nv_`` columns are ignored): each
+    collective at :func:`~model.collectives.collective_lower_bound_s`, combined as
+    :func:`_phase` combines them (every combination is increasing in the collective times)."""
+    zero = np.zeros(len(sh.tp1))
+    out = []
+    for comms, flop_mat, flop_vec, hbm, wave, extra in (
+            (spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, c.wave_fwd,
+             c.extra_bytes_fwd),
+            (spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, c.wave_bwd,
+             c.extra_bytes_bwd)):
+        compute = _kernel_times(spec, flop_mat, flop_vec, hbm, zero, ctx, wave, extra)[3]
+        panels = None
+        if spec.panels is not None:
+            panels = (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
+        comm = zero
+        for cs in comms:
+            v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
+            comm = comm + collective_lower_bound_s(
+                cs.collective, v if panels is None else v / panels, sh.size(cs.axes),
+                ctx.system, ctx.mode.allreduce_half_counted)
+        if panels is not None:
+            comm = summa_comm_time_s(comm, panels, compute)
+        elif ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
+            comm = overlapped_s(comm, compute, ctx.system.overlap_slowdown)
+        out.append(compute + comm)
+    return out[0], out[1]
+
+
+def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx,
+           memo: dict, wave=1.0, extra_bytes=0.0) -> Phase:
+    """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
+    its separate memory-bound kernels (``extra_bytes`` / HBM bandwidth), plus its collectives."""
+    sysm = ctx.system
+    zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
+    t_comp, t_mem, t_extra, compute = _kernel_times(spec, flop_mat, flop_vec, hbm_bytes, zero,
+                                                    ctx, wave, extra_bytes)
     panels = None
     if spec.panels is not None:
         panels = (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)

@@ -99,3 +99,24 @@ def overlapped_s(t_comm, t_compute, slowdown: float):
     ``overlap_slowdown``: the collective's kernels slow the compute they run beside)."""
     hidden = np.minimum(t_comm, t_compute)
     return np.maximum(t_comm - t_compute, 0.0) + (slowdown * hidden if slowdown else 0.0)
+
+
+def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: System,
+                             paper: bool = False) -> np.ndarray:
+    """A lower bound of :func:`collective_time_s` at every placement τ of the group: the
+    smaller of the flat slow ring (τ = 1) and full NVLink bandwidth with the cheaper latency on
+    every step (the hierarchical and single-domain rings cost at least that), at full bandwidth
+    (the small-message fall-off only slows a ring down) and without the paper's doubling."""
+    v = np.asarray(volume_bytes, dtype=float)
+    n = np.asarray(group, dtype=float)
+    b_f, b_s = system.fast_bytes_per_s, system.slow_bytes_per_s
+    l_f, l_s = system.nvlink_latency_s, system.network_latency_s
+    live = (v > 0) & (n > 1)
+    if kind == Collective.P2P:
+        return np.where(live, np.minimum(l_s + v / b_s, l_f + v / b_f), 0.0)
+    cv = v if kind in (Collective.BROADCAST, Collective.REDUCE) else v * (n - 1) / n
+    flat = l_s * (n - 1) + cv / max(b_s, system.nics_per_gpu * b_s)
+    out = np.minimum(flat, min(l_s, l_f) * (n - 1) + cv / b_f)
+    if kind == Collective.ALLREDUCE and not paper:
+        out = 2.0 * out
+    return np.where(live, out, 0.0)

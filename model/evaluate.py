@@ -13,11 +13,27 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .block import Ctx, OpResult, Shards, Totals, evaluate_op, op_counts, sum_ops, take_counts
+from .block import (
+    Ctx,
+    OpResult,
+    Shards,
+    Totals,
+    evaluate_op,
+    op_counts,
+    op_lower_bounds,
+    sum_ops,
+    take_counts,
+)
+from .collectives import Collective, collective_lower_bound_s
 from .hardware import System
 from .offload import offload_memory
 from .ops import OpCounts
-from .pipeline import edge_weight_bytes, iteration_time, memory
+from .pipeline import (
+    edge_weight_bytes,
+    iteration_time,
+    memory,
+    optimizer_time_s,
+)
 from .space import Space, stage_layers
 from .strategies import OpSpec, Strategy
 from .transformer import Transformer
@@ -250,6 +266,83 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers
     return out
+
+
+LOWER_BOUND_SLACK = 1.0 - 1e-9  # bounds are built from other formulas: room for rounding
+
+
+def _op_sums(ops: tuple[OpSpec, ...], counts: list[OpCounts], sh: Shards, ctx: Ctx,
+             rerun: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Lower bounds of :func:`~model.block.sum_ops`' ``t_fwd`` and ``t_bwd`` (with ``rerun``:
+    of :func:`_with_forward_rerun`'s) at any placement, from each op's bounds."""
+    fwd, bwd = np.zeros(len(sh.tp1)), np.zeros(len(sh.tp1))
+    fwd_ops = []
+    for spec, c in zip(ops, counts):
+        f, b = op_lower_bounds(spec, c, sh, ctx)
+        fwd += f
+        bwd += b
+        fwd_ops.append(f)
+    if rerun:
+        bwd = bwd + sum(fwd_ops)
+    return fwd, bwd
+
+
+def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
+                      cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
+                      counts: ShapeCounts, params_bytes: np.ndarray) -> np.ndarray:
+    """A lower bound (s) of the iteration time of every placement of each shape in ``cols``.
+
+    :func:`candidate_times` term by term, each at its smallest over the placements: every
+    collective at :func:`~model.collectives.collective_lower_bound_s` (in the ops, the
+    pipeline's p2p and the data-parallel gradient and parameter collectives, of which only the
+    exposed ones and the overlap slowdown of the others count), the slower pipeline end at the
+    larger of the embedding's and head's bounds, offload transfers and the embedding's
+    gradients at 0, the optimizer step exact. ``params_bytes`` are the shapes'
+    (``shape_memory``). Times by :data:`LOWER_BOUND_SLACK` for rounding.
+    """
+    inv = counts.inverse
+    first = np.zeros(int(inv.max(initial=-1)) + 1, dtype=np.int64)
+    first[inv] = np.arange(len(inv))  # a row of each distinct shape
+    sh = shards_of(cols, first)
+    bf, bb = _op_sums(strategy.block, counts.block, sh, ctx, ctx.execution.recompute == "full")
+    pf, pb = _op_sums(strategy.pre, counts.pre, sh, ctx)
+    qf, qb = _op_sums(strategy.post, counts.post, sh, ctx)
+    pp = cols["pp"]
+    edge = np.where(pp == 1, (pf + qf + pb + qb)[inv], np.maximum(pf + pb, qf + qb)[inv])
+    bf, bb = bf[inv], bb[inv]
+    n_mb = ((global_batch // cols["dp"]) // cols["microbatch"]).astype(float)
+    d = stage_layers(model.layers, pp).astype(float)
+    ex, mode = ctx.execution, ctx.mode
+    t_loc = n_mb * (d * (bf + bb) + edge)
+    if mode.free_slow_pipeline_links:
+        t_pp = 0.0
+    else:  # one p2p per microbatch each way, each link at least the cheaper message
+        boundary = counts.block[[s.name for s in strategy.block].index(strategy.boundary)]
+        volume = np.asarray(boundary.act_bytes, dtype=float)
+        if not (ex.sequence_parallel or strategy.name == "summa"):
+            volume = volume / sh.tp1
+        msg = np.minimum(  # p2p_time_s: a mean of slow and fast messages
+            system.network_latency_s + volume / (system.nics_per_gpu * system.slow_bytes_per_s),
+            system.nvlink_latency_s + volume / system.fast_bytes_per_s)[inv]
+        t_pp = 2 * ex.interleave * n_mb * np.where(pp > 1, msg, 0.0)
+    bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * ex.interleave)
+    grad_factor = 2.0 if ex.fp32_gradients else 1.0
+    group = _dp_group(strategy, cols)
+    weights = np.zeros(len(first))
+    for c in counts.block:
+        weights = weights + c.weight_bytes
+    weights = weights[inv]
+    ar_bug = mode.allreduce_half_counted
+    t_ag = collective_lower_bound_s(Collective.ALLGATHER, weights, group, system, ar_bug)
+    t_rs = collective_lower_bound_s(Collective.REDUCESCATTER, grad_factor * weights, group,
+                                    system, ar_bug)
+    g = system.overlap_slowdown
+    if ex.zero >= 3:  # the first gather exposed; the others' overlap slowdown
+        t_dp = t_ag + n_mb * d * g * (np.minimum(t_ag, bf) + np.minimum(t_ag + t_rs, bb))
+    else:
+        t_dp = t_ag + t_rs + (d - 1) * g * (np.minimum(t_ag, bf) + np.minimum(t_rs, bb))
+    t_opt = optimizer_time_s(params_bytes, group, system, mode, ex, ex.zero, grad_factor)
+    return (t_loc + t_pp + bubble + t_dp + t_opt) * LOWER_BOUND_SLACK
 
 
 def evaluate_space(model: Transformer, system: System, strategy: Strategy, space: Space,

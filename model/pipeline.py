@@ -138,6 +138,21 @@ def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, system: Sy
     return t + n_mb * layers * (overlapped_s(t, t_fwd, g) + overlapped_s(t + t_rs, t_bwd, g))
 
 
+def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, execution: Execution,
+                     zero: int = 1, grad_factor: float = 1.0):
+    """The optimizer step: 28 B per local parameter (``params_bytes`` / 2 bytes, sharded over
+    ``dp_group`` from ZeRO-1) at HBM speed, or on the host when the optimizer is offloaded."""
+    local_params = np.asarray(params_bytes, dtype=float) / 2.0 / (dp_group if zero >= 1 else 1)
+    adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
+    if mode.no_optimizer_step:
+        return 0.0
+    if execution.offloads("optimizer"):
+        return host_optimizer_time_s(local_params, grad_factor,
+                                     system.host_bandwidth_gb_per_s * 1e9,
+                                     system.host_memory_bandwidth_gb_per_s * 1e9)
+    return adam * local_params / system.hbm_bytes_per_s
+
+
 def iteration_time(
     *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
     dp_group, dp_tau, system: System, mode: Mode, interleave: int = 1, zero: int = 1,
@@ -167,17 +182,9 @@ def iteration_time(
     if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
         t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug,
                                 grad_factor)
-    local_params = np.asarray(params_bytes, dtype=float) / 2.0 / (dp_group if zero >= 1 else 1)
-    adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
+    t_opt = np.zeros_like(t_loc) + optimizer_time_s(params_bytes, dp_group, system, mode,
+                                                    execution, zero, grad_factor)
     link = system.host_bandwidth_gb_per_s * 1e9
-    if mode.no_optimizer_step:
-        t_opt = 0.0
-    elif execution.offloads("optimizer"):
-        t_opt = host_optimizer_time_s(local_params, grad_factor, link,
-                                      system.host_memory_bandwidth_gb_per_s * 1e9)
-    else:
-        t_opt = adam * local_params / system.hbm_bytes_per_s
-    t_opt = np.zeros_like(t_loc) + t_opt
     t_off = offload_time_s(block_weight_bytes=block.weight_bytes, block_act_bytes=block.act_bytes,
                            t_fwd=block.t_fwd, t_bwd=block.t_bwd, n_mb=n_mb, layers=d,
                            grad_factor=grad_factor, link_bytes_per_s=link, ex=execution)

@@ -1,13 +1,17 @@
 """Search every parallel configuration for the fastest that fits, and evaluate one configuration.
 
-:func:`search` builds the candidate space of a strategy (:mod:`model.space`), evaluates it at once
-(:mod:`model.evaluate`), drops what does not fit in HBM and returns the top k as a DataFrame with
-every breakdown column (:mod:`model.report`). :func:`evaluate` is a search with every dimension
-pinned: its numbers are exactly that configuration's search row, plus a per-op table.
+:func:`search` builds the candidate space of a strategy (:mod:`model.space`), drops what does not
+fit in HBM, evaluates the rest at once (:mod:`model.evaluate`) and returns the top k as a
+DataFrame with every breakdown column (:mod:`model.report`). Candidates that provably cannot be
+among the top k (a lower bound of their time, :func:`~model.evaluate.shape_lower_bound`, is
+beaten by k faster candidates needing no more memory) are not priced: see :func:`_pruned`.
+:func:`evaluate` is a search with every dimension pinned: its numbers are exactly that
+configuration's search row, plus a per-op table.
 """
 
 from __future__ import annotations
 
+import heapq
 import time
 from dataclasses import dataclass
 
@@ -22,6 +26,7 @@ from .evaluate import (
     evaluate_ops,
     evaluate_space,
     fits_in_memory,
+    shape_lower_bound,
     shape_memory,
     shards_of,
 )
@@ -199,7 +204,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
     fits = fits_in_memory(mem, system, usable)
-    parts, per_count, offset = [], [], 0
+    per_count, placing, offset = [], [], 0
     for n, cols in zip(counts, shapes):
         span = slice(offset, offset + len(cols["tp1"]))
         mask, table = placement_mask(cols, n, system.nvlink_domain_size, pins,
@@ -207,17 +212,39 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
         per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
                                         mask.sum(axis=1)))
         check_budget(sum(c.candidates for c in per_count), budget)
-        fit = fits[span]
-        kept = {k: v[span][fit] for k, v in merged.items()}
-        kept["gpus"] = np.full(int(fit.sum()), n, dtype=np.int64)
-        parts.append(expand_placements(kept, mask[fit], table))
+        placing.append((n, offset, mask, table))
         offset = span.stop
-    cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+    def price(chosen: np.ndarray) -> tuple[dict, dict]:
+        """(columns, result columns) of every placement of the ``chosen`` shapes (increasing),
+        in candidate order: GPU count, shape, placement."""
+        parts = []
+        for n, start, mask, table in placing:
+            rows = chosen[(chosen >= start) & (chosen < start + len(mask))]
+            kept = {k: v[rows] for k, v in merged.items()}
+            kept["gpus"] = np.full(len(rows), n, dtype=np.int64)
+            parts.append(expand_placements(kept, mask[rows - start], table))
+        cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        cands["params_bytes"] = mem["params_bytes"][cands["shape"]]
+        return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
+                                      cands["shape"])
+
+    placed = np.concatenate([mask.any(axis=1) for _, _, mask, _ in placing])
+    todo = np.flatnonzero(fits & placed)
+    count_of = np.repeat(np.arange(len(counts)), [len(m) for _, _, m, _ in placing])
+    if PRUNE:
+        lower = shape_lower_bound(model, system, strat, merged, global_batch, ctx, op_counts,
+                                  mem["params_bytes"])
+        with np.errstate(divide="ignore"):  # a zero bound: never pruned
+            bound = global_batch / lower
+        cands, res = _pruned(price, todo, bound, np.isfinite(lower),
+                             mem["memory_bytes"], count_of, len(counts), global_batch, depth)
+    else:
+        cands, res = price(todo)
     shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
-    cands["params_bytes"] = mem["params_bytes"][shape]
-    res = candidate_times(model, system, strat, cands, global_batch, ctx, op_counts, shape)
     thr = global_batch / res["iteration_time_s"]
-    bounds = np.cumsum([0] + [len(p["gpus"]) for p in parts])
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(count_of[shape],
+                                                        minlength=len(counts)))])
     finite = not np.isnan(thr).any()
     asked = system.usable_hbm_bytes
     sel, starts = _kept(thr, mem["memory_bytes"][shape], shape, bounds,
@@ -228,6 +255,95 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
                     tuple(int(n) for n in counts), starts, rows, tuple(per_count),
                     cacheable=finite)
+
+
+PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
+FIRST_ROUNDS = 1  # pruning rounds of the most promising shapes before pricing all that remain
+
+
+def _pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
+            memory: np.ndarray, count_of: np.ndarray, n_counts: int, global_batch: int,
+            depth: int) -> tuple[dict, dict]:
+    """:func:`_evaluate_variant`'s candidates and their times, priced only for the shapes
+    (``todo``, every fitting shape with a placement) some placement of which can be kept.
+
+    ``bound`` is each shape's throughput bound (``global_batch`` / its iteration time's lower
+    bound; ``prunable`` where that bound is finite): no placement of the shape is faster. A
+    shape is left out when, at its GPU count, ``depth`` priced candidates that need no more
+    memory are strictly faster than its bound: at every capacity where it fits they fit too and
+    rank before each of its placements, so :func:`~model.frontier.keep_positions` never keeps
+    it — and leaving out a candidate it does not keep changes nothing it keeps. Each round
+    prices, per count, the shapes whose bounds could be among the ``depth`` best
+    (``keep_positions`` of the bounds) of those left; after ``FIRST_ROUNDS`` rounds, every shape
+    left. Should a priced throughput be NaN, every shape is priced (no order to prune by).
+    """
+    parts: list[tuple[dict, dict]] = []
+    left = np.zeros(len(memory), dtype=bool)
+    left[todo] = True
+    thr_parts: list[np.ndarray] = []
+    everything = False
+    for round_ in range(FIRST_ROUNDS + 1):
+        ids = np.flatnonzero(left)
+        if round_ < FIRST_ROUNDS and not everything:
+            chosen = [ids[~prunable[ids]]]  # no finite bound: priced at once
+            ids = ids[prunable[ids]]
+            for i in range(n_counts):
+                own = ids[count_of[ids] == i]
+                chosen.append(own[keep_positions(bound[own], memory[own], depth)])
+            ids = np.sort(np.concatenate(chosen))
+        if len(ids) or not parts:
+            cands, res = price(ids)
+            parts.append((cands, res))
+            thr_parts.append(global_batch / res["iteration_time_s"])
+            left[ids] = False
+            everything = everything or bool(np.isnan(thr_parts[-1]).any())
+        if not left.any():
+            break
+        if everything:  # a NaN throughput: no order to prune by
+            continue
+        # per count: the depth-th best priced throughput among candidates needing ≤ m bytes
+        thr = np.concatenate(thr_parts)
+        shape = np.concatenate([c["shape"] for c, _ in parts])
+        ids = np.flatnonzero(left & prunable)
+        for i in range(n_counts):
+            own = ids[count_of[ids] == i]
+            mine = count_of[shape] == i
+            if own.size and mine.any():
+                beat = _depth_best(thr[mine], memory[shape[mine]], depth, memory[own])
+                left[own[beat > bound[own]]] = False
+        if not left.any():
+            break
+    if len(parts) == 1:
+        return parts[0]
+    cands = {k: np.concatenate([c[k] for c, _ in parts]) for k in parts[0][0]}
+    res = {k: np.concatenate([r[k] for _, r in parts]) for k in parts[0][1]}
+    order = np.argsort(cands["shape"], kind="stable")  # whole shapes per round: candidate order
+    return {k: v[order] for k, v in cands.items()}, {k: v[order] for k, v in res.items()}
+
+
+def _depth_best(thr: np.ndarray, memory: np.ndarray, depth: int, query: np.ndarray
+                ) -> np.ndarray:
+    """For each ``query`` memory m: the ``depth``-th largest ``thr`` of the candidates needing
+    at most m bytes (−inf when fewer). Only candidates :func:`keep_positions` keeps can be
+    among the ``depth`` best at some capacity, so only they are looked at."""
+    keep = keep_positions(thr, memory, depth)
+    order = np.argsort(memory[keep], kind="stable")
+    t, m = thr[keep][order], memory[keep][order]
+    level = np.full(len(t), -np.inf)
+    if depth == 1:
+        level = np.maximum.accumulate(t) if len(t) else level
+    else:
+        best: list[float] = []  # a min-heap of the depth largest so far
+        for j, value in enumerate(t.tolist()):
+            if len(best) < depth:
+                heapq.heappush(best, value)
+            elif value > best[0]:
+                heapq.heapreplace(best, value)
+            if len(best) == depth:
+                level[j] = best[0]
+    at = np.searchsorted(m, query, side="right") - 1
+    return np.where(at >= 0, level[np.maximum(at, 0)], -np.inf) if len(t) else np.full(
+        len(query), -np.inf)
 
 
 def _kept(thr: np.ndarray, memory: np.ndarray, shape: np.ndarray, bounds: np.ndarray,

@@ -1,0 +1,176 @@
+"""Exact pruning of a search (model.search._pruned): the shapes' lower bounds never exceed a
+placed candidate's exact iteration time, and a pruned search returns exactly what pricing every
+candidate returns (rows, order, dtypes, candidate and feasible counts), also through the
+per-process search cache (model.frontier)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from test_frontier import same
+
+from model import load_model, load_system, search, sweep
+from model.block import Ctx
+from model.evaluate import (
+    ShapeCounts,
+    candidate_times,
+    shape_lower_bound,
+    shape_memory,
+)
+from model.execution import resolve_execution
+from model.frontier import CACHE
+from model.modes import resolve_mode
+from model.space import build_shapes, expand_placements, placement_mask
+from model.strategies import build_strategy
+
+SEARCH = sys.modules["model.search"]  # the module (model.search is the function)
+COUNTS = [8, 16, 64, 256, 1024, 4096]
+
+
+def lower_and_exact(model, system, gpus, global_batch, strategy, compat=None, execution=None,
+                    pins=None):
+    """(each candidate's shape lower bound, its exact iteration time) for every placed
+    candidate of a search, fitting or not."""
+    mode = resolve_mode(compat)
+    ex = resolve_execution(execution)
+    ctx = Ctx.make(model, system, mode, ex)
+    strat = build_strategy(strategy, model, mode, ctx.execution)
+    shapes = build_shapes(model, strat, gpus, global_batch, pins, ex.interleave,
+                          mode.equal_pipeline_stages)
+    shapes["shape"] = np.arange(len(shapes["tp1"]))
+    counts = ShapeCounts.of(strat, shapes, ctx)
+    mem = shape_memory(model, strat, shapes, global_batch, counts, ctx)
+    lower = shape_lower_bound(model, system, strat, shapes, global_batch, ctx, counts,
+                              mem["params_bytes"])
+    mask, table = placement_mask(shapes, gpus, system.nvlink_domain_size, pins,
+                                 mode.exact_domain_fill)
+    cands = expand_placements(shapes, mask, table)
+    shape = cands.pop("shape")
+    cands["params_bytes"] = mem["params_bytes"][shape]
+    exact = candidate_times(model, system, strat, cands, global_batch, ctx, counts, shape)
+    return lower[shape], exact["iteration_time_s"]
+
+
+CASES = [
+    ("gpt3-1t", "h200", None, None),
+    ("gpt3-175b", "paper-h200", "paper", None),
+    ("gpt3-175b", "paper-a100", "paper", None),
+    ("llama3-70b", "gb200-nvl72", None, {"recompute": "full", "zero": 3}),
+    ("llama3-405b", "h100", None, {"precision": "fp8", "tp_overlap": True}),
+    ("gpt3-175b", "h200", None, {"interleave": 2, "fp32_gradients": True, "zero": 2}),
+    ("gpt3-175b", "h200", None, {"offload": "all", "recompute": "none",
+                                 "sequence_parallel": False}),
+    ("llama3-8b", "mi300x", None, {"context_attention": "ring", "zero": 0}),
+    ("vit-era5", "b200", None, None),
+    ("megatron-22b", "a100", None, {"offload": "optimizer"}),
+]
+
+
+@pytest.mark.parametrize("model_name,system_name,compat,execution", CASES)
+@pytest.mark.parametrize("strategy", ["1d", "summa", "context"])
+def test_lower_bound_never_exceeds_the_exact_time(model_name, system_name, compat, execution,
+                                                   strategy):
+    model, system = load_model(model_name), load_system(system_name)
+    checked = 0
+    for gpus in (4, 64, 512, 4096):
+        for system_variant in (system, system.with_overrides(
+                nic_bandwidth_gb_per_s=system.nic_bandwidth_gb_per_s / 7, nics_per_gpu=2.0,
+                network_half_message_bytes=1e6, overlap_slowdown=0.5)):
+            lower, exact = lower_and_exact(model, system_variant, gpus, 2048, strategy, compat,
+                                           execution)
+            assert np.all(lower <= exact), (gpus, np.max(lower / exact))
+            assert np.all(lower > 0)
+            checked += len(exact)
+    assert checked > 0
+
+
+def test_lower_bound_is_tight_enough_to_prune():
+    """Not a correctness property, a guard of the speed-up: the best candidate's bound is
+    not far below its exact time (about 0.8 of it here)."""
+    lower, exact = lower_and_exact(load_model("gpt3-1t"), load_system("h200"), 4096, 4096,
+                                   "summa")
+    best = int(np.argmin(exact))
+    assert lower[best] > 0.7 * exact[best]
+
+
+def both(fn):
+    """``fn()`` with pruning and with every candidate priced, each from an empty cache."""
+    out = []
+    for prune in (True, False):
+        saved = SEARCH.PRUNE
+        SEARCH.PRUNE = prune
+        CACHE.clear()
+        try:
+            out.append(fn())
+        finally:
+            SEARCH.PRUNE = saved
+            CACHE.clear()
+    return out
+
+
+@pytest.mark.parametrize("model_name,system_name,compat,execution", CASES)
+def test_pruned_sweeps_equal_full_ones(model_name, system_name, compat, execution):
+    model, system = load_model(model_name), load_system(system_name)
+    pruned, full = both(lambda: sweep(model, system, COUNTS, 2048, compat=compat,
+                                      execution=execution))
+    same(pruned, full)
+
+
+@pytest.mark.parametrize("top_k", [1, 3, 10, 50])
+@pytest.mark.parametrize("pins", [{}, {"pp": 8}, {"tp1": 8, "microbatch": 1}, {"nv_dp": 2},
+                                  {"tp2": 4}])
+def test_pruned_searches_equal_full_ones(top_k, pins):
+    model, system = load_model("gpt3-175b"), load_system("h200")
+    for strategy in ("1d", "summa", "context"):
+        pruned, full = both(lambda strategy=strategy: [
+            search(model, system, n, 1024, strategy, pins=pins, top_k=top_k) for n in (64, 512)])
+        same(pruned, full)
+
+
+def test_pruned_search_with_execution_variants():
+    model, system = load_model("gpt3-175b"), load_system("h200")
+    execution = {"recompute": ["selective", "full"], "interleave": [1, 2]}
+    pruned, full = both(lambda: [search(model, system, 512, 1024, "1d", top_k=5,
+                                        execution=execution)])
+    same(pruned, full)
+
+
+def test_pruned_frontier_answers_other_capacities_as_a_full_one():
+    """The cache keeps what any capacity up to the evaluated one needs: searches answered
+    from a pruned evaluation equal searches from a full one, at every capacity."""
+    model, base = load_model("gpt3-175b"), load_system("h200")
+    caps = (80.0, 79.5, 40.0, 24.0, 80.0, 85.0, 300.0, 20.0, 150.0)
+    for top_k in (1, 4):
+        def run(top_k=top_k):
+            return [r for cap in caps
+                    for r in sweep(model, base.with_overrides(hbm_capacity_gb=cap), COUNTS,
+                                   1024, top_k=top_k)]
+        pruned, full = both(run)
+        same(pruned, full)
+
+
+def test_nothing_fits_and_tiny_memory():
+    model = load_model("gpt3-1t")
+    for cap in (1.0, 5.0, 12.0):
+        system = load_system("h200").with_overrides(hbm_capacity_gb=cap, memory_reserve_gb=0.0)
+        pruned, full = both(lambda system=system: sweep(model, system, COUNTS, 4096, top_k=2))
+        same(pruned, full)
+
+
+def test_pruning_prices_far_fewer_candidates(monkeypatch):
+    """The point of it: a default sweep of gpt3-1t prices a small part of its candidates."""
+    real, priced = SEARCH.candidate_times, {True: 0, False: 0}
+
+    def counted(model, system, strategy, cols, *args, **kwargs):
+        priced[SEARCH.PRUNE] += len(cols["tp1"])
+        return real(model, system, strategy, cols, *args, **kwargs)
+
+    monkeypatch.setattr(SEARCH, "candidate_times", counted)
+    model, system = load_model("gpt3-1t"), load_system("h200")
+    counts = [2 ** k for k in range(2, 15)]
+    pruned, full = both(lambda: sweep(model, system, counts, 4096, nvs=8))
+    same(pruned, full)
+    assert priced[False] >= sum(r.feasible for r in full)  # every fitting candidate
+    assert 0 < priced[True] < priced[False] / 5
