@@ -12,7 +12,9 @@ configuration's search row, plus a per-op table.
 from __future__ import annotations
 
 import heapq
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -196,19 +198,14 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     Should a throughput be NaN (no order to keep), only the ``top_k`` of the system's own
     capacity are kept, as a search always picked them, and the result is not cached.
     """
-    mode = ctx.mode
-    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
-                           mode.equal_pipeline_stages) for n in counts]
-    merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
-    merged["shape"] = np.arange(len(merged["tp1"]))
+    shapes, merged, masks = _shape_space(model, strat, counts, global_batch, pins, ctx,
+                                         system.nvlink_domain_size)
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
     fits = fits_in_memory(mem, system, usable)
     per_count, placing, offset = [], [], 0
-    for n, cols in zip(counts, shapes):
+    for n, cols, (mask, table) in zip(counts, shapes, masks):
         span = slice(offset, offset + len(cols["tp1"]))
-        mask, table = placement_mask(cols, n, system.nvlink_domain_size, pins,
-                                     mode.exact_domain_fill)
         per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
                                         mask.sum(axis=1)))
         check_budget(sum(c.candidates for c in per_count), budget)
@@ -255,6 +252,40 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
                     tuple(int(n) for n in counts), starts, rows, tuple(per_count),
                     cacheable=finite)
+
+
+SHAPE_SPACES = 32  # shape spaces kept per process (a few hundred kB each)
+_shape_spaces: OrderedDict[str, tuple] = OrderedDict()
+_shape_lock = threading.Lock()
+
+
+def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_batch: int,
+                 pins: dict, ctx: Ctx, nvs: int) -> tuple[list[dict], dict, list[tuple]]:
+    """(shapes per GPU count, all shapes merged with a ``shape`` column, each count's
+    placement mask and table): what :func:`~model.space.build_shapes` and
+    :func:`~model.space.placement_mask` give, remembered per process. They do not depend on
+    the system beyond its NVLink domain, so a what-if of a bandwidth or the HBM capacity
+    reuses them. Read-only: callers index them, never write into them."""
+    mode = ctx.mode
+    key = repr((model, strat.name, mode, ctx.execution, [int(n) for n in counts],
+                int(global_batch), sorted(pins.items()), int(nvs)))
+    with _shape_lock:
+        found = _shape_spaces.get(key)
+        if found is not None:
+            _shape_spaces.move_to_end(key)
+            return found
+    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
+                           mode.equal_pipeline_stages) for n in counts]
+    merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
+    merged["shape"] = np.arange(len(merged["tp1"]))
+    masks = [placement_mask(cols, n, nvs, pins, mode.exact_domain_fill)
+             for n, cols in zip(counts, shapes)]
+    found = (shapes, merged, masks)
+    with _shape_lock:
+        _shape_spaces[key] = found
+        while len(_shape_spaces) > SHAPE_SPACES:
+            _shape_spaces.popitem(last=False)
+    return found
 
 
 PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
