@@ -6,8 +6,9 @@ Cases (issue 2): 1D gpt3-1t at 4096 GPUs; SUMMA vit-era5 at 4096 GPUs; and the p
 strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, gpt3-1t on H200 with
 an NVLink domain of 8). Each case reports the best of ``--repeat`` runs after one warm-up. The
 machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded. The
-estimator's per-process search cache (``model.frontier``) is emptied before every run, so each
-run evaluates every candidate.
+estimator's per-process search cache (``model.frontier``) and its remembered shape spaces
+(``model.search``) are emptied before every run, so each run is a search from scratch (pruned:
+only the candidates that can be among the best are priced; every candidate is counted).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import load_model, load_system, search, sweep  # noqa: E402
 from model.frontier import CACHE  # noqa: E402
+from model.search import clear_shape_spaces  # noqa: E402
 from model.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
 
 
@@ -31,6 +33,7 @@ def _time(fn, repeat: int) -> tuple[float, int]:
     best, count = float("inf"), 0
     for _ in range(repeat):
         CACHE.clear()  # a search from scratch, not an answer from the previous run
+        clear_shape_spaces()
         start = time.perf_counter()
         count = fn()
         best = min(best, time.perf_counter() - start)

@@ -226,10 +226,10 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
         return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
                                       cands["shape"])
 
-    placed = np.concatenate([mask.any(axis=1) for _, _, mask, _ in placing])
-    todo = np.flatnonzero(fits & placed)
+    placed = np.concatenate([mask.sum(axis=1) for _, _, mask, _ in placing])
+    todo = np.flatnonzero(fits & (placed > 0))
     count_of = np.repeat(np.arange(len(counts)), [len(m) for _, _, m, _ in placing])
-    if PRUNE:
+    if PRUNE and placed[todo].sum() >= PRUNE_FROM:
         lower = shape_lower_bound(model, system, strat, merged, global_batch, ctx, op_counts,
                                   mem["params_bytes"])
         with np.errstate(divide="ignore"):  # a zero bound: never pruned
@@ -288,7 +288,14 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     return found
 
 
+def clear_shape_spaces() -> None:
+    """Forget the remembered shape spaces (benchmarks of searches from scratch)."""
+    with _shape_lock:
+        _shape_spaces.clear()
+
+
 PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
+PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
 FIRST_ROUNDS = 1  # pruning rounds of the most promising shapes before pricing all that remain
 
 

@@ -96,16 +96,17 @@ def test_lower_bound_is_tight_enough_to_prune():
 
 
 def both(fn):
-    """``fn()`` with pruning and with every candidate priced, each from an empty cache."""
+    """``fn()`` with pruning (of any search, however small) and with every candidate priced,
+    each from an empty cache."""
     out = []
     for prune in (True, False):
-        saved = SEARCH.PRUNE
-        SEARCH.PRUNE = prune
+        saved = SEARCH.PRUNE, SEARCH.PRUNE_FROM
+        SEARCH.PRUNE, SEARCH.PRUNE_FROM = prune, 0
         CACHE.clear()
         try:
             out.append(fn())
         finally:
-            SEARCH.PRUNE = saved
+            SEARCH.PRUNE, SEARCH.PRUNE_FROM = saved
             CACHE.clear()
     return out
 
