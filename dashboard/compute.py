@@ -33,6 +33,7 @@ import model as estimator
 from model import ModelError, best_per_cell, design_space, evaluate, search
 from model.sweep import best_frame, sweep
 
+from .diskstore import BoundedCache
 from .figures.common import plain
 from .scenario import (
     EXECUTION_KEYS,
@@ -94,12 +95,12 @@ def _open() -> diskcache.Cache | None:
             (CACHE_DIR / "results").mkdir(parents=True, exist_ok=True)
             # a short SQLite busy timeout: a contended or broken cache costs a recomputation,
             # never a stalled request
-            _cache = diskcache.Cache(str(CACHE_DIR / "results"), size_limit=CACHE_SIZE_BYTES,
-                                     eviction_policy="least-recently-used", timeout=1,
-                                     # no WAL, no mmap: files deleted under a live process
-                                     # cost an error, never a stall or a SIGBUS; no fsync
-                                     sqlite_journal_mode="delete", sqlite_mmap_size=0,
-                                     sqlite_synchronous=0)
+            _cache = BoundedCache(str(CACHE_DIR / "results"), size_limit=CACHE_SIZE_BYTES,
+                                  eviction_policy="least-recently-used", timeout=1,
+                                  # no WAL, no mmap: files deleted under a live process
+                                  # cost an error, never a stall or a SIGBUS; no fsync
+                                  sqlite_journal_mode="delete", sqlite_mmap_size=0,
+                                  sqlite_synchronous=0)
         return _cache
     except Exception as exc:  # noqa: BLE001 - a broken cache must never break a view
         log.warning("results cache unavailable: %s", exc)
