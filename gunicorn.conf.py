@@ -3,7 +3,7 @@ started from the repository's root; ``-c gunicorn.conf.py`` names it explicitly)
 
 Environment: ``HOST`` (default 127.0.0.1: this machine only; put a TLS reverse proxy in front for
 others) and ``PORT`` (8050), or ``GUNICORN_BIND`` for a full bind address; ``WEB_CONCURRENCY``
-worker processes (2); ``GUNICORN_THREADS`` threads per worker (4). Command-line options win.
+worker processes (2); ``GUNICORN_THREADS`` threads per worker (1). Command-line options win.
 """
 
 from __future__ import annotations
@@ -13,9 +13,14 @@ import os
 bind = os.environ.get("GUNICORN_BIND") or (
     f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8050')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-# threads > 1 selects the gthread worker: a thread waiting on a slow client or polling a
-# background job does not hold the whole process
-threads = int(os.environ.get("GUNICORN_THREADS", "4"))
+# the gthread worker, also with one thread: keep-alive connections, and a slow client's socket
+# waits in the worker's event loop instead of holding the process. One thread per worker by
+# default: the callbacks are CPU-bound Python holding the GIL, so more threads only contend
+# (bench/load.py, 10 % new NIC what-ifs: 4 threads 61 req/s, p95 1.5 s; 2 threads 95 req/s,
+# p95 0.84 s; 1 thread see the README); serve more at once with more processes
+# (WEB_CONCURRENCY), not threads.
+worker_class = "gthread"
+threads = int(os.environ.get("GUNICORN_THREADS", "1"))
 timeout = 120  # a worker silent this long (a stuck callback) is killed and replaced
 graceful_timeout = 30  # on restart or stop, requests in flight get this long to finish
 keepalive = 5

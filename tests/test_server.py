@@ -164,7 +164,8 @@ def load_conf(monkeypatch, **env: str) -> dict[str, Any]:
 def test_gunicorn_settings(monkeypatch):
     conf = load_conf(monkeypatch)
     assert conf["bind"] == "127.0.0.1:8050"  # this machine only
-    assert conf["workers"] == 2 and conf["threads"] >= 2
+    assert conf["workers"] == 2 and conf["threads"] == 1  # CPU-bound callbacks: processes
+    assert conf["worker_class"] == "gthread"  # keep-alive, slow clients wait in its event loop
     assert conf["timeout"] == 120 and 0 < conf["graceful_timeout"] <= conf["timeout"]
     assert conf["max_requests"] > 0 and 0 < conf["max_requests_jitter"] < conf["max_requests"]
     assert conf["accesslog"] == "-" and "%(s)s" in conf["access_log_format"]
