@@ -1,4 +1,4 @@
-"""Exact pruning of a search (model.search._pruned): the shapes' lower bounds never exceed a
+"""Exact pruning of a search (model.pruning.pruned): the shapes' lower bounds never exceed a
 placed candidate's exact iteration time, and a pruned search returns exactly what pricing every
 candidate returns (rows, order, dtypes, candidate and feasible counts), also through the
 per-process search cache (model.frontier)."""
