@@ -30,6 +30,16 @@ from .offload import host_optimizer_time_s, offload_time_s
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 
 
+def _gather_and_reduce_s(weight_bytes, group, tau, system: System, paper: bool,
+                         grad_factor: float):
+    """(T, T_rs): one block's parameter all-gather of W bytes and its gradient reduce-scatter of
+    grad_factor·W bytes (the same time when the factor is 1: spec §4)."""
+    t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
+    t_rs = t if grad_factor == 1.0 else collective_time_s(
+        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
+    return t, t_rs
+
+
 def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, paper: bool,
               grad_factor: float = 1.0):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
@@ -39,9 +49,7 @@ def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, pa
     :func:`overlapped_s`); gradients reduced in fp32 (``grad_factor`` 2) make the
     reduce-scatter's buffer twice the 2-byte weights.
     """
-    t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
-    t_rs = t if grad_factor == 1.0 else collective_time_s(
-        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, system, paper, grad_factor)
     g = system.overlap_slowdown
     return t + t_rs + (layers - 1) * (overlapped_s(t, t_fwd, g) + overlapped_s(t_rs, t_bwd, g))
 
@@ -131,9 +139,7 @@ def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, system: Sy
     2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
     Megatron FSDP keep gradients sharded, so they reduce every microbatch). The first block's
     gather is exposed: t = T + n_mb·D·(o(T, T_f) + o(T + T_rs, T_b)), o = :func:`overlapped_s`."""
-    t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
-    t_rs = t if grad_factor == 1.0 else collective_time_s(
-        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, system, paper, grad_factor)
     g = system.overlap_slowdown
     return t + n_mb * layers * (overlapped_s(t, t_fwd, g) + overlapped_s(t + t_rs, t_bwd, g))
 
