@@ -224,6 +224,24 @@ def _kernel_times(spec: OpSpec, flop_mat, flop_vec, hbm_bytes, zero: np.ndarray,
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
 
 
+def _panels(spec: OpSpec, sh: Shards) -> np.ndarray | None:
+    """How many pieces the op's collectives are split into (SUMMA panels, ring steps), or None."""
+    if spec.panels is None:
+        return None
+    return (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
+
+
+def _exposed_comm(spec: OpSpec, comm: np.ndarray, compute: np.ndarray,
+                  panels: np.ndarray | None, ctx: Ctx) -> np.ndarray:
+    """The op's collective time left after overlap: SUMMA/ring pieces pipelined with the
+    compute, TP collectives hidden behind their matmul (with the overlap slowdown), or all."""
+    if panels is not None:
+        return summa_comm_time_s(comm, panels, compute)
+    if ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
+        return overlapped_s(comm, compute, ctx.system.overlap_slowdown)
+    return comm
+
+
 def op_lower_bounds(spec: OpSpec, c: ops.OpCounts, sh: Shards, ctx: Ctx
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) lower bounds of :func:`evaluate_op`'s ``fwd.t`` and ``bwd.t`` at any
@@ -238,20 +256,14 @@ def op_lower_bounds(spec: OpSpec, c: ops.OpCounts, sh: Shards, ctx: Ctx
             (spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, c.wave_bwd,
              c.extra_bytes_bwd)):
         compute = _kernel_times(spec, flop_mat, flop_vec, hbm, zero, ctx, wave, extra)[3]
-        panels = None
-        if spec.panels is not None:
-            panels = (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
+        panels = _panels(spec, sh)
         comm = zero
         for cs in comms:
             v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
             comm = comm + collective_lower_bound_s(
                 cs.collective, v if panels is None else v / panels, sh.size(cs.axes),
                 ctx.system, ctx.mode.allreduce_half_counted)
-        if panels is not None:
-            comm = summa_comm_time_s(comm, panels, compute)
-        elif ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
-            comm = overlapped_s(comm, compute, ctx.system.overlap_slowdown)
-        out.append(compute + comm)
+        out.append(compute + _exposed_comm(spec, comm, compute, panels, ctx))
     return out[0], out[1]
 
 
@@ -263,9 +275,7 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
     t_comp, t_mem, t_extra, compute = _kernel_times(spec, flop_mat, flop_vec, hbm_bytes, zero,
                                                     ctx, wave, extra_bytes)
-    panels = None
-    if spec.panels is not None:
-        panels = (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
+    panels = _panels(spec, sh)
     comm = volume = zero
     for c in comms:
         key = (_SAME_TIME.get(c.collective, c.collective), c.volume, c.axes)
@@ -278,10 +288,7 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
         v, t = memo[key]
         comm = comm + t
         volume = volume + v
-    if panels is not None:
-        comm = summa_comm_time_s(comm, panels, compute)
-    elif ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
-        comm = overlapped_s(comm, compute, sysm.overlap_slowdown)  # hidden behind the matmul
+    comm = _exposed_comm(spec, comm, compute, panels, ctx)
     return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0) + t_extra, comm, volume)
 
 
