@@ -89,7 +89,8 @@ RECORD_COLUMNS = [
 
 def _intro() -> html.Div:
     """What is compared, the error convention and what the efficiencies were fitted on."""
-    a100, h100, b200 = load_system("a100"), load_system("h100"), load_system("b200")
+    a100, h100 = load_system("a100"), load_system("h100")
+    b200, gb200 = load_system("b200"), load_system("gb200-nvl72")
     return html.Div(className="summary", children=[
         html.P([
             "How far the estimator's predictions are from published training runs. ",
@@ -108,12 +109,14 @@ def _intro() -> html.Div:
             html.B("Error"), " = 100·(1 − predicted / measured): positive when the estimator "
             "predicts less than was measured. ", html.B("Calibration"),
             f": the A100 FLOP efficiency ({a100.flop_efficiency:g}) was fitted on Korthikanti's "
-            "four full-recompute runs; the FP8 efficiency and the overlap slowdown "
-            f"({h100.flop_efficiency_fp8:g}, {h100.overlap_slowdown:g}) and the attention "
-            f"efficiencies (H100 {h100.attention_efficiency:g}, B200 "
-            f"{b200.attention_efficiency:g}) on the Megatron-Bridge H100 and DGX B200 Llama 3 "
-            "runs (sources in systems/*.json, method in bench/calibrate.py); every other "
-            "record — selective recompute, memory, Narayanan, GB200, GB300 — is held out. "
+            "four full-recompute runs; the FP8 efficiency "
+            f"({h100.flop_efficiency_fp8:g}) and the attention efficiencies (H100 "
+            f"{h100.attention_efficiency:g}, B200 {b200.attention_efficiency:g}) on the "
+            "Megatron-Bridge 25.11 H100 and DGX B200 Llama 3 runs, the GB200's own FP8 "
+            f"efficiency ({gb200.flop_efficiency_fp8:g}) on its 25.11 runs; the overlap slowdown "
+            f"({h100.overlap_slowdown:g}) is set a priori (sources in systems/*.json, method in "
+            "bench/calibrate.py). Every other record — selective recompute, memory, Narayanan, "
+            "GB300 and the 25.09/26.02 releases — is held out. "
             "Uncertain sources (configuration or measurement partly inferred) are hollow "
             "markers and hatched bars."]),
     ])
