@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,11 @@ REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # shar
 # published runs this repository adds, never used for calibration (reference/ in the repo)
 EXTRA_RUNS = Path(__file__).resolve().parents[1] / "reference" / "megatron_bridge_extra.json"
 GIB = 2.0**30
-GPU_PRESETS = {"A100-SXM4-80GB": "a100", "H100-SXM5-80GB (DGX H100)": "h100",
-               "B200 (DGX B200)": "b200", "B200 (GB200 NVL72)": "gb200-nvl72",
-               "B300 (GB300 NVL72)": "gb300-nvl72"}
+# a record's GPU name → preset, first match wins (GB200 before B200): the names of other sources
+# ("H100 SXM", "NVIDIA B200", "GB300 NVL72", "A100-SXM4-40GB") map as well as this data's
+GPU_MATCH = (("GB300", "gb300-nvl72"), ("B300", "gb300-nvl72"), ("GB200", "gb200-nvl72"),
+             ("B200", "b200"), ("H200", "h200"), ("H100", "h100"), ("A100", "a100"),
+             ("MI300X", "mi300x"))
 KORTHIKANTI_MODELS = {"megatron-22B": "megatron-22b", "gpt3-175B": "gpt3-175b",
                       "turing-530B": "turing-530b", "megatron-1T": "megatron-1t"}
 
@@ -122,13 +125,52 @@ def _narayanan_flops(m: dict[str, Any], gbs: int) -> float:
     return 96.0 * gbs * s * l * h * h * (1 + s / (6.0 * h) + v / (16.0 * l * h))
 
 
+def _preset_of(gpu: str) -> str | None:
+    name = str(gpu).upper()
+    if "PCIE" in name:  # other clocks, power and links than the SXM presets
+        return None
+    return next((preset for key, preset in GPU_MATCH if key in name), None)
+
+
+def record_system(sysinfo: dict[str, Any]) -> System:
+    """The preset of a record's GPU, with the record's NVLink domain size and a 40 GB A100's
+    capacity where they differ from the preset."""
+    gpu = str(sysinfo.get("gpu", ""))
+    system = load_system(_preset_of(gpu) or "")
+    over: dict[str, Any] = {}
+    nvl = sysinfo.get("nvlink_domain")
+    if isinstance(nvl, int) and not isinstance(nvl, bool) and nvl >= 1 and (
+            nvl != system.nvlink_domain_size):
+        over["nvlink_domain_size"] = nvl
+    if "40GB" in gpu.upper().replace(" ", ""):
+        over["hbm_capacity_gb"] = 40.0
+    return system.with_overrides(**over) if over else system
+
+
+def _int(value: Any, default: int) -> int:
+    """An integer field that may be absent or written "n/a" in a record."""
+    if isinstance(value, bool):
+        return default
+    try:
+        return int(value) if value not in (None, "") else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _modern(r: dict[str, Any], preset: str) -> bool:
+    """Whether a run used a 2023+ stack (flash attention, sequence parallelism, distributed
+    optimizer, TP overlap): Hopper and newer GPUs, or a source dated 2023 or later."""
+    years = [int(y) for y in re.findall(r"\b(20[1-3]\d)\b", str(r.get("source", "")))]
+    return preset != "a100" or (bool(years) and max(years) >= 2023)
+
+
 def _record_skip(r: dict[str, Any]) -> str:
     m, p, gpu = r.get("model", {}), r.get("parallel", {}), r.get("system", {}).get("gpu", "")
     if r["id"].startswith("korthikanti22"):
         return "the same run is in the korthikanti set"
     if "moe" in m or m.get("attention") == "MLA":
         return "mixture of experts / MLA is not modelled"
-    if gpu not in GPU_PRESETS:
+    if _preset_of(gpu) is None:
         return f"no system preset for '{gpu}'"
     if not all(isinstance(m.get(k), int) for k in ("layers", "hidden", "heads", "seq_len")):
         return "no model dimensions (coarse anchor)"
@@ -149,17 +191,26 @@ def _measured_time(r: dict[str, Any], gpus: int) -> float | None:
 
 
 def measurement_case(r: dict[str, Any], set_name: str = "measurements") -> Case:
-    """A record of ``measurements.json`` as a case (or with the reason it is skipped)."""
-    base = Case(id=r["id"], set=set_name, metric="iteration_time_s", measured=np.nan,
-                uncertain=bool(r.get("uncertain")), skip=_record_skip(r))
-    if base.skip:
-        return base
+    """A record of ``measurements.json`` as a case (or with the reason it is skipped); a
+    malformed record is skipped with what is wrong, never an exception."""
+    base = Case(id=str(r.get("id", "?")), set=set_name, metric="iteration_time_s",
+                measured=np.nan, uncertain=bool(r.get("uncertain")))
+    try:
+        base.skip = _record_skip(r)
+        if not base.skip:
+            _fill_case(base, r)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, ModelError) as exc:
+        base.skip = f"malformed record: {type(exc).__name__} {exc}"
+    return base
+
+
+def _fill_case(base: Case, r: dict[str, Any]) -> None:
     m, p, sysinfo = r["model"], r["parallel"], r["system"]
     gpus = int(sysinfo["n_gpus"])
     measured = _measured_time(r, gpus)
     if measured is None:
         base.skip = "no iteration time, tokens/s or TFLOP/s to compare"
-        return base
+        return
     llama = "llama" in m["name"].lower()
     model = transformer_from_dict({
         "name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
@@ -167,27 +218,26 @@ def measurement_case(r: dict[str, Any], set_name: str = "measurements") -> Case:
         "vocab": m.get("vocab", 0), "mlp": "swiglu" if llama else "gelu", "bias": not llama,
         "dropout": not llama, "tied_embeddings": not llama and m.get("vocab", 0) > 0,
         "tokens": 1e12})
-    tp, pp, cp = p["tp"], p["pp"], p.get("cp") or 1
-    recent = r["id"].startswith("mbridge")  # 2025 Megatron-Bridge: flash attention, SP, dist. opt.
+    tp, pp, cp = p["tp"], p["pp"], _int(p.get("cp"), 1)
+    modern = _modern(r, _preset_of(sysinfo["gpu"]) or "")
     precision = str(p.get("precision", "")).lower()
     recompute = str(p.get("recompute") or "")
     execution = {
         "precision": "fp8" if "fp8" in precision else ("bf16" if "bf16" in precision else "fp16"),
-        "zero": 3 if p.get("fsdp") else int(p.get("zero", 1 if recent else 0)),
+        "zero": 3 if p.get("fsdp") else _int(p.get("zero"), 1 if modern else 0),
         "recompute": "full" if "full" in recompute else "selective",
-        "sequence_parallel": bool(p.get("sp", recent and tp > 1)),
-        "interleave": int(p.get("vp") or p.get("virtual_pipeline_stages") or 1),
-        "flash_attention": recent, "fp32_gradients": True,
-        # Megatron-Bridge's performance recipes overlap TP communication with the GEMMs
-        "tp_overlap": recent and tp > 1,
+        "sequence_parallel": bool(p.get("sp", modern and tp > 1)),
+        "interleave": _int(p.get("vp"), _int(p.get("virtual_pipeline_stages"), 1)),
+        "flash_attention": modern, "fp32_gradients": True,
+        # current Megatron recipes overlap TP communication with the GEMMs
+        "tp_overlap": modern and tp > 1,
     }
     base.__dict__.update(
-        measured=measured, model=model, system=load_system(GPU_PRESETS[sysinfo["gpu"]]),
+        measured=measured, model=model, system=record_system(sysinfo),
         gpus=gpus, global_batch=p["global_batch"], strategy="context" if cp > 1 else "1d",
         config={"tp1": tp, "tp2": cp, "pp": pp, "dp": gpus // (tp * pp * cp),
                 "microbatch": p["microbatch"]},
         execution=execution)
-    return base
 
 
 def measurement_cases(folder: Path) -> list[Case]:

@@ -257,3 +257,31 @@ def test_offload_moves_memory_to_the_host_at_a_transfer_cost():
     assert not evaluate(m, tiny, 64, 64, "1d", execution={"offload": "all"}, **cfg).fits
     with pytest.raises(ModelError, match="host memory tier"):
         evaluate(m, load_system("paper-h200"), 64, 64, "1d", execution={"offload": "all"}, **cfg)
+
+
+def test_records_of_other_sources_map_to_presets_and_never_raise():
+    """Another source's record (other GPU names, "n/a" fields, missing keys) is predicted or
+    skipped with a reason: `python -m model validate` never stops on a record."""
+    from model.validation import measurement_case, record_system
+
+    assert record_system({"gpu": "NVIDIA H100 80GB HBM3"}).name == "h100"
+    assert record_system({"gpu": "GB300 NVL72", "nvlink_domain": 72}).name == "gb300-nvl72"
+    a100_40 = record_system({"gpu": "A100-SXM4-40GB", "nvlink_domain": 16})
+    assert (a100_40.name, a100_40.hbm_capacity_gb, a100_40.nvlink_domain_size) == (
+        "a100", 40.0, 16)
+    good = {"id": "mlperf-like", "source": "some 2024 report",
+            "model": {"name": "Llama 3 8B", "layers": 32, "hidden": 4096, "heads": 32,
+                      "kv_heads": 8, "ffn": 14336, "vocab": 128256, "seq_len": 8192},
+            "system": {"gpu": "NVIDIA H100 SXM", "n_gpus": 8},
+            "parallel": {"tp": 2, "pp": 1, "cp": "n/a", "vp": "n/a", "global_batch": 64,
+                         "microbatch": 1, "precision": "BF16"},
+            "measured": {"tokens_per_s_per_gpu": 8000}}
+    case = measurement_case(good)
+    assert case.skip == "" and case.system.name == "h100"
+    assert case.execution["flash_attention"] and case.execution["tp_overlap"]  # a 2023+ stack
+    assert case.config == {"tp1": 2, "tp2": 1, "pp": 1, "dp": 4, "microbatch": 1}
+    for bad in ({"id": "empty"}, {**good, "parallel": {**good["parallel"], "tp": "two"}},
+                {**good, "system": {"gpu": "H100 PCIe", "n_gpus": 8}},
+                {**good, "measured": {"nothing": 1}}, {**good, "model": None}):
+        skipped = measurement_case(bad)
+        assert skipped.skip, bad
