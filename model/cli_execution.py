@@ -31,6 +31,9 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
     g.add_argument("--recompute", choices=choices,
                    help="activation recompute (search default: selective and full; "
                         "evaluate default: selective, i.e. flash attention)")
+    g.add_argument("--recompute-layers", type=int, metavar="N",
+                   help="fully recompute N layers per pipeline stage, the rest as --recompute "
+                        "(Megatron's block method; default 0)")
     g.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None,
                    help="Megatron sequence parallelism for 1D/context (default: on)")
     g.add_argument("--interleave", type=_interleave, metavar="V[,V...]",
@@ -57,7 +60,8 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
     given = {"sequence_parallel": args.sequence_parallel, "zero": args.zero,
              "precision": args.precision, "tp_overlap": args.tp_overlap,
              "flash_attention": args.flash_attention, "fp32_gradients": args.fp32_gradients,
-             "context_attention": args.context_attention, "offload": args.offload}
+             "context_attention": args.context_attention, "offload": args.offload,
+             "recompute_layers": args.recompute_layers}
     given = {k: v for k, v in given.items() if v is not None}
     recompute, interleave = args.recompute, args.interleave
     if args.compat == "paper":
@@ -66,6 +70,8 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
         return None
     if recompute == "all":
         recompute = ["none", "selective", "full"]
+    if args.recompute_layers and not recompute:
+        recompute = "selective"  # partial recompute sits on selective, not on full
     if searching:
         given["recompute"] = recompute or SEARCHED["recompute"]
         given["interleave"] = interleave or SEARCHED["interleave"]

@@ -156,9 +156,11 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     inv = counts.inverse
     block_w, block_a = _weights_acts(counts.block, inv)
     ex = ctx.execution
-    if ex.recompute == "full":  # only each block's input is kept
+    share = ex.recompute_share(stage_layers(model.layers, cols["pp"]))
+    if np.any(share):  # recomputed layers keep only their input: per layer on average
         boundary = [s.name for s in strategy.block].index(strategy.boundary)
-        block_a = _per_row(counts.block[boundary].act_bytes, inv)
+        kept = _per_row(counts.block[boundary].act_bytes, inv)
+        block_a = kept if ex.recompute == "full" else block_a + share * (kept - block_a)
     pre_w, pre_a = _weights_acts(counts.pre, inv)
     post_w, post_a = _weights_acts(counts.post, inv)
     if strategy.post:
@@ -204,16 +206,20 @@ def _p2p_bytes(boundary: OpResult, strategy: Strategy, ctx: Ctx, sh: Shards) -> 
     return act / sh.tp1
 
 
-def _with_forward_rerun(block: Totals, results: list[OpResult]) -> Totals:
-    """Full recompute: the backward pass first reruns the block's forward (its collectives
-    included), so it costs T_f more and does the forward FLOPs again (hardware FLOPs only)."""
+def _forward_rerun(results: list[OpResult], like: np.ndarray) -> Totals:
+    """What rerunning a block's forward in its backward adds (recompute): T_f more backward time
+    (its collectives included) and the forward FLOPs again (hardware FLOPs only)."""
     fwd = [sum(getattr(r.fwd, name) for r in results)
            for name in ("t", "t_comp", "t_mem_exposed", "t_comm")]
     flop_fwd = sum(r.counts.flop_mat_fwd + r.counts.flop_vec_fwd for r in results)
-    return Totals(t_fwd=block.t_fwd, t_bwd=block.t_bwd + fwd[0], t_comp=block.t_comp + fwd[1],
-                  t_mem=block.t_mem + fwd[2], t_comm=block.t_comm + fwd[3],
-                  weight_bytes=block.weight_bytes, act_bytes=block.act_bytes,
-                  flop=block.flop + flop_fwd, flop_model=block.flop_model)
+    z = np.zeros(like.shape, dtype=float)
+    return Totals(t_fwd=z, t_bwd=z + fwd[0], t_comp=z + fwd[1], t_mem=z + fwd[2],
+                  t_comm=z + fwd[3], weight_bytes=z, act_bytes=z, flop=z + flop_fwd,
+                  flop_model=z)
+
+
+def _scaled(t: Totals, share) -> Totals:
+    return Totals(*(getattr(t, f.name) * share for f in fields(Totals)))
 
 
 def candidate_times(model: Transformer, system: System, strategy: Strategy,
@@ -234,9 +240,13 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
     block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
-    if ctx.execution.recompute == "full":
-        block = _with_forward_rerun(block, block_ops)
     pp = cols["pp"]
+    layers = stage_layers(model.layers, pp)
+    block_c = _take(block, inverse)
+    share = ctx.execution.recompute_share(layers)  # recomputed layers rerun their forward
+    if np.any(share):
+        block_c = _add(block_c, _scaled(_take(_forward_rerun(block_ops, block.t_fwd), inverse),
+                                        share))
     # ends of the pipeline: both on one stage when pp = 1, else the slower end sets the pace
     pre, post_ops = totals("pre")[0], totals("post")
     post = post_ops[0]
@@ -251,9 +261,8 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
             post_weight = _untied(model, strategy, post_weight,
                                   _per_row(r.counts.weight_bytes, inverse), pp)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
-    layers = stage_layers(model.layers, pp)
     out = iteration_time(
-        block=_take(block, inverse), edge=edge,
+        block=block_c, edge=edge,
         edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
         boundary_act_bytes=_p2p_bytes(boundary, strategy, ctx, sh)[inverse], n_mb=n_mb,
         layers=layers, pp=pp, nv_pp=cols["nv_pp"], dp_group=_dp_group(strategy, cols),
@@ -271,19 +280,15 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 LOWER_BOUND_SLACK = 1.0 - 1e-9  # bounds are built from other formulas: room for rounding
 
 
-def _op_sums(ops: tuple[OpSpec, ...], counts: list[OpCounts], sh: Shards, ctx: Ctx,
-             rerun: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Lower bounds of :func:`~model.block.sum_ops`' ``t_fwd`` and ``t_bwd`` (with ``rerun``:
-    of :func:`_with_forward_rerun`'s) at any placement, from each op's bounds."""
+def _op_sums(ops: tuple[OpSpec, ...], counts: list[OpCounts], sh: Shards, ctx: Ctx
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Lower bounds of :func:`~model.block.sum_ops`' ``t_fwd`` and ``t_bwd`` at any placement,
+    from each op's bounds."""
     fwd, bwd = np.zeros(len(sh.tp1)), np.zeros(len(sh.tp1))
-    fwd_ops = []
     for spec, c in zip(ops, counts):
         f, b = op_lower_bounds(spec, c, sh, ctx)
         fwd += f
         bwd += b
-        fwd_ops.append(f)
-    if rerun:
-        bwd = bwd + sum(fwd_ops)
     return fwd, bwd
 
 
@@ -304,15 +309,15 @@ def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
     first = np.zeros(int(inv.max(initial=-1)) + 1, dtype=np.int64)
     first[inv] = np.arange(len(inv))  # a row of each distinct shape
     sh = shards_of(cols, first)
-    bf, bb = _op_sums(strategy.block, counts.block, sh, ctx, ctx.execution.recompute == "full")
+    bf, bb = _op_sums(strategy.block, counts.block, sh, ctx)
     pf, pb = _op_sums(strategy.pre, counts.pre, sh, ctx)
     qf, qb = _op_sums(strategy.post, counts.post, sh, ctx)
     pp = cols["pp"]
     edge = np.where(pp == 1, (pf + qf + pb + qb)[inv], np.maximum(pf + pb, qf + qb)[inv])
-    bf, bb = bf[inv], bb[inv]
     n_mb = ((global_batch // cols["dp"]) // cols["microbatch"]).astype(float)
     d = stage_layers(model.layers, pp).astype(float)
     ex, mode = ctx.execution, ctx.mode
+    bf, bb = bf[inv], bb[inv] + ex.recompute_share(d) * bf[inv]  # recomputed forwards
     t_loc = n_mb * (d * (bf + bb) + edge)
     if mode.free_slow_pipeline_links:
         t_pp = 0.0

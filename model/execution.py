@@ -14,6 +14,8 @@ import itertools
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from .errors import ModelError
 
 RECOMPUTE = ("none", "selective", "full")
@@ -29,6 +31,9 @@ class Execution:
     * ``recompute``: ``none`` keeps every activation, attention scores included (unfused
       attention); ``selective`` recomputes the attention core in the backward pass (what flash
       attention does); ``full`` keeps only each block's input and reruns its forward pass.
+    * ``recompute_layers``: with ``none`` or ``selective``, this many transformer layers of each
+      pipeline stage (capped at its layers) recompute fully instead — Megatron's
+      ``--recompute-method block --recompute-num-layers N``: memory and time between the two.
     * ``sequence_parallel``: norms and dropouts on l/tp rows with reduce-scatter + all-gather
       (Megatron SP); off: replicated, with all-reduces after the row-parallel matmuls.
     * ``interleave``: V virtual pipeline stages per GPU (interleaved 1F1B): bubble / V, V× the
@@ -63,6 +68,7 @@ class Execution:
     fp32_gradients: bool = False
     context_attention: str = "allgather"
     offload: str = "none"
+    recompute_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients"):
@@ -86,6 +92,22 @@ class Execution:
         if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or not (
                 1 <= self.interleave <= 64):
             raise ModelError(f"interleave must be an integer in [1, 64], got {self.interleave!r}")
+        r = self.recompute_layers
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 10_000:
+            raise ModelError(f"recompute_layers must be an integer in [0, 10000], got {r!r}")
+        if r and self.recompute == "full":
+            raise ModelError("recompute_layers applies with recompute none or selective "
+                             "(full already recomputes every layer)")
+
+    def recompute_share(self, layers: np.ndarray) -> np.ndarray | float:
+        """Share of a stage's ``layers`` that rerun their forward pass in the backward: 1 with
+        full recompute, min(recompute_layers, D) / D with partial, else 0."""
+        if self.recompute == "full":
+            return 1.0
+        if not self.recompute_layers:
+            return 0.0
+        d = np.asarray(layers, dtype=float)
+        return np.minimum(float(self.recompute_layers), d) / np.maximum(d, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,7 +138,7 @@ def resolve_execution(value: object) -> Execution:
 
 MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
-           "offload")
+           "offload", "recompute_layers")
 
 
 def execution_variants(value: object) -> list[Execution]:

@@ -65,6 +65,7 @@ CASES = [
     ("llama3-8b", "mi300x", None, {"context_attention": "ring", "zero": 0}),
     ("vit-era5", "b200", None, None),
     ("megatron-22b", "a100", None, {"offload": "optimizer"}),
+    ("llama3-70b", "h100", None, {"recompute_layers": 3, "precision": "fp8"}),
 ]
 
 
