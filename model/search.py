@@ -55,6 +55,8 @@ from .strategies import Strategy, build_strategy, canonical_strategy
 from .transformer import Transformer
 
 DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
+PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
+PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
 
 
 @dataclass
@@ -232,8 +234,8 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
                                   mem["params_bytes"])
         with np.errstate(divide="ignore"):  # a zero bound: never pruned
             bound = global_batch / lower
-        cands, res = pruned(price, todo, bound, np.isfinite(lower),
-                             mem["memory_bytes"], count_of, len(counts), global_batch, depth)
+        cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
+                            count_of, len(counts), global_batch, depth)
     else:
         cands, res = price(todo)
     shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
@@ -243,7 +245,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     finite = not np.isnan(thr).any()
     asked = system.usable_hbm_bytes
     sel, starts = kept_rows(thr, mem["memory_bytes"][shape], shape, bounds,
-                        depth if finite else None, top_k, asked)
+                            depth if finite else None, top_k, asked)
     rows = {k: v[sel] for k, v in res.items()}
     rows.update({k: v[shape[sel]] for k, v in mem.items()})
     rows.update({k: v[sel] for k, v in cands.items()})
@@ -292,8 +294,6 @@ def clear_shape_spaces() -> None:
         _shape_spaces.clear()
 
 
-PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
-PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
 @dataclass
 class Evaluation:
     """One configuration: its result row (same numbers as its search row) and per-op table."""
