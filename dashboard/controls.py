@@ -16,7 +16,8 @@ CONTROL_KEYS = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "mlp", 
                 "vocab", "global_batch", "budget_kind", "budget", "system", "nvs", "hbm_gb",
                 "hbm_tb_per_s", "matrix_tflops", "nvlink_gb_per_s", "nic_gb_per_s",
                 "nics_per_gpu", "recompute", "sequence_parallel", "interleave", "zero",
-                "precision", "tp_overlap", "context_attention", "offload", "strategy",
+                "precision", "tp_overlap", "context_attention", "offload", "recompute_layers",
+                "strategy",
                 "gpus_min", "gpus_max", "compat", "gpus",
                 "design_strategy", "x_axis", "y_axis")
 NVS_CHOICES = (4, 8, 16, 32, 64, 72)
@@ -56,6 +57,9 @@ TIPS = {
                  "(keep the attention scores, unfused attention).",
     "sequence_parallel": "Megatron sequence parallelism: norms and dropouts on l/tp rows with "
                          "reduce-scatter + all-gather instead of all-reduce (1D and context).",
+    "recompute_layers": "Partial (block) recompute: this many layers of each pipeline stage "
+                        "recompute fully, the others as Recompute says (Megatron's "
+                        "--recompute-num-layers); 0: none. Not with full recompute.",
     "interleave": "Virtual pipeline stages per GPU (interleaved 1F1B): a V× smaller bubble, V× "
                   "the stage-to-stage messages, more activations in flight.",
     "zero": "ZeRO stage: 0 replicated optimizer, 1 distributed optimizer, 2 + gradients, "
@@ -89,6 +93,7 @@ LABELS = {
     "sequence_parallel": "Sequence parallelism", "interleave": "Interleaved stages (V)",
     "zero": "ZeRO stage", "precision": "Precision", "tp_overlap": "TP comm overlap",
     "context_attention": "Context attention", "offload": "Offload to host",
+    "recompute_layers": "Recomputed layers per stage",
 }
 
 
@@ -178,8 +183,9 @@ def panel(scn: dict[str, Any]) -> html.Div:
         _group("System", ("system", "nvs", "hbm_gb", "hbm_tb_per_s", "matrix_tflops",
                           "nvlink_gb_per_s", "nic_gb_per_s", "nics_per_gpu"), scn,
                html.Button("Reset system to preset", id="reset-system", className="btn-link")),
-        _group("Execution", ("recompute", "sequence_parallel", "interleave", "zero",
-                             "precision", "tp_overlap", "context_attention", "offload"), scn),
+        _group("Execution", ("recompute", "recompute_layers", "sequence_parallel", "interleave",
+                             "zero", "precision", "tp_overlap", "context_attention", "offload"),
+               scn),
         _group("Run", ("strategy", "gpus_min", "gpus_max", "compat"), scn),
         _group("Design space", ("gpus", "design_strategy", "x_axis", "y_axis"), scn),
         html.Div(id="err-_", className="ctl-error", role="alert"),

@@ -15,14 +15,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from model import ModelError, list_models, list_systems, load_model, load_system
-from model.execution import DEFAULT_EXECUTION
+from model.execution import DEFAULT_EXECUTION, resolve_execution
 from model.hardware import System
 from model.schema import Field, check_field
 from model.transformer import Transformer
 
 DEFAULT_EXECUTION_VALUES = {k: getattr(DEFAULT_EXECUTION, k) for k in (
     "recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
-    "context_attention", "offload")}
+    "context_attention", "offload", "recompute_layers")}
 MAX_SCENARIO_BYTES = 16 * 1024  # an upload is a few hundred bytes; refuse anything larger
 STRATEGY_CHOICES = ("all", "1d", "summa", "context")
 AXIS_CHOICES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
@@ -60,6 +60,8 @@ FIELDS: tuple[Field, ...] = (
     Field("context_attention", str, "context-parallel attention", choices=("allgather", "ring")),
     Field("offload", str, "what lives in host memory",
           choices=("none", "optimizer", "activations", "weights", "all")),
+    Field("recompute_layers", int, "layers per pipeline stage fully recomputed "
+          "(with recompute none or selective)", 0, 10_000),
     # run
     Field("strategy", str, "parallel strategy", choices=STRATEGY_CHOICES),
     Field("gpus_min", int, "smallest GPU count", 1, 10_000_000),
@@ -80,7 +82,7 @@ MODEL_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "mlp", "seq_len", 
 SYSTEM_KEYS = ("nvs", "hbm_gb", "hbm_tb_per_s", "matrix_tflops", "nvlink_gb_per_s",
                "nic_gb_per_s", "nics_per_gpu")
 EXECUTION_KEYS = ("recompute", "sequence_parallel", "interleave", "zero", "precision",
-                  "tp_overlap", "context_attention", "offload")
+                  "tp_overlap", "context_attention", "offload", "recompute_layers")
 # scenario key → key of the estimator's spec, to attribute its errors to the right control
 SPEC_KEY = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads",
             "ffn": "ffn", "mlp": "mlp", "seq_len": "seq_len", "vocab": "vocab",
@@ -181,6 +183,11 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
         errors["precision"] = f"{scn['system']} has no FP8 matrix rate; choose bf16 or fp16"
     if scn["offload"] != "none" and system.host_memory_gb <= 0:
         errors["offload"] = f"{scn['system']} has no host memory tier; offload needs one"
+    try:  # combinations of execution options (e.g. recomputed layers with full recompute)
+        resolve_execution(execution_of(scn))
+    except ModelError as exc:
+        named = sorted((k for k in EXECUTION_KEYS if k in str(exc)), key=len, reverse=True)
+        errors[named[0] if named else "_"] = str(exc)
     return errors
 
 

@@ -426,7 +426,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "nics_per_gpu": 2.0, "compat": "paper", "gpus_max": 8192,
                "recompute": "full", "sequence_parallel": False, "interleave": 2, "zero": 3,
                "precision": "fp8", "tp_overlap": True, "context_attention": "ring",
-               "offload": "optimizer"}
+               "offload": "optimizer", "recompute_layers": 2}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value

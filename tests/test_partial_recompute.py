@@ -43,3 +43,12 @@ def test_the_search_takes_a_list_and_full_recompute_refuses_it():
         _row(recompute="full", recompute_layers=2)
     with pytest.raises(ModelError, match="recompute_layers"):
         _row(recompute_layers=-1)
+
+
+def test_the_dashboard_scenario_carries_it_and_names_the_control_on_error():
+    from dashboard.scenario import execution_of, validate_scenario
+
+    scn, errors = validate_scenario({"recompute_layers": 3})
+    assert errors == {} and execution_of(scn)["recompute_layers"] == 3
+    scn, errors = validate_scenario({"recompute": "full", "recompute_layers": 3})
+    assert scn is None and "full" in errors["recompute_layers"]
