@@ -14,22 +14,17 @@ Everything is vectorized over the parallel configurations in a :class:`Shards`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from . import ops
-from .collectives import (
-    Collective,
-    collective_lower_bound_s,
-    collective_time_s,
-    overlapped_s,
-    summa_comm_time_s,
-)
+from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .errors import ModelError
 from .execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from .hardware import System
 from .modes import Mode, resolve_mode
+from .pricing import Bound, Exact, Pricing
 from .strategies import Axes, Kind, OpSpec, model_dims
 from .transformer import Transformer
 
@@ -75,6 +70,15 @@ class Ctx:
     matrix_flop_per_s: float = 0.0  # peak of the matmuls at the execution's precision
     linear_efficiency: float = 0.8  # achievable fraction of that peak in the linear layers
     attention_efficiency: float = 0.8  # … in fused attention (always bf16)
+    pricing: Pricing | None = None  # exact times (the default) or lower bounds (model.pricing)
+
+    def __post_init__(self) -> None:
+        if self.pricing is None:
+            self.pricing = Exact(self.system, self.mode)
+
+    def bounded(self) -> Ctx:
+        """The same context pricing lower bounds over placements instead of exact times."""
+        return replace(self, pricing=Bound(self.system, self.mode))
 
     @classmethod
     def make(cls, model: Transformer, system: System, compat: object,
@@ -242,36 +246,10 @@ def _exposed_comm(spec: OpSpec, comm: np.ndarray, compute: np.ndarray,
     return comm
 
 
-def op_lower_bounds(spec: OpSpec, c: ops.OpCounts, sh: Shards, ctx: Ctx
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """(forward, backward) lower bounds of :func:`evaluate_op`'s ``fwd.t`` and ``bwd.t`` at any
-    placement of the configurations in ``sh`` (whose ``nv_`` columns are ignored): each
-    collective at :func:`~model.collectives.collective_lower_bound_s`, combined as
-    :func:`_phase` combines them (every combination is increasing in the collective times)."""
-    zero = np.zeros(len(sh.tp1))
-    out = []
-    for comms, flop_mat, flop_vec, hbm, wave, extra in (
-            (spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, c.wave_fwd,
-             c.extra_bytes_fwd),
-            (spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, c.wave_bwd,
-             c.extra_bytes_bwd)):
-        compute = _kernel_times(spec, flop_mat, flop_vec, hbm, zero, ctx, wave, extra)[3]
-        panels = _panels(spec, sh)
-        comm = zero
-        for cs in comms:
-            v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
-            comm = comm + collective_lower_bound_s(
-                cs.collective, v if panels is None else v / panels, sh.size(cs.axes),
-                ctx.system, ctx.mode.allreduce_half_counted)
-        out.append(compute + _exposed_comm(spec, comm, compute, panels, ctx))
-    return out[0], out[1]
-
-
 def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx,
            memo: dict, wave=1.0, extra_bytes=0.0) -> Phase:
     """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
     its separate memory-bound kernels (``extra_bytes`` / HBM bandwidth), plus its collectives."""
-    sysm = ctx.system
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
     t_comp, t_mem, t_extra, compute = _kernel_times(spec, flop_mat, flop_vec, hbm_bytes, zero,
                                                     ctx, wave, extra_bytes)
@@ -282,9 +260,8 @@ def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: 
         if key not in memo:
             v = comm_volume_bytes(c.volume, spec, c.axes, sh, ctx)
             piece = v if panels is None else v / panels
-            memo[key] = v, collective_time_s(c.collective, piece, sh.size(c.axes),
-                                             sh.tau(c.axes), sysm,
-                                             ctx.mode.allreduce_half_counted)
+            memo[key] = v, ctx.pricing.collective(c.collective, piece, sh.size(c.axes),
+                                                  sh.tau(c.axes))
         v, t = memo[key]
         comm = comm + t
         volume = volume + v
@@ -328,33 +305,61 @@ def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None 
 
 @dataclass
 class Totals:
-    """Sums over a list of ops (one block, or the ops before/after the blocks), per microbatch."""
+    """Sums over a list of ops (one block, or the ops before/after the blocks), per microbatch.
+
+    The breakdown fields (``t_comp`` … ``flop_model``) are None in a lower bound (a
+    :class:`~model.pricing.Bound` prices only the time); every operation below keeps None."""
 
     t_fwd: np.ndarray
     t_bwd: np.ndarray
-    t_comp: np.ndarray
-    t_mem: np.ndarray
-    t_comm: np.ndarray
     weight_bytes: np.ndarray
     act_bytes: np.ndarray
-    flop: np.ndarray  # true FLOPs incl. recomputation (hardware FLOPs)
-    flop_model: np.ndarray  # without recomputation (model FLOPs)
+    t_comp: np.ndarray | None = None
+    t_mem: np.ndarray | None = None
+    t_comm: np.ndarray | None = None
+    flop: np.ndarray | None = None  # true FLOPs incl. recomputation (hardware FLOPs)
+    flop_model: np.ndarray | None = None  # without recomputation (model FLOPs)
+
+    def map(self, fn, *others: Totals) -> Totals:
+        """``fn`` applied field by field (with the same fields of ``others``); None stays."""
+        return Totals(*(None if getattr(self, f) is None
+                        else fn(getattr(self, f), *(getattr(o, f) for o in others))
+                        for f in TOTAL_FIELDS))
+
+    def take(self, idx: np.ndarray) -> Totals:
+        return self.map(lambda v: v[idx])
+
+    def __add__(self, other: Totals) -> Totals:
+        return self.map(np.add, other)
+
+    def scaled(self, share) -> Totals:
+        return self.map(lambda v: v * share)
+
+    @staticmethod
+    def where(cond: np.ndarray, a: Totals, b: Totals) -> Totals:
+        return a.map(lambda x, y: np.where(cond, x, y), b)
 
 
-def sum_ops(results: list[OpResult], like: np.ndarray) -> Totals:
-    """Add up evaluated ops (forward + backward) into :class:`Totals`."""
+TOTAL_FIELDS = tuple(f.name for f in fields(Totals))
+
+
+def sum_ops(results: list[OpResult], like: np.ndarray, breakdown: bool = True) -> Totals:
+    """Add up evaluated ops (forward + backward) into :class:`Totals` (only the times and
+    bytes without ``breakdown``)."""
     z = np.zeros(like.shape, dtype=float)
-    tot = Totals(*(z.copy() for _ in range(9)))
+    tot = Totals(*(z.copy() if breakdown or i < 4 else None
+                   for i in range(len(TOTAL_FIELDS))))
     for r in results:
         c = r.counts
         tot.t_fwd += r.fwd.t
         tot.t_bwd += r.bwd.t
-        tot.t_comp += r.fwd.t_comp + r.bwd.t_comp
-        tot.t_mem += r.fwd.t_mem_exposed + r.bwd.t_mem_exposed
-        tot.t_comm += r.fwd.t_comm + r.bwd.t_comm
         tot.weight_bytes += c.weight_bytes
         tot.act_bytes += c.act_bytes
-        flop = c.flop_mat_fwd + c.flop_vec_fwd + c.flop_mat_bwd + c.flop_vec_bwd
-        tot.flop += flop
-        tot.flop_model += flop - c.flop_recompute
+        if breakdown:
+            tot.t_comp += r.fwd.t_comp + r.bwd.t_comp
+            tot.t_mem += r.fwd.t_mem_exposed + r.bwd.t_mem_exposed
+            tot.t_comm += r.fwd.t_comm + r.bwd.t_comm
+            flop = c.flop_mat_fwd + c.flop_vec_fwd + c.flop_mat_bwd + c.flop_vec_bwd
+            tot.flop += flop
+            tot.flop_model += flop - c.flop_recompute
     return tot

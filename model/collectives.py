@@ -40,6 +40,20 @@ class Collective(IntEnum):
     P2P = 5
 
 
+def _ring_volume(kind: Collective, v: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """What each member moves through its link: c·V, c = (n−1)/n for the rings (all-gather,
+    reduce-scatter, all-reduce), c = 1 for a broadcast or reduce."""
+    return v if kind in (Collective.BROADCAST, Collective.REDUCE) else v * (n - 1) / n
+
+
+def _finish(kind: Collective, ring_s: np.ndarray, live: np.ndarray, paper: bool) -> np.ndarray:
+    """An all-reduce is a reduce-scatter plus an all-gather: twice the ring (except in the
+    paper's code, bug 3); nothing moves when V = 0 or n = 1."""
+    if kind == Collective.ALLREDUCE and not paper:
+        ring_s = 2.0 * ring_s
+    return np.where(live, ring_s, 0.0)
+
+
 def collective_time_s(
     kind: Collective,
     volume_bytes: np.ndarray | float,
@@ -62,7 +76,7 @@ def collective_time_s(
     live = (v > 0) & (n > 1)
     if kind == Collective.P2P:  # one hop; slow when the group leaves its domain (τ < n)
         return np.where(live, np.where(t < n, l_s + v / b_s, l_f + v / b_f), 0.0)
-    cv = v if kind in (Collective.BROADCAST, Collective.REDUCE) else v * (n - 1) / n
+    cv = _ring_volume(kind, v, n)
     k = np.floor(n / t)  # domains spanned (τ divides n)
     if system.nvlink_half_message_bytes or system.network_half_message_bytes:
         # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
@@ -76,9 +90,33 @@ def collective_time_s(
     flat_bw = b_s if paper else system.nics_per_gpu * b_s
     out = np.where(t <= 1, l_s * (n - 1) + cv / flat_bw,
                    np.where(k <= 1, l_f * (n - 1) + cv / b_f, hier))
-    if kind == Collective.ALLREDUCE and not paper:
-        out = 2.0 * out  # reduce-scatter + all-gather
-    return np.where(live, out, 0.0)
+    return _finish(kind, out, live, paper)
+
+
+def p2p_messages_s(volume_bytes, system: System, paper: bool = False):
+    """(slow, fast) time of one pipeline message of V bytes: λ_s + V/(ν·b_s) across domains
+    (each GPU of a stage sends its own shard over its own ν NICs; ν = 1 in the paper mode) and
+    λ_f + V/b_f inside one."""
+    v = np.asarray(volume_bytes, dtype=float)
+    nics = 1.0 if paper else system.nics_per_gpu
+    return (system.network_latency_s + v / (nics * system.slow_bytes_per_s),
+            system.nvlink_latency_s + v / system.fast_bytes_per_s)
+
+
+def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
+    """Mean time of one pipeline p2p message of V bytes over the pp − 1 stage links.
+
+    All links slow when nv_pp = 1. Otherwise slow = int(pp/nv_pp − 1) links leave the domain and
+    fast = pp − 1 − slow stay in it: (fast·T_fast + slow·T_slow)/(pp − 1) with the messages of
+    :func:`p2p_messages_s`, and T_slow = 0 in paper mode (its bug 2, docs/model.md).
+    """
+    slow_msg, fast_msg = p2p_messages_s(volume_bytes, system, paper)
+    links = np.maximum(pp - 1, 1)
+    slow = np.floor(pp / nv_pp - 1).astype(float)
+    fast = (pp - 1) - slow
+    mixed = (fast * fast_msg + slow * (0.0 if paper else slow_msg)) / links
+    out = np.where(nv_pp == 1, slow_msg, mixed)
+    return np.where(pp > 1, out, 0.0)
 
 
 def summa_comm_time_s(
@@ -114,9 +152,7 @@ def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: Syst
     live = (v > 0) & (n > 1)
     if kind == Collective.P2P:
         return np.where(live, np.minimum(l_s + v / b_s, l_f + v / b_f), 0.0)
-    cv = v if kind in (Collective.BROADCAST, Collective.REDUCE) else v * (n - 1) / n
+    cv = _ring_volume(kind, v, n)
     flat = l_s * (n - 1) + cv / max(b_s, system.nics_per_gpu * b_s)
     out = np.minimum(flat, min(l_s, l_f) * (n - 1) + cv / b_f)
-    if kind == Collective.ALLREDUCE and not paper:
-        out = 2.0 * out
-    return np.where(live, out, 0.0)
+    return _finish(kind, out, live, paper)

@@ -9,7 +9,7 @@ nv_tp1, nv_tp2): it is evaluated once per distinct key and gathered back to the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,11 +20,9 @@ from .block import (
     Totals,
     evaluate_op,
     op_counts,
-    op_lower_bounds,
     sum_ops,
     take_counts,
 )
-from .collectives import Collective, collective_lower_bound_s
 from .hardware import System
 from .offload import offload_memory
 from .ops import OpCounts
@@ -32,9 +30,8 @@ from .pipeline import (
     edge_weight_bytes,
     iteration_time,
     memory,
-    optimizer_time_s,
 )
-from .space import Space, stage_layers
+from .space import PLACEMENT, Space, stage_layers
 from .strategies import OpSpec, Strategy
 from .transformer import Transformer
 
@@ -66,6 +63,13 @@ def _distinct_blocks(cols: dict[str, np.ndarray], shape_id: np.ndarray
     small dense table. Each distinct row is represented by one of its candidates (all of them
     have the same ``BLOCK_KEY`` columns).
     """
+    if "nv_tp1" not in cols:  # shapes without a placement (a bound): one block per shape
+        size = int(shape_id.max(initial=-1)) + 1
+        present = np.zeros(size, dtype=bool)
+        present[shape_id] = True
+        row = np.empty(size, dtype=np.int64)
+        row[shape_id] = np.arange(len(shape_id))  # a row of each distinct shape
+        return row[present], (np.cumsum(present) - 1)[shape_id]
     if len(shape_id) == 0:
         return distinct_rows(cols, BLOCK_KEY)
     nv1, nv2 = cols["nv_tp1"], cols["nv_tp2"]
@@ -184,18 +188,6 @@ def fits_in_memory(mem: dict[str, np.ndarray], system: System,
     return (mem["memory_bytes"] <= usable) & (mem["host_bytes"] <= system.host_memory_gb * 1e9)
 
 
-def _take(t: Totals, idx: np.ndarray) -> Totals:
-    return Totals(*(getattr(t, f.name)[idx] for f in fields(Totals)))
-
-
-def _pick(cond: np.ndarray, a: Totals, b: Totals) -> Totals:
-    return Totals(*(np.where(cond, getattr(a, f.name), getattr(b, f.name)) for f in fields(Totals)))
-
-
-def _add(a: Totals, b: Totals) -> Totals:
-    return Totals(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(Totals)))
-
-
 def _p2p_bytes(boundary: OpResult, strategy: Strategy, ctx: Ctx, sh: Shards) -> np.ndarray:
     """Bytes each GPU sends to the next stage: the block output it holds. Without sequence
     parallelism that output is replicated over tp1, and Megatron's scatter-gather sends 1/tp1
@@ -206,69 +198,73 @@ def _p2p_bytes(boundary: OpResult, strategy: Strategy, ctx: Ctx, sh: Shards) -> 
     return act / sh.tp1
 
 
-def _forward_rerun(results: list[OpResult], like: np.ndarray) -> Totals:
+def _forward_rerun(results: list[OpResult], like: np.ndarray, breakdown: bool) -> Totals:
     """What rerunning a block's forward in its backward adds (recompute): T_f more backward time
     (its collectives included) and the forward FLOPs again (hardware FLOPs only)."""
-    fwd = [sum(getattr(r.fwd, name) for r in results)
-           for name in ("t", "t_comp", "t_mem_exposed", "t_comm")]
-    flop_fwd = sum(r.counts.flop_mat_fwd + r.counts.flop_vec_fwd for r in results)
     z = np.zeros(like.shape, dtype=float)
-    return Totals(t_fwd=z, t_bwd=z + fwd[0], t_comp=z + fwd[1], t_mem=z + fwd[2],
-                  t_comm=z + fwd[3], weight_bytes=z, act_bytes=z, flop=z + flop_fwd,
-                  flop_model=z)
-
-
-def _scaled(t: Totals, share) -> Totals:
-    return Totals(*(getattr(t, f.name) * share for f in fields(Totals)))
+    rerun = Totals(t_fwd=z, t_bwd=z + sum(r.fwd.t for r in results), weight_bytes=z,
+                   act_bytes=z)
+    if breakdown:
+        rerun.t_comp, rerun.t_mem, rerun.t_comm = (
+            z + sum(getattr(r.fwd, name) for r in results)
+            for name in ("t_comp", "t_mem_exposed", "t_comm"))
+        rerun.flop = z + sum(r.counts.flop_mat_fwd + r.counts.flop_vec_fwd for r in results)
+        rerun.flop_model = z
+    return rerun
 
 
 def candidate_times(model: Transformer, system: System, strategy: Strategy,
                     cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
                     counts: ShapeCounts, shape_of: np.ndarray) -> dict[str, np.ndarray]:
-    """Iteration time, its breakdown and FLOPs of every placed candidate in ``cols``.
+    """Iteration time, its breakdown and FLOPs of every configuration in ``cols``, priced by
+    ``ctx.pricing``: exactly for placed candidates, or as a lower bound over the placements of
+    shapes (:func:`shape_lower_bound`). One code path, so the bound cannot drift from the model.
 
-    ``shape_of`` gives each candidate's row in the shapes that ``counts`` was built from.
+    ``shape_of`` gives each row's row in the shapes that ``counts`` was built from; ``cols``
+    holds ``params_bytes`` (``shape_memory``) for the optimizer step.
     """
     first, inverse = _distinct_blocks(cols, counts.inverse[shape_of])
     sh = shards_of(cols, first)
     distinct_shape = counts.inverse[shape_of[first]]
 
+    breakdown = ctx.pricing.breakdown
+
     def totals(which: str) -> tuple[Totals, list[OpResult]]:  # per distinct block key
         results = evaluate_ops(getattr(strategy, which), sh, ctx,
                                counts.take(which, distinct_shape))
-        return sum_ops(results, sh.tp1), results
+        return sum_ops(results, sh.tp1, breakdown), results
 
     block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
     pp = cols["pp"]
     layers = stage_layers(model.layers, pp)
-    block_c = _take(block, inverse)
+    block_c = block.take(inverse)
     share = ctx.execution.recompute_share(layers)  # recomputed layers rerun their forward
     if np.any(share):
-        block_c = _add(block_c, _scaled(_take(_forward_rerun(block_ops, block.t_fwd), inverse),
-                                        share))
+        block_c = block_c + _forward_rerun(block_ops, block.t_fwd, breakdown).take(
+            inverse).scaled(share)
     # ends of the pipeline: both on one stage when pp = 1, else the slower end sets the pace
     pre, post_ops = totals("pre")[0], totals("post")
     post = post_ops[0]
-    both, slower = _add(pre, post), _pick(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd,
-                                          pre, post)
+    both = pre + post
+    slower = Totals.where(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post)
     choice = 2 * inverse + (pp == 1)  # per candidate: its distinct row's (slower, both)
-    edge = Totals(*(np.stack([getattr(slower, f.name), getattr(both, f.name)], axis=1).ravel()[
-        choice] for f in fields(Totals)))
+    edge = slower.map(lambda a, b: np.stack([a, b], axis=1).ravel()[choice], both)
     post_weight = post.weight_bytes[inverse]
     for r in post_ops[1]:
         if r.spec.name == HEAD:
             post_weight = _untied(model, strategy, post_weight,
                                   _per_row(r.counts.weight_bytes, inverse), pp)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
+    ones = np.ones_like(pp)  # a shape has no placement: a bound ignores it
     out = iteration_time(
         block=block_c, edge=edge,
         edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
         boundary_act_bytes=_p2p_bytes(boundary, strategy, ctx, sh)[inverse], n_mb=n_mb,
-        layers=layers, pp=pp, nv_pp=cols["nv_pp"], dp_group=_dp_group(strategy, cols),
-        dp_tau=_dp_group(strategy, cols, "nv_"), system=system, mode=ctx.mode,
-        interleave=ctx.execution.interleave, zero=ctx.execution.zero,
-        grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
+        layers=layers, pp=pp, nv_pp=cols.get("nv_pp", ones), dp_group=_dp_group(strategy, cols),
+        dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones, system=system,
+        mode=ctx.mode, pricing=ctx.pricing, interleave=ctx.execution.interleave,
+        zero=ctx.execution.zero, grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
         params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
         execution=ctx.execution,
     )
@@ -280,74 +276,20 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 LOWER_BOUND_SLACK = 1.0 - 1e-9  # bounds are built from other formulas: room for rounding
 
 
-def _op_sums(ops: tuple[OpSpec, ...], counts: list[OpCounts], sh: Shards, ctx: Ctx
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Lower bounds of :func:`~model.block.sum_ops`' ``t_fwd`` and ``t_bwd`` at any placement,
-    from each op's bounds."""
-    fwd, bwd = np.zeros(len(sh.tp1)), np.zeros(len(sh.tp1))
-    for spec, c in zip(ops, counts):
-        f, b = op_lower_bounds(spec, c, sh, ctx)
-        fwd += f
-        bwd += b
-    return fwd, bwd
-
-
 def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
                       cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
-                      counts: ShapeCounts, params_bytes: np.ndarray) -> np.ndarray:
-    """A lower bound (s) of the iteration time of every placement of each shape in ``cols``.
-
-    :func:`candidate_times` term by term, each at its smallest over the placements: every
-    collective at :func:`~model.collectives.collective_lower_bound_s` (in the ops, the
-    pipeline's p2p and the data-parallel gradient and parameter collectives, of which only the
-    exposed ones and the overlap slowdown of the others count), the slower pipeline end at the
-    larger of the embedding's and head's bounds, offload transfers and the embedding's
-    gradients at 0, the optimizer step exact. ``params_bytes`` are the shapes'
-    (``shape_memory``). Times by :data:`LOWER_BOUND_SLACK` for rounding.
-    """
-    inv = counts.inverse
-    first = np.zeros(int(inv.max(initial=-1)) + 1, dtype=np.int64)
-    first[inv] = np.arange(len(inv))  # a row of each distinct shape
-    sh = shards_of(cols, first)
-    bf, bb = _op_sums(strategy.block, counts.block, sh, ctx)
-    pf, pb = _op_sums(strategy.pre, counts.pre, sh, ctx)
-    qf, qb = _op_sums(strategy.post, counts.post, sh, ctx)
-    pp = cols["pp"]
-    edge = np.where(pp == 1, (pf + qf + pb + qb)[inv], np.maximum(pf + pb, qf + qb)[inv])
-    n_mb = ((global_batch // cols["dp"]) // cols["microbatch"]).astype(float)
-    d = stage_layers(model.layers, pp).astype(float)
-    ex, mode = ctx.execution, ctx.mode
-    bf, bb = bf[inv], bb[inv] + ex.recompute_share(d) * bf[inv]  # recomputed forwards
-    t_loc = n_mb * (d * (bf + bb) + edge)
-    if mode.free_slow_pipeline_links:
-        t_pp = 0.0
-    else:  # one p2p per microbatch each way, each link at least the cheaper message
-        boundary = counts.block[[s.name for s in strategy.block].index(strategy.boundary)]
-        volume = np.asarray(boundary.act_bytes, dtype=float)
-        if not (ex.sequence_parallel or strategy.name == "summa"):
-            volume = volume / sh.tp1
-        msg = np.minimum(  # p2p_time_s: a mean of slow and fast messages
-            system.network_latency_s + volume / (system.nics_per_gpu * system.slow_bytes_per_s),
-            system.nvlink_latency_s + volume / system.fast_bytes_per_s)[inv]
-        t_pp = 2 * ex.interleave * n_mb * np.where(pp > 1, msg, 0.0)
-    bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * ex.interleave)
-    grad_factor = 2.0 if ex.fp32_gradients else 1.0
-    group = _dp_group(strategy, cols)
-    weights = np.zeros(len(first))
-    for c in counts.block:
-        weights = weights + c.weight_bytes
-    weights = weights[inv]
-    ar_bug = mode.allreduce_half_counted
-    t_ag = collective_lower_bound_s(Collective.ALLGATHER, weights, group, system, ar_bug)
-    t_rs = collective_lower_bound_s(Collective.REDUCESCATTER, grad_factor * weights, group,
-                                    system, ar_bug)
-    g = system.overlap_slowdown
-    if ex.zero >= 3:  # the first gather exposed; the others' overlap slowdown
-        t_dp = t_ag + n_mb * d * g * (np.minimum(t_ag, bf) + np.minimum(t_ag + t_rs, bb))
-    else:
-        t_dp = t_ag + t_rs + (d - 1) * g * (np.minimum(t_ag, bf) + np.minimum(t_rs, bb))
-    t_opt = optimizer_time_s(params_bytes, group, system, mode, ex, ex.zero, grad_factor)
-    return (t_loc + t_pp + bubble + t_dp + t_opt) * LOWER_BOUND_SLACK
+                      counts: ShapeCounts, params_bytes: np.ndarray,
+                      rows: np.ndarray | None = None) -> np.ndarray:
+    """A lower bound (s) of the iteration time of every placement of the shapes ``rows`` of
+    ``cols`` (default: all): :func:`candidate_times` of those shapes (placement columns
+    ignored) with the lower-bound pricing of :mod:`model.pricing`, times
+    :data:`LOWER_BOUND_SLACK` for rounding. ``params_bytes`` are the shapes' (``shape_memory``)."""
+    rows = np.arange(len(counts.inverse)) if rows is None else rows
+    shapes = {k: v[rows] for k, v in cols.items() if k not in PLACEMENT}
+    shapes["params_bytes"] = params_bytes[rows]
+    out = candidate_times(model, system, strategy, shapes, global_batch, ctx.bounded(), counts,
+                          rows)
+    return out["iteration_time_s"] * LOWER_BOUND_SLACK
 
 
 def evaluate_space(model: Transformer, system: System, strategy: Strategy, space: Space,

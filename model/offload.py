@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .execution import Execution
+from .pricing import Pricing
 
 ADAM_HOST_BYTES_PER_PARAM = 28.0  # the same Adam traffic as on the GPU, in host DRAM
 
@@ -47,18 +48,19 @@ def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_byt
 
 
 def offload_time_s(*, block_weight_bytes, block_act_bytes, t_fwd, t_bwd, n_mb, layers,
-                   grad_factor: float, link_bytes_per_s: float, ex: Execution):
-    """Exposed transfer time (s) of offloaded activations and weights per iteration."""
+                   grad_factor: float, link_bytes_per_s: float, ex: Execution, pricing: Pricing):
+    """Exposed transfer time (s) of offloaded activations and weights per iteration: each
+    transfer's ``pricing.excess`` over the block compute it hides behind."""
     t = np.zeros_like(np.asarray(t_fwd, dtype=float))
     if link_bytes_per_s <= 0:
         return t
     if ex.offloads("activations"):
         a = block_act_bytes / link_bytes_per_s
-        t = t + n_mb * layers * (np.maximum(a - t_fwd, 0.0) + np.maximum(a - t_bwd, 0.0))
+        t = t + n_mb * layers * (pricing.excess(a, t_fwd) + pricing.excess(a, t_bwd))
     if ex.offloads("weights"):
         w = block_weight_bytes / link_bytes_per_s
-        t = t + n_mb * layers * (np.maximum(w - t_fwd, 0.0)
-                                 + np.maximum((1 + grad_factor) * w - t_bwd, 0.0))
+        t = t + n_mb * layers * (pricing.excess(w, t_fwd)
+                                 + pricing.excess((1 + grad_factor) * w, t_bwd))
     return t
 
 

@@ -21,57 +21,36 @@ from __future__ import annotations
 import numpy as np
 
 from .block import Totals
-from .collectives import Collective, collective_time_s, overlapped_s
+from .collectives import Collective
 from .execution import DEFAULT_EXECUTION, Execution
 from .hardware import System
 from .modes import Mode
 from .offload import host_optimizer_time_s, offload_time_s
+from .pricing import Pricing
 
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 
 
-def _gather_and_reduce_s(weight_bytes, group, tau, system: System, paper: bool,
-                         grad_factor: float):
+def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float):
     """(T, T_rs): one block's parameter all-gather of W bytes and its gradient reduce-scatter of
-    grad_factor·W bytes (the same time when the factor is 1: spec §4)."""
-    t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
-    t_rs = t if grad_factor == 1.0 else collective_time_s(
-        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
+    grad_factor·W bytes (the same time when the factor is 1: docs/model.md, data parallelism)."""
+    t = pricing.collective(Collective.ALLGATHER, weight_bytes, group, tau)
+    t_rs = t if grad_factor == 1.0 else pricing.collective(
+        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau)
     return t, t_rs
 
 
-def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, paper: bool,
+def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
               grad_factor: float = 1.0):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
-    A ring all-gather and reduce-scatter of the same buffer take the same time T (spec §4), so
-    t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)) (+ the overlap slowdown, see
-    :func:`overlapped_s`); gradients reduced in fp32 (``grad_factor`` 2) make the
-    reduce-scatter's buffer twice the 2-byte weights.
+    A ring all-gather and reduce-scatter of the same buffer take the same time T, so
+    t_dp = 2T + (D−1)·(h(T, T_f) + h(T, T_b)) with h = ``pricing.hidden`` (the excess over the
+    block's compute plus the overlap slowdown); gradients reduced in fp32 (``grad_factor`` 2)
+    make the reduce-scatter's buffer twice the 2-byte weights.
     """
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, system, paper, grad_factor)
-    g = system.overlap_slowdown
-    return t + t_rs + (layers - 1) * (overlapped_s(t, t_fwd, g) + overlapped_s(t_rs, t_bwd, g))
-
-
-def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
-    """Mean time of one pipeline p2p message of V bytes over the pp − 1 stage links.
-
-    All links slow when nv_pp = 1: λ_s + V/(ν·b_s). Otherwise slow = int(pp/nv_pp − 1) links leave
-    the domain and fast = pp − 1 − slow stay in it: (fast·(λ_f + V/b_f) + slow·T_slow)/(pp − 1),
-    with T_slow = 0 in paper mode (bug 2) and λ_s + V/(ν·b_s) otherwise. Each GPU of a stage sends
-    its own shard over its own NIC(s) (ν = NICs per GPU; 1 in paper mode).
-    """
-    v = np.asarray(volume_bytes, dtype=float)
-    nics = 1.0 if paper else system.nics_per_gpu  # paper: one NIC, slow links free
-    slow_msg = system.network_latency_s + v / (nics * system.slow_bytes_per_s)
-    fast_msg = system.nvlink_latency_s + v / system.fast_bytes_per_s
-    links = np.maximum(pp - 1, 1)
-    slow = np.floor(pp / nv_pp - 1).astype(float)
-    fast = (pp - 1) - slow
-    mixed = (fast * fast_msg + slow * (0.0 if paper else slow_msg)) / links
-    out = np.where(nv_pp == 1, slow_msg, mixed)
-    return np.where(pp > 1, out, 0.0)
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor)
+    return t + t_rs + (layers - 1) * (pricing.hidden(t, t_fwd) + pricing.hidden(t_rs, t_bwd))
 
 
 def edge_weight_bytes(pre_weight, post_weight, pp: np.ndarray) -> np.ndarray:
@@ -132,16 +111,15 @@ def memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_wei
             "memory_bytes": np.where(first_binds, mem_first, mem_last)}
 
 
-def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, system: System,
-                paper: bool, grad_factor: float = 1.0):
+def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
+                grad_factor: float = 1.0):
     """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights (T) in the forward and
     again in the backward, and reduce-scatters its gradients (T_rs, fp32 when ``grad_factor`` is
     2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
     Megatron FSDP keep gradients sharded, so they reduce every microbatch). The first block's
-    gather is exposed: t = T + n_mb·D·(o(T, T_f) + o(T + T_rs, T_b)), o = :func:`overlapped_s`."""
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, system, paper, grad_factor)
-    g = system.overlap_slowdown
-    return t + n_mb * layers * (overlapped_s(t, t_fwd, g) + overlapped_s(t + t_rs, t_bwd, g))
+    gather is exposed: t = T + n_mb·D·(h(T, T_f) + h(T + T_rs, T_b)), h = ``pricing.hidden``."""
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor)
+    return t + n_mb * layers * (pricing.hidden(t, t_fwd) + pricing.hidden(t + t_rs, t_bwd))
 
 
 def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, execution: Execution,
@@ -161,8 +139,9 @@ def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, executi
 
 def iteration_time(
     *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
-    dp_group, dp_tau, system: System, mode: Mode, interleave: int = 1, zero: int = 1,
-    params_bytes=0.0, grad_factor: float = 1.0, execution: Execution = DEFAULT_EXECUTION,
+    dp_group, dp_tau, system: System, mode: Mode, pricing: Pricing, interleave: int = 1,
+    zero: int = 1, params_bytes=0.0, grad_factor: float = 1.0,
+    execution: Execution = DEFAULT_EXECUTION,
 ) -> dict[str, np.ndarray]:
     """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
 
@@ -171,31 +150,35 @@ def iteration_time(
     With V = ``interleave`` virtual stages the bubble shrinks V× and each microbatch crosses V×
     as many stage boundaries (Narayanan et al. 2021). The optimizer step reads and writes
     28 B per local parameter (``params_bytes`` / 2 bytes, sharded from ZeRO-1) at HBM speed.
+    Every communication and overlap term is priced by ``pricing``: the exact time of a placed
+    configuration, or a lower bound over the placements of a shape (:mod:`model.pricing`).
     """
     n_mb = n_mb.astype(float)
     d = layers.astype(float)
     t_loc = n_mb * (d * (block.t_fwd + block.t_bwd) + edge.t_fwd + edge.t_bwd)
-    t_pp = 2 * interleave * n_mb * p2p_time_s(boundary_act_bytes, pp, nv_pp, system,
-                                              mode.free_slow_pipeline_links)
-    ar_bug = mode.allreduce_half_counted
+    t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
     bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
     if zero >= 3:
         t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                           n_mb, system, ar_bug, grad_factor)
+                           n_mb, pricing, grad_factor)
     else:
         t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                         system, ar_bug, grad_factor)
+                         pricing, grad_factor)
     if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
-        t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, system, ar_bug,
+        t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
                                 grad_factor)
     t_opt = np.zeros_like(t_loc) + optimizer_time_s(params_bytes, dp_group, system, mode,
                                                     execution, zero, grad_factor)
     link = system.host_bandwidth_gb_per_s * 1e9
     t_off = offload_time_s(block_weight_bytes=block.weight_bytes, block_act_bytes=block.act_bytes,
                            t_fwd=block.t_fwd, t_bwd=block.t_bwd, n_mb=n_mb, layers=d,
-                           grad_factor=grad_factor, link_bytes_per_s=link, ex=execution)
+                           grad_factor=grad_factor, link_bytes_per_s=link, ex=execution,
+                           pricing=pricing)
+    out = {"iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt + t_off}
+    if block.t_comp is None:  # a bound: the time only
+        return out
     return {
-        "iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt + t_off,
+        **out,
         "t_optimizer_s": t_opt,
         "t_offload_s": t_off,
         "t_compute_s": n_mb * (d * block.t_comp + edge.t_comp),

@@ -230,8 +230,9 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     todo = np.flatnonzero(fits & (placed > 0))
     count_of = np.repeat(np.arange(len(counts)), [len(m) for _, _, m, _ in placing])
     if PRUNE and placed[todo].sum() >= PRUNE_FROM:
-        lower = shape_lower_bound(model, system, strat, merged, global_batch, ctx, op_counts,
-                                  mem["params_bytes"])
+        lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
+        lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
+                                        op_counts, mem["params_bytes"], todo)
         with np.errstate(divide="ignore"):  # a zero bound: never pruned
             bound = global_batch / lower
         cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
