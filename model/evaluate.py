@@ -24,13 +24,9 @@ from .block import (
     take_counts,
 )
 from .hardware import System
-from .offload import offload_memory
+from .memory import block_activation_bytes, fits_in_memory, offload_memory, stage_memory
 from .ops import OpCounts
-from .pipeline import (
-    edge_weight_bytes,
-    iteration_time,
-    memory,
-)
+from .pipeline import edge_weight_bytes, iteration_time
 from .space import PLACEMENT, Space, stage_layers
 from .strategies import OpSpec, Strategy
 from .transformer import Transformer
@@ -156,36 +152,34 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
                  global_batch: int, counts: ShapeCounts, ctx: Ctx) -> dict[str, np.ndarray]:
-    """Memory per GPU (bytes) and its breakdown for every shape in ``cols`` (spec §4)."""
+    """Memory per GPU (bytes) and its breakdown for every shape in ``cols``: the ops' kept
+    bytes summed per block and end, then :mod:`model.memory`."""
     inv = counts.inverse
     block_w, block_a = _weights_acts(counts.block, inv)
     ex = ctx.execution
-    share = ex.recompute_share(stage_layers(model.layers, cols["pp"]))
-    if np.any(share):  # recomputed layers keep only their input: per layer on average
-        boundary = [s.name for s in strategy.block].index(strategy.boundary)
-        kept = _per_row(counts.block[boundary].act_bytes, inv)
-        block_a = kept if ex.recompute == "full" else block_a + share * (kept - block_a)
+    layers = stage_layers(model.layers, cols["pp"])
+    boundary = counts.block[[s.name for s in strategy.block].index(strategy.boundary)]
+    block_a = block_activation_bytes(ex, block_a, _per_row(boundary.act_bytes, inv), layers)
     pre_w, pre_a = _weights_acts(counts.pre, inv)
     post_w, post_a = _weights_acts(counts.post, inv)
     if strategy.post:
         head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
     grad_factor = 2.0 if ex.fp32_gradients else 1.0
-    mem = memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
-                 pre_act=pre_a, post_weight=post_w, post_act=post_a,
-                 n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
-                 layers=stage_layers(model.layers, cols["pp"]), pp=cols["pp"],
-                 dp_group=_dp_group(strategy, cols), interleave=ex.interleave, zero=ex.zero,
-                 grad_factor=grad_factor)
+    mem = stage_memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
+                       pre_act=pre_a, post_weight=post_w, post_act=post_a,
+                       n_mb=(global_batch // cols["dp"]) // cols["microbatch"], layers=layers,
+                       pp=cols["pp"], dp_group=_dp_group(strategy, cols),
+                       interleave=ex.interleave, zero=ex.zero, grad_factor=grad_factor)
     return offload_memory(mem, block_w, block_a, grad_factor, ex)
 
 
-def fits_in_memory(mem: dict[str, np.ndarray], system: System,
-                   usable_bytes: float | None = None) -> np.ndarray:
-    """HBM (capacity less the reserve, or ``usable_bytes`` when given) and, for offloaded
-    parts, the host tier both suffice."""
+def fits_on(mem: dict[str, np.ndarray], system: System,
+            usable_bytes: float | None = None) -> np.ndarray:
+    """:func:`model.memory.fits_in_memory` on ``system`` (capacity less the reserve, or
+    ``usable_bytes`` when given)."""
     usable = system.usable_hbm_bytes if usable_bytes is None else usable_bytes
-    return (mem["memory_bytes"] <= usable) & (mem["host_bytes"] <= system.host_memory_gb * 1e9)
+    return fits_in_memory(mem, usable, system.host_memory_gb * 1e9)
 
 
 def _p2p_bytes(boundary: OpResult, strategy: Strategy, ctx: Ctx, sh: Shards) -> np.ndarray:
@@ -302,7 +296,7 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
     ctx = Ctx.make(model, system, compat, execution)
     counts = ShapeCounts.of(strategy, space.cols, ctx)
     mem = shape_memory(model, strategy, space.cols, global_batch, counts, ctx)
-    keep = (np.flatnonzero(fits_in_memory(mem, system)) if fitting_only
+    keep = (np.flatnonzero(fits_on(mem, system)) if fitting_only
             else np.arange(len(space)))
     cols = {name: values[keep] for name, values in space.cols.items()}
     cols["params_bytes"] = mem["params_bytes"][keep]

@@ -1,6 +1,6 @@
 """Search results that outlive one HBM capacity: per GPU count, the candidates any capacity needs.
 
-The HBM capacity only decides which configurations fit (:func:`model.evaluate.fits_in_memory`);
+The HBM capacity only decides which configurations fit (:func:`model.memory.fits_in_memory`);
 a configuration's times, FLOPs and memory are the same at every capacity. So a search evaluates
 the candidates that fit in some usable capacity U (at least the one asked for) and keeps, per
 GPU count, only those that can be among the ``top_k`` fastest at a capacity up to U: taken

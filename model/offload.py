@@ -3,6 +3,8 @@
 Following ZeRO-Offload / ZeRO-Infinity (Ren et al. 2021, arXiv 2101.06840; Rajbhandari et al.
 2021, arXiv 2104.07857), with B = the host link's bandwidth per direction and per GPU:
 
+What stays in HBM is :func:`model.memory.offload_memory`; the times:
+
 * optimizer: the fp32 state leaves HBM; each step the gradients go down and the updated bf16
   weights come back, (G + W)/B, and the CPU runs Adam at host DRAM speed, 28 B/param / B_dram;
 * activations: each block's activations A are written to the host after its forward and read
@@ -20,31 +22,6 @@ from .execution import Execution
 from .pricing import Pricing
 
 ADAM_HOST_BYTES_PER_PARAM = 28.0  # the same Adam traffic as on the GPU, in host DRAM
-
-
-def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_bytes,
-                   grad_factor: float, ex: Execution) -> dict[str, np.ndarray]:
-    """Move the offloaded parts of the binding stage's memory to ``host_bytes``."""
-    if ex.offload == "none":
-        return {**mem, "host_bytes": np.zeros_like(mem["memory_bytes"])}
-    out = dict(mem)
-    host = np.zeros_like(mem["memory_bytes"])
-    if ex.offloads("optimizer"):
-        host = host + out["optimizer_bytes"]
-        out["optimizer_bytes"] = np.zeros_like(host)
-    if ex.offloads("weights"):
-        keep_w = np.minimum(out["weights_bytes"], 2 * block_weight_bytes)
-        keep_g = np.minimum(out["gradients_bytes"], 2 * grad_factor * block_weight_bytes)
-        host = host + out["weights_bytes"] - keep_w + out["gradients_bytes"] - keep_g
-        out["weights_bytes"], out["gradients_bytes"] = keep_w, keep_g
-    if ex.offloads("activations"):
-        keep_a = np.minimum(out["activations_bytes"], 2 * block_act_bytes)
-        host = host + out["activations_bytes"] - keep_a
-        out["activations_bytes"] = keep_a
-    out["memory_bytes"] = (out["weights_bytes"] + out["gradients_bytes"]
-                           + out["optimizer_bytes"] + out["activations_bytes"])
-    out["host_bytes"] = host
-    return out
 
 
 def offload_time_s(*, block_weight_bytes, block_act_bytes, t_fwd, t_bwd, n_mb, layers,

@@ -1,4 +1,4 @@
-"""From one block's per-microbatch times to an iteration: pipeline (1F1B), data parallel, memory.
+"""From one block's per-microbatch times to an iteration: pipeline (1F1B), data parallel.
 
 Spec/paper-model.md §4, for arrays of configurations. Per configuration: n_mb = (GBS/dp) // b
 microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / backward time.
@@ -11,9 +11,7 @@ microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / b
   int(pp/nv_pp − 1) cross domains (slow; free in the paper, bug 2), the rest stay inside.
 * T_loc = n_mb·(D·(T_f + T_b) + T_edge); bubble = (pp − 1)·(T_loc + t_pp)/n_mb;
   t = T_loc + t_pp + bubble + t_dp.
-* Memory per GPU: weights D·W1 (+ embedding/head on the edge stages), gradients = weights (bf16),
-  optimizer state 6·weights/G (fp32 master, momentum, variance: 12 B/param sharded over the
-  replicas), activations D·A1·min(pp, n_mb) (1F1B keeps at most pp microbatches in flight).
+* Memory per GPU: :mod:`model.memory`.
 """
 
 from __future__ import annotations
@@ -27,8 +25,6 @@ from .hardware import System
 from .modes import Mode
 from .offload import host_optimizer_time_s, offload_time_s
 from .pricing import Pricing
-
-OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 
 
 def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float):
@@ -59,56 +55,6 @@ def edge_weight_bytes(pre_weight, post_weight, pp: np.ndarray) -> np.ndarray:
 
 
 ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, m, v, bf16 weight
-
-
-def in_flight_microbatches(pp, n_mb, interleave: int):
-    """Microbatches whose activations the first stage holds: min(pp, n_mb) with 1F1B, times
-    (1 + (pp − 1)/(pp·V)) with V interleaved stages (Korthikanti et al. 2022, §4.2.3)."""
-    flight = np.minimum(pp, n_mb).astype(float)
-    if interleave > 1:
-        flight = flight * (1.0 + (pp - 1) / (pp * interleave))
-    return flight
-
-
-def _zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
-    """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
-    2020): optimizer state (6× the 2-byte weights) sharded from stage 1, gradients (``grad_factor``
-    × the weights: 2 for fp32 gradients) from 2, weights from 3."""
-    optimizer = OPTIMIZER_FACTOR * weights / (dp_group if zero >= 1 else 1)
-    grads = grad_factor * weights / (dp_group if zero >= 2 else 1)
-    held = weights / dp_group if zero >= 3 else weights
-    return held, grads, optimizer
-
-
-def memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight, post_act,
-           n_mb, layers, pp, dp_group, interleave: int = 1, zero: int = 1,
-           grad_factor: float = 1.0) -> dict[str, np.ndarray]:
-    """Memory per GPU (bytes) of the binding stage and its breakdown.
-
-    The first stage holds the embedding (``pre``) and the in-flight microbatches' activations;
-    the last holds the head (``post``) and one; with pp = 1 they are one stage. The larger is
-    reported. ZeRO-3 adds two gathered blocks of weights (the one computing, the next
-    prefetched).
-    """
-    d = layers.astype(float)
-    single = pp == 1
-    in_flight = in_flight_microbatches(pp, n_mb, interleave)
-    w_first = d * block_weight_bytes + pre_weight + np.where(single, post_weight, 0.0)
-    a_first = (d * block_act_bytes + pre_act) * in_flight + np.where(single, post_act, 0.0)
-    w_last = d * block_weight_bytes + post_weight
-    a_last = d * block_act_bytes + post_act
-    gathered = 2 * block_weight_bytes if zero >= 3 else 0.0
-    parts_first = _zero_sharded(w_first, dp_group, zero, grad_factor)
-    parts_last = _zero_sharded(w_last, dp_group, zero, grad_factor)
-    mem_first = sum(parts_first) + gathered + a_first
-    mem_last = sum(parts_last) + gathered + a_last
-    first_binds = single | (mem_first >= mem_last)
-    held, grads, optimizer = (np.where(first_binds, f, s) for f, s in zip(parts_first, parts_last))
-    return {"weights_bytes": held + gathered, "gradients_bytes": grads,
-            "optimizer_bytes": optimizer,
-            "activations_bytes": np.where(first_binds, a_first, a_last),
-            "params_bytes": np.where(first_binds, w_first, w_last),
-            "memory_bytes": np.where(first_binds, mem_first, mem_last)}
 
 
 def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .block import Ctx, OpResult, Shards, comm_volume_bytes
 from .hardware import System
+from .memory import fits_in_memory
 from .space import COLUMNS
 from .transformer import Transformer
 
@@ -60,8 +61,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         data[name] = res[key][idx] / GB
     data["host_memory_gb"] = res["host_bytes"][idx] / GB
     data["hbm_capacity_gb"] = system.hbm_capacity_gb
-    data["fits"] = (res["memory_bytes"][idx] <= system.usable_hbm_bytes) & (
-        res["host_bytes"][idx] <= system.host_memory_gb * 1e9)
+    data["fits"] = fits_in_memory({k: res[k][idx] for k in ("memory_bytes", "host_bytes")},
+                                  system.usable_hbm_bytes, system.host_memory_gb * 1e9)
     for name, value in (constants or {}).items():
         data[name] = [value] * len(idx)
     return pd.DataFrame(data).reset_index(drop=True)

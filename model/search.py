@@ -26,7 +26,7 @@ from .evaluate import (
     candidate_times,
     evaluate_ops,
     evaluate_space,
-    fits_in_memory,
+    fits_on,
     shape_lower_bound,
     shape_memory,
     shards_of,
@@ -202,7 +202,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
                                          system.nvlink_domain_size)
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
-    fits = fits_in_memory(mem, system, usable)
+    fits = fits_on(mem, system, usable)
     per_count, placing, offset = [], [], 0
     for n, cols, (mask, table) in zip(counts, shapes, masks):
         span = slice(offset, offset + len(cols["tp1"]))
@@ -338,7 +338,7 @@ def evaluate(
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
                                  mode))
     res = evaluate_space(model, sysm, strat, space, global_batch, mode, execution=ex)
-    fits = fits_in_memory(res, sysm)
+    fits = fits_on(res, sysm)
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])
     i = int(np.argmax(thr))  # best placement / nb: fitting first, then fastest
     row = result_frame(model, sysm, strat.name, gpus, global_batch, res, np.array([i]),
