@@ -147,7 +147,8 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
         kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
         counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim), s,
                                      m.dropout, keep_scores=ctx.execution.recompute == "none",
-                                     fused=ctx.execution.flash_attention)
+                                     fused=ctx.execution.flash_attention,
+                                     keep_output=ctx.mode.attention_output_kept)
         if m.causal and ctx.execution.flash_attention and not ctx.mode.non_causal_attention:
             counts = ops.skip_masked_half(counts)
         return counts

@@ -28,6 +28,7 @@ class Mode:
     full_linear_inputs_kept: bool = False  # SP matmuls keep the gathered input, not its shard
     non_causal_attention: bool = False  # fused attention computes the masked half too
     equal_pipeline_stages: bool = False  # pp must divide the layers (no uneven stages)
+    attention_output_kept: bool = False  # fused attention keeps O, which proj keeps too (twice)
 
     @property
     def is_paper(self) -> bool:

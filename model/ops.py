@@ -179,6 +179,7 @@ def layer_norm(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
 def flash_attention(
     b: Array, heads: Array, kv_heads: Array, rows: Array, seq: float, q: float, s: float,
     dropout_on: bool = True, keep_scores: bool = False, fused: bool = True,
+    keep_output: bool = False,
 ) -> OpCounts:
     """Fused (flash) attention of r local query rows over a sequence of L (spec §3.1 FusedLA).
 
@@ -188,13 +189,16 @@ def flash_attention(
     bwd matrix: H·r·q(2L − 1) + 2·H·L·q(2r − 1) + H·r·L(2q − 1), plus the recomputed QKᵀ
     H·r·L(2q − 1); bwd vector: 3·H·r·L + H·r(L − 1) + H·r·L, plus the recomputed softmax/dropout.
     Bytes with K, V of ``kv_heads`` (GQA) over the full L:
-    M_fwd = s(2·H·r·q + 2·b·kv·L·q + H·r); act = s(2·H·r·q + 2·b·kv·r·q + 2·H·r);
-    M_bwd = s(2·b·kv·L·q + 2·H·r·q) + act. r = L gives the unsharded FusedLA.
+    M_fwd = s(2·H·r·q + 2·b·kv·L·q + H·r); M_bwd = s(2·b·kv·L·q + 2·H·r·q) + A_io with
+    A_io = s(2·H·r·q + 2·b·kv·r·q + 2·H·r) (Q, O, K, V, statistics); kept for the backward:
+    act = s(H·r·q + 2·b·kv·r·q) + 4·H·r (Q, K, V and the fp32 log-sum-exp; O is the
+    projection's input, counted there; the paper counts it here too: ``keep_output``).
+    r = L gives the unsharded FusedLA.
 
     ``keep_scores`` (no recompute, unfused attention as in Megatron before flash attention): the
     softmax output (s), dropout mask (1 B) and dropout output (s) per score are kept — the
     5·a·s²·b bytes of Korthikanti et al. 2022 — written in the forward and read in the backward,
-    and nothing is recomputed.
+    and nothing is recomputed (no log-sum-exp is kept then).
 
     ``fused=False`` (no flash attention): every pass over the H·r·L scores goes through HBM — in
     the forward write S (s), softmax read S / write P (2s), dropout read P / write P' and its
@@ -207,7 +211,12 @@ def flash_attention(
     softmax_fwd = 2 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq
     recompute_mat = qk
     recompute_vec = softmax_fwd
+    # read again by the backward: Q, O, K, V and the fp32 log-sum-exp per row and head
     act = s * (2 * hh * rows * q + 2 * b * kv_heads * rows * q + 2 * hh * rows)
+    # kept for it: Q, K, V — O is the output projection's input, kept there once (Korthikanti
+    # et al. 2022, §4.1) — and, in a fused kernel, the log-sum-exp (FlashAttention-2, §3.1)
+    kept = s * ((2 if keep_output else 1) * hh * rows * q + 2 * b * kv_heads * rows * q) + (
+        4.0 * hh * rows if fused and not keep_scores else 0.0)
     score_pass = 0.0 if fused else (4 * s + drop * (2 * s + 1.0)) * hh * rows * seq
     if keep_scores:
         scores = (s + drop * (1.0 + s)) * hh * rows * seq  # bytes of the kept score tensors
@@ -220,7 +229,7 @@ def flash_attention(
                        + score_pass),
             bytes_bwd=(s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + scores
                        + 2 * score_pass),
-            act_bytes=act + scores,
+            act_bytes=kept + scores,
         )
     return OpCounts(
         flop_mat_fwd=qk + hh * rows * q * (2 * seq - 1),
@@ -233,7 +242,7 @@ def flash_attention(
         flop_recompute=recompute_mat + recompute_vec,
         bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + score_pass,
         bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + 3 * score_pass,
-        act_bytes=act,
+        act_bytes=kept,
     )
 
 

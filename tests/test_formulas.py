@@ -351,7 +351,7 @@ def test_flash_attention_matches_spec(b, h, m1, L, m2, q, dropout):
     hl, ll = h // m1, L // m2
     bh = b * hl
     d = 1 if dropout else 0
-    out = ops.flash_attention(b, hl, hl, ll, L, q, S, dropout_on=dropout)
+    out = ops.flash_attention(b, hl, hl, ll, L, q, S, dropout_on=dropout, keep_output=True)
     # spec F = matrix terms + ρ·[vector terms]; split into the two
     mat_f = bh * ll * L * (2 * q - 1) + bh * ll * q * (2 * L - 1)
     vec_f = 2 * bh * ll * L + bh * ll * (L - 1) + d * bh * ll * L
@@ -370,6 +370,10 @@ def test_flash_attention_matches_spec(b, h, m1, L, m2, q, dropout):
     assert float(out.bytes_fwd) == S * (2 * bh * ll * q + 2 * bh * L * q + bh * ll)
     assert float(out.bytes_bwd) == S * (2 * bh * L * q + 2 * bh * ll * q) + act
     assert float(out.weight_bytes) == 0.0
+    # the default model keeps O once, as the output projection's input (docs/model.md)
+    own = ops.flash_attention(b, hl, hl, ll, L, q, S, dropout_on=dropout)
+    assert float(own.act_bytes) == act - S * bh * ll * q
+    assert float(own.bytes_bwd) == float(out.bytes_bwd)
     # F_mat/P_mat + F_vec/P_vec is the paper's (F_mat + ρ·F_vec)/P_mat
     rho = P_MAT / P_VEC
     ours = float(out.flop_mat_fwd) / P_MAT + float(out.flop_vec_fwd) / P_VEC
