@@ -26,8 +26,7 @@ from .errors import ModelError
 from .hardware import System, list_systems, load_system
 from .rules import explain
 from .search import DEFAULT_BUDGET, evaluate, search
-from .strategies import build_strategy, canonical_strategy
-from .sweep import STRATEGIES
+from .strategies import STRATEGIES, TRAITS, build_strategy, canonical_strategy
 from .transformer import Transformer, list_models, load_model
 from .validation import run_validation
 from .validation import summary as validation_summary
@@ -188,8 +187,10 @@ def _pins(args: argparse.Namespace) -> dict[str, int | None]:
 
 def _check_pins(strategies: Sequence[str], pins: dict[str, int | None]) -> None:
     """Refuse pins a strategy would silently ignore (it has no such dimension)."""
+    with_tp2 = tuple(name for name, t in TRAITS.items() if t.has_tp2)
+    with_panels = tuple(name for name, t in TRAITS.items() if t.has_panels)
     for s in strategies:
-        for dest, owners in (("tp2", ("summa", "context")), ("nb", ("summa",))):
+        for dest, owners in (("tp2", with_tp2), ("nb", with_panels)):
             if pins.get(dest) not in (None, 1) and s not in owners:
                 raise CliError(f"--{dest} applies to {' and '.join(owners)} only; "
                                f"the {s} strategy has {dest} = 1")

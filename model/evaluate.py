@@ -27,7 +27,8 @@ from .hardware import System
 from .memory import block_activation_bytes, fits_in_memory, offload_memory, stage_memory
 from .ops import OpCounts
 from .pipeline import edge_weight_bytes, iteration_time
-from .space import PLACEMENT, Space, stage_layers
+from .rules import stage_layers
+from .space import PLACEMENT, Space
 from .strategies import OpSpec, Strategy
 from .transformer import Transformer
 
@@ -182,14 +183,10 @@ def fits_on(mem: dict[str, np.ndarray], system: System,
     return fits_in_memory(mem, usable, system.host_memory_gb * 1e9)
 
 
-def _p2p_bytes(boundary: OpResult, strategy: Strategy, ctx: Ctx, sh: Shards) -> np.ndarray:
-    """Bytes each GPU sends to the next stage: the block output it holds. Without sequence
-    parallelism that output is replicated over tp1, and Megatron's scatter-gather sends 1/tp1
-    of it per GPU and all-gathers it inside the domain (Narayanan et al. 2021, §4.1)."""
-    act = np.asarray(boundary.counts.act_bytes, dtype=float)
-    if ctx.execution.sequence_parallel or strategy.name == "summa":
-        return act
-    return act / sh.tp1
+def _p2p_bytes(boundary: OpResult, strategy: Strategy, sh: Shards) -> np.ndarray:
+    """Bytes each GPU sends to the next stage: the block output it holds, over the axes it is
+    replicated on (``Strategy.p2p_scatter``: Megatron's scatter-gather)."""
+    return np.asarray(boundary.counts.act_bytes, dtype=float) / sh.size(strategy.p2p_scatter)
 
 
 def _forward_rerun(results: list[OpResult], like: np.ndarray, breakdown: bool) -> Totals:
@@ -254,7 +251,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     out = iteration_time(
         block=block_c, edge=edge,
         edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
-        boundary_act_bytes=_p2p_bytes(boundary, strategy, ctx, sh)[inverse], n_mb=n_mb,
+        boundary_act_bytes=_p2p_bytes(boundary, strategy, sh)[inverse], n_mb=n_mb,
         layers=layers, pp=pp, nv_pp=cols.get("nv_pp", ones), dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones, system=system,
         mode=ctx.mode, pricing=ctx.pricing, interleave=ctx.execution.interleave,

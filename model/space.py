@@ -28,6 +28,7 @@ import numpy as np
 
 from .errors import ModelError
 from .modes import resolve_mode
+from .rules import Problem, mask
 from .strategies import Strategy
 from .transformer import Transformer
 
@@ -86,61 +87,48 @@ def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch:
     return Space(expand_placements(shapes, mask, table))
 
 
-def stage_layers(layers: int, pp):
-    """Blocks on the fullest pipeline stage: ceil(layers / pp) (uneven stages put the extra
-    blocks on some stages; with pp | layers it is layers / pp)."""
-    return -(-layers // pp)
+def _grow(cols: dict, axis: str, values: np.ndarray, problem: Problem) -> dict:
+    """Cross the rows with ``values`` of a new dimension, keeping the pairs that obey its rules
+    (:func:`model.rules.mask` on [rows, 1] × [1, values] arrays)."""
+    dims = {k: v[:, None] for k, v in cols.items()}
+    dims[axis] = values[None, :]
+    ok = np.broadcast_to(mask(axis, dims, problem), (len(cols["tp1"]), len(values)))
+    return _expand(cols, axis, values, ok)
 
 
 def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                  pins: dict | None = None, interleave: int = 1,
                  equal_stages: bool = True) -> dict[str, np.ndarray]:
-    """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement.
+    """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement:
+    each dimension's candidate values (divisors; pinned values only), filtered by the rules of
+    :mod:`model.rules` as it is added.
 
     Memory does not depend on the placement, so the search can drop shapes that do not fit
     before multiplying them by their placements.
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
-    n, e, h, kv, l = gpus, model.hidden, model.heads, model.kv_heads, model.seq_len
-    div_n = divisors(n)
+    problem = Problem(model, strategy, gpus, global_batch, interleave, equal_stages)
+    div_n = divisors(gpus)
     tp1 = _pin(div_n, pins, "tp1")
-    min_cols = (3 * e) // tp1 if strategy.name == "1d" else e // tp1
-    tp1 = tp1[(h % tp1 == 0) & (e % tp1 == 0) & (min_cols >= 128)
-              & ((kv % tp1 == 0) | (tp1 % kv == 0))]
-    cols = {"tp1": tp1}
+    cols = {"tp1": tp1[np.broadcast_to(mask("tp1", {"tp1": tp1}, problem), tp1.shape)]}
     # a strategy without tp2 has tp2 = 1: a pin of anything else matches nothing
-    tp2 = _pin(div_n if strategy.has_tp2 else np.ones(1, dtype=np.int64), pins, "tp2")
-    ok = (n % (tp1[:, None] * tp2[None, :]) == 0)
-    if strategy.has_tp2:
-        ok &= (l // tp2 >= 128)[None, :]
-    if strategy.name == "summa":
-        ok &= (e % tp2 == 0)[None, :]
-    cols = _expand(cols, "tp2", tp2, ok)
-    tp = cols["tp1"] * cols["tp2"]
+    cols = _grow(cols, "tp2", _pin(div_n if strategy.has_tp2 else np.ones(1, dtype=np.int64),
+                                   pins, "tp2"), problem)
     # stages: equal (pp | layers, as in the paper) or uneven (any pp ≤ layers, fullest stage
     # ceil(layers / pp) blocks, as Megatron's uneven first/last stages allow)
-    pp_values = divisors(model.layers) if equal_stages else divisors(n)[divisors(n) <= model.layers]
-    pp = _pin(pp_values, pins, "pp")
-    cols = _expand(cols, "pp", pp, n % (tp[:, None] * pp[None, :]) == 0)
-    dp = n // (cols["tp1"] * cols["tp2"] * cols["pp"])
-    keep = (global_batch % dp == 0) & (dp <= global_batch)
+    pp_values = divisors(model.layers) if equal_stages else div_n[div_n <= model.layers]
+    cols = _grow(cols, "pp", _pin(pp_values, pins, "pp"), problem)
+    dp = gpus // (cols["tp1"] * cols["tp2"] * cols["pp"])
+    keep = np.broadcast_to(mask("dp", {"dp": dp}, problem), dp.shape)
     if pins.get("dp") is not None:
-        keep &= dp == pins["dp"]
+        keep = keep & (dp == pins["dp"])
     cols = {k: v[keep] for k, v in cols.items()}
     cols["dp"] = dp[keep]
-    mb = _pin(divisors(global_batch), pins, "microbatch")
-    split = np.ones_like(cols["tp1"])
-    for a in strategy.microbatch_divides:
-        split = split * cols[a]
-    ok = ((global_batch // cols["dp"])[:, None] % mb[None, :] == 0) & (
-        (mb[None, :] * l) % split[:, None] == 0)
-    cols = _expand(cols, "microbatch", mb, ok)
+    cols = _grow(cols, "microbatch", _pin(divisors(global_batch), pins, "microbatch"), problem)
     if interleave > 1:  # V stages per GPU: pp > 1, V | layers per stage, pp | microbatches
-        n_mb = global_batch // cols["dp"] // cols["microbatch"]
-        keep = ((cols["pp"] > 1) & (stage_layers(model.layers, cols["pp"]) % interleave == 0)
-                & (n_mb % cols["pp"] == 0))
+        keep = np.broadcast_to(mask("interleave", cols, problem), cols["tp1"].shape)
         cols = {k: v[keep] for k, v in cols.items()}
-    return _panels(cols, e, strategy.has_panels, pins)
+    return _panels(cols, model.hidden, strategy.has_panels, pins)
 
 
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:

@@ -92,12 +92,35 @@ class Strategy:
     boundary: str
     has_tp2: bool
     has_panels: bool
+    tp1_columns_factor: int  # tp1 must leave factor·e/tp1 matmul columns (1D: the fused QKV)
+    tp2_divides_hidden: bool  # SUMMA: W rows are split over tp2 too
+    p2p_scatter: Axes  # the boundary activation is replicated over these: each sends 1/size
 
 
-STRATEGY_NAMES = {"1d": "1d", "summa": "summa", "2d": "summa", "context": "context",
-                  "2d-seqp": "context", "seqp": "context"}
-LABELS = {"1d": "1D tensor parallel", "summa": "2D SUMMA tensor parallel",
-          "context": "2D context/sequence parallel"}
+@dataclass(frozen=True)
+class Traits:
+    """What a strategy is independently of the model: its label and its rules (model.rules)."""
+
+    label: str
+    has_tp2: bool
+    has_panels: bool
+    dp_axes: Axes
+    microbatch_divides: Axes
+    tp1_columns_factor: int
+    tp2_divides_hidden: bool
+
+
+# The strategies, in the order every list of them follows (CLI, sweep, dashboard)
+TRAITS: dict[str, Traits] = {
+    "1d": Traits("1D tensor parallel", False, False, ("dp",), TP1, 3, False),
+    "summa": Traits("2D SUMMA tensor parallel", True, True, ("dp",), TP2, 1, True),
+    "context": Traits("2D context/sequence parallel", True, False, ("dp", "tp2"),
+                      ("tp1", "tp2"), 1, False),
+}
+STRATEGIES: tuple[str, ...] = tuple(TRAITS)
+LABELS = {name: t.label for name, t in TRAITS.items()}
+STRATEGY_NAMES = {**{name: name for name in STRATEGIES}, "2d": "summa", "2d-seqp": "context",
+                  "seqp": "context"}
 
 
 def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:
@@ -150,7 +173,7 @@ def _residual(model: Transformer, part: str, bias_rows: Axes, bias_cols: Axes, r
 
 
 def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
-              ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+              ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec], Axes]:
     """Megatron tensor parallelism over tp1 (spec §3.2 "1D TP"), optionally on l/tp2 sequence
     rows with context-parallel flash attention over tp2 (spec §3.2 "2d-seqp").
 
@@ -217,7 +240,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
                    fwd=col_fwd, bwd=col_bwd, act_rows=col_act),
             OpSpec("head/loss", Kind.LOSS, k="V", rows=base, k_shard=TP1,
                    fwd=(_ar("stats", TP1),))]
-    return mlp + attn, pre, post
+    return mlp + attn, pre, post, (() if sp else TP1)
 
 
 def _summa_linear(name: str, k: str, n: str) -> OpSpec:
@@ -232,7 +255,7 @@ def _summa_linear(name: str, k: str, n: str) -> OpSpec:
 
 
 def _summa(model: Transformer, mode: Mode, ex: Execution
-           ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec]]:
+           ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec], Axes]:
     """2D SUMMA (spec §3.2 "2d"): every matmul a SUMMA on the tp2 × tp1 grid, 2D LayerNorm.
 
     Paper mode copies its attention (context-parallel flash attention with an exposed K/V
@@ -272,7 +295,7 @@ def _summa(model: Transformer, mode: Mode, ex: Execution
     post = [norm("head/norm"), _summa_linear("head/logits", "e", "V"),
             OpSpec("head/loss", Kind.LOSS, k="V", rows=TP2, k_shard=TP1,
                    fwd=(CommSpec(ar, "stats", TP1),))]
-    return mlp + attn, pre, post
+    return mlp + attn, pre, post, ()
 
 
 _BUILDERS = {
@@ -280,15 +303,14 @@ _BUILDERS = {
     "summa": _summa,
     "context": lambda m, mode, ex: _megatron(m, mode, ex, context=True),
 }
-_DP_AXES = {"1d": ("dp",), "summa": ("dp",), "context": ("dp", "tp2")}
-_MB_DIVIDES = {"1d": TP1, "summa": TP2, "context": ("tp1", "tp2")}
 
 
 def canonical_strategy(name: str) -> str:
     """'1d' | 'summa' | 'context' from any accepted alias (2d, 2d-seqp, seqp)."""
     key = STRATEGY_NAMES.get(str(name).lower())
     if key is None:
-        raise ModelError(f"unknown strategy '{name}'; choose 1d, summa or context")
+        raise ModelError(f"unknown strategy '{name}'; choose {', '.join(STRATEGIES[:-1])} or "
+                         f"{STRATEGIES[-1]}")
     return key
 
 
@@ -300,11 +322,14 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
     """
     key = canonical_strategy(name)
     mode = resolve_mode(compat)
-    block, pre, post = _BUILDERS[key](model, mode, resolve_execution(execution))
+    ex = resolve_execution(execution)
+    block, pre, post, scatter = _BUILDERS[key](model, mode, ex)
     if mode.blocks_only or model.vocab == 0:
         pre, post = [], []
+    t = TRAITS[key]
     return Strategy(
-        name=key, label=LABELS[key], block=tuple(block), pre=tuple(pre), post=tuple(post),
-        dp_axes=_DP_AXES[key], microbatch_divides=_MB_DIVIDES[key], boundary="attn/norm",
-        has_tp2=key != "1d", has_panels=key == "summa",
+        name=key, label=t.label, block=tuple(block), pre=tuple(pre), post=tuple(post),
+        dp_axes=t.dp_axes, microbatch_divides=t.microbatch_divides, boundary="attn/norm",
+        has_tp2=t.has_tp2, has_panels=t.has_panels, tp1_columns_factor=t.tp1_columns_factor,
+        tp2_divides_hidden=t.tp2_divides_hidden, p2p_scatter=scatter,
     )

@@ -10,10 +10,9 @@ from .errors import ModelError
 from .execution import Execution
 from .hardware import System
 from .search import DEFAULT_BUDGET, SearchResult, search_counts
-from .strategies import canonical_strategy
+from .strategies import STRATEGIES, canonical_strategy
 from .transformer import Transformer
 
-STRATEGIES = ("1d", "summa", "context")
 PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the paper's figures
 
 
