@@ -44,12 +44,7 @@ def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
     for round_ in range(FIRST_ROUNDS + 1):
         ids = np.flatnonzero(left)
         if round_ < FIRST_ROUNDS and not everything:
-            chosen = [ids[~prunable[ids]]]  # no finite bound: priced at once
-            ids = ids[prunable[ids]]
-            for i in range(n_counts):
-                own = ids[count_of[ids] == i]
-                chosen.append(own[keep_positions(bound[own], memory[own], depth)])
-            ids = np.sort(np.concatenate(chosen))
+            ids = _promising(ids, bound, prunable, memory, count_of, n_counts, depth)
         if len(ids) or not parts:
             cands, res = price(ids)
             parts.append((cands, res))
@@ -60,16 +55,8 @@ def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
             break
         if everything:  # a NaN throughput: no order to prune by
             continue
-        # per count: the depth-th best priced throughput among candidates needing ≤ m bytes
-        thr = np.concatenate(thr_parts)
-        shape = np.concatenate([c["shape"] for c, _ in parts])
-        ids = np.flatnonzero(left & prunable)
-        for i in range(n_counts):
-            own = ids[count_of[ids] == i]
-            mine = count_of[shape] == i
-            if own.size and mine.any():
-                beat = depth_best(thr[mine], memory[shape[mine]], depth, memory[own])
-                left[own[beat > bound[own]]] = False
+        _drop_beaten(left, prunable, bound, memory, count_of, n_counts, depth,
+                     np.concatenate(thr_parts), np.concatenate([c["shape"] for c, _ in parts]))
         if not left.any():
             break
     if len(parts) == 1:
@@ -78,6 +65,33 @@ def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
     res = {k: np.concatenate([r[k] for _, r in parts]) for k in parts[0][1]}
     order = np.argsort(cands["shape"], kind="stable")  # whole shapes per round: candidate order
     return {k: v[order] for k, v in cands.items()}, {k: v[order] for k, v in res.items()}
+
+
+def _promising(ids: np.ndarray, bound: np.ndarray, prunable: np.ndarray, memory: np.ndarray,
+               count_of: np.ndarray, n_counts: int, depth: int) -> np.ndarray:
+    """Of the shapes ``ids``, those priced first: every one without a finite bound, and per
+    GPU count those whose bounds could be among the ``depth`` best (``keep_positions``)."""
+    chosen = [ids[~prunable[ids]]]
+    ids = ids[prunable[ids]]
+    for i in range(n_counts):
+        own = ids[count_of[ids] == i]
+        chosen.append(own[keep_positions(bound[own], memory[own], depth)])
+    return np.sort(np.concatenate(chosen))
+
+
+def _drop_beaten(left: np.ndarray, prunable: np.ndarray, bound: np.ndarray, memory: np.ndarray,
+                 count_of: np.ndarray, n_counts: int, depth: int, thr: np.ndarray,
+                 shape: np.ndarray) -> None:
+    """Clear ``left`` for the shapes whose bound is beaten, at their GPU count, by the
+    ``depth``-th best priced throughput (``thr`` of candidates of shapes ``shape``) among
+    candidates needing no more memory."""
+    ids = np.flatnonzero(left & prunable)
+    for i in range(n_counts):
+        own = ids[count_of[ids] == i]
+        mine = count_of[shape] == i
+        if own.size and mine.any():
+            beat = depth_best(thr[mine], memory[shape[mine]], depth, memory[own])
+            left[own[beat > bound[own]]] = False
 
 
 def depth_best(thr: np.ndarray, memory: np.ndarray, depth: int, query: np.ndarray
