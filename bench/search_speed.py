@@ -6,8 +6,8 @@ Cases (issue 2): 1D gpt3-1t at 4096 GPUs; SUMMA vit-era5 at 4096 GPUs; and the p
 strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, gpt3-1t on H200 with
 an NVLink domain of 8). Each case reports the best of ``--repeat`` runs after one warm-up. The
 machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded. The
-estimator's per-process search cache (``model.frontier``) and its remembered shape spaces
-(``model.search``) are emptied before every run, so each run is a search from scratch (pruned:
+estimator's per-process search cache (``model.explore.frontier``) and its remembered shape spaces
+(``model.explore.search``) are emptied before every run, so each run is a search from scratch (pruned:
 only the candidates that can be among the best are priced; every candidate is counted).
 """
 
@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import load_model, load_system, search, sweep  # noqa: E402
-from model.frontier import CACHE  # noqa: E402
-from model.search import clear_shape_spaces  # noqa: E402
-from model.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
+from model.explore.frontier import CACHE  # noqa: E402
+from model.explore.search import clear_shape_spaces  # noqa: E402
+from model.explore.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
 
 
 def _time(fn, repeat: int) -> tuple[float, int]:
@@ -52,7 +52,7 @@ def main() -> None:
     def one(model, strategy, gpus):
         return lambda: search(model, h200, gpus, 4096, strategy, compat=compat, nvs=8).candidates
 
-    def figure():  # model.sweep: one batched evaluation per strategy over the 13 GPU counts
+    def figure():  # model.explore.sweep: one batched evaluation per strategy over the 13 GPU counts
         results = sweep(gpt, h200, PAPER_GPU_COUNTS, 4096, STRATEGIES, compat=compat, nvs=8)
         return sum(r.candidates for r in results)
 

@@ -31,7 +31,7 @@ from plotly.io.json import to_json_plotly
 
 import model as estimator
 from model import ModelError, best_per_cell, design_space, evaluate, search
-from model.sweep import best_frame, sweep
+from model.explore.sweep import best_frame, sweep
 
 from .diskstore import BoundedCache
 from .figures.common import plain
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 def _source_digest() -> str:
     h = hashlib.sha256()
     # the estimator and the figure code: cached figures must follow either
-    sources = [*(ROOT / "model").glob("*.py"), *(ROOT / "dashboard").rglob("*.py")]
+    sources = [*(ROOT / "model").rglob("*.py"), *(ROOT / "dashboard").rglob("*.py")]
     for path in sorted(sources):
         h.update(path.read_bytes())
     for path in sorted((ROOT / "systems").glob("*.json")) + sorted(

@@ -2,7 +2,7 @@
 
 The same schema serves the controls, the URL query string (a copied link reproduces the view) and
 the scenario JSON download/upload. Keys carry units. Validation uses the estimator's own field
-checker (:mod:`model.schema`), so a bad value gets the same clear message everywhere, keyed by the
+checker (:mod:`model.specs.schema`), so a bad value gets the same clear message everywhere, keyed by the
 control it came from.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from model import ModelError, list_models, list_systems, load_model, load_system
-from model.execution import DEFAULT_EXECUTION, resolve_execution
-from model.hardware import System
-from model.schema import Field, check_field
-from model.transformer import Transformer
+from model.specs.execution import DEFAULT_EXECUTION, resolve_execution
+from model.specs.hardware import System
+from model.specs.schema import Field, check_field
+from model.specs.transformer import Transformer
 
 DEFAULT_EXECUTION_VALUES = {k: getattr(DEFAULT_EXECUTION, k) for k in (
     "recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",

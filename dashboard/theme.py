@@ -62,7 +62,7 @@ COMPONENT_LABELS: dict[str, str] = {
     "t_offload_s": "offload transfers",
 }
 
-# Per-op components (model.report.op_table) and what bounds an op: same colours as above.
+# Per-op components (model.explore.report.op_table) and what bounds an op: same colours as above.
 OP_COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_exposed_s", "t_comm_s")
 OP_COMPONENT_COLORS: dict[str, str] = {
     "t_compute_s": COMPONENT_COLORS["t_compute_s"],

@@ -13,13 +13,13 @@ Public API::
 (spec/paper-model.md §7); the default model fixes them and adds embedding, LM head and loss.
 """
 
-from .design import best_per_cell, design_space
 from .errors import ModelError
-from .hardware import System, list_systems, load_system, system_from_dict
-from .search import Evaluation, SearchResult, evaluate, search
-from .strategies import canonical_strategy
-from .sweep import sweep
-from .transformer import Transformer, list_models, load_model, transformer_from_dict
+from .explore.design import best_per_cell, design_space
+from .explore.search import Evaluation, SearchResult, evaluate, search
+from .explore.sweep import sweep
+from .physics.strategies import canonical_strategy
+from .specs.hardware import System, list_systems, load_system, system_from_dict
+from .specs.transformer import Transformer, list_models, load_model, transformer_from_dict
 
 __version__ = "0.1.0"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from model.cli import main
-from model.hardware import list_systems
-from model.transformer import list_models
+from model.cli.commands import main
+from model.specs.hardware import list_systems
+from model.specs.transformer import list_models
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_SEARCH = ["search", "--model", "gpt3-1t", "--system", "paper-h200", "--nvs", "8",
@@ -223,7 +223,7 @@ def test_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch,
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("model.cli.list_systems", boom)
+    monkeypatch.setattr("model.cli.commands.list_systems", boom)
     assert main(["systems"]) == 1
     err = capsys.readouterr().err
     assert err.strip() == "error: internal error: RuntimeError: boom"
@@ -248,7 +248,7 @@ def test_ablation_lists_every_switch_and_default(capsys: pytest.CaptureFixture[s
                              "8", "--gpus", "512", "--strategy", "1d", "--json"])
     labels = [r["mode"] for r in rows]
     assert labels[0].startswith("paper") and labels[-1].startswith("default")
-    from model.modes import SWITCHES
+    from model.specs.modes import SWITCHES
     assert len(rows) == len(SWITCHES) + 2  # paper, each switch fixed alone, default
     assert rows[0]["samples_per_s"] == pytest.approx(28.62912724154006, rel=1e-12)
     assert rows[0]["change_vs_paper"] == 0.0

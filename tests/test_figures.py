@@ -27,8 +27,8 @@ from dashboard.figures import (
     training_time_figure,
 )
 from model import best_per_cell, design_space, evaluate, load_model, load_system, search, sweep
-from model.report import MEMORY_COLUMNS, TIME_COLUMNS
-from model.sweep import best_frame
+from model.explore.report import MEMORY_COLUMNS, TIME_COLUMNS
+from model.explore.sweep import best_frame
 
 COUNTS = [2 ** k for k in range(2, 15)]
 REL = 1e-9

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import evaluate, load_model, load_system, ops, search, transformer_from_dict
-from model.collectives import Collective, collective_time_s, summa_comm_time_s
+from model import evaluate, load_model, load_system, search, transformer_from_dict
+from model.physics import ops
+from model.physics.collectives import Collective, collective_time_s, summa_comm_time_s
 
 # paper-h200 (spec §1.2), in SI units
 P_MAT, P_VEC = 989.4e12, 133.8e12  # FLOP/s
@@ -558,7 +559,7 @@ def test_causal_flash_attention_skips_half_the_scores(h200):
 
 def test_gemm_wave_quantisation():
     """Output tiles run in waves of SMs; a partly filled last wave wastes the rest."""
-    from model.ops import wave_efficiency
+    from model.physics.ops import wave_efficiency
     assert wave_efficiency(128 * 108, 128, 128, 108) == 1.0  # exactly one full wave
     assert wave_efficiency(128 * 109, 128, 128, 108) == pytest.approx(109 / 216)
     assert wave_efficiency(100, 100, 128, 0) == 1.0  # off

@@ -11,7 +11,7 @@ never yields NaN, inf or a negative time or size. Covered here:
 * the Python API (``search``, ``evaluate``, ``design_space``, ``sweep``) with random GPU counts,
   batches, strategies, pins, compat modes, execution options and budgets — kept cheap: a
   gpt3-175b shrunk to 8 layers, at most 256 GPUs;
-* the command line (``model.cli.main``): random argument lists built from the parser's own flags
+* the command line (``model.cli.commands``): random argument lists built from the parser's own flags
   with random values and garbage tokens — exit 0, or 2 with one ``error:`` line; never 1;
 * the dashboard: ``validate_scenario`` (random dicts), ``from_query`` (URL fragments, percent-
   encoded, long, unicode), ``from_json`` (random bytes and text up to 20 KB) and the ``upload``,
@@ -61,7 +61,6 @@ from model import (  # noqa: E402
     ModelError,
     design_space,
     evaluate,
-    hardware,
     list_models,
     list_systems,
     load_model,
@@ -69,13 +68,13 @@ from model import (  # noqa: E402
     search,
     sweep,
     system_from_dict,
-    transformer,
     transformer_from_dict,
 )
-from model.cli import build_parser, main  # noqa: E402
-from model.execution import Execution  # noqa: E402
-from model.schema import Field  # noqa: E402
-from model.space import PIN_NAMES  # noqa: E402
+from model.cli.commands import build_parser, main  # noqa: E402
+from model.explore.space import PIN_NAMES  # noqa: E402
+from model.specs import hardware, transformer  # noqa: E402
+from model.specs.execution import Execution  # noqa: E402
+from model.specs.schema import Field  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = settings(max_examples=80, deadline=None, derandomize=False,
@@ -363,7 +362,7 @@ def test_valid_random_specs_give_finite_results(m, s, gpus, gbs, strategy, compa
 def test_tiny_vocabulary_gives_finite_numbers(vocab):
     """A valid model whose LM head has fewer columns than tensor-parallel ranks (vocab 1 on
     tp1 = 2: an empty GEMM) on every preset system. Found: NaN times from the wave-quantisation
-    efficiency ``tiles / (ceil(tiles / units) · units)`` = 0/0 in ``model/ops.py``."""
+    efficiency ``tiles / (ceil(tiles / units) · units)`` = 0/0 in ``model/physics/ops.py``."""
     m = transformer_from_dict({"name": "tiny", "layers": 4, "hidden": 128, "heads": 2,
                                "kv_heads": 1, "seq_len": 128, "vocab": vocab, "tokens": 1e9})
     for name in list_systems():

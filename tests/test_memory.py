@@ -1,4 +1,4 @@
-"""Memory per GPU against closed forms (model/memory.py and the ops' kept bytes).
+"""Memory per GPU against closed forms (model/physics/memory.py and the ops' kept bytes).
 
 Activations per transformer layer, Korthikanti et al. 2022 (arXiv 2205.05198) with s the
 sequence, b the microbatch, h the hidden size, a the heads and t the tensor-parallel size
@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 
 from model import evaluate, load_system, transformer_from_dict
-from model.execution import Execution
-from model.memory import in_flight_microbatches
+from model.physics.memory import in_flight_microbatches
+from model.specs.execution import Execution
 
 S, H, A, LAYERS = 2048, 1024, 16, 8
 GPT = dict(name="closed-form", layers=LAYERS, hidden=H, heads=A, seq_len=S, vocab=0,

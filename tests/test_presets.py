@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from model.errors import ModelError
-from model.hardware import FIELDS as SYSTEM_FIELDS
-from model.hardware import list_systems, load_system, system_from_dict
-from model.transformer import FIELDS as MODEL_FIELDS
-from model.transformer import list_models, load_model, transformer_from_dict
+from model.specs.hardware import FIELDS as SYSTEM_FIELDS
+from model.specs.hardware import list_systems, load_system, system_from_dict
+from model.specs.transformer import FIELDS as MODEL_FIELDS
+from model.specs.transformer import list_models, load_model, transformer_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = Path("/work/shared/reference")

@@ -1,7 +1,7 @@
-"""Exact pruning of a search (model.pruning.pruned): the shapes' lower bounds never exceed a
+"""Exact pruning of a search (model.explore.pruning.pruned): the shapes' lower bounds never exceed a
 placed candidate's exact iteration time, and a pruned search returns exactly what pricing every
 candidate returns (rows, order, dtypes, candidate and feasible counts), also through the
-per-process search cache (model.frontier)."""
+per-process search cache (model.explore.frontier)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,20 @@ import pytest
 from test_frontier import same
 
 from model import load_model, load_system, search, sweep
-from model.block import Ctx
-from model.evaluate import (
+from model.explore.evaluate import (
     ShapeCounts,
     candidate_times,
     shape_lower_bound,
     shape_memory,
 )
-from model.execution import resolve_execution
-from model.frontier import CACHE
-from model.modes import resolve_mode
-from model.space import build_shapes, expand_placements, placement_mask
-from model.strategies import build_strategy
+from model.explore.frontier import CACHE
+from model.explore.space import build_shapes, expand_placements, placement_mask
+from model.physics.block import Ctx
+from model.physics.strategies import build_strategy
+from model.specs.execution import resolve_execution
+from model.specs.modes import resolve_mode
 
-SEARCH = sys.modules["model.search"]  # the module (model.search is the function)
+SEARCH = sys.modules["model.explore.search"]  # the module (model.explore.search is the function)
 COUNTS = [8, 16, 64, 256, 1024, 4096]
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
-from model.report import TIME_COLUMNS
+from model.explore.report import TIME_COLUMNS
 
 REL = 1e-12
 DIMS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb")
@@ -379,7 +379,7 @@ def test_overrides_keep_default_sizes_consistent():
 
 
 def test_flat_slow_rings_use_every_nic_outside_paper_mode():
-    from model.collectives import Collective, collective_time_s
+    from model.physics.collectives import Collective, collective_time_s
     s = load_system("paper-h200").with_overrides(nics_per_gpu=2.0)
     one = s.with_overrides(nics_per_gpu=1.0)
     v, n = 1e9, 8

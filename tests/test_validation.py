@@ -7,7 +7,7 @@ import json
 import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
-from model.cli import main
+from model.cli.commands import main
 from model.validation import run_validation, summary
 
 
@@ -214,7 +214,7 @@ def test_memory_reserve_and_small_message_bandwidth():
     tight, loose = (search(m, x, 64, 64, "1d", top_k=1) for x in (s, free))
     assert tight.feasible <= loose.feasible
     assert tight.best["memory_gb"] <= s.hbm_capacity_gb - s.memory_reserve_gb
-    from model.collectives import Collective, collective_time_s
+    from model.physics.collectives import Collective, collective_time_s
     slow = s.with_overrides(nvlink_half_message_bytes=1e6)
     small, large = 8e4, 8e9  # bytes over 8 GPUs in one domain: 10 kB and 1 GB per ring step
     for v, factor in ((small, (1e4 + 1e6) / 1e4), (large, (1e9 + 1e6) / 1e9)):

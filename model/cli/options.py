@@ -1,7 +1,7 @@
-"""Command-line options for the execution choices (:class:`model.execution.Execution`).
+"""Command-line options for the execution choices (:class:`model.specs.execution.Execution`).
 
 ``search`` searches recompute (selective, full) and interleaving (1, 2) unless they are given;
-``evaluate`` uses one value each (the defaults of :class:`~model.execution.Execution`). The
+``evaluate`` uses one value each (the defaults of :class:`~model.specs.execution.Execution`). The
 paper mode models a single execution: these options are refused with ``--compat paper``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .errors import ModelError
+from ..errors import ModelError
 
 SEARCHED = {"recompute": ["selective", "full"], "interleave": [1, 2]}
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .errors import ModelError
+from ..errors import ModelError
+from ..physics.strategies import build_strategy
+from ..specs.execution import Execution, execution_columns, resolve_execution
+from ..specs.hardware import System
+from ..specs.modes import Mode, resolve_mode
+from ..specs.transformer import Transformer
 from .evaluate import evaluate_space
-from .execution import Execution, execution_columns, resolve_execution
-from .hardware import System
-from .modes import Mode, resolve_mode
 from .report import result_frame
 from .search import DEFAULT_BUDGET, check_args
 from .space import COLUMNS, build_space
-from .strategies import build_strategy
-from .transformer import Transformer
 
 AXES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 

@@ -2,11 +2,11 @@
 each op needs over which group (spec/paper-model.md §3.2).
 
 A strategy is a table of :class:`OpSpec` rows for one transformer block (plus the ops before the
-first and after the last block), evaluated by the one generic code path in :mod:`model.block`.
+first and after the last block), evaluated by the one generic code path in :mod:`model.physics.block`.
 Parallel axes: ``tp1`` shards hidden features / heads, ``tp2`` shards the sequence (SUMMA rows or
 context parallel); ``dp`` and ``pp`` never shard an op. A dimension name (``e``, ``f``, ``qkv``, …)
 refers to :func:`model_dims`. Volumes of collectives are named (``in``, ``out``, ``kv``, …) and
-defined once in :func:`model.block.comm_volume_bytes`.
+defined once in :func:`model.physics.block.comm_volume_bytes`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from ..errors import ModelError
+from ..specs.execution import Execution, resolve_execution
+from ..specs.modes import Mode, resolve_mode
+from ..specs.transformer import Transformer
 from .collectives import Collective
-from .errors import ModelError
-from .execution import Execution, resolve_execution
-from .modes import Mode, resolve_mode
-from .transformer import Transformer
 
 Axes = tuple[str, ...]
 TP1: Axes = ("tp1",)
@@ -27,7 +27,7 @@ NONE: Axes = ()
 
 
 class Kind(Enum):
-    """Which formula of :mod:`model.ops` an op uses."""
+    """Which formula of :mod:`model.physics.ops` an op uses."""
 
     LINEAR = "linear"
     SUMMA_LINEAR = "summa_linear"
@@ -99,7 +99,7 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Traits:
-    """What a strategy is independently of the model: its label and its rules (model.rules)."""
+    """What a strategy is independently of the model: its label and its rules (model.explore.rules)."""
 
     label: str
     has_tp2: bool

@@ -2,7 +2,7 @@
 
 Each function takes *local* (already sharded) shapes as numpy arrays (or scalars) and returns an
 :class:`OpCounts`. Which dimension is sharded by which parallel axis, and which collective an op
-needs, is decided by the strategy tables in :mod:`model.strategies`, not here.
+needs, is decided by the strategy tables in :mod:`model.physics.strategies`, not here.
 
 Symbols (spec/paper-model.md §3): b microbatch, r = rows = b·(local sequence), k / n local input /
 output features, s bytes per element, s_m bytes per dropout-mask element. A multiply and an add

@@ -11,10 +11,10 @@ from dataclasses import replace
 
 import pandas as pd
 
-from .hardware import System
-from .modes import DEFAULT, PAPER, SWITCHES, Mode
+from ..specs.hardware import System
+from ..specs.modes import DEFAULT, PAPER, SWITCHES, Mode
+from ..specs.transformer import Transformer
 from .search import search
-from .transformer import Transformer
 
 
 def ablation(model: Transformer, system: System, gpus: int, global_batch: int, strategy: str,

@@ -3,7 +3,7 @@
 Following ZeRO-Offload / ZeRO-Infinity (Ren et al. 2021, arXiv 2101.06840; Rajbhandari et al.
 2021, arXiv 2104.07857), with B = the host link's bandwidth per direction and per GPU:
 
-What stays in HBM is :func:`model.memory.offload_memory`; the times:
+What stays in HBM is :func:`model.physics.memory.offload_memory`; the times:
 
 * optimizer: the fp32 state leaves HBM; each step the gradients go down and the updated bf16
   weights come back, (G + W)/B, and the CPU runs Adam at host DRAM speed, 28 B/param / B_dram;
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .execution import Execution
+from ..specs.execution import Execution
 from .pricing import Pricing
 
 ADAM_HOST_BYTES_PER_PARAM = 28.0  # the same Adam traffic as on the GPU, in host DRAM

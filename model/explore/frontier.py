@@ -1,6 +1,6 @@
 """Search results that outlive one HBM capacity: per GPU count, the candidates any capacity needs.
 
-The HBM capacity only decides which configurations fit (:func:`model.memory.fits_in_memory`);
+The HBM capacity only decides which configurations fit (:func:`model.physics.memory.fits_in_memory`);
 a configuration's times, FLOPs and memory are the same at every capacity. So a search evaluates
 the candidates that fit in some usable capacity U (at least the one asked for) and keeps, per
 GPU count, only those that can be among the ``top_k`` fastest at a capacity up to U: taken
@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .execution import Execution
-from .hardware import System
-from .modes import Mode
+from ..specs.execution import Execution
+from ..specs.hardware import System
+from ..specs.modes import Mode
+from ..specs.transformer import Transformer
 from .report import result_frame
-from .transformer import Transformer
 
 FIRST_HEADROOM = 1.1  # a first evaluation covers this much more usable HBM than asked (+~9 % work)
 HEADROOM = 1.25  # a re-evaluation covers this much more usable HBM than the previous one

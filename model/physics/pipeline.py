@@ -11,18 +11,18 @@ microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / b
   int(pp/nv_pp − 1) cross domains (slow; free in the paper, bug 2), the rest stay inside.
 * T_loc = n_mb·(D·(T_f + T_b) + T_edge); bubble = (pp − 1)·(T_loc + t_pp)/n_mb;
   t = T_loc + t_pp + bubble + t_dp.
-* Memory per GPU: :mod:`model.memory`.
+* Memory per GPU: :mod:`model.physics.memory`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..specs.execution import DEFAULT_EXECUTION, Execution
+from ..specs.hardware import System
+from ..specs.modes import Mode
 from .block import Totals
 from .collectives import Collective
-from .execution import DEFAULT_EXECUTION, Execution
-from .hardware import System
-from .modes import Mode
 from .offload import host_optimizer_time_s, offload_time_s
 from .pricing import Pricing
 
@@ -97,7 +97,7 @@ def iteration_time(
     as many stage boundaries (Narayanan et al. 2021). The optimizer step reads and writes
     28 B per local parameter (``params_bytes`` / 2 bytes, sharded from ZeRO-1) at HBM speed.
     Every communication and overlap term is priced by ``pricing``: the exact time of a placed
-    configuration, or a lower bound over the placements of a shape (:mod:`model.pricing`).
+    configuration, or a lower bound over the placements of a shape (:mod:`model.physics.pricing`).
     """
     n_mb = n_mb.astype(float)
     d = layers.astype(float)

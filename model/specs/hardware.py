@@ -11,10 +11,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelError
+from ..errors import ModelError
 from .schema import Field, preset_names, preset_path, read_json, validate
 
-SYSTEMS_DIR = Path(__file__).resolve().parent.parent / "systems"
+SYSTEMS_DIR = Path(__file__).resolve().parents[2] / "systems"
 PRECISIONS = ("fp16", "bf16", "fp8")
 
 FIELDS = (

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ModelError
-from .modes import resolve_mode
+from ..errors import ModelError
+from ..physics.strategies import Strategy
+from ..specs.modes import resolve_mode
+from ..specs.transformer import Transformer
 from .rules import Problem, mask
-from .strategies import Strategy
-from .transformer import Transformer
 
 COLUMNS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 PIN_NAMES = COLUMNS
@@ -89,7 +89,7 @@ def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch:
 
 def _grow(cols: dict, axis: str, values: np.ndarray, problem: Problem) -> dict:
     """Cross the rows with ``values`` of a new dimension, keeping the pairs that obey its rules
-    (:func:`model.rules.mask` on [rows, 1] × [1, values] arrays)."""
+    (:func:`model.explore.rules.mask` on [rows, 1] × [1, values] arrays)."""
     dims = {k: v[:, None] for k, v in cols.items()}
     dims[axis] = values[None, :]
     ok = np.broadcast_to(mask(axis, dims, problem), (len(cols["tp1"]), len(values)))
@@ -101,7 +101,7 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
                  equal_stages: bool = True) -> dict[str, np.ndarray]:
     """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement:
     each dimension's candidate values (divisors; pinned values only), filtered by the rules of
-    :mod:`model.rules` as it is added.
+    :mod:`model.explore.rules` as it is added.
 
     Memory does not depend on the placement, so the search can drop shapes that do not fit
     before multiplying them by their placements.

@@ -1,8 +1,8 @@
 """Two ways to price a cost term: exactly at a placement, or as a lower bound over placements.
 
-Every cost of an iteration — the ops' collectives (:mod:`model.block`), the pipeline's p2p
+Every cost of an iteration — the ops' collectives (:mod:`model.physics.block`), the pipeline's p2p
 messages, the data-parallel and FSDP collectives and their overlap with the blocks' compute,
-offload transfers (:mod:`model.pipeline`, :mod:`model.offload`) — is written once, in terms of
+offload transfers (:mod:`model.physics.pipeline`, :mod:`model.physics.offload`) — is written once, in terms of
 the four primitives of a :class:`Pricing`:
 
 * ``collective(kind, V, n, τ)``: one collective over a group of n GPUs, τ per NVLink domain;
@@ -12,12 +12,12 @@ the four primitives of a :class:`Pricing`:
 
 :class:`Exact` prices a placed configuration (the model's times). :class:`Bound` prices a shape
 (a configuration without its NVLink placement) with a time that no placement of it beats: the
-exact pruning of a search (:mod:`model.pruning`) needs it. Every term of the model is
+exact pruning of a search (:mod:`model.explore.pruning`) needs it. Every term of the model is
 non-decreasing in each primitive's value, so a bound of each primitive bounds the whole; a new
 cost term written with these primitives gets its bound for free, and the bound cannot drift from
 the model. The bound rules:
 
-* collective: the cheapest placement's ring (:func:`~model.collectives.collective_lower_bound_s`);
+* collective: the cheapest placement's ring (:func:`~model.physics.collectives.collective_lower_bound_s`);
 * p2p: the cheaper of a slow and a fast message on every stage link (0 in the paper mode, whose
   cross-domain links are free);
 * hidden(T, C) = max(T − C, 0) + γ·min(T, C) exactly (γ = ``overlap_slowdown``). In a bound the
@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..specs.hardware import System
+from ..specs.modes import Mode
 from .collectives import (
     Collective,
     collective_lower_bound_s,
@@ -40,8 +42,6 @@ from .collectives import (
     p2p_messages_s,
     p2p_time_s,
 )
-from .hardware import System
-from .modes import Mode
 
 
 @dataclass(frozen=True)

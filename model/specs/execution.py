@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelError
+from ..errors import ModelError
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp8")

@@ -1,10 +1,10 @@
 """Search every parallel configuration for the fastest that fits, and evaluate one configuration.
 
-:func:`search` builds the candidate space of a strategy (:mod:`model.space`), drops what does not
-fit in HBM, evaluates the rest at once (:mod:`model.evaluate`) and returns the top k as a
-DataFrame with every breakdown column (:mod:`model.report`). Candidates that provably cannot be
-among the top k (a lower bound of their time, :func:`~model.evaluate.shape_lower_bound`, is
-beaten by k faster candidates needing no more memory) are not priced: see :mod:`model.pruning`.
+:func:`search` builds the candidate space of a strategy (:mod:`model.explore.space`), drops what does not
+fit in HBM, evaluates the rest at once (:mod:`model.explore.evaluate`) and returns the top k as a
+DataFrame with every breakdown column (:mod:`model.explore.report`). Candidates that provably cannot be
+among the top k (a lower bound of their time, :func:`~model.explore.evaluate.shape_lower_bound`, is
+beaten by k faster candidates needing no more memory) are not priced: see :mod:`model.explore.pruning`.
 :func:`evaluate` is a search with every dimension pinned: its numbers are exactly that
 configuration's search row, plus a per-op table.
 """
@@ -19,8 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .block import Ctx
-from .errors import ModelError
+from ..errors import ModelError
+from ..physics.block import Ctx
+from ..physics.strategies import Strategy, build_strategy, canonical_strategy
+from ..specs.execution import Execution, execution_columns, execution_variants, resolve_execution
+from ..specs.hardware import System
+from ..specs.modes import Mode, resolve_mode
+from ..specs.transformer import Transformer
 from .evaluate import (
     ShapeCounts,
     candidate_times,
@@ -31,15 +36,12 @@ from .evaluate import (
     shape_memory,
     shards_of,
 )
-from .execution import Execution, execution_columns, execution_variants, resolve_execution
 from .frontier import (
     CACHE,
     CountShapes,
     Frontier,
     frontier_key,
 )
-from .hardware import System
-from .modes import Mode, resolve_mode
 from .pruning import kept_rows, pruned
 from .report import op_table, result_frame
 from .rules import explain
@@ -51,8 +53,6 @@ from .space import (
     expand_placements,
     placement_mask,
 )
-from .strategies import Strategy, build_strategy, canonical_strategy
-from .transformer import Transformer
 
 DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
 PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
@@ -65,7 +65,7 @@ class SearchResult:
 
     gpus: int
     strategy: str
-    top: pd.DataFrame  # best first; every column of model.report.result_frame
+    top: pd.DataFrame  # best first; every column of model.explore.report.result_frame
     candidates: int
     feasible: int
     elapsed_s: float
@@ -106,7 +106,7 @@ def search(
     ``nvs`` overrides the system's NVLink domain size; ``pins`` fixes any of tp1, tp2, pp, dp,
     microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the paper's model
     with its bugs (spec §7); ``execution`` sets recompute, sequence parallelism, interleaving,
-    ZeRO stage, precision and TP overlap (:class:`~model.execution.Execution`). Ties keep the
+    ZeRO stage, precision and TP overlap (:class:`~model.specs.execution.Execution`). Ties keep the
     deterministic candidate order.
     """
     return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
@@ -167,7 +167,7 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
                     budget: int) -> list[tuple[pd.DataFrame, int, int]]:
     """(top frame, candidates, feasible) per GPU count for one execution choice.
 
-    Answered from the process's :data:`~model.frontier.CACHE` when the same search (any HBM
+    Answered from the process's :data:`~model.explore.frontier.CACHE` when the same search (any HBM
     capacity up to the one evaluated) ran before; else evaluated and cached.
     """
     ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
@@ -263,8 +263,8 @@ _shape_lock = threading.Lock()
 def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_batch: int,
                  pins: dict, ctx: Ctx, nvs: int) -> tuple[list[dict], dict, list[tuple]]:
     """(shapes per GPU count, all shapes merged with a ``shape`` column, each count's
-    placement mask and table): what :func:`~model.space.build_shapes` and
-    :func:`~model.space.placement_mask` give, remembered per process. They do not depend on
+    placement mask and table): what :func:`~model.explore.space.build_shapes` and
+    :func:`~model.explore.space.placement_mask` give, remembered per process. They do not depend on
     the system beyond its NVLink domain, so a what-if of a bandwidth or the HBM capacity
     reuses them. Read-only: callers index them, never write into them."""
     mode = ctx.mode
@@ -313,7 +313,7 @@ def evaluate(
 ) -> Evaluation:
     """Evaluate one configuration; a placement or nb left out is the best one for it.
 
-    Raises ModelError naming the rule a configuration breaks (see :mod:`model.space`).
+    Raises ModelError naming the rule a configuration breaks (see :mod:`model.explore.space`).
     """
     pins = dict(tp1=tp1, tp2=tp2, pp=pp, dp=dp, microbatch=microbatch, nb=nb, nv_tp1=nv_tp1,
                 nv_tp2=nv_tp2, nv_dp=nv_dp, nv_pp=nv_pp)

@@ -1,5 +1,5 @@
 """The rules a parallel configuration obeys, written once: the search space applies them to arrays
-of candidates (:mod:`model.space`), and :func:`explain` applies the same rules to pinned values to
+of candidates (:mod:`model.explore.space`), and :func:`explain` applies the same rules to pinned values to
 say which one a configuration breaks (docs/model.md, the search space).
 
 Each :class:`Rule` restricts one dimension (``axis``: checked when the space adds that
@@ -8,7 +8,7 @@ broadcastable arrays, its message a format string over the same names plus the p
 constants (``n`` GPUs, ``gbs``, ``e`` hidden, ``h`` heads, ``kv`` KV heads, ``l`` sequence,
 ``layers``, ``V`` interleave, ``split``, ``strategy``). A strategy's own rules (which axes a
 microbatch must divide, whether tp2 must divide the hidden size, how many columns tp1 must leave)
-are fields of its :class:`~model.strategies.Strategy` record.
+are fields of its :class:`~model.physics.strategies.Strategy` record.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .modes import resolve_mode
-from .strategies import Strategy
-from .transformer import Transformer
+from ..physics.strategies import Strategy
+from ..specs.modes import resolve_mode
+from ..specs.transformer import Transformer
 
 MIN_COLUMNS = 128  # tp1 must leave at least this many matmul columns per GPU
 MIN_ROWS = 128  # tp2 must leave at least this many sequence rows per GPU
@@ -178,7 +178,7 @@ PLACEMENT = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
 
 def _placement_message(p: dict, gpus: int, nvs: int) -> str:
-    """Why pinned NVLink placements cannot be (model.space.placement_mask), or ''."""
+    """Why pinned NVLink placements cannot be (model.explore.space.placement_mask), or ''."""
     nv = [p.get(k) for k in PLACEMENT]
     dims = [p.get("tp1"), p.get("tp2", 1), p.get("dp"), p.get("pp")]
     for name, v, dim in zip(PLACEMENT, nv, dims):

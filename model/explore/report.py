@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .block import Ctx, OpResult, Shards, comm_volume_bytes
-from .hardware import System
-from .memory import fits_in_memory
+from ..physics.block import Ctx, OpResult, Shards, comm_volume_bytes
+from ..physics.memory import fits_in_memory
+from ..specs.hardware import System
+from ..specs.transformer import Transformer
 from .space import COLUMNS
-from .transformer import Transformer
 
 GB = 1e9
 TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp_comm_s",

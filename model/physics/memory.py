@@ -3,7 +3,7 @@
 For every configuration (numpy arrays), the binding stage's bytes of weights, gradients,
 optimizer state and activations, and what lives in host memory:
 
-* per block, each op keeps what its backward needs (:mod:`model.ops`, with the strategy's
+* per block, each op keeps what its backward needs (:mod:`model.physics.ops`, with the strategy's
   sharding: sequence parallelism keeps the l/tp shard of a matmul's input, ``OpSpec.act_rows``);
   A₁ = their sum. Recompute: ``full`` keeps only each block's input (the boundary activation);
   partial recompute of r of a stage's D blocks keeps A₁ on D − r of them (Korthikanti et al.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .execution import Execution
+from ..specs.execution import Execution
 
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 

@@ -19,17 +19,18 @@ from typing import Any, NoReturn
 
 import pandas as pd
 
-from . import __version__, cli_format
-from .ablation import ablation
-from .cli_execution import add_execution_args, execution_from_args
-from .errors import ModelError
-from .hardware import System, list_systems, load_system
-from .rules import explain
-from .search import DEFAULT_BUDGET, evaluate, search
-from .strategies import STRATEGIES, TRAITS, build_strategy, canonical_strategy
-from .transformer import Transformer, list_models, load_model
-from .validation import run_validation
-from .validation import summary as validation_summary
+from .. import __version__
+from ..errors import ModelError
+from ..explore.ablation import ablation
+from ..explore.rules import explain
+from ..explore.search import DEFAULT_BUDGET, evaluate, search
+from ..physics.strategies import STRATEGIES, TRAITS, build_strategy, canonical_strategy
+from ..specs.hardware import System, list_systems, load_system
+from ..specs.transformer import Transformer, list_models, load_model
+from ..validation import run_validation
+from ..validation import summary as validation_summary
+from . import format as cli_format
+from .options import add_execution_args, execution_from_args
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1

@@ -28,14 +28,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import ModelError
-from .hardware import System, load_system
-from .search import evaluate
-from .transformer import Transformer, transformer_from_dict
+from ..errors import ModelError
+from ..explore.search import evaluate
+from ..specs.hardware import System, load_system
+from ..specs.transformer import Transformer, transformer_from_dict
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"  # shared/ beside the repo
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"  # shared/ beside the repo
 # published runs this repository adds, never used for calibration (reference/ in the repo)
-EXTRA_RUNS = Path(__file__).resolve().parents[1] / "reference" / "megatron_bridge_extra.json"
+EXTRA_RUNS = Path(__file__).resolve().parents[2] / "reference" / "megatron_bridge_extra.json"
 GIB = 2.0**30
 # a record's GPU name → preset, first match wins (GB200 before B200): the names of other sources
 # ("H100 SXM", "NVIDIA B200", "GB300 NVL72", "A100-SXM4-40GB") map as well as this data's
@@ -87,7 +87,7 @@ def _megatron_execution(mode: str, interleave: int) -> dict[str, Any]:
 
 def korthikanti_cases(folder: Path) -> list[Case]:
     """Iteration times and memory breakdowns of Korthikanti et al. 2022."""
-    from .transformer import load_model
+    from ..specs.transformer import load_model
     data = json.loads((folder / "korthikanti_validation.json").read_text())
     a100 = load_system("a100")
     cases = []

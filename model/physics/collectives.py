@@ -26,7 +26,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from .hardware import System
+from ..specs.hardware import System
 
 
 class Collective(IntEnum):

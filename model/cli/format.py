@@ -1,7 +1,7 @@
 """Output of the command line (:mod:`model.cli`): plain-JSON conversion and readable tables.
 
-Nothing here computes a result; every number comes from a :class:`~model.search.SearchResult` or
-an :class:`~model.search.Evaluation` (columns described in :mod:`model.report`).
+Nothing here computes a result; every number comes from a :class:`~model.explore.search.SearchResult` or
+an :class:`~model.explore.search.Evaluation` (columns described in :mod:`model.explore.report`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .hardware import System
-from .search import Evaluation, SearchResult
-from .transformer import Transformer
+from ..explore.search import Evaluation, SearchResult
+from ..specs.hardware import System
+from ..specs.transformer import Transformer
 
 CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1",
                "nv_tp2", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage")

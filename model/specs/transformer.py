@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ModelError
+from ..errors import ModelError
 from .schema import Field, preset_names, preset_path, read_json, validate
 
-WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
 
 FIELDS = (
     Field("name", str, "model name", required=True),

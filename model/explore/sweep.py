@@ -6,12 +6,12 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from .errors import ModelError
-from .execution import Execution
-from .hardware import System
+from ..errors import ModelError
+from ..physics.strategies import STRATEGIES, canonical_strategy
+from ..specs.execution import Execution
+from ..specs.hardware import System
+from ..specs.transformer import Transformer
 from .search import DEFAULT_BUDGET, SearchResult, search_counts
-from .strategies import STRATEGIES, canonical_strategy
-from .transformer import Transformer
 
 PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the paper's figures
 
@@ -21,7 +21,7 @@ def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_
           compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
           execution: Execution | dict | None = None,
           top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
-    """One :func:`~model.search.search` per (strategy, GPU count), strategies outermost."""
+    """One :func:`~model.explore.search.search` per (strategy, GPU count), strategies outermost."""
     if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
         raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
     counts = list(gpu_counts)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .block import (
+from ..physics.block import (
     Ctx,
     OpResult,
     Shards,
@@ -23,14 +23,14 @@ from .block import (
     sum_ops,
     take_counts,
 )
-from .hardware import System
-from .memory import block_activation_bytes, fits_in_memory, offload_memory, stage_memory
-from .ops import OpCounts
-from .pipeline import edge_weight_bytes, iteration_time
+from ..physics.memory import block_activation_bytes, fits_in_memory, offload_memory, stage_memory
+from ..physics.ops import OpCounts
+from ..physics.pipeline import edge_weight_bytes, iteration_time
+from ..physics.strategies import OpSpec, Strategy
+from ..specs.hardware import System
+from ..specs.transformer import Transformer
 from .rules import stage_layers
 from .space import PLACEMENT, Space
-from .strategies import OpSpec, Strategy
-from .transformer import Transformer
 
 SHAPE_KEY = ("microbatch", "tp1", "tp2", "nb")
 BLOCK_KEY = SHAPE_KEY + ("nv_tp1", "nv_tp2")
@@ -154,7 +154,7 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
                  global_batch: int, counts: ShapeCounts, ctx: Ctx) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) and its breakdown for every shape in ``cols``: the ops' kept
-    bytes summed per block and end, then :mod:`model.memory`."""
+    bytes summed per block and end, then :mod:`model.physics.memory`."""
     inv = counts.inverse
     block_w, block_a = _weights_acts(counts.block, inv)
     ex = ctx.execution
@@ -177,7 +177,7 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
 
 def fits_on(mem: dict[str, np.ndarray], system: System,
             usable_bytes: float | None = None) -> np.ndarray:
-    """:func:`model.memory.fits_in_memory` on ``system`` (capacity less the reserve, or
+    """:func:`model.physics.memory.fits_in_memory` on ``system`` (capacity less the reserve, or
     ``usable_bytes`` when given)."""
     usable = system.usable_hbm_bytes if usable_bytes is None else usable_bytes
     return fits_in_memory(mem, usable, system.host_memory_gb * 1e9)
@@ -273,7 +273,7 @@ def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
                       rows: np.ndarray | None = None) -> np.ndarray:
     """A lower bound (s) of the iteration time of every placement of the shapes ``rows`` of
     ``cols`` (default: all): :func:`candidate_times` of those shapes (placement columns
-    ignored) with the lower-bound pricing of :mod:`model.pricing`, times
+    ignored) with the lower-bound pricing of :mod:`model.physics.pricing`, times
     :data:`LOWER_BOUND_SLACK` for rounding. ``params_bytes`` are the shapes' (``shape_memory``)."""
     rows = np.arange(len(counts.inverse)) if rows is None else rows
     shapes = {k: v[rows] for k, v in cols.items() if k not in PLACEMENT}
