@@ -7,8 +7,8 @@ strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, 
 an NVLink domain of 8). Each case reports the best of ``--repeat`` runs after one warm-up. The
 machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded. The
 estimator's per-process search cache (``model.explore.frontier``) and its remembered shape spaces
-(``model.explore.search``) are emptied before every run, so each run is a search from scratch (pruned:
-only the candidates that can be among the best are priced; every candidate is counted).
+(``model.explore.search``) are emptied before every run, so each run is a search from scratch
+(pruned: only the candidates that can be among the best are priced; every candidate is counted).
 """
 
 from __future__ import annotations

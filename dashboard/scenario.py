@@ -2,8 +2,8 @@
 
 The same schema serves the controls, the URL query string (a copied link reproduces the view) and
 the scenario JSON download/upload. Keys carry units. Validation uses the estimator's own field
-checker (:mod:`model.specs.schema`), so a bad value gets the same clear message everywhere, keyed by the
-control it came from.
+checker (:mod:`model.specs.schema`), so a bad value gets the same clear message everywhere, keyed
+by the control it came from.
 """
 
 from __future__ import annotations

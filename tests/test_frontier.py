@@ -1,5 +1,5 @@
-"""The per-process search cache (model.explore.frontier): a search answered from a search at another HBM
-capacity gives exactly what a search from scratch gives."""
+"""The per-process search cache (model.explore.frontier): a search answered from a search at
+another HBM capacity gives exactly what a search from scratch gives."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_the_cache_is_bounded_and_least_recently_used_goes_first():
 
 
 def test_threads_asking_the_same_search_evaluate_it_once(monkeypatch):
-    module = sys.modules["model.explore.search"]  # the module (model.explore.search is the function)
+    module = sys.modules["model.explore.search"]  # the module, not the function model.search
     real, calls = module._evaluate_variant, []
 
     def counted(*args, **kwargs):

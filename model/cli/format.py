@@ -1,7 +1,8 @@
 """Output of the command line (:mod:`model.cli`): plain-JSON conversion and readable tables.
 
-Nothing here computes a result; every number comes from a :class:`~model.explore.search.SearchResult` or
-an :class:`~model.explore.search.Evaluation` (columns described in :mod:`model.explore.report`).
+Nothing here computes a result; every number comes from a
+:class:`~model.explore.search.SearchResult` or an :class:`~model.explore.search.Evaluation`
+(columns described in :mod:`model.explore.report`).
 """
 
 from __future__ import annotations

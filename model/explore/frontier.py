@@ -1,13 +1,13 @@
 """Search results that outlive one HBM capacity: per GPU count, the candidates any capacity needs.
 
-The HBM capacity only decides which configurations fit (:func:`model.physics.memory.fits_in_memory`);
-a configuration's times, FLOPs and memory are the same at every capacity. So a search evaluates
-the candidates that fit in some usable capacity U (at least the one asked for) and keeps, per
-GPU count, only those that can be among the ``top_k`` fastest at a capacity up to U: taken
-fastest first (ties in candidate order), a candidate is dropped when ``top_k`` faster ones need
-no more memory than it does. Any search that differs only in a capacity up to U is answered from
-these rows — the first ``top_k`` of them that fit, which are exactly the rows, in the order, of
-a search from scratch — without evaluating anything.
+The HBM capacity only decides which configurations fit
+(:func:`model.physics.memory.fits_in_memory`); a configuration's times, FLOPs and memory are the
+same at every capacity. So a search evaluates the candidates that fit in some usable capacity U (at
+least the one asked for) and keeps, per GPU count, only those that can be among the ``top_k``
+fastest at a capacity up to U: taken fastest first (ties in candidate order), a candidate is
+dropped when ``top_k`` faster ones need no more memory than it does. Any search that differs only
+in a capacity up to U is answered from these rows — the first ``top_k`` of them that fit, which are
+exactly the rows, in the order, of a search from scratch — without evaluating anything.
 
 :class:`FrontierCache` keeps such results per process, least recently used out first, keyed by
 every other input of the search (:func:`frontier_key`). A first evaluation covers a little more

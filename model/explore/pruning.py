@@ -4,8 +4,8 @@ A shape's throughput bound (global batch / a lower bound of its iteration time, 
 :func:`model.explore.evaluate.shape_lower_bound`) says no placement of it is faster. A shape is left
 out when, at its GPU count, ``depth`` priced candidates that need no more memory are strictly
 faster than its bound: at every capacity where it fits they fit too and rank before it, so the
-frontier (:func:`model.explore.frontier.keep_positions`) never keeps it. Results, row order and counts
-are those of pricing everything (tests/test_pruning.py).
+frontier (:func:`model.explore.frontier.keep_positions`) never keeps it. Results, row order and
+counts are those of pricing everything (tests/test_pruning.py).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
     bound; ``prunable`` where that bound is finite): no placement of the shape is faster. A
     shape is left out when, at its GPU count, ``depth`` priced candidates that need no more
     memory are strictly faster than its bound: at every capacity where it fits they fit too and
-    rank before each of its placements, so :func:`~model.explore.frontier.keep_positions` never keeps
-    it — and leaving out a candidate it does not keep changes nothing it keeps. Each round
+    rank before each of its placements, so :func:`~model.explore.frontier.keep_positions` never
+    keeps it — and leaving out a candidate it does not keep changes nothing it keeps. Each round
     prices, per count, the shapes whose bounds could be among the ``depth`` best
     (``keep_positions`` of the bounds) of those left; after ``FIRST_ROUNDS`` rounds, every shape
     left. Should a priced throughput be NaN, every shape is priced (no order to prune by).

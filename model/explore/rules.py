@@ -1,6 +1,6 @@
 """The rules a parallel configuration obeys, written once: the search space applies them to arrays
-of candidates (:mod:`model.explore.space`), and :func:`explain` applies the same rules to pinned values to
-say which one a configuration breaks (docs/model.md, the search space).
+of candidates (:mod:`model.explore.space`), and :func:`explain` applies the same rules to pinned
+values to say which one a configuration breaks (docs/model.md, the search space).
 
 Each :class:`Rule` restricts one dimension (``axis``: checked when the space adds that
 dimension) and reads the dimensions in ``reads``; its test is elementwise numpy over

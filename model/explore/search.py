@@ -1,10 +1,11 @@
 """Search every parallel configuration for the fastest that fits, and evaluate one configuration.
 
-:func:`search` builds the candidate space of a strategy (:mod:`model.explore.space`), drops what does not
-fit in HBM, evaluates the rest at once (:mod:`model.explore.evaluate`) and returns the top k as a
-DataFrame with every breakdown column (:mod:`model.explore.report`). Candidates that provably cannot be
-among the top k (a lower bound of their time, :func:`~model.explore.evaluate.shape_lower_bound`, is
-beaten by k faster candidates needing no more memory) are not priced: see :mod:`model.explore.pruning`.
+:func:`search` builds the candidate space of a strategy (:mod:`model.explore.space`), drops what
+does not fit in HBM, evaluates the rest at once (:mod:`model.explore.evaluate`) and returns the top
+k as a DataFrame with every breakdown column (:mod:`model.explore.report`). Candidates that provably
+cannot be among the top k (a lower bound of their time,
+:func:`~model.explore.evaluate.shape_lower_bound`, is beaten by k faster candidates needing no more
+memory) are not priced: see :mod:`model.explore.pruning`.
 :func:`evaluate` is a search with every dimension pinned: its numbers are exactly that
 configuration's search row, plus a per-op table.
 """

@@ -1,8 +1,8 @@
 """The one generic code path that turns a strategy's op table into per-op counts and times.
 
-For every :class:`~model.physics.strategies.OpSpec` it derives the local shapes from the sharding axes,
-calls the op's formula in :mod:`model.physics.ops`, sizes its collectives (named volumes, defined once in
-:func:`comm_volume_bytes`), and applies the roofline of spec §2.1:
+For every :class:`~model.physics.strategies.OpSpec` it derives the local shapes from the sharding
+axes, calls the op's formula in :mod:`model.physics.ops`, sizes its collectives (named volumes,
+defined once in :func:`comm_volume_bytes`), and applies the roofline of spec §2.1:
 
 * t_comp = overhead + F_mat / (η·P_mat) + F_vec / (η·P_vec);  t_mem = M / B_hbm
 * serial op: t = max(t_comp, t_mem) + Σ_i T_comm(V_i, n_i, τ_i)            (§2.1, §2.4)
@@ -70,7 +70,7 @@ class Ctx:
     matrix_flop_per_s: float = 0.0  # peak of the matmuls at the execution's precision
     linear_efficiency: float = 0.8  # achievable fraction of that peak in the linear layers
     attention_efficiency: float = 0.8  # … in fused attention (always bf16)
-    pricing: Pricing | None = None  # exact times (the default) or lower bounds (model.physics.pricing)
+    pricing: Pricing | None = None  # exact times (default) or lower bounds (physics.pricing)
 
     def __post_init__(self) -> None:
         if self.pricing is None:
@@ -309,7 +309,8 @@ class Totals:
     """Sums over a list of ops (one block, or the ops before/after the blocks), per microbatch.
 
     The breakdown fields (``t_comp`` … ``flop_model``) are None in a lower bound (a
-    :class:`~model.physics.pricing.Bound` prices only the time); every operation below keeps None."""
+    :class:`~model.physics.pricing.Bound` prices only the time); every operation below keeps
+    None."""
 
     t_fwd: np.ndarray
     t_bwd: np.ndarray

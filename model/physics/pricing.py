@@ -2,8 +2,8 @@
 
 Every cost of an iteration — the ops' collectives (:mod:`model.physics.block`), the pipeline's p2p
 messages, the data-parallel and FSDP collectives and their overlap with the blocks' compute,
-offload transfers (:mod:`model.physics.pipeline`, :mod:`model.physics.offload`) — is written once, in terms of
-the four primitives of a :class:`Pricing`:
+offload transfers (:mod:`model.physics.pipeline`, :mod:`model.physics.offload`) — is written once,
+in terms of the four primitives of a :class:`Pricing`:
 
 * ``collective(kind, V, n, τ)``: one collective over a group of n GPUs, τ per NVLink domain;
 * ``p2p(V, pp, nv_pp)``: the mean pipeline message over the pp − 1 stage links;
@@ -17,7 +17,8 @@ non-decreasing in each primitive's value, so a bound of each primitive bounds th
 cost term written with these primitives gets its bound for free, and the bound cannot drift from
 the model. The bound rules:
 
-* collective: the cheapest placement's ring (:func:`~model.physics.collectives.collective_lower_bound_s`);
+* collective: the cheapest placement's ring
+  (:func:`~model.physics.collectives.collective_lower_bound_s`);
 * p2p: the cheaper of a slow and a fast message on every stage link (0 in the paper mode, whose
   cross-domain links are free);
 * hidden(T, C) = max(T − C, 0) + γ·min(T, C) exactly (γ = ``overlap_slowdown``). In a bound the

@@ -2,11 +2,11 @@
 each op needs over which group (spec/paper-model.md §3.2).
 
 A strategy is a table of :class:`OpSpec` rows for one transformer block (plus the ops before the
-first and after the last block), evaluated by the one generic code path in :mod:`model.physics.block`.
-Parallel axes: ``tp1`` shards hidden features / heads, ``tp2`` shards the sequence (SUMMA rows or
-context parallel); ``dp`` and ``pp`` never shard an op. A dimension name (``e``, ``f``, ``qkv``, …)
-refers to :func:`model_dims`. Volumes of collectives are named (``in``, ``out``, ``kv``, …) and
-defined once in :func:`model.physics.block.comm_volume_bytes`.
+first and after the last block), evaluated by the one generic code path in
+:mod:`model.physics.block`. Parallel axes: ``tp1`` shards hidden features / heads, ``tp2`` shards
+the sequence (SUMMA rows or context parallel); ``dp`` and ``pp`` never shard an op. A dimension
+name (``e``, ``f``, ``qkv``, …) refers to :func:`model_dims`. Volumes of collectives are named
+(``in``, ``out``, ``kv``, …) and defined once in :func:`model.physics.block.comm_volume_bytes`.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Traits:
-    """What a strategy is independently of the model: its label and its rules (model.explore.rules)."""
+    """What a strategy is independently of the model: its label and its rules
+    (model.explore.rules)."""
 
     label: str
     has_tp2: bool
