@@ -146,3 +146,47 @@ def test_execution_defaults_are_what_the_closed_forms_assume():
     ex = Execution()
     assert (ex.recompute, ex.sequence_parallel, ex.flash_attention, ex.zero) == (
         "selective", True, True, 1)
+
+
+@pytest.mark.parametrize("pp,v,rank,expected", [
+    (4, 1, 0, 4), (4, 1, 1, 3), (4, 1, 3, 1), (4, 2, 0, 4 + 3 / 2), (4, 2, 1, 4 + 1 / 2),
+    (4, 2, 3, 4 - 3 / 2), (8, 4, 7, 8 - 7 / 4)])
+def test_in_flight_microbatches_by_stage(pp, v, rank, expected):
+    """Stage r of 1F1B runs pp − r forwards before its first backward; interleaved with V chunks,
+    (pp − r − 1)·2 + (V − 1)·pp warm-up chunks plus one: pp + (pp − 1 − 2r)/V microbatches."""
+    assert float(in_flight_microbatches(pp, 64, v, rank)) == pytest.approx(expected)
+    assert float(in_flight_microbatches(pp, 2, v, rank)) <= 2  # never more than exist
+
+
+LLAMA_LIKE = dict(name="ends", layers=14, hidden=1024, heads=16, seq_len=2048, vocab=32000,
+                  mlp="swiglu", bias=False, dropout=False, tokens=1e9)
+
+
+def test_lighter_ends_hold_one_layer_fewer():
+    """14 layers on 4 stages with the embedding and loss counted as layers: (14 + 2)/4 = 4 per
+    middle stage and 3 on each end. The pace is the slower of a middle stage (4 blocks) and an
+    end stage (3 blocks and its embedding or head): never slower than 4 blocks plus the head,
+    as without; and the first stage's memory is its 3 blocks and the embedding."""
+    m = transformer_from_dict(LLAMA_LIKE)
+    base = {**SELECTIVE, "zero": 1}
+    args = dict(tp1=1, pp=4, dp=1, microbatch=1)
+    even = evaluate(m, load_system("h100"), 4, 16, "1d", execution=base, **args)
+    ends = evaluate(m, load_system("h100"), 4, 16, "1d",
+                    execution={**base, "ends_count_as_layers": True}, **args)
+    assert int(even.row["layers_per_stage"]) == 4 and int(ends.row["layers_per_stage"]) == 4
+    assert ends.row["iteration_time_s"] < even.row["iteration_time_s"]
+    blocks = even.ops[even.ops["where"] == "block"]
+    t_block = float((blocks["t_fwd_s"] + blocks["t_bwd_s"]).sum())
+    edges = even.ops[even.ops["where"] != "block"].groupby("where")[["t_fwd_s", "t_bwd_s"]].sum()
+    t_edge = float((edges["t_fwd_s"] + edges["t_bwd_s"]).max())
+    n_mb = 16
+    pace = n_mb * max(4 * t_block, 3 * t_block + t_edge)
+    assert ends.row["t_compute_s"] <= even.row["t_compute_s"]
+    local = ends.row["iteration_time_s"] - ends.row[["t_pp_comm_s", "t_dp_comm_s",
+                                                     "t_bubble_s", "t_optimizer_s"]].sum()
+    assert local == pytest.approx(pace, rel=1e-9)
+    one = per_layer(row(base, layers=14, vocab=0, mlp="swiglu", bias=False, dropout=False,
+                        heads=16, seq_len=2048), layers=14)
+    first = ends.row["activations_gb"] * 1e9  # the embedding keeps no activation
+    assert first == pytest.approx(3 * one * 4, rel=1e-9)  # 4 microbatches in flight
+    assert even.row["activations_gb"] * 1e9 == pytest.approx(4 * one * 4, rel=1e-9)

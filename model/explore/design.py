@@ -42,7 +42,8 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
     ex = resolve_execution(execution)
     strat = build_strategy(strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,
-                        budget, interleave=ex.interleave)
+                        budget, interleave=ex.interleave,
+                        ends_count_as_layers=ex.ends_count_as_layers)
     res = evaluate_space(model, system, strat, space, global_batch, mode, execution=ex)
     return result_frame(model, system, strat.name, gpus, global_batch, res,
                         np.arange(len(space)), execution_columns(ex))

@@ -29,7 +29,7 @@ from ..physics.pipeline import edge_weight_bytes, iteration_time
 from ..physics.strategies import OpSpec, Strategy
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
-from .rules import stage_layers
+from .rules import stage_layout
 from .space import PLACEMENT, Space
 
 SHAPE_KEY = ("microbatch", "tp1", "tp2", "nb")
@@ -158,7 +158,7 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     inv = counts.inverse
     block_w, block_a = _weights_acts(counts.block, inv)
     ex = ctx.execution
-    layers = stage_layers(model.layers, cols["pp"])
+    layers, end_layers = stage_layout(model, cols["pp"], ex.ends_count_as_layers)
     boundary = counts.block[[s.name for s in strategy.block].index(strategy.boundary)]
     block_a = block_activation_bytes(ex, block_a, _per_row(boundary.act_bytes, inv), layers)
     pre_w, pre_a = _weights_acts(counts.pre, inv)
@@ -171,7 +171,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                        pre_act=pre_a, post_weight=post_w, post_act=post_a,
                        n_mb=(global_batch // cols["dp"]) // cols["microbatch"], layers=layers,
                        pp=cols["pp"], dp_group=_dp_group(strategy, cols),
-                       interleave=ex.interleave, zero=ex.zero, grad_factor=grad_factor)
+                       interleave=ex.interleave, zero=ex.zero, grad_factor=grad_factor,
+                       end_layers=end_layers)
     return offload_memory(mem, block_w, block_a, grad_factor, ex)
 
 
@@ -228,7 +229,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
     pp = cols["pp"]
-    layers = stage_layers(model.layers, pp)
+    layers, end_layers = stage_layout(model, pp, ctx.execution.ends_count_as_layers)
     block_c = block.take(inverse)
     share = ctx.execution.recompute_share(layers)  # recomputed layers rerun their forward
     if np.any(share):
@@ -252,7 +253,8 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         block=block_c, edge=edge,
         edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
         boundary_act_bytes=_p2p_bytes(boundary, strategy, sh)[inverse], n_mb=n_mb,
-        layers=layers, pp=pp, nv_pp=cols.get("nv_pp", ones), dp_group=_dp_group(strategy, cols),
+        layers=layers, end_layers=end_layers, pp=pp, nv_pp=cols.get("nv_pp", ones),
+        dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones, system=system,
         mode=ctx.mode, pricing=ctx.pricing, interleave=ctx.execution.interleave,
         zero=ctx.execution.zero, grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,

@@ -37,6 +37,7 @@ class Problem:
     global_batch: int
     interleave: int = 1
     equal_stages: bool = False
+    ends_count_as_layers: bool = False
 
     def constants(self) -> dict[str, Any]:
         m, st = self.model, self.strategy
@@ -69,6 +70,22 @@ def stage_layers(layers: int, pp: Any) -> Any:
     """Blocks on the fullest pipeline stage: ceil(layers / pp) (uneven stages put the extra
     blocks on some stages; with pp | layers it is layers / pp)."""
     return -(-layers // pp)
+
+
+def ends_lighter(model: Transformer, pp: Any, ends_count_as_layers: bool) -> Any:
+    """Where the end stages hold one layer fewer: the embedding and the loss count as layers
+    (``Execution.ends_count_as_layers``), there is an embedding, pp > 1, and pp | layers + 2."""
+    if not ends_count_as_layers or model.vocab == 0:
+        return np.zeros(np.shape(pp), dtype=bool)
+    return (np.asarray(pp) > 1) & ((model.layers + 2) % np.asarray(pp) == 0)
+
+
+def stage_layout(model: Transformer, pp: Any, ends_count_as_layers: bool) -> tuple[Any, Any]:
+    """(blocks on the fullest middle stage, blocks on each end stage) for ``pp`` stages: with
+    lighter ends (layers + 2)/pp and one fewer, else ceil(layers/pp) on both."""
+    lighter = ends_lighter(model, pp, ends_count_as_layers)
+    middle = np.where(lighter, (model.layers + 2) // np.asarray(pp), stage_layers(model.layers, pp))
+    return middle, middle - lighter
 
 
 RULES: tuple[Rule, ...] = (
@@ -111,9 +128,10 @@ RULES: tuple[Rule, ...] = (
     Rule("interleave", ("pp",), lambda d, p: d["pp"] > 1,
          "interleaving {V} virtual stages needs pipeline parallelism (pp > 1)",
          applies=lambda p: p.interleave > 1),
-    Rule("interleave", ("pp",), lambda d, p: stage_layers(p.model.layers, d["pp"]) % p.interleave
-         == 0, "{V} virtual stages do not divide the {stage_layers} layers of a stage",
-         applies=lambda p: p.interleave > 1),
+    Rule("interleave", ("pp",), lambda d, p: stage_layout(p.model, d["pp"],
+                                                          p.ends_count_as_layers)[0]
+         % p.interleave == 0, "{V} virtual stages do not divide the {stage_layers} layers of a "
+         "stage", applies=lambda p: p.interleave > 1),
     Rule("interleave", ("pp", "dp", "microbatch"),
          lambda d, p: (p.global_batch // d["dp"] // d["microbatch"]) % d["pp"] == 0,
          "interleaving needs pp={pp} to divide the {n_mb} microbatches",
@@ -147,20 +165,21 @@ def _derived(values: dict[str, int], p: Problem) -> dict[str, Any]:
     if "microbatch" in values:
         out["tokens"] = values["microbatch"] * p.model.seq_len
     if "pp" in values:
-        out["stage_layers"] = stage_layers(p.model.layers, values["pp"])
+        out["stage_layers"] = int(stage_layout(p.model, values["pp"], p.ends_count_as_layers)[0])
     if all(a in values for a in p.strategy.microbatch_divides):
         out["split"] = _split(values, p)
     return out
 
 
 def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
-            pins: dict, compat: object = None, interleave: int = 1) -> str:
+            pins: dict, compat: object = None, interleave: int = 1,
+            ends_count_as_layers: bool = False) -> str:
     """The first rule of the search space that the pinned values break (or a generic message)."""
     p = {k: v for k, v in pins.items() if v is not None}
     if not strategy.has_tp2:
         p.setdefault("tp2", 1)
     problem = Problem(model, strategy, gpus, global_batch, interleave,
-                      resolve_mode(compat).equal_pipeline_stages)
+                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers)
     words = {**problem.constants(), **p, **_derived(p, problem)}
     for rule in RULES:
         if rule.applies(problem) and all(k in p for k in rule.reads) and not bool(

@@ -277,7 +277,8 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
             _shape_spaces.move_to_end(key)
             return found
     shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
-                           mode.equal_pipeline_stages) for n in counts]
+                           mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers)
+              for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
     masks = [placement_mask(cols, n, nvs, pins, mode.exact_domain_fill)
@@ -334,10 +335,10 @@ def evaluate(
     ex = resolve_execution(execution)
     strat = build_strategy(key, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode,
-                        interleave=ex.interleave)
+                        interleave=ex.interleave, ends_count_as_layers=ex.ends_count_as_layers)
     if len(space) == 0:
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
-                                 mode))
+                                 mode, ex.interleave, ex.ends_count_as_layers))
     res = evaluate_space(model, sysm, strat, space, global_batch, mode, execution=ex)
     fits = fits_on(res, sysm)
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])

@@ -75,13 +75,14 @@ def _pin(values: np.ndarray, pins: dict, name: str) -> np.ndarray:
 
 def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                 nvs: int, pins: dict | None = None, compat: object = None,
-                budget: int = 20_000_000, interleave: int = 1) -> Space:
+                budget: int = 20_000_000, interleave: int = 1,
+                ends_count_as_layers: bool = False) -> Space:
     """All candidates of ``strategy`` on ``gpus`` GPUs that satisfy the rules and the ``pins``.
 
     Raises ModelError when more than ``budget`` candidates would be built.
     """
     shapes = build_shapes(model, strategy, gpus, global_batch, pins, interleave,
-                          resolve_mode(compat).equal_pipeline_stages)
+                          resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers)
     mask, table = placement_mask(shapes, gpus, nvs, pins, resolve_mode(compat).exact_domain_fill)
     check_budget(int(mask.sum()), budget)
     return Space(expand_placements(shapes, mask, table))
@@ -98,7 +99,8 @@ def _grow(cols: dict, axis: str, values: np.ndarray, problem: Problem) -> dict:
 
 def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                  pins: dict | None = None, interleave: int = 1,
-                 equal_stages: bool = True) -> dict[str, np.ndarray]:
+                 equal_stages: bool = True, ends_count_as_layers: bool = False
+                 ) -> dict[str, np.ndarray]:
     """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement:
     each dimension's candidate values (divisors; pinned values only), filtered by the rules of
     :mod:`model.explore.rules` as it is added.
@@ -107,7 +109,8 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     before multiplying them by their placements.
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
-    problem = Problem(model, strategy, gpus, global_batch, interleave, equal_stages)
+    problem = Problem(model, strategy, gpus, global_batch, interleave, equal_stages,
+                      ends_count_as_layers)
     div_n = divisors(gpus)
     tp1 = _pin(div_n, pins, "tp1")
     cols = {"tp1": tp1[np.broadcast_to(mask("tp1", {"tp1": tp1}, problem), tp1.shape)]}

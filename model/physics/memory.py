@@ -42,13 +42,16 @@ def block_activation_bytes(ex: Execution, block_act_bytes, boundary_act_bytes, l
     return block_act_bytes + share * (boundary_act_bytes - block_act_bytes)
 
 
-def in_flight_microbatches(pp, n_mb, interleave: int):
-    """Microbatches whose activations the first stage holds: min(pp, n_mb) with 1F1B, times
-    (1 + (pp − 1)/(pp·V)) with V interleaved stages (Korthikanti et al. 2022, §4.2.3)."""
-    flight = np.minimum(pp, n_mb).astype(float)
-    if interleave > 1:
-        flight = flight * (1.0 + (pp - 1) / (pp * interleave))
-    return flight
+def in_flight_microbatches(pp, n_mb, interleave: int, rank=0):
+    """Microbatches whose activations pipeline stage ``rank`` holds at its peak, at most n_mb.
+
+    1F1B runs pp − rank forward passes before its first backward: pp − rank. The interleaved
+    schedule with V chunks per stage runs (pp − rank − 1)·2 + (V − 1)·pp warm-up chunks and
+    holds one more, pp + (pp − 1 − 2·rank)/V microbatches (Megatron-LM's interleaved 1F1B; for
+    the first stage Korthikanti et al. 2022's pp·(1 + (pp − 1)/(pp·V)), §4.2.3)."""
+    pp = np.asarray(pp, dtype=float)
+    ahead = pp + (pp - 1 - 2 * rank) / interleave if interleave > 1 else pp - rank
+    return np.minimum(ahead, n_mb).astype(float)
 
 
 def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
@@ -63,33 +66,45 @@ def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
 
 def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight,
                  post_act, n_mb, layers, pp, dp_group, interleave: int = 1, zero: int = 1,
-                 grad_factor: float = 1.0) -> dict[str, np.ndarray]:
+                 grad_factor: float = 1.0, end_layers=None) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) of the binding stage and its breakdown.
 
-    The first stage holds the embedding (``pre``) and the in-flight microbatches' activations;
-    the last holds the head (``post``) and one; with pp = 1 they are one stage. The larger is
-    reported. ZeRO-3 adds two gathered blocks of weights (the one computing, the next
-    prefetched).
+    The first stage holds the embedding (``pre``) and its in-flight microbatches' activations,
+    the last the head (``post``), a middle stage ``layers`` blocks; the end stages hold
+    ``end_layers`` blocks (default ``layers``; one fewer where the embedding and loss count as
+    layers). With pp = 1 it is one stage. The largest is reported. ZeRO-3 adds two gathered
+    blocks of weights (the one computing, the next prefetched).
     """
     d = layers.astype(float)
+    ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
     single = pp == 1
-    in_flight = in_flight_microbatches(pp, n_mb, interleave)
-    w_first = d * block_weight_bytes + pre_weight + np.where(single, post_weight, 0.0)
-    a_first = (d * block_act_bytes + pre_act) * in_flight + np.where(single, post_act, 0.0)
-    w_last = d * block_weight_bytes + post_weight
-    a_last = d * block_act_bytes + post_act
+    stages = (  # (weights, activations) of the first, last and second stage
+        (ends * block_weight_bytes + pre_weight + np.where(single, post_weight, 0.0),
+         (ends * block_act_bytes + pre_act) * in_flight_microbatches(pp, n_mb, interleave)
+         + np.where(single, post_act, 0.0)),
+        (ends * block_weight_bytes + post_weight,
+         (ends * block_act_bytes + post_act)
+         * in_flight_microbatches(pp, n_mb, interleave, np.maximum(pp - 1, 0))),
+        (d * block_weight_bytes,
+         d * block_act_bytes * in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp))),
+    )
     gathered = 2 * block_weight_bytes if zero >= 3 else 0.0
-    parts_first = zero_sharded(w_first, dp_group, zero, grad_factor)
-    parts_last = zero_sharded(w_last, dp_group, zero, grad_factor)
-    mem_first = sum(parts_first) + gathered + a_first
-    mem_last = sum(parts_last) + gathered + a_last
-    first_binds = single | (mem_first >= mem_last)
-    held, grads, optimizer = (np.where(first_binds, f, s) for f, s in zip(parts_first, parts_last))
+    parts = [zero_sharded(w, dp_group, zero, grad_factor) for w, _ in stages]
+    totals = [sum(p) + gathered + a for p, (_, a) in zip(parts, stages)]
+    # the binding stage: the first (always with pp = 1; on ties), else the largest
+    which = np.where(single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])), 0,
+                     np.where(totals[1] >= totals[2], 1, 2))
+
+    def pick(values):
+        return np.choose(which, [values[0] + 0 * which, values[1] + 0 * which,
+                                 values[2] + 0 * which])
+
+    held, grads, optimizer = (pick([p[i] for p in parts]) for i in range(3))
     return {"weights_bytes": held + gathered, "gradients_bytes": grads,
             "optimizer_bytes": optimizer,
-            "activations_bytes": np.where(first_binds, a_first, a_last),
-            "params_bytes": np.where(first_binds, w_first, w_last),
-            "memory_bytes": np.where(first_binds, mem_first, mem_last)}
+            "activations_bytes": pick([a for _, a in stages]),
+            "params_bytes": pick([w for w, _ in stages]),
+            "memory_bytes": pick(totals)}
 
 
 def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_bytes,

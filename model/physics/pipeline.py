@@ -85,14 +85,17 @@ def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, executi
 
 def iteration_time(
     *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
-    dp_group, dp_tau, system: System, mode: Mode, pricing: Pricing, interleave: int = 1,
+    dp_group, dp_tau, system: System, mode: Mode, pricing: Pricing, end_layers=None,
+    interleave: int = 1,
     zero: int = 1, params_bytes=0.0, grad_factor: float = 1.0,
     execution: Execution = DEFAULT_EXECUTION,
 ) -> dict[str, np.ndarray]:
     """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
 
-    ``edge`` is the per-microbatch cost of the ops outside the blocks charged to the slowest stage
+    ``edge`` is the per-microbatch cost of the ops outside the blocks on the slower end stage
     (both ends when pp = 1, else the slower of embedding and head); ``edge_weight`` their weights.
+    The pace is the slowest stage's: a middle stage's ``layers`` blocks or an end stage's
+    ``end_layers`` blocks (default ``layers``) plus its edge ops.
     With V = ``interleave`` virtual stages the bubble shrinks V× and each microbatch crosses V×
     as many stage boundaries (Narayanan et al. 2021). The optimizer step reads and writes
     28 B per local parameter (``params_bytes`` / 2 bytes, sharded from ZeRO-1) at HBM speed.
@@ -101,7 +104,11 @@ def iteration_time(
     """
     n_mb = n_mb.astype(float)
     d = layers.astype(float)
-    t_loc = n_mb * (d * (block.t_fwd + block.t_bwd) + edge.t_fwd + edge.t_bwd)
+    d_end = d if end_layers is None else np.asarray(end_layers, dtype=float)
+    t_block = block.t_fwd + block.t_bwd
+    t_end = d_end * t_block + edge.t_fwd + edge.t_bwd
+    middle_binds = d * t_block > t_end  # only where the end stages hold fewer blocks
+    t_loc = n_mb * np.where(middle_binds, d * t_block, t_end)
     t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
     bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
     if zero >= 3:
@@ -123,16 +130,21 @@ def iteration_time(
     out = {"iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt + t_off}
     if block.t_comp is None:  # a bound: the time only
         return out
+
+    def per_iteration(name: str):  # the binding stage's share of a block/edge quantity
+        per_block, per_edge = getattr(block, name), getattr(edge, name)
+        return n_mb * np.where(middle_binds, d * per_block, d_end * per_block + per_edge)
+
     return {
         **out,
         "t_optimizer_s": t_opt,
         "t_offload_s": t_off,
-        "t_compute_s": n_mb * (d * block.t_comp + edge.t_comp),
-        "t_memory_s": n_mb * (d * block.t_mem + edge.t_mem),
-        "t_tp_comm_s": n_mb * (d * block.t_comm + edge.t_comm),
+        "t_compute_s": per_iteration("t_comp"),
+        "t_memory_s": per_iteration("t_mem"),
+        "t_tp_comm_s": per_iteration("t_comm"),
         "t_pp_comm_s": t_pp,
         "t_dp_comm_s": t_dp,
         "t_bubble_s": bubble,
-        "flop_per_gpu": n_mb * (d * block.flop + edge.flop),
-        "model_flop_per_gpu": n_mb * (d * block.flop_model + edge.flop_model),
+        "flop_per_gpu": per_iteration("flop"),
+        "model_flop_per_gpu": per_iteration("flop_model"),
     }

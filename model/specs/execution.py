@@ -52,6 +52,10 @@ class Execution:
       V: ``allgather`` (the paper's: gather all, then attend; not overlapped) or ``ring`` (ring
       attention: tp2 steps, each passing one K/V block to the next GPU under the attention
       compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
+    * ``ends_count_as_layers``: the embedding and the loss each count as one layer when the
+      layers are split over pipeline stages, where the layers plus two divide evenly: the first
+      and last stages hold one layer fewer (Megatron's ``account_for_embedding_in_pipeline_split``
+      and ``account_for_loss_in_pipeline_split``; Llama 3's 405B run, Dubey et al. 2024, §3.3.2).
     * ``offload``: what lives in the host memory tier instead of HBM (ZeRO-Offload / Infinity,
       Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
       CPU), ``activations`` (written out after each block's forward, read back for its
@@ -69,9 +73,11 @@ class Execution:
     context_attention: str = "allgather"
     offload: str = "none"
     recompute_layers: int = 0
+    ends_count_as_layers: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients"):
+        for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
+                     "ends_count_as_layers"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
@@ -138,7 +144,7 @@ def resolve_execution(value: object) -> Execution:
 
 MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
-           "offload", "recompute_layers")
+           "offload", "recompute_layers", "ends_count_as_layers")
 
 
 def execution_variants(value: object) -> list[Execution]:
