@@ -7,7 +7,9 @@ import pytest
 
 from model import evaluate, load_model, load_system
 from model.physics.collectives import overlapped_s
-from model.physics.ops import FP8_QUANTISE_BYTES_PER_ELEMENT
+from model.specs.precision import PRECISIONS
+
+FP8_QUANTISE_BYTES_PER_ELEMENT = PRECISIONS["fp8"].quantise_bytes_per_element
 
 
 def _ops(model, system, gpus, execution, **cfg):

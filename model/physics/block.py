@@ -22,6 +22,7 @@ from ..errors import ModelError
 from ..specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
+from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
 from . import ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
@@ -89,13 +90,12 @@ class Ctx:
             raise ModelError("the paper mode models one execution (flash attention, sequence "
                              "parallelism, 1F1B, distributed optimizer, bf16); drop the "
                              "execution options or use the default model")
-        peak, eta = system.matrix_flop_per_s, system.flop_efficiency
-        if ex.precision == "fp8":
-            if system.matrix_tflops_fp8 <= 0:
-                raise ModelError(f"system '{system.name}' has no FP8 matrix rate "
-                                 "(matrix_tflops_fp8 = 0); choose bf16 or fp16")
-            peak = system.matrix_tflops_fp8 * 1e12
-            eta = system.flop_efficiency_fp8 or eta
+        precision = PRECISIONS[ex.precision]
+        peak = getattr(system, precision.peak_field) * 1e12
+        if peak <= 0:
+            raise ModelError(f"system '{system.name}' has no {precision.label} matrix rate "
+                             f"({precision.peak_field} = 0); choose bf16 or fp16")
+        eta = system.gemm_efficiency(precision.efficiency_key)
         attention = system.attention_efficiency or system.flop_efficiency
         if ex.offload != "none" and (system.host_memory_gb <= 0
                                      or system.host_bandwidth_gb_per_s <= 0):
@@ -109,54 +109,66 @@ def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
     return np.asarray(full // shards.size(axes), dtype=float)
 
 
+def _linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """A matmul: its counts, GEMM wave quantisation, the shard of its input it keeps (SP), and
+    under an FP8/FP4 recipe its quantisation kernels and quantised kept input."""
+    d, s = ctx.dims, ELEMENT_BYTES
+    n = _local(d[spec.n], sh, spec.n_shard)
+    counts = ops.linear(b, rows, k, n, s)
+    sysm = ctx.system
+    if sysm.sm_count > 0:  # forward Y [b·r, n]; backward dX [b·r, k] and dW [k, n]
+        tile, units = sysm.gemm_tile, sysm.sm_count
+        counts.wave_fwd = ops.wave_efficiency(b * rows, n, tile, units)
+        counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k, tile, units)
+                                 + ops.wave_efficiency(k, n, tile, units))
+    precision = PRECISIONS[ctx.execution.precision]
+    kept_rows = rows if spec.act_rows is None else _local(d["l"], sh, spec.act_rows)
+    counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k
+    if precision.quantised:
+        counts = ops.quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+    return counts
+
+
+def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """Fused (or unfused) attention of the local heads; causal flash attention skips the
+    masked half."""
+    d, m, ex = ctx.dims, ctx.model, ctx.execution
+    heads = _local(m.heads, sh, spec.heads_shard)
+    kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
+    counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim),
+                                 ELEMENT_BYTES, m.dropout, keep_scores=ex.recompute == "none",
+                                 fused=ex.flash_attention,
+                                 keep_output=ctx.mode.attention_output_kept)
+    if m.causal and ex.flash_attention and not ctx.mode.non_causal_attention:
+        counts = ops.skip_masked_half(counts)
+    return counts
+
+
+_COUNTERS = {
+    Kind.LINEAR: _linear,
+    Kind.SUMMA_LINEAR: lambda spec, sh, ctx, b, rows, k: ops.linear_summa(
+        b, rows, float(ctx.dims[spec.k]), _local(ctx.dims[spec.k], sh, spec.rows), k,
+        _local(ctx.dims[spec.n], sh, spec.n_shard), sh.nb.astype(float), ELEMENT_BYTES),
+    Kind.BIAS: lambda spec, sh, ctx, b, rows, k: ops.bias(b, rows, k, ELEMENT_BYTES),
+    Kind.ACT: lambda spec, sh, ctx, b, rows, k: (
+        ops.swiglu if ctx.model.mlp == "swiglu" else ops.gelu)(b * rows * k, ELEMENT_BYTES),
+    Kind.DROPOUT: lambda spec, sh, ctx, b, rows, k: ops.dropout(b * rows * k, ELEMENT_BYTES,
+                                                               MASK_BYTES),
+    Kind.NORM: lambda spec, sh, ctx, b, rows, k: ops.layer_norm(b, rows, k, ELEMENT_BYTES),
+    Kind.ATTENTION: _attention,
+    Kind.EMBEDDING: lambda spec, sh, ctx, b, rows, k: ops.embedding(
+        b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES),
+    Kind.LOSS: lambda spec, sh, ctx, b, rows, k: ops.cross_entropy(b, rows, k, ELEMENT_BYTES),
+}
+
+
 def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
-    """FLOPs and bytes of one op for every configuration in ``sh``."""
-    d, s, m = ctx.dims, ELEMENT_BYTES, ctx.model
-    b = sh.b.astype(float)
-    rows = _local(d["l"], sh, spec.rows)
-    k = _local(d[spec.k], sh, spec.k_shard)
-    kind = spec.kind
-    if kind == Kind.LINEAR:
-        n = _local(d[spec.n], sh, spec.n_shard)
-        counts = ops.linear(b, rows, k, n, s)
-        sysm = ctx.system
-        if sysm.sm_count > 0:  # forward Y [b·r, n]; backward dX [b·r, k] and dW [k, n]
-            tile, units = sysm.gemm_tile, sysm.sm_count
-            counts.wave_fwd = ops.wave_efficiency(b * rows, n, tile, units)
-            counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k, tile, units)
-                                     + ops.wave_efficiency(k, n, tile, units))
-        if spec.act_rows is not None:  # the kept input is a shard of the rows (SP)
-            counts.act_bytes = s * b * _local(d["l"], sh, spec.act_rows) * k
-        if ctx.execution.precision == "fp8":
-            counts = ops.fp8_quantisation(counts, b, rows, k, n)
-        return counts
-    if kind == Kind.SUMMA_LINEAR:
-        return ops.linear_summa(b, rows, float(d[spec.k]), _local(d[spec.k], sh, spec.rows), k,
-                                _local(d[spec.n], sh, spec.n_shard), sh.nb.astype(float), s)
-    if kind == Kind.BIAS:
-        return ops.bias(b, rows, k, s)
-    if kind == Kind.ACT:
-        act = ops.swiglu if m.mlp == "swiglu" else ops.gelu
-        return act(b * rows * k, s)
-    if kind == Kind.DROPOUT:
-        return ops.dropout(b * rows * k, s, MASK_BYTES)
-    if kind == Kind.NORM:
-        return ops.layer_norm(b, rows, k, s)
-    if kind == Kind.ATTENTION:
-        heads = _local(m.heads, sh, spec.heads_shard)
-        kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
-        counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim), s,
-                                     m.dropout, keep_scores=ctx.execution.recompute == "none",
-                                     fused=ctx.execution.flash_attention,
-                                     keep_output=ctx.mode.attention_output_kept)
-        if m.causal and ctx.execution.flash_attention and not ctx.mode.non_causal_attention:
-            counts = ops.skip_masked_half(counts)
-        return counts
-    if kind == Kind.EMBEDDING:
-        return ops.embedding(b, rows, k, _local(d[spec.n], sh, spec.n_shard), s)
-    if kind == Kind.LOSS:
-        return ops.cross_entropy(b, rows, k, s)
-    raise AssertionError(f"unhandled op kind {kind}")
+    """FLOPs and bytes of one op for every configuration in ``sh``: the op kind's formula
+    (:data:`_COUNTERS`, :mod:`model.physics.ops`) on its local shapes — b the microbatch, rows
+    the local sequence rows, k the local input features."""
+    rows = _local(ctx.dims["l"], sh, spec.rows)
+    k = _local(ctx.dims[spec.k], sh, spec.k_shard)
+    return _COUNTERS[spec.kind](spec, sh, ctx, sh.b.astype(float), rows, k)
 
 
 def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx) -> np.ndarray:

@@ -52,19 +52,15 @@ def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Arra
     return np.where(tiles > 0, tiles / np.maximum(np.ceil(tiles / units) * units, 1.0), 1.0)
 
 
-# FP8 with current (per-tensor) scaling quantises each matmul input in its own kernels: an amax
-# pass reads the bf16 tensor (2 B), the cast reads it again (2 B) and writes the FP8 copy (1 B)
-# plus the transposed FP8 copy the other GEMM of the backward needs (1 B): 6 B per element.
-# Weights are cast once per iteration (Transformer Engine caches them across microbatches), so
-# only activations (forward) and activation gradients (backward) pay it per microbatch.
-FP8_QUANTISE_BYTES_PER_ELEMENT = 6.0
-
-
-def fp8_quantisation(counts: OpCounts, b: Array, rows: Array, k: Array, n: Array) -> OpCounts:
-    """Add the FP8 quantisation kernels of Y[b·rows, n] = X[b·rows, k]·W[k, n] to ``counts``:
-    forward quantises X (b·rows·k elements), backward dY (b·rows·n), 6 B per element each."""
-    counts.extra_bytes_fwd = counts.extra_bytes_fwd + FP8_QUANTISE_BYTES_PER_ELEMENT * b * rows * k
-    counts.extra_bytes_bwd = counts.extra_bytes_bwd + FP8_QUANTISE_BYTES_PER_ELEMENT * b * rows * n
+def quantisation(counts: OpCounts, b: Array, rows: Array, k: Array, n: Array,
+                 bytes_per_element: float) -> OpCounts:
+    """Add the quantisation kernels of Y[b·rows, n] = X[b·rows, k]·W[k, n] under an FP8/FP4
+    recipe to ``counts``: the forward quantises X (b·rows·k elements), the backward dY
+    (b·rows·n), each ``bytes_per_element`` of HBM traffic (model.specs.precision: 6 B for FP8
+    current scaling). Weights are cast once per iteration (Transformer Engine caches them across
+    microbatches), so only activations and activation gradients pay it per microbatch."""
+    counts.extra_bytes_fwd = counts.extra_bytes_fwd + bytes_per_element * b * rows * k
+    counts.extra_bytes_bwd = counts.extra_bytes_bwd + bytes_per_element * b * rows * n
     return counts
 
 

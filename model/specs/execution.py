@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
+from .precision import NAMES
 
 RECOMPUTE = ("none", "selective", "full")
-PRECISIONS = ("bf16", "fp16", "fp8")
+PRECISIONS = NAMES  # model.specs.precision
 ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
 

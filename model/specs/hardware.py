@@ -15,7 +15,6 @@ from ..errors import ModelError
 from .schema import Field, preset_names, preset_path, read_json, validate
 
 SYSTEMS_DIR = Path(__file__).resolve().parents[2] / "systems"
-PRECISIONS = ("fp16", "bf16", "fp8")
 
 FIELDS = (
     Field("name", str, "preset name", required=True),
@@ -37,6 +36,8 @@ FIELDS = (
         1e5,
         default=0.0,
     ),
+    Field("matrix_tflops_fp4", float, "dense tensor-core peak, fp4 (NVFP4), TFLOP/s (0 = none)",
+          0, 1e5, default=0.0),
     Field(
         "vector_tflops_fp16", float, "non-tensor-core peak, fp16, TFLOP/s", 0.01, 1e5, required=True
     ),
@@ -123,6 +124,7 @@ class System:
     gpu: str
     matrix_tflops_fp16: float
     matrix_tflops_fp8: float
+    matrix_tflops_fp4: float
     vector_tflops_fp16: float
     vector_tflops_fp32: float
     hbm_capacity_gb: float
@@ -184,6 +186,14 @@ class System:
     def slow_bytes_per_s(self) -> float:
         """Effective bandwidth of one NIC per direction, bytes/s (b_s in the spec)."""
         return self.nic_bandwidth_gb_per_s * 1e9 * self.network_efficiency
+
+    def gemm_efficiency(self, key: str) -> float:
+        """The achievable fraction of the matmul peak for an efficiency key of
+        :mod:`model.specs.precision` (bf16; fp8, mxfp8 and nvfp4 share ``flop_efficiency_fp8``,
+        which defaults to the bf16 value)."""
+        if key == "bf16":
+            return self.flop_efficiency
+        return self.flop_efficiency_fp8 or self.flop_efficiency
 
     def with_overrides(self, **changes: Any) -> System:
         """A copy with some fields changed (e.g. ``nvlink_domain_size=64``), re-validated."""
