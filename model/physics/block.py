@@ -221,11 +221,18 @@ _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
               Collective.REDUCE: Collective.BROADCAST}
 
 
-def _kernel_times(spec: OpSpec, flop_mat, flop_vec, hbm_bytes, zero: np.ndarray, ctx: Ctx,
-                  wave=1.0, extra_bytes=0.0):
-    """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction, placement-free:
-    roofline max(FLOP time, HBM time) plus separate memory-bound kernels. ``zero`` is an array
-    of zeros of the result's length (counts may be scalars)."""
+def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
+    """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction (``way``: fwd or
+    bwd), placement-free: roofline max(FLOP time, HBM time) plus separate memory-bound kernels.
+
+    t_comp = overhead + F_mat/(η_mat·wave·P_mat) + F_vec/(η·P_vec) + N_exp/R_exp: matrix FLOPs at
+    the tensor-core rate (the precision's for matmuls), vector FLOPs at the vector rate, and the
+    exponentials of a softmax at the special-function rate R_exp (the SFU issues few per clock;
+    FlashAttention-3, Shah et al. 2024, §3: 3.9 T exp/s against 989 TFLOP/s on H100), in
+    sequence. ``zero`` is an array of zeros of the result's length (counts may be scalars)."""
+    flop_mat, flop_vec = getattr(c, f"flop_mat_{way}"), getattr(c, f"flop_vec_{way}")
+    hbm_bytes, extra_bytes = getattr(c, f"bytes_{way}"), getattr(c, f"extra_bytes_{way}")
+    wave, exps = getattr(c, f"wave_{way}"), getattr(c, f"exp_{way}")
     sysm = ctx.system
     eta = sysm.flop_efficiency
     # FP8 recipes run the linear layers in FP8; attention and the rest stay in bf16
@@ -236,6 +243,8 @@ def _kernel_times(spec: OpSpec, flop_mat, flop_vec, hbm_bytes, zero: np.ndarray,
         eta_mat = ctx.attention_efficiency
     t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
+    if sysm.exp_tera_per_s > 0:
+        t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
     t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
@@ -259,22 +268,21 @@ def _exposed_comm(spec: OpSpec, comm: np.ndarray, compute: np.ndarray,
     return comm
 
 
-def _phase(spec: OpSpec, comms, flop_mat, flop_vec, hbm_bytes, sh: Shards, ctx: Ctx,
-           memo: dict, wave=1.0, extra_bytes=0.0) -> Phase:
+def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: dict) -> Phase:
     """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
-    its separate memory-bound kernels (``extra_bytes`` / HBM bandwidth), plus its collectives."""
+    its separate memory-bound kernels (extra bytes / HBM bandwidth), plus its collectives."""
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
-    t_comp, t_mem, t_extra, compute = _kernel_times(spec, flop_mat, flop_vec, hbm_bytes, zero,
-                                                    ctx, wave, extra_bytes)
+    t_comp, t_mem, t_extra, compute = _kernel_times(spec, c, way, zero, ctx)
+    comms = spec.fwd if way == "fwd" else spec.bwd
     panels = _panels(spec, sh)
     comm = volume = zero
-    for c in comms:
-        key = (_SAME_TIME.get(c.collective, c.collective), c.volume, c.axes)
+    for cs in comms:
+        key = (_SAME_TIME.get(cs.collective, cs.collective), cs.volume, cs.axes)
         if key not in memo:
-            v = comm_volume_bytes(c.volume, spec, c.axes, sh, ctx)
+            v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
             piece = v if panels is None else v / panels
-            memo[key] = v, ctx.pricing.collective(c.collective, piece, sh.size(c.axes),
-                                                  sh.tau(c.axes))
+            memo[key] = v, ctx.pricing.collective(cs.collective, piece, sh.size(cs.axes),
+                                                  sh.tau(cs.axes))
         v, t = memo[key]
         comm = comm + t
         volume = volume + v
@@ -309,10 +317,8 @@ def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None 
     """
     c = op_counts(spec, sh, ctx) if counts is None else counts
     memo: dict = {}  # collective times shared by the op's forward and backward
-    fwd = _phase(spec, spec.fwd, c.flop_mat_fwd, c.flop_vec_fwd, c.bytes_fwd, sh, ctx, memo,
-                 c.wave_fwd, c.extra_bytes_fwd)
-    bwd = _phase(spec, spec.bwd, c.flop_mat_bwd, c.flop_vec_bwd, c.bytes_bwd, sh, ctx, memo,
-                 c.wave_bwd, c.extra_bytes_bwd)
+    fwd = _phase(spec, c, "fwd", sh, ctx, memo)
+    bwd = _phase(spec, c, "bwd", sh, ctx, memo)
     return OpResult(spec, c, fwd, bwd)
 
 

@@ -39,6 +39,9 @@ class OpCounts:
     # matmuls (FP8 quantisation of the op's inputs): their time adds to the op's roofline time
     extra_bytes_fwd: Array | float = 0.0
     extra_bytes_bwd: Array | float = 0.0
+    # exponentials (softmax) issued to the special-function units, not the tensor cores
+    exp_fwd: Array | float = 0.0
+    exp_bwd: Array | float = 0.0
 
 
 def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Array:
@@ -194,7 +197,8 @@ def flash_attention(
     ``keep_scores`` (no recompute, unfused attention as in Megatron before flash attention): the
     softmax output (s), dropout mask (1 B) and dropout output (s) per score are kept — the
     5·a·s²·b bytes of Korthikanti et al. 2022 — written in the forward and read in the backward,
-    and nothing is recomputed (no log-sum-exp is kept then).
+    and nothing is recomputed (no log-sum-exp is kept then). Each score takes one exponential in
+    the forward (``exp_fwd``) and one more where the backward recomputes the softmax.
 
     ``fused=False`` (no flash attention): every pass over the H·r·L scores goes through HBM — in
     the forward write S (s), softmax read S / write P (2s), dropout read P / write P' and its
@@ -214,6 +218,7 @@ def flash_attention(
     kept = s * ((2 if keep_output else 1) * hh * rows * q + 2 * b * kv_heads * rows * q) + (
         4.0 * hh * rows if fused and not keep_scores else 0.0)
     score_pass = 0.0 if fused else (4 * s + drop * (2 * s + 1.0)) * hh * rows * seq
+    exps = hh * rows * seq  # one exponential per score, again where the backward recomputes
     if keep_scores:
         scores = (s + drop * (1.0 + s)) * hh * rows * seq  # bytes of the kept score tensors
         return OpCounts(
@@ -226,6 +231,7 @@ def flash_attention(
             bytes_bwd=(s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + scores
                        + 2 * score_pass),
             act_bytes=kept + scores,
+            exp_fwd=exps,
         )
     return OpCounts(
         flop_mat_fwd=qk + hh * rows * q * (2 * seq - 1),
@@ -239,6 +245,8 @@ def flash_attention(
         bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + score_pass,
         bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + 3 * score_pass,
         act_bytes=kept,
+        exp_fwd=exps,
+        exp_bwd=exps,
     )
 
 
@@ -248,7 +256,8 @@ def skip_masked_half(c: OpCounts) -> OpCounts:
     return OpCounts(flop_mat_fwd=0.5 * c.flop_mat_fwd, flop_vec_fwd=0.5 * c.flop_vec_fwd,
                     flop_mat_bwd=0.5 * c.flop_mat_bwd, flop_vec_bwd=0.5 * c.flop_vec_bwd,
                     flop_recompute=0.5 * c.flop_recompute, bytes_fwd=c.bytes_fwd,
-                    bytes_bwd=c.bytes_bwd, act_bytes=c.act_bytes, weight_bytes=c.weight_bytes)
+                    bytes_bwd=c.bytes_bwd, act_bytes=c.act_bytes, weight_bytes=c.weight_bytes,
+                    exp_fwd=0.5 * c.exp_fwd, exp_bwd=0.5 * c.exp_bwd)
 
 
 def embedding(b: Array, rows: Array, cols: Array, vocab_local: Array, s: float) -> OpCounts:

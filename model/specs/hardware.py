@@ -36,6 +36,8 @@ FIELDS = (
         1e5,
         default=0.0,
     ),
+    Field("exp_tera_per_s", float, "exponentials per second of the special-function units, "
+          "10^12 exp/s (0: not modelled)", 0, 1e4, default=0.0),
     Field("matrix_tflops_fp4", float, "dense tensor-core peak, fp4 (NVFP4), TFLOP/s (0 = none)",
           0, 1e5, default=0.0),
     Field(
@@ -125,6 +127,7 @@ class System:
     matrix_tflops_fp16: float
     matrix_tflops_fp8: float
     matrix_tflops_fp4: float
+    exp_tera_per_s: float
     vector_tflops_fp16: float
     vector_tflops_fp32: float
     hbm_capacity_gb: float
