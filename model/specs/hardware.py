@@ -15,11 +15,14 @@ from ..errors import ModelError
 from .schema import Field, preset_names, preset_path, read_json, validate
 
 SYSTEMS_DIR = Path(__file__).resolve().parents[2] / "systems"
+GENERATIONS = ("ampere", "hopper", "blackwell", "blackwell-ultra", "cdna3")
 
 FIELDS = (
     Field("name", str, "preset name", required=True),
-    Field("source", str, "where the figures come from", required=True),
+    Field("source", str, "where the figures come from", required=True, max_len=8000),
     Field("gpu", str, "GPU model", default=""),
+    Field("generation", str, "GPU generation (which calibrated efficiencies of a software stack "
+          "apply)", default="", choices=("",) + GENERATIONS),
     Field(
         "matrix_tflops_fp16",
         float,
@@ -66,6 +69,10 @@ FIELDS = (
     Field("hbm_efficiency", float, "achievable fraction of HBM bandwidth", 0.05, 1, default=1.0),
     Field("flop_efficiency", float, "achievable fraction of peak FLOP/s", 0.05, 1, default=0.8),
     Field("flop_efficiency_fp8", float, "achievable fraction of the FP8 peak (default: as bf16)",
+          0.05, 1),
+    Field("flop_efficiency_mxfp8", float, "achievable fraction of the FP8 peak with MXFP8 "
+          "(default: as FP8)", 0.05, 1),
+    Field("flop_efficiency_fp4", float, "achievable fraction of the FP4 peak (default: as FP8)",
           0.05, 1),
     Field("attention_efficiency", float,
           "achievable fraction of peak in fused attention (default: as the matmuls)", 0.05, 1),
@@ -124,6 +131,7 @@ class System:
     name: str
     source: str
     gpu: str
+    generation: str
     matrix_tflops_fp16: float
     matrix_tflops_fp8: float
     matrix_tflops_fp4: float
@@ -143,6 +151,8 @@ class System:
     sm_count: int
     gemm_tile: int
     flop_efficiency_fp8: float | None
+    flop_efficiency_mxfp8: float | None
+    flop_efficiency_fp4: float | None
     attention_efficiency: float | None
     kernel_overhead_s: float
     overlap_slowdown: float
@@ -192,11 +202,12 @@ class System:
 
     def gemm_efficiency(self, key: str) -> float:
         """The achievable fraction of the matmul peak for an efficiency key of
-        :mod:`model.specs.precision` (bf16; fp8, mxfp8 and nvfp4 share ``flop_efficiency_fp8``,
-        which defaults to the bf16 value)."""
-        if key == "bf16":
-            return self.flop_efficiency
-        return self.flop_efficiency_fp8 or self.flop_efficiency
+        :mod:`model.specs.precision`: bf16, fp8 (default: as bf16), mxfp8 and nvfp4 (default:
+        as fp8)."""
+        fp8 = self.flop_efficiency_fp8 or self.flop_efficiency
+        return {"bf16": self.flop_efficiency, "fp8": fp8,
+                "mxfp8": self.flop_efficiency_mxfp8 or fp8,
+                "nvfp4": self.flop_efficiency_fp4 or fp8}[key]
 
     def with_overrides(self, **changes: Any) -> System:
         """A copy with some fields changed (e.g. ``nvlink_domain_size=64``), re-validated."""

@@ -31,6 +31,7 @@ class Field:
     default: Any = None
     required: bool = False
     choices: tuple[str, ...] | None = None
+    max_len: int = 2000  # characters of a text value
 
     def describe(self) -> str:
         if self.choices:
@@ -78,8 +79,8 @@ def check_field(what: str, field: Field, value: Any) -> Any:
         raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {_show(value)}")
     if field.choices is not None and value not in field.choices:
         raise ModelError(f"{what}: '{field.name}' must be {field.describe()}, got {_show(value)}")
-    if isinstance(value, str) and len(value) > 2000:
-        raise ModelError(f"{what}: '{field.name}' is too long (max 2000 characters)")
+    if isinstance(value, str) and len(value) > field.max_len:
+        raise ModelError(f"{what}: '{field.name}' is too long (max {field.max_len} characters)")
     return value
 
 
