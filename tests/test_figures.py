@@ -30,6 +30,12 @@ from model import best_per_cell, design_space, evaluate, load_model, load_system
 from model.explore.report import MEMORY_COLUMNS, TIME_COLUMNS
 from model.explore.sweep import best_frame
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
 COUNTS = [2 ** k for k in range(2, 15)]
 REL = 1e-9
 

@@ -14,6 +14,12 @@ from model import evaluate, load_model, load_system, search, transformer_from_di
 from model.physics import ops
 from model.physics.collectives import Collective, collective_time_s, summa_comm_time_s
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
 # paper-h200 (spec §1.2), in SI units
 P_MAT, P_VEC = 989.4e12, 133.8e12  # FLOP/s
 ETA, OVERHEAD = 0.8, 20e-6

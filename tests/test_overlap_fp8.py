@@ -9,6 +9,12 @@ from model import evaluate, load_model, load_system
 from model.physics.collectives import overlapped_s
 from model.specs.precision import PRECISIONS
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
 FP8_QUANTISE_BYTES_PER_ELEMENT = PRECISIONS["fp8"].quantise_bytes_per_element
 
 

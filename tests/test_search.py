@@ -10,6 +10,12 @@ import pytest
 from model import ModelError, evaluate, load_model, load_system, search
 from model.explore.report import TIME_COLUMNS
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
 REL = 1e-12
 DIMS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb")
 PLACEMENT = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")

@@ -19,7 +19,7 @@ from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
 from .evaluate import evaluate_space
 from .report import result_frame
-from .search import DEFAULT_BUDGET, check_args
+from .search import DEFAULT_BUDGET, check_args, with_stack
 from .space import COLUMNS, build_space
 
 AXES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
@@ -28,7 +28,8 @@ AXES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp
 def design_space(model: Transformer, system: System, gpus: int, global_batch: int,
                  strategy: str = "1d", *, compat: str | Mode | None = None,
                  nvs: int | None = None, pins: dict | None = None,
-                 budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None
+                 budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
+                 stack: str | None = None
                  ) -> pd.DataFrame:
     """Every candidate of ``strategy`` on ``gpus`` GPUs: one row each, result columns as in a
     search (times are those of the configuration even when it does not fit; ``fits`` says)."""
@@ -39,6 +40,7 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
+    system, execution = with_stack(system, execution, stack, mode)
     ex = resolve_execution(execution)
     strat = build_strategy(strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,

@@ -25,7 +25,9 @@ from ..physics.block import Ctx
 from ..physics.strategies import Strategy, build_strategy, canonical_strategy
 from ..specs.execution import Execution, execution_columns, execution_variants, resolve_execution
 from ..specs.hardware import System
+from ..specs.modes import DEFAULT as DEFAULT_MODE
 from ..specs.modes import Mode, resolve_mode
+from ..specs.stack import Stack, load_stack
 from ..specs.transformer import Transformer
 from .evaluate import (
     ShapeCounts,
@@ -58,6 +60,17 @@ from .space import (
 DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
 PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
 PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
+
+
+def with_stack(system: System, execution: object, stack: str | Stack | None, mode: Mode
+               ) -> tuple[System, object]:
+    """The system with the stack's calibrated values for its generation, and the execution over
+    the stack's defaults (explicit options win; :meth:`Stack.execution_for`). The paper mode,
+    which models one execution with the paper's constants, takes no stack."""
+    if mode != DEFAULT_MODE:
+        return system, execution
+    found = load_stack(stack)
+    return found.apply(system), found.execution_for(execution)
 
 
 @dataclass
@@ -101,24 +114,28 @@ def search(
     model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
     compat: str | Mode | None = None, nvs: int | None = None, pins: dict | None = None,
     top_k: int = 10, budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
+    stack: str | Stack | None = None,
 ) -> SearchResult:
     """The ``top_k`` fastest configurations of ``strategy`` on ``gpus`` GPUs that fit in HBM.
 
     ``nvs`` overrides the system's NVLink domain size; ``pins`` fixes any of tp1, tp2, pp, dp,
     microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the paper's model
     with its bugs (spec §7); ``execution`` sets recompute, sequence parallelism, interleaving,
-    ZeRO stage, precision and TP overlap (:class:`~model.specs.execution.Execution`). Ties keep the
-    deterministic candidate order.
+    ZeRO stage, precision and TP overlap (:class:`~model.specs.execution.Execution`) over the
+    software ``stack``'s defaults and with its calibrated efficiencies (a name of
+    ``stacks/``; None: the newest; "none": the system's own values and the Execution
+    defaults; :func:`with_stack`). Ties keep the deterministic candidate order.
     """
     return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
-                         pins=pins, top_k=top_k, budget=budget, execution=execution)[0]
+                         pins=pins, top_k=top_k, budget=budget, execution=execution,
+                         stack=stack)[0]
 
 
 def search_counts(
     model: Transformer, system: System, gpu_counts: list[int], global_batch: int,
     strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
     pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
-    execution: Execution | dict | None = None,
+    execution: Execution | dict | None = None, stack: str | Stack | None = None,
 ) -> list[SearchResult]:
     """:func:`search` at several GPU counts in one evaluation (a strong-scaling sweep).
 
@@ -141,6 +158,7 @@ def search_counts(
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
+    system, execution = with_stack(system, execution, stack, mode)
     variants = execution_variants(execution)
     per_variant = []
     for ex in variants:  # a few execution choices, each a vectorized search of its own
@@ -311,7 +329,7 @@ def evaluate(
     tp1: int, pp: int, dp: int, microbatch: int, tp2: int = 1, nb: int | None = None,
     nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
     nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
-    execution: Execution | dict | None = None,
+    execution: Execution | dict | None = None, stack: str | Stack | None = None,
 ) -> Evaluation:
     """Evaluate one configuration; a placement or nb left out is the best one for it.
 
@@ -332,6 +350,7 @@ def evaluate(
             f" gpus = {gpus}")
     sysm = system if nvs is None else system.with_overrides(nvlink_domain_size=nvs)
     mode = resolve_mode(compat)
+    sysm, execution = with_stack(sysm, execution, stack, mode)
     ex = resolve_execution(execution)
     strat = build_strategy(key, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode,

@@ -19,7 +19,7 @@ PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the
 def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_GPU_COUNTS,
           global_batch: int = 4096, strategies: Iterable[str] = STRATEGIES, *,
           compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
-          execution: Execution | dict | None = None,
+          execution: Execution | dict | None = None, stack: str | None = None,
           top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
     """One :func:`~model.explore.search.search` per (strategy, GPU count), strategies outermost."""
     if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
@@ -28,7 +28,7 @@ def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_
     return [r for s in strategies
             for r in search_counts(model, system, counts, global_batch, canonical_strategy(s),
                                    compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget,
-                                   execution=execution)]
+                                   execution=execution, stack=stack)]
 
 
 def best_frame(results: list[SearchResult]) -> pd.DataFrame:

@@ -37,15 +37,18 @@ def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor
 
 
 def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
-              grad_factor: float = 1.0):
+              grad_factor: float = 1.0, overlap: bool = True):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
     A ring all-gather and reduce-scatter of the same buffer take the same time T, so
     t_dp = 2T + (D−1)·(h(T, T_f) + h(T, T_b)) with h = ``pricing.hidden`` (the excess over the
     block's compute plus the overlap slowdown); gradients reduced in fp32 (``grad_factor`` 2)
-    make the reduce-scatter's buffer twice the 2-byte weights.
+    make the reduce-scatter's buffer twice the 2-byte weights. Without ``overlap`` every
+    block's collectives are exposed: t_dp = D·(T + T_rs).
     """
     t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor)
+    if not overlap:
+        return layers * (t + t_rs)
     return t + t_rs + (layers - 1) * (pricing.hidden(t, t_fwd) + pricing.hidden(t_rs, t_bwd))
 
 
@@ -116,7 +119,7 @@ def iteration_time(
                            n_mb, pricing, grad_factor)
     else:
         t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                         pricing, grad_factor)
+                         pricing, grad_factor, execution.dp_overlap)
     if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
         t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
                                 grad_factor)

@@ -57,6 +57,9 @@ class Execution:
       layers are split over pipeline stages, where the layers plus two divide evenly: the first
       and last stages hold one layer fewer (Megatron's ``account_for_embedding_in_pipeline_split``
       and ``account_for_loss_in_pipeline_split``; Llama 3's 405B run, Dubey et al. 2024, §3.3.2).
+    * ``dp_overlap``: the data-parallel gradient reduction (and parameter gather) of each block
+      overlaps the compute of the next; off, it runs after the backward pass, exposed, as in
+      Megatron-LM of 2021 (one all-reduce of the gradient buffer, Narayanan et al. 2021).
     * ``offload``: what lives in the host memory tier instead of HBM (ZeRO-Offload / Infinity,
       Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
       CPU), ``activations`` (written out after each block's forward, read back for its
@@ -75,10 +78,11 @@ class Execution:
     offload: str = "none"
     recompute_layers: int = 0
     ends_count_as_layers: bool = False
+    dp_overlap: bool = True
 
     def __post_init__(self) -> None:
         for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-                     "ends_count_as_layers"):
+                     "ends_count_as_layers", "dp_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
@@ -145,7 +149,7 @@ def resolve_execution(value: object) -> Execution:
 
 MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
-           "offload", "recompute_layers", "ends_count_as_layers")
+           "offload", "recompute_layers", "ends_count_as_layers", "dp_overlap")
 
 
 def execution_variants(value: object) -> list[Execution]:

@@ -36,6 +36,7 @@ from .schema import preset_names, preset_path, read_json
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 EFFICIENCY_KEYS = ("bf16", "fp8", "mxfp8", "nvfp4")
 NONE = "none"  # no stack: the system's own efficiencies and the Execution defaults
+DEFAULT: str | None = None  # the stack of a search that names none (None: the newest preset)
 KEYS = ("name", "released", "source", "description", "base", "execution", "gemm_efficiency",
         "attention_efficiency", "memory_reserve_gb")
 
@@ -179,7 +180,7 @@ def load_stack(name_or_path: str | Path | Stack | None = None) -> Stack:
     if isinstance(name_or_path, Stack):
         return name_or_path
     if name_or_path is None:
-        return _presets()[default_stack_name()]
+        name_or_path = DEFAULT or default_stack_name()
     if str(name_or_path) == NONE:
         return NO_STACK
     found = _presets().get(str(name_or_path))

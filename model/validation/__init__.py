@@ -63,6 +63,7 @@ class Case:
     execution: dict[str, Any] = field(default_factory=dict)
     uncertain: bool = False
     peer: float | None = None  # Calculon's prediction, where published
+    stack: str = "none"  # the software stack of the run (its calibrated efficiencies)
     skip: str = ""
 
 
@@ -254,7 +255,7 @@ def extra_cases(path: Path = EXTRA_RUNS) -> list[Case]:
 def predict(case: Case) -> float:
     """The estimator's value of the case's metric."""
     ev = evaluate(case.model, case.system, case.gpus, case.global_batch, case.strategy,
-                  execution=case.execution, **case.config)
+                  execution=case.execution, stack=case.stack, **case.config)
     row = ev.row
     if case.metric == "iteration_time_s":
         return float(row["iteration_time_s"])
