@@ -247,7 +247,7 @@ def test_memory_figure_sums_and_capacity(figs, scaling, system):
     assert all(sh.y0 == sh.y1 == system.hbm_capacity_gb and sh.line.dash == "dash"
                for sh in lines)
     legend = [t for t in fig.data if t.name and "HBM capacity" in t.name]
-    assert len(legend) == 1 and "141 GB" in legend[0].name  # the line is named in the legend
+    assert len(legend) == 1 and f"{system.hbm_capacity_gb:g} GB" in legend[0].name  # named
     # the capacity defaults to the frame's column
     default = memory_figure(scaling)
     assert {sh.y0 for sh in default.layout.shapes} == {system.hbm_capacity_gb}

@@ -162,7 +162,7 @@ def test_fp8_speeds_up_the_linear_layers_only():
 def test_bad_execution_options_are_clear_errors(gpt):
     m, s = gpt
     for bad, word in (({"recompute": "some"}, "recompute"), ({"zero": 4}, "zero"),
-                      ({"interleave": 0}, "interleave"), ({"precision": "fp4"}, "precision"),
+                      ({"interleave": -1}, "interleave"), ({"precision": "fp4"}, "precision"),
                       ({"turbo": True}, "turbo")):
         with pytest.raises(ModelError, match=word):
             search(m, s, 64, 64, "1d", execution=bad)
@@ -268,7 +268,7 @@ def test_records_of_other_sources_map_to_presets_and_never_raise():
     assert record_system({"gpu": "GB300 NVL72", "nvlink_domain": 72}).name == "gb300-nvl72"
     a100_40 = record_system({"gpu": "A100-SXM4-40GB", "nvlink_domain": 16})
     assert (a100_40.name, a100_40.hbm_capacity_gb, a100_40.nvlink_domain_size) == (
-        "a100", 40.0, 16)
+        "a100", 42.94, 16)  # 40,960 MiB
     good = {"id": "mlperf-like", "source": "some 2024 report",
             "model": {"name": "Llama 3 8B", "layers": 32, "hidden": 4096, "heads": 32,
                       "kv_heads": 8, "ffn": 14336, "vocab": 128256, "seq_len": 8192},

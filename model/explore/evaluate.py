@@ -23,7 +23,13 @@ from ..physics.block import (
     sum_ops,
     take_counts,
 )
-from ..physics.memory import block_activation_bytes, fits_in_memory, offload_memory, stage_memory
+from ..physics.memory import (
+    block_activation_bytes,
+    fewest_recomputed_layers,
+    fits_in_memory,
+    offload_memory,
+    stage_memory,
+)
 from ..physics.ops import OpCounts
 from ..physics.pipeline import edge_weight_bytes, iteration_time
 from ..physics.strategies import OpSpec, Strategy
@@ -152,28 +158,41 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 
 
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
-                 global_batch: int, counts: ShapeCounts, ctx: Ctx) -> dict[str, np.ndarray]:
+                 global_batch: int, counts: ShapeCounts, ctx: Ctx,
+                 usable_bytes: float | None = None) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) and its breakdown for every shape in ``cols``: the ops' kept
-    bytes summed per block and end, then :mod:`model.physics.memory`."""
+    bytes summed per block and end, then :mod:`model.physics.memory`. ``recompute_layers``
+    per shape: the execution's, or with ``"auto"`` the fewest that fit in ``usable_bytes``."""
     inv = counts.inverse
-    block_w, block_a = _weights_acts(counts.block, inv)
+    block_w, acts = _weights_acts(counts.block, inv)
     ex = ctx.execution
     layers, end_layers = stage_layout(model, cols["pp"], ex.ends_count_as_layers)
     boundary = counts.block[[s.name for s in strategy.block].index(strategy.boundary)]
-    block_a = block_activation_bytes(ex, block_a, _per_row(boundary.act_bytes, inv), layers)
+    kept = _per_row(boundary.act_bytes, inv)
     pre_w, pre_a = _weights_acts(counts.pre, inv)
     post_w, post_a = _weights_acts(counts.post, inv)
     if strategy.post:
         head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
     grad_factor = 2.0 if ex.fp32_gradients else 1.0
-    mem = stage_memory(block_weight_bytes=block_w, block_act_bytes=block_a, pre_weight=pre_w,
-                       pre_act=pre_a, post_weight=post_w, post_act=post_a,
-                       n_mb=(global_batch // cols["dp"]) // cols["microbatch"], layers=layers,
-                       pp=cols["pp"], dp_group=_dp_group(strategy, cols),
-                       interleave=ex.interleave, zero=ex.zero, grad_factor=grad_factor,
-                       end_layers=end_layers)
-    return offload_memory(mem, block_w, block_a, grad_factor, ex)
+
+    def memory_at(recomputed) -> dict[str, np.ndarray]:
+        block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)
+        mem = stage_memory(block_weight_bytes=block_w, block_act_bytes=block_a,
+                           pre_weight=pre_w, pre_act=pre_a, post_weight=post_w, post_act=post_a,
+                           n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
+                           layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
+                           interleave=cols["interleave"], zero=ex.zero,
+                           grad_factor=grad_factor, end_layers=end_layers)
+        return offload_memory(mem, block_w, block_a, grad_factor, ex)
+
+    if ex.fewest_recomputed and usable_bytes is not None:
+        recomputed = fewest_recomputed_layers(lambda r: memory_at(r)["memory_bytes"], layers,
+                                              usable_bytes)
+    else:
+        fixed = 0 if ex.fewest_recomputed or ex.recompute == "full" else ex.recompute_layers
+        recomputed = np.full(len(layers), fixed, dtype=np.int64)
+    return {**memory_at(recomputed), "recompute_layers": recomputed}
 
 
 def fits_on(mem: dict[str, np.ndarray], system: System,
@@ -231,7 +250,8 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     pp = cols["pp"]
     layers, end_layers = stage_layout(model, pp, ctx.execution.ends_count_as_layers)
     block_c = block.take(inverse)
-    share = ctx.execution.recompute_share(layers)  # recomputed layers rerun their forward
+    # recomputed layers rerun their forward
+    share = ctx.execution.recompute_share(layers, cols.get("recompute_layers"))
     if np.any(share):
         block_c = block_c + _forward_rerun(block_ops, block.t_fwd, breakdown).take(
             inverse).scaled(share)
@@ -256,7 +276,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         layers=layers, end_layers=end_layers, pp=pp, nv_pp=cols.get("nv_pp", ones),
         dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones, system=system,
-        mode=ctx.mode, pricing=ctx.pricing, interleave=ctx.execution.interleave,
+        mode=ctx.mode, pricing=ctx.pricing, interleave=cols["interleave"],
         zero=ctx.execution.zero, grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
         params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
         execution=ctx.execution,
@@ -272,7 +292,8 @@ LOWER_BOUND_SLACK = 1.0 - 1e-9  # bounds are built from other formulas: room for
 def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
                       cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
                       counts: ShapeCounts, params_bytes: np.ndarray,
-                      rows: np.ndarray | None = None) -> np.ndarray:
+                      rows: np.ndarray | None = None,
+                      recomputed: np.ndarray | None = None) -> np.ndarray:
     """A lower bound (s) of the iteration time of every placement of the shapes ``rows`` of
     ``cols`` (default: all): :func:`candidate_times` of those shapes (placement columns
     ignored) with the lower-bound pricing of :mod:`model.physics.pricing`, times
@@ -280,6 +301,8 @@ def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
     rows = np.arange(len(counts.inverse)) if rows is None else rows
     shapes = {k: v[rows] for k, v in cols.items() if k not in PLACEMENT}
     shapes["params_bytes"] = params_bytes[rows]
+    if recomputed is not None:
+        shapes["recompute_layers"] = recomputed[rows]
     out = candidate_times(model, system, strategy, shapes, global_batch, ctx.bounded(), counts,
                           rows)
     return out["iteration_time_s"] * LOWER_BOUND_SLACK
@@ -294,11 +317,13 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
     """
     ctx = Ctx.make(model, system, compat, execution)
     counts = ShapeCounts.of(strategy, space.cols, ctx)
-    mem = shape_memory(model, strategy, space.cols, global_batch, counts, ctx)
+    mem = shape_memory(model, strategy, space.cols, global_batch, counts, ctx,
+                       system.usable_hbm_bytes)
     keep = (np.flatnonzero(fits_on(mem, system)) if fitting_only
             else np.arange(len(space)))
     cols = {name: values[keep] for name, values in space.cols.items()}
     cols["params_bytes"] = mem["params_bytes"][keep]
+    cols["recompute_layers"] = mem["recompute_layers"][keep]
     out = candidate_times(model, system, strategy, cols, global_batch, ctx, counts, keep)
     out.update({name: values[keep] for name, values in mem.items()})
     out.update(cols)

@@ -40,6 +40,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     data: dict[str, object] = {"gpus": per_row, "strategy": strategy}
     for name in COLUMNS:
         data[name] = res[name][idx]
+    data["interleave"] = res["interleave"][idx]
+    data["recompute_layers"] = res["recompute_layers"][idx]
     data["n_microbatches"] = res["n_microbatches"][idx]
     data["layers_per_stage"] = res["layers_per_stage"][idx]
     data.update({

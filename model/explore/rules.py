@@ -6,7 +6,7 @@ Each :class:`Rule` restricts one dimension (``axis``: checked when the space add
 dimension) and reads the dimensions in ``reads``; its test is elementwise numpy over
 broadcastable arrays, its message a format string over the same names plus the problem's
 constants (``n`` GPUs, ``gbs``, ``e`` hidden, ``h`` heads, ``kv`` KV heads, ``l`` sequence,
-``layers``, ``V`` interleave, ``split``, ``strategy``). A strategy's own rules (which axes a
+``layers``, ``split``, ``strategy``). A strategy's own rules (which axes a
 microbatch must divide, whether tp2 must divide the hidden size, how many columns tp1 must leave)
 are fields of its :class:`~model.physics.strategies.Strategy` record.
 """
@@ -35,14 +35,14 @@ class Problem:
     strategy: Strategy
     gpus: int
     global_batch: int
-    interleave: int = 1
+    interleave: int = 1  # the virtual stages asked for (0: every count the stages allow)
     equal_stages: bool = False
     ends_count_as_layers: bool = False
 
     def constants(self) -> dict[str, Any]:
         m, st = self.model, self.strategy
         return {"n": self.gpus, "gbs": self.global_batch, "e": m.hidden, "h": m.heads,
-                "kv": m.kv_heads, "l": m.seq_len, "layers": m.layers, "V": self.interleave,
+                "kv": m.kv_heads, "l": m.seq_len, "layers": m.layers,
                 "strategy": st.name, "cols": st.tp1_columns_factor * m.hidden,
                 "min_cols": MIN_COLUMNS, "min_rows": MIN_ROWS}
 
@@ -125,17 +125,15 @@ RULES: tuple[Rule, ...] = (
     Rule("microbatch", ("tp1", "tp2", "microbatch"),
          lambda d, p: (d["microbatch"] * p.model.seq_len) % _split(d, p) == 0,
          "microbatch·seq_len = {tokens} is not divisible by {split}"),
-    Rule("interleave", ("pp",), lambda d, p: d["pp"] > 1,
-         "interleaving {V} virtual stages needs pipeline parallelism (pp > 1)",
-         applies=lambda p: p.interleave > 1),
-    Rule("interleave", ("pp",), lambda d, p: stage_layout(p.model, d["pp"],
-                                                          p.ends_count_as_layers)[0]
-         % p.interleave == 0, "{V} virtual stages do not divide the {stage_layers} layers of a "
-         "stage", applies=lambda p: p.interleave > 1),
-    Rule("interleave", ("pp", "dp", "microbatch"),
-         lambda d, p: (p.global_batch // d["dp"] // d["microbatch"]) % d["pp"] == 0,
-         "interleaving needs pp={pp} to divide the {n_mb} microbatches",
-         applies=lambda p: p.interleave > 1),
+    Rule("interleave", ("pp", "interleave"), lambda d, p: (d["interleave"] == 1) | (d["pp"] > 1),
+         "interleaving {interleave} virtual stages needs pipeline parallelism (pp > 1)"),
+    Rule("interleave", ("pp", "interleave"), lambda d, p: stage_layout(
+        p.model, d["pp"], p.ends_count_as_layers)[0] % d["interleave"] == 0,
+         "{interleave} virtual stages do not divide the {stage_layers} layers of a stage"),
+    Rule("interleave", ("pp", "dp", "microbatch", "interleave"),
+         lambda d, p: (d["interleave"] == 1)
+         | ((p.global_batch // d["dp"] // d["microbatch"]) % d["pp"] == 0),
+         "interleaving needs pp={pp} to divide the {n_mb} microbatches"),
     Rule("nb", ("nb",), lambda d, p: p.model.hidden % d["nb"] == 0,
          "nb={nb} does not divide hidden={e}", applies=lambda p: p.strategy.has_panels),
 )
@@ -178,6 +176,8 @@ def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int
     p = {k: v for k, v in pins.items() if v is not None}
     if not strategy.has_tp2:
         p.setdefault("tp2", 1)
+    if interleave:  # 0: every interleaving is searched, none is pinned
+        p.setdefault("interleave", interleave)
     problem = Problem(model, strategy, gpus, global_batch, interleave,
                       resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers)
     words = {**problem.constants(), **p, **_derived(p, problem)}

@@ -200,6 +200,8 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
             front = CACHE.get(key, usable, top_k)  # evaluated meanwhile by another thread?
             if front is None:
                 cover, depth = CACHE.plan(key, usable, top_k)
+                if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
+                    cover, depth = usable, top_k
                 front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
                                           pins, budget, cover, depth, top_k)
                 CACHE.put(key, front)
@@ -220,7 +222,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     shapes, merged, masks = _shape_space(model, strat, counts, global_batch, pins, ctx,
                                          system.nvlink_domain_size)
     op_counts = ShapeCounts.of(strat, merged, ctx)
-    mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx)
+    mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx, usable)
     fits = fits_on(mem, system, usable)
     per_count, placing, offset = [], [], 0
     for n, cols, (mask, table) in zip(counts, shapes, masks):
@@ -242,6 +244,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
             parts.append(expand_placements(kept, mask[rows - start], table))
         cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         cands["params_bytes"] = mem["params_bytes"][cands["shape"]]
+        cands["recompute_layers"] = mem["recompute_layers"][cands["shape"]]
         return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
                                       cands["shape"])
 
@@ -251,7 +254,8 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     if PRUNE and placed[todo].sum() >= PRUNE_FROM:
         lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
         lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
-                                        op_counts, mem["params_bytes"], todo)
+                                        op_counts, mem["params_bytes"], todo,
+                                        mem["recompute_layers"])
         with np.errstate(divide="ignore"):  # a zero bound: never pruned
             bound = global_batch / lower
         cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
@@ -271,7 +275,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     rows.update({k: v[sel] for k, v in cands.items()})
     return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
                     tuple(int(n) for n in counts), starts, rows, tuple(per_count),
-                    cacheable=finite)
+                    cacheable=finite and not ctx.execution.fewest_recomputed)
 
 
 SHAPE_SPACES = 32  # shape spaces kept per process (a few hundred kB each)

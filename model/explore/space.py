@@ -30,7 +30,7 @@ from ..errors import ModelError
 from ..physics.strategies import Strategy
 from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
-from .rules import Problem, mask
+from .rules import Problem, mask, stage_layout
 
 COLUMNS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 PIN_NAMES = COLUMNS
@@ -97,11 +97,15 @@ def _grow(cols: dict, axis: str, values: np.ndarray, problem: Problem) -> dict:
     return _expand(cols, axis, values, ok)
 
 
+MAX_INTERLEAVE = 64  # virtual stages per GPU searched at most
+
+
 def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                  pins: dict | None = None, interleave: int = 1,
                  equal_stages: bool = True, ends_count_as_layers: bool = False
                  ) -> dict[str, np.ndarray]:
-    """Every (tp1, tp2, pp, dp, microbatch, nb) allowed on ``gpus`` GPUs, before placement:
+    """Every (tp1, tp2, pp, dp, microbatch, interleave, nb) allowed on ``gpus`` GPUs, before
+    placement (``interleave`` 0 searches every virtual-stage count the stages allow):
     each dimension's candidate values (divisors; pinned values only), filtered by the rules of
     :mod:`model.explore.rules` as it is added.
 
@@ -128,10 +132,20 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     cols = {k: v[keep] for k, v in cols.items()}
     cols["dp"] = dp[keep]
     cols = _grow(cols, "microbatch", _pin(divisors(global_batch), pins, "microbatch"), problem)
-    if interleave > 1:  # V stages per GPU: pp > 1, V | layers per stage, pp | microbatches
-        keep = np.broadcast_to(mask("interleave", cols, problem), cols["tp1"].shape)
-        cols = {k: v[keep] for k, v in cols.items()}
+    cols = _grow(cols, "interleave", _virtual_stages(model, cols, interleave,
+                                                     ends_count_as_layers), problem)
     return _panels(cols, model.hidden, strategy.has_panels, pins)
+
+
+def _virtual_stages(model: Transformer, cols: dict, interleave: int,
+                    ends_count_as_layers: bool) -> np.ndarray:
+    """The interleavings V to try: the one asked for, or with 0 every divisor (up to
+    MAX_INTERLEAVE) of some stage's layer count (the rules keep those of each shape's own)."""
+    if interleave:
+        return np.array([interleave], dtype=np.int64)
+    layers = np.unique(stage_layout(model, cols["pp"], ends_count_as_layers)[0])
+    values = {int(v) for d in layers.tolist() for v in divisors(int(d)) if v <= MAX_INTERLEAVE}
+    return np.array(sorted(values | {1}), dtype=np.int64)
 
 
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:

@@ -30,11 +30,13 @@ from ..specs.execution import Execution
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 
 
-def block_activation_bytes(ex: Execution, block_act_bytes, boundary_act_bytes, layers):
+def block_activation_bytes(ex: Execution, block_act_bytes, boundary_act_bytes, layers,
+                           recomputed=None):
     """Activation bytes one block keeps per microbatch, on average over a stage of ``layers``
     blocks: A₁ (the ops' sum), or the block's input alone for the blocks that recompute (all
-    with ``full``, min(r, D) of D with ``recompute_layers`` = r)."""
-    share = ex.recompute_share(layers)
+    with ``full``, min(r, D) of D with r = ``recomputed`` (per configuration) or the execution's
+    ``recompute_layers``)."""
+    share = ex.recompute_share(layers, recomputed)
     if not np.any(share):
         return block_act_bytes
     if ex.recompute == "full":
@@ -42,15 +44,15 @@ def block_activation_bytes(ex: Execution, block_act_bytes, boundary_act_bytes, l
     return block_act_bytes + share * (boundary_act_bytes - block_act_bytes)
 
 
-def in_flight_microbatches(pp, n_mb, interleave: int, rank=0):
+def in_flight_microbatches(pp, n_mb, interleave, rank=0):
     """Microbatches whose activations pipeline stage ``rank`` holds at its peak, at most n_mb.
 
     1F1B runs pp − rank forward passes before its first backward: pp − rank. The interleaved
     schedule with V chunks per stage runs (pp − rank − 1)·2 + (V − 1)·pp warm-up chunks and
     holds one more, pp + (pp − 1 − 2·rank)/V microbatches (Megatron-LM's interleaved 1F1B; for
     the first stage Korthikanti et al. 2022's pp·(1 + (pp − 1)/(pp·V)), §4.2.3)."""
-    pp = np.asarray(pp, dtype=float)
-    ahead = pp + (pp - 1 - 2 * rank) / interleave if interleave > 1 else pp - rank
+    pp, v = np.asarray(pp, dtype=float), np.asarray(interleave, dtype=float)
+    ahead = np.where(v > 1, pp + (pp - 1 - 2 * rank) / v, pp - rank)
     return np.minimum(ahead, n_mb).astype(float)
 
 
@@ -65,7 +67,7 @@ def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
 
 
 def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight,
-                 post_act, n_mb, layers, pp, dp_group, interleave: int = 1, zero: int = 1,
+                 post_act, n_mb, layers, pp, dp_group, interleave=1, zero: int = 1,
                  grad_factor: float = 1.0, end_layers=None) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) of the binding stage and its breakdown.
 
@@ -131,6 +133,25 @@ def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_byt
                            + out["optimizer_bytes"] + out["activations_bytes"])
     out["host_bytes"] = host
     return out
+
+
+def fewest_recomputed_layers(memory_at, layers, usable_bytes: float) -> np.ndarray:
+    """Per configuration, the fewest layers r of a stage's D that must recompute fully for
+    ``memory_at(r)`` (bytes, non-increasing in r) to fit in ``usable_bytes``: 0 when it fits
+    as it is, or when even r = D does not fit. A bisection over r, vectorized."""
+    d = np.asarray(layers, dtype=np.int64)
+    lo = np.zeros_like(d)  # does not fit at lo (or lo = 0)
+    hi = d.copy()  # fits at hi, where it fits at all
+    need = (memory_at(lo) > usable_bytes) & (memory_at(hi) <= usable_bytes)
+    while True:
+        open_ = need & (hi - lo > 1)
+        if not open_.any():
+            break
+        mid = (lo + hi) // 2
+        fits = memory_at(mid) <= usable_bytes
+        hi = np.where(open_ & fits, mid, hi)
+        lo = np.where(open_ & ~fits, mid, lo)
+    return np.where(need, hi, 0)
 
 
 def fits_in_memory(mem: dict[str, np.ndarray], hbm_usable_bytes: float,

@@ -89,7 +89,7 @@ def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, executi
 def iteration_time(
     *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
     dp_group, dp_tau, system: System, mode: Mode, pricing: Pricing, end_layers=None,
-    interleave: int = 1,
+    interleave=1,
     zero: int = 1, params_bytes=0.0, grad_factor: float = 1.0,
     execution: Execution = DEFAULT_EXECUTION,
 ) -> dict[str, np.ndarray]:

@@ -24,6 +24,8 @@ PRECISIONS = NAMES  # model.specs.precision
 ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
 
+AUTO = "auto"  # recompute_layers: the fewest that make each configuration fit
+
 
 @dataclass(frozen=True)
 class Execution:
@@ -34,11 +36,13 @@ class Execution:
       attention does); ``full`` keeps only each block's input and reruns its forward pass.
     * ``recompute_layers``: with ``none`` or ``selective``, this many transformer layers of each
       pipeline stage (capped at its layers) recompute fully instead — Megatron's
-      ``--recompute-method block --recompute-num-layers N``: memory and time between the two.
+      ``--recompute-method block --recompute-num-layers N``: memory and time between the two;
+      ``"auto"``: each configuration recomputes the fewest layers that make it fit.
     * ``sequence_parallel``: norms and dropouts on l/tp rows with reduce-scatter + all-gather
       (Megatron SP); off: replicated, with all-reduces after the row-parallel matmuls.
     * ``interleave``: V virtual pipeline stages per GPU (interleaved 1F1B): bubble / V, V× the
-      pipeline messages, more activations in flight.
+      pipeline messages, more activations in flight; 0 searches every V that divides a
+      stage's layers (each configuration's row says which).
     * ``zero``: 0 replicated optimizer; 1 optimizer state sharded over the data-parallel group
       (distributed optimizer); 2 gradients too; 3 weights too (FSDP: gathered per block in the
       forward and again in the backward).
@@ -76,7 +80,7 @@ class Execution:
     fp32_gradients: bool = False
     context_attention: str = "allgather"
     offload: str = "none"
-    recompute_layers: int = 0
+    recompute_layers: int | str = 0
     ends_count_as_layers: bool = False
     dp_overlap: bool = True
 
@@ -101,24 +105,33 @@ class Execution:
         if self.zero not in ZERO_STAGES:
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or not (
-                1 <= self.interleave <= 64):
-            raise ModelError(f"interleave must be an integer in [1, 64], got {self.interleave!r}")
+                0 <= self.interleave <= 64):
+            raise ModelError("interleave must be an integer in [0, 64] (0: every count the "
+                             f"pipeline stages allow), got {self.interleave!r}")
         r = self.recompute_layers
-        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 10_000:
-            raise ModelError(f"recompute_layers must be an integer in [0, 10000], got {r!r}")
+        if r != AUTO and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 10_000):
+            raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
+                             f"got {r!r}")
         if r and self.recompute == "full":
             raise ModelError("recompute_layers applies with recompute none or selective "
                              "(full already recomputes every layer)")
 
-    def recompute_share(self, layers: np.ndarray) -> np.ndarray | float:
+    @property
+    def fewest_recomputed(self) -> bool:
+        """Whether each configuration recomputes the fewest layers that make it fit."""
+        return self.recompute_layers == AUTO
+
+    def recompute_share(self, layers, recomputed=None):
         """Share of a stage's ``layers`` that rerun their forward pass in the backward: 1 with
-        full recompute, min(recompute_layers, D) / D with partial, else 0."""
+        full recompute, min(r, D) / D with r = ``recomputed`` (a configuration's column) or
+        ``recompute_layers``, else 0."""
         if self.recompute == "full":
             return 1.0
-        if not self.recompute_layers:
+        r = self.recompute_layers if recomputed is None else recomputed
+        if isinstance(r, (int, str)) and (r == AUTO or not r):
             return 0.0
         d = np.asarray(layers, dtype=float)
-        return np.minimum(float(self.recompute_layers), d) / np.maximum(d, 1.0)
+        return np.minimum(np.asarray(r, dtype=float), d) / np.maximum(d, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,8 +161,8 @@ def resolve_execution(value: object) -> Execution:
 
 
 MAX_VARIANTS = 64
-COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
-           "offload", "recompute_layers", "ends_count_as_layers", "dp_overlap")
+COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap",
+           "offload", "ends_count_as_layers", "dp_overlap")
 
 
 def execution_variants(value: object) -> list[Execution]:

@@ -144,7 +144,7 @@ def record_system(sysinfo: dict[str, Any]) -> System:
             nvl != system.nvlink_domain_size):
         over["nvlink_domain_size"] = nvl
     if "40GB" in gpu.upper().replace(" ", ""):
-        over["hbm_capacity_gb"] = 40.0
+        over["hbm_capacity_gb"] = 42.94  # 40,960 MiB (NVML), as the 80 GB preset
     return system.with_overrides(**over) if over else system
 
 
