@@ -112,14 +112,15 @@ class Execution:
         if r != AUTO and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 10_000):
             raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
                              f"got {r!r}")
-        if r and self.recompute == "full":
+        if r and r != AUTO and self.recompute == "full":
             raise ModelError("recompute_layers applies with recompute none or selective "
                              "(full already recomputes every layer)")
 
     @property
     def fewest_recomputed(self) -> bool:
-        """Whether each configuration recomputes the fewest layers that make it fit."""
-        return self.recompute_layers == AUTO
+        """Whether each configuration recomputes the fewest layers that make it fit (with
+        ``full`` every layer recomputes already)."""
+        return self.recompute_layers == AUTO and self.recompute != "full"
 
     def recompute_share(self, layers, recomputed=None):
         """Share of a stage's ``layers`` that rerun their forward pass in the backward: 1 with
