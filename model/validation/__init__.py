@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from ..errors import ModelError
 from ..explore.search import evaluate
 from ..specs.hardware import System, load_system
 from ..specs.transformer import Transformer, transformer_from_dict
+from .sources import source_and_stack
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"  # shared/ beside the repo
 # published runs this repository adds, never used for calibration (reference/ in the repo)
@@ -42,6 +42,7 @@ GIB = 2.0**30
 GPU_MATCH = (("GB300", "gb300-nvl72"), ("B300", "gb300-nvl72"), ("GB200", "gb200-nvl72"),
              ("B200", "b200"), ("H200", "h200"), ("H100", "h100"), ("A100", "a100"),
              ("MI300X", "mi300x"))
+KORTHIKANTI_STACK = {"source": "korthikanti-2022", "stack": "megatron-lm-2022"}
 KORTHIKANTI_MODELS = {"megatron-22B": "megatron-22b", "gpt3-175B": "gpt3-175b",
                       "turing-530B": "turing-530b", "megatron-1T": "megatron-1t"}
 
@@ -64,6 +65,7 @@ class Case:
     uncertain: bool = False
     peer: float | None = None  # Calculon's prediction, where published
     stack: str = "none"  # the software stack of the run (its calibrated efficiencies)
+    source: str = ""  # the paper or release it comes from (what cross-validation leaves out)
     skip: str = ""
 
 
@@ -100,7 +102,7 @@ def korthikanti_cases(folder: Path) -> list[Case]:
             global_batch=r["global_batch"], config={"tp1": r["tp"], "pp": r["pp"],
                                                     "dp": r["dp"], "microbatch": r["microbatch"]},
             execution=_megatron_execution(r["recompute_mode"], r["pipeline_interleaving"]),
-            peer=r["calculon_iteration_s"]))
+            peer=r["calculon_iteration_s"], **KORTHIKANTI_STACK))
     # the memory was measured on the same runs: the same pipeline interleaving
     interleave = {r["model"]: r["pipeline_interleaving"] for r in data["end_to_end_time"]}
     for r in data["memory"]:
@@ -109,7 +111,7 @@ def korthikanti_cases(folder: Path) -> list[Case]:
                       config={"tp1": r["tp"], "pp": r["pp"], "dp": r["dp"],
                               "microbatch": r["microbatch"]},
                       execution=_megatron_execution(r["mode"], interleave.get(r["model"], 1)),
-                      set="korthikanti-memory")
+                      set="korthikanti-memory", **KORTHIKANTI_STACK)
         cases.append(Case(id=f"{r['model']}-{r['mode']}-params",
                           metric="params_grads_optimizer_gib",
                           measured=r["measured_params_grads_optimizer_GiB"],
@@ -156,13 +158,6 @@ def _int(value: Any, default: int) -> int:
         return int(value) if value not in (None, "") else default
     except (TypeError, ValueError):
         return default
-
-
-def _modern(r: dict[str, Any], preset: str) -> bool:
-    """Whether a run used a 2023+ stack (flash attention, sequence parallelism, distributed
-    optimizer, TP overlap): Hopper and newer GPUs, or a source dated 2023 or later."""
-    years = [int(y) for y in re.findall(r"\b(20[1-3]\d)\b", str(r.get("source", "")))]
-    return preset != "a100" or (bool(years) and max(years) >= 2023)
 
 
 def _record_skip(r: dict[str, Any]) -> str:
@@ -220,25 +215,40 @@ def _fill_case(base: Case, r: dict[str, Any]) -> None:
         "dropout": not llama, "tied_embeddings": not llama and m.get("vocab", 0) > 0,
         "tokens": 1e12})
     tp, pp, cp = p["tp"], p["pp"], _int(p.get("cp"), 1)
-    modern = _modern(r, _preset_of(sysinfo["gpu"]) or "")
-    precision = str(p.get("precision", "")).lower()
-    recompute = str(p.get("recompute") or "")
-    execution = {
-        "precision": "fp8" if "fp8" in precision else ("bf16" if "bf16" in precision else "fp16"),
-        "zero": 3 if p.get("fsdp") else _int(p.get("zero"), 1 if modern else 0),
-        "recompute": "full" if "full" in recompute else "selective",
-        "sequence_parallel": bool(p.get("sp", modern and tp > 1)),
-        "interleave": _int(p.get("vp"), _int(p.get("virtual_pipeline_stages"), 1)),
-        "flash_attention": modern, "fp32_gradients": True,
-        # current Megatron recipes overlap TP communication with the GEMMs
-        "tp_overlap": modern and tp > 1,
-    }
+    source, stack = source_and_stack(r)
+    base.__dict__.update(source=source, stack=stack)
     base.__dict__.update(
         measured=measured, model=model, system=record_system(sysinfo),
         gpus=gpus, global_batch=p["global_batch"], strategy="context" if cp > 1 else "1d",
         config={"tp1": tp, "tp2": cp, "pp": pp, "dp": gpus // (tp * pp * cp),
                 "microbatch": p["microbatch"]},
-        execution=execution)
+        execution=record_execution(p))
+
+
+def record_execution(p: dict[str, Any]) -> dict[str, Any]:
+    """What a record's parallel configuration states about its execution (the rest comes from
+    its stack): precision, FSDP or ZeRO stage, recompute (not stated: the fewest fully
+    recomputed layers that fit, as a recipe would choose), sequence parallelism if stated, and
+    the virtual pipeline stages."""
+    precision = str(p.get("precision", "")).lower()
+    recompute = str(p.get("recompute") or "").lower()
+    out: dict[str, Any] = {
+        "precision": ("mxfp8" if "mx" in precision else "fp8" if "fp8" in precision
+                      else "bf16" if "bf16" in precision else "fp16"),
+        "interleave": _int(p.get("vp"), _int(p.get("virtual_pipeline_stages"), 1)),
+    }
+    if p.get("fsdp"):
+        out["zero"] = 3
+    elif _int(p.get("zero"), -1) >= 0:
+        out["zero"] = _int(p.get("zero"), 0)
+    if "full" in recompute:
+        out["recompute"] = "full"
+    else:
+        out.update(recompute="selective", recompute_layers=(
+            0 if "selective" in recompute or "none" in recompute else "auto"))
+    if isinstance(p.get("sp"), bool):
+        out["sequence_parallel"] = p["sp"]
+    return out
 
 
 def measurement_cases(folder: Path) -> list[Case]:

@@ -1,0 +1,129 @@
+"""Calibration of the stacks' GEMM efficiency, and leave-one-source-out cross-validation.
+
+One parameter per (stack, GPU): η, the fraction of the BF16 tensor-core peak the stack's matmuls
+reach on that GPU. The rest follows from kernel-level evidence, not from the runs:
+
+* FP8 and MXFP8 matmuls reach ``FP8_RATIO``·η of their own peak: Transformer Engine's GEMM
+  benchmark measures pre-quantised FP8 GEMMs 1.92× as fast as BF16 on an H200 NVL, against a
+  2× peak ratio (TransformerEngine docs, "Low precision training: speedups", 2026);
+* attention's tensor-core work runs at η too, and its exponentials at the special-function rate
+  (``System.exp_tera_per_s``): FlashAttention-3's analysis (Shah et al. 2024, §3) of what bounds
+  fused attention.
+
+η is fitted by least squares of log(predicted / measured) iteration time over the firm (not
+``uncertain``) runs of that stack on that GPU, each predicted with its published layout and its
+stack's execution defaults. Predicted time as a function of η is tabulated once per run on
+``GRID`` and interpolated (it is smooth and monotone: about a + b/η).
+
+Leave-one-source-out: for each source (a paper or a release, :mod:`model.validation.sources`), η
+is fitted on every *other* source's firm runs, pooled per GPU across stacks (a GPU none of them
+ran falls back to its generation, then to the system preset's own values), and the source's runs
+are predicted with it. Nothing fitted on a source is used to predict it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..explore.search import evaluate
+from ..specs.stack import load_stack
+from . import Case
+
+FP8_RATIO = 0.96  # pre-quantised FP8 GEMM speed over BF16 / their peak ratio (1.92 / 2)
+GRID = np.array([0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0])
+FINE = np.linspace(GRID[0], GRID[-1], 1501)
+
+
+def efficiency_fields(eta: float) -> dict[str, float]:
+    """The system fields one GEMM efficiency η sets (see the module docstring)."""
+    return {"flop_efficiency": eta, "flop_efficiency_fp8": FP8_RATIO * eta,
+            "flop_efficiency_mxfp8": FP8_RATIO * eta, "flop_efficiency_fp4": FP8_RATIO * eta,
+            "attention_efficiency": eta}
+
+
+def predicted_time_s(case: Case, eta: float) -> float:
+    """The case's iteration time (s) with efficiency η and its stack's execution defaults."""
+    stack = load_stack(case.stack)
+    bare = replace(stack, gemm_efficiency={}, attention_efficiency={})  # keeps its defaults
+    system = case.system.with_overrides(**efficiency_fields(eta))
+    ev = evaluate(case.model, system, case.gpus, case.global_batch, case.strategy,
+                  execution=case.execution, stack=bare, **case.config)
+    return float(ev.row["iteration_time_s"])
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A run's predicted log time on :data:`FINE` values of η."""
+
+    case: Case
+    log_time: np.ndarray
+
+    @classmethod
+    def of(cls, case: Case) -> Curve:
+        t = np.array([predicted_time_s(case, e) for e in GRID])
+        # time ≈ a + b/η: interpolate linearly in 1/η, then take logs
+        inv = 1.0 / GRID
+        fine = np.interp(1.0 / FINE, inv[::-1], t[::-1])
+        return cls(case, np.log(fine))
+
+    def time_s(self, eta: float) -> float:
+        return float(np.exp(np.interp(eta, FINE, self.log_time)))
+
+
+def fit(curves: list[Curve]) -> float:
+    """η minimising Σ (log predicted − log measured)² over ``curves``."""
+    residual = sum((c.log_time - np.log(c.case.measured)) ** 2 for c in curves)
+    return float(FINE[int(np.argmin(residual))])
+
+
+def _key(case: Case) -> str:
+    return case.system.name
+
+
+def fit_by_gpu(curves: list[Curve]) -> dict[str, float]:
+    """η per GPU (system preset) and per generation, pooled over ``curves``."""
+    out: dict[str, float] = {}
+    for key in sorted({_key(c.case) for c in curves}):
+        out[key] = fit([c for c in curves if _key(c.case) == key])
+    for gen in sorted({c.case.system.generation for c in curves}):
+        out[gen] = fit([c for c in curves if c.case.system.generation == gen])
+    return out
+
+
+def _eta_for(case: Case, table: dict[str, float]) -> float | None:
+    return table.get(_key(case), table.get(case.system.generation))
+
+
+def cross_validate(curves: list[Curve]) -> list[dict]:
+    """Per run: its source, measured time, in-sample and leave-one-source-out predictions (s).
+
+    In-sample: η fitted on its own stack's firm runs on its GPU (pooled over every source where
+    its stack has none). Cross-validated: η fitted on the other sources only."""
+    firm = [c for c in curves if not c.case.uncertain]
+    by_stack = {}
+    for stack in {c.case.stack for c in curves}:
+        own = [c for c in firm if c.case.stack == stack]
+        by_stack[stack] = {**fit_by_gpu(firm), **fit_by_gpu(own)}
+    rows = []
+    for source in sorted({c.case.source for c in curves}):
+        others = fit_by_gpu([c for c in firm if c.case.source != source])
+        for c in (c for c in curves if c.case.source == source):
+            eta_in, eta_cv = _eta_for(c.case, by_stack[c.case.stack]), _eta_for(c.case, others)
+            rows.append({
+                "id": c.case.id, "source": source, "stack": c.case.stack,
+                "system": c.case.system.name, "uncertain": c.case.uncertain,
+                "measured_s": c.case.measured,
+                "in_sample_s": np.nan if eta_in is None else c.time_s(eta_in),
+                "cross_validated_s": np.nan if eta_cv is None else c.time_s(eta_cv),
+                "eta_in_sample": eta_in, "eta_cross_validated": eta_cv})
+    return rows
+
+
+def stack_efficiencies(curves: list[Curve]) -> dict[str, dict[str, float]]:
+    """Per stack, η fitted on its own firm runs, per GPU and generation (what its preset
+    carries)."""
+    firm = [c for c in curves if not c.case.uncertain]
+    return {stack: fit_by_gpu([c for c in firm if c.case.stack == stack])
+            for stack in sorted({c.case.stack for c in firm})}
