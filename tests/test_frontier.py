@@ -13,6 +13,12 @@ import pytest
 from model import load_model, load_system, search, sweep
 from model.explore.frontier import CACHE, FrontierCache, keep_positions, shape_leaders
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's mechanisms under the Execution defaults and the systems'
+    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
 COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024]
 
 

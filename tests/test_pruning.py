@@ -25,6 +25,12 @@ from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's mechanisms under the Execution defaults and the systems'
+    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
 SEARCH = sys.modules["model.explore.search"]  # the module (model.explore.search is the function)
 COUNTS = [8, 16, 64, 256, 1024, 4096]
 

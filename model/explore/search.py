@@ -23,11 +23,17 @@ import pandas as pd
 from ..errors import ModelError
 from ..physics.block import Ctx
 from ..physics.strategies import Strategy, build_strategy, canonical_strategy
-from ..specs.execution import Execution, execution_columns, execution_variants, resolve_execution
+from ..specs.execution import (
+    DEFAULT_SEARCH,
+    Execution,
+    execution_columns,
+    execution_variants,
+    resolve_execution,
+)
 from ..specs.hardware import System
 from ..specs.modes import DEFAULT as DEFAULT_MODE
 from ..specs.modes import Mode, resolve_mode
-from ..specs.stack import Stack, load_stack
+from ..specs.stack import NO_STACK, Stack, load_stack
 from ..specs.transformer import Transformer
 from .evaluate import (
     ShapeCounts,
@@ -65,11 +71,17 @@ PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as 
 def with_stack(system: System, execution: object, stack: str | Stack | None, mode: Mode
                ) -> tuple[System, object]:
     """The system with the stack's calibrated values for its generation, and the execution over
-    the stack's defaults (explicit options win; :meth:`Stack.execution_for`). The paper mode,
-    which models one execution with the paper's constants, takes no stack."""
+    the stack's defaults and the default search (:data:`DEFAULT_SEARCH`: every interleaving,
+    the fewest recomputed layers that fit); explicit options win, an :class:`Execution` record
+    is kept as it is. No stack ("none") applies none of it; the paper mode, which models one
+    execution with the paper's constants, takes no stack."""
     if mode != DEFAULT_MODE:
         return system, execution
     found = load_stack(stack)
+    if found.name == NO_STACK.name:
+        return system, execution
+    if execution is None or isinstance(execution, dict):
+        execution = {**DEFAULT_SEARCH, **(execution or {})}
     return found.apply(system), found.execution_for(execution)
 
 

@@ -25,6 +25,10 @@ ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
 
 AUTO = "auto"  # recompute_layers: the fewest that make each configuration fit
+# What a search tries unless told otherwise (over a stack's defaults; explicit options win):
+# every interleaving the stages allow and, per configuration, the fewest fully recomputed
+# layers that make it fit (selective recompute, i.e. flash attention, on the others)
+DEFAULT_SEARCH: dict[str, Any] = {"interleave": 0, "recompute_layers": AUTO}
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
   fields: sequence parallelism, flash attention, TP overlap, distributed optimizer (ZeRO-1),
   data-parallel overlap, gradient precision, lighter pipeline ends …). Options the caller gives
   explicitly override them.
-* ``gemm_efficiency``: per GPU generation (``System.generation``) and precision family (bf16,
-  fp8, mxfp8, nvfp4), the achievable fraction of the matmul peak, calibrated on the stack's
-  published runs (``bench/calibrate.py``, docs/model.md).
+* ``gemm_efficiency``: per GPU generation (``System.generation``) or system preset name (which
+  wins) and precision family (bf16, fp8, mxfp8, nvfp4), the achievable fraction of the matmul
+  peak, calibrated on the stack's published runs (``bench/calibrate.py``, docs/model.md).
 * ``attention_efficiency``: per generation, the fraction of the tensor-core peak its fused
   attention reaches (the exponentials are priced apart at the special-function rate).
 * ``memory_reserve_gb``: per generation, HBM a process of this stack cannot use.
@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import ModelError
 from .execution import FIELDS as EXECUTION_FIELDS
 from .execution import resolve_execution
-from .hardware import GENERATIONS, System
+from .hardware import GENERATIONS, System, list_systems
 from .schema import preset_names, preset_path, read_json
 
 STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
@@ -38,7 +38,7 @@ EFFICIENCY_KEYS = ("bf16", "fp8", "mxfp8", "nvfp4")
 NONE = "none"  # no stack: the system's own efficiencies and the Execution defaults
 DEFAULT: str | None = None  # the stack of a search that names none (None: the newest preset)
 KEYS = ("name", "released", "source", "description", "base", "execution", "gemm_efficiency",
-        "attention_efficiency", "memory_reserve_gb")
+        "attention_efficiency", "memory_reserve_gb", "calibration")
 
 
 @dataclass(frozen=True)
@@ -55,18 +55,20 @@ class Stack:
     memory_reserve_gb: dict[str, float] = field(default_factory=dict)
 
     def apply(self, system: System) -> System:
-        """``system`` with this stack's calibrated values for its generation."""
+        """``system`` with this stack's calibrated values for it: those of its preset name where
+        the stack has them, else those of its generation."""
         gen = system.generation
-        gemm = self.gemm_efficiency.get(gen, {})
+        gemm = {**self.gemm_efficiency.get(gen, {}), **self.gemm_efficiency.get(system.name, {})}
         over: dict[str, float] = {}
         for key, name in (("bf16", "flop_efficiency"), ("fp8", "flop_efficiency_fp8"),
                           ("mxfp8", "flop_efficiency_mxfp8"), ("nvfp4", "flop_efficiency_fp4")):
             if key in gemm:
                 over[name] = gemm[key]
-        if gen in self.attention_efficiency:
-            over["attention_efficiency"] = self.attention_efficiency[gen]
-        if gen in self.memory_reserve_gb:
-            over["memory_reserve_gb"] = self.memory_reserve_gb[gen]
+        for table, name in ((self.attention_efficiency, "attention_efficiency"),
+                            (self.memory_reserve_gb, "memory_reserve_gb")):
+            value = table.get(system.name, table.get(gen))
+            if value is not None:
+                over[name] = value
         return system.with_overrides(**over) if over else system
 
     def execution_for(self, execution: Any) -> Any:
@@ -127,20 +129,24 @@ def stack_from_dict(data: Any, base: Stack | None = None) -> Stack:
     raw = data.get("gemm_efficiency") or {}
     if not isinstance(raw, dict):
         raise ModelError("stack: 'gemm_efficiency' must be an object keyed by generation")
+    keys = _gpu_keys()
     for gen, table in raw.items():
-        if gen not in GENERATIONS:
-            raise ModelError(f"stack: unknown GPU generation '{gen}'; allowed: "
-                             f"{', '.join(GENERATIONS)}")
+        if gen not in keys:
+            raise ModelError(f"stack: unknown GPU generation or system '{gen}'; allowed: "
+                             f"{', '.join(keys)}")
         gemm[gen] = {**gemm.get(gen, {}), **_fraction_map(
             f"stack: gemm_efficiency.{gen}", table, EFFICIENCY_KEYS, 0.05, 1.0)}
     attention = {**base.attention_efficiency, **_fraction_map(
-        "stack: attention_efficiency", data.get("attention_efficiency") or {}, GENERATIONS,
-        0.05, 1.0)}
+        "stack: attention_efficiency", data.get("attention_efficiency") or {}, keys, 0.05, 1.0)}
     reserve = {**base.memory_reserve_gb, **_fraction_map(
-        "stack: memory_reserve_gb", data.get("memory_reserve_gb") or {}, GENERATIONS, 0.0,
-        1e4)}
+        "stack: memory_reserve_gb", data.get("memory_reserve_gb") or {}, keys, 0.0, 1e4)}
     return Stack(data["name"], data["released"], data["source"],
                  str(data.get("description", "")), execution, gemm, attention, reserve)
+
+
+def _gpu_keys() -> tuple[str, ...]:
+    """What a stack's tables may be keyed by: a GPU generation or a system preset's name."""
+    return GENERATIONS + tuple(list_systems())
 
 
 def list_stacks() -> list[str]:

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
-from ..explore.search import evaluate
+from ..explore.search import evaluate, search
 from ..specs.hardware import System, load_system
 from ..specs.transformer import Transformer, transformer_from_dict
 from .sources import source_and_stack
@@ -85,6 +85,7 @@ def _megatron_execution(mode: str, interleave: int) -> dict[str, Any]:
     sp = mode in ("seq", "seqsel")
     recompute = {"full": "full", "sel": "selective", "seqsel": "selective"}.get(mode, "none")
     return {"recompute": recompute, "sequence_parallel": sp, "interleave": interleave, "zero": 0,
+            "recompute_layers": 0,
             "flash_attention": False, "fp32_gradients": True, "precision": "fp16"}
 
 
@@ -243,9 +244,11 @@ def record_execution(p: dict[str, Any]) -> dict[str, Any]:
         out["zero"] = _int(p.get("zero"), 0)
     if "full" in recompute:
         out["recompute"] = "full"
-    else:
-        out.update(recompute="selective", recompute_layers=(
-            0 if "selective" in recompute or "none" in recompute else "auto"))
+    elif "selective" in recompute or "none" in recompute:
+        out.update(recompute="selective", recompute_layers=0)
+    else:  # not stated: the cheaper of partial recompute and activation offload that fits
+        out.update(recompute="selective", recompute_layers="auto",
+                   offload=["none", "activations"])
     if isinstance(p.get("sp"), bool):
         out["sequence_parallel"] = p["sp"]
     return out
@@ -262,11 +265,36 @@ def extra_cases(path: Path = EXTRA_RUNS) -> list[Case]:
     return [measurement_case(r, "megatron-bridge-extra") for r in data["records"]]
 
 
+def time_cases(folder: str | Path | None = None) -> list[Case]:
+    """Every published iteration time the estimator can predict (korthikanti, measurements and
+    the other Megatron-Bridge releases), skipped records left out."""
+    path = reference_dir(folder)
+    cases = korthikanti_cases(path) + measurement_cases(path) + extra_cases()
+    return [c for c in cases if not c.skip and c.metric == "iteration_time_s"]
+
+
+def predict_row(case: Case, **overrides) -> pd.Series:
+    """The estimator's result row for the case's published layout: one evaluation, or with
+    lists in its execution (a choice the record does not state) the fastest fitting choice.
+    ``overrides`` replace case fields (e.g. ``system``, ``stack``)."""
+    c = {**case.__dict__, **overrides}
+    execution = c["execution"]
+    if not any(isinstance(v, list) for v in execution.values()):
+        return evaluate(c["model"], c["system"], c["gpus"], c["global_batch"], c["strategy"],
+                        execution=execution, stack=c["stack"], **c["config"]).row
+    if execution.get("offload") and c["system"].host_memory_gb <= 0:
+        execution = {**execution, "offload": "none"}
+    res = search(c["model"], c["system"], c["gpus"], c["global_batch"], c["strategy"],
+                 pins=c["config"], execution=execution, stack=c["stack"], top_k=1)
+    if res.best is None:  # nothing fits: the plain choice, as published
+        plain = {k: (v[0] if isinstance(v, list) else v) for k, v in execution.items()}
+        return predict_row(case, **{**overrides, "execution": plain})
+    return res.best
+
+
 def predict(case: Case) -> float:
     """The estimator's value of the case's metric."""
-    ev = evaluate(case.model, case.system, case.gpus, case.global_batch, case.strategy,
-                  execution=case.execution, stack=case.stack, **case.config)
-    row = ev.row
+    row = predict_row(case)
     if case.metric == "iteration_time_s":
         return float(row["iteration_time_s"])
     if case.metric == "params_grads_optimizer_gib":

@@ -1,0 +1,77 @@
+"""Calibration and leave-one-source-out cross-validation (model/validation/calibrate.py): the
+stored table (reference/cross_validation.json, quoted by the CLI, the dashboard and the README)
+is what the code computes now, the stack presets carry the fit, and no source predicts
+itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from model.specs.stack import load_stack
+from model.validation import time_cases
+from model.validation.calibrate import (
+    FP8_RATIO,
+    Curve,
+    cross_validate,
+    error_table,
+    fit_by_gpu,
+    stack_efficiencies,
+)
+
+STORED = Path(__file__).resolve().parent.parent / "reference" / "cross_validation.json"
+
+
+@pytest.fixture(scope="module")
+def curves():
+    return [Curve.of(c) for c in time_cases()]
+
+
+@pytest.fixture(scope="module")
+def rows(curves):
+    return pd.DataFrame(cross_validate(curves))
+
+
+def test_stored_cross_validation_is_current(rows):
+    """bench/calibrate.py --write stored this table; it must match the code and the data."""
+    stored = pd.DataFrame(json.loads(STORED.read_text())["sources"])
+    now = error_table(rows)
+    assert list(stored["source"]) == list(now["source"])
+    cols = ["in_sample_mean_pct", "in_sample_max_pct", "cross_validated_mean_pct",
+            "cross_validated_max_pct"]
+    pd.testing.assert_frame_equal(stored[cols], now[cols], atol=0.01, check_dtype=False)
+
+
+def test_stack_presets_carry_their_fit(curves):
+    for stack, fit in stack_efficiencies(curves).items():
+        preset = load_stack(stack)
+        for key, eta in fit.items():
+            assert preset.gemm_efficiency[key]["bf16"] == pytest.approx(eta, abs=1e-4), key
+            assert preset.gemm_efficiency[key]["fp8"] == pytest.approx(FP8_RATIO * eta,
+                                                                      abs=1e-4)
+            assert preset.attention_efficiency[key] == pytest.approx(eta, abs=1e-4)
+
+
+def test_no_source_predicts_itself(curves, rows):
+    """A source's cross-validated efficiency is the fit of the other sources' firm runs."""
+    for source in ("megatron-bridge-25.11", "megatron-bridge-26.02"):
+        others = fit_by_gpu([c for c in curves if c.case.source != source
+                             and not c.case.uncertain])
+        mine = rows[rows["source"] == source]
+        for _, r in mine.iterrows():
+            assert r["eta_cross_validated"] == pytest.approx(others[r["system"]])
+
+
+def test_cross_validated_errors(rows):
+    """Every firm run is predicted from other sources. Reported, not tuned: mean |error| 5.1 %,
+    max 19 % (the issue's target is 5 % / 12 %; the worst are the GB200 Llama 3 70B recipes,
+    whose memory strategy the records do not state). The bounds guard against regressions."""
+    table = error_table(rows).set_index("source")
+    firm = table.loc["all firm runs"]
+    assert firm["cross_validated_runs"] == firm["runs"] == 37
+    assert firm["cross_validated_mean_pct"] <= 5.5
+    assert firm["cross_validated_max_pct"] <= 20.0
+    assert firm["cross_validated_mean_pct"] >= firm["in_sample_mean_pct"]
