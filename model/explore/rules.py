@@ -83,8 +83,11 @@ def ends_lighter(model: Transformer, pp: Any, ends_count_as_layers: bool) -> Any
 def stage_layout(model: Transformer, pp: Any, ends_count_as_layers: bool) -> tuple[Any, Any]:
     """(blocks on the fullest middle stage, blocks on each end stage) for ``pp`` stages: with
     lighter ends (layers + 2)/pp and one fewer, else ceil(layers/pp) on both."""
+    plain = stage_layers(model.layers, pp)
+    if not ends_count_as_layers or model.vocab == 0:
+        return plain, plain
     lighter = ends_lighter(model, pp, ends_count_as_layers)
-    middle = np.where(lighter, (model.layers + 2) // np.asarray(pp), stage_layers(model.layers, pp))
+    middle = np.where(lighter, (model.layers + 2) // np.asarray(pp), plain)
     return middle, middle - lighter
 
 

@@ -132,8 +132,11 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     cols = {k: v[keep] for k, v in cols.items()}
     cols["dp"] = dp[keep]
     cols = _grow(cols, "microbatch", _pin(divisors(global_batch), pins, "microbatch"), problem)
-    cols = _grow(cols, "interleave", _virtual_stages(model, cols, interleave,
-                                                     ends_count_as_layers), problem)
+    if interleave == 1:  # plain 1F1B: nothing to check
+        cols["interleave"] = np.ones_like(cols["tp1"])
+    else:
+        cols = _grow(cols, "interleave", _virtual_stages(model, cols, interleave,
+                                                         ends_count_as_layers), problem)
     return _panels(cols, model.hidden, strategy.has_panels, pins)
 
 

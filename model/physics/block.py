@@ -243,9 +243,11 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
         eta_mat = ctx.attention_efficiency
     t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
-    if sysm.exp_tera_per_s > 0:
+    if sysm.exp_tera_per_s > 0 and np.any(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
+    if not np.any(extra_bytes):  # no separate kernels (the common case): skip the arrays
+        return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
     t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
 

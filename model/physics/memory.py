@@ -51,7 +51,11 @@ def in_flight_microbatches(pp, n_mb, interleave, rank=0):
     schedule with V chunks per stage runs (pp − rank − 1)·2 + (V − 1)·pp warm-up chunks and
     holds one more, pp + (pp − 1 − 2·rank)/V microbatches (Megatron-LM's interleaved 1F1B; for
     the first stage Korthikanti et al. 2022's pp·(1 + (pp − 1)/(pp·V)), §4.2.3)."""
-    pp, v = np.asarray(pp, dtype=float), np.asarray(interleave, dtype=float)
+    v = np.asarray(interleave)
+    if not np.any(v > 1):  # plain 1F1B everywhere
+        return np.minimum(pp - rank, n_mb).astype(float)
+    pp = np.asarray(pp, dtype=float)
+    v = v.astype(float)
     ahead = np.where(v > 1, pp + (pp - 1 - 2 * rank) / v, pp - rank)
     return np.minimum(ahead, n_mb).astype(float)
 
@@ -80,26 +84,31 @@ def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, po
     d = layers.astype(float)
     ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
     single = pp == 1
-    stages = (  # (weights, activations) of the first, last and second stage
+    stages = [  # (weights, activations) of the first and the last stage
         (ends * block_weight_bytes + pre_weight + np.where(single, post_weight, 0.0),
          (ends * block_act_bytes + pre_act) * in_flight_microbatches(pp, n_mb, interleave)
          + np.where(single, post_act, 0.0)),
         (ends * block_weight_bytes + post_weight,
          (ends * block_act_bytes + post_act)
-         * in_flight_microbatches(pp, n_mb, interleave, np.maximum(pp - 1, 0))),
-        (d * block_weight_bytes,
-         d * block_act_bytes * in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp))),
-    )
+         * in_flight_microbatches(pp, n_mb, interleave, np.maximum(pp - 1, 0)))]
+    if np.any(ends < d):  # lighter ends: the second stage, with more blocks, may bind
+        stages.append((d * block_weight_bytes, d * block_act_bytes
+                       * in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp))))
     gathered = 2 * block_weight_bytes if zero >= 3 else 0.0
     parts = [zero_sharded(w, dp_group, zero, grad_factor) for w, _ in stages]
     totals = [sum(p) + gathered + a for p, (_, a) in zip(parts, stages)]
-    # the binding stage: the first (always with pp = 1; on ties), else the largest
-    which = np.where(single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])), 0,
-                     np.where(totals[1] >= totals[2], 1, 2))
+    # the binding stage: the first on ties (and always with pp = 1), else the largest
+    if len(stages) == 2:
+        binds = [single | (totals[0] >= totals[1])]
+    else:
+        binds = [single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])),
+                 totals[1] >= totals[2]]
 
     def pick(values):
-        return np.choose(which, [values[0] + 0 * which, values[1] + 0 * which,
-                                 values[2] + 0 * which])
+        out = values[-1]
+        for cond, value in zip(binds[::-1], values[-2::-1]):
+            out = np.where(cond, value, out)
+        return out
 
     held, grads, optimizer = (pick([p[i] for p in parts]) for i in range(3))
     return {"weights_bytes": held + gathered, "gradients_bytes": grads,
