@@ -27,17 +27,31 @@ from .offload import host_optimizer_time_s, offload_time_s
 from .pricing import Pricing
 
 
-def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float):
+def _bucketed_s(kind: Collective, volume_bytes, group, tau, pricing: Pricing,
+                bucket_bytes: float):
+    """A collective of V bytes issued as ceil(V / B) collectives of V/ceil(V/B) bytes each
+    (buckets of at most B bytes; B = 0: one collective): each pays the ring's per-step latency
+    again (DeepSpeed ZeRO-3 gathers parameters in buckets of stage3_prefetch_bucket_size
+    elements, Rajbhandari et al. 2020 and the DeepSpeed configuration reference)."""
+    if not bucket_bytes:
+        return pricing.collective(kind, volume_bytes, group, tau)
+    pieces = np.maximum(np.ceil(np.asarray(volume_bytes, dtype=float) / bucket_bytes), 1.0)
+    return pieces * pricing.collective(kind, volume_bytes / pieces, group, tau)
+
+
+def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float,
+                         bucket_bytes: float = 0.0):
     """(T, T_rs): one block's parameter all-gather of W bytes and its gradient reduce-scatter of
-    grad_factor·W bytes (the same time when the factor is 1: docs/model.md, data parallelism)."""
-    t = pricing.collective(Collective.ALLGATHER, weight_bytes, group, tau)
-    t_rs = t if grad_factor == 1.0 else pricing.collective(
-        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau)
+    grad_factor·W bytes (the same time when the factor is 1: docs/model.md, data parallelism),
+    in buckets of ``bucket_bytes`` (0: one collective each)."""
+    t = _bucketed_s(Collective.ALLGATHER, weight_bytes, group, tau, pricing, bucket_bytes)
+    t_rs = t if grad_factor == 1.0 else _bucketed_s(
+        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, pricing, bucket_bytes)
     return t, t_rs
 
 
 def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
-              grad_factor: float = 1.0, overlap: bool = True):
+              grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
     A ring all-gather and reduce-scatter of the same buffer take the same time T, so
@@ -46,7 +60,7 @@ def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
     make the reduce-scatter's buffer twice the 2-byte weights. Without ``overlap`` every
     block's collectives are exposed: t_dp = D·(T + T_rs).
     """
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor)
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes)
     if not overlap:
         return layers * (t + t_rs)
     return t + t_rs + (layers - 1) * (pricing.hidden(t, t_fwd) + pricing.hidden(t_rs, t_bwd))
@@ -61,13 +75,16 @@ ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, 
 
 
 def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
-                grad_factor: float = 1.0):
+                grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0):
     """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights (T) in the forward and
     again in the backward, and reduce-scatters its gradients (T_rs, fp32 when ``grad_factor`` is
     2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
     Megatron FSDP keep gradients sharded, so they reduce every microbatch). The first block's
-    gather is exposed: t = T + n_mb·D·(h(T, T_f) + h(T + T_rs, T_b)), h = ``pricing.hidden``."""
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor)
+    gather is exposed: t = T + n_mb·D·(h(T, T_f) + h(T + T_rs, T_b)), h = ``pricing.hidden``;
+    without ``overlap`` every gather and reduce-scatter is exposed: n_mb·D·(2T + T_rs)."""
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes)
+    if not overlap:
+        return n_mb * layers * (2 * t + t_rs)
     return t + n_mb * layers * (pricing.hidden(t, t_fwd) + pricing.hidden(t + t_rs, t_bwd))
 
 
@@ -114,12 +131,13 @@ def iteration_time(
     t_loc = n_mb * np.where(middle_binds, d * t_block, t_end)
     t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
     bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
+    bucket = execution.dp_bucket_mb * 1e6
     if zero >= 3:
         t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                           n_mb, pricing, grad_factor)
+                           n_mb, pricing, grad_factor, execution.dp_overlap, bucket)
     else:
         t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                         pricing, grad_factor, execution.dp_overlap)
+                         pricing, grad_factor, execution.dp_overlap, bucket)
     if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
         t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
                                 grad_factor)

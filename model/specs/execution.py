@@ -68,6 +68,8 @@ class Execution:
     * ``dp_overlap``: the data-parallel gradient reduction (and parameter gather) of each block
       overlaps the compute of the next; off, it runs after the backward pass, exposed, as in
       Megatron-LM of 2021 (one all-reduce of the gradient buffer, Narayanan et al. 2021).
+    * ``dp_bucket_mb``: the data-parallel (and FSDP) gathers and reduce-scatters are issued in
+      buckets of at most this many MB, each paying the ring's latency again (0: one per block).
     * ``offload``: what lives in the host memory tier instead of HBM (ZeRO-Offload / Infinity,
       Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
       CPU), ``activations`` (written out after each block's forward, read back for its
@@ -87,6 +89,7 @@ class Execution:
     recompute_layers: int | str = 0
     ends_count_as_layers: bool = False
     dp_overlap: bool = True
+    dp_bucket_mb: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
@@ -104,6 +107,9 @@ class Execution:
         if self.context_attention not in ("allgather", "ring"):
             raise ModelError("context_attention must be 'allgather' or 'ring', "
                              f"got {self.context_attention!r}")
+        b = self.dp_bucket_mb
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1e6:
+            raise ModelError(f"dp_bucket_mb must be a number in [0, 1e6] MB, got {b!r}")
         if self.offload not in OFFLOAD:
             raise ModelError(f"offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
         if self.zero not in ZERO_STAGES:
@@ -167,7 +173,7 @@ def resolve_execution(value: object) -> Execution:
 
 MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap",
-           "offload", "ends_count_as_layers", "dp_overlap")
+           "offload", "ends_count_as_layers", "dp_overlap", "dp_bucket_mb")
 
 
 def execution_variants(value: object) -> list[Execution]:

@@ -27,6 +27,8 @@ _RELEASE = re.compile(r"^mbridge(\d\d)(\d\d)")
 def source_and_stack(record: dict[str, Any]) -> tuple[str, str]:
     """(source, stack) of a run record (``id`` and ``source`` keys)."""
     rid = str(record.get("id", ""))
+    if rid.startswith("narayanan21") and "ZeRO-3" in rid:  # DeepSpeed, the same paper
+        return "narayanan-2021", "deepspeed-zero3-2021"
     for prefix, source, stack in _PREFIXES:
         if rid.startswith(prefix):
             return source, stack
