@@ -1,4 +1,5 @@
-"""How the efficiencies in systems/*.json were calibrated (prints the fits; changes nothing).
+"""How the efficiencies in model/data/systems/*.json were calibrated (prints the fits; changes
+nothing).
 
 Run: python bench/calibrate.py
 
@@ -16,11 +17,11 @@ held out and only reported, to show whether the fit generalises.
   GEMM efficiency is shared: the same Transformer Engine / cuBLAS stack). Then the GB200's own
   ``flop_efficiency_fp8`` on its three 25.11 runs (its nominal 1200 W peak is not sustained).
   Held out: the 25.11 GB300 runs (checked: H100's efficiencies) and every run of the 25.09 and
-  26.02 releases in ``reference/megatron_bridge_extra.json``. γ itself is not identifiable from
-  five runs (their fit error moves by less than half a point over γ = 0–0.3), so it is set a
-  priori to 0.2 — collective kernels (NCCL, userbuffers) run on roughly 16–32 of the 132–148
-  SMs, slowing the compute they overlap by about that share — and the table shows how
-  everything moves with it.
+  26.02 releases in ``model/data/reference/megatron_bridge_extra.json``. γ itself is not
+  identifiable from five runs (their fit error moves by less than half a point over γ = 0–0.3),
+  so it is set a priori to 0.2 — collective kernels (NCCL, userbuffers) run on roughly 16–32 of
+  the 132–148 SMs, slowing the compute they overlap by about that share — and the table shows
+  how everything moves with it.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ def build_parser() -> Parser:
                        help="predicted vs measured for published runs, with error statistics")
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
-                        "(default: shared/reference beside the repository)")
+                        "(default: the published runs in the package, model/data/reference)")
     v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra"),
                    default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out")
     v.add_argument("--json", action="store_true", help="print the records and the summary")

@@ -1,8 +1,8 @@
 """Hardware: one GPU type in a two-tier network (NVLink domain + NIC-scaled slow network).
 
 A system spec is a JSON object whose keys carry their unit (``_tflops``, ``_gb``, ``_gb_per_s``,
-``_s``); presets live in ``systems/*.json`` with a ``source``. Inside the model everything is SI:
-FLOP/s, bytes, bytes/s, seconds (see the properties of :class:`System`).
+``_s``); presets live in ``model/data/systems/*.json`` with a ``source``. Inside the model
+everything is SI: FLOP/s, bytes, bytes/s, seconds (see the properties of :class:`System`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .schema import Field, preset_names, preset_path, read_json, validate
+from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
-SYSTEMS_DIR = Path(__file__).resolve().parent.parent / "systems"
+SYSTEMS_DIR = DATA_DIR / "systems"
 PRECISIONS = ("fp16", "bf16", "fp8")
 
 FIELDS = (
@@ -206,7 +206,7 @@ def system_from_dict(data: Any) -> System:
 
 
 def list_systems() -> list[str]:
-    """Names of the system presets in ``systems/``."""
+    """Names of the system presets in ``model/data/systems/``."""
     return preset_names(SYSTEMS_DIR)
 
 

@@ -17,6 +17,9 @@ from typing import Any
 from .errors import ModelError
 
 MAX_SPEC_BYTES = 64 * 1024  # a spec file is a few hundred bytes; refuse anything absurd
+# presets (systems/, workloads/) and published reference data (reference/), shipped inside the
+# package so that an installed copy finds them as a checkout does
+DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
 @dataclass(frozen=True)

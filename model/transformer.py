@@ -1,7 +1,7 @@
 """The transformer being trained: a GPT-style LLM or a long-sequence ViT (``vocab = 0``).
 
-A workload spec is a JSON object (presets in ``workloads/*.json``). Symbols used across the model
-(the glossary, following spec/paper-model.md §1): l = seq_len, e = hidden, h = heads,
+A workload spec is a JSON object (presets in ``model/data/workloads/*.json``). Symbols used across
+the model (the glossary, following spec/paper-model.md §1): l = seq_len, e = hidden, h = heads,
 k = kv_heads, q = e // h (head dim), f = ffn, depth = layers, V = vocab.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .schema import Field, preset_names, preset_path, read_json, validate
+from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
-WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+WORKLOADS_DIR = DATA_DIR / "workloads"
 
 FIELDS = (
     Field("name", str, "model name", required=True),
@@ -133,7 +133,7 @@ def transformer_from_dict(data: Any) -> Transformer:
 
 
 def list_models() -> list[str]:
-    """Names of the workload presets in ``workloads/``."""
+    """Names of the workload presets in ``model/data/workloads/``."""
     return preset_names(WORKLOADS_DIR)
 
 
