@@ -1,4 +1,5 @@
-"""Command line: ``python -m model {search,evaluate,systems,models} ...``.
+"""Command line: ``tperf {search,evaluate,validate,ablation,systems,models} ...`` once installed
+(``pip install .``), or ``python -m model ...`` from a checkout.
 
 Other tools rely on the options and on the ``--json`` output (see ``python -m model <cmd> --help``).
 Any bad input (usage, numbers, files, presets, pins, budget) prints ONE line ``error: ...`` on
@@ -131,8 +132,8 @@ def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
                            help=PIN_HELP[dest] + extra)
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m model", allow_abbrev=False,
+def build_parser(prog: str = "python -m model") -> Parser:
+    parser = Parser(prog=prog, allow_abbrev=False,
                     description="Analytical estimator of transformer training performance.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -325,10 +326,13 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
+def main(argv: list[str] | None = None, prog: str = "python -m model") -> int:
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 internal error).
+
+    ``prog`` is how the user called it (in usage lines and in printed commands)."""
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
+        args.prog = prog
         return int(args.run(args))
     except (CliError, ModelError) as exc:
         return _fail(str(exc), EXIT_USAGE)
@@ -342,3 +346,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         return _fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL)
+
+
+def console() -> int:
+    """The installed console command ``tperf`` (pyproject.toml's ``[project.scripts]``)."""
+    return main(prog="tperf")
