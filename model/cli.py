@@ -22,6 +22,7 @@ import pandas as pd
 
 from . import __version__, cli_format
 from .ablation import ablation
+from .cli_command import evaluate_command
 from .cli_execution import add_execution_args, execution_from_args
 from .errors import ModelError
 from .hardware import System, list_systems, load_system
@@ -73,6 +74,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_number(text: str) -> float:
+    """A finite number ≥ 1, e.g. 1e12 (argparse type)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number like 1e12, got {text!r}") from None
+    if not 1 <= value <= 1e18:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number in [1, 1e18], got {text!r}")
+    return value
+
+
 def gpu_list(text: str) -> list[int]:
     """A comma-separated list of positive integers, duplicates dropped (argparse type)."""
     items = [t for t in text.split(",")]
@@ -101,7 +113,14 @@ def strategy_name(allow_all: bool) -> Callable[[str], str]:
 # --- parser --------------------------------------------------------------------------------------
 def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
     p.add_argument("--model", required=True, metavar="M",
-                   help="workload preset (see 'models') or a path to a .json spec")
+                   help="workload preset (see 'models'), a path to a .json spec, or a Hugging "
+                        "Face config.json (then --seq-len is needed)")
+    p.add_argument("--seq-len", type=positive_int, metavar="L",
+                   help="training sequence length in tokens (replaces the model's; a Hugging "
+                        "Face config does not give one)")
+    p.add_argument("--tokens", type=positive_number, metavar="T",
+                   help="training budget in tokens, e.g. 1e12 (replaces the model's; without "
+                        "any budget the output gives days per 1T tokens)")
     p.add_argument("--system", required=True, metavar="S",
                    help="system preset (see 'systems') or a path to a .json spec")
     p.add_argument("--nvs", type=positive_int, metavar="N",
@@ -118,7 +137,8 @@ def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
     p.add_argument("--strategy", type=strategy_name(many_gpus), required=True, metavar="NAME",
                    help=f"parallel strategy: {choices}; aliases 2d = summa, 2d-seqp = context")
     p.add_argument("--compat", choices=("paper",),
-                   help="'paper' reproduces the paper's model and its bugs (spec §7)")
+                   help="'paper' reproduces the paper's model and its bugs (docs/model.md, "
+                        "'The paper mode')")
 
 
 def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
@@ -180,7 +200,8 @@ def build_parser(prog: str = "python -m model") -> Parser:
 
 # --- commands ------------------------------------------------------------------------------------
 def _load(args: argparse.Namespace) -> tuple[Transformer, System]:
-    return load_model(args.model), load_system(args.system, nvlink_domain_size=args.nvs)
+    model = load_model(args.model, seq_len=args.seq_len, tokens=args.tokens)
+    return model, load_system(args.system, nvlink_domain_size=args.nvs)
 
 
 def _pins(args: argparse.Namespace) -> dict[str, int | None]:
@@ -239,10 +260,13 @@ def run_search(args: argparse.Namespace) -> int:
         print(f"wrote {len(frame)} configurations of {len(results)} searches to {csv_path}")
     elif args.json:
         meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
-                "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat}
+                "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
+                "searched": results[0].searched,
+                "executions": [ex.to_dict() for ex in results[0].executions]}
         _print_json(cli_format.search_json(results, reasons, elapsed, meta))
     else:
-        print(cli_format.format_search_report(results, reasons, _title(model, system, args)))
+        print(cli_format.format_search_report(results, reasons, _title(model, system, args),
+                                              lambda row: evaluate_command(row, args)))
     return 0
 
 

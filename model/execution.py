@@ -137,8 +137,10 @@ def resolve_execution(value: object) -> Execution:
 
 
 MAX_VARIANTS = 64
+# every choice, so that a result row says exactly how it was executed
 COLUMNS = ("recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
-           "offload", "recompute_layers")
+           "offload", "recompute_layers", "flash_attention", "fp32_gradients",
+           "context_attention")
 
 
 def execution_variants(value: object) -> list[Execution]:
@@ -159,3 +161,18 @@ def execution_variants(value: object) -> list[Execution]:
 def execution_columns(ex: Execution) -> dict[str, Any]:
     """The execution's choices, as the constant columns of its result rows."""
     return {k: getattr(ex, k) for k in COLUMNS}
+
+
+def _word(value: Any) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def describe_executions(executions: list[Execution]) -> str:
+    """What a search tried, in words: the choices that vary (a × b) and those fixed."""
+    varied = [k for k in COLUMNS if len({getattr(ex, k) for ex in executions}) > 1]
+    parts = [k + " " + "|".join(dict.fromkeys(_word(getattr(ex, k)) for ex in executions))
+             for k in varied]
+    head = (f"{len(executions)} executions: {' × '.join(parts)}; fixed: " if varied
+            else "one execution: ")
+    return head + ", ".join(f"{k} {_word(getattr(executions[0], k))}"
+                            for k in COLUMNS if k not in varied)

@@ -18,7 +18,7 @@ SYSTEMS_DIR = DATA_DIR / "systems"
 PRECISIONS = ("fp16", "bf16", "fp8")
 
 FIELDS = (
-    Field("name", str, "preset name", required=True),
+    Field("name", str, "system name (default: the file name)"),
     Field("source", str, "where the figures come from", required=True),
     Field("gpu", str, "GPU model", default=""),
     Field(
@@ -156,6 +156,13 @@ class System:
         """Dense fp16/bf16 tensor-core peak, FLOP/s."""
         return self.matrix_tflops_fp16 * 1e12
 
+    def matrix_peak_flop_per_s(self, precision: str) -> float:
+        """Dense tensor-core peak of the matmuls in ``precision``, FLOP/s: the FP8 rate for
+        fp8 (when the GPU has one), else the fp16/bf16 rate."""
+        if precision == "fp8" and self.matrix_tflops_fp8 > 0:
+            return self.matrix_tflops_fp8 * 1e12
+        return self.matrix_flop_per_s
+
     @property
     def vector_flop_per_s(self) -> float:
         """fp16 vector (non-tensor-core) peak, FLOP/s."""
@@ -199,10 +206,32 @@ class System:
         return {f.name: getattr(self, f.name) for f in FIELDS}
 
 
-def system_from_dict(data: Any) -> System:
-    """Validate a system spec (dict) and build a :class:`System`."""
+def system_from_dict(data: Any, default_name: str = "system") -> System:
+    """Validate a system spec (dict) and build a :class:`System`.
+
+    ``"base": "<preset>"`` starts from that preset: the spec's other keys replace its values
+    (the ``source`` then says which preset and what changed, unless given). The name defaults
+    to ``default_name``.
+    """
+    if isinstance(data, dict) and "base" in data:
+        data = _from_base(data)
     clean = validate("system", data, FIELDS)
+    clean["name"] = clean["name"] or default_name
     return System(**clean)
+
+
+def _from_base(data: dict[Any, Any]) -> dict[Any, Any]:
+    """A spec with ``base`` as the preset's values overridden by the spec's own."""
+    base = data["base"]
+    if not isinstance(base, str) or base not in list_systems():
+        raise ModelError(f"system: 'base' must be a system preset ({', '.join(list_systems())}),"
+                         f" got {base!r:.80}")
+    own = {k: v for k, v in data.items() if k != "base"}
+    preset = load_system(base).to_dict()
+    changed = sorted(str(k) for k in own if k not in ("name", "source"))
+    source = (f"the {base} preset (see its sources)"
+              + (f" with {', '.join(changed)} changed" if changed else ""))
+    return {**preset, "name": None, "source": source, **own}
 
 
 def list_systems() -> list[str]:
@@ -213,7 +242,7 @@ def list_systems() -> list[str]:
 def load_system(name_or_path: str | Path, nvlink_domain_size: int | None = None) -> System:
     """Load a preset (``h200``) or a JSON file; optionally override the NVLink domain size."""
     path = preset_path(name_or_path, SYSTEMS_DIR, "system")
-    system = system_from_dict(read_json(path, "system"))
+    system = system_from_dict(read_json(path, "system"), Path(path).stem)
     if nvlink_domain_size is not None:
         system = system.with_overrides(nvlink_domain_size=nvlink_domain_size)
     return system

@@ -102,13 +102,16 @@ LABELS = {"1d": "1D tensor parallel", "summa": "2D SUMMA tensor parallel",
 
 def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:
     """Full (unsharded) sizes by name: e, f (MLP hidden), f_in (fc1 output: f or 2f for SwiGLU),
-    qkv ((h + 2k)·q), l, V. In paper mode the LayerNorm2D feature dim is ``ln2d`` = l (bug 1)."""
+    qkv ((h + 2k)·q), hq (h·q, the attention output the projection reads: e unless the head
+    dimension is set apart from e // h), l, V. In paper mode the LayerNorm2D feature dim is
+    ``ln2d`` = l (bug 1)."""
     e, q = model.hidden, model.head_dim
     return {
         "e": e,
         "f": model.ffn,
         "f_in": model.ffn * (2 if model.mlp == "swiglu" else 1),
         "qkv": (model.heads + 2 * model.kv_heads) * q,
+        "hq": model.heads * q,
         "l": model.seq_len,
         "V": model.vocab,
         "ln2d": model.seq_len if mode.layernorm2d_uses_seq_len else e,
@@ -203,7 +206,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
                    bwd=col_bwd, act_rows=col_act),
             OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
                    bwd=kv_bwd, panels=kv_panels),
-            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
+            OpSpec("attn/proj", Kind.LINEAR, k="hq", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
                    bwd=row_bwd),
             *_residual(model, "attn", *attn_bias, seq, NONE,
                        OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]
@@ -265,7 +268,7 @@ def _summa(model: Transformer, mode: Mode, ex: Execution
     attn = [_summa_linear("attn/qkv", "e", "qkv"),
             OpSpec("attn/flash", Kind.ATTENTION, rows=TP2, heads_shard=TP1, fwd=kv_fwd,
                    bwd=kv_bwd, panels=kv_panels),
-            _summa_linear("attn/proj", "e", "e"),
+            _summa_linear("attn/proj", "hq", "e"),
             *_residual(model, "attn", TP2, TP1, TP2, TP1, norm("attn/norm"))]
     # the table is split by features over tp1 (each GPU: all V rows, e/tp1 columns): no comm
     pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=TP2, k_shard=TP1)]

@@ -234,8 +234,6 @@ def _system(**changes):
         (_model(mlp="relu"), "mlp"),
         (_model(hiden=12288), "hiden"),
         (_model(layers=...), "layers"),
-        (_model(name=...), "name"),
-        (_model(tokens=...), "tokens"),  # no budget at all
         (_model(samples=1e6), "samples"),  # two budgets
         (_model(vocab=0), "tied_embeddings"),  # tied embeddings need a vocabulary
         (_model(tokens=float("inf")), "tokens"),
