@@ -10,7 +10,7 @@ Public API::
     ev.row, ev.ops     # the configuration's numbers and its per-op breakdown
 
 ``compat="paper"`` reproduces arXiv 2410.00273's public code, bugs included
-(spec/paper-model.md §7); the default model fixes them and adds embedding, LM head and loss.
+(docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
 """
 
 from .design import best_per_cell, design_space

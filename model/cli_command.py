@@ -46,9 +46,10 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
     argv = ["evaluate", "--model", str(args.model), "--system", str(args.system)]
     if args.nvs is not None:
         argv += ["--nvs", str(args.nvs)]
-    for flag in ("seq_len", "tokens"):
-        if getattr(args, flag, None) is not None:
-            argv += [_flag(flag), str(getattr(args, flag))]
+    if getattr(args, "seq_len", None) is not None:
+        argv += ["--seq-len", str(args.seq_len)]
+    if getattr(args, "tokens", None) is not None:
+        argv += ["--tokens", format(args.tokens, ".17g")]  # exact, 15e12 → 15000000000000
     argv += ["--gpus", str(int(row["gpus"])), "--global-batch", str(args.global_batch),
              "--strategy", str(row["strategy"])]
     for flag, col in CONFIG_OPTIONS:

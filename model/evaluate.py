@@ -152,7 +152,7 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
                  global_batch: int, counts: ShapeCounts, ctx: Ctx) -> dict[str, np.ndarray]:
-    """Memory per GPU (bytes) and its breakdown for every shape in ``cols`` (spec §4)."""
+    """Memory per GPU (bytes) and its breakdown for every shape in ``cols`` (docs/model.md §9)."""
     inv = counts.inverse
     block_w, block_a = _weights_acts(counts.block, inv)
     ex = ctx.execution

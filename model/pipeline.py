@@ -1,6 +1,6 @@
 """From one block's per-microbatch times to an iteration: pipeline (1F1B), data parallel, memory.
 
-Spec/paper-model.md §4, for arrays of configurations. Per configuration: n_mb = (GBS/dp) // b
+docs/model.md §8 and §9, for arrays of configurations. Per configuration: n_mb = (GBS/dp) // b
 microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / backward time.
 
 * DP (ZeRO-1 / distributed optimizer): reduce-scatter gradients and all-gather parameters of W1
@@ -33,7 +33,7 @@ OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte
 def _gather_and_reduce_s(weight_bytes, group, tau, system: System, paper: bool,
                          grad_factor: float):
     """(T, T_rs): one block's parameter all-gather of W bytes and its gradient reduce-scatter of
-    grad_factor·W bytes (the same time when the factor is 1: spec §4)."""
+    grad_factor·W bytes (the same time when the factor is 1: docs/model.md §5.1)."""
     t = collective_time_s(Collective.ALLGATHER, weight_bytes, group, tau, system, paper)
     t_rs = t if grad_factor == 1.0 else collective_time_s(
         Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, system, paper)
@@ -44,8 +44,8 @@ def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, system: System, pa
               grad_factor: float = 1.0):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
-    A ring all-gather and reduce-scatter of the same buffer take the same time T (spec §4), so
-    t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)) (+ the overlap slowdown, see
+    A ring all-gather and reduce-scatter of the same buffer take the same time T (docs/model.md
+    §5.1), so t_dp = 2T + (D−1)·(max(T − T_f, 0) + max(T − T_b, 0)) (+ the overlap slowdown, see
     :func:`overlapped_s`); gradients reduced in fp32 (``grad_factor`` 2) make the
     reduce-scatter's buffer twice the 2-byte weights.
     """

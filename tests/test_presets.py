@@ -157,7 +157,8 @@ def test_vit_has_no_vocabulary():
 
 
 def test_paper_gpt3_1t_block_params():
-    """Spec §1.1: 12e^2 + 10e per block, about 1.007e12 for 128 blocks (no embedding)."""
+    """The paper's count (docs/model.md §3 for its model): 12e^2 + 10e per block, about
+    1.007e12 for 128 blocks (no embedding)."""
     m = load_model("gpt3-1t")
     e = m.hidden
     assert m.layers * m.params_per_block == m.layers * (12 * e * e + 10 * e)
