@@ -1,8 +1,8 @@
 """Calibrate the software stacks' GEMM efficiency and cross-validate it.
 
 Run: python bench/calibrate.py            # prints the fits and the error tables
-     python bench/calibrate.py --write    # and writes them into stacks/*.json and
-                                          # reference/cross_validation.json
+     python bench/calibrate.py --write    # and writes them into model/data/stacks/*.json and
+                                          # model/data/reference/cross_validation.json
 
 Per stack and GPU one parameter η is fitted on the stack's firm runs (least squares of log
 time); FP8 and attention follow from kernel benchmarks (see the module). The error tables give,
@@ -34,13 +34,13 @@ from model.validation.calibrate import (  # noqa: E402
     stack_efficiencies,
 )
 
-CV_PATH = ROOT / "reference" / "cross_validation.json"
+CV_PATH = ROOT / "model" / "data" / "reference" / "cross_validation.json"
 
 
 def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float]) -> None:
     """Each stack's fitted η (per GPU and generation) into its preset; a stack with no firm
     runs of its own takes the pooled fit of every firm run (said in its file)."""
-    for path in sorted((ROOT / "stacks").glob("*.json")):
+    for path in sorted((ROOT / "model" / "data" / "stacks").glob("*.json")):
         data = json.loads(path.read_text())
         own = fits.get(data["name"])
         table = own if own else {k: v for k, v in pooled.items()}
@@ -55,7 +55,8 @@ def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float]) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="write stacks/*.json and the CV table")
+    ap.add_argument("--write", action="store_true",
+                    help="write model/data/stacks/*.json and the CV table")
     args = ap.parse_args()
     start = time.perf_counter()
     curves = [Curve.of(c) for c in time_cases()]
@@ -74,7 +75,7 @@ def main() -> None:
             "method": "leave-one-source-out (model/validation/calibrate.py, bench/calibrate.py)",
             "sources": table.to_dict("records"),
             "runs": rows.replace({np.nan: None}).to_dict("records")}, indent=1) + "\n")
-        print(f"wrote stacks/*.json and {CV_PATH.relative_to(ROOT)}")
+        print(f"wrote model/data/stacks/*.json and {CV_PATH.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

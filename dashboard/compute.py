@@ -57,8 +57,8 @@ def _source_digest() -> str:
     sources = [*(ROOT / "model").rglob("*.py"), *(ROOT / "dashboard").rglob("*.py")]
     for path in sorted(sources):
         h.update(path.read_bytes())
-    for path in sorted((ROOT / "systems").glob("*.json")) + sorted(
-            (ROOT / "workloads").glob("*.json")):
+    for path in sorted(estimator.SYSTEMS_DIR.glob("*.json")) + sorted(
+            estimator.WORKLOADS_DIR.glob("*.json")):
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 

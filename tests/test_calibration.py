@@ -22,7 +22,7 @@ from model.validation.calibrate import (
     stack_efficiencies,
 )
 
-STORED = Path(__file__).resolve().parent.parent / "reference" / "cross_validation.json"
+STORED = Path(__file__).resolve().parent.parent / "model/data/reference/cross_validation.json"
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 Each property follows from the model's structure: evaluate() is a search with every dimension
 pinned; more bandwidth of any kind can only shorten every configuration's iteration (every time
-term is non-decreasing in the time of a transfer, spec §2–§4); memory does not depend on the HBM
-capacity, so more capacity keeps every feasible configuration feasible.
+term is non-decreasing in the time of a transfer, docs/model.md §4–§8); memory does not depend on
+the HBM capacity, so more capacity keeps every feasible configuration feasible.
 """
 
 from __future__ import annotations

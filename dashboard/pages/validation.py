@@ -102,8 +102,8 @@ def _intro() -> html.Div:
             "shown beside ours. ", html.B("Other published runs"), ": Narayanan et al. 2021 "
             "(PTD-P and ZeRO-3 on A100) and Megatron-Bridge Llama 3 FP8 runs on H100, B200, "
             "GB200 and GB300, plus the same summary's 25.09 and 26.02 releases (never fitted; "
-            "reference/megatron_bridge_extra.json); throughput is turned into iteration time "
-            "with its source's formula;"
+            "model/data/reference/megatron_bridge_extra.json); throughput is turned into "
+            "iteration time with its source's formula;"
             " records the model cannot express are listed at the bottom with the reason."]),
         html.P([
             html.B("Error"), " = 100·(1 − predicted / measured): positive when the estimator "
@@ -114,9 +114,9 @@ def _intro() -> html.Div:
             f"{h100.attention_efficiency:g}, B200 {b200.attention_efficiency:g}) on the "
             "Megatron-Bridge 25.11 H100 and DGX B200 Llama 3 runs, the GB200's own FP8 "
             f"efficiency ({gb200.flop_efficiency_fp8:g}) on its 25.11 runs; the overlap slowdown "
-            f"({h100.overlap_slowdown:g}) is set a priori (sources in systems/*.json, method in "
-            "bench/calibrate.py). Every other record — selective recompute, memory, Narayanan, "
-            "GB300 and the 25.09/26.02 releases — is held out. "
+            f"({h100.overlap_slowdown:g}) is set a priori (sources in model/data/systems/*.json, "
+            "method in bench/calibrate.py). Every other record — selective recompute, memory, "
+            "Narayanan, GB300 and the 25.09/26.02 releases — is held out. "
             "Uncertain sources (configuration or measurement partly inferred) are hollow "
             "markers and hatched bars."]),
     ])

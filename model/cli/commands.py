@@ -1,4 +1,5 @@
-"""Command line: ``python -m model {search,evaluate,systems,models} ...``.
+"""Command line: ``tperf {search,evaluate,validate,ablation,systems,models} ...`` once installed
+(``pip install .``), or ``python -m model ...`` from a checkout.
 
 Other tools rely on the options and on the ``--json`` output (see ``python -m model <cmd> --help``).
 Any bad input (usage, numbers, files, presets, pins, budget) prints ONE line ``error: ...`` on
@@ -31,6 +32,7 @@ from ..validation import run_validation
 from ..validation import summary as validation_summary
 from . import format as cli_format
 from .options import add_execution_args, execution_from_args
+from .reproduce import evaluate_command
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -72,6 +74,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_number(text: str) -> float:
+    """A finite number ≥ 1, e.g. 1e12 (argparse type)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number like 1e12, got {text!r}") from None
+    if not 1 <= value <= 1e18:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"expected a number in [1, 1e18], got {text!r}")
+    return value
+
+
 def gpu_list(text: str) -> list[int]:
     """A comma-separated list of positive integers, duplicates dropped (argparse type)."""
     items = [t for t in text.split(",")]
@@ -100,7 +113,14 @@ def strategy_name(allow_all: bool) -> Callable[[str], str]:
 # --- parser --------------------------------------------------------------------------------------
 def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
     p.add_argument("--model", required=True, metavar="M",
-                   help="workload preset (see 'models') or a path to a .json spec")
+                   help="workload preset (see 'models'), a path to a .json spec, or a Hugging "
+                        "Face config.json (then --seq-len is needed)")
+    p.add_argument("--seq-len", type=positive_int, metavar="L",
+                   help="training sequence length in tokens (replaces the model's; a Hugging "
+                        "Face config does not give one)")
+    p.add_argument("--tokens", type=positive_number, metavar="T",
+                   help="training budget in tokens, e.g. 1e12 (replaces the model's; without "
+                        "any budget the output gives days per 1T tokens)")
     p.add_argument("--system", required=True, metavar="S",
                    help="system preset (see 'systems') or a path to a .json spec")
     p.add_argument("--nvs", type=positive_int, metavar="N",
@@ -117,7 +137,8 @@ def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
     p.add_argument("--strategy", type=strategy_name(many_gpus), required=True, metavar="NAME",
                    help=f"parallel strategy: {choices}; aliases 2d = summa, 2d-seqp = context")
     p.add_argument("--compat", choices=("paper",),
-                   help="'paper' reproduces the paper's model and its bugs (spec §7)")
+                   help="'paper' reproduces the paper's model and its bugs (docs/model.md, "
+                        "'The paper mode')")
 
 
 def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
@@ -131,8 +152,8 @@ def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
                            help=PIN_HELP[dest] + extra)
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m model", allow_abbrev=False,
+def build_parser(prog: str = "python -m model") -> Parser:
+    parser = Parser(prog=prog, allow_abbrev=False,
                     description="Analytical estimator of transformer training performance.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -160,7 +181,7 @@ def build_parser() -> Parser:
                        help="predicted vs measured for published runs, with error statistics")
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
-                        "(default: shared/reference beside the repository)")
+                        "(default: the published runs in the package, model/data/reference)")
     v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra"),
                    default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
@@ -179,7 +200,8 @@ def build_parser() -> Parser:
 
 # --- commands ------------------------------------------------------------------------------------
 def _load(args: argparse.Namespace) -> tuple[Transformer, System]:
-    return load_model(args.model), load_system(args.system, nvlink_domain_size=args.nvs)
+    model = load_model(args.model, seq_len=args.seq_len, tokens=args.tokens)
+    return model, load_system(args.system, nvlink_domain_size=args.nvs)
 
 
 def _pins(args: argparse.Namespace) -> dict[str, int | None]:
@@ -240,10 +262,13 @@ def run_search(args: argparse.Namespace) -> int:
         print(f"wrote {len(frame)} configurations of {len(results)} searches to {csv_path}")
     elif args.json:
         meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
-                "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat}
+                "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
+                "searched": results[0].searched,
+                "executions": [ex.to_dict() for ex in results[0].executions]}
         _print_json(cli_format.search_json(results, reasons, elapsed, meta))
     else:
-        print(cli_format.format_search_report(results, reasons, _title(model, system, args)))
+        print(cli_format.format_search_report(results, reasons, _title(model, system, args),
+                                              lambda row: evaluate_command(row, args)))
     return 0
 
 
@@ -327,10 +352,13 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
+def main(argv: list[str] | None = None, prog: str = "python -m model") -> int:
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 internal error).
+
+    ``prog`` is how the user called it (in usage lines and in printed commands)."""
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(prog).parse_args(argv)
+        args.prog = prog
         return int(args.run(args))
     except (CliError, ModelError) as exc:
         return _fail(str(exc), EXIT_USAGE)
@@ -344,3 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
     except Exception as exc:  # noqa: BLE001 - the promise is: never a traceback
         return _fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_INTERNAL)
+
+
+def console() -> int:
+    """The installed console command ``tperf`` (pyproject.toml's ``[project.scripts]``)."""
+    return main(prog="tperf")

@@ -8,12 +8,14 @@ Nothing here computes a result; every number comes from a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..explore.search import Evaluation, SearchResult
+from ..specs.execution import CHOICES as EXECUTION_COLUMNS
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
 
@@ -29,6 +31,11 @@ MS_COLUMNS = (("fwd ms", "t_fwd_s"), ("bwd ms", "t_bwd_s"), ("comm ms", "t_comm_
               ("mem-exposed ms", "t_memory_exposed_s"))
 PLACEMENT_LEGEND = "placement = GPUs of one NVLink domain along tp1 x tp2 x dp x pp"
 MORE_GPUS_HINT = "hint: nothing fits in HBM; try more GPUs (--gpus)"
+EXECUTION_LABELS = {"recompute": "recompute", "recompute_layers": "rc layers",
+                    "interleave": "V", "zero": "ZeRO", "precision": "precision",
+                    "tp_overlap": "TP overlap", "offload": "offload",
+                    "sequence_parallel": "SP", "flash_attention": "flash",
+                    "fp32_gradients": "fp32 grads", "context_attention": "CP attention"}
 
 
 # --- plain JSON ----------------------------------------------------------------------------------
@@ -124,27 +131,50 @@ def memory_line(row: pd.Series) -> str:
     return f"memory {row['memory_gb']:.2f} of {row['hbm_capacity_gb']:g} GB per GPU = {parts}"
 
 
+def days_text(row: pd.Series) -> str:
+    """Days to train the model's budget, or per 1T tokens when it has none."""
+    per_1t = f"{row['days_per_1t_tokens']:.3g} days per 1T tokens"
+    if math.isfinite(float(row["train_days"])):
+        return f"{row['train_days']:.1f} days to train ({per_1t})"
+    return f"{per_1t} (no training budget)"
+
+
 def throughput_line(row: pd.Series) -> str:
     return (f"{row['samples_per_s']:.4g} samples/s, {row['tokens_per_s']:,.0f} tokens/s, "
-            f"{row['train_days']:.1f} days to train, MFU {100 * row['mfu']:.1f}%")
+            f"{days_text(row)}, MFU {100 * row['mfu']:.1f}% of the {row['precision']} peak "
+            f"{row['mfu_peak_tflops']:g} TFLOP/s")
+
+
+def execution_line(row: pd.Series) -> str:
+    """Every execution choice of a row (model.execution.COLUMNS)."""
+    return "execution: " + ", ".join(
+        f"{k} {('on' if v else 'off') if isinstance(v, (bool, np.bool_)) else v}"
+        for k, v in ((k, row[k]) for k in EXECUTION_COLUMNS))
 
 
 def top_table(top: pd.DataFrame) -> str:
-    """The top configurations with their key columns, one line each."""
+    """The top configurations, one line each: the configuration, every execution choice that
+    differs between the rows, and the key results."""
+    no_budget = not np.isfinite(top["train_days"].to_numpy(dtype=float)).any()
+    days = ("days/1T tokens", "days_per_1t_tokens") if no_budget else ("days", "train_days")
     table = pd.DataFrame({
         "rank": range(1, len(top) + 1),
         "samples/s": top["samples_per_s"].map(lambda v: f"{v:.4g}"),
-        "days": top["train_days"].map(lambda v: f"{v:.1f}"),
+        days[0]: top[days[1]].map(lambda v: f"{v:.3g}" if no_budget else f"{v:.1f}"),
         "dp": top["dp"], "tp1": top["tp1"], "tp2": top["tp2"], "pp": top["pp"],
         "mb": top["microbatch"], "nb": top["nb"],
         "placement": [placement(row) for _, row in top.iterrows()],
-        "memory GB": top["memory_gb"].map(lambda v: f"{v:.1f}"),
-        "MFU": top["mfu"].map(lambda v: f"{100 * v:.1f}%"),
     })
+    for col in EXECUTION_COLUMNS:  # the choices that tell rows apart
+        if top[col].nunique() > 1:
+            table[EXECUTION_LABELS.get(col, col)] = top[col].to_numpy()
+    table["memory GB"] = top["memory_gb"].map(lambda v: f"{v:.1f}").to_numpy()
+    table["MFU"] = top["mfu"].map(lambda v: f"{100 * v:.1f}%").to_numpy()
     return table.to_string(index=False)
 
 
-def format_search(res: SearchResult, reason: str | None) -> str:
+def format_search(res: SearchResult, reason: str | None,
+                  command: Callable[[pd.Series], str] | None = None) -> str:
     """One search: counts, the best configuration with its breakdown, and the top table."""
     head = (f"== {res.strategy} on {res.gpus} GPUs: {res.candidates:,} candidates, "
             f"{res.feasible:,} fit in HBM ({res.elapsed_s:.2f} s) ==")
@@ -154,14 +184,20 @@ def format_search(res: SearchResult, reason: str | None) -> str:
     if best is None:
         return f"{head}\nno configuration fits in HBM"
     lines = [head, f"best: {throughput_line(best)}", f"      {config_line(best)}",
-             f"      {breakdown_line(best)}", f"      {memory_line(best)}",
-             f"top {len(res.top)}:", top_table(res.top)]
+             f"      {execution_line(best)}",
+             f"      {breakdown_line(best)}", f"      {memory_line(best)}"]
+    if command is not None:
+        lines.append(f"      reproduce: {command(best)}")
+    lines += [f"top {len(res.top)}:", top_table(res.top)]
     return "\n".join(lines)
 
 
 def format_search_report(results: list[SearchResult], reasons: list[str | None],
-                         title: str) -> str:
-    blocks = [title] + [format_search(r, why) for r, why in zip(results, reasons, strict=True)]
+                         title: str, command: Callable[[pd.Series], str] | None = None) -> str:
+    """The whole text output of ``search``: what was searched, then each search."""
+    searched = f"searched {results[0].searched}" if results and results[0].executions else ""
+    blocks = [title + (f"\n{searched}" if searched else "")]
+    blocks += [format_search(r, why, command) for r, why in zip(results, reasons, strict=True)]
     if all(r.feasible == 0 for r in results) and any(r.candidates for r in results):
         blocks.append(MORE_GPUS_HINT)
     else:
@@ -192,6 +228,7 @@ def format_evaluation(ev: Evaluation, title: str) -> str:
         f"        {int(row['n_microbatches'])} microbatches per iteration, "
         f"{int(row['layers_per_stage'])} layers per stage",
         f"{fits}: {memory_line(row)}",
+        execution_line(row),
         f"throughput: {throughput_line(row)}, {row['tflops_per_gpu']:.1f} TFLOP/s per GPU",
         breakdown_line(row),
         "",

@@ -1,8 +1,11 @@
 """Command-line options for the execution choices (:class:`model.specs.execution.Execution`).
 
-``search`` searches recompute (selective, full) and interleaving (1, 2) unless they are given;
-``evaluate`` uses one value each (the defaults of :class:`~model.specs.execution.Execution`). The
-paper mode models a single execution: these options are refused with ``--compat paper``.
+``search`` and ``evaluate`` use the Python API's default: over the software stack (``--stack``,
+default the newest) every interleaving and the fewest recomputed layers that fit
+(:data:`~model.specs.execution.DEFAULT_SEARCH`), unless told otherwise; ``search`` tries every
+combination of the lists it is given (``--recompute all``, ``--interleave 1,2,4``) and prints
+what it searched. The paper mode models a single execution: these options are refused with
+``--compat paper``.
 """
 
 from __future__ import annotations
@@ -11,8 +14,6 @@ import argparse
 from typing import Any
 
 from ..errors import ModelError
-
-SEARCHED = {"recompute": ["selective", "full"], "interleave": [1, 2]}
 
 
 def _interleave(text: str) -> list[int]:
@@ -29,15 +30,17 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
     g = p.add_argument_group("execution (how the training stack runs a configuration)")
     choices = ("none", "selective", "full") + (("all",) if searching else ())
     g.add_argument("--recompute", choices=choices,
-                   help="activation recompute (search default: selective and full; "
-                        "evaluate default: selective, i.e. flash attention)")
+                   help="activation recompute (default: selective, i.e. flash attention's"
+                        + ("; all: none, selective and full, each searched)" if searching
+                           else ")"))
     g.add_argument("--recompute-layers", type=int, metavar="N",
                    help="fully recompute N layers per pipeline stage, the rest as --recompute "
                         "(Megatron's block method; default 0)")
     g.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction, default=None,
                    help="Megatron sequence parallelism for 1D/context (default: on)")
     g.add_argument("--interleave", type=_interleave, metavar="V[,V...]",
-                   help="virtual pipeline stages per GPU (search default: 1,2; evaluate: 1)")
+                   help="virtual pipeline stages per GPU (default: 1"
+                        + ("; a list such as 1,2,4 searches each)" if searching else ")"))
     g.add_argument("--zero", type=int, choices=(0, 1, 2, 3),
                    help="ZeRO stage: 0 replicated optimizer, 1 distributed optimizer (default), "
                         "2 + gradients, 3 + weights (FSDP)")
@@ -73,8 +76,10 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
     if args.recompute_layers and not recompute:
         recompute = "selective"  # partial recompute sits on selective, not on full
     if searching:
-        given["recompute"] = recompute or SEARCHED["recompute"]
-        given["interleave"] = interleave or SEARCHED["interleave"]
+        if recompute:
+            given["recompute"] = recompute
+        if interleave:
+            given["interleave"] = interleave if len(interleave) > 1 else interleave[0]
     else:
         if recompute:
             given["recompute"] = recompute

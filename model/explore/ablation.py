@@ -1,8 +1,8 @@
 """What each of the paper's bugs and simplifications changes: one search per mode switch.
 
-Starting from the paper mode (every switch on, spec §7), each row turns one switch off; the last
-row is the default model (all off). Reported per row: best samples/s, its change against the
-paper mode, and the best configuration.
+Starting from the paper mode (every switch on, docs/model.md §12), each row turns one switch
+off; the last row is the default model (all off). Reported per row: best samples/s, its change
+against the paper mode, and the best configuration.
 """
 
 from __future__ import annotations

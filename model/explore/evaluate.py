@@ -160,9 +160,10 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
                  global_batch: int, counts: ShapeCounts, ctx: Ctx,
                  usable_bytes: float | None = None) -> dict[str, np.ndarray]:
-    """Memory per GPU (bytes) and its breakdown for every shape in ``cols``: the ops' kept
-    bytes summed per block and end, then :mod:`model.physics.memory`. ``recompute_layers``
-    per shape: the execution's, or with ``"auto"`` the fewest that fit in ``usable_bytes``."""
+    """Memory per GPU (bytes) and its breakdown for every shape in ``cols`` (docs/model.md §9):
+    the ops' kept bytes summed per block and end, then :mod:`model.physics.memory`.
+    ``recompute_layers`` per shape: the execution's, or with ``"auto"`` the fewest that fit in
+    ``usable_bytes``."""
     inv = counts.inverse
     block_w, acts = _weights_acts(counts.block, inv)
     ex = ctx.execution

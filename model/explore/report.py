@@ -29,13 +29,17 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     ``gpus`` is the GPU count of every row, or an array of one per row (rows of several counts).
 
     samples/s = GBS / t; tokens/s = samples/s · l; train_days = samples in the budget /
-    samples/s / 86400; tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute);
-    mfu = that / peak matrix TFLOP/s; hfu counts recomputed FLOPs too. ``constants`` are extra
-    columns with one value for every row (e.g. the execution's choices).
+    samples/s / 86400 (NaN without a budget); days_per_1t_tokens = 1e12 / tokens/s / 86400;
+    tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute); mfu = that / the
+    dense matrix peak of the precision the matmuls run in (``mfu_peak_tflops``: the FP8 peak
+    for fp8, else the fp16/bf16 one); hfu counts recomputed FLOPs too. ``constants`` are extra
+    columns with one value for every row: the execution's choices (its ``precision`` picks the
+    peak).
     """
     t = res["iteration_time_s"][idx]
     samples_per_s = global_batch / t
-    peak = system.matrix_flop_per_s
+    peak = system.matrix_peak_flop_per_s((constants or {}).get("precision", "bf16"))
+    samples = model.training_samples
     per_row = np.asarray(gpus, dtype=np.int64) if np.ndim(gpus) else np.full(len(idx), gpus)
     data: dict[str, object] = {"gpus": per_row, "strategy": strategy}
     for name in COLUMNS:
@@ -48,12 +52,15 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         "samples_per_s": samples_per_s,
         "tokens_per_s": samples_per_s * model.seq_len,
         "iteration_time_s": t,
-        "train_days": model.training_samples / samples_per_s / 86400.0,
+        "train_days": (samples / samples_per_s / 86400.0 if samples is not None
+                       else np.full(len(idx), np.nan)),
+        "days_per_1t_tokens": 1e12 / (samples_per_s * model.seq_len) / 86400.0,
         "tflops_per_gpu": res["model_flop_per_gpu"][idx] / t / 1e12,
         "model_tflops_per_gpu": res["model_flop_per_gpu"][idx] / t / 1e12,
         "hardware_tflops_per_gpu": res["flop_per_gpu"][idx] / t / 1e12,
         "mfu": res["model_flop_per_gpu"][idx] / t / peak,
         "hfu": res["flop_per_gpu"][idx] / t / peak,
+        "mfu_peak_tflops": peak / 1e12,
     })
     for name in TIME_COLUMNS:
         data[name] = res[name][idx]

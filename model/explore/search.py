@@ -26,6 +26,7 @@ from ..physics.strategies import Strategy, build_strategy, canonical_strategy
 from ..specs.execution import (
     DEFAULT_SEARCH,
     Execution,
+    describe_executions,
     execution_columns,
     execution_variants,
     resolve_execution,
@@ -95,6 +96,13 @@ class SearchResult:
     candidates: int
     feasible: int
     elapsed_s: float
+    # the executions searched (model.execution.Execution); each row's columns say which it is
+    executions: tuple[Execution, ...] = ()
+
+    @property
+    def searched(self) -> str:
+        """What was searched besides the parallel configurations, in words."""
+        return describe_executions(list(self.executions)) if self.executions else ""
 
     @property
     def best(self) -> pd.Series | None:
@@ -132,11 +140,14 @@ def search(
 
     ``nvs`` overrides the system's NVLink domain size; ``pins`` fixes any of tp1, tp2, pp, dp,
     microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the paper's model
-    with its bugs (spec §7); ``execution`` sets recompute, sequence parallelism, interleaving,
-    ZeRO stage, precision and TP overlap (:class:`~model.specs.execution.Execution`) over the
-    software ``stack``'s defaults and with its calibrated efficiencies (a name of
-    ``stacks/``; None: the newest; "none": the system's own values and the Execution
-    defaults; :func:`with_stack`). Ties keep the deterministic candidate order.
+    with its bugs (docs/model.md, "The paper mode"); ``execution`` sets recompute, sequence
+    parallelism, interleaving, ZeRO stage, precision, TP overlap, …
+    (:class:`~model.specs.execution.Execution`) over the software ``stack``'s defaults and the
+    default search (every interleaving, the fewest recomputed layers that fit), with the
+    stack's calibrated efficiencies (a name of ``model/data/stacks``; None: the newest; "none":
+    the system's own values and the one Execution default; :func:`with_stack`). A dict whose
+    values are lists searches every combination (``result.searched`` says what was searched).
+    Ties keep the deterministic candidate order.
     """
     return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
                          pins=pins, top_k=top_k, budget=budget, execution=execution,
@@ -181,7 +192,10 @@ def search_counts(
     total = max(sum(c for frames in per_variant for _, c, _ in frames), 1)
     out = []
     for i, n in enumerate(counts):
-        tops = [frames[i][0] for frames in per_variant]
+        # an execution where nothing fits has an empty (object-typed) frame: concatenated, it
+        # would turn the other frames' integer and boolean columns into floats
+        tops = [frames[i][0] for frames in per_variant if len(frames[i][0])] or [
+            per_variant[0][i][0]]
         top = pd.concat(tops, ignore_index=True) if len(tops) > 1 else tops[0]
         if len(tops) > 1:
             top = top.sort_values("samples_per_s", ascending=False, kind="stable")
@@ -189,7 +203,7 @@ def search_counts(
         count = sum(frames[i][1] for frames in per_variant)
         fit = sum(frames[i][2] for frames in per_variant)
         out.append(SearchResult(n, canonical_strategy(strategy), top, count, fit,
-                                elapsed * count / total))
+                                elapsed * count / total, tuple(variants)))
     return out
 
 

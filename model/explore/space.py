@@ -1,6 +1,6 @@
 """The search space: every parallel configuration of a strategy on n GPUs, as numpy arrays.
 
-Spec/paper-model.md §5. Per GPU count n, with GBS the global batch in samples:
+docs/model.md §11. Per GPU count n, with GBS the global batch in samples:
 
 * tp1 | n, tp1 | h, tp1 | e; 1D needs (3e)//tp1 ≥ 128, 2D needs e//tp1 ≥ 128; with GQA also
   tp1 | k or k | tp1 (KV heads are split or replicated).

@@ -2,12 +2,12 @@
 
 For every :class:`~model.physics.strategies.OpSpec` it derives the local shapes from the sharding
 axes, calls the op's formula in :mod:`model.physics.ops`, sizes its collectives (named volumes,
-defined once in :func:`comm_volume_bytes`), and applies the roofline of spec §2.1:
+defined once in :func:`comm_volume_bytes`), and applies the roofline of docs/model.md §4:
 
 * t_comp = overhead + F_mat / (η·P_mat) + F_vec / (η·P_vec);  t_mem = M / B_hbm
-* serial op: t = max(t_comp, t_mem) + Σ_i T_comm(V_i, n_i, τ_i)            (§2.1, §2.4)
+* serial op: t = max(t_comp, t_mem) + Σ_i T_comm(V_i, n_i, τ_i)            (§4, §5.2)
 * panelled op (SUMMA, nb panels): t = max(t_comp, t_mem) + t_piece
-  + max(nb·t_piece − max(t_comp, t_mem), 0), t_piece = Σ_i T_comm(V_i / nb, …)   (§2.3)
+  + max(nb·t_piece − max(t_comp, t_mem), 0), t_piece = Σ_i T_comm(V_i / nb, …)   (§5.3)
 
 Everything is vectorized over the parallel configurations in a :class:`Shards`.
 """
@@ -175,7 +175,7 @@ def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx)
     """Bytes V of the collective named ``name`` of op ``spec`` over ``axes`` (the full buffer).
 
     * ``in`` / ``out``: the op's input / output activation gathered over the collective's axes,
-      s·b·(l // rows sharded by the other axes)·K (or N) — RS/AG of Megatron TP, spec §3.1
+      s·b·(l // rows sharded by the other axes)·K (or N) — RS/AG of Megatron TP (docs/model.md §7.1)
     * ``stats``: two values per local row, 2s·b·r (LayerNorm2D statistics, loss max/sum)
     * ``stats_paper_bwd``: the paper's LayerNorm2D backward volume s·((2e)//tp1 + (2·b·l)//tp2)
     * ``norm_weights``: γ and β gradients 2s·(K // tp1)
@@ -216,7 +216,8 @@ class Phase:
 
 
 # Collectives with the same time formula: a ring reduce-scatter costs what an all-gather does,
-# and a reduce what a broadcast does (spec §2.2); ops reuse such times instead of recomputing.
+# and a reduce what a broadcast does (docs/model.md §5.1); ops reuse such times instead of
+# recomputing them.
 _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
               Collective.REDUCE: Collective.BROADCAST}
 
@@ -243,7 +244,7 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
         eta_mat = ctx.attention_efficiency
     t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
-    if sysm.exp_tera_per_s > 0 and np.any(exps):
+    if sysm.exp_tera_per_s and np.any(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
     if not np.any(extra_bytes):  # no separate kernels (the common case): skip the arrays

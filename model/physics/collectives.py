@@ -1,4 +1,4 @@
-"""Collective communication time on a two-tier network (spec/paper-model.md §2.2).
+"""Collective communication time on a two-tier network (docs/model.md §5).
 
 All functions take numpy arrays (or scalars) and broadcast. Symbols: V = buffer volume in bytes (the
 full buffer the collective acts on), n = group size, τ = group members inside one NVLink domain
@@ -122,7 +122,7 @@ def p2p_time_s(volume_bytes, pp, nv_pp, system: System, paper: bool):
 def summa_comm_time_s(
     piece_s: np.ndarray, panels: np.ndarray, compute_s: np.ndarray
 ) -> np.ndarray:
-    """Exposed communication of a panel-pipelined (SUMMA) op, spec §2.3.
+    """Exposed communication of a panel-pipelined (SUMMA) op, docs/model.md §5.3.
 
     ``piece_s`` is Σ_i T_comm(V_i / nb, …), the collectives of one panel; the first panel is
     exposed and the other nb − 1 hide behind the op's compute max(t_comp, t_mem):

@@ -4,7 +4,7 @@ Each function takes *local* (already sharded) shapes as numpy arrays (or scalars
 :class:`OpCounts`. Which dimension is sharded by which parallel axis, and which collective an op
 needs, is decided by the strategy tables in :mod:`model.physics.strategies`, not here.
 
-Symbols (spec/paper-model.md §3): b microbatch, r = rows = b·(local sequence), k / n local input /
+Symbols (docs/model.md §1, §6): b microbatch, r = rows = b·(local sequence), k / n local input /
 output features, s bytes per element, s_m bytes per dropout-mask element. A multiply and an add
 each count as one FLOP. FLOPs are split into matrix (tensor-core) and vector parts so that time is
 F_mat / P_mat + F_vec / P_vec; the paper multiplies the vector FLOPs inside flash attention by
@@ -68,7 +68,7 @@ def quantisation(counts: OpCounts, b: Array, rows: Array, k: Array, n: Array,
 
 
 def linear(b: Array, rows: Array, k: Array, n: Array, s: float) -> OpCounts:
-    """Y[b·rows, n] = X[b·rows, k] · W[k, n], no bias (spec §3.1 Linear1D / LinearSeqp).
+    """Y[b·rows, n] = X[b·rows, k] · W[k, n], no bias (docs/model.md §6, Linear).
 
     fwd: F = b·r·n·(2k − 1), M = s(b·r·k + b·r·n + k·n);
     bwd: F = b·r·k·(2n − 1) [dX] + k·n·(2·b·r − 1) [dW], M = s(2k·n + 2·b·r·k + 2·b·r·n);
@@ -89,7 +89,7 @@ def linear_summa(
     b: Array, rows: Array, k_full: float, k_rows: Array, k_cols: Array, n: Array, panels: Array,
     s: float,
 ) -> OpCounts:
-    """SUMMA matmul on a tp2 × tp1 grid (spec §3.1 LinearSumma), nb = ``panels``.
+    """SUMMA matmul on a tp2 × tp1 grid (docs/model.md §6, SUMMA linear), nb = ``panels``.
 
     X is [b·r, k] with r = l // tp2 rows and k split over tp1 (k_cols = k // tp1); W is [k // tp2,
     n] with n = F // tp1. Panels of X are broadcast along tp1 and panels of W along tp2.
@@ -158,7 +158,7 @@ def dropout(elements: Array, s: float, s_mask: float) -> OpCounts:
 
 
 def layer_norm(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
-    """LayerNorm over c features of b·r rows, N = b·r·c (spec §3.1 LayerNorm / LayerNorm2D).
+    """LayerNorm over c features of b·r rows, N = b·r·c (docs/model.md §6).
 
     fwd: F = 9N, M = s(2N + 2·b·r + 2c); bwd: F = 8N + 4·b·r·(c − 1), M = s(5N + 2c);
     act = sN, W = 2sc (γ and β).
@@ -180,7 +180,7 @@ def flash_attention(
     dropout_on: bool = True, keep_scores: bool = False, fused: bool = True,
     keep_output: bool = False,
 ) -> OpCounts:
-    """Fused (flash) attention of r local query rows over a sequence of L (spec §3.1 FusedLA).
+    """Fused (flash) attention of r local query rows over a sequence of L (docs/model.md §6).
 
     With H = b·heads, S = QKᵀ is [r, L] per head:
     fwd matrix: H·r·L·(2q − 1) [QKᵀ] + H·r·q·(2L − 1) [PV];

@@ -1,6 +1,6 @@
 """From one block's per-microbatch times to an iteration: pipeline (1F1B), data parallel.
 
-Spec/paper-model.md §4, for arrays of configurations. Per configuration: n_mb = (GBS/dp) // b
+docs/model.md §8 and §9, for arrays of configurations. Per configuration: n_mb = (GBS/dp) // b
 microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / backward time.
 
 * DP (ZeRO-1 / distributed optimizer): reduce-scatter gradients and all-gather parameters of W1

@@ -1,5 +1,5 @@
 """Parallel strategies as data: which axis shards which dimension of each op, and which collective
-each op needs over which group (spec/paper-model.md §3.2).
+each op needs over which group (docs/model.md §7).
 
 A strategy is a table of :class:`OpSpec` rows for one transformer block (plus the ops before the
 first and after the last block), evaluated by the one generic code path in
@@ -55,8 +55,9 @@ class OpSpec:
 
     ``k``/``n`` name input/output features (elementwise ops and norms use ``k`` only); ``rows``
     shards the sequence, ``k_shard``/``n_shard`` the features, ``heads_shard`` attention heads.
-    ``panels`` names what splits the op's collectives into overlapped panels (SUMMA, §2.3): ``nb``
-    (searched panel count) or an axis; ``None`` means collectives are serial (t = compute + Σ comm).
+    ``panels`` names what splits the op's collectives into overlapped panels (SUMMA,
+    docs/model.md §5.3): ``nb`` (searched panel count) or an axis; ``None`` means collectives
+    are serial (t = compute + Σ comm).
     """
 
     name: str
@@ -126,13 +127,16 @@ STRATEGY_NAMES = {**{name: name for name in STRATEGIES}, "2d": "summa", "2d-seqp
 
 def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:
     """Full (unsharded) sizes by name: e, f (MLP hidden), f_in (fc1 output: f or 2f for SwiGLU),
-    qkv ((h + 2k)·q), l, V. In paper mode the LayerNorm2D feature dim is ``ln2d`` = l (bug 1)."""
+    qkv ((h + 2k)·q), hq (h·q, the attention output the projection reads: e unless the head
+    dimension is set apart from e // h), l, V. In paper mode the LayerNorm2D feature dim is
+    ``ln2d`` = l (bug 1)."""
     e, q = model.hidden, model.head_dim
     return {
         "e": e,
         "f": model.ffn,
         "f_in": model.ffn * (2 if model.mlp == "swiglu" else 1),
         "qkv": (model.heads + 2 * model.kv_heads) * q,
+        "hq": model.heads * q,
         "l": model.seq_len,
         "V": model.vocab,
         "ln2d": model.seq_len if mode.layernorm2d_uses_seq_len else e,
@@ -175,8 +179,8 @@ def _residual(model: Transformer, part: str, bias_rows: Axes, bias_cols: Axes, r
 
 def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
               ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec], Axes]:
-    """Megatron tensor parallelism over tp1 (spec §3.2 "1D TP"), optionally on l/tp2 sequence
-    rows with context-parallel flash attention over tp2 (spec §3.2 "2d-seqp").
+    """Megatron tensor parallelism over tp1 (docs/model.md §7.1), optionally on l/tp2 sequence
+    rows with context-parallel flash attention over tp2 (§7.2).
 
     Column-parallel fc1/qkv and row-parallel fc2/proj. With sequence parallelism (the paper's
     choice) norms and dropouts act on rows sharded over tp1 too, the row-parallel output is
@@ -199,7 +203,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     # With TP overlap the gathers go where Megatron overlaps them: the forward AG of the
     # column-parallel input into that matmul, the backward AG of dY into the row-parallel one.
     # Without it, the paper's attribution to the norm: the same collectives and volumes (its
-    # backward RS costs what the AG does, spec §2.2), only shown on another op.
+    # backward RS costs what the AG does, docs/model.md §5.1), only shown on another op.
     moved = sp and ex.tp_overlap
     col_fwd = (_ag("in", TP1),) if moved else ()
     row_bwd = (_ag("out", TP1),) if moved else ()
@@ -227,7 +231,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
                    bwd=col_bwd, act_rows=col_act),
             OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
                    bwd=kv_bwd, panels=kv_panels),
-            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
+            OpSpec("attn/proj", Kind.LINEAR, k="hq", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
                    bwd=row_bwd),
             *_residual(model, "attn", *attn_bias, seq, NONE,
                        OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]
@@ -245,7 +249,8 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
 
 
 def _summa_linear(name: str, k: str, n: str) -> OpSpec:
-    """LinearSumma: X panels broadcast along tp1, W panels along tp2 (spec §3.1), nb panels."""
+    """LinearSumma: X panels broadcast along tp1, W panels along tp2, nb panels (docs/model.md
+    §6, §7.3)."""
     bc, rd = Collective.BROADCAST, Collective.REDUCE
     return OpSpec(
         name, Kind.SUMMA_LINEAR, k=k, n=n, rows=TP2, k_shard=TP1, n_shard=TP1, panels="nb",
@@ -257,12 +262,12 @@ def _summa_linear(name: str, k: str, n: str) -> OpSpec:
 
 def _summa(model: Transformer, mode: Mode, ex: Execution
            ) -> tuple[list[OpSpec], list[OpSpec], list[OpSpec], Axes]:
-    """2D SUMMA (spec §3.2 "2d"): every matmul a SUMMA on the tp2 × tp1 grid, 2D LayerNorm.
+    """2D SUMMA (docs/model.md §7.3): every matmul a SUMMA on the tp2 × tp1 grid, 2D LayerNorm.
 
     Paper mode copies its attention (context-parallel flash attention with an exposed K/V
     all-gather, bug 4) and its LayerNorm2D (features l // tp1, bug 1). The default model uses SUMMA
     attention: K/V row panels broadcast along tp2 and overlapped with the attention compute
-    (tp2 panels, §2.3), and the norm statistics all-reduced over tp1 (2 values per row), γ/β
+    (tp2 panels, §5.3), and the norm statistics all-reduced over tp1 (2 values per row), γ/β
     gradients over tp2.
     """
     ar = Collective.ALLREDUCE
@@ -289,7 +294,7 @@ def _summa(model: Transformer, mode: Mode, ex: Execution
     attn = [_summa_linear("attn/qkv", "e", "qkv"),
             OpSpec("attn/flash", Kind.ATTENTION, rows=TP2, heads_shard=TP1, fwd=kv_fwd,
                    bwd=kv_bwd, panels=kv_panels),
-            _summa_linear("attn/proj", "e", "e"),
+            _summa_linear("attn/proj", "hq", "e"),
             *_residual(model, "attn", TP2, TP1, TP2, TP1, norm("attn/norm"))]
     # the table is split by features over tp1 (each GPU: all V rows, e/tp1 columns): no comm
     pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=TP2, k_shard=TP1)]

@@ -172,8 +172,12 @@ def resolve_execution(value: object) -> Execution:
 
 
 MAX_VARIANTS = 64
-COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap",
-           "offload", "ends_count_as_layers", "dp_overlap", "dp_bucket_mb")
+# every choice, so that a result row says exactly how it was executed (the interleaving and
+# the recomputed layers are columns of each configuration: model.explore.report)
+COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
+           "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
+           "dp_overlap", "dp_bucket_mb")
+CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 
 def execution_variants(value: object) -> list[Execution]:
@@ -194,3 +198,20 @@ def execution_variants(value: object) -> list[Execution]:
 def execution_columns(ex: Execution) -> dict[str, Any]:
     """The execution's choices, as the constant columns of its result rows."""
     return {k: getattr(ex, k) for k in COLUMNS}
+
+
+def _word(value: Any, key: str = "") -> str:
+    if key == "interleave" and value == 0:
+        return "every"  # each configuration's row says which
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def describe_executions(executions: list[Execution]) -> str:
+    """What a search tried, in words: the choices that vary (a × b) and those fixed."""
+    varied = [k for k in CHOICES if len({getattr(ex, k) for ex in executions}) > 1]
+    parts = [k + " " + "|".join(dict.fromkeys(_word(getattr(ex, k), k) for ex in executions))
+             for k in varied]
+    head = (f"{len(executions)} executions: {' × '.join(parts)}; fixed: " if varied
+            else "one execution: ")
+    return head + ", ".join(f"{k} {_word(getattr(executions[0], k), k)}"
+                            for k in CHOICES if k not in varied)

@@ -1,8 +1,8 @@
 """Hardware: one GPU type in a two-tier network (NVLink domain + NIC-scaled slow network).
 
 A system spec is a JSON object whose keys carry their unit (``_tflops``, ``_gb``, ``_gb_per_s``,
-``_s``); presets live in ``systems/*.json`` with a ``source``. Inside the model everything is SI:
-FLOP/s, bytes, bytes/s, seconds (see the properties of :class:`System`).
+``_s``); presets live in ``model/data/systems/*.json`` with a ``source``. Inside the model
+everything is SI: FLOP/s, bytes, bytes/s, seconds (see the properties of :class:`System`).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
-from .schema import Field, preset_names, preset_path, read_json, validate
+from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
-SYSTEMS_DIR = Path(__file__).resolve().parents[2] / "systems"
+SYSTEMS_DIR = DATA_DIR / "systems"
 GENERATIONS = ("ampere", "hopper", "blackwell", "blackwell-ultra", "cdna3")
 
 FIELDS = (
-    Field("name", str, "preset name", required=True),
+    Field("name", str, "system name (default: the file name)"),
     Field("source", str, "where the figures come from", required=True, max_len=8000),
     Field("gpu", str, "GPU model", default=""),
     Field("generation", str, "GPU generation (which calibrated efficiencies of a software stack "
@@ -40,7 +40,7 @@ FIELDS = (
         default=0.0,
     ),
     Field("exp_tera_per_s", float, "exponentials per second of the special-function units, "
-          "10^12 exp/s (0: not modelled)", 0, 1e4, default=0.0),
+          "10^12 exp/s (unset: not modelled)", 0.01, 1e4),
     Field("matrix_tflops_fp4", float, "dense tensor-core peak, fp4 (NVFP4), TFLOP/s (0 = none)",
           0, 1e5, default=0.0),
     Field(
@@ -135,7 +135,7 @@ class System:
     matrix_tflops_fp16: float
     matrix_tflops_fp8: float
     matrix_tflops_fp4: float
-    exp_tera_per_s: float
+    exp_tera_per_s: float | None
     vector_tflops_fp16: float
     vector_tflops_fp32: float
     hbm_capacity_gb: float
@@ -170,6 +170,13 @@ class System:
     def matrix_flop_per_s(self) -> float:
         """Dense fp16/bf16 tensor-core peak, FLOP/s."""
         return self.matrix_tflops_fp16 * 1e12
+
+    def matrix_peak_flop_per_s(self, precision: str) -> float:
+        """Dense tensor-core peak of the matmuls in ``precision``, FLOP/s: the FP8 rate for
+        fp8 (when the GPU has one), else the fp16/bf16 rate."""
+        if precision == "fp8" and self.matrix_tflops_fp8 > 0:
+            return self.matrix_tflops_fp8 * 1e12
+        return self.matrix_flop_per_s
 
     @property
     def vector_flop_per_s(self) -> float:
@@ -223,21 +230,44 @@ class System:
         return {f.name: getattr(self, f.name) for f in FIELDS}
 
 
-def system_from_dict(data: Any) -> System:
-    """Validate a system spec (dict) and build a :class:`System`."""
+def system_from_dict(data: Any, default_name: str = "system") -> System:
+    """Validate a system spec (dict) and build a :class:`System`.
+
+    ``"base": "<preset>"`` starts from that preset: the spec's other keys replace its values
+    (the ``source`` then says which preset and what changed, unless given). The name defaults
+    to ``default_name``.
+    """
+    if isinstance(data, dict) and "base" in data:
+        data = _from_base(data)
     clean = validate("system", data, FIELDS)
+    clean["name"] = clean["name"] or default_name
     return System(**clean)
 
 
+
+def _from_base(data: dict[Any, Any]) -> dict[Any, Any]:
+    """A spec with ``base`` as the preset's values overridden by the spec's own."""
+    base = data["base"]
+    if not isinstance(base, str) or base not in list_systems():
+        raise ModelError(f"system: 'base' must be a system preset ({', '.join(list_systems())}),"
+                         f" got {base!r:.80}")
+    own = {k: v for k, v in data.items() if k != "base"}
+    preset = load_system(base).to_dict()
+    changed = sorted(str(k) for k in own if k not in ("name", "source"))
+    source = (f"the {base} preset (see its sources)"
+              + (f" with {', '.join(changed)} changed" if changed else ""))
+    return {**preset, "name": None, "source": source, **own}
+
+
 def list_systems() -> list[str]:
-    """Names of the system presets in ``systems/``."""
+    """Names of the system presets in ``model/data/systems/``."""
     return preset_names(SYSTEMS_DIR)
 
 
 def load_system(name_or_path: str | Path, nvlink_domain_size: int | None = None) -> System:
     """Load a preset (``h200``) or a JSON file; optionally override the NVLink domain size."""
     path = preset_path(name_or_path, SYSTEMS_DIR, "system")
-    system = system_from_dict(read_json(path, "system"))
+    system = system_from_dict(read_json(path, "system"), Path(path).stem)
     if nvlink_domain_size is not None:
         system = system.with_overrides(nvlink_domain_size=nvlink_domain_size)
     return system

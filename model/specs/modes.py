@@ -1,7 +1,7 @@
 """Model modes: the paper's number-changing bugs and simplifications as independent switches.
 
 ``compat="paper"`` turns every switch on and reproduces arXiv 2410.00273's published figures
-(spec/paper-model.md §7); the default model turns them all off. Any mix can be passed as a
+(docs/model.md §12); the default model turns them all off. Any mix can be passed as a
 :class:`Mode` to measure what each fix changes (an ablation).
 """
 

@@ -17,6 +17,9 @@ from typing import Any
 from ..errors import ModelError
 
 MAX_SPEC_BYTES = 64 * 1024  # a spec file is a few hundred bytes; refuse anything absurd
+# presets (systems/, workloads/) and published reference data (reference/), shipped inside the
+# package so that an installed copy finds them as a checkout does
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
 @dataclass(frozen=True)
@@ -118,8 +121,11 @@ def read_json(path: str | Path, what: str) -> Any:
         raise ModelError(f"{what}: file '{p}' is larger than {MAX_SPEC_BYTES} bytes")
     try:
         return json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # incl. JSONDecodeError,
-        # numbers of more than 4300 digits and pathologically deep nesting
+    except json.JSONDecodeError as exc:  # where it is, as an editor counts (from 1)
+        raise ModelError(f"{what}: '{p}' is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                         f"column {exc.colno}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # numbers of more than
+        # 4300 digits, bytes that are not UTF-8, pathologically deep nesting
         raise ModelError(f"{what}: '{p}' is not valid JSON ({type(exc).__name__})") from None
 
 

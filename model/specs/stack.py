@@ -31,9 +31,9 @@ from ..errors import ModelError
 from .execution import FIELDS as EXECUTION_FIELDS
 from .execution import resolve_execution
 from .hardware import GENERATIONS, System, list_systems
-from .schema import preset_names, preset_path, read_json
+from .schema import DATA_DIR, preset_names, preset_path, read_json
 
-STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+STACKS_DIR = DATA_DIR / "stacks"
 EFFICIENCY_KEYS = ("bf16", "fp8", "mxfp8", "nvfp4")
 NONE = "none"  # no stack: the system's own efficiencies and the Execution defaults
 DEFAULT: str | None = None  # the stack of a search that names none (None: the newest preset)

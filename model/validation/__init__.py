@@ -1,6 +1,7 @@
 """Predicted vs measured: the estimator against published training runs.
 
-Two sets, read from ``shared/reference`` (or a given folder):
+The published runs live in the package, ``model/data/reference/`` (its README says where each
+file comes from); ``--reference DIR`` / ``folder`` reads the first two sets from another folder:
 
 * ``korthikanti``: the eight Megatron-LM runs of Korthikanti et al. 2022 (arXiv 2205.05198) on
   Selene (DGX A100 80GB): iteration time per run, and the memory breakdown (parameters +
@@ -19,7 +20,6 @@ recomputation counted); tokens/s per GPU into iteration time by GBS·s/(n·token
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,14 @@ import pandas as pd
 from ..errors import ModelError
 from ..explore.search import evaluate, search
 from ..specs.hardware import System, load_system
+from ..specs.schema import DATA_DIR
 from ..specs.transformer import Transformer, transformer_from_dict
 from .sources import source_and_stack
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"  # shared/ beside the repo
-# published runs this repository adds, never used for calibration (reference/ in the repo)
-EXTRA_RUNS = Path(__file__).resolve().parents[2] / "reference" / "megatron_bridge_extra.json"
+REFERENCE = DATA_DIR / "reference"  # the published runs, shipped with the package
+# published runs of other Megatron-Bridge releases (each release a source of its own)
+EXTRA_RUNS = REFERENCE / "megatron_bridge_extra.json"
+REFERENCE_FILES = ("korthikanti_validation.json", "measurements.json")
 GIB = 2.0**30
 # a record's GPU name → preset, first match wins (GB200 before B200): the names of other sources
 # ("H100 SXM", "NVIDIA B200", "GB300 NVL72", "A100-SXM4-40GB") map as well as this data's
@@ -70,12 +72,12 @@ class Case:
 
 
 def reference_dir(folder: str | Path | None = None) -> Path:
-    """The folder of the public reference data: ``folder``, else ``$PERF_REFERENCE_DIR``, else
-    ``shared/reference`` beside the repository."""
-    path = Path(folder or os.environ.get("PERF_REFERENCE_DIR") or REFERENCE)
-    if not (path / "measurements.json").is_file():
-        raise ModelError(f"no reference data in '{path}' (expected measurements.json and "
-                         "korthikanti_validation.json)")
+    """The folder of the published runs: ``folder`` when given, else the package's own
+    ``model/data/reference`` (never anything outside the package)."""
+    path = Path(folder) if folder else REFERENCE
+    missing = [name for name in REFERENCE_FILES if not (path / name).is_file()]
+    if missing:
+        raise ModelError(f"no reference data in '{path}': missing {', '.join(missing)}")
     return path
 
 
