@@ -223,7 +223,7 @@ def test_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch,
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("model.cli.commands.list_systems", boom)
+    monkeypatch.setattr("model.cli.listings.list_systems", boom)
     assert main(["systems"]) == 1
     err = capsys.readouterr().err
     assert err.strip() == "error: internal error: RuntimeError: boom"

@@ -1,5 +1,5 @@
-"""Command line: ``tperf {search,evaluate,validate,ablation,systems,models} ...`` once installed
-(``pip install .``), or ``python -m model ...`` from a checkout.
+"""Command line: ``tperf {search,evaluate,validate,ablation,systems,models,stacks} ...`` once
+installed (``pip install .``), or ``python -m model ...`` from a checkout.
 
 Other tools rely on the options and on the ``--json`` output (see ``python -m model <cmd> --help``).
 Any bad input (usage, numbers, files, presets, pins, budget) prints ONE line ``error: ...`` on
@@ -26,11 +26,14 @@ from ..explore.ablation import ablation
 from ..explore.rules import explain
 from ..explore.search import DEFAULT_BUDGET, evaluate, search
 from ..physics.strategies import STRATEGIES, TRAITS, build_strategy, canonical_strategy
-from ..specs.hardware import System, list_systems, load_system
-from ..specs.transformer import Transformer, list_models, load_model
+from ..specs.hardware import System, load_system
+from ..specs.stack import NONE, load_stack
+from ..specs.transformer import Transformer, load_model
 from ..validation import run_validation
 from ..validation import summary as validation_summary
+from ..validation.error_bars import ErrorBar, error_bar
 from . import format as cli_format
+from .listings import add_listings
 from .options import add_execution_args, execution_from_args
 from .reproduce import evaluate_command
 
@@ -191,10 +194,7 @@ def build_parser(prog: str = "python -m model") -> Parser:
     _add_workload(a, many_gpus=False)
     a.add_argument("--json", action="store_true", help="print a JSON list of rows")
     a.set_defaults(run=run_ablation)
-    for name, run, what in (("systems", run_systems, "system"), ("models", run_models, "model")):
-        p = sub.add_parser(name, allow_abbrev=False, help=f"list the {what} presets")
-        p.add_argument("--json", action="store_true", help="print a JSON list")
-        p.set_defaults(run=run)
+    add_listings(sub)
     return parser
 
 
@@ -232,10 +232,27 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, allow_nan=False))
 
 
+def _stack_name(args: argparse.Namespace) -> str | None:
+    """The software stack a command runs with (None: the paper mode, which takes none)."""
+    if getattr(args, "compat", None) or not hasattr(args, "stack"):
+        return None
+    return load_stack(args.stack).name
+
+
+def _error_bar(args: argparse.Namespace) -> ErrorBar | None:
+    """The cross-validated error bar of the command's predictions: none in the paper mode (the
+    paper's constants) or without a stack (the system's own, uncalibrated, efficiencies)."""
+    name = _stack_name(args)
+    return None if name in (None, NONE) else error_bar(name)
+
+
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
     compat = ", paper compat" if args.compat else ""
+    stack = _stack_name(args)
+    stack = f", stack {stack}" if stack else ""
     return (f"{model.name} on {system.name} (NVLink domain {system.nvlink_domain_size}, "
-            f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{compat}")
+            f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{stack}"
+            f"{compat}")
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -247,7 +264,7 @@ def run_search(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     execution = execution_from_args(args, searching=True)
     results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
-                      top_k=args.top, budget=args.budget, execution=execution)
+                      top_k=args.top, budget=args.budget, execution=execution, stack=args.stack)
                for s in strategies for n in args.gpus]
     elapsed = time.perf_counter() - start
     paper = args.compat == "paper"
@@ -263,12 +280,13 @@ def run_search(args: argparse.Namespace) -> int:
     elif args.json:
         meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
                 "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
-                "searched": results[0].searched,
+                "stack": _stack_name(args), "searched": results[0].searched,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
-        _print_json(cli_format.search_json(results, reasons, elapsed, meta))
+        _print_json(cli_format.search_json(results, reasons, elapsed, meta, _error_bar(args)))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
-                                              lambda row: evaluate_command(row, args)))
+                                              lambda row: evaluate_command(row, args),
+                                              _error_bar(args)))
     return 0
 
 
@@ -284,12 +302,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
     pins = _pins(args)
     _check_pins((args.strategy,), pins)
     ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
-                  execution=execution_from_args(args, searching=False), **pins)
+                  execution=execution_from_args(args, searching=False), stack=args.stack,
+                  **pins)
     if args.json:
-        _print_json(cli_format.evaluation_json(ev))
+        _print_json({**cli_format.evaluation_json(ev, _error_bar(args)),
+                     "stack": _stack_name(args)})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args)))
     return 0
 
 
@@ -325,24 +345,6 @@ def run_ablation(args: argparse.Namespace) -> int:
     else:
         print(f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs")
         print(frame.drop(columns=["strategy", "gpus"]).to_string(index=False, float_format="%.4g"))
-    return 0
-
-
-def run_systems(args: argparse.Namespace) -> int:
-    systems = [load_system(name) for name in list_systems()]
-    if args.json:
-        _print_json([cli_format.system_info(s) for s in systems])
-    else:
-        print(cli_format.format_systems(systems))
-    return 0
-
-
-def run_models(args: argparse.Namespace) -> int:
-    models = [load_model(name) for name in list_models()]
-    if args.json:
-        _print_json([cli_format.model_info(m) for m in models])
-    else:
-        print(cli_format.format_models(models))
     return 0
 
 
