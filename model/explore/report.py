@@ -72,8 +72,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     data["hbm_capacity_gb"] = system.hbm_capacity_gb
     data["fits"] = fits_in_memory({k: res[k][idx] for k in ("memory_bytes", "host_bytes")},
                                   system.usable_hbm_bytes, system.host_memory_gb * 1e9)
-    for name, value in (constants or {}).items():
-        data[name] = [value] * len(idx)
+    for name, value in (constants or {}).items():  # an array: pandas infers a list slowly
+        data[name] = np.full(len(idx), value, dtype=object if isinstance(value, str) else None)
     return pd.DataFrame(data).reset_index(drop=True)
 
 

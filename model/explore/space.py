@@ -154,11 +154,9 @@ def _virtual_stages(model: Transformer, cols: dict, interleave: int,
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
     """Add the SUMMA panel count nb (1 where the strategy has no panels)."""
     if not searched:  # nb = 1; a pin of anything else matches nothing
-        keep = np.ones(len(cols["tp1"]), dtype=bool) if pins.get("nb") in (None, 1) else (
-            np.zeros(len(cols["tp1"]), dtype=bool))
-        cols = {k: v[keep] for k, v in cols.items()}
-        cols["nb"] = np.ones_like(cols["tp1"])
-        return cols
+        if pins.get("nb") not in (None, 1):
+            cols = {k: v[:0] for k, v in cols.items()}
+        return {**cols, "nb": np.ones_like(cols["tp1"])}
     st = np.maximum(cols["tp1"], cols["tp2"])
     j_max = int(np.ceil(np.log2(max(e, 2))))
     nb = st[:, None] * (2 ** np.arange(max(j_max, 1), dtype=np.int64))[None, :]

@@ -222,6 +222,12 @@ _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
               Collective.REDUCE: Collective.BROADCAST}
 
 
+def _nonzero(value: float | np.ndarray) -> bool:
+    """Whether a count (a Python number when absent, else an array) has any nonzero entry; far
+    cheaper than np.any on a number, on the hot path of every op."""
+    return bool(value) if isinstance(value, (int, float)) else bool(value.any())
+
+
 def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
     """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction (``way``: fwd or
     bwd), placement-free: roofline max(FLOP time, HBM time) plus separate memory-bound kernels.
@@ -244,10 +250,10 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
         eta_mat = ctx.attention_efficiency
     t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
-    if sysm.exp_tera_per_s and np.any(exps):
+    if sysm.exp_tera_per_s and _nonzero(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
-    if not np.any(extra_bytes):  # no separate kernels (the common case): skip the arrays
+    if not _nonzero(extra_bytes):  # no separate kernels (the common case): skip the arrays
         return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
     t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
