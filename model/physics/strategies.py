@@ -133,6 +133,7 @@ def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:
         "f": model.ffn,
         "f_in": model.ffn * (2 if model.mlp == "swiglu" else 1),
         "qkv": (model.heads + 2 * model.kv_heads) * q,
+        "attn_out": model.heads * model.value_head_dim,
         "l": model.seq_len,
         "V": model.vocab,
         "ln2d": model.seq_len if mode.layernorm2d_uses_seq_len else e,
@@ -227,7 +228,8 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
                    bwd=col_bwd, act_rows=col_act),
             OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
                    bwd=kv_bwd, panels=kv_panels),
-            OpSpec("attn/proj", Kind.LINEAR, k="e", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
+            OpSpec("attn/proj", Kind.LINEAR, k="attn_out", n="e", rows=base, k_shard=TP1,
+                   fwd=row_fwd,
                    bwd=row_bwd),
             *_residual(model, "attn", *attn_bias, seq, NONE,
                        OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]
@@ -289,7 +291,7 @@ def _summa(model: Transformer, mode: Mode, ex: Execution
     attn = [_summa_linear("attn/qkv", "e", "qkv"),
             OpSpec("attn/flash", Kind.ATTENTION, rows=TP2, heads_shard=TP1, fwd=kv_fwd,
                    bwd=kv_bwd, panels=kv_panels),
-            _summa_linear("attn/proj", "e", "e"),
+            _summa_linear("attn/proj", "attn_out", "e"),
             *_residual(model, "attn", TP2, TP1, TP2, TP1, norm("attn/norm"))]
     # the table is split by features over tp1 (each GPU: all V rows, e/tp1 columns): no comm
     pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=TP2, k_shard=TP1)]
@@ -322,6 +324,9 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
     In paper mode there are no embedding, head or loss ops (the paper models only blocks).
     """
     key = canonical_strategy(name)
+    if model.moe or model.mla or model.mtp_layers or model.sliding_window:
+        raise ModelError(f"'{model.name}': mixture of experts, MLA, MTP and sliding-window "
+                         "attention are not modelled yet")
     mode = resolve_mode(compat)
     ex = resolve_execution(execution)
     block, pre, post, scatter = _BUILDERS[key](model, mode, ex)
