@@ -18,6 +18,9 @@ from .space import COLUMNS
 GB = 1e9
 TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp_comm_s",
                 "t_bubble_s", "t_optimizer_s", "t_offload_s")
+# MoE: the exposed expert-parallel all-to-all (0 for a dense model); with TIME_COLUMNS it adds
+# up to the iteration time (kept apart until the dashboard shows it as its own component)
+MOE_TIME_COLUMNS = ("t_ep_comm_s",)
 MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
 
 
@@ -30,7 +33,9 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
 
     samples/s = GBS / t; tokens/s = samples/s · l; train_days = samples in the budget /
     samples/s / 86400; tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute);
-    mfu = that / peak matrix TFLOP/s; hfu counts recomputed FLOPs too. ``constants`` are extra
+    mfu = that / peak matrix TFLOP/s; hfu counts recomputed FLOPs too;
+    model_flops_per_token = the model's 6 × active parameters + attention convention
+    (:mod:`model.specs.params`; with experts, the routed ones only). ``constants`` are extra
     columns with one value for every row (e.g. the execution's choices).
     """
     t = res["iteration_time_s"][idx]
@@ -54,8 +59,9 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         "hardware_tflops_per_gpu": res["flop_per_gpu"][idx] / t / 1e12,
         "mfu": res["model_flop_per_gpu"][idx] / t / peak,
         "hfu": res["flop_per_gpu"][idx] / t / peak,
+        "model_flops_per_token": model.model_flops_per_token,
     })
-    for name in TIME_COLUMNS:
+    for name in TIME_COLUMNS + MOE_TIME_COLUMNS:
         data[name] = res[name][idx]
     data["memory_gb"] = res["memory_bytes"][idx] / GB
     for name, key in zip(MEMORY_COLUMNS, ("weights_bytes", "gradients_bytes", "optimizer_bytes",

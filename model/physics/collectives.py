@@ -18,6 +18,13 @@ b·m/(m + m_½) (``nvlink_half_message_bytes``, ``network_half_message_bytes``; 
 An all-reduce is a reduce-scatter followed by an all-gather, so it costs twice the ring above. The
 paper's code doubles only the bandwidth term and only in the hierarchical branch (its bug 3), and
 its flat slow ring ignores ν; with ``paper=True`` both are reproduced.
+
+All-to-all (the expert-parallel dispatch and combine; V = the bytes each member sends, spread
+evenly over the group, as force-balanced routing does): each member sends V/n to every other
+one at once (NCCL issues the n − 1 sends and receives together), V·(τ − 1)/n over NVLink and
+V·(n − τ)/n over its ν NICs, the two tiers in parallel:
+T = max(V·(τ−1)/(n·b_f), V·(n−τ)/(n·ν·b_s)) + λ, λ = λ_f inside one domain, else λ_s.
+No placement beats V·(n−1)/(n·(b_f + ν·b_s)) + min(λ_f, λ_s): max(a/x, b/y) ≥ (a+b)/(x+y).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ class Collective(IntEnum):
     BROADCAST = 3
     REDUCE = 4
     P2P = 5
+    ALLTOALL = 6
 
 
 def _ring_volume(kind: Collective, v: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -76,13 +84,12 @@ def collective_time_s(
     live = (v > 0) & (n > 1)
     if kind == Collective.P2P:  # one hop; slow when the group leaves its domain (τ < n)
         return np.where(live, np.where(t < n, l_s + v / b_s, l_f + v / b_f), 0.0)
+    if kind == Collective.ALLTOALL:
+        return np.where(live, alltoall_s(v, n, np.minimum(t, n), system), 0.0)
     cv = _ring_volume(kind, v, n)
     k = np.floor(n / t)  # domains spanned (τ divides n)
-    if system.nvlink_half_message_bytes or system.network_half_message_bytes:
-        # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
-        step = np.maximum(v / np.maximum(n, 1.0), 1.0)
-        b_f = b_f * step / (step + system.nvlink_half_message_bytes)
-        b_s = b_s * step / (step + system.network_half_message_bytes)
+    # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
+    b_f, b_s = _fall_off(v, n, system)
     doubled = 2.0 if kind == Collective.ALLREDUCE and paper else 1.0  # paper bug 3
     hier = doubled * np.maximum(cv / (system.nics_per_gpu * t * b_s), cv / b_f) + (
         l_s * (k - 1) + l_f * (n - k))
@@ -91,6 +98,26 @@ def collective_time_s(
     out = np.where(t <= 1, l_s * (n - 1) + cv / flat_bw,
                    np.where(k <= 1, l_f * (n - 1) + cv / b_f, hier))
     return _finish(kind, out, live, paper)
+
+
+def _fall_off(v, n, system: System):
+    """(b_f, b_s) with the small-message fall-off at messages of V/n bytes (module docstring)."""
+    b_f, b_s = system.fast_bytes_per_s, system.slow_bytes_per_s
+    if system.nvlink_half_message_bytes or system.network_half_message_bytes:
+        step = np.maximum(v / np.maximum(n, 1.0), 1.0)
+        b_f = b_f * step / (step + system.nvlink_half_message_bytes)
+        b_s = b_s * step / (step + system.network_half_message_bytes)
+    return b_f, b_s
+
+
+def alltoall_s(v, n, tau, system: System):
+    """All-to-all of V bytes per member over n members, τ per NVLink domain (module docstring):
+    the NVLink share and the NIC share in parallel, plus one step's latency."""
+    b_f, b_s = _fall_off(v, n, system)
+    inside = v * (tau - 1) / n / b_f
+    across = v * (n - tau) / n / (system.nics_per_gpu * b_s)
+    latency = np.where(tau >= n, system.nvlink_latency_s, system.network_latency_s)
+    return np.maximum(inside, across) + latency
 
 
 def p2p_messages_s(volume_bytes, system: System, paper: bool = False):
@@ -152,6 +179,9 @@ def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: Syst
     live = (v > 0) & (n > 1)
     if kind == Collective.P2P:
         return np.where(live, np.minimum(l_s + v / b_s, l_f + v / b_f), 0.0)
+    if kind == Collective.ALLTOALL:
+        both = b_f + system.nics_per_gpu * b_s  # the two tiers at once, at full bandwidth
+        return np.where(live, v * (n - 1) / np.maximum(n, 1.0) / both + min(l_f, l_s), 0.0)
     cv = _ring_volume(kind, v, n)
     flat = l_s * (n - 1) + cv / max(b_s, system.nics_per_gpu * b_s)
     out = np.minimum(flat, min(l_s, l_f) * (n - 1) + cv / b_f)

@@ -15,6 +15,9 @@ optimizer state and activations, and what lives in host memory:
   (fp32 master, Adam m and v: 12 B per 2-byte parameter); ZeRO stage 1 shards the optimizer
   state over the replica group G, 2 the gradients too, 3 the weights too, plus two gathered
   blocks of weights (the one computing and the next, prefetched) (Rajbhandari et al. 2020);
+  a MoE block's expert weights W_e (already sharded over ep·etp) are sharded so over the
+  expert-data-parallel group G_e = tp1·tp2·dp/(ep·etp) instead (Megatron-Core's distributed
+  optimizer; ``theoretical_memory_usage.py``: expert parameters at 6 + 12/EDP bytes each);
 * offload (ZeRO-Offload / Infinity, Ren et al. 2021, Rajbhandari et al. 2021) moves the
   optimizer state, the weights and gradients (HBM keeps two blocks' worth of each: the one
   computing and the one in transfer) or the activations (HBM keeps two blocks' worth) to host
@@ -68,7 +71,8 @@ def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
 
 def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight,
                  post_act, n_mb, layers, pp, dp_group, interleave=1, zero: int = 1,
-                 grad_factor: float = 1.0, end_layers=None) -> dict[str, np.ndarray]:
+                 grad_factor: float = 1.0, end_layers=None, expert_weight_bytes=0.0,
+                 expert_group=1) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) of the binding stage and its breakdown.
 
     The first stage holds the embedding (``pre``) and its in-flight microbatches' activations,
@@ -90,8 +94,11 @@ def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, po
         (d * block_weight_bytes,
          d * block_act_bytes * in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp))),
     )
-    gathered = 2 * block_weight_bytes if zero >= 3 else 0.0
-    parts = [zero_sharded(w, dp_group, zero, grad_factor) for w, _ in stages]
+    gathered = 2 * (block_weight_bytes + expert_weight_bytes) if zero >= 3 else 0.0
+    experts = (ends * expert_weight_bytes, ends * expert_weight_bytes, d * expert_weight_bytes)
+    parts = [tuple(a + b for a, b in zip(zero_sharded(w, dp_group, zero, grad_factor),
+                                         zero_sharded(e, expert_group, zero, grad_factor)))
+             for (w, _), e in zip(stages, experts)]
     totals = [sum(p) + gathered + a for p, (_, a) in zip(parts, stages)]
     # the binding stage: the first (always with pp = 1; on ties), else the largest
     which = np.where(single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])), 0,
@@ -105,7 +112,8 @@ def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, po
     return {"weights_bytes": held + gathered, "gradients_bytes": grads,
             "optimizer_bytes": optimizer,
             "activations_bytes": pick([a for _, a in stages]),
-            "params_bytes": pick([w for w, _ in stages]),
+            "params_bytes": pick([w + e for (w, _), e in zip(stages, experts)]),
+            "expert_params_bytes": pick(list(experts)),
             "memory_bytes": pick(totals)}
 
 

@@ -72,6 +72,17 @@ class Execution:
       Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
       CPU), ``activations`` (written out after each block's forward, read back for its
       backward), ``weights`` (weights and gradients streamed per block), or ``all``.
+    * ``ep_overlap``: the expert-parallel all-to-alls of one microbatch overlap the compute of
+      another (Megatron-Core's 1F1B all-to-all overlap, ``--overlap-moe-expert-parallel-comm``:
+      the forward of one microbatch merged with the backward of the previous one); off, they
+      are exposed.
+    * ``moe_capacity_factor``: 0 is dropless routing; c > 0 gives every expert c × the mean
+      tokens per expert, dropping beyond and padding below (Megatron-Core's
+      ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``, as the
+      token-drop benchmark recipes run).
+    * ``moe_imbalance``: dropless routing, the tokens of the busiest GPU's experts over the mean
+      (1.0: force-balanced, as published benchmarks run; real routing is not): the step waits
+      for that GPU's expert GEMMs and all-to-alls.
     """
 
     recompute: str = "selective"
@@ -87,12 +98,20 @@ class Execution:
     recompute_layers: int | str = 0
     ends_count_as_layers: bool = False
     dp_overlap: bool = True
+    ep_overlap: bool = False
+    moe_capacity_factor: float = 0.0
+    moe_imbalance: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-                     "ends_count_as_layers", "dp_overlap"):
+                     "ends_count_as_layers", "dp_overlap", "ep_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name, lo in (("moe_capacity_factor", 0.0), ("moe_imbalance", 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    lo <= value <= 64.0):
+                raise ModelError(f"{name} must be a number in [{lo:g}, 64], got {value!r}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.recompute not in RECOMPUTE:
@@ -138,6 +157,12 @@ class Execution:
         d = np.asarray(layers, dtype=float)
         return np.minimum(np.asarray(r, dtype=float), d) / np.maximum(d, 1.0)
 
+    @property
+    def moe_load(self) -> float:
+        """Tokens the busiest GPU's experts process over the mean: the capacity factor when
+        tokens are dropped and padded to capacity, else the imbalance."""
+        return float(self.moe_capacity_factor or self.moe_imbalance)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -167,7 +192,8 @@ def resolve_execution(value: object) -> Execution:
 
 MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap",
-           "offload", "ends_count_as_layers", "dp_overlap")
+           "offload", "ends_count_as_layers", "dp_overlap", "ep_overlap", "moe_capacity_factor",
+           "moe_imbalance")
 
 
 def execution_variants(value: object) -> list[Execution]:
