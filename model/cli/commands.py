@@ -24,7 +24,12 @@ from ..errors import ModelError
 from ..explore.ablation import ablation
 from ..explore.rules import explain
 from ..explore.search import DEFAULT_BUDGET, evaluate, search
-from ..physics.strategies import STRATEGIES, TRAITS, build_strategy, canonical_strategy
+from ..physics.strategies import (
+    TRAITS,
+    build_strategy,
+    canonical_strategy,
+    supported_strategies,
+)
 from ..specs.hardware import System, list_systems, load_system
 from ..specs.transformer import Transformer, list_models, load_model
 from ..validation import run_validation
@@ -37,12 +42,15 @@ EXIT_INTERNAL = 1
 MAX_INT = 10**15  # far beyond any valid value; keeps numpy int64 comparisons exact
 DEFAULT_GLOBAL_BATCH = 4096  # samples per iteration, as in the paper (arXiv 2410.00273)
 PIN_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),
+               ("--ep", "ep"), ("--etp", "etp"),
                ("--microbatch", "microbatch"), ("--nb", "nb"), ("--nv-tp1", "nv_tp1"),
                ("--nv-tp2", "nv_tp2"), ("--nv-dp", "nv_dp"), ("--nv-pp", "nv_pp"))
 PIN_HELP = {
     "tp1": "tensor-parallel size (tp1: hidden features / heads)",
     "tp2": "second tensor-parallel size (tp2: SUMMA rows / context sequence); summa, context",
     "pp": "pipeline stages", "dp": "data-parallel replicas", "microbatch": "microbatch size",
+    "ep": "expert parallel size (MoE layers; ep·etp divides tp·cp·dp)",
+    "etp": "expert tensor parallel size (MoE layers)",
     "nb": "SUMMA panel count (summa only)",
     "nv_tp1": "GPUs of one NVLink domain along tp1", "nv_tp2": "… along tp2",
     "nv_dp": "… along dp", "nv_pp": "… along pp",
@@ -118,6 +126,9 @@ def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
                    help=f"parallel strategy: {choices}; aliases 2d = summa, 2d-seqp = context")
     p.add_argument("--compat", choices=("paper",),
                    help="'paper' reproduces the paper's model and its bugs (spec §7)")
+    p.add_argument("--stack", metavar="NAME",
+                   help="software stack preset (stacks/*.json: execution defaults and "
+                        "calibrated efficiencies); default: the newest; 'none': no stack")
 
 
 def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
@@ -126,6 +137,8 @@ def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
         flags = {"tp1": (flag, "--tp1"), "tp2": (flag, "--cp")}.get(dest, (flag,))
         default = 1 if dest == "tp2" and required else None
         extra = " (default: 1)" if default == 1 else ""
+        if not required and dest in ("ep", "etp"):  # evaluate: the Megatron default 1
+            extra = ""
         group.add_argument(*flags, dest=dest, type=positive_int, required=dest in required,
                            default=default, metavar=dest.upper().replace("_", "-"),
                            help=PIN_HELP[dest] + extra)
@@ -219,13 +232,14 @@ def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
 def run_search(args: argparse.Namespace) -> int:
     csv_path = _csv_target(args.csv) if args.csv else None
     model, system = _load(args)
-    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    strategies = supported_strategies(model) if args.strategy == "all" else (args.strategy,)
     pins = _pins(args)
     _check_pins(strategies, pins)
     start = time.perf_counter()
     execution = execution_from_args(args, searching=True)
     results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
-                      top_k=args.top, budget=args.budget, execution=execution)
+                      top_k=args.top, budget=args.budget, execution=execution,
+                      stack=args.stack)
                for s in strategies for n in args.gpus]
     elapsed = time.perf_counter() - start
     paper = args.compat == "paper"
@@ -258,8 +272,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     model, system = _load(args)
     pins = _pins(args)
     _check_pins((args.strategy,), pins)
+    pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
     ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
-                  execution=execution_from_args(args, searching=False), **pins)
+                  execution=execution_from_args(args, searching=False), stack=args.stack,
+                  **pins)
     if args.json:
         _print_json(cli_format.evaluation_json(ev))
     else:

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from ..errors import ModelError
+from ..specs.precision import NAMES as PRECISIONS
 
 SEARCHED = {"recompute": ["selective", "full"], "interleave": [1, 2]}
 
@@ -41,8 +42,9 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
     g.add_argument("--zero", type=int, choices=(0, 1, 2, 3),
                    help="ZeRO stage: 0 replicated optimizer, 1 distributed optimizer (default), "
                         "2 + gradients, 3 + weights (FSDP)")
-    g.add_argument("--precision", choices=("bf16", "fp16", "fp8"),
-                   help="matmul precision (default bf16; fp8 needs the system's FP8 rate)")
+    g.add_argument("--precision", choices=PRECISIONS,
+                   help="matmul precision (default bf16; fp8, mxfp8 and nvfp4 need the "
+                        "system's FP8/FP4 rate)")
     g.add_argument("--tp-overlap", action=argparse.BooleanOptionalAction, default=None,
                    help="overlap tensor-parallel collectives with the matmuls (default: off)")
     g.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None,

@@ -15,11 +15,11 @@ import numpy as np
 
 from ..physics.block import Ctx, OpResult, Shards, evaluate_op, op_counts, take_counts
 from ..physics.memory import (
+    StageMemory,
     block_activation_bytes,
     fewest_recomputed_layers,
     fits_in_memory,
     offload_memory,
-    stage_memory,
 )
 from ..physics.ops import OpCounts
 from ..physics.optable import ALLTOALL_OPS
@@ -187,20 +187,26 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
     grad_factor = 2.0 if ex.fp32_gradients else 1.0
 
+    stages = StageMemory(block_weight_bytes=block_w, pre_weight=pre_w, post_weight=post_w,
+                         n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
+                         layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
+                         interleave=cols["interleave"], zero=ex.zero,
+                         grad_factor=grad_factor, end_layers=end_layers,
+                         expert_weight_bytes=expert_w, expert_group=expert_dp_group(cols))
+
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)
-        mem = stage_memory(block_weight_bytes=block_w, block_act_bytes=block_a,
-                           pre_weight=pre_w, pre_act=pre_a, post_weight=post_w, post_act=post_a,
-                           n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
-                           layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
-                           interleave=cols["interleave"], zero=ex.zero,
-                           grad_factor=grad_factor, end_layers=end_layers,
-                           expert_weight_bytes=expert_w, expert_group=expert_dp_group(cols))
+        mem = stages.breakdown(block_a, pre_a, post_a)
         return offload_memory(mem, block_w + expert_w, block_a, grad_factor, ex)
 
+    def total_at(recomputed) -> np.ndarray:  # the bytes alone: cheaper, for the bisection
+        if ex.offload != "none":
+            return memory_at(recomputed)["memory_bytes"]
+        return stages.total(block_activation_bytes(ex, acts, kept, layers, recomputed),
+                            pre_a, post_a)
+
     if ex.fewest_recomputed and usable_bytes is not None:
-        recomputed = fewest_recomputed_layers(lambda r: memory_at(r)["memory_bytes"], layers,
-                                              usable_bytes)
+        recomputed = fewest_recomputed_layers(total_at, layers, usable_bytes)
     else:
         fixed = 0 if ex.fewest_recomputed or ex.recompute == "full" else ex.recompute_layers
         recomputed = np.full(len(layers), fixed, dtype=np.int64)

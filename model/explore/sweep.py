@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from ..errors import ModelError
-from ..physics.strategies import STRATEGIES, canonical_strategy
+from ..physics.strategies import STRATEGIES, canonical_strategy, supported_strategies
 from ..specs.execution import Execution
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
@@ -21,10 +21,13 @@ def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_
           compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
           execution: Execution | dict | None = None, stack: str | None = None,
           top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
-    """One :func:`~model.explore.search.search` per (strategy, GPU count), strategies outermost."""
+    """One :func:`~model.explore.search.search` per (strategy, GPU count), strategies outermost
+    (by default every strategy that models the model: SUMMA has no MoE/MLA op table)."""
     if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
         raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
     counts = list(gpu_counts)
+    if strategies is STRATEGIES:
+        strategies = supported_strategies(model)
     return [r for s in strategies
             for r in search_counts(model, system, counts, global_batch, canonical_strategy(s),
                                    compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget,

@@ -182,10 +182,12 @@ _COUNTERS = {
     Kind.LOSS: lambda spec, sh, ctx, b, rows, k: ops.cross_entropy(b, rows, k, ELEMENT_BYTES),
     Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: moe.router(
         b, rows, k, float(ctx.dims["E"]), ELEMENT_BYTES),
+    # the sender's side, on its own T·k routed copies (the busiest GPU's load shows in the
+    # all-to-all it receives and in its expert GEMMs)
     Kind.PERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
-        b, rows, k, ctx.model.top_k * ctx.execution.moe_load, ELEMENT_BYTES),
+        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES),
     Kind.UNPERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
-        b, rows, k, ctx.model.top_k * ctx.execution.moe_load, ELEMENT_BYTES, unpermute=True),
+        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES, unpermute=True),
     Kind.EXPERT_LINEAR: moe.expert_linear,
 }
 _ROUTED = {Kind.BIAS: moe.expert_bias}  # routed ops whose counts differ from the dense op's

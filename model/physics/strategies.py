@@ -25,7 +25,7 @@ from .optable import ar as _ar
 from .optable import rs as _rs
 
 __all__ = ["Axes", "CommSpec", "Kind", "OpSpec", "Strategy", "build_strategy",
-           "canonical_strategy", "model_dims"]
+           "canonical_strategy", "model_dims", "supported_strategies", "supports"]
 
 
 @dataclass(frozen=True)
@@ -271,6 +271,17 @@ _BUILDERS = {
 }
 
 
+def supports(name: str, model: Transformer) -> bool:
+    """Whether strategy ``name`` models ``model``: SUMMA has no MoE, MLA or MTP op table."""
+    return canonical_strategy(name) != "summa" or not (model.moe or model.mla
+                                                         or model.mtp_layers)
+
+
+def supported_strategies(model: Transformer) -> tuple[str, ...]:
+    """The strategies (in :data:`STRATEGIES` order) that model ``model``."""
+    return tuple(name for name in STRATEGIES if supports(name, model))
+
+
 def canonical_strategy(name: str) -> str:
     """'1d' | 'summa' | 'context' from any accepted alias (2d, 2d-seqp, seqp)."""
     key = STRATEGY_NAMES.get(str(name).lower())
@@ -287,7 +298,7 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
     In paper mode there are no embedding, head or loss ops (the paper models only blocks).
     """
     key = canonical_strategy(name)
-    if key == "summa" and (model.moe or model.mla or model.mtp_layers):
+    if not supports(key, model):
         raise ModelError(f"the summa strategy does not model mixture of experts, MLA or MTP "
                          f"('{model.name}'); use 1d or context")
     mode = resolve_mode(compat)
