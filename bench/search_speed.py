@@ -6,8 +6,9 @@ Cases (issue 2): 1D gpt3-1t at 4096 GPUs; SUMMA vit-era5 at 4096 GPUs; and the p
 strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, gpt3-1t on H200 with
 an NVLink domain of 8). Issue 14: DeepSeek-V3 on 2,048 GB200 NVL72 GPUs, every strategy that
 models it (1D and context; SUMMA has no MoE table) with EP and ETP searched, in the default
-model with the newest stack's defaults (every interleaving, the fewest recomputed layers). Each case reports the best of ``--repeat`` runs after one warm-up. The
-machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded. The
+model with the newest stack's defaults (every interleaving, the fewest recomputed layers).
+Each case reports the best of ``--repeat`` runs after one warm-up. The machine's BLAS threads
+are irrelevant (no BLAS is used); the process is single-threaded. The
 estimator's per-process search cache (``model.explore.frontier``) and its remembered shape spaces
 (``model.explore.search``) are emptied before every run, so each run is a search from scratch
 (pruned: only the candidates that can be among the best are priced; every candidate is counted).

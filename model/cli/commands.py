@@ -174,8 +174,9 @@ def build_parser() -> Parser:
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: shared/reference beside the repository)")
-    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra"),
-                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out")
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe"),
+                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; moe: "
+                                       "its DeepSeek-V3 and Qwen3-235B runs")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,
@@ -285,7 +286,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    sets = ("korthikanti", "measurements", "extra") if args.set == "all" else (args.set,)
+    sets = ("korthikanti", "measurements", "extra", "moe") if args.set == "all" else (args.set,)
     frame = run_validation(args.reference, sets)
     stats = validation_summary(frame)
     if args.json:

@@ -25,6 +25,17 @@ one at once (NCCL issues the n − 1 sends and receives together), V·(τ − 1)
 V·(n − τ)/n over its ν NICs, the two tiers in parallel:
 T = max(V·(τ−1)/(n·b_f), V·(n−τ)/(n·ν·b_s)) + λ, λ = λ_f inside one domain, else λ_s.
 No placement beats V·(n−1)/(n·(b_f + ν·b_s)) + min(λ_f, λ_s): max(a/x, b/y) ≥ (a+b)/(x+y).
+
+Deduplicating dispatch (``DISPATCH``: DeepEP, HybridEP — Megatron-Core's flex dispatcher; V
+the bytes of a member's T·k routed copies, k = ``fanout``): a token crosses to each other
+domain holding any of its k experts once, to the same-index GPU there, which forwards the
+copies over NVLink (DeepEP README; DeepSeek-V3 report §3.2.2). With D = n/τ domains and the
+experts drawn uniformly (force-balanced routing), a token reaches (D − 1)·(1 − (1 − 1/D)^k)
+other domains on average, so the NICs carry V/k·(D − 1)·(1 − (1 − 1/D)^k) and NVLink every
+copy not already on its GPU's index, V·(τ − 1)/τ:
+T = max(V·(τ−1)/(τ·b_f), V/k·(D−1)·(1 − (1 − 1/D)^k)/(ν·b_s)) + λ. Inside one domain it is
+the all-to-all. Its lower bound is V·min_τ max(…) at full bandwidth plus min(λ_f, λ_s), the
+minimum over every τ = 1 … n.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ class Collective(IntEnum):
     REDUCE = 4
     P2P = 5
     ALLTOALL = 6
+    DISPATCH = 7
 
 
 def _ring_volume(kind: Collective, v: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -69,6 +81,7 @@ def collective_time_s(
     tau: np.ndarray | int,
     system: System,
     paper: bool = False,
+    fanout: float = 1.0,
 ) -> np.ndarray:
     """Time (s) of one collective of ``kind`` over ``group`` GPUs, ``tau`` per NVLink domain.
 
@@ -84,8 +97,9 @@ def collective_time_s(
     live = (v > 0) & (n > 1)
     if kind == Collective.P2P:  # one hop; slow when the group leaves its domain (τ < n)
         return np.where(live, np.where(t < n, l_s + v / b_s, l_f + v / b_f), 0.0)
-    if kind == Collective.ALLTOALL:
-        return np.where(live, alltoall_s(v, n, np.minimum(t, n), system), 0.0)
+    if kind in (Collective.ALLTOALL, Collective.DISPATCH):
+        dedup = fanout if kind == Collective.DISPATCH else 0.0
+        return np.where(live, alltoall_s(v, n, np.minimum(t, n), system, dedup), 0.0)
     cv = _ring_volume(kind, v, n)
     k = np.floor(n / t)  # domains spanned (τ divides n)
     # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
@@ -110,14 +124,39 @@ def _fall_off(v, n, system: System):
     return b_f, b_s
 
 
-def alltoall_s(v, n, tau, system: System):
-    """All-to-all of V bytes per member over n members, τ per NVLink domain (module docstring):
-    the NVLink share and the NIC share in parallel, plus one step's latency."""
+def _shares(n, tau, fanout: float):
+    """(NVLink, NIC) bytes per byte of V of an all-to-all (``fanout`` 0) or of a deduplicating
+    dispatch of ``fanout`` copies per token (module docstring)."""
+    if not fanout:
+        return (tau - 1) / n, (n - tau) / n
+    domains = n / tau
+    reached = (domains - 1) * (1 - (1 - 1 / domains) ** fanout)
+    return (tau - 1) / tau, reached / fanout
+
+
+def alltoall_s(v, n, tau, system: System, fanout: float = 0.0):
+    """All-to-all of V bytes per member over n members, τ per NVLink domain, or with
+    ``fanout`` k a deduplicating dispatch (module docstring): the NVLink share and the NIC
+    share in parallel, plus one step's latency."""
     b_f, b_s = _fall_off(v, n, system)
-    inside = v * (tau - 1) / n / b_f
-    across = v * (n - tau) / n / (system.nics_per_gpu * b_s)
+    fast, slow = _shares(n, tau, fanout)
+    inside = v * fast / b_f
+    across = v * slow / (system.nics_per_gpu * b_s)
     latency = np.where(tau >= n, system.nvlink_latency_s, system.network_latency_s)
     return np.maximum(inside, across) + latency
+
+
+def _dispatch_floor(n, fanout: float, system: System):
+    """min over τ = 1 … n of the deduplicating dispatch's seconds per byte, per member count
+    (full bandwidth, no latency)."""
+    n = np.asarray(n, dtype=float)
+    out = np.empty_like(n)
+    b_f, b_s = system.fast_bytes_per_s, system.nics_per_gpu * system.slow_bytes_per_s
+    for size in np.unique(n):
+        tau = np.arange(1, int(size) + 1, dtype=float)
+        fast, slow = _shares(size, tau, fanout)
+        out[n == size] = np.min(np.maximum(fast / b_f, slow / b_s))
+    return out
 
 
 def p2p_messages_s(volume_bytes, system: System, paper: bool = False):
@@ -167,7 +206,7 @@ def overlapped_s(t_comm, t_compute, slowdown: float):
 
 
 def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: System,
-                             paper: bool = False) -> np.ndarray:
+                             paper: bool = False, fanout: float = 1.0) -> np.ndarray:
     """A lower bound of :func:`collective_time_s` at every placement τ of the group: the
     smaller of the flat slow ring (τ = 1) and full NVLink bandwidth with the cheaper latency on
     every step (the hierarchical and single-domain rings cost at least that), at full bandwidth
@@ -182,6 +221,9 @@ def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: Syst
     if kind == Collective.ALLTOALL:
         both = b_f + system.nics_per_gpu * b_s  # the two tiers at once, at full bandwidth
         return np.where(live, v * (n - 1) / np.maximum(n, 1.0) / both + min(l_f, l_s), 0.0)
+    if kind == Collective.DISPATCH:
+        floor = _dispatch_floor(np.broadcast_to(n, np.broadcast(v, n).shape), fanout, system)
+        return np.where(live, v * floor + min(l_f, l_s), 0.0)
     cv = _ring_volume(kind, v, n)
     flat = l_s * (n - 1) + cv / max(b_s, system.nics_per_gpu * b_s)
     out = np.minimum(flat, min(l_s, l_f) * (n - 1) + cv / b_f)

@@ -173,14 +173,18 @@ def _mlp(prefix: str, ffn_in: str, ffn: str, base: Axes, comms: dict, share: str
     return ops
 
 
-def moe_rows(model: Transformer, base: Axes, comms: dict) -> list[OpSpec]:
+def moe_rows(model: Transformer, base: Axes, comms: dict, dedup: bool = False
+             ) -> list[OpSpec]:
     """The MoE layer's rows (share "moe"), routed part and shared experts (module docstring).
-    Tokens stay on their sequence shard ``base`` + tp1."""
+    Tokens stay on their sequence shard ``base`` + tp1. ``dedup``: the flex dispatcher
+    (DeepEP / HybridEP) sends a token once per remote NVLink domain
+    (:mod:`model.physics.collectives`), else NCCL's all-to-all sends every copy."""
     rows = base + TP1
     routed = dict(rows=rows, share="moe", routed=True)
+    swap = (a2a("dispatch", EP, dedup),)
     ops = [OpSpec("moe/router", Kind.ROUTER, k="e", n="E", rows=rows, share="moe"),
-           OpSpec("moe/dispatch", Kind.PERMUTE, k="e", rows=rows, share="moe",
-                  fwd=(a2a("dispatch", EP),), bwd=(a2a("dispatch", EP),)),
+           OpSpec("moe/dispatch", Kind.PERMUTE, k="e", rows=rows, share="moe", fwd=swap,
+                  bwd=swap),
            OpSpec("moe/fc1", Kind.EXPERT_LINEAR, k="e", n="fe_in", n_shard=ETP,
                   fwd=(ag("etp", ETP),), bwd=(rs("etp", ETP),), **routed)]
     if model.mlp_bias:
@@ -191,7 +195,7 @@ def moe_rows(model: Transformer, base: Axes, comms: dict) -> list[OpSpec]:
     if model.mlp_bias:
         ops.append(OpSpec("moe/fc2_bias", Kind.BIAS, k="e", **routed))
     ops.append(OpSpec("moe/combine", Kind.UNPERMUTE, k="e", rows=rows, share="moe",
-                      fwd=(a2a("dispatch", EP),), bwd=(a2a("dispatch", EP),)))
+                      fwd=swap, bwd=swap))
     if model.shared_ffn:
         ops += _mlp("shared", "fs_in", "fs", base, comms, "moe", model.mlp_bias)
     return ops

@@ -98,5 +98,6 @@ def ar(volume: str, axes: Axes) -> CommSpec:
     return CommSpec(Collective.ALLREDUCE, volume, axes)
 
 
-def a2a(volume: str, axes: Axes) -> CommSpec:
-    return CommSpec(Collective.ALLTOALL, volume, axes)
+def a2a(volume: str, axes: Axes, dedup: bool = False) -> CommSpec:
+    """An all-to-all, or with ``dedup`` a deduplicating dispatch (DeepEP / HybridEP)."""
+    return CommSpec(Collective.DISPATCH if dedup else Collective.ALLTOALL, volume, axes)

@@ -175,7 +175,7 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
         kv_bwd, kv_panels = kv + ((_rs("kv", TP2),) if context else ()), None
     if model.moe:
         mlp = (moe.dense_mlp_rows(model, base, mlp_comms) if model.dense_layers else []) + (
-            moe.moe_rows(model, base, mlp_comms))
+            moe.moe_rows(model, base, mlp_comms, ex.ep_dispatcher == "flex"))
     else:
         mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1,
                       fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"]),

@@ -76,6 +76,9 @@ class Execution:
       another (Megatron-Core's 1F1B all-to-all overlap, ``--overlap-moe-expert-parallel-comm``:
       the forward of one microbatch merged with the backward of the previous one); off, they
       are exposed.
+    * ``ep_dispatcher``: how the tokens travel to their experts: ``alltoall`` (NCCL's all-to-all,
+      a copy per routed expert) or ``flex`` (Megatron-Core's flex dispatcher with DeepEP or
+      HybridEP: each token crosses to another NVLink domain once, then fans out over NVLink).
     * ``moe_capacity_factor``: 0 is dropless routing; c > 0 gives every expert c × the mean
       tokens per expert, dropping beyond and padding below (Megatron-Core's
       ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``, as the
@@ -99,6 +102,7 @@ class Execution:
     ends_count_as_layers: bool = False
     dp_overlap: bool = True
     ep_overlap: bool = False
+    ep_dispatcher: str = "alltoall"
     moe_capacity_factor: float = 0.0
     moe_imbalance: float = 1.0
 
@@ -123,6 +127,9 @@ class Execution:
         if self.context_attention not in ("allgather", "ring"):
             raise ModelError("context_attention must be 'allgather' or 'ring', "
                              f"got {self.context_attention!r}")
+        if self.ep_dispatcher not in ("alltoall", "flex"):
+            raise ModelError("ep_dispatcher must be 'alltoall' or 'flex', "
+                             f"got {self.ep_dispatcher!r}")
         if self.offload not in OFFLOAD:
             raise ModelError(f"offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
         if self.zero not in ZERO_STAGES:
@@ -192,8 +199,8 @@ def resolve_execution(value: object) -> Execution:
 
 MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap",
-           "offload", "ends_count_as_layers", "dp_overlap", "ep_overlap", "moe_capacity_factor",
-           "moe_imbalance")
+           "offload", "ends_count_as_layers", "dp_overlap", "ep_overlap", "ep_dispatcher",
+           "moe_capacity_factor", "moe_imbalance")
 
 
 def execution_variants(value: object) -> list[Execution]:
