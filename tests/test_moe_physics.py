@@ -52,6 +52,25 @@ def test_alltoall_lower_bound_below_every_placement(h100, nics, half):
         assert np.all(bound > 0)
 
 
+def test_flex_dispatch_crosses_each_remote_domain_once(h100):
+    """DeepEP / HybridEP: a token goes once to each other domain holding one of its k experts
+    (3 of 4 domains, each with probability 1 − (3/4)^8), then over NVLink to its GPUs."""
+    v, n, k = 1e8, 32, 8
+    nic = v / k * 3 * (1 - 0.75 ** k) / (h100.nics_per_gpu * h100.slow_bytes_per_s)
+    nvl = v * 7 / 8 / h100.fast_bytes_per_s
+    flex = float(collective_time_s(Collective.DISPATCH, v, n, 8, h100, fanout=k))
+    assert flex == pytest.approx(max(nic, nvl) + h100.network_latency_s)
+    plain = float(collective_time_s(A2A, v, n, 8, h100))
+    assert flex < plain / 2
+    inside = collective_time_s(Collective.DISPATCH, v, 8, 8, h100, fanout=k)
+    assert float(inside) == pytest.approx(float(collective_time_s(A2A, v, 8, 8, h100)))
+    for size in (2, 16, 64):
+        bound = collective_lower_bound_s(Collective.DISPATCH, v, size, h100, fanout=k)
+        exact = [collective_time_s(Collective.DISPATCH, v, size, t, h100, fanout=k)
+                 for t in range(1, size + 1)]
+        assert float(bound) <= float(np.min(exact)) + 1e-15
+
+
 def _qwen30b():
     return load_model("qwen3-30b-a3b").with_overrides(vocab=0, tied_embeddings=False)
 

@@ -80,6 +80,7 @@ CASES = [
     ("deepseek-v3-small", "b200", None, {"zero": 3, "moe_capacity_factor": 1.25,
                                         "recompute": "full"}),
     ("gpt-oss-small", "h100", None, {"precision": "fp8", "tp_overlap": True}),
+    ("deepseek-v3-small", "h100", None, {"ep_dispatcher": "flex", "ep_overlap": True}),
 ]
 MOE_MODELS = {  # a few layers and experts of the presets: the same op tables, fewer candidates
     "deepseek-v3-small": lambda: load_model("deepseek-v3").with_overrides(
