@@ -47,7 +47,9 @@ def test_stacks_lists_every_preset_with_its_defaults_and_error_bar(capsys):
     for s in listed:
         assert f"{s['name']}{' (default)' if s['default'] else ''}: released {s['released']}" \
             in text
-    assert text.count("leave-one-source-out cross-validation") == len(listed)
+    # each stack: the error bar of dense and of mixture-of-experts predictions
+    assert text.count("leave-one-source-out") == 2 * len(listed)
+    assert text.count("MoE runs") == len(listed)
 
 
 def test_the_error_bar_is_the_cross_validated_error_of_the_stack_or_of_all():

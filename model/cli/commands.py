@@ -25,7 +25,12 @@ from ..errors import ModelError
 from ..explore.ablation import ablation
 from ..explore.rules import explain
 from ..explore.search import DEFAULT_BUDGET, evaluate, search
-from ..physics.strategies import STRATEGIES, TRAITS, build_strategy, canonical_strategy
+from ..physics.strategies import (
+    TRAITS,
+    build_strategy,
+    canonical_strategy,
+    supported_strategies,
+)
 from ..specs.hardware import System, load_system
 from ..specs.stack import NONE, load_stack
 from ..specs.transformer import Transformer, load_model
@@ -42,12 +47,15 @@ EXIT_INTERNAL = 1
 MAX_INT = 10**15  # far beyond any valid value; keeps numpy int64 comparisons exact
 DEFAULT_GLOBAL_BATCH = 4096  # samples per iteration, as in the paper (arXiv 2410.00273)
 PIN_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),
+               ("--ep", "ep"), ("--etp", "etp"),
                ("--microbatch", "microbatch"), ("--nb", "nb"), ("--nv-tp1", "nv_tp1"),
                ("--nv-tp2", "nv_tp2"), ("--nv-dp", "nv_dp"), ("--nv-pp", "nv_pp"))
 PIN_HELP = {
     "tp1": "tensor-parallel size (tp1: hidden features / heads)",
     "tp2": "second tensor-parallel size (tp2: SUMMA rows / context sequence); summa, context",
     "pp": "pipeline stages", "dp": "data-parallel replicas", "microbatch": "microbatch size",
+    "ep": "expert parallel size (MoE layers; ep·etp divides tp·cp·dp)",
+    "etp": "expert tensor parallel size (MoE layers)",
     "nb": "SUMMA panel count (summa only)",
     "nv_tp1": "GPUs of one NVLink domain along tp1", "nv_tp2": "… along tp2",
     "nv_dp": "… along dp", "nv_pp": "… along pp",
@@ -150,6 +158,8 @@ def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
         flags = {"tp1": (flag, "--tp1"), "tp2": (flag, "--cp")}.get(dest, (flag,))
         default = 1 if dest == "tp2" and required else None
         extra = " (default: 1)" if default == 1 else ""
+        if not required and dest in ("ep", "etp"):  # evaluate: the Megatron default 1
+            extra = ""
         group.add_argument(*flags, dest=dest, type=positive_int, required=dest in required,
                            default=default, metavar=dest.upper().replace("_", "-"),
                            help=PIN_HELP[dest] + extra)
@@ -185,8 +195,9 @@ def build_parser(prog: str = "python -m model") -> Parser:
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: the published runs in the package, model/data/reference)")
-    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra"),
-                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out")
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe"),
+                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; moe: "
+                                       "its DeepSeek-V3 and Qwen3-235B runs")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,
@@ -239,11 +250,11 @@ def _stack_name(args: argparse.Namespace) -> str | None:
     return load_stack(args.stack).name
 
 
-def _error_bar(args: argparse.Namespace) -> ErrorBar | None:
+def _error_bar(args: argparse.Namespace, model: Transformer) -> ErrorBar | None:
     """The cross-validated error bar of the command's predictions: none in the paper mode (the
     paper's constants) or without a stack (the system's own, uncalibrated, efficiencies)."""
     name = _stack_name(args)
-    return None if name in (None, NONE) else error_bar(name)
+    return None if name in (None, NONE) else error_bar(name, model.moe)
 
 
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
@@ -258,7 +269,7 @@ def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
 def run_search(args: argparse.Namespace) -> int:
     csv_path = _csv_target(args.csv) if args.csv else None
     model, system = _load(args)
-    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    strategies = supported_strategies(model) if args.strategy == "all" else (args.strategy,)
     pins = _pins(args)
     _check_pins(strategies, pins)
     start = time.perf_counter()
@@ -282,11 +293,12 @@ def run_search(args: argparse.Namespace) -> int:
                 "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
                 "stack": _stack_name(args), "searched": results[0].searched,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
-        _print_json(cli_format.search_json(results, reasons, elapsed, meta, _error_bar(args)))
+        bar = _error_bar(args, model)
+        _print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
-                                              _error_bar(args)))
+                                              _error_bar(args, model)))
     return 0
 
 
@@ -301,20 +313,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
     model, system = _load(args)
     pins = _pins(args)
     _check_pins((args.strategy,), pins)
+    pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
     ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
                   execution=execution_from_args(args, searching=False), stack=args.stack,
                   **pins)
     if args.json:
-        _print_json({**cli_format.evaluation_json(ev, _error_bar(args)),
+        _print_json({**cli_format.evaluation_json(ev, _error_bar(args, model)),
                      "stack": _stack_name(args)})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title, _error_bar(args)))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model)))
     return 0
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    sets = ("korthikanti", "measurements", "extra") if args.set == "all" else (args.set,)
+    sets = ("korthikanti", "measurements", "extra", "moe") if args.set == "all" else (args.set,)
     frame = run_validation(args.reference, sets)
     stats = validation_summary(frame)
     if args.json:

@@ -22,6 +22,7 @@ CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb",
                "nv_tp2", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage")
 PLACEMENT_KEYS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 BREAKDOWN = (("compute", "t_compute_s"), ("memory", "t_memory_s"), ("tp_comm", "t_tp_comm_s"),
+             ("ep_comm", "t_ep_comm_s"),
              ("pp_comm", "t_pp_comm_s"), ("dp_comm", "t_dp_comm_s"), ("bubble", "t_bubble_s"),
              ("optimizer", "t_optimizer_s"), ("offload", "t_offload_s"))
 MEMORY = (("weights", "weights_gb"), ("gradients", "gradients_gb"),
@@ -118,9 +119,11 @@ def placement(row: pd.Series) -> str:
 
 
 def config_line(row: pd.Series) -> str:
+    experts = (f", ep {int(row['ep'])} · etp {int(row['etp'])}"
+               if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1 else "")
     return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · tp2 {int(row['tp2'])} · "
-            f"pp {int(row['pp'])}, microbatch {int(row['microbatch'])}, nb {int(row['nb'])}, "
-            f"placement {placement(row)}")
+            f"pp {int(row['pp'])}{experts}, microbatch {int(row['microbatch'])}, "
+            f"nb {int(row['nb'])}, placement {placement(row)}")
 
 
 def breakdown_line(row: pd.Series) -> str:

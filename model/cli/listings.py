@@ -67,7 +67,8 @@ def format_models(models: list[Transformer]) -> str:
 def stack_info(stack: Stack) -> dict[str, Any]:
     """A stack preset with whether it is the default and its cross-validated error bar."""
     return {**stack.to_dict(), "default": stack.name == default_stack_name(),
-            "error_bar": error_bar(stack.name).to_dict()}
+            "error_bar": error_bar(stack.name).to_dict(),
+            "moe_error_bar": error_bar(stack.name, moe=True).to_dict()}
 
 
 def _efficiencies(stack: Stack) -> str:
@@ -83,7 +84,8 @@ def format_stacks(stacks: list[Stack]) -> str:
         sets = ", ".join(f"{k} {v}" for k, v in s.execution.items()) or "-"
         lines = [s.description, f"source: {s.source}", f"execution defaults: {sets}",
                  f"GEMM efficiency (fraction of peak): {_efficiencies(s)}",
-                 f"predictions: {error_bar(s.name).text}"]
+                 f"predictions: {error_bar(s.name).text}; mixture of experts: "
+                 f"{error_bar(s.name, moe=True).text}"]
         blocks.append("\n".join([f"{s.name}{default}: released {s.released}", *(
             textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
                           break_on_hyphens=False)

@@ -52,8 +52,8 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
                    help="ZeRO stage: 0 replicated optimizer, 1 distributed optimizer (default), "
                         "2 + gradients, 3 + weights (FSDP)")
     g.add_argument("--precision", choices=PRECISIONS,
-                   help="matmul precision (default bf16; fp8 and mxfp8 need the system's FP8 "
-                        "rate, nvfp4 its FP4 rate)")
+                   help="matmul precision (default bf16; fp8, mxfp8 and nvfp4 need the "
+                        "system's FP8/FP4 rate)")
     g.add_argument("--tp-overlap", action=argparse.BooleanOptionalAction, default=None,
                    help="overlap tensor-parallel collectives with the matmuls (default: off)")
     g.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None,

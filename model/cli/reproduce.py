@@ -63,6 +63,8 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
                                                           != "summa"):
             continue  # not a dimension of this strategy (evaluate takes 1)
         argv += [flag, str(int(row[col]))]
+    if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1:  # expert layers (evaluate: 1)
+        argv += ["--ep", str(int(row["ep"])), "--etp", str(int(row["etp"]))]
     if args.compat:
         return argv + ["--compat", args.compat]  # the paper mode has one execution
     if args.stack is not None:

@@ -16,8 +16,10 @@ from ..specs.transformer import Transformer
 from .space import COLUMNS
 
 GB = 1e9
-TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp_comm_s",
-                "t_bubble_s", "t_optimizer_s", "t_offload_s")
+# the components of the iteration time (they add up to it); t_ep_comm_s: the exposed
+# expert-parallel all-to-all of a mixture of experts (0 for a dense model)
+TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_ep_comm_s", "t_pp_comm_s",
+                "t_dp_comm_s", "t_bubble_s", "t_optimizer_s", "t_offload_s")
 MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
 
 
@@ -32,7 +34,9 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     samples/s / 86400 (NaN without a budget); days_per_1t_tokens = 1e12 / tokens/s / 86400;
     tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute); mfu = that / the
     dense matrix peak of the precision the matmuls run in (``mfu_peak_tflops``: the FP8 peak
-    for fp8, else the fp16/bf16 one); hfu counts recomputed FLOPs too. ``constants`` are extra
+    for fp8, else the fp16/bf16 one); hfu counts recomputed FLOPs too;
+    model_flops_per_token = the model's 6 × active parameters + attention convention
+    (:mod:`model.specs.params`; with experts, the routed ones only). ``constants`` are extra
     columns with one value for every row: the execution's choices (its ``precision`` picks the
     peak).
     """
@@ -61,6 +65,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         "mfu": res["model_flop_per_gpu"][idx] / t / peak,
         "hfu": res["flop_per_gpu"][idx] / t / peak,
         "mfu_peak_tflops": peak / 1e12,
+        "model_flops_per_token": model.model_flops_per_token,
     })
     for name in TIME_COLUMNS:
         data[name] = res[name][idx]

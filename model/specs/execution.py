@@ -79,6 +79,20 @@ class Execution:
       before its backward, each transfer under a layer's compute) — Megatron-Core's
       ``cpu_offloading_num_layers`` (Transformer Engine's CPU offload context), as the
       Megatron-Bridge recipes of large models on Grace-Blackwell use it.
+    * ``ep_overlap``: the expert-parallel all-to-alls of one microbatch overlap the compute of
+      another (Megatron-Core's 1F1B all-to-all overlap, ``--overlap-moe-expert-parallel-comm``:
+      the forward of one microbatch merged with the backward of the previous one); off, they
+      are exposed.
+    * ``ep_dispatcher``: how the tokens travel to their experts: ``alltoall`` (NCCL's all-to-all,
+      a copy per routed expert) or ``flex`` (Megatron-Core's flex dispatcher with DeepEP or
+      HybridEP: each token crosses to another NVLink domain once, then fans out over NVLink).
+    * ``moe_capacity_factor``: 0 is dropless routing; c > 0 gives every expert c × the mean
+      tokens per expert, dropping beyond and padding below (Megatron-Core's
+      ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``, as the
+      token-drop benchmark recipes run).
+    * ``moe_imbalance``: dropless routing, the tokens of the busiest GPU's experts over the mean
+      (1.0: force-balanced, as published benchmarks run; real routing is not): the step waits
+      for that GPU's expert GEMMs and all-to-alls.
     """
 
     recompute: str = "selective"
@@ -96,12 +110,21 @@ class Execution:
     dp_overlap: bool = True
     dp_bucket_mb: float = 0.0
     offload_layers: int = 0
+    ep_overlap: bool = False
+    ep_dispatcher: str = "alltoall"
+    moe_capacity_factor: float = 0.0
+    moe_imbalance: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-                     "ends_count_as_layers", "dp_overlap"):
+                     "ends_count_as_layers", "dp_overlap", "ep_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name, lo in (("moe_capacity_factor", 0.0), ("moe_imbalance", 1.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    lo <= value <= 64.0):
+                raise ModelError(f"{name} must be a number in [{lo:g}, 64], got {value!r}")
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         if self.recompute not in RECOMPUTE:
@@ -116,6 +139,9 @@ class Execution:
         b = self.dp_bucket_mb
         if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1e6:
             raise ModelError(f"dp_bucket_mb must be a number in [0, 1e6] MB, got {b!r}")
+        if self.ep_dispatcher not in ("alltoall", "flex"):
+            raise ModelError("ep_dispatcher must be 'alltoall' or 'flex', "
+                             f"got {self.ep_dispatcher!r}")
         if self.offload not in OFFLOAD:
             raise ModelError(f"offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
         if self.zero not in ZERO_STAGES:
@@ -156,6 +182,12 @@ class Execution:
         d = np.asarray(layers, dtype=float)
         return np.minimum(np.asarray(r, dtype=float), d) / np.maximum(d, 1.0)
 
+    @property
+    def moe_load(self) -> float:
+        """Tokens the busiest GPU's experts process over the mean: the capacity factor when
+        tokens are dropped and padded to capacity, else the imbalance."""
+        return float(self.moe_capacity_factor or self.moe_imbalance)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -188,7 +220,8 @@ MAX_VARIANTS = 64
 # the recomputed layers are columns of each configuration: model.explore.report)
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
-           "dp_overlap", "dp_bucket_mb", "offload_layers")
+           "dp_overlap", "dp_bucket_mb", "offload_layers", "ep_overlap", "ep_dispatcher",
+           "moe_capacity_factor", "moe_imbalance")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 

@@ -31,6 +31,7 @@ class ErrorBar:
     max_pct: float  # the largest of them
     runs: int  # how many firm runs the figures come from
     scope: str  # the stack they come from, or ALL
+    kind: str = ""  # "MoE " for the mixture-of-experts runs, else empty
 
     @property
     def text(self) -> str:
@@ -38,7 +39,7 @@ class ErrorBar:
         every stack"."""
         where = " of every stack" if self.scope == ALL else f" of {self.scope}"
         return (f"±{self.mean_pct:.1f} % (max {self.max_pct:.0f} %) from leave-one-source-out "
-                f"cross-validation on {self.runs} runs{where}")
+                f"cross-validation on {self.runs} {self.kind}runs{where}")
 
     def time_range(self, seconds: float) -> tuple[float, float]:
         """The range of a predicted duration (iteration time, days): ± the mean error."""
@@ -51,23 +52,26 @@ class ErrorBar:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mean_pct": self.mean_pct, "max_pct": self.max_pct, "runs": self.runs,
-                "scope": self.scope, "text": self.text}
+                "scope": self.scope, "moe": bool(self.kind), "text": self.text}
 
 
 @functools.cache
-def _firm_errors() -> tuple[tuple[str, float], ...]:
-    """(stack, |relative error| in percent) of every firm cross-validated run."""
+def _firm_errors(moe: bool) -> tuple[tuple[str, float], ...]:
+    """(stack, |relative error| in percent) of every firm cross-validated run (dense, or the
+    mixture-of-experts runs)."""
     data = json.loads(CROSS_VALIDATION.read_text())
+    runs = data["moe"]["runs"] if moe else data["runs"]
     return tuple((run["stack"], 100 * abs(run["cross_validated_s"] / run["measured_s"] - 1))
-                 for run in data["runs"] if not run["uncertain"])
+                 for run in runs if not run["uncertain"])
 
 
-def error_bar(stack: str | None = None) -> ErrorBar:
+def error_bar(stack: str | None = None, moe: bool = False) -> ErrorBar:
     """The error bar of a prediction made with ``stack`` (a preset name; None or one without
-    enough firm runs: every stack's runs)."""
-    runs = _firm_errors()
+    enough firm runs: every stack's runs) for a dense or a mixture-of-experts (``moe``) model."""
+    runs = _firm_errors(moe)
+    kind = "MoE " if moe else ""
     own = [err for name, err in runs if name == stack]
     if len(own) >= MIN_RUNS:
-        return ErrorBar(sum(own) / len(own), max(own), len(own), str(stack))
+        return ErrorBar(sum(own) / len(own), max(own), len(own), str(stack), kind)
     every = [err for _, err in runs]
-    return ErrorBar(sum(every) / len(every), max(every), len(every), ALL)
+    return ErrorBar(sum(every) / len(every), max(every), len(every), ALL, kind)
