@@ -51,14 +51,19 @@ def moe_rows(moe_curves):
     return pd.DataFrame(cross_validate(moe_curves))
 
 
-def test_stored_cross_validation_is_current(rows):
-    """bench/calibrate.py --write stored this table; it must match the code and the data."""
-    stored = pd.DataFrame(json.loads(STORED.read_text())["sources"])
+def _assert_stored(stored_sources: list[dict], rows: pd.DataFrame) -> None:
+    """A table ``bench/calibrate.py --write`` stored equals what the code computes now."""
+    stored = pd.DataFrame(stored_sources)
     now = error_table(rows)
     assert list(stored["source"]) == list(now["source"])
     cols = ["in_sample_mean_pct", "in_sample_max_pct", "cross_validated_mean_pct",
             "cross_validated_max_pct"]
     pd.testing.assert_frame_equal(stored[cols], now[cols], atol=0.01, check_dtype=False)
+
+
+def test_stored_cross_validation_is_current(rows):
+    """bench/calibrate.py --write stored this table; it must match the code and the data."""
+    _assert_stored(json.loads(STORED.read_text())["sources"], rows)
 
 
 def test_stack_presets_carry_their_fit(curves):
@@ -107,13 +112,10 @@ def test_recipe_memory_strategies_belong_to_their_runs():
         assert not case.skip
         for key in ("offload_layers", "recompute_layers"):
             assert case.execution[key] == entry.get(key, 0) == recipe_memory(run_id)[key]
+
+
 def test_stored_moe_cross_validation_is_current(moe_rows):
-    stored = pd.DataFrame(json.loads(STORED.read_text())["moe"]["sources"])
-    now = error_table(moe_rows)
-    assert list(stored["source"]) == list(now["source"])
-    cols = ["in_sample_mean_pct", "in_sample_max_pct", "cross_validated_mean_pct",
-            "cross_validated_max_pct"]
-    pd.testing.assert_frame_equal(stored[cols], now[cols], atol=0.01, check_dtype=False)
+    _assert_stored(json.loads(STORED.read_text())["moe"]["sources"], moe_rows)
 
 
 def test_stack_presets_carry_their_expert_fit(moe_curves):
