@@ -40,6 +40,10 @@ FIELDS = (
     Field("tied_embeddings", bool, "LM head shares the embedding matrix", default=False),
     Field("tokens", float, "training budget in tokens (none: days per 1T tokens only)", 1, 1e18),
     Field("samples", float, "training budget in samples (sequences)", 1, 1e18),
+    Field("global_batch", int, "the published global batch, samples (sequences) per optimizer "
+          "step (none: not published)", 1, 100_000_000),
+    Field("global_batch_source", str, "where the published global batch comes from",
+          default=""),
 )
 
 
@@ -64,6 +68,8 @@ class Transformer:
     tied_embeddings: bool
     tokens: float | None
     samples: float | None
+    global_batch: int | None = None
+    global_batch_source: str = ""
 
     @property
     def training_samples(self) -> float | None:
