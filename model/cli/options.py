@@ -62,6 +62,10 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
                    help="accumulate and reduce gradients in fp32 (Megatron main_grad)")
     g.add_argument("--offload", choices=("none", "optimizer", "activations", "weights", "all"),
                    help="keep these in the host memory tier (the system's host_* figures)")
+    g.add_argument("--offload-layers", type=int, metavar="N",
+                   help="without --offload activations: move N layers' activations of each "
+                        "pipeline stage to host memory (Megatron's cpu_offloading_num_layers; "
+                        "default 0)")
     g.add_argument("--context-attention", choices=("allgather", "ring"),
                    help="context parallelism (--cp): gather K/V, or ring attention (overlapped)")
 
@@ -72,7 +76,7 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
              "precision": args.precision, "tp_overlap": args.tp_overlap,
              "flash_attention": args.flash_attention, "fp32_gradients": args.fp32_gradients,
              "context_attention": args.context_attention, "offload": args.offload,
-             "recompute_layers": args.recompute_layers}
+             "recompute_layers": args.recompute_layers, "offload_layers": args.offload_layers}
     given = {k: v for k, v in given.items() if v is not None}
     recompute, interleave = args.recompute, args.interleave
     if args.compat == "paper":

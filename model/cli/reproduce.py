@@ -21,7 +21,7 @@ CONFIG_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "d
                   ("--nv-tp2", "nv_tp2"), ("--nv-dp", "nv_dp"), ("--nv-pp", "nv_pp"))
 # execution columns given as --name VALUE, and the on/off ones as --name / --no-name
 VALUE_OPTIONS = ("recompute", "recompute_layers", "interleave", "zero", "precision", "offload",
-                 "context_attention")
+                 "context_attention", "offload_layers")
 PINNED = tuple(DEFAULT_SEARCH)  # searched unless given: the row's value is always given
 SWITCH_OPTIONS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients")
 

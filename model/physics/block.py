@@ -97,7 +97,7 @@ class Ctx:
                              f"({precision.peak_field} = 0); choose bf16 or fp16")
         eta = system.gemm_efficiency(precision.efficiency_key)
         attention = system.attention_efficiency or system.flop_efficiency
-        if ex.offload != "none" and (system.host_memory_gb <= 0
+        if (ex.offload != "none" or ex.offload_layers) and (system.host_memory_gb <= 0
                                      or system.host_bandwidth_gb_per_s <= 0):
             raise ModelError(f"system '{system.name}' has no host memory tier "
                              "(host_memory_gb, host_bandwidth_gb_per_s); offload needs one")

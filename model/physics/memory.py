@@ -18,7 +18,8 @@ optimizer state and activations, and what lives in host memory:
 * offload (ZeRO-Offload / Infinity, Ren et al. 2021, Rajbhandari et al. 2021) moves the
   optimizer state, the weights and gradients (HBM keeps two blocks' worth of each: the one
   computing and the one in transfer) or the activations (HBM keeps two blocks' worth) to host
-  memory.
+  memory; partial activation offload moves N layers' activations of each stage (Megatron-Core's
+  ``cpu_offloading_num_layers``, Transformer Engine's CPU offload context).
 """
 
 from __future__ import annotations
@@ -111,18 +112,25 @@ def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, po
         return out
 
     held, grads, optimizer = (pick([p[i] for p in parts]) for i in range(3))
+    rank_of_stage = (0, np.maximum(pp - 1, 0), np.minimum(1, pp))[:len(stages)]
     return {"weights_bytes": held + gathered, "gradients_bytes": grads,
             "optimizer_bytes": optimizer,
             "activations_bytes": pick([a for _, a in stages]),
             "params_bytes": pick([w for w, _ in stages]),
-            "memory_bytes": pick(totals)}
+            "memory_bytes": pick(totals),
+            # the binding stage's blocks and microbatches in flight (what partial offload moves)
+            "stage_layers": pick([ends, ends, d][:len(stages)]),
+            "in_flight": pick([in_flight_microbatches(pp, n_mb, interleave, r)
+                               for r in rank_of_stage])}
 
 
 def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_bytes,
                    grad_factor: float, ex: Execution) -> dict[str, np.ndarray]:
     """Move the offloaded parts of the binding stage's memory to ``host_bytes``: HBM keeps two
-    blocks' worth of what is offloaded (the block computing and the one in transfer)."""
-    if ex.offload == "none":
+    blocks' worth of what is offloaded (the block computing and the one in transfer). Partial
+    activation offload (``offload_layers`` N) moves min(N, D)·f blocks' activations of the
+    binding stage's D blocks and f microbatches in flight."""
+    if ex.offload == "none" and not ex.offload_layers:
         return {**mem, "host_bytes": np.zeros_like(mem["memory_bytes"])}
     out = dict(mem)
     host = np.zeros_like(mem["memory_bytes"])
@@ -138,6 +146,12 @@ def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_byt
         keep_a = np.minimum(out["activations_bytes"], 2 * block_act_bytes)
         host = host + out["activations_bytes"] - keep_a
         out["activations_bytes"] = keep_a
+    elif ex.offload_layers:  # N layers' activations of every microbatch in flight
+        moved = (np.minimum(ex.offload_layers, mem["stage_layers"]) * mem["in_flight"]
+                 * block_act_bytes)
+        back = np.minimum(moved, 2 * block_act_bytes)  # the layer computing, the one in transfer
+        host = host + moved - back
+        out["activations_bytes"] = out["activations_bytes"] - moved + back
     out["memory_bytes"] = (out["weights_bytes"] + out["gradients_bytes"]
                            + out["optimizer_bytes"] + out["activations_bytes"])
     out["host_bytes"] = host

@@ -81,6 +81,11 @@ class Execution:
       Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
       CPU), ``activations`` (written out after each block's forward, read back for its
       backward), ``weights`` (weights and gradients streamed per block), or ``all``.
+    * ``offload_layers``: without activation offload, the activations of this many layers of
+      each pipeline stage go to host memory (written after the layer's forward, read back
+      before its backward, each transfer under a layer's compute) — Megatron-Core's
+      ``cpu_offloading_num_layers`` (Transformer Engine's CPU offload context), as the
+      Megatron-Bridge recipes of large models on Grace-Blackwell use it.
     """
 
     recompute: str = "selective"
@@ -97,6 +102,7 @@ class Execution:
     ends_count_as_layers: bool = False
     dp_overlap: bool = True
     dp_bucket_mb: float = 0.0
+    offload_layers: int = 0
 
     def __post_init__(self) -> None:
         for name in FLAGS:
@@ -118,6 +124,17 @@ class Execution:
         if r != AUTO and not _whole(r, 10_000):
             raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
                              f"got {r!r}")
+        if not _whole(self.offload_layers, 10_000):
+            raise ModelError("offload_layers must be an integer in [0, 10000], got "
+                             f"{self.offload_layers!r}")
+        self._check_combinations()
+
+    def _check_combinations(self) -> None:
+        """Options that exclude each other."""
+        if self.offload_layers and self.offloads("activations"):
+            raise ModelError("offload_layers applies without activation offload (offload "
+                             f"'{self.offload}' moves every layer's activations already)")
+        r = self.recompute_layers
         if r and r != AUTO and self.recompute == "full":
             raise ModelError("recompute_layers applies with recompute none or selective "
                              "(full already recomputes every layer)")
@@ -186,7 +203,7 @@ MAX_VARIANTS = 64
 # the recomputed layers are columns of each configuration: model.explore.report)
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
-           "dp_overlap", "dp_bucket_mb")
+           "dp_overlap", "dp_bucket_mb", "offload_layers")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 

@@ -32,7 +32,7 @@ from ..explore.search import evaluate, search
 from ..specs.hardware import System, load_system
 from ..specs.schema import DATA_DIR
 from ..specs.transformer import Transformer, transformer_from_dict
-from .sources import source_and_stack
+from .sources import recipe_memory, source_and_stack
 
 REFERENCE = DATA_DIR / "reference"  # the published runs, shipped with the package
 # published runs of other Megatron-Bridge releases (each release a source of its own)
@@ -225,7 +225,7 @@ def _fill_case(base: Case, r: dict[str, Any]) -> None:
         gpus=gpus, global_batch=p["global_batch"], strategy="context" if cp > 1 else "1d",
         config={"tp1": tp, "tp2": cp, "pp": pp, "dp": gpus // (tp * pp * cp),
                 "microbatch": p["microbatch"]},
-        execution=record_execution(p))
+        execution={**record_execution(p), **recipe_memory(base.id)})
 
 
 def record_execution(p: dict[str, Any]) -> dict[str, Any]:

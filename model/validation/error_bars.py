@@ -34,7 +34,7 @@ class ErrorBar:
 
     @property
     def text(self) -> str:
-        """E.g. "±5.1 % (max 19 %) from leave-one-source-out cross-validation on 37 runs of
+        """E.g. "±4.1 % (max 10 %) from leave-one-source-out cross-validation on 37 runs of
         every stack"."""
         where = " of every stack" if self.scope == ALL else f" of {self.scope}"
         return (f"±{self.mean_pct:.1f} % (max {self.max_pct:.0f} %) from leave-one-source-out "
