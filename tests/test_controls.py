@@ -48,8 +48,24 @@ def _ids(component: Any) -> set[str]:
         if isinstance(node, (list, tuple)):
             stack.extend(node)
             continue
-        if getattr(node, "id", None):
+        if isinstance(getattr(node, "id", None), str):  # not the pattern-matching ids
             found.add(node.id)
+        children = getattr(node, "children", None)
+        if children is not None and not isinstance(children, str):
+            stack.append(children)
+    return found
+
+
+def _boxes(component: Any) -> list[Any]:
+    """Every number box (dcc.Input) in a Dash layout tree."""
+    found, stack = [], [component]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+            continue
+        if type(node).__name__ == "Input":
+            found.append(node)
         children = getattr(node, "children", None)
         if children is not None and not isinstance(children, str):
             stack.append(children)
@@ -319,3 +335,20 @@ def test_one_grid_column_helper():
     assert writers == [ROOT / "dashboard" / "grid.py"]
     for col in [*design.TOP_COLUMNS, *design.OPS_COLUMNS, *validation.RECORD_COLUMNS]:
         assert col["sortable"] in (True, False) and col["headerTooltip"] == col["headerName"]
+
+
+def test_hbm_sweep_form_keeps_what_was_typed():
+    """The sweep's boxes carry no min/max/step (a value outside them reached the page as
+    empty); the grid says why a value is refused and never truncates one."""
+    from dashboard.pages import hbm
+
+    boxes = [b for b in _boxes(hbm.layout) if b.id in (
+        "hbm-cap-min", "hbm-cap-max", "hbm-bw-min", "hbm-bw-max", "hbm-steps")]
+    assert len(boxes) == 5
+    assert all(b.step == "any" and getattr(b, "min", None) is None
+               and getattr(b, "max", None) is None for b in boxes)
+    with pytest.raises(ValueError, match="0 < from < to"):
+        hbm.grid(0, 400, 1, 16, 8)
+    with pytest.raises(ValueError, match="whole number between 2 and 20"):
+        hbm.grid(40, 400, 1, 16, 2.5)
+    assert len(hbm.grid(40, 400, 1, 16, 3.0)[0]) == 3
