@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from model.explore.report import TIME_COLUMNS
+from model.physics.strategies import SHORT_LABELS, STRATEGIES
 
 # Okabe & Ito (2008), safe for the common colour-vision deficiencies.
 PALETTE: tuple[str, ...] = (
@@ -36,9 +37,10 @@ GRID = "#E6E6E6"
 AXIS_LINE = "#444444"
 TEXT = "#222222"
 
-STRATEGY_ORDER: tuple[str, ...] = ("1d", "summa", "context")
-STRATEGY_COLORS: dict[str, str] = {"1d": PALETTE[0], "summa": PALETTE[1], "context": PALETTE[2]}
-STRATEGY_LABELS: dict[str, str] = {"1d": "1D TP", "summa": "2D SUMMA", "context": "2D context"}
+# the model's strategies (model.physics.strategies), in its order, each with its own colour
+STRATEGY_ORDER: tuple[str, ...] = STRATEGIES
+STRATEGY_COLORS: dict[str, str] = {s: PALETTE[i] for i, s in enumerate(STRATEGIES)}
+STRATEGY_LABELS: dict[str, str] = dict(SHORT_LABELS)
 
 # Time components of one iteration, in stacking order (the model's result columns).
 COMPONENT_ORDER: tuple[str, ...] = TIME_COLUMNS

@@ -700,18 +700,13 @@ def option_values(action: argparse.Action, specs: dict[str, list[str]],
     return Arg(small, numbers)  # pins, --nvs and anything added later
 
 
-@st.composite
-def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
-    """An argument list from the parser's own flags. Half the time a plausible command (a
-    known subcommand, its required options, plausible values), else anything goes: garbage
-    tokens, missing or repeated options, junk values, shuffled order."""
-    actions = cli_actions()
-    clean = draw(st.booleans())
-    commands = st.sampled_from(sorted(actions))
-    command = draw(commands if clean else st.one_of(commands, GARBAGE, st.just("--version")))
+def _option_pairs(draw, options: list, clean: bool, specs: dict[str, list[str]], tmp: Path
+                  ) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+    """(flag, value) pairs for some of a command's ``options`` (required ones mostly, when
+    ``clean`` always), and the values by destination."""
     pairs: list[tuple[str, str | None]] = []
     values: dict[str, str] = {}
-    for action in actions.get(command, []):
+    for action in options:
         percent = (100 if clean else 90) if action.required else 15
         if draw(st.integers(0, 99)) >= percent:
             continue
@@ -719,18 +714,28 @@ def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
         if action.nargs == 0:
             pairs.append((flag, None))
             continue
-        arg = option_values(action, specs, tmp)
         if clean and action.dest == "reference":
             continue
+        arg = option_values(action, specs, tmp)
         value = draw(arg.plausible if clean else st.one_of(arg.plausible, arg.plausible,
                                                              arg.junk, GARBAGE))
         values[action.dest] = value
         pairs.append((flag, value))
-    if clean and command == "evaluate":  # make tp1·tp2·pp·dp = gpus (most of the time)
-        dims = [values.get(d, "1") for d in ("tp1", "tp2", "pp", "dp")]
-        if all(d.isdigit() for d in dims) and draw(st.integers(0, 3)):
-            gpus = str(math.prod(int(d) for d in dims))
-            pairs = [(f, gpus if f == "--gpus" else v) for f, v in pairs]
+    return pairs, values
+
+
+def _matching_gpus(draw, pairs: list, values: dict[str, str]) -> list:
+    """Most of the time, --gpus set to tp1·tp2·pp·dp (an evaluate that can run)."""
+    dims = [values.get(d, "1") for d in ("tp1", "tp2", "pp", "dp")]
+    if all(d.isdigit() for d in dims) and draw(st.integers(0, 3)):
+        gpus = str(math.prod(int(d) for d in dims))
+        return [(f, gpus if f == "--gpus" else v) for f, v in pairs]
+    return pairs
+
+
+def _argv(draw, command: str, pairs: list, clean: bool) -> list[str]:
+    """The argument list: flags with their values (sometimes as --flag=value); unless
+    ``clean``, garbage inserted and the order sometimes shuffled."""
     argv = [command]
     for flag, value in pairs:
         if value is None:
@@ -745,6 +750,21 @@ def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
         if draw(st.integers(0, 4)) == 0:
             argv = draw(st.permutations(argv))
     return argv
+
+
+@st.composite
+def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
+    """An argument list from the parser's own flags. Half the time a plausible command (a
+    known subcommand, its required options, plausible values), else anything goes: garbage
+    tokens, missing or repeated options, junk values, shuffled order."""
+    actions = cli_actions()
+    clean = draw(st.booleans())
+    commands = st.sampled_from(sorted(actions))
+    command = draw(commands if clean else st.one_of(commands, GARBAGE, st.just("--version")))
+    pairs, values = _option_pairs(draw, actions.get(command, []), clean, specs, tmp)
+    if clean and command == "evaluate":
+        pairs = _matching_gpus(draw, pairs, values)
+    return _argv(draw, command, pairs, clean)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -88,16 +88,10 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
         recompute = ["none", "selective", "full"]
     if args.recompute_layers and not recompute:
         recompute = "selective"  # partial recompute sits on selective, not on full
-    if searching:
-        if recompute:
-            given["recompute"] = recompute
-        if interleave:
-            given["interleave"] = interleave if len(interleave) > 1 else interleave[0]
-    else:
-        if recompute:
-            given["recompute"] = recompute
-        if interleave:
-            if len(interleave) > 1:
-                raise ModelError("evaluate takes one --interleave value")
-            given["interleave"] = interleave[0]
+    if recompute:
+        given["recompute"] = recompute
+    if interleave:
+        if len(interleave) > 1 and not searching:
+            raise ModelError("evaluate takes one --interleave value")
+        given["interleave"] = interleave if len(interleave) > 1 else interleave[0]
     return given or None

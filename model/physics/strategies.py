@@ -64,17 +64,20 @@ class Traits:
     microbatch_divides: Axes
     tp1_columns_factor: int
     tp2_divides_hidden: bool
+    short: str = ""  # the label of a legend or a button ("1D TP")
 
 
 # The strategies, in the order every list of them follows (CLI, sweep, dashboard)
 TRAITS: dict[str, Traits] = {
-    "1d": Traits("1D tensor parallel", False, False, ("dp",), TP1, 3, False),
-    "summa": Traits("2D SUMMA tensor parallel", True, True, ("dp",), TP2, 1, True),
+    "1d": Traits("1D tensor parallel", False, False, ("dp",), TP1, 3, False, short="1D TP"),
+    "summa": Traits("2D SUMMA tensor parallel", True, True, ("dp",), TP2, 1, True,
+                    short="2D SUMMA"),
     "context": Traits("2D context/sequence parallel", True, False, ("dp", "tp2"),
-                      ("tp1", "tp2"), 1, False),
+                      ("tp1", "tp2"), 1, False, short="2D context"),
 }
 STRATEGIES: tuple[str, ...] = tuple(TRAITS)
 LABELS = {name: t.label for name, t in TRAITS.items()}
+SHORT_LABELS = {name: t.short for name, t in TRAITS.items()}
 STRATEGY_NAMES = {**{name: name for name in STRATEGIES}, "2d": "summa", "2d-seqp": "context",
                   "seqp": "context"}
 

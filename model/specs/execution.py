@@ -23,6 +23,18 @@ RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = NAMES  # model.specs.precision
 ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
+CONTEXT_ATTENTION = ("allgather", "ring")
+EP_DISPATCHERS = ("alltoall", "flex")
+# the on/off options, and the options with a fixed set of values (checked in this order)
+FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
+         "ends_count_as_layers", "dp_overlap", "ep_overlap")
+LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
+                              "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
+                              "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS}
+# numbers in a range: (lowest, highest)
+RANGES: dict[str, tuple[float, float]] = {"moe_capacity_factor": (0.0, 64.0),
+                                          "moe_imbalance": (1.0, 64.0),
+                                          "dp_bucket_mb": (0.0, 1e6)}
 
 AUTO = "auto"  # recompute_layers: the fewest that make each configuration fit
 # What a search tries unless told otherwise (over a stack's defaults; explicit options win):
@@ -116,50 +128,42 @@ class Execution:
     moe_imbalance: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-                     "ends_count_as_layers", "dp_overlap", "ep_overlap"):
-            if not isinstance(getattr(self, name), bool):
-                raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        for name, lo in (("moe_capacity_factor", 0.0), ("moe_imbalance", 1.0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    lo <= value <= 64.0):
-                raise ModelError(f"{name} must be a number in [{lo:g}, 64], got {value!r}")
+        self._check_values()
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        if self.recompute not in RECOMPUTE:
-            raise ModelError(f"recompute must be one of {', '.join(RECOMPUTE)}, "
-                             f"got {self.recompute!r}")
-        if self.precision not in PRECISIONS:
-            raise ModelError(f"precision must be one of {', '.join(PRECISIONS)}, "
-                             f"got {self.precision!r}")
-        if self.context_attention not in ("allgather", "ring"):
-            raise ModelError("context_attention must be 'allgather' or 'ring', "
-                             f"got {self.context_attention!r}")
-        b = self.dp_bucket_mb
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1e6:
-            raise ModelError(f"dp_bucket_mb must be a number in [0, 1e6] MB, got {b!r}")
-        if self.ep_dispatcher not in ("alltoall", "flex"):
-            raise ModelError("ep_dispatcher must be 'alltoall' or 'flex', "
-                             f"got {self.ep_dispatcher!r}")
-        if self.offload not in OFFLOAD:
-            raise ModelError(f"offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
-        if self.zero not in ZERO_STAGES:
-            raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or not (
-                0 <= self.interleave <= 64):
+        for name, allowed in LITERALS.items():
+            if getattr(self, name) not in allowed:
+                raise ModelError(f"{name} must be {_one_of(allowed)}, got "
+                                 f"{getattr(self, name)!r}")
+        if not _whole(self.interleave, 64):
             raise ModelError("interleave must be an integer in [0, 64] (0: every count the "
                              f"pipeline stages allow), got {self.interleave!r}")
         r = self.recompute_layers
-        if r != AUTO and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 10_000):
+        if r != AUTO and not _whole(r, 10_000):
             raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
                              f"got {r!r}")
-        n = self.offload_layers
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 10_000:
-            raise ModelError(f"offload_layers must be an integer in [0, 10000], got {n!r}")
-        if n and self.offloads("activations"):
+        if not _whole(self.offload_layers, 10_000):
+            raise ModelError("offload_layers must be an integer in [0, 10000], got "
+                             f"{self.offload_layers!r}")
+        self._check_combinations()
+
+    def _check_values(self) -> None:
+        """The on/off options and the numbers in a range."""
+        for name in FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name, (lo, hi) in RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    lo <= value <= hi):
+                raise ModelError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+
+    def _check_combinations(self) -> None:
+        """Options that exclude each other."""
+        if self.offload_layers and self.offloads("activations"):
             raise ModelError("offload_layers applies without activation offload (offload "
                              f"'{self.offload}' moves every layer's activations already)")
+        r = self.recompute_layers
         if r and r != AUTO and self.recompute == "full":
             raise ModelError("recompute_layers applies with recompute none or selective "
                              "(full already recomputes every layer)")
@@ -194,6 +198,20 @@ class Execution:
     def offloads(self, what: str) -> bool:
         """Whether ``what`` (optimizer, activations, weights) lives in host memory."""
         return self.offload in (what, "all")
+
+
+def _whole(value: object, hi: int) -> bool:
+    """Whether ``value`` is an integer (not a bool) in [0, hi]."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= hi
+
+
+def _one_of(allowed: tuple) -> str:
+    """'0, 1, 2 or 3' for the small integer literals, else 'one of a, b, c'."""
+    if all(isinstance(a, int) for a in allowed):
+        return ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}"
+    if len(allowed) == 2:
+        return f"{allowed[0]!r} or {allowed[1]!r}"
+    return "one of " + ", ".join(map(str, allowed))
 
 
 DEFAULT_EXECUTION = Execution()

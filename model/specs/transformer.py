@@ -77,6 +77,10 @@ FIELDS = (
     Field("window_kind", str, "sliding (each query sees the last W tokens) or chunked (the "
           "sequence is cut in W-token chunks, Llama 4)", default="sliding",
           choices=("sliding", "chunked")),
+    Field("global_batch", int, "the published global batch, samples (sequences) per optimizer "
+          "step (none: not published)", 1, 100_000_000),
+    Field("global_batch_source", str, "where the published global batch comes from",
+          default=""),
 )
 
 
@@ -118,6 +122,9 @@ class Transformer:
     sliding_window: int
     window_layers: int
     window_kind: str
+
+    global_batch: int | None = None
+    global_batch_source: str = ""
 
     @property
     def moe(self) -> bool:
