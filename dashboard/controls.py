@@ -47,8 +47,8 @@ TIPS = {
     "nics_per_gpu": "NICs per GPU: rings across domains scale with them.",
     "strategy": "Tensor-parallel strategy to search (data and pipeline parallelism, microbatch "
                 "and NVLink placement are always searched).",
-    "gpus_min": "Smallest GPU count of the scaling views (powers of two; multiples of the "
-                "domain when it is not a power of two).",
+    "gpus_min": "Smallest GPU count of the scaling views (powers of two, whatever the NVLink "
+                "domain; in the paper mode, multiples of a domain that is not a power of two).",
     "gpus_max": "Largest GPU count of the scaling views.",
     "compat": "Default: the fixed model with embedding and head. Paper: reproduces arXiv "
               "2410.00273's published figures, bugs included.",

@@ -11,6 +11,7 @@ import dash_ag_grid as dag
 from dash import Input, Output, State, callback, html
 
 from .. import compute, figures
+from ..explain import no_configuration_text
 from ..export import graph_card
 from ..scenario import build_inputs
 
@@ -29,7 +30,8 @@ def _col(field: str, header: str, fmt: str | None = None, width: int = 90) -> di
 
 TOP_COLUMNS = [
     _col("samples_per_s", "samples/s", ".2f", 105), _col("train_days", "days", ".1f", 80),
-    _col("mfu", "MFU", ".0%", 75), _col("dp", "dp", None, 65), _col("tp1", "tp1", None, 65),
+    _col("mfu", "MFU", ".0%", 75), _col("mfu_peak_tflops", "MFU peak TFLOP/s", ".4g", 125),
+    _col("dp", "dp", None, 65), _col("tp1", "tp1", None, 65),
     _col("tp2", "tp2", None, 65), _col("pp", "pp", None, 65),
     _col("microbatch", "mb", None, 60), _col("nb", "nb", None, 60),
     {"field": "placement", "headerName": "NVLink tp1×tp2×dp×pp", "width": 150},
@@ -51,6 +53,7 @@ OPS_COLUMNS = [
 ]
 
 layout = html.Div(className="page-body", children=[
+    html.Div(id="design-infeasible", className="alert", role="status"),
     html.Div(className="grid", children=[
         graph_card("design-heatmap", "Design space: best time per pair of dimensions",
                    height=520, note=("Each cell: the fastest configuration over every other "
@@ -86,18 +89,38 @@ def _rows(frame) -> list[dict[str, Any]]:
     return out.to_dict("records")
 
 
+def infeasible_text(scn: dict[str, Any], cells) -> str:
+    """Why the design space at the scenario's GPU count is empty or has nothing that fits."""
+    if cells.empty:
+        return no_configuration_text(scn, scn["gpus"], scn["design_strategy"])
+    if "feasible" in cells.columns and not cells["feasible"].any():
+        _, system = build_inputs(scn)
+        return (f"None of the {int(cells['candidates'].sum())} {scn['design_strategy']} "
+                f"configurations on {scn['gpus']} GPUs fits in {system.hbm_capacity_gb:g} GB of "
+                "HBM (✕ cells): add GPUs or HBM, or recompute more (the Scaling page says what "
+                "dominates the memory).")
+    return ""
+
+
 def build_space(scn: dict[str, Any]) -> tuple:
-    """Heatmap figure and top-configuration rows for a scenario."""
+    """Heatmap figure, top-configuration rows (and the selected one) and the explanation when
+    nothing can be shown, for a scenario."""
     pres = bool(scn.get("presentation"))
     cells = compute.design(scn)
-    heat = figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres)
+    why = infeasible_text(scn, cells)
+    if cells.empty:
+        heat = figures.empty_figure(f"No configuration exists on {scn['gpus']} GPUs: see the "
+                                    "explanation above.", pres)
+    else:
+        heat = figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres)
     top = compute.top(scn)
-    return heat, _rows(top), ([_rows(top)[0]] if len(top) else [])
+    return heat, _rows(top), ([_rows(top)[0]] if len(top) else []), why
 
 
 @callback(
     Output({"type": "graph", "name": "design-heatmap"}, "figure"),
     Output("design-top", "rowData"), Output("design-top", "selectedRows"),
+    Output("design-infeasible", "children"),
     Input("scenario", "data"),
 )
 def update_space(scn: dict[str, Any]) -> list:

@@ -18,6 +18,7 @@ Two readings the numbers need, derived here from the data:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -79,6 +80,14 @@ def cross_validation_sources(path: Path | None = None) -> pd.DataFrame:
     table["reading"] = [_reading(row) for row in table.to_dict("records")]
     rest = table[table["source"] != ALL_FIRM]
     return pd.concat([rest, table[table["source"] == ALL_FIRM]], ignore_index=True)
+
+
+@functools.cache
+def fitted_run_ids() -> frozenset[str]:
+    """The runs some fit used (bench/calibrate.py fits each stack's η on its firm runs of each
+    GPU): the firm runs of the stored table."""
+    runs = _load(None)["runs"]
+    return frozenset(r["id"] for r in runs if not r["uncertain"])
 
 
 def _reading(row: dict) -> str:
