@@ -99,7 +99,7 @@ def _with_caption(fig: go.Figure, text: str) -> go.Figure:
     size = fig.layout.font.size or fig.layout.template.layout.font.size or FONT_SIZE
     top = fig.layout.margin.t if fig.layout.margin.t is not None else 70
     fig.update_layout(title_subtitle=dict(text=text, font=dict(size=size * 0.85)),
-                      margin_t=top + round(size * 1.6))
+                      margin_t=top + round(size * 2.4))
     return fig
 
 
