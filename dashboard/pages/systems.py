@@ -18,7 +18,7 @@ dash.register_page(__name__, path="/systems", name="Compare systems", order=2,
                    title="Compare systems — transformer training what-if")
 
 DOMAINS = (4, 8, 16, 32, 64, 72)
-MAX_CURVES = 16  # systems × domains: each is a sweep of every strategy and GPU count
+MAX_CURVES = 24  # systems × domains: each is a sweep of every strategy and GPU count
 OWN = 0  # the system's own NVLink domain
 
 

@@ -76,17 +76,17 @@ SUMMARY_COLUMNS = [  # a few rows: sortable, no filters (their icons crowd the h
          filter=False),
 ]
 CV_COLUMNS = [  # one row per source: sortable, no filters
-    _text("source", "source", 190, filter=False, pinned="left"),
-    _num("runs", "runs", "d", 70, filter=False),
-    _text("confidence", "transcription", 120, filter=False),
-    _num("in_sample_mean_pct", "in sample mean |err| %", ".2f", 120, filter=False),
-    _num("in_sample_max_pct", "in sample max |err| %", ".2f", 115, filter=False),
-    _num("cross_validated_mean_pct", "cross-validated mean |err| %", ".2f", 140, flag=True,
+    _text("source", "source", 175, filter=False, pinned="left"),
+    _num("runs", "runs", "d", 62, filter=False),
+    _text("confidence", "transcription", 112, filter=False),
+    _num("in_sample_mean_pct", "in sample mean |err| %", ".2f", 100, filter=False),
+    _num("in_sample_max_pct", "in sample max |err| %", ".2f", 100, filter=False),
+    _num("cross_validated_mean_pct", "cross-validated mean |err| %", ".2f", 118, flag=True,
          filter=False),
-    _num("cross_validated_max_pct", "cross-validated max |err| %", ".2f", 135, flag=True,
+    _num("cross_validated_max_pct", "cross-validated max |err| %", ".2f", 118, flag=True,
          filter=False),
-    _text("reading", "what the cross-validated error measures", 430, filter=False, flex=1,
-          minWidth=360),
+    _text("reading", "what the cross-validated error measures", 300, filter=False, flex=1,
+          minWidth=300),
 ]
 RECORD_COLUMNS = [
     _text("id", "record", 320, pinned="left"), _text("set", "set", 185),
