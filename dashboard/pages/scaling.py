@@ -12,7 +12,7 @@ import pandas as pd
 from dash import Input, Output, callback, dcc, html
 from dash.exceptions import PreventUpdate
 
-from model.explore.efficiency import best_per_count, knee
+from model.explore.efficiency import knee
 from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS
 
 from .. import compute, figures
@@ -154,16 +154,14 @@ def knee_text(frame: pd.DataFrame, threshold: float) -> tuple[str, tuple[int, st
     k = knee(frame, threshold, production or None)
     if k is None:
         return "", None
-    curve = best_per_count(frame, production or None)
-    base = curve[curve["gpus"] == k.baseline_gpus].iloc[0]
-    row = k.row
+    row, base = k.row, k.baseline
     return (f"Recommended size: {k.gpus} GPUs ({strategy_name(k.strategy)}) — "
             f"{row['train_days']:.1f} days, {_mfu(row)}; parallel efficiency "
             f"{100 * k.efficiency:.0f}% against the most efficient count ({k.baseline_gpus} "
             f"GPUs, {base['train_days']:.1f} days, MFU {100 * base['mfu']:.0f}%): the largest "
             f"count whose efficiency stays at or above {100 * threshold:.0f}%"
             + (" — the last count of the range: raise 'GPUs to' to find where it drops."
-               if k.gpus == int(curve["gpus"].max()) else ".")), (k.gpus, k.strategy)
+               if k.gpus == k.largest_gpus else ".")), (k.gpus, k.strategy)
 
 
 def parse_threshold(value: Any) -> float | None:

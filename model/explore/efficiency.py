@@ -36,38 +36,42 @@ def _usable(frame: pd.DataFrame | None, strategies: Iterable[str] | None) -> pd.
     if frame is None or frame.empty or not {"gpus", "samples_per_s"} <= set(frame.columns):
         return pd.DataFrame()
     rate = pd.to_numeric(frame["samples_per_s"], errors="coerce").to_numpy(dtype=float)
-    keep = np.isfinite(rate) & (rate > 0) & (pd.to_numeric(frame["gpus"]) > 0).to_numpy()
+    gpus = pd.to_numeric(frame["gpus"], errors="coerce").to_numpy(dtype=float)
+    keep = np.isfinite(rate) & (rate > 0) & (gpus > 0)
     if strategies is not None and "strategy" in frame.columns:
-        keep &= frame["strategy"].isin(list(strategies)).to_numpy()
-    return frame.loc[keep]
+        keep &= np.isin(frame["strategy"].to_numpy(dtype=object), list(strategies))
+    return frame if keep.all() else frame.loc[keep]
 
 
 def best_per_count(frame: pd.DataFrame | None,
                    strategies: Iterable[str] | None = None) -> pd.DataFrame:
     """The fastest row (highest samples/s) at each GPU count, over ``strategies`` (all when
-    None), sorted by GPU count."""
+    None), sorted by GPU count; of equally fast rows the first in the frame."""
     rows = _usable(frame, strategies)
     if rows.empty:
         return rows
-    order = rows.sort_values(["gpus", "samples_per_s"], ascending=[True, False], kind="stable")
-    return order.drop_duplicates("gpus", keep="first").reset_index(drop=True)
+    gpus = rows["gpus"].to_numpy(dtype=float)
+    rate = rows["samples_per_s"].to_numpy(dtype=float)
+    order = np.lexsort((np.arange(len(rows)), -rate, gpus))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = gpus[order][1:] != gpus[order][:-1]
+    return rows.iloc[order[first]].reset_index(drop=True)
 
 
-def _with_efficiency(curve: pd.DataFrame) -> pd.DataFrame:
-    """One curve (rows sorted by GPU count) with its baseline, efficiency and speedups."""
-    gpus = curve["gpus"].to_numpy(dtype=float)
-    rate = curve["samples_per_s"].to_numpy(dtype=float)
+def _curve_columns(gpus: np.ndarray, rate: np.ndarray) -> dict[str, np.ndarray]:
+    """Baseline, efficiency and speedups of one curve (arrays sorted by GPU count)."""
     per_gpu = rate / gpus
     b = int(np.argmax(per_gpu))  # the first count of the highest per-GPU throughput
-    return curve.assign(samples_per_s_per_gpu=per_gpu, baseline_gpus=int(gpus[b]),
-                        efficiency=per_gpu / per_gpu[b], speedup=rate / rate[b],
-                        ideal_speedup=gpus / gpus[b])
+    return {"samples_per_s_per_gpu": per_gpu,
+            "baseline_gpus": np.full(len(gpus), int(gpus[b]), dtype=np.int64),
+            "efficiency": per_gpu / per_gpu[b], "speedup": rate / rate[b],
+            "ideal_speedup": gpus / gpus[b]}
 
 
 def parallel_efficiency(frame: pd.DataFrame | None, by_strategy: bool = True) -> pd.DataFrame:
     """The frame's usable rows with ``samples_per_s_per_gpu``, ``baseline_gpus`` (the most
     efficient count of the row's curve), ``efficiency``, ``speedup`` and ``ideal_speedup``
-    (see the module docstring).
+    (see the module docstring), sorted by curve then GPU count.
 
     ``by_strategy``: one curve per strategy (the frame holds one row per strategy and count);
     else the frame is one curve (one row per count, e.g. :func:`best_per_count`).
@@ -75,11 +79,22 @@ def parallel_efficiency(frame: pd.DataFrame | None, by_strategy: bool = True) ->
     rows = _usable(frame, None)
     if rows.empty:
         return rows
-    if not by_strategy or "strategy" not in rows.columns:
-        return _with_efficiency(rows.sort_values("gpus", kind="stable"))
-    parts = [_with_efficiency(part.sort_values("gpus", kind="stable"))
-             for _, part in rows.groupby("strategy", sort=False)]
-    return pd.concat(parts).reset_index(drop=True)
+    gpus = rows["gpus"].to_numpy(dtype=float)
+    rate = rows["samples_per_s"].to_numpy(dtype=float)
+    if by_strategy and "strategy" in rows.columns:
+        keys = pd.factorize(rows["strategy"])[0]  # curves in the order they first appear
+    else:
+        keys = np.zeros(len(rows), dtype=np.int64)
+    order = np.lexsort((gpus, keys))
+    parts: dict[str, list[np.ndarray]] = {}
+    for k in np.unique(keys):
+        idx = order[keys[order] == k]
+        for name, values in _curve_columns(gpus[idx], rate[idx]).items():
+            parts.setdefault(name, []).append(values)
+    out = rows.iloc[order].reset_index(drop=True)
+    for name, values in parts.items():
+        out[name] = np.concatenate(values)
+    return out
 
 
 @dataclass(frozen=True)
@@ -92,6 +107,8 @@ class Knee:
     baseline_gpus: int  # the most efficient count (highest samples/s per GPU)
     threshold: float  # the efficiency it must keep (0…1)
     row: pd.Series  # the knee's row of the sweep
+    baseline: pd.Series  # the baseline's row
+    largest_gpus: int  # the largest count of the curve (the knee may be it)
 
 
 def knee(frame: pd.DataFrame | None, threshold: float = DEFAULT_THRESHOLD,
@@ -113,11 +130,13 @@ def knee(frame: pd.DataFrame | None, threshold: float = DEFAULT_THRESHOLD,
         return None
     curve = parallel_efficiency(curve, by_strategy=False)
     eff = curve["efficiency"].to_numpy(dtype=float)
-    start = int(np.flatnonzero(curve["gpus"].to_numpy() == curve["baseline_gpus"].iloc[0])[0])
+    gpus = curve["gpus"].to_numpy()
+    start = int(np.flatnonzero(gpus == curve["baseline_gpus"].iloc[0])[0])
     k = start
     while k + 1 < len(curve) and eff[k + 1] >= threshold:
         k += 1
     row = curve.iloc[k]
     return Knee(gpus=int(row["gpus"]), strategy=str(row.get("strategy", "")),
-                efficiency=float(eff[k]), baseline_gpus=int(curve["baseline_gpus"].iloc[0]),
-                threshold=float(threshold), row=row)
+                efficiency=float(eff[k]), baseline_gpus=int(gpus[start]),
+                threshold=float(threshold), row=row, baseline=curve.iloc[start],
+                largest_gpus=int(gpus[-1]))
