@@ -130,6 +130,16 @@ class UI:
         self.until(ok, f"{card}: {what}", timeout)
         return found[-1]
 
+    def grid_rows(self, selector: str) -> list[dict[str, str]]:
+        """An AG Grid's rendered rows (``selector`` matches its row elements) as {column id:
+        text}, in row-index order."""
+        return self.driver.execute_script("""
+            return Array.from(document.querySelectorAll(arguments[0]))
+              .sort((a, b) => (+a.getAttribute('row-index')) - (+b.getAttribute('row-index')))
+              .map((row) => Object.fromEntries(Array.from(row.querySelectorAll('.ag-cell'))
+                .map((c) => [c.getAttribute('col-id'), c.textContent.trim()])));
+        """, selector)
+
     def wait_data(self, card: str, timeout: float = TIMEOUT) -> list[dict]:
         """Wait until ``card``'s figure plots at least one trace with numbers (in z, y or x:
         horizontal bars carry theirs in x)."""

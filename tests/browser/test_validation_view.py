@@ -23,15 +23,6 @@ return {bars: gd._fullData.filter((t) => t.type === 'bar').map((t) => ({
 """
 
 
-def _cells(ui, selector: str) -> list[dict[str, str]]:
-    return ui.driver.execute_script("""
-        return Array.from(document.querySelectorAll(arguments[0]))
-          .sort((a, b) => (+a.getAttribute('row-index')) - (+b.getAttribute('row-index')))
-          .map((row) => Object.fromEntries(Array.from(row.querySelectorAll('.ag-cell'))
-            .map((c) => [c.getAttribute('col-id'), c.textContent.trim()])));
-    """, selector)
-
-
 def test_cross_validated_error_per_source_equals_the_json(ui) -> None:
     stored = {s["source"]: s for s in json.loads(CROSS_VALIDATION.read_text())["sources"]}
     ui.go("validation")
@@ -50,8 +41,8 @@ def test_cross_validated_error_per_source_equals_the_json(ui) -> None:
     assert any("releases of the same recipes" in a and "repeatability" in a
                for a in shown["annotations"])
 
-    rows = ui.until(lambda: _cells(ui, CV_ROWS), "rows in the cross-validation table")
-    names = [r["source"] for r in _cells(ui, PINNED)]
+    rows = ui.until(lambda: ui.grid_rows(CV_ROWS), "rows in the cross-validation table")
+    names = [r["source"] for r in ui.grid_rows(PINNED)]
     assert names == order
     for name, row in zip(names, rows):
         want = stored[name]
