@@ -3,8 +3,10 @@ scenario input, grouped, with its label, unit, a tooltip and a slot for its erro
 
 Component ids: ``ctl-<key>`` (the control's value), ``err-<key>`` (its message), ``sld-<key>``
 (the slider beside a slider control's number box), ``tok-<key>`` (the box that shows and sets a
-``per_token`` control in tokens), ``note-<key>`` (a line under the control), ``reset-<group>``
-(reload a group's preset), so callbacks address them by key.
+``per_token`` control in tokens), ``note-<key>`` (a line under the control), ``row-<key>`` (the
+whole row, hidden while the control's condition does not hold), ``section-<name>`` (a
+collapsible section of a group), ``reset-<group>`` (reload a group's preset), so callbacks
+address them by key.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Any
 
 from dash import dcc, html
 
-from .control_table import CONTROLS, GROUPS, Control
+from .control_table import CONTROLS, GROUPS, SECTIONS, Control
 
 # the controls of the panel, in order (the header's are built by dashboard.layout)
 PANEL: tuple[Control, ...] = tuple(c for c in CONTROLS if c.group != "header")
 CONTROL_KEYS = tuple(c.key for c in PANEL)
 HEADER: tuple[Control, ...] = tuple(c for c in CONTROLS if c.group == "header")
+CONDITIONAL: tuple[Control, ...] = tuple(c for c in PANEL if c.when is not None)
+OPENING = tuple(name for name, (_, when) in SECTIONS.items() if when is not None)
+HIDDEN = {"display": "none"}
 
 
 def _number(c: Control, value: Any) -> Any:
@@ -104,11 +109,43 @@ def _row(c: Control, scn: dict[str, Any]) -> html.Div:
         parts.append(tokens_box(c, scn))
     parts += [html.Div(id=f"err-{c.key}", className="ctl-error", role="alert"),
               html.Div(id=f"note-{c.key}", className="ctl-note")]
-    return html.Div(className="ctl-row", children=parts)
+    return html.Div(id=f"row-{c.key}", className="ctl-row", children=parts,
+                    style=row_style(c, scn))
+
+
+def row_style(c: Control, values: dict[str, Any]) -> dict[str, str]:
+    """A row's style: hidden while its control's condition does not hold."""
+    return {} if c.applies(values) else HIDDEN
+
+
+def section_open(name: str, values: dict[str, Any]) -> bool:
+    """Whether section ``name`` is drawn open (a dense model's MoE sections: collapsed)."""
+    when = SECTIONS[name][1]
+    return when is None or when.holds(values)
+
+
+def _rows(group: str, controls: Sequence[Control], scn: dict[str, Any]) -> list[Any]:
+    """The group's rows, those of a section together in a collapsible block where the
+    section's first control is."""
+    rows: list[Any] = []
+    done: set[str] = set()
+    for c in controls:
+        if c.group != group or c.section in done:
+            continue
+        if not c.section:
+            rows.append(_row(c, scn))
+            continue
+        done.add(c.section)
+        members = [m for m in controls if m.group == group and m.section == c.section]
+        rows.append(html.Details(
+            id=f"section-{c.section}", open=section_open(c.section, scn),
+            className="ctl-section",
+            children=[html.Summary(SECTIONS[c.section][0]), *[_row(m, scn) for m in members]]))
+    return rows
 
 
 def _group(group: str, controls: Sequence[Control], scn: dict[str, Any]) -> Any:
-    rows = [_row(c, scn) for c in controls if c.group == group]
+    rows = _rows(group, controls, scn)
     if any(c.preset for c in controls if c.group == group):
         rows.append(html.Button(f"Reset {GROUPS[group].lower()} to preset",
                                 id=f"reset-{group}", className="btn-link"))

@@ -106,17 +106,34 @@ def with_presets(raw: dict[str, Any]) -> dict[str, Any]:
         name = raw.get(preset.key)
         if isinstance(name, str) and name in preset.choices:
             base.update(preset_values(group, name))
-    return {**base, **raw}
+    return {**base, **_attention_of_old(raw, base)}
+
+
+def _attention_of_old(raw: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """A scenario saved before the attention type was a control: KV heads other than the heads
+    on a multi-head preset meant grouped-query attention."""
+    if "attention" in raw or "kv_heads" not in raw or base["attention"] != "mha":
+        return raw
+    grouped = raw["kv_heads"] != raw.get("heads", base["heads"])
+    return {**raw, "attention": "gqa"} if grouped else raw
 
 
 def _spec_value(c: Control, value: Any) -> Any:
     return value * c.scale if c.scale != 1.0 else value
 
 
+def estimator_value(c: Control, scn: dict[str, Any]) -> Any:
+    """What the estimator receives for control ``c``: its value, or its ``off`` value while a
+    condition hides it (a hidden MoE size of a dense model: 0; hidden KV heads: the heads)."""
+    if c.off is not None and not c.applies(scn):
+        return c.off(scn)
+    return _spec_value(c, scn[c.key])
+
+
 def build_inputs(scn: dict[str, Any]) -> tuple[Transformer, System]:
     """The estimator's model and system for a (field-valid) scenario. Raises ModelError."""
     def overrides(group: str) -> dict[str, Any]:
-        return {c.spec: _spec_value(c, scn[c.key]) for c in CONTROLS
+        return {c.spec: estimator_value(c, scn) for c in CONTROLS
                 if c.group == group and c.spec}
     budget = {"tokens": None, "samples": None, scn["budget_kind"]: scn["budget"]}
     model = load_model(scn["model"]).with_overrides(**overrides("model"), **budget)
@@ -162,14 +179,48 @@ def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[
     return (None, errors) if errors else (clean, {})
 
 
+def _at_least_one(scn: dict[str, Any], keys: tuple[str, ...], why: str) -> dict[str, str]:
+    """The first of ``keys`` below 1, in its control's words."""
+    for key in keys:
+        if scn[key] < 1:
+            return {key: f"{CONTROL[key].label} must be at least 1 {why}"}
+    return {}
+
+
+def _moe_checks(scn: dict[str, Any]) -> dict[str, str]:
+    """A mixture of experts' sizes (none for a dense model: its MoE sizes do not apply)."""
+    if not scn["experts"]:
+        return {}
+    errors = _at_least_one(scn, ("top_k", "expert_ffn"), "in a mixture of experts")
+    if not errors and scn["top_k"] > scn["experts"]:
+        errors = {"top_k": f"Experts per token ({number_text(scn['top_k'])}) must not exceed "
+                           f"the routed experts ({number_text(scn['experts'])})"}
+    if not errors and scn["dense_layers"] >= scn["layers"]:
+        errors = {"dense_layers": f"Dense layers must be fewer than the layers "
+                                  f"({number_text(scn['layers'])}): a mixture of experts "
+                                  "needs at least one MoE layer"}
+    return errors
+
+
+def _attention_checks(scn: dict[str, Any]) -> dict[str, str]:
+    """The sizes the attention type uses: KV heads (GQA) or the MLA ranks and head dims."""
+    if scn["attention"] == "mla":
+        return _at_least_one(scn, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                   "v_head_dim"), "with MLA attention")
+    if scn["attention"] == "gqa" and scn["heads"] % scn["kv_heads"]:
+        return {"kv_heads": f"KV heads ({number_text(scn['kv_heads'])}) must divide the heads "
+                            f"({number_text(scn['heads'])})"}
+    return {}
+
+
 def _model_checks(scn: dict[str, Any]) -> dict[str, str]:
     """The model's shape rules, in the controls' words (the first that fails)."""
     if scn["hidden"] % scn["heads"]:
         return {"heads": f"Heads ({number_text(scn['heads'])}) must divide the hidden size "
                          f"({number_text(scn['hidden'])})"}
-    if scn["heads"] % scn["kv_heads"]:
-        return {"kv_heads": f"KV heads ({number_text(scn['kv_heads'])}) must divide the heads "
-                            f"({number_text(scn['heads'])})"}
+    errors = _attention_checks(scn) or _moe_checks(scn)
+    if errors:
+        return errors
     if scn["vocab"] == 0 and load_model(scn["model"]).tied_embeddings:
         return {"vocab": f"Vocabulary must be at least 1: {scn['model']} ties its LM head to "
                          "the embedding"}
@@ -201,6 +252,9 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     if scn["recompute_layers"] and scn["recompute"] == "full":
         errors["recompute_layers"] = ("Recomputed layers per stage must be 0 with full "
                                       "recompute (full already recomputes every layer)")
+    if scn["offload_layers"] and scn["offload"] in ("activations", "all"):
+        errors["offload_layers"] = ("Offloaded layers per stage must be 0 with activation "
+                                    f"offload ('{scn['offload']}' moves every layer's already)")
     errors.update(_model_checks(scn))
     if errors:
         return errors
@@ -214,8 +268,9 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     if getattr(system, precision.peak_field) <= 0:
         errors["precision"] = (f"{scn['system']} has no {precision.label} matrix rate; choose "
                                "bf16 or fp16")
-    if scn["offload"] != "none" and system.host_memory_gb <= 0:
-        errors["offload"] = f"{scn['system']} has no host memory tier; offload needs one"
+    if (scn["offload"] != "none" or scn["offload_layers"]) and system.host_memory_gb <= 0:
+        key = "offload" if scn["offload"] != "none" else "offload_layers"
+        errors[key] = f"{scn['system']} has no host memory tier; offload needs one"
     return errors
 
 
@@ -284,4 +339,6 @@ def from_json(text: str | bytes) -> tuple[dict[str, Any] | None, dict[str, str]]
         data = json.loads(text)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # incl. huge numbers, depth
         return None, {"_": f"not valid JSON ({type(exc).__name__})"}
+    if isinstance(data, dict):
+        data = with_presets(data)  # what an older file does not say comes from its presets
     return validate_scenario(data)

@@ -8,6 +8,8 @@ from the control table (:mod:`dashboard.control_table`).
   the presets it names.
 * presets, reset buttons, scenario upload → controls; scenario download.
 * a slider control's number box and slider, and a batch's sequences and tokens, kept in step.
+* conditional rows and sections shown, hidden, opened or collapsed as the values they depend on
+  change (as typed, so a value being fixed never hides its own box).
 """
 
 from __future__ import annotations
@@ -18,8 +20,19 @@ from typing import Any
 from dash import Input, Output, State, callback, ctx, dcc, no_update
 
 from . import notes
-from .control_table import CONTROLS, Control
-from .controls import CONTROL_KEYS, HEADER, PANEL, from_widget, slider_position, to_widget
+from .control_table import CONTROLS, SECTIONS, Control
+from .controls import (
+    CONDITIONAL,
+    CONTROL_KEYS,
+    HEADER,
+    OPENING,
+    PANEL,
+    from_widget,
+    row_style,
+    section_open,
+    slider_position,
+    to_widget,
+)
 from .inputs import batch_from_tokens
 from .scenario import (
     PRESET_OF,
@@ -221,6 +234,28 @@ for _control in CONTROLS:
         _register_slider(_control)
     if _control.per_token:
         _register_tokens(_control)
+
+
+# the controls whose values decide which rows show and which sections open
+DEPENDS = tuple(dict.fromkeys(
+    [c.when.key for c in CONDITIONAL]
+    + [w.key for name, (_, w) in SECTIONS.items() if name in OPENING and w is not None]))
+
+
+def visibility(values: dict[str, Any]) -> tuple[list[dict[str, str]], list[bool]]:
+    """(style of each conditional row, whether each opening section is open) for the values."""
+    return ([row_style(c, values) for c in CONDITIONAL],
+            [section_open(name, values) for name in OPENING])
+
+
+@callback(*[Output(f"row-{c.key}", "style") for c in CONDITIONAL],
+          *[Output(f"section-{name}", "open") for name in OPENING],
+          *[Input(f"ctl-{key}", "value") for key in DEPENDS])
+def show_relevant(*values: Any) -> tuple:
+    """A dense model hides its MoE sizes and collapses the MoE sections; the attention type
+    shows the KV heads (GQA) or the MLA ranks."""
+    styles, opened = visibility(dict(zip(DEPENDS, values)))
+    return (*styles, *opened)
 
 
 @callback(Output("note-global_batch", "children"), Input("scenario", "data"))

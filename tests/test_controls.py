@@ -183,7 +183,8 @@ def test_the_panel_builds_from_any_table():
     ({"precision": "fp9"}, "precision", "Precision must be one of BF16, FP16, "
      "FP8 (current scaling), FP8 (delayed scaling), MXFP8 (32-element blocks), "
      "NVFP4 (16-element blocks)"),
-    ({"kv_heads": 320}, "kv_heads", "KV heads (320) must divide the heads (160)"),
+    ({"attention": "gqa", "kv_heads": 320}, "kv_heads",
+     "KV heads (320) must divide the heads (160)"),
     ({"system": "a100", "precision": "fp8"}, "precision",
      "a100 has no FP8 (current scaling) matrix rate; choose bf16 or fp16"),
 ])

@@ -117,8 +117,8 @@ def test_json_round_trip():
 
 @pytest.mark.parametrize("over,key", [
     ({"heads": 159}, "heads"),  # does not divide hidden = 25600
-    ({"kv_heads": 7}, "kv_heads"),  # does not divide heads = 160
-    ({"kv_heads": 320}, "kv_heads"),
+    ({"attention": "gqa", "kv_heads": 7}, "kv_heads"),  # does not divide heads = 160
+    ({"attention": "gqa", "kv_heads": 320}, "kv_heads"),
     ({"layers": 0}, "layers"),
     ({"layers": -3}, "layers"),
     ({"hbm_gb": -5}, "hbm_gb"),
@@ -150,7 +150,8 @@ def test_error_messages_are_clear():
     """Each message names the control by its label and says what is wrong (issue 12: never
     an internal key, never "is empty" for a value that is there)."""
     assert errors_of(heads=159)["heads"] == "Heads (159) must divide the hidden size (25,600)"
-    assert errors_of(kv_heads=7)["kv_heads"] == "KV heads (7) must divide the heads (160)"
+    assert errors_of(attention="gqa", kv_heads=7)["kv_heads"] == (
+        "KV heads (7) must divide the heads (160)")
     assert errors_of(layers=0)["layers"] == "Layers must be at least 1"
     assert errors_of(hbm_gb=-5)["hbm_gb"] == "HBM capacity must be positive"
     assert errors_of(hbm_gb=0.5)["hbm_gb"] == "HBM capacity must be at least 1 GB"
@@ -452,7 +453,12 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "stack": "megatron-lm-2021",
                "recompute": "full", "sequence_parallel": False, "interleave": 2, "zero": 3,
                "precision": "fp8", "tp_overlap": False, "context_attention": "ring",
-               "offload": "optimizer", "recompute_layers": 2}
+               "offload": "optimizer", "recompute_layers": 2, "offload_layers": 2,
+               "attention": "gqa", "q_lora_rank": 1536, "kv_lora_rank": 512,
+               "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+               "experts": 64, "top_k": 8, "expert_ffn": 2048, "shared_experts": 1,
+               "dense_layers": 3, "ep_dispatcher": "alltoall", "ep_overlap": True,
+               "moe_capacity_factor": 1.25, "moe_imbalance": 1.3}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value

@@ -22,7 +22,8 @@ from .report import result_frame
 from .search import DEFAULT_BUDGET, check_args, with_stack
 from .space import COLUMNS, build_space
 
-AXES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+AXES = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp",
+        "nv_pp")  # ep, etp: expert (tensor) parallel, 1 for a dense model
 
 
 def design_space(model: Transformer, system: System, gpus: int, global_batch: int,
