@@ -376,7 +376,8 @@ CONTROLS: tuple[Control, ...] = (
             names=tuple(SHORT_LABELS[s] for s in STRATEGIES), default="summa"),
     Control("x_axis", "Heatmap x axis", "design", "dropdown", str,
             "Parallel dimension on the heatmap's x axis (the best over all the others is shown "
-            "in each cell).", choices=AXES, default="tp1"),
+            "in each cell); ep and etp: expert parallel and expert tensor parallel of a "
+            "mixture of experts (1 for a dense model).", choices=AXES, default="tp1"),
     Control("y_axis", "Heatmap y axis", "design", "dropdown", str,
             "Parallel dimension on the heatmap's y axis.", choices=AXES, default="pp"),
     # --- header ---------------------------------------------------------------------------

@@ -68,16 +68,21 @@ COMPONENT_LABELS: dict[str, str] = {
 }
 
 # Per-op components (model.explore.report.op_table) and what bounds an op: same colours as above.
-OP_COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_exposed_s", "t_comm_s")
+# per op: t_comm_s is split into the expert-parallel all-to-all (t_ep_comm_s: the dispatch and
+# combine ops' collectives, dashboard.figures.ops.op_components) and the other collectives
+OP_COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_exposed_s", "t_comm_s",
+                                       "t_ep_comm_s")
 OP_COMPONENT_COLORS: dict[str, str] = {
     "t_compute_s": COMPONENT_COLORS["t_compute_s"],
     "t_memory_exposed_s": COMPONENT_COLORS["t_memory_s"],
     "t_comm_s": COMPONENT_COLORS["t_tp_comm_s"],
+    "t_ep_comm_s": COMPONENT_COLORS["t_ep_comm_s"],
 }
 OP_COMPONENT_LABELS: dict[str, str] = {
     "t_compute_s": "compute",
     "t_memory_exposed_s": "exposed memory",
     "t_comm_s": "communication",
+    "t_ep_comm_s": COMPONENT_LABELS["t_ep_comm_s"],
 }
 BOUND_COLORS: dict[str, str] = {
     "compute": COMPONENT_COLORS["t_compute_s"],

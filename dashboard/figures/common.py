@@ -22,8 +22,9 @@ from .maker import make_figure, plain, plain_figures  # noqa: F401 - re-exported
 # Parallel configuration shown in every hover: (column, label).
 CONFIG_FIELDS: tuple[tuple[str, str], ...] = (
     ("dp", "dp"), ("tp1", "tp1"), ("tp2", "tp2"), ("pp", "pp"), ("microbatch", "mb"),
-    ("nb", "nb"),
+    ("nb", "nb"), ("ep", "ep"), ("etp", "etp"),
 )
+EXPERT_FIELDS = ("ep", "etp")  # shown only where some row has experts spread (a MoE model)
 PLACEMENT_COLUMNS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 PLACEMENT_LABEL = "NVLink placement (tp1×tp2×dp×pp)"
 IDEALISED_SUFFIX = " (idealised)"
@@ -188,11 +189,24 @@ def config_values(frame: Mapping) -> dict[str, list[str]]:
     NVLink placement ('placement'); only the columns ``frame`` has. For :meth:`Hover.config`,
     computed once when several traces share the rows."""
     out = {column: [fmt_int(v) for v in _as_list(frame[column])]
-           for column, _ in CONFIG_FIELDS if column in frame}
+           for column in config_columns(frame)}
     if all(c in frame for c in PLACEMENT_COLUMNS):
         cols = [_as_list(frame[c]) for c in PLACEMENT_COLUMNS]
         out["placement"] = ["×".join(fmt_int(v) for v in row) for row in zip(*cols)]
     return out
+
+
+def config_columns(frame: Mapping) -> list[str]:
+    """The configuration columns ``frame`` has, in :data:`CONFIG_FIELDS` order; ep and etp
+    only where some row is not 1 (a dense model's hovers stay as they were)."""
+    def shown(column: str) -> bool:
+        if column not in frame:
+            return False
+        if column not in EXPERT_FIELDS:
+            return True
+        values = pd.to_numeric(pd.Series(_as_list(frame[column])), errors="coerce")
+        return bool((values.fillna(1) != 1).any())
+    return [column for column, _ in CONFIG_FIELDS if shown(column)]
 
 
 def _as_list(values: object) -> list:

@@ -20,6 +20,7 @@ from ..theme import (
 from .common import (
     CONFIG_FIELDS,
     check_frame,
+    config_columns,
     empty_figure,
     fmt_int,
     fmt_num,
@@ -125,7 +126,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     z = np.full(shape, np.nan)
     bad = np.full(shape, np.nan)
     text = np.full(shape, "", dtype=object)
-    others = [c for c, _ in CONFIG_FIELDS if c in frame.columns and c not in (x, y)]
+    others = [c for c in config_columns(frame) if c not in (x, y)]
     extra = [c for c in ("train_days", "samples_per_s", "memory_gb", "candidates", "feasible")
              if c in frame.columns and c != value_col]
     names = [value_col, *others, "placement", *extra]

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from model.physics.optable import ALLTOALL_OPS
+
 from ..theme import (
     AXIS_LINE,
     BOUND_COLORS,
@@ -28,6 +30,8 @@ ROOF_COLORS = {"matrix": "#000000", "vector": "#666666", "hbm": "#888888"}
 # legend names of what bounds an op (model.explore.report._bound)
 BOUND_LABELS = {"overhead": "launch-overhead-bound"}
 MIN_HEIGHT = 430  # px, the dashboard's graph card: the ops breakdown grows beyond it with the ops
+# op kinds whose collectives are the expert-parallel all-to-alls (MoE dispatch and combine)
+ALLTOALL_KINDS = tuple(kind.value for kind in ALLTOALL_OPS)
 
 
 def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -35,6 +39,19 @@ def _num(frame: pd.DataFrame, column: str) -> np.ndarray:
     if column not in frame.columns:
         return np.zeros(len(frame))
     return pd.to_numeric(frame[column], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+
+
+def op_components(ops: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each op's time split as the per-op views show it (seconds per call, NaN → 0): compute,
+    exposed memory, and its communication — that of the MoE dispatch and combine ops (kinds
+    ``ALLTOALL_KINDS``) as the EP all-to-all (``t_ep_comm_s``), the rest as ``t_comm_s`` —
+    as the iteration breakdown splits them (``model.explore.evaluate``)."""
+    comm = _num(ops, "t_comm_s")
+    kinds = ops["kind"].astype(str) if "kind" in ops.columns else pd.Series([""] * len(ops))
+    alltoall = kinds.isin(ALLTOALL_KINDS).to_numpy()
+    return {"t_compute_s": _num(ops, "t_compute_s"),
+            "t_memory_exposed_s": _num(ops, "t_memory_exposed_s"),
+            "t_comm_s": np.where(alltoall, 0.0, comm), "t_ep_comm_s": np.where(alltoall, comm, 0.0)}
 
 
 def _labels(ops: pd.DataFrame) -> list[str]:
@@ -159,11 +176,12 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
 def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Figure:
     """Seconds per iteration spent in each op, slowest on top, as horizontal stacked bars.
 
-    Each bar is the op's ``t_iteration_s`` split into compute, exposed memory and
-    communication: ``t_compute_s``, ``t_memory_exposed_s`` and ``t_comm_s`` (per op call)
-    scaled by ``t_iteration_s / (t_fwd_s + t_bwd_s)``. With pipelining the embedding ('pre')
-    and the head ('post') run on different stages, so the bars add up to more than any one
-    stage's compute + memory + TP-communication time (by the 'pre' ops). The figure's height
+    Each bar is the op's ``t_iteration_s`` split into compute, exposed memory, communication
+    and the EP all-to-all (:func:`op_components`, per op call) scaled by
+    ``t_iteration_s / (t_fwd_s + t_bwd_s)`` (the all-to-all only when some op has one).
+    With pipelining the embedding ('pre') and the head ('post') run on different stages, so
+    the bars add up to more than any one stage's compute + memory + communication time (by
+    the 'pre' ops). The figure's height
     grows with the number of ops (at least 430 px) so that every op's label shows.
     """
     msg = check_frame(ops, ("op", "t_iteration_s"), "ops")
@@ -172,9 +190,14 @@ def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Fi
     frame = ops.copy()
     frame["label"] = _labels(ops)
     frame["t_iter"] = _num(frame, "t_iteration_s")
+    parts = op_components(frame)
+    present = [c for c in OP_COMPONENT_ORDER
+               if c in frame.columns or (c == "t_ep_comm_s" and parts[c].any())]
+    for comp in present:
+        frame[comp] = parts[comp]
     per_call = _num(frame, "t_fwd_s") + _num(frame, "t_bwd_s")
     if not (per_call > 0).any():  # no fwd/bwd times: use the sum of the components
-        per_call = sum(_num(frame, c) for c in OP_COMPONENT_ORDER)
+        per_call = sum(parts[c] for c in OP_COMPONENT_ORDER)
     frame["scale"] = np.divide(frame["t_iter"].to_numpy(), per_call,
                                out=np.zeros(len(frame)), where=per_call > 0)
     frame = frame.sort_values("t_iter", kind="stable")
@@ -182,9 +205,7 @@ def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Fi
     frame["op_share"] = frame["t_iter"] / total if total > 0 else 0.0
     data: list[dict] = []
     labels, scale_ = frame["label"].tolist(), frame["scale"].to_numpy()
-    for comp in OP_COMPONENT_ORDER:
-        if comp not in frame.columns:
-            continue
+    for comp in present:
         label = OP_COMPONENT_LABELS[comp]
         seconds = _num(frame, comp) * scale_
         hover = (Hover(Columns(frame, seconds=seconds), "<b>%{y}</b>")

@@ -27,12 +27,13 @@ TOP_COLUMNS = [
     number_column("mfu_peak_tflops", "MFU peak TFLOP/s", ".4g", 150),
     *[number_column(k, label, "d", width) for k, label, width in (
         ("dp", "dp", 90), ("tp1", "tp1", 90), ("tp2", "tp2", 90), ("pp", "pp", 90),
-        ("microbatch", "mb", 85), ("nb", "nb", 85))],
+        ("microbatch", "mb", 85), ("nb", "nb", 85), ("ep", "ep", 85), ("etp", "etp", 90))],
     text_column("placement", "NVLink tp1×tp2×dp×pp", 150, filter=False),
     number_column("memory_gb", "memory GB", ".1f", 130),
     number_column("iteration_time_s", "iter s", ".2f", 115),
     number_column("t_compute_s", "compute s", ".2f", 125),
     number_column("t_tp_comm_s", "TP comm s", ".2f", 125),
+    number_column("t_ep_comm_s", "EP all-to-all s", ".2f", 140),
     number_column("t_pp_comm_s", "PP comm s", ".2f", 125),
     number_column("t_dp_comm_s", "DP comm s", ".2f", 125),
     number_column("t_bubble_s", "bubble s", ".2f", 115),
@@ -42,6 +43,7 @@ TOP_COLUMNS = [
 OPS_COLUMNS = [
     text_column("op", "op", 140, filter=False), text_column("where", "where", 75, filter=False,
                                                             sortable=False),
+    text_column("kind", "kind", 120, filter=False, sortable=False),
     number_column("t_iteration_s", "s / iteration", ".3f", 140),
     number_column("flop_fwd", "FLOP fwd", ".3s", 120),
     number_column("flop_bwd", "FLOP bwd", ".3s", 120),
@@ -162,7 +164,9 @@ def selected_text(scn: dict[str, Any], selected: list[dict[str, Any]] | None) ->
     if not selected:
         return ""
     row = selected[0]
-    config = " · ".join(f"{k} {int(row[k])}" for k in ("dp", "tp1", "tp2", "pp", "microbatch"))
+    keys = ["dp", "tp1", "tp2", "pp", "microbatch"]
+    keys += [k for k in ("ep", "etp") if int(row.get(k, 1) or 1) > 1]  # experts spread (MoE)
+    config = " · ".join(f"{k} {int(row[k])}" for k in keys)
     return (f"Selected: {strategy_name(row['strategy'])} on {int(row['gpus'])} GPUs ({config}) — "
             f"{notes.days_text(scn, float(row['train_days']))}, "
             f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.0f}%.")
