@@ -105,18 +105,21 @@ MEMORY_LABELS: dict[str, str] = {
     "activations_gb": "activations",
 }
 
-# Parallel dimensions of a configuration (optimal-configuration view).
-DIMENSION_ORDER: tuple[str, ...] = ("tp1", "tp2", "pp", "dp", "microbatch", "nb")
+# Parallel dimensions of a configuration (optimal-configuration view; ep and etp, the expert
+# parallel dimensions, only for a model whose experts are spread)
+DIMENSION_ORDER: tuple[str, ...] = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "ep", "etp")
 DIMENSION_COLORS: dict[str, str] = {
     "tp1": PALETTE[0], "tp2": PALETTE[5], "pp": PALETTE[4], "dp": PALETTE[1],
-    "microbatch": PALETTE[2], "nb": PALETTE[3],
+    "microbatch": PALETTE[2], "nb": PALETTE[3], "ep": COMPONENT_COLORS["t_ep_comm_s"],
+    "etp": GREY,
 }
 DIMENSION_LABELS: dict[str, str] = {
     "tp1": "tp1", "tp2": "tp2", "pp": "pp", "dp": "dp", "microbatch": "microbatch", "nb": "nb",
+    "ep": "ep", "etp": "etp",
 }
 DIMENSION_SYMBOLS: dict[str, str] = {
     "tp1": "circle", "tp2": "diamond", "pp": "square", "dp": "triangle-up",
-    "microbatch": "cross", "nb": "x",
+    "microbatch": "cross", "nb": "x", "ep": "star", "etp": "hexagon",
 }
 
 # GPU generations (system comparison): colour by generation, dash by NVLink domain size.

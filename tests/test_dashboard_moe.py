@@ -24,7 +24,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - creates the Dash app (use_pages), registers the callbacks
-from dashboard import compute, controls, state  # noqa: E402
+from dashboard import compute, controls, figures, state  # noqa: E402
 from dashboard import scenario as S  # noqa: E402
 from dashboard.control_table import BY_KEY, CONTROLS, SECTIONS  # noqa: E402
 from dashboard.figures import ops as ops_figures  # noqa: E402
@@ -258,3 +258,17 @@ def test_the_design_page_of_a_moe_model_has_an_ep_axis_and_the_all_to_all():
     seconds = dict(zip(a2a.y, a2a.x))
     assert seconds["moe/dispatch"] > 0 and seconds["moe/combine"] > 0
     assert {r["kind"] for r in op_rows} >= {"permute", "unpermute"}
+
+
+def test_the_scaling_views_of_a_moe_model_show_ep_and_the_all_to_all():
+    scn = _preset("mixtral-8x7b", strategy="1d", gpus_min=64, gpus_max=512, global_batch=256)
+    frame = compute.scaling(scn)
+    assert (frame["ep"] > 1).all() and (frame["t_ep_comm_s"] > 0).all()
+    config = figures.optimal_config_figure(frame)
+    ep = next(t for t in config.data if t.name == "ep")
+    np.testing.assert_array_equal(ep.y, frame.sort_values("gpus")["ep"])
+    breakdown = figures.time_breakdown_figure(frame)
+    a2a = next(t for t in breakdown.data if t.name == "EP all-to-all")
+    np.testing.assert_allclose(a2a.y, frame.sort_values("gpus")["t_ep_comm_s"])
+    dense = figures.optimal_config_figure(compute.scaling(_preset("llama3-8b", strategy="1d")))
+    assert {t.name for t in dense.data}.isdisjoint({"ep", "etp"})

@@ -39,6 +39,7 @@ from .common import (
     best_rows,
     by_strategy,
     check_frame,
+    config_columns,
     count_label,
     empty_figure,
     floats,
@@ -221,7 +222,8 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
 
 
 def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.Figure:
-    """The best configuration's parallel dimensions (tp1, tp2, pp, dp, microbatch, nb) vs GPUs.
+    """The best configuration's parallel dimensions (tp1, tp2, pp, dp, microbatch, nb; ep and
+    etp when some configuration spreads the experts) vs GPUs.
 
     One subplot per strategy, log2 y axis (dimension size, a count); the hover gives the whole
     configuration and its NVLink placement (GPUs of each dimension inside one NVLink domain).
@@ -229,7 +231,8 @@ def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> 
     rows, msg = _scaling_rows(scaling, "gpus")
     if rows is None:
         return empty_figure(msg, presentation)
-    dims = [d for d in DIMENSION_ORDER if d in rows.columns]
+    shown = set(config_columns(rows))  # ep, etp: only where the experts are spread
+    dims = [d for d in DIMENSION_ORDER if d in shown]
     if not dims:
         return empty_figure("No parallel dimensions in the scaling results.", presentation)
     groups = by_strategy(rows)

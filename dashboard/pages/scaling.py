@@ -101,8 +101,10 @@ def infeasible_text(scn: dict[str, Any], frame: pd.DataFrame) -> str:
 
 
 def _config(row: pd.Series) -> str:
-    return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · tp2 {int(row['tp2'])} · "
-            f"pp {int(row['pp'])} · microbatch {int(row['microbatch'])}")
+    """The configuration in words; ep and etp only when the experts are spread."""
+    keys = ["dp", "tp1", "tp2", "pp", "microbatch"]
+    keys += [k for k in ("ep", "etp") if pd.notna(row.get(k)) and int(row.get(k)) > 1]
+    return " · ".join(f"{k} {int(row[k])}" for k in keys)
 
 
 def _mfu(row: pd.Series) -> str:

@@ -97,3 +97,4 @@ def test_ep_axis_of_the_design_space_and_the_all_to_all_per_op(ui) -> None:
     assert seconds["moe/dispatch"] > 0 and seconds["moe/combine"] > 0
     assert seconds["attn/qkv"] == 0  # tensor-parallel collectives stay "communication"
     assert ui.severe_logs() == []
+    ui.screenshot("moe-design")
