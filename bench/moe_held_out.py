@@ -1,7 +1,7 @@
 """Held-out mixture-of-experts runs: predicted vs published throughput (prints figures; not a
 test — tests/test_held_out.py bounds the errors).
 
-Run: python bench/moe_held_out.py [--stack NAME]
+Run: python bench/moe_held_out.py [--stack NAME] [--experts-at-dense]
 
 The runs (``model/data/reference/moe_held_out.json``, each with its source) come from sources
 other than the Megatron-Bridge performance summary the MoE calibration is fitted on: NVIDIA's
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from model import load_system, search  # noqa: E402
 from model.specs.hf_moe import model_from_hf  # noqa: E402
 from model.specs.schema import DATA_DIR  # noqa: E402
+from model.specs.stack import load_stack  # noqa: E402
 from model.specs.transformer import Transformer  # noqa: E402
 from model.validation.sources import stack_by_date  # noqa: E402
 
@@ -96,12 +98,17 @@ def stack_of(r: dict[str, Any]) -> str:
     return stack_by_date(str(r["date"]))
 
 
-def predict(r: dict[str, Any], stack: str | None = None):
-    """The best row of the search with the run's published layout pinned."""
+def predict(r: dict[str, Any], stack: str | None = None, experts_at_dense: bool = False):
+    """The best row of the search with the run's published layout pinned. ``experts_at_dense``
+    (a diagnostic): the experts' grouped GEMMs at the stack's dense GEMM efficiency instead of
+    the one fitted on the Megatron-Bridge MoE runs."""
     strategy = "context" if int(r["cp"] or 1) > 1 else "1d"
+    chosen: Any = load_stack(stack or stack_of(r))
+    if experts_at_dense:
+        chosen = replace(chosen, expert_gemm_efficiency={})
     return search(model_of(r), load_system(SYSTEMS[r["system"]]), int(r["n_gpus"]),
                   int(r["global_batch"]), strategy, pins=pins_of(r), execution=execution_of(r),
-                  stack=stack or stack_of(r), top_k=1).best
+                  stack=chosen, top_k=1).best
 
 
 def predicted_tokens_per_s(r: dict[str, Any], row) -> float:
@@ -117,12 +124,14 @@ def error_pct(r: dict[str, Any], row) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default=None, help="software stack (default: the run's date's)")
+    ap.add_argument("--experts-at-dense", action="store_true",
+                    help="diagnostic: the experts' GEMMs at the stack's dense GEMM efficiency")
     args = ap.parse_args()
     print(f"{'run':48s} {'stack':22s} {'published':>9s} {'predicted':>9s} {'error':>7s}  "
           "(tokens/s per GPU)")
     groups: dict[str, list[float]] = {}
     for r in records():
-        row = predict(r, args.stack)
+        row = predict(r, args.stack, args.experts_at_dense)
         err = error_pct(r, row)
         groups.setdefault(r["group"], []).append(err)
         print(f"{r['id']:48s} {args.stack or stack_of(r):22s} {published_tokens_per_s(r):9.0f} "

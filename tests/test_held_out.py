@@ -79,3 +79,15 @@ def test_moe_held_out_error_does_not_regress():
     other = [abs(errors[r["id"]]) for r in OTHER_MODELS]
     assert sum(other) / len(other) <= 35.6 and max(other) <= 45.7
     assert abs(errors["deepseek_v3_report_h800_fp8"]) <= 27.0
+
+
+def test_moe_held_out_with_experts_at_dense_gemm_efficiency():
+    """The diagnostic of the README: with the experts' grouped GEMMs at the stack's dense GEMM
+    efficiency (no MoE-specific fit), the BF16 Mixtral runs (experts within one NVLink domain)
+    land within 4.4 % and FP8 23.8 % too fast (measured; bounds one point above): the low
+    fitted expert efficiencies do not carry over to these models."""
+    errors = {r["id"]: moe.error_pct(r, moe.predict(r, experts_at_dense=True))
+              for r in OTHER_MODELS}
+    bf16 = [abs(e) for k, e in errors.items() if "bf16" in k]
+    assert max(bf16) <= 5.4
+    assert 0 < errors["modelzoo_mixtral8x22b_h100_fp8_forcebalanced"] <= 24.8
