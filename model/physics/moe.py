@@ -10,7 +10,8 @@ shard b·l/(tp1·tp2): Megatron requires sequence parallelism with MoE and tenso
 3. with ``etp`` > 1, all-gather them over the expert-tensor-parallel group;
 4. ``moe/fc1`` → ``moe/act`` → ``moe/fc2``: the local experts' grouped GEMMs
    (:func:`grouped_linear`) on the GPU's routed tokens, T·k·etp × the load factor (the
-   busiest GPU's share: ``Execution.moe_load``), hidden f_e/etp;
+   busiest GPU's share: ``Execution.moe_load``), hidden f_e/etp, with a kernel launch per
+   local expert (:func:`expert_launches`);
 5. reduce-scatter over ``etp``, all-to-all back (``moe/combine``), unpermute and weight by the
    routing probabilities;
 6. the shared experts (``shared/*``): a dense tensor-parallel MLP of f_s on every token.
