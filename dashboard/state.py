@@ -77,20 +77,32 @@ def _raw(values: tuple[Any, ...], current: dict[str, Any]) -> dict:
     Output("scenario", "data"), Output("url", "hash"),
     *[Output(f"err-{k}", "children") for k in ERROR_KEYS],
     *[Input(f"ctl-{c.key}", "value") for c in (*PANEL, *HEADER)],
-    State("scenario", "data"), State("hydrated", "data"),
+    State("scenario", "data"), State("hydrated", "data"), State("applied-presets", "data"),
     prevent_initial_call=True,
 )
 def collect(*args: Any) -> tuple:
     """Validate the controls; store the scenario only when every value is valid.
 
     Arguments: the panel's values (CONTROL_KEYS), the header's (presentation), the stored
-    scenario, whether the URL was read."""
-    *values, current, hydrated = args
-    scn, errors = validate_scenario(_raw(tuple(values), current))
+    scenario, whether the URL was read, the presets applied."""
+    *values, current, hydrated, applied = args
+    raw = _raw(tuple(values), current)
+    if _preset_pending(raw, applied):
+        return (no_update, no_update, *([no_update] * len(ERROR_KEYS)))
+    scn, errors = validate_scenario(raw)
     messages = [errors.get(k, "") for k in ERROR_KEYS]
     if scn is None:
         return (no_update, no_update, *messages)
     return (scn, "#" + to_query(scn) if hydrated else no_update, *messages)
+
+
+def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool:
+    """Whether a newly chosen preset is all that changed: its values are on their way
+    (:func:`apply_preset`), and its name with the previous preset's values is no scenario to
+    compute (a B200 named with H200's figures, DeepSeek-V3 with GPT-3's sizes)."""
+    triggered = {str(t["prop_id"]).split(".")[0] for t in ctx.triggered or []}
+    chosen = {f"ctl-{p.key}" for p in PRESETS if raw.get(p.key) != (applied or {}).get(p.key)}
+    return bool(triggered) and triggered <= chosen
 
 
 @callback(

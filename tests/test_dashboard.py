@@ -286,10 +286,23 @@ def _controls(scn: dict[str, Any]) -> list[Any]:
 
 
 def _collect(scn: dict[str, Any], current: dict[str, Any], hydrated: bool,
-             presentation: list[str] | None = None) -> tuple:
-    out = state.collect(*_controls(scn), presentation or [], current, hydrated)
+             presentation: list[str] | None = None, trigger: str = "ctl-layers.value") -> tuple:
+    out = _triggered(trigger, state.collect, *_controls(scn), presentation or [], current,
+                     hydrated, state._applied(current))
     assert len(out) == 2 + len(state.ERROR_KEYS)
     return out
+
+
+def test_collect_waits_for_a_newly_chosen_presets_values():
+    """Choosing a preset changes its name first; its values follow (apply_preset). The name
+    with the previous preset's values is never stored nor computed (a B200 with H200's HBM)."""
+    current = default()
+    out = _collect({**current, "system": "b200"}, current, True, trigger="ctl-system.value")
+    assert all(is_no_update(v) for v in out)
+    # the preset's values arrive (with its name, as apply_preset sets them): stored
+    loaded = {**current, **S.system_values("b200")}
+    out = _collect(loaded, current, True, trigger="ctl-hbm_gb.value")
+    assert out[0]["system"] == "b200" and out[0]["hbm_gb"] == S.system_values("b200")["hbm_gb"]
 
 
 def test_collect_invalid_value_keeps_store_and_reports_on_control():

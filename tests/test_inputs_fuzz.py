@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
+import contextvars
 import dataclasses
 import json
 import math
@@ -49,6 +50,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from dash import no_update  # noqa: E402
+from dash._callback_context import context_value  # noqa: E402
+from dash._utils import AttributeDict  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import event as _event  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -1023,7 +1026,11 @@ def test_upload_callback_hostile_documents_are_errors(name):
 def test_collect_callback_random_control_values(changes, presentation, hydrated):
     current = S.default_scenario()
     values = [changes.get(k, current[k]) for k in CONTROL_KEYS]
-    out = state.collect(*values, presentation, current, hydrated)
+    def run() -> tuple:  # as Dash calls it: a control of the panel triggered it
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "ctl-layers.value",
+                                                           "value": None}]))
+        return state.collect(*values, presentation, current, hydrated, state._applied(current))
+    out = contextvars.copy_context().run(run)
     assert len(out) == 2 + len(state.ERROR_KEYS)
     messages = out[2:]
     assert all(isinstance(m, str) for m in messages)
