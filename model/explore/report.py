@@ -13,6 +13,7 @@ from ..physics.block import Ctx, OpResult, Shards, comm_volume_bytes
 from ..physics.memory import fits_in_memory
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
+from .economics import cost_columns
 from .space import COLUMNS
 
 GB = 1e9
@@ -34,7 +35,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     dense matrix peak of the precision the matmuls run in (``mfu_peak_tflops``: the FP8 peak
     for fp8, else the fp16/bf16 one); hfu counts recomputed FLOPs too. ``constants`` are extra
     columns with one value for every row: the execution's choices (its ``precision`` picks the
-    peak).
+    peak). GPU-hours, energy, cost and days with failures: :mod:`model.explore.economics`.
     """
     t = res["iteration_time_s"][idx]
     samples_per_s = global_batch / t
@@ -62,6 +63,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         "hfu": res["flop_per_gpu"][idx] / t / peak,
         "mfu_peak_tflops": peak / 1e12,
     })
+    data.update(cost_columns(model, system, per_row, data["train_days"]))
     for name in TIME_COLUMNS:
         data[name] = res[name][idx]
     data["memory_gb"] = res["memory_bytes"][idx] / GB
