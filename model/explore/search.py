@@ -98,6 +98,8 @@ class SearchResult:
     elapsed_s: float
     # the executions searched (model.execution.Execution); each row's columns say which it is
     executions: tuple[Execution, ...] = ()
+    # search(..., max_gpus=N): the bound; ``gpus`` is then what the best uses (rows say theirs)
+    max_gpus: int | None = None
 
     @property
     def searched(self) -> str:
@@ -131,10 +133,11 @@ def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: d
 
 
 def search(
-    model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
-    compat: str | Mode | None = None, nvs: int | None = None, pins: dict | None = None,
-    top_k: int = 10, budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
-    stack: str | Stack | None = None,
+    model: Transformer, system: System, gpus: int | None, global_batch: int,
+    strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
+    pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
+    execution: Execution | dict | None = None, stack: str | Stack | None = None,
+    costs: object = None, max_gpus: int | None = None, gpu_step: int = 1,
 ) -> SearchResult:
     """The ``top_k`` fastest configurations of ``strategy`` on ``gpus`` GPUs that fit in HBM.
 
@@ -147,11 +150,28 @@ def search(
     stack's calibrated efficiencies (a name of ``model/data/stacks``; None: the newest; "none":
     the system's own values and the one Execution default; :func:`with_stack`). A dict whose
     values are lists searches every combination (``result.searched`` says what was searched).
-    Ties keep the deterministic candidate order.
+    Ties keep the deterministic candidate order. ``costs`` changes the site, pricing or failure
+    inputs of the cost columns (:class:`~model.specs.cost.Costs`, a dict of its fields).
+
+    With ``max_gpus`` (and ``gpus`` None) the search covers every count up to it in steps of
+    ``gpu_step`` and returns the fastest configurations using at most that many GPUs, the rest
+    idle (:func:`model.explore.counts.search_at_most`); ``result.gpus`` is what the best uses.
     """
+    if max_gpus is not None:
+        if gpus is not None:
+            raise ModelError("give 'gpus' (use exactly that many) or 'max_gpus' (at most), "
+                             "not both")
+        from .counts import search_at_most  # it searches through search_counts below
+        if nvs is not None:
+            system = system.with_overrides(nvlink_domain_size=nvs)
+        return search_at_most(model, system, max_gpus, global_batch, strategy,
+                              gpu_step=gpu_step, top_k=top_k, compat=compat, pins=pins,
+                              execution=execution, stack=stack, costs=costs, budget=budget)
+    if gpus is None:
+        raise ModelError("give 'gpus' (a GPU count) or 'max_gpus' (at most that many)")
     return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
                          pins=pins, top_k=top_k, budget=budget, execution=execution,
-                         stack=stack)[0]
+                         stack=stack, costs=costs)[0]
 
 
 def search_counts(
@@ -159,6 +179,7 @@ def search_counts(
     strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
     pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
     execution: Execution | dict | None = None, stack: str | Stack | None = None,
+    costs: object = None,
 ) -> list[SearchResult]:
     """:func:`search` at several GPU counts in one evaluation (a strong-scaling sweep).
 
@@ -181,7 +202,7 @@ def search_counts(
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
-    system, execution = with_stack(system, execution, stack, mode)
+    system, execution = with_stack(system.with_costs(costs), execution, stack, mode)
     variants = execution_variants(execution)
     per_variant = []
     for ex in variants:  # a few execution choices, each a vectorized search of its own
@@ -231,8 +252,10 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
                 front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
                                           pins, budget, cover, depth, top_k)
                 CACHE.put(key, front)
-    for i in range(len(counts)):  # the same refusal as an evaluation, at the same count
-        check_budget(sum(front.candidates()[:i + 1]), budget)
+    totals = np.cumsum(front.candidates())  # the same refusal as an evaluation, at the same
+    over = np.flatnonzero(totals > budget)   # count (the first whose running total is over)
+    if over.size:
+        check_budget(int(totals[over[0]]), budget)
     return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
 
 
@@ -250,12 +273,13 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx, usable)
     fits = fits_on(mem, system, usable)
-    per_count, placing, offset = [], [], 0
+    per_count, placing, offset, total = [], [], 0, 0
     for n, cols, (mask, table) in zip(counts, shapes, masks):
         span = slice(offset, offset + len(cols["tp1"]))
         per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
                                         mask.sum(axis=1)))
-        check_budget(sum(c.candidates for c in per_count), budget)
+        total += per_count[-1].candidates
+        check_budget(total, budget)
         placing.append((n, offset, mask, table))
         offset = span.stop
 
@@ -360,6 +384,7 @@ def evaluate(
     nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
     nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
     execution: Execution | dict | None = None, stack: str | Stack | None = None,
+    costs: object = None,
 ) -> Evaluation:
     """Evaluate one configuration; a placement or nb left out is the best one for it.
 
@@ -379,6 +404,7 @@ def evaluate(
             f"tp1·tp2·pp·dp = {tp1}·{tp2}·{pp}·{dp} = {tp1 * tp2 * pp * dp} must equal"
             f" gpus = {gpus}")
     sysm = system if nvs is None else system.with_overrides(nvlink_domain_size=nvs)
+    sysm = sysm.with_costs(costs)
     mode = resolve_mode(compat)
     sysm, execution = with_stack(sysm, execution, stack, mode)
     ex = resolve_execution(execution)
