@@ -13,6 +13,7 @@ import shlex
 import pandas as pd
 
 from ..specs.execution import DEFAULT_EXECUTION
+from .costs import cost_argv
 
 # (evaluate option, row column) of the configuration, in the order evaluate's help lists them
 CONFIG_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),
@@ -57,6 +58,7 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
                                                           != "summa"):
             continue  # not a dimension of this strategy (evaluate takes 1)
         argv += [flag, str(int(row[col]))]
+    argv += cost_argv(args)  # the cost columns as the search computed them
     if args.compat:
         return argv + ["--compat", args.compat]  # the paper mode has one execution
     return argv + _execution_options(row)

@@ -87,8 +87,8 @@ def plan_columns(frame: pd.DataFrame, failures: bool) -> pd.DataFrame:
 
 def _check(days: float | None, budget_usd: float | None, model: Transformer) -> None:
     if days is None and budget_usd is None:
-        raise ModelError("plan needs a target: days (train within D days) or budget_usd (the "
-                         "fastest within a budget), or both")
+        raise ModelError("plan needs a target: days (train within D days; --days) or "
+                         "budget_usd (the fastest within a budget; --budget-usd), or both")
     for name, value in (("days", days), ("budget_usd", budget_usd)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 < value < 1e15 or not math.isfinite(value)):

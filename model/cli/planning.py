@@ -1,0 +1,201 @@
+"""Command line of the planning questions: ``plan`` (how many GPUs, how long, how much),
+``lost-node`` (the best layout as nodes are lost) and ``codesign`` (systems under a budget).
+
+Errors follow :mod:`model.cli.commands`: one line on stderr, exit 2 for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import pandas as pd
+
+from ..errors import ModelError
+from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
+from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
+from ..physics.strategies import STRATEGIES
+from ..specs.execution import CHOICES
+from . import format as cli_format
+from .commands import (
+    DEFAULT_GLOBAL_BATCH,
+    _load,
+    _print_json,
+    positive_int,
+    positive_number,
+    strategy_name,
+)
+from .costs import add_cost_args, costs_from_args
+from .options import add_execution_args, execution_from_args
+from .reproduce import evaluate_command
+
+CONFIG = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1", "nv_tp2",
+          "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage", *CHOICES)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value < 1e15):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _add_common(p: argparse.ArgumentParser, gpus: bool) -> None:
+    p.add_argument("--model", required=True, metavar="M",
+                   help="workload preset (see 'models'), a .json spec or a Hugging Face "
+                        "config.json (then --seq-len)")
+    p.add_argument("--seq-len", type=positive_int, metavar="L", help="training sequence length")
+    p.add_argument("--tokens", type=positive_number, metavar="T",
+                   help="training budget in tokens, e.g. 1e13 (replaces the model's)")
+    p.add_argument("--system", required=True, metavar="S",
+                   help="system preset (see 'systems') or a .json spec")
+    p.add_argument("--nvs", type=positive_int, metavar="N", help="override the NVLink domain")
+    if gpus:
+        p.add_argument("--gpus", type=positive_int, required=True, metavar="N",
+                       help="GPUs of the full job")
+    p.add_argument("--global-batch", type=positive_int, default=DEFAULT_GLOBAL_BATCH,
+                   metavar="B", help="global batch in samples (default: %(default)s)")
+    p.add_argument("--strategy", type=strategy_name(True), default="1d", metavar="NAME",
+                   help="1d (default), summa, context or all")
+    add_execution_args(p, searching=True)
+    add_cost_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(compat=None)
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``plan`` and ``lost-node`` (and ``codesign``) on the command line."""
+    p = sub.add_parser("plan", allow_abbrev=False,
+                       help="the fewest GPUs that train within D days, or the fastest within "
+                            "a budget, with days, GPU-hours, cost and energy")
+    _add_common(p, gpus=False)
+    p.add_argument("--days", type=_positive_float, metavar="D",
+                   help="train the model's budget within D days")
+    p.add_argument("--budget-usd", type=_positive_float, metavar="B",
+                   help="cost at most B US dollars (alone: the fastest within it)")
+    p.add_argument("--gpu-step", type=positive_int, metavar="K",
+                   help="GPU counts in multiples of K (default: the system's node size)")
+    p.add_argument("--max-gpus", type=positive_int, default=DEFAULT_MAX_GPUS, metavar="N",
+                   help="search counts up to N (default: %(default)s)")
+    p.add_argument("--with-failures", action="store_true",
+                   help="the days with failures (checkpoints, restarts) must meet --days; "
+                        "GPU-hours, cost and energy of the expected wall time")
+    p.set_defaults(run=run_plan)
+    n = sub.add_parser("lost-node", allow_abbrev=False,
+                       help="the best configuration as a job loses nodes (N, N - node, ...), "
+                            "with the cliff marked")
+    _add_common(n, gpus=True)
+    n.add_argument("--lost", type=int, default=8, metavar="K",
+                   help="nodes lost at most (default: %(default)s)")
+    n.add_argument("--node", type=positive_int, metavar="G",
+                   help="GPUs per node (default: the system's node size)")
+    n.add_argument("--cliff-ratio", type=_positive_float, default=DEFAULT_CLIFF_RATIO,
+                   metavar="R", help="a cliff: throughput per GPU left below R of the full "
+                                     "job's (default: %(default)s)")
+    n.set_defaults(run=run_lost_node)
+
+
+def _strategy(args: argparse.Namespace) -> str | tuple[str, ...]:
+    return STRATEGIES if args.strategy == "all" else args.strategy
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    model, system = _load(args)
+    res = plan(model, system, args.global_batch, days=args.days, budget_usd=args.budget_usd,
+               strategy=_strategy(args), gpu_step=args.gpu_step, max_gpus=args.max_gpus,
+               failures=args.with_failures,
+               execution=execution_from_args(args, searching=True),
+               costs=costs_from_args(args))
+    if res.row is None:
+        raise ModelError(_no_answer(res, model.name))
+    if args.json:
+        _print_json(plan_json(res, model, system, args))
+    else:
+        print(format_plan(res, model, system, args))
+    return 0
+
+
+def _no_answer(res: PlanResult, name: str) -> str:
+    what = " and ".join(x for x in (
+        f"within {res.target_days:g} days" if res.target_days is not None else "",
+        f"for at most ${res.budget_usd:,.0f}" if res.budget_usd is not None else "") if x)
+    text = (f"no GPU count up to {res.max_gpus} (multiples of {res.gpu_step}) trains {name} "
+            f"{what}")
+    if res.per_count.empty:
+        return text + "; no configuration fits at any count (more GPUs or a larger batch?)"
+    fastest = res.per_count.loc[res.per_count["plan_days"].idxmin()]
+    return (text + f"; the fastest takes {fastest['plan_days']:.1f} days on "
+            f"{int(fastest['gpus'])} GPUs (raise --max-gpus or the global batch)")
+
+
+def _fewer(res: PlanResult) -> dict[str, Any]:
+    """The best of one node fewer than the answer: what shows that it is the fewest."""
+    n = res.gpus - res.gpu_step
+    rows = res.per_count[res.per_count["gpus"] == n]
+    days = float(rows["plan_days"].iloc[0]) if len(rows) else None
+    return {"gpus": n, "days": days, "cost_usd": cli_format.plain(
+        float(rows["plan_cost_usd"].iloc[0])) if len(rows) else None}
+
+
+def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
+              ) -> dict[str, Any]:
+    row = cli_format.row_dict(res.row)
+    return {"model": model.name, "system": system.name, "global_batch": args.global_batch,
+            "target": {"days": res.target_days, "budget_usd": res.budget_usd,
+                       "with_failures": res.failures},
+            **res.summary(), "configuration": {k: row[k] for k in CONFIG},
+            "one_node_fewer": _fewer(res) if res.gpus > res.gpu_step else None,
+            "max_gpus": res.max_gpus, "counts_searched": res.counts_searched,
+            "elapsed_s": res.elapsed_s, "reproduce": evaluate_command(res.row, args),
+            "best": row}
+
+
+def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespace) -> str:
+    s, row = res.summary(), res.row
+    fewer = _fewer(res) if res.gpus > res.gpu_step else None
+    target = " and ".join(x for x in (
+        f"within {res.target_days:g} days" + (" with failures" if res.failures else "")
+        if res.target_days is not None else "",
+        f"at most {cli_format.money(res.budget_usd)}" if res.budget_usd else "") if x)
+    lines = [f"{model.name} on {system.name}, global batch {args.global_batch}: "
+             f"{model.training_samples * model.seq_len:,.4g} tokens {target}",
+             f"plan: {s['gpus']:,} GPUs ({s['gpus'] // res.gpu_step:,} x {res.gpu_step}) train "
+             f"in {s['days']:.1f} days ({s['days_with_failures']:.1f} with failures)",
+             f"      {cli_format.throughput_line(row)}",
+             f"      {cli_format.config_line(row)}",
+             f"      {cli_format.execution_line(row)}",
+             f"      {cli_format.cost_line(row)}"]
+    if fewer is not None:
+        days = "no configuration" if fewer["days"] is None else f"{fewer['days']:.1f} days"
+        lines.append(f"      one node fewer ({fewer['gpus']:,} GPUs): {days}")
+    lines += [f"      reproduce: {evaluate_command(row, args)}",
+              f"searched every multiple of {res.gpu_step} up to "
+              f"{res.counts_searched * res.gpu_step:,} GPUs in {res.elapsed_s:.2f} s"]
+    return "\n".join(lines)
+
+
+def run_lost_node(args: argparse.Namespace) -> int:
+    model, system = _load(args)
+    frame = lost_node_frame(model, system, args.gpus, args.global_batch, _strategy(args),
+                            lost=args.lost, node=args.node, cliff_ratio=args.cliff_ratio,
+                            execution=execution_from_args(args, searching=True),
+                            costs=costs_from_args(args))
+    if args.json:
+        _print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
+                     "global_batch": args.global_batch, "cliff_ratio": args.cliff_ratio,
+                     "rows": cli_format.records(frame)})
+        return 0
+    cols = ["lost_nodes", "available_gpus", "gpus", "samples_per_s", "train_days",
+            "all_used_samples_per_s", "relative_efficiency", "cliff", "tp1", "tp2", "pp", "dp",
+            "microbatch"]
+    print(f"{model.name} on {system.name}, {args.gpus} GPUs in nodes of "
+          f"{int(frame['node_gpus'].iloc[0])}, global batch {args.global_batch}")
+    print(pd.DataFrame(frame[cols]).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print("gpus: what the best configuration on at most the GPUs left uses; all_used: the best "
+          f"using every GPU left; cliff: under {args.cliff_ratio:g} of the full job's "
+          "throughput per GPU")
+    return 0
