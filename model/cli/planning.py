@@ -13,10 +13,13 @@ from typing import Any
 import pandas as pd
 
 from ..errors import ModelError
+from ..explore.codesign import codesign
 from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
 from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
 from ..physics.strategies import STRATEGIES
 from ..specs.execution import CHOICES
+from ..specs.hardware import load_system
+from ..specs.transformer import load_model
 from . import format as cli_format
 from .commands import (
     DEFAULT_GLOBAL_BATCH,
@@ -97,6 +100,57 @@ def add_parsers(sub: Any) -> None:
                    metavar="R", help="a cliff: throughput per GPU left below R of the full "
                                      "job's (default: %(default)s)")
     n.set_defaults(run=run_lost_node)
+    c = sub.add_parser("codesign", allow_abbrev=False,
+                       help="the best system design under a budget: per model and combination "
+                            "of varied system fields, the best cluster size it buys")
+    c.add_argument("--model", required=True, type=_names, metavar="M1,M2,...",
+                   help="workload presets or .json specs, comma-separated")
+    c.add_argument("--system", required=True, metavar="S",
+                   help="the system the designs start from (preset or .json spec)")
+    c.add_argument("--nvs", type=positive_int, metavar="N", help="override the NVLink domain")
+    c.add_argument("--budget-usd", required=True, type=_positive_float, metavar="B",
+                   help="what the cluster may cost, USD")
+    c.add_argument("--vary", required=True, action="append", type=_vary, metavar="KEY=V1,V2",
+                   help="a numeric system field and its values (repeat for more fields)")
+    c.add_argument("--prices", required=True, metavar="PRICES.json",
+                   help='{"base_usd": ..., "<field>": {"<value>": usd, ...}} (JSON, <= 16 KB)')
+    c.add_argument("--global-batch", type=_batches, default=[DEFAULT_GLOBAL_BATCH],
+                   metavar="B[,B...]", help="global batch in samples: one for every model or "
+                                            "one per model (default: %(default)s)")
+    c.add_argument("--strategy", type=strategy_name(True), default="1d", metavar="NAME",
+                   help="1d (default), summa, context or all")
+    add_execution_args(c, searching=True)
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+    c.set_defaults(run=run_codesign, compat=None)
+
+
+def _names(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",")]
+    if not text.strip() or not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return list(dict.fromkeys(names))
+
+
+def _batches(text: str) -> list[int]:
+    parts = [t for t in text.split(",")]
+    if not text.strip() or any(not t.strip() for t in parts):
+        raise argparse.ArgumentTypeError(f"expected B or B1,B2,..., got {text!r}")
+    return [positive_int(t) for t in parts]
+
+
+def _vary(text: str) -> tuple[str, list[float]]:
+    """KEY=V1,V2,... (argparse type)."""
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip() or not values.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=V1,V2,..., got {text!r}")
+    try:
+        numbers = [float(v) for v in values.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--vary {key.strip()}: values must be numbers, got "
+                                         f"{values!r}") from None
+    if not all(math.isfinite(v) for v in numbers):
+        raise argparse.ArgumentTypeError(f"--vary {key.strip()}: values must be finite")
+    return key.strip(), list(dict.fromkeys(numbers))
 
 
 def _strategy(args: argparse.Namespace) -> str | tuple[str, ...]:
@@ -198,4 +252,31 @@ def run_lost_node(args: argparse.Namespace) -> int:
     print("gpus: what the best configuration on at most the GPUs left uses; all_used: the best "
           f"using every GPU left; cliff: under {args.cliff_ratio:g} of the full job's "
           "throughput per GPU")
+    return 0
+
+
+def run_codesign(args: argparse.Namespace) -> int:
+    vary: dict[str, list[float]] = {}
+    for key, values in args.vary:
+        if key in vary:
+            raise ModelError(f"--vary {key} is given twice")
+        vary[key] = values
+    models = [load_model(name) for name in args.model]
+    system = load_system(args.system, nvlink_domain_size=args.nvs)
+    batches = args.global_batch[0] if len(args.global_batch) == 1 else args.global_batch
+    res = codesign(models, system, args.budget_usd, vary, args.prices, batches,
+                   strategy=_strategy(args),
+                   execution=execution_from_args(args, searching=True))
+    if args.json:
+        _print_json({"system": system.name, "budget_usd": res.budget_usd,
+                     "varied": list(res.varied), "global_batch": args.global_batch,
+                     "elapsed_s": res.elapsed_s, "rows": cli_format.records(res.rows)})
+        return 0
+    cols = ["model", *res.varied, "price_per_gpu_usd", "max_gpus", "gpus", "samples_per_s",
+            "samples_per_s_per_musd", "tp1", "pp", "dp", "microbatch", "recompute", "offload",
+            "best"]
+    print(f"{system.name} designs under ${res.budget_usd:,.0f}: the best cluster size each "
+          f"buys ({res.elapsed_s:.1f} s)")
+    print(res.rows[[c for c in cols if c in res.rows]].to_string(
+        index=False, float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"))
     return 0

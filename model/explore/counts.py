@@ -18,19 +18,30 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
 from ..physics.strategies import STRATEGIES, build_strategy, canonical_strategy
-from ..specs.execution import Execution, execution_variants
+from ..specs.execution import Execution, execution_columns, execution_variants
 from ..specs.hardware import System
 from ..specs.modes import resolve_mode
 from ..specs.stack import Stack
 from ..specs.transformer import Transformer
+from .frontier import Frontier
+from .report import result_frame
 from .rules import MIN_ROWS, Problem, mask
-from .search import DEFAULT_BUDGET, SearchResult, search_counts, with_stack
+from .search import (
+    DEFAULT_BUDGET,
+    SearchResult,
+    check_args,
+    search_counts,
+    variant_frontier,
+    with_stack,
+)
 from .space import divisors
 
 MAX_COUNTS = 1_000_000  # GPU counts one multi-count search may span
@@ -111,33 +122,105 @@ def searchable(model: Transformer, system: System, counts: Sequence[int], global
     return [int(n) for n in counts[keep]]
 
 
+@dataclass(frozen=True)
+class Searched:
+    """What a multi-count search covered: candidates and feasible ones over every count and
+    execution, and the executions searched."""
+
+    candidates: int = 0
+    feasible: int = 0
+    executions: tuple[Execution, ...] = ()
+
+    def __add__(self, other: Searched) -> Searched:
+        return Searched(self.candidates + other.candidates, self.feasible + other.feasible,
+                        self.executions or other.executions)
+
+
 def best_per_count(model: Transformer, system: System, counts: Sequence[int], global_batch: int,
                    strategy: str | Iterable[str] = "1d", *, top_k: int = 1,
                    compat: object = None, pins: dict | None = None,
                    execution: Execution | dict | None = None, stack: str | Stack | None = None,
                    costs: object = None, budget: int = DEFAULT_BUDGET
-                   ) -> tuple[pd.DataFrame, list[SearchResult]]:
+                   ) -> tuple[pd.DataFrame, Searched]:
     """The ``top_k`` best configurations of each of ``counts`` over the strategies (rows of
-    every count that has one, by count then fastest first), and the searches run (only of the
-    counts :func:`searchable` keeps, in batches of ``CHUNK`` counts)."""
-    results: list[SearchResult] = []
+    every count that has one, by count then fastest first: the rows
+    :func:`~model.explore.search.search_counts` gives for each count), and what was searched.
+    Only the counts :func:`searchable` keeps are searched, in batches of ``CHUNK``; each
+    execution's search is read as arrays and turned into one frame, not one per count."""
+    frames, done = [], Searched()
     for strat in _strategies(strategy):
         todo = searchable(model, system, counts, global_batch, strat, compat=compat, pins=pins,
                           execution=execution, stack=stack)
         for i in range(0, len(todo), CHUNK):
-            used = sum(r.candidates for r in results)
-            results += search_counts(model, system, todo[i:i + CHUNK], global_batch, strat,
-                                     compat=compat, pins=pins, top_k=top_k,
-                                     budget=max(budget - used, 1), execution=execution,
-                                     stack=stack, costs=costs)
-    tops = [r.top for r in results if len(r.top)]
-    if not tops:
-        empty = results[0].top if results else pd.DataFrame()
-        return empty, results
-    frame = pd.concat(tops, ignore_index=True)
-    frame = frame.sort_values(["gpus", "samples_per_s"], ascending=[True, False], kind="stable")
-    frame = frame.groupby("gpus", sort=False).head(top_k).reset_index(drop=True)
-    return frame, results
+            part, searched = _bests(model, system, todo[i:i + CHUNK], global_batch, strat,
+                                    compat=compat, pins=pins, top_k=top_k,
+                                    budget=max(budget - done.candidates, 1),
+                                    execution=execution, stack=stack, costs=costs)
+            frames += part
+            done = done + searched
+    if not frames:
+        return _empty(model, system, global_batch, strategy, compat, execution, stack,
+                      costs), done
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame.sort_values(["gpus", "samples_per_s", "_strategy", "_variant", "_rank"],
+                              ascending=[True, False, True, True, True], kind="stable")
+    frame = frame.groupby("gpus", sort=False).head(top_k)
+    return frame.drop(columns=["_strategy", "_variant", "_rank"]).reset_index(drop=True), done
+
+
+def _bests(model: Transformer, system: System, counts: list[int], global_batch: int,
+           strategy: str, *, compat: object, pins: dict | None, top_k: int, budget: int,
+           execution: Execution | dict | None, stack: str | Stack | None, costs: object
+           ) -> tuple[list[pd.DataFrame], Searched]:
+    """search_counts' rows of every count (and what it searched), read from each execution's
+    :class:`~model.explore.frontier.Frontier` as arrays: one result frame per execution."""
+    pins = dict(pins or {})
+    for n in counts:
+        check_args(n, global_batch, compat, top_k, pins, budget)
+    mode = resolve_mode(compat)
+    system, execution = with_stack(system.with_costs(costs), execution, stack, mode)
+    variants = execution_variants(execution)
+    usable = system.usable_hbm_bytes
+    frames, done = [], Searched(executions=tuple(variants))
+    for v, ex in enumerate(variants):
+        front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex,
+                                      pins, top_k, budget - done.candidates)
+        done = done + Searched(sum(front.candidates()),
+                               sum(c.feasible(usable) for c in front.shapes))
+        pos, rank, gpus = _first_fitting(front, usable, top_k)
+        if not len(pos):
+            continue
+        rows = {k: values[pos] for k, values in front.rows.items()}
+        frame = result_frame(model, system, front.strategy, gpus, global_batch, rows,
+                             np.arange(len(pos)), execution_columns(ctx.execution))
+        frames.append(frame.assign(_strategy=STRATEGIES.index(front.strategy), _variant=v,
+                                   _rank=rank))
+    return frames, done
+
+
+def _first_fitting(front: Frontier, usable: float, top_k: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row positions, their rank among the count's fitting rows, their GPU count) of the
+    first ``top_k`` rows of each count that fit in ``usable`` bytes — what
+    :meth:`~model.explore.frontier.Frontier.tops` picks, for every count at once."""
+    fit = front.rows["memory_bytes"] <= usable
+    sizes = np.diff(front.starts)
+    count = np.repeat(np.arange(len(sizes)), sizes)
+    before = np.concatenate([[0], np.cumsum(fit)])[front.starts[:-1]]
+    rank = np.cumsum(fit) - np.repeat(before, sizes)
+    pos = np.flatnonzero(fit & (rank <= top_k))
+    return pos, rank[pos], np.asarray(front.gpus, dtype=np.int64)[count[pos]]
+
+
+def _empty(model: Transformer, system: System, global_batch: int, strategy: Any,
+           compat: object, execution: Any, stack: Any, costs: object) -> pd.DataFrame:
+    """The frame of a search where no count has a configuration (the search schema): that of a
+    search whose pin (tp1 above the GPU count) nothing matches."""
+    first = _strategies(strategy)[0]
+    n = system.node_size
+    return search_counts(model, system, [n], global_batch, first, compat=compat,
+                         pins={"tp1": n + 1}, execution=execution, stack=stack,
+                         costs=costs)[0].top.iloc[:0]
 
 
 def search_at_most(model: Transformer, system: System, max_gpus: int, global_batch: int,
@@ -150,15 +233,13 @@ def search_at_most(model: Transformer, system: System, max_gpus: int, global_bat
     ``result.max_gpus`` the bound."""
     start = time.perf_counter()
     counts = count_range(max_gpus, gpu_step)
-    frame, results = best_per_count(model, system, counts, global_batch, strategy,
-                                    top_k=top_k, compat=compat, pins=pins, execution=execution,
-                                    stack=stack, costs=costs, budget=budget)
+    frame, done = best_per_count(model, system, counts, global_batch, strategy, top_k=top_k,
+                                 compat=compat, pins=pins, execution=execution, stack=stack,
+                                 costs=costs, budget=budget)
     if len(frame):
         frame = frame.sort_values("samples_per_s", ascending=False, kind="stable")
         frame = frame.head(top_k).reset_index(drop=True)
     used = int(frame["gpus"].iloc[0]) if len(frame) else 0
-    executions = results[0].executions if results else ()
     return SearchResult(used, canonical_strategy(strategy) if strategy != "all" else "all",
-                        frame, sum(r.candidates for r in results),
-                        sum(r.feasible for r in results), time.perf_counter() - start,
-                        executions, max_gpus=int(max_gpus))
+                        frame, done.candidates, done.feasible, time.perf_counter() - start,
+                        done.executions, max_gpus=int(max_gpus))

@@ -231,10 +231,20 @@ def search_counts(
 def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
                     budget: int) -> list[tuple[pd.DataFrame, int, int]]:
-    """(top frame, candidates, feasible) per GPU count for one execution choice.
+    """(top frame, candidates, feasible) per GPU count for one execution choice."""
+    front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex, pins,
+                                  top_k, budget)
+    return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
 
-    Answered from the process's :data:`~model.explore.frontier.CACHE` when the same search (any HBM
-    capacity up to the one evaluated) ran before; else evaluated and cached.
+
+def variant_frontier(model: Transformer, system: System, counts: list[int], global_batch: int,
+                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
+                     budget: int) -> tuple[Frontier, Ctx]:
+    """The search of one execution choice at every GPU count, as a
+    :class:`~model.explore.frontier.Frontier` (rows fastest first per count, for any capacity up
+    to the one evaluated), and its context. Answered from the process's
+    :data:`~model.explore.frontier.CACHE` when the same search (any HBM capacity up to the one
+    evaluated) ran before; else evaluated and cached.
     """
     ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
     strat = build_strategy(strategy, model, mode, ctx.execution)
@@ -256,7 +266,7 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
     over = np.flatnonzero(totals > budget)   # count (the first whose running total is over)
     if over.size:
         check_budget(int(totals[over[0]]), budget)
-    return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
+    return front, ctx
 
 
 def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
@@ -339,10 +349,13 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     placement mask and table): what :func:`~model.explore.space.build_shapes` and
     :func:`~model.explore.space.placement_mask` give, remembered per process. They do not depend on
     the system beyond its NVLink domain, so a what-if of a bandwidth or the HBM capacity
-    reuses them. Read-only: callers index them, never write into them."""
+    reuses them, nor on the execution beyond its interleaving and lighter ends (the strategy's
+    rules are its name's), so searches of other recompute or offload choices share them.
+    Read-only: callers index them, never write into them."""
     mode = ctx.mode
-    key = repr((model, strat.name, mode, ctx.execution, [int(n) for n in counts],
-                int(global_batch), sorted(pins.items()), int(nvs)))
+    ex = ctx.execution
+    key = repr((model, strat.name, mode, ex.interleave, ex.ends_count_as_layers,
+                [int(n) for n in counts], int(global_batch), sorted(pins.items()), int(nvs)))
     with _shape_lock:
         found = _shape_spaces.get(key)
         if found is not None:
