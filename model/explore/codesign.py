@@ -96,14 +96,15 @@ def codesign(models: Sequence[Transformer], system: System, budget_usd: float,
     for design in designs(vary):
         price = table.price(design)
         plans.append((design, price, int(budget_usd // price // node * node)))
+    group_max: dict[tuple, int] = {}  # designs sharing all but HBM search the same counts
+    for design, _, most in plans:
+        group_max[_group(design)] = max(group_max.get(_group(design), 0), most)
+    reach = (max(m for _, _, m in plans), group_max)
     rows = []
     for model, gbs in zip(models, batches):
-        group_max: dict[tuple, int] = {}  # designs sharing all but HBM search the same counts
-        for design, _, most in plans:
-            group_max[_group(design)] = max(group_max.get(_group(design), 0), most)
         for design, price, most in plans:
-            rows.append(_best(model, system, design, price, most, group_max[_group(design)],
-                              node, gbs, strategy, execution, stack, costs, budget))
+            rows.append(_best(model, system, design, price, most, reach, node, gbs, strategy,
+                              execution, stack, costs, budget))
     frame = pd.DataFrame(rows)
     frame["best"] = frame.groupby("model")["samples_per_s"].transform("max").eq(
         frame["samples_per_s"]) & (frame["samples_per_s"] > 0)
@@ -125,21 +126,38 @@ def _batches(models: Sequence[Transformer], global_batch: int | Sequence[int]) -
     return batches
 
 
-def _best(model: Transformer, system: System, design: dict[str, Any], price: float,
-          most: int, group_most: int, node: int, gbs: int, strategy: str,
-          execution: Mapping | None, stack: Any, costs: object, budget: int) -> dict[str, Any]:
-    """The row of one (model, design): the fastest configuration on at most ``most`` GPUs."""
+def _searches(system: System, design: dict[str, Any], execution: Mapping | None,
+              reach: tuple[int, dict]) -> list[tuple[System, dict[str, Any], int]]:
+    """(system, execution, largest GPU count) of the searches a design needs. Without offload
+    the host memory plays no part: that search runs without it, over the counts of every
+    design, so all designs share it; offload runs on the design itself, over its group's."""
     sysd = system.with_overrides(**design)
+    ex = _execution(execution, sysd.host_memory_gb > 0)
+    plain = sysd.with_overrides(host_memory_gb=0.0)
+    if sysd.host_memory_gb == 0 or "offload" in (execution or {}):
+        return [(plain if sysd.host_memory_gb == 0 else sysd, ex,
+                 reach[0] if sysd.host_memory_gb == 0 else reach[1][_group(design)])]
+    return [(plain, {**ex, "offload": "none"}, reach[0]),
+            (sysd, {**ex, "offload": OFFLOADS}, reach[1][_group(design)])]
+
+
+def _best(model: Transformer, system: System, design: dict[str, Any], price: float,
+          most: int, reach: tuple[int, dict], node: int, gbs: int, strategy: str,
+          execution: Mapping | None, stack: Any, costs: object, budget: int) -> dict[str, Any]:
+    """The row of one (model, design): the fastest configuration on at most ``most`` GPUs
+    (ties: without offload, then the fewest GPUs)."""
     row: dict[str, Any] = {"model": model.name, **design, "price_per_gpu_usd": price,
                            "max_gpus": most, "gpus": 0, "samples_per_s": 0.0,
                            "samples_per_s_per_musd": 0.0}
     if most < node:
         return row
-    frame, _ = best_per_count(model, sysd, count_range(group_most, node), gbs, strategy,
-                              execution=_execution(execution, sysd.host_memory_gb > 0),
-                              stack=stack, costs=costs, budget=budget)
-    if len(frame):
-        frame = frame[frame["gpus"] <= most]
+    frames = []
+    for sysd, ex, upto in _searches(system, design, execution, reach):
+        frame, _ = best_per_count(model, sysd, count_range(upto, node), gbs, strategy,
+                                  execution=ex, stack=stack, costs=costs, budget=budget)
+        frames.append(frame[frame["gpus"] <= most])
+    frame = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(
+        len(f) for f in frames) else frames[0]
     if not len(frame):
         return row
     best = frame.loc[frame["samples_per_s"].idxmax()]
