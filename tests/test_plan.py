@@ -4,6 +4,8 @@ pareto.py): every answer checked against searches of single counts."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -182,3 +184,61 @@ def test_pareto_mask_and_frame():
         assert ((front["train_days"] <= row["train_days"])
                 & (front["cost_usd"] <= row["cost_usd"])).any()
     assert isinstance(frame, pd.DataFrame)
+
+
+# --- the command line --------------------------------------------------------------------------
+def _run(capsys, argv):
+    from model.cli.commands import main
+
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_plan_command_json(capsys, gpt3, h100):
+    code, out, err = _run(capsys, ["plan", "--model", "gpt3-175b", "--system", "h100",
+                                   "--days", "20", "--global-batch", str(GBS),
+                                   "--max-gpus", "2048", "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert {"gpus", "days", "gpu_step", "cost_usd", "energy_mwh", "gpu_hours",
+            "days_with_failures", "configuration", "reproduce"} <= set(data)
+    api = plan(gpt3, h100, GBS, days=20.0, max_gpus=2048)
+    assert data["gpus"] == api.gpus and data["days"] <= 20 and data["gpu_step"] == 8
+    assert data["configuration"]["tp1"] * data["configuration"]["pp"] * data[
+        "configuration"]["dp"] == data["gpus"]
+    fewer = data["one_node_fewer"]
+    assert fewer["gpus"] == data["gpus"] - 8 and (fewer["days"] is None or fewer["days"] > 20)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--days", "0.001", "--max-gpus", "64"], "no GPU count up to 64"),
+    ([], "needs a target"),
+    (["--days", "-3"], "positive number"),
+    (["--budget-usd", "1e6", "--system", "paper-h200"], "no price"),
+])
+def test_plan_command_errors_are_one_line(capsys, argv, words):
+    base = ["plan", "--model", "gpt3-175b", "--system", "h100"]
+    code, _, err = _run(capsys, base + argv)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert words in err
+
+
+def test_search_max_gpus_and_lost_node_commands(capsys):
+    code, out, err = _run(capsys, ["search", "--model", "gpt3-175b", "--system", "h100",
+                                   "--max-gpus", "100", "--strategy", "1d", "--global-batch",
+                                   str(GBS), "--pricing", "purchase", "--json"])
+    assert code == 0, err
+    entry = json.loads(out)["results"][0]
+    assert entry["max_gpus"] == 100 and entry["gpus"] == entry["best"]["gpus"] <= 100
+    assert entry["best"]["pricing"] == "purchase" and entry["best"]["cost_usd"] > 0
+    code, _, err = _run(capsys, ["search", "--model", "gpt3-175b", "--system", "h100",
+                                 "--gpus", "64", "--max-gpus", "64", "--strategy", "1d"])
+    assert code == 2 and "--max-gpus" in err
+    code, out, err = _run(capsys, ["lost-node", "--model", "gpt3-175b", "--system", "h100",
+                                   "--gpus", "512", "--lost", "2", "--global-batch", str(GBS),
+                                   "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [r["available_gpus"] for r in rows] == [512, 504, 496]
+    assert all(isinstance(r["cliff"], bool) for r in rows)

@@ -86,10 +86,10 @@ def price_table(data: Any) -> PriceTable:
     return PriceTable(_usd("'base_usd'", data["base_usd"]), adders)
 
 
-def load_prices(source: str | Path | dict) -> PriceTable:
+def load_prices(source: str | Path | dict | Any) -> PriceTable:
     """A price table from a JSON file (at most ``MAX_PRICE_BYTES``) or a dict."""
-    if isinstance(source, dict):
-        return price_table(source)
+    if not isinstance(source, (str, Path)):
+        return price_table(source)  # parsed JSON: validated as such
     path = Path(source)
     if path.is_file() and path.stat().st_size > MAX_PRICE_BYTES:
         raise ModelError(f"prices: file '{path}' is larger than {MAX_PRICE_BYTES} bytes")
