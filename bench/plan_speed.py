@@ -65,7 +65,7 @@ def main() -> None:
           f"(in-process: best / median of runs from scratch; command: one new process)")
     print(f"{'case':55s} {'gpus':>7s} {'days':>6s} {'best_s':>7s} {'median_s':>8s} "
           f"{'command_s':>9s}")
-    worst = 0.0
+    worst, worst_command = 0.0, 0.0
     for label, name, tokens, system, gbs, kw in CASES:
         m, s = load_model(name, tokens=tokens), load_system(system)
         plan(m, s, gbs, **kw)  # warm-up: imports, lazily built tables
@@ -82,11 +82,14 @@ def main() -> None:
                              cwd=ROOT, capture_output=True, text=True, check=True)
         command = time.perf_counter() - start
         assert json.loads(out.stdout)["gpus"] == res.gpus  # the command answers the same
-        worst = max(worst, max(times), command)
+        worst, worst_command = max(worst, max(times)), max(worst_command, command)
         print(f"{label:55s} {res.gpus:7d} {res.summary()['days']:6.1f} {min(times):7.2f} "
               f"{statistics.median(times):8.2f} {command:9.2f}")
-    verdict = "PASS" if worst < TARGET_S else "FAIL"
-    print(f"# target: every plan under {TARGET_S:g} s (slowest run {worst:.2f} s): {verdict}")
+    def verdict(t: float) -> str:
+        return "PASS" if t < TARGET_S else "FAIL"
+    print(f"# target: every plan under {TARGET_S:g} s — in-process, slowest run {worst:.2f} s: "
+          f"{verdict(worst)}; whole command (a new Python process, imports included), slowest "
+          f"{worst_command:.2f} s: {verdict(worst_command)}")
 
 
 if __name__ == "__main__":
