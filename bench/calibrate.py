@@ -4,10 +4,12 @@ Run: python bench/calibrate.py            # prints the fits and the error tables
      python bench/calibrate.py --write    # and writes them into model/data/stacks/*.json and
                                           # model/data/reference/cross_validation.json
 
-Per stack and GPU one parameter η is fitted on the stack's firm runs (least squares of log
-time); FP8 and attention follow from kernel benchmarks (see the module). The error tables give,
-per source (a paper or a release), the in-sample error (η fitted on the stack's own runs) and the
-leave-one-source-out error (η fitted on every other source, pooled per GPU): the latter is the
+Per stack and GPU one parameter η is fitted on the stack's firm dense runs (least squares of log
+time); FP8 and attention follow from kernel benchmarks (see the module). Then, on the MoE runs
+only (reference/moe_measurements.json), one more per stack and GPU: the routed experts'
+grouped-GEMM efficiency η_e, with the stack's dense values fixed. The error tables give, per
+source (a paper or a release), the in-sample error (fitted on the stack's own runs) and the
+leave-one-source-out error (fitted on every other source, pooled per GPU): the latter is the
 honest one, and what the CLI and the dashboard quote as a prediction's range.
 """
 
@@ -25,6 +27,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from model.specs.stack import _presets  # noqa: E402
 from model.validation import time_cases  # noqa: E402
 from model.validation.calibrate import (  # noqa: E402
     FP8_RATIO,
@@ -37,19 +40,35 @@ from model.validation.calibrate import (  # noqa: E402
 CV_PATH = ROOT / "model" / "data" / "reference" / "cross_validation.json"
 
 
-def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float]) -> None:
+def _gemm(table: dict[str, float]) -> dict[str, dict[str, float]]:
+    return {k: {"bf16": round(v, 4), "fp8": round(FP8_RATIO * v, 4),
+                "mxfp8": round(FP8_RATIO * v, 4)} for k, v in sorted(table.items())}
+
+
+def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
+                 expert_fits: dict[str, dict[str, float]]) -> None:
     """Each stack's fitted η (per GPU and generation) into its preset; a stack with no firm
-    runs of its own takes the pooled fit of every firm run (said in its file)."""
+    dense runs of its own inherits its base release's, or without a base takes the pooled fit
+    of every firm run (said in its file). Its MoE runs' η_e likewise, inherited where it has
+    none."""
     for path in sorted((ROOT / "model" / "data" / "stacks").glob("*.json")):
         data = json.loads(path.read_text())
         own = fits.get(data["name"])
-        table = own if own else {k: v for k, v in pooled.items()}
-        data["gemm_efficiency"] = {k: {"bf16": round(v, 4), "fp8": round(FP8_RATIO * v, 4),
-                                       "mxfp8": round(FP8_RATIO * v, 4)}
-                                   for k, v in sorted(table.items())}
-        data["attention_efficiency"] = {k: round(v, 4) for k, v in sorted(table.items())}
-        data["calibration"] = ("fitted on its own runs" if own else
-                               "no firm runs of its own: the pooled fit of every firm run")
+        for key in ("gemm_efficiency", "attention_efficiency", "expert_gemm_efficiency"):
+            data.pop(key, None)
+        if own or not data.get("base"):
+            table = own if own else dict(pooled)
+            data["gemm_efficiency"] = _gemm(table)
+            data["attention_efficiency"] = {k: round(v, 4) for k, v in sorted(table.items())}
+        data["calibration"] = (
+            "fitted on its own runs" if own else f"no firm dense runs of its own: inherits "
+            f"{data['base']}'s" if data.get("base") else
+            "no firm runs of its own: the pooled fit of every firm run")
+        experts = expert_fits.get(data["name"])
+        data.pop("expert_calibration", None)
+        if experts:
+            data["expert_gemm_efficiency"] = _gemm(experts)
+            data["expert_calibration"] = "experts' grouped GEMMs fitted on its own MoE runs"
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -64,17 +83,35 @@ def main() -> None:
     fits = stack_efficiencies(curves)
     table = error_table(rows)
     pd.set_option("display.width", 200)
-    print(f"# {len(curves)} runs, {time.perf_counter() - start:.1f} s")
+    print(f"# {len(curves)} dense runs, {time.perf_counter() - start:.1f} s")
     for stack, fit in fits.items():
         print(f"{stack:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(fit.items())))
     print(table.to_string(index=False, float_format="%.2f"))
-    if args.write:
+    if args.write:  # the MoE runs are priced with the stacks' dense values: write them first
         from model.validation.calibrate import pooled_fit
-        write_stacks(fits, pooled_fit(curves))
+        write_stacks(fits, pooled_fit(curves), {})
+        _presets.cache_clear()
+    start = time.perf_counter()
+    moe = [Curve.of(c) for c in time_cases(sets=("moe",))]
+    moe_rows = pd.DataFrame(cross_validate(moe))
+    moe_fits = stack_efficiencies(moe)
+    moe_table = error_table(moe_rows)
+    print(f"# {len(moe)} MoE runs (experts' grouped-GEMM efficiency), "
+          f"{time.perf_counter() - start:.1f} s")
+    for stack, fit in moe_fits.items():
+        print(f"{stack:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(fit.items())))
+    print(moe_table.to_string(index=False, float_format="%.2f"))
+    if args.write:
+        write_stacks(fits, pooled_fit(curves), moe_fits)
         CV_PATH.write_text(json.dumps({
             "method": "leave-one-source-out (model/validation/calibrate.py, bench/calibrate.py)",
             "sources": table.to_dict("records"),
-            "runs": rows.replace({np.nan: None}).to_dict("records")}, indent=1) + "\n")
+            "runs": rows.replace({np.nan: None}).to_dict("records"),
+            "moe": {"method": "leave-one-release-out of the MoE runs: the experts' "
+                              "grouped-GEMM efficiency (dense values: the stacks')",
+                    "sources": moe_table.to_dict("records"),
+                    "runs": moe_rows.replace({np.nan: None}).to_dict("records")}},
+            indent=1) + "\n")
         print(f"wrote model/data/stacks/*.json and {CV_PATH.relative_to(ROOT)}")
 
 

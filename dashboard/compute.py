@@ -31,18 +31,13 @@ from plotly.io.json import to_json_plotly
 
 import model as estimator
 from model import ModelError, best_per_cell, design_space, evaluate, search
+from model.explore.space import COLUMNS as CONFIG_KEYS
 from model.explore.sweep import best_frame, sweep
+from model.physics.strategies import STRATEGIES
 
 from .diskstore import BoundedCache
 from .figures.common import plain
-from .scenario import (
-    EXECUTION_KEYS,
-    MODEL_KEYS,
-    SYSTEM_KEYS,
-    build_inputs,
-    execution_of,
-    gpu_counts,
-)
+from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
@@ -192,9 +187,7 @@ def page_payload(scn: dict[str, Any], *extra: str) -> dict[str, Any]:
 
 
 def _inputs(scn: dict[str, Any]) -> dict[str, Any]:
-    keys = ("model", *MODEL_KEYS, "global_batch", "system", *SYSTEM_KEYS, "compat",
-            *EXECUTION_KEYS)
-    return {k: scn[k] for k in keys}
+    return {k: scn[k] for k in ESTIMATOR_KEYS}
 
 
 def _compat(scn: dict[str, Any]) -> str | None:
@@ -202,12 +195,13 @@ def _compat(scn: dict[str, Any]) -> str | None:
 
 
 def _how(scn: dict[str, Any]) -> dict[str, Any]:
-    """The model mode and execution options of a scenario, as search/evaluate arguments."""
-    return {"compat": _compat(scn), "execution": execution_of(scn)}
+    """The model mode, execution options and software stack of a scenario, as
+    search/evaluate/sweep/design_space arguments."""
+    return {"compat": _compat(scn), "execution": execution_of(scn), "stack": stack_of(scn)}
 
 
 def _strategies(scn: dict[str, Any]) -> tuple[str, ...]:
-    return ("1d", "summa", "context") if scn["strategy"] == "all" else (scn["strategy"],)
+    return STRATEGIES if scn["strategy"] == "all" else (scn["strategy"],)
 
 
 def scaling(scn: dict[str, Any]) -> pd.DataFrame:
@@ -247,9 +241,6 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
         return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
                       **_how(scn), top_k=TOP_K).top
     return cached_frame("top", payload, compute)
-
-
-CONFIG_KEYS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
 
 def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:

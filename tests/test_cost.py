@@ -1,4 +1,4 @@
-"""Cost, energy and goodput (docs/model.md §14): closed forms, Young and Daly against Daly's
+"""Cost, energy and goodput (docs/model.md §15): closed forms, Young and Daly against Daly's
 worked examples, the inputs' validation and every result row's cost columns."""
 
 from __future__ import annotations

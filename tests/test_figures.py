@@ -143,8 +143,8 @@ def test_theme_tables():
     assert theme.STRATEGY_LABELS == {"1d": "1D TP", "summa": "2D SUMMA", "context": "2D context"}
     assert tuple(theme.COMPONENT_COLORS) == TIME_COLUMNS == theme.COMPONENT_ORDER
     assert [theme.COMPONENT_LABELS[c] for c in TIME_COLUMNS] == [
-        "compute", "exposed memory", "TP comm", "PP comm", "DP comm", "bubble", "optimizer step",
-        "offload transfers"]
+        "compute", "exposed memory", "TP comm", "EP all-to-all", "PP comm", "DP comm", "bubble",
+        "optimizer step", "offload transfers"]
     assert tuple(theme.MEMORY_COLORS) == MEMORY_COLUMNS
     assert theme.MEMORY_LABELS["optimizer_gb"] == "optimizer state"
     for table in (theme.STRATEGY_COLORS, theme.COMPONENT_COLORS, theme.MEMORY_COLORS):

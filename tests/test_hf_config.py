@@ -102,9 +102,19 @@ def _moe_configs() -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("kind", ["deepseek_v3", "qwen3_moe"])
-def test_mixture_of_experts_configs_are_refused_by_name(kind, tmp_path):
-    path = write(tmp_path, _moe_configs()[kind])
-    with pytest.raises(ModelError, match=f"'model_type' '{kind}' is a mixture-of-experts"):
+def test_mixture_of_experts_configs_load_through_the_moe_parser(kind, tmp_path):
+    """A published MoE config.json loads like a dense one (load_model, --model PATH): the MoE
+    fields come from model.specs.hf_moe, and without a budget there is none."""
+    cfg = _moe_configs()[kind]
+    m = load_model(write(tmp_path, cfg), seq_len=4096)
+    assert m.moe and m.experts == cfg.get("n_routed_experts", cfg.get("num_experts"))
+    assert m.seq_len == 4096 and m.tokens is None and m.samples is None
+    assert load_model(write(tmp_path, cfg), seq_len=4096, tokens=1e12).tokens == 1e12
+
+
+def test_a_mixture_of_experts_type_it_cannot_read_is_refused_by_name(tmp_path):
+    path = write(tmp_path, {**config("Mistral-7B-v0.1"), "model_type": "dbrx"})
+    with pytest.raises(ModelError, match="'model_type' 'dbrx' is a mixture-of-experts type"):
         load_model(path, seq_len=4096)
 
 

@@ -71,6 +71,7 @@ from model import (  # noqa: E402
     transformer_from_dict,
 )
 from model.cli.commands import build_parser, main  # noqa: E402
+from model.explore.economics import power_and_prices  # noqa: E402
 from model.explore.space import PIN_NAMES  # noqa: E402
 from model.specs import hardware, transformer  # noqa: E402
 from model.specs.execution import Execution  # noqa: E402
@@ -323,10 +324,23 @@ def valid_systems(draw):
     return system_from_dict(doc)
 
 
-def assert_finite(frame: pd.DataFrame | pd.Series) -> None:
-    """Numeric results are finite; times, sizes and rates are not negative."""
+def unpriced(system) -> tuple[str, ...]:
+    """The cost columns a system gives no figure for (NaN by design: no power, no price)."""
+    p = power_and_prices(system)
+    no_power = not p["tdp_w"]
+    price = p["usd_per_gpu_hour"] if system.costs.pricing == "rental" else p[
+        "purchase_usd_per_gpu"]
+    no_cost = not price or (system.costs.pricing == "purchase" and no_power)
+    return (("energy_mwh",) if no_power else ()) + (("cost_usd",) if no_cost else ())
+
+
+def assert_finite(frame: pd.DataFrame | pd.Series, unknown: tuple[str, ...] = ()) -> None:
+    """Numeric results are finite (but the ``unknown`` columns, which must then be NaN); times,
+    sizes and rates are not negative."""
     frame = frame.to_frame().T.infer_objects() if isinstance(frame, pd.Series) else frame
-    numbers = frame.select_dtypes("number")
+    for col in unknown:
+        assert frame[col].isna().all(), col
+    numbers = frame.select_dtypes("number").drop(columns=list(unknown))
     values = numbers.to_numpy(dtype=float)
     bad = [c for c, ok in zip(numbers.columns, np.isfinite(values).all(axis=0)) if not ok]
     assert not bad, f"NaN or inf in {bad}"
@@ -335,11 +349,11 @@ def assert_finite(frame: pd.DataFrame | pd.Series) -> None:
             assert (numbers[col] >= 0).all(), (col, numbers[col].min())
 
 
-def assert_search_result(res, top_k: int) -> None:
+def assert_search_result(res, top_k: int, system=None) -> None:
     event("searched: " + ("found" if len(res.top) else "nothing fits"))
     assert 0 <= res.feasible <= res.candidates
     assert len(res.top) <= min(top_k, res.feasible)
-    assert_finite(res.top)
+    assert_finite(res.top, unpriced(system) if system is not None else ())
     if len(res.top):
         assert (res.top["iteration_time_s"] > 0).all()
         assert res.top["samples_per_s"].is_monotonic_decreasing
@@ -357,7 +371,7 @@ def test_valid_random_specs_give_finite_results(m, s, gpus, gbs, strategy, compa
     except ModelError as exc:  # e.g. the budget: still a clear message
         assert_clear(exc)
         return
-    assert_search_result(res, 5)
+    assert_search_result(res, 5, s)
 
 
 @pytest.mark.parametrize("vocab", [1, 3])
@@ -375,7 +389,7 @@ def test_tiny_vocabulary_gives_finite_numbers(vocab):
                 except ModelError as exc:
                     assert_clear(exc)
                     continue
-                assert_search_result(res, 50)
+                assert_search_result(res, 50, load_system(name))
 
 
 # --------------------------------------------------------------------------- Python API
@@ -700,18 +714,13 @@ def option_values(action: argparse.Action, specs: dict[str, list[str]],
     return Arg(small, numbers)  # pins, --nvs and anything added later
 
 
-@st.composite
-def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
-    """An argument list from the parser's own flags. Half the time a plausible command (a
-    known subcommand, its required options, plausible values), else anything goes: garbage
-    tokens, missing or repeated options, junk values, shuffled order."""
-    actions = cli_actions()
-    clean = draw(st.booleans())
-    commands = st.sampled_from(sorted(actions))
-    command = draw(commands if clean else st.one_of(commands, GARBAGE, st.just("--version")))
+def _option_pairs(draw, options: list, clean: bool, specs: dict[str, list[str]], tmp: Path
+                  ) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+    """(flag, value) pairs for some of a command's ``options`` (required ones mostly, when
+    ``clean`` always), and the values by destination."""
     pairs: list[tuple[str, str | None]] = []
     values: dict[str, str] = {}
-    for action in actions.get(command, []):
+    for action in options:
         percent = (100 if clean else 90) if action.required else 15
         if draw(st.integers(0, 99)) >= percent:
             continue
@@ -719,18 +728,28 @@ def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
         if action.nargs == 0:
             pairs.append((flag, None))
             continue
-        arg = option_values(action, specs, tmp)
         if clean and action.dest == "reference":
             continue
+        arg = option_values(action, specs, tmp)
         value = draw(arg.plausible if clean else st.one_of(arg.plausible, arg.plausible,
                                                              arg.junk, GARBAGE))
         values[action.dest] = value
         pairs.append((flag, value))
-    if clean and command == "evaluate":  # make tp1·tp2·pp·dp = gpus (most of the time)
-        dims = [values.get(d, "1") for d in ("tp1", "tp2", "pp", "dp")]
-        if all(d.isdigit() for d in dims) and draw(st.integers(0, 3)):
-            gpus = str(math.prod(int(d) for d in dims))
-            pairs = [(f, gpus if f == "--gpus" else v) for f, v in pairs]
+    return pairs, values
+
+
+def _matching_gpus(draw, pairs: list, values: dict[str, str]) -> list:
+    """Most of the time, --gpus set to tp1·tp2·pp·dp (an evaluate that can run)."""
+    dims = [values.get(d, "1") for d in ("tp1", "tp2", "pp", "dp")]
+    if all(d.isdigit() for d in dims) and draw(st.integers(0, 3)):
+        gpus = str(math.prod(int(d) for d in dims))
+        return [(f, gpus if f == "--gpus" else v) for f, v in pairs]
+    return pairs
+
+
+def _argv(draw, command: str, pairs: list, clean: bool) -> list[str]:
+    """The argument list: flags with their values (sometimes as --flag=value); unless
+    ``clean``, garbage inserted and the order sometimes shuffled."""
     argv = [command]
     for flag, value in pairs:
         if value is None:
@@ -745,6 +764,21 @@ def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
         if draw(st.integers(0, 4)) == 0:
             argv = draw(st.permutations(argv))
     return argv
+
+
+@st.composite
+def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
+    """An argument list from the parser's own flags. Half the time a plausible command (a
+    known subcommand, its required options, plausible values), else anything goes: garbage
+    tokens, missing or repeated options, junk values, shuffled order."""
+    actions = cli_actions()
+    clean = draw(st.booleans())
+    commands = st.sampled_from(sorted(actions))
+    command = draw(commands if clean else st.one_of(commands, GARBAGE, st.just("--version")))
+    pairs, values = _option_pairs(draw, actions.get(command, []), clean, specs, tmp)
+    if clean and command == "evaluate":
+        pairs = _matching_gpus(draw, pairs, values)
+    return _argv(draw, command, pairs, clean)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

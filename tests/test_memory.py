@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 
 from model import evaluate, load_system, transformer_from_dict
+from model.errors import ModelError
 from model.physics.memory import in_flight_microbatches
 from model.specs.execution import Execution
 
@@ -131,6 +132,56 @@ def test_offload_keeps_two_blocks_in_hbm(what):
     assert got == pytest.approx(keep, rel=1e-12)
     host = sum(base[f"{k}_gb"] * 1e9 for k in keep) - sum(keep.values())
     assert r["host_memory_gb"] * 1e9 == pytest.approx(host, rel=1e-12)
+
+
+@pytest.mark.parametrize(("layers_off", "pp", "microbatches"), [(3, 1, 1), (8, 1, 1),
+                                                                  (20, 1, 1), (2, 2, 4)])
+def test_partial_activation_offload_moves_n_layers(layers_off, pp, microbatches):
+    """offload_layers N (Megatron's cpu_offloading_num_layers): min(N, D)·f layers'
+    activations of the binding stage (D layers, f microbatches in flight) go to host memory,
+    HBM keeping two of them (the one computing, the one moving); nothing else moves."""
+    kw = dict(tp=2, pp=pp, global_batch=8 * microbatches)
+    base = row({**SELECTIVE, "zero": 0}, **kw)
+    r = row({**SELECTIVE, "zero": 0, "offload_layers": layers_off}, **kw)
+    d = LAYERS // pp
+    in_flight = min(pp, base["n_microbatches"])
+    a1 = base["activations_gb"] * 1e9 / (d * in_flight)  # no embedding (vocab 0)
+    moved = min(layers_off, d) * in_flight * a1
+    kept_back = min(moved, 2 * a1)
+    assert r["host_memory_gb"] * 1e9 == pytest.approx(moved - kept_back, rel=1e-12)
+    assert r["activations_gb"] * 1e9 == pytest.approx(
+        base["activations_gb"] * 1e9 - moved + kept_back, rel=1e-12)
+    for k in ("weights_gb", "gradients_gb", "optimizer_gb"):
+        assert r[k] == base[k]
+    assert r["offload_layers"] == layers_off
+
+
+def test_partial_offload_exposes_only_what_its_layers_cannot_hide():
+    """With a host link so slow that no transfer hides, each offloaded layer exposes
+    (A₁/B − T_f) + (A₁/B − T_b) per microbatch, and only min(N, D) layers do."""
+    slow = load_system("a100").with_overrides(host_bandwidth_gb_per_s=0.01)
+    m = transformer_from_dict(GPT)
+
+    def offload_s(n):
+        ev = evaluate(m, slow, 2, 8, "1d", tp1=2, pp=1, dp=1, microbatch=1,
+                      execution={**SELECTIVE, "zero": 0, "offload_layers": n})
+        return ev.row["t_offload_s"]
+
+    assert offload_s(0) == 0.0
+    assert offload_s(2) > 0.0
+    assert offload_s(4) == pytest.approx(2 * offload_s(2), rel=1e-12)
+    assert offload_s(LAYERS + 5) == pytest.approx(offload_s(LAYERS), rel=1e-12)
+
+
+def test_offload_layers_is_validated():
+    with pytest.raises(ModelError, match="offload_layers must be an integer"):
+        Execution(offload_layers=-1)
+    with pytest.raises(ModelError, match="moves every layer's activations already"):
+        Execution(offload="activations", offload_layers=4)
+    no_host = load_system("a100").with_overrides(host_memory_gb=0.0)
+    with pytest.raises(ModelError, match="no host memory tier"):
+        evaluate(transformer_from_dict(GPT), no_host, 2, 8, "1d", tp1=2, pp=1, dp=1,
+                 microbatch=1, execution={"offload_layers": 2})
 
 
 def test_fsdp_exposes_the_first_gather():

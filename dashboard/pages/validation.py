@@ -33,37 +33,13 @@ from ..figures.validation import (
     calibration_role,
     predicted_rows,
 )
+from ..grid import number_column as _num
+from ..grid import text_column as _text
 
 dash.register_page(__name__, path="/validation", name="Validation", order=4,
                    title="Validation — transformer training what-if")
 
 GRAPHS = ("validation-time", "validation-memory", "validation-errors")
-_FMT = "params.value == null ? '–' : d3.format('{fmt}')(params.value)"
-
-
-def _num(field: str, header: str, fmt: str = ".1f", width: int = 110, flag: bool = False,
-         filter: bool = True) -> dict[str, Any]:
-    """A sortable number column ('–' when missing); ``flag``: errors beyond ±10% in red."""
-    col: dict[str, Any] = {"field": field, "headerName": header, "width": width,
-                           "sortable": True, "type": "rightAligned",
-                           "valueFormatter": {"function": _FMT.format(fmt=fmt)}}
-    if filter:
-        col["filter"] = "agNumberColumnFilter"
-    if flag:
-        col["cellStyle"] = {"styleConditions": [
-            {"condition": "params.value != null && Math.abs(params.value) > 10",
-             "style": {"color": "#b42318", "fontWeight": "600"}}]}
-    return col
-
-
-def _text(field: str, header: str, width: int = 140, filter: bool = True,
-          **extra: Any) -> dict[str, Any]:
-    col = {"field": field, "headerName": header, "width": width, "sortable": True, **extra}
-    if filter:
-        col["filter"] = "agTextColumnFilter"
-    return col
-
-
 SUMMARY_COLUMNS = [  # a few rows: sortable, no filters (their icons crowd the headers)
     _text("set_label", "set", 250, filter=False),
     _text("metric_label", "metric", 210, filter=False),

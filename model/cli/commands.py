@@ -1,5 +1,5 @@
-"""Command line: ``tperf {search,evaluate,validate,ablation,systems,models} ...`` once installed
-(``pip install .``), or ``python -m model ...`` from a checkout.
+"""Command line: ``tperf {search,evaluate,validate,ablation,systems,models,stacks} ...`` once
+installed (``pip install .``), or ``python -m model ...`` from a checkout.
 
 Other tools rely on the options and on the ``--json`` output (see ``python -m model <cmd> --help``).
 Any bad input (usage, numbers, files, presets, pins, budget) prints ONE line ``error: ...`` on
@@ -25,13 +25,21 @@ from ..errors import ModelError
 from ..explore.ablation import ablation
 from ..explore.rules import explain
 from ..explore.search import DEFAULT_BUDGET, SearchResult, evaluate, search
-from ..physics.strategies import STRATEGIES, TRAITS, build_strategy, canonical_strategy
-from ..specs.hardware import System, list_systems, load_system
-from ..specs.transformer import Transformer, list_models, load_model
+from ..physics.strategies import (
+    TRAITS,
+    build_strategy,
+    canonical_strategy,
+    supported_strategies,
+)
+from ..specs.hardware import System, load_system
+from ..specs.stack import NONE, load_stack
+from ..specs.transformer import Transformer, load_model
 from ..validation import run_validation
 from ..validation import summary as validation_summary
+from ..validation.error_bars import ErrorBar, error_bar
 from . import format as cli_format
 from .costs import add_cost_args, costs_from_args
+from .listings import add_listings
 from .options import add_execution_args, execution_from_args
 from .reproduce import evaluate_command
 
@@ -40,12 +48,15 @@ EXIT_INTERNAL = 1
 MAX_INT = 10**15  # far beyond any valid value; keeps numpy int64 comparisons exact
 DEFAULT_GLOBAL_BATCH = 4096  # samples per iteration, as in the paper (arXiv 2410.00273)
 PIN_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),
+               ("--ep", "ep"), ("--etp", "etp"),
                ("--microbatch", "microbatch"), ("--nb", "nb"), ("--nv-tp1", "nv_tp1"),
                ("--nv-tp2", "nv_tp2"), ("--nv-dp", "nv_dp"), ("--nv-pp", "nv_pp"))
 PIN_HELP = {
     "tp1": "tensor-parallel size (tp1: hidden features / heads)",
     "tp2": "second tensor-parallel size (tp2: SUMMA rows / context sequence); summa, context",
     "pp": "pipeline stages", "dp": "data-parallel replicas", "microbatch": "microbatch size",
+    "ep": "expert parallel size (MoE layers; ep·etp divides tp·cp·dp)",
+    "etp": "expert tensor parallel size (MoE layers)",
     "nb": "SUMMA panel count (summa only)",
     "nv_tp1": "GPUs of one NVLink domain along tp1", "nv_tp2": "… along tp2",
     "nv_dp": "… along dp", "nv_pp": "… along pp",
@@ -148,6 +159,8 @@ def _add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
         flags = {"tp1": (flag, "--tp1"), "tp2": (flag, "--cp")}.get(dest, (flag,))
         default = 1 if dest == "tp2" and required else None
         extra = " (default: 1)" if default == 1 else ""
+        if not required and dest in ("ep", "etp"):  # evaluate: the Megatron default 1
+            extra = ""
         group.add_argument(*flags, dest=dest, type=positive_int, required=dest in required,
                            default=default, metavar=dest.upper().replace("_", "-"),
                            help=PIN_HELP[dest] + extra)
@@ -190,8 +203,9 @@ def build_parser(prog: str = "python -m model") -> Parser:
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: the published runs in the package, model/data/reference)")
-    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra"),
-                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out")
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe"),
+                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; moe: "
+                                       "its DeepSeek-V3 and Qwen3-235B runs")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,
@@ -201,10 +215,7 @@ def build_parser(prog: str = "python -m model") -> Parser:
     a.set_defaults(run=run_ablation)
     from .planning import add_parsers  # its commands use this module's helpers
     add_parsers(sub)
-    for name, run, what in (("systems", run_systems, "system"), ("models", run_models, "model")):
-        p = sub.add_parser(name, allow_abbrev=False, help=f"list the {what} presets")
-        p.add_argument("--json", action="store_true", help="print a JSON list")
-        p.set_defaults(run=run)
+    add_listings(sub)
     return parser
 
 
@@ -242,16 +253,33 @@ def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, allow_nan=False))
 
 
+def _stack_name(args: argparse.Namespace) -> str | None:
+    """The software stack a command runs with (None: the paper mode, which takes none)."""
+    if getattr(args, "compat", None) or not hasattr(args, "stack"):
+        return None
+    return load_stack(args.stack).name
+
+
+def _error_bar(args: argparse.Namespace, model: Transformer) -> ErrorBar | None:
+    """The cross-validated error bar of the command's predictions: none in the paper mode (the
+    paper's constants) or without a stack (the system's own, uncalibrated, efficiencies)."""
+    name = _stack_name(args)
+    return None if name in (None, NONE) else error_bar(name, model.moe)
+
+
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
     compat = ", paper compat" if args.compat else ""
+    stack = _stack_name(args)
+    stack = f", stack {stack}" if stack else ""
     return (f"{model.name} on {system.name} (NVLink domain {system.nvlink_domain_size}, "
-            f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{compat}")
+            f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{stack}"
+            f"{compat}")
 
 
 def run_search(args: argparse.Namespace) -> int:
     csv_path = _csv_target(args.csv) if args.csv else None
     model, system = _load(args)
-    strategies = STRATEGIES if args.strategy == "all" else (args.strategy,)
+    strategies = supported_strategies(model) if args.strategy == "all" else (args.strategy,)
     pins = _pins(args)
     _check_pins(strategies, pins)
     start = time.perf_counter()
@@ -260,7 +288,7 @@ def run_search(args: argparse.Namespace) -> int:
         raise CliError("give --gpus N[,N...] (use exactly N GPUs) or --max-gpus N (at most N)")
     counts = args.gpus or [None]
     results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
-                      top_k=args.top, budget=args.budget, execution=execution,
+                      top_k=args.top, budget=args.budget, execution=execution, stack=args.stack,
                       costs=costs_from_args(args), max_gpus=args.max_gpus,
                       gpu_step=args.gpu_step)
                for s in strategies for n in counts]
@@ -277,12 +305,14 @@ def run_search(args: argparse.Namespace) -> int:
         meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
                 "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
                 "max_gpus": args.max_gpus,
-                "searched": results[0].searched,
+                "stack": _stack_name(args), "searched": results[0].searched,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
-        _print_json(cli_format.search_json(results, reasons, elapsed, meta))
+        bar = _error_bar(args, model)
+        _print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
-                                              lambda row: evaluate_command(row, args)))
+                                              lambda row: evaluate_command(row, args),
+                                              _error_bar(args, model)))
     return 0
 
 
@@ -308,19 +338,21 @@ def run_evaluate(args: argparse.Namespace) -> int:
     model, system = _load(args)
     pins = _pins(args)
     _check_pins((args.strategy,), pins)
+    pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
     ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
-                  execution=execution_from_args(args, searching=False),
+                  execution=execution_from_args(args, searching=False), stack=args.stack,
                   costs=costs_from_args(args), **pins)
     if args.json:
-        _print_json(cli_format.evaluation_json(ev))
+        _print_json({**cli_format.evaluation_json(ev, _error_bar(args, model)),
+                     "stack": _stack_name(args)})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model)))
     return 0
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    sets = ("korthikanti", "measurements", "extra") if args.set == "all" else (args.set,)
+    sets = ("korthikanti", "measurements", "extra", "moe") if args.set == "all" else (args.set,)
     frame = run_validation(args.reference, sets)
     stats = validation_summary(frame)
     if args.json:
@@ -351,24 +383,6 @@ def run_ablation(args: argparse.Namespace) -> int:
     else:
         print(f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs")
         print(frame.drop(columns=["strategy", "gpus"]).to_string(index=False, float_format="%.4g"))
-    return 0
-
-
-def run_systems(args: argparse.Namespace) -> int:
-    systems = [load_system(name) for name in list_systems()]
-    if args.json:
-        _print_json([cli_format.system_info(s) for s in systems])
-    else:
-        print(cli_format.format_systems(systems))
-    return 0
-
-
-def run_models(args: argparse.Namespace) -> int:
-    models = [load_model(name) for name in list_models()]
-    if args.json:
-        _print_json([cli_format.model_info(m) for m in models])
-    else:
-        print(cli_format.format_models(models))
     return 0
 
 

@@ -41,7 +41,7 @@ def _number(text: str) -> float:
 
 
 def add_cost_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("cost, energy and failures (docs/model.md §14)")
+    g = p.add_argument_group("cost, energy and failures (docs/model.md §15)")
     for flag, dest, text in OPTIONS:
         if dest == "pricing":
             g.add_argument(flag, dest=dest, choices=("rental", "purchase"), help=text)

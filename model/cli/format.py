@@ -16,19 +16,22 @@ import pandas as pd
 
 from ..explore.search import Evaluation, SearchResult
 from ..specs.execution import CHOICES as EXECUTION_COLUMNS
-from ..specs.hardware import System
-from ..specs.transformer import Transformer
+from ..validation.error_bars import ErrorBar
 
 CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1",
                "nv_tp2", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage")
 PLACEMENT_KEYS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 BREAKDOWN = (("compute", "t_compute_s"), ("memory", "t_memory_s"), ("tp_comm", "t_tp_comm_s"),
+             ("ep_comm", "t_ep_comm_s"),
              ("pp_comm", "t_pp_comm_s"), ("dp_comm", "t_dp_comm_s"), ("bubble", "t_bubble_s"),
              ("optimizer", "t_optimizer_s"), ("offload", "t_offload_s"))
 MEMORY = (("weights", "weights_gb"), ("gradients", "gradients_gb"),
           ("optimizer", "optimizer_gb"), ("activations", "activations_gb"))
 MS_COLUMNS = (("fwd ms", "t_fwd_s"), ("bwd ms", "t_bwd_s"), ("comm ms", "t_comm_s"),
               ("mem-exposed ms", "t_memory_exposed_s"))
+# columns given as ranges under the error bar: durations, and rates (whose range is inverted)
+RANGED_TIMES = ("iteration_time_s", "train_days", "days_per_1t_tokens")
+RANGED_RATES = ("samples_per_s", "tokens_per_s", "tflops_per_gpu")
 PLACEMENT_LEGEND = "placement = GPUs of one NVLink domain along tp1 x tp2 x dp x pp"
 MORE_GPUS_HINT = "hint: nothing fits in HBM; try more GPUs (--gpus)"
 EXECUTION_LABELS = {"recompute": "recompute", "recompute_layers": "rc layers",
@@ -67,9 +70,19 @@ def search_hint(result: SearchResult, reason: str | None) -> str | None:
     return None
 
 
+def ranges(row: pd.Series, bar: ErrorBar | None) -> dict[str, list[float]] | None:
+    """[low, high] of a row's predicted times and rates under the error bar (None: no bar)."""
+    if bar is None:
+        return None
+    out = {col: list(bar.time_range(float(row[col]))) for col in RANGED_TIMES}
+    out.update({col: list(bar.rate_range(float(row[col]))) for col in RANGED_RATES})
+    return {k: [plain(v) for v in pair] for k, pair in out.items()}
+
+
 def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_s: float,
-                meta: dict[str, Any]) -> dict[str, Any]:
-    """The ``search --json`` object: totals over all searches, then one entry per search."""
+                meta: dict[str, Any], bar: ErrorBar | None = None) -> dict[str, Any]:
+    """The ``search --json`` object: totals over all searches, then one entry per search (its
+    best row with the ranges of the error bar)."""
     entries = []
     for res, reason in zip(results, reasons, strict=True):
         top = records(res.top)
@@ -77,19 +90,22 @@ def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_
             "gpus": int(res.gpus), "max_gpus": res.max_gpus, "strategy": res.strategy,
             "feasible": res.feasible > 0,
             "candidates": int(res.candidates), "feasible_count": int(res.feasible),
-            "elapsed_s": float(res.elapsed_s), "best": top[0] if top else None, "top": top,
+            "elapsed_s": float(res.elapsed_s), "best": top[0] if top else None,
+            "best_range": ranges(res.best, bar) if top else None, "top": top,
             "hint": search_hint(res, reason),
         })
     return {"candidates": sum(int(r.candidates) for r in results),
             "feasible": sum(int(r.feasible) for r in results),
-            "elapsed_s": float(elapsed_s), **meta, "results": entries}
+            "elapsed_s": float(elapsed_s), **meta,
+            "error_bar": bar.to_dict() if bar else None, "results": entries}
 
 
-def evaluation_json(ev: Evaluation) -> dict[str, Any]:
+def evaluation_json(ev: Evaluation, bar: ErrorBar | None = None) -> dict[str, Any]:
     """The ``evaluate --json`` object: every result column at top level plus grouped views."""
     row = row_dict(ev.row)
     return {
         **row,
+        "error_bar": bar.to_dict() if bar else None, "range": ranges(ev.row, bar),
         "fits": bool(ev.fits),
         "config": {k: row[k] for k in CONFIG_KEYS},
         "breakdown_s": {name: row[col] for name, col in BREAKDOWN},
@@ -98,28 +114,17 @@ def evaluation_json(ev: Evaluation) -> dict[str, Any]:
     }
 
 
-def system_info(system: System) -> dict[str, Any]:
-    """Every field of a system spec (for ``systems --json``)."""
-    return {k: plain(v) for k, v in system.to_dict().items()}
-
-
-def model_info(model: Transformer) -> dict[str, Any]:
-    """Every field of a workload spec plus its parameter count (for ``models --json``)."""
-    info = {k: plain(v) for k, v in model.to_dict().items()}
-    info["params"] = int(model.params)
-    info["params_b"] = model.params / 1e9
-    return info
-
-
 # --- readable text -------------------------------------------------------------------------------
 def placement(row: pd.Series) -> str:
     return "x".join(str(int(row[k])) for k in PLACEMENT_KEYS)
 
 
 def config_line(row: pd.Series) -> str:
+    experts = (f", ep {int(row['ep'])} · etp {int(row['etp'])}"
+               if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1 else "")
     return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · tp2 {int(row['tp2'])} · "
-            f"pp {int(row['pp'])}, microbatch {int(row['microbatch'])}, nb {int(row['nb'])}, "
-            f"placement {placement(row)}")
+            f"pp {int(row['pp'])}{experts}, microbatch {int(row['microbatch'])}, "
+            f"nb {int(row['nb'])}, placement {placement(row)}")
 
 
 def breakdown_line(row: pd.Series) -> str:
@@ -172,6 +177,14 @@ def execution_line(row: pd.Series) -> str:
         for k, v in ((k, row[k]) for k in EXECUTION_COLUMNS))
 
 
+def range_line(row: pd.Series, bar: ErrorBar) -> str:
+    """The row's iteration time and throughput as ranges, and where the error bar comes from."""
+    t_lo, t_hi = bar.time_range(float(row["iteration_time_s"]))
+    r_lo, r_hi = bar.rate_range(float(row["samples_per_s"]))
+    return (f"range: {t_lo:.3f}–{t_hi:.3f} s per iteration, {r_lo:.4g}–{r_hi:.4g} samples/s: "
+            f"{bar.text}")
+
+
 def top_table(top: pd.DataFrame) -> str:
     """The top configurations, one line each: the configuration, every execution choice that
     differs between the rows, and the key results."""
@@ -194,7 +207,8 @@ def top_table(top: pd.DataFrame) -> str:
 
 
 def format_search(res: SearchResult, reason: str | None,
-                  command: Callable[[pd.Series], str] | None = None) -> str:
+                  command: Callable[[pd.Series], str] | None = None,
+                  bar: ErrorBar | None = None) -> str:
     """One search: counts, the best configuration with its breakdown, and the top table."""
     where = (f"at most {res.max_gpus} GPUs (the best uses {res.gpus})"
              if res.max_gpus is not None else f"{res.gpus} GPUs")
@@ -205,8 +219,11 @@ def format_search(res: SearchResult, reason: str | None,
     best = res.best
     if best is None:
         return f"{head}\nno configuration fits in HBM"
-    lines = [head, f"best: {throughput_line(best)}", f"      {config_line(best)}",
-             f"      {execution_line(best)}", f"      {cost_line(best)}",
+    lines = [head, f"best: {throughput_line(best)}"]
+    if bar is not None:
+        lines.append(f"      {range_line(best, bar)}")
+    lines += [f"      {config_line(best)}",
+              f"      {execution_line(best)}", f"      {cost_line(best)}",
              f"      {breakdown_line(best)}", f"      {memory_line(best)}"]
     if command is not None:
         lines.append(f"      reproduce: {command(best)}")
@@ -215,11 +232,13 @@ def format_search(res: SearchResult, reason: str | None,
 
 
 def format_search_report(results: list[SearchResult], reasons: list[str | None],
-                         title: str, command: Callable[[pd.Series], str] | None = None) -> str:
+                         title: str, command: Callable[[pd.Series], str] | None = None,
+                         bar: ErrorBar | None = None) -> str:
     """The whole text output of ``search``: what was searched, then each search."""
     searched = f"searched {results[0].searched}" if results and results[0].executions else ""
     blocks = [title + (f"\n{searched}" if searched else "")]
-    blocks += [format_search(r, why, command) for r, why in zip(results, reasons, strict=True)]
+    blocks += [format_search(r, why, command, bar)
+               for r, why in zip(results, reasons, strict=True)]
     if all(r.feasible == 0 for r in results) and any(r.candidates for r in results):
         blocks.append(MORE_GPUS_HINT)
     else:
@@ -240,7 +259,7 @@ def op_table(ops: pd.DataFrame) -> str:
     return table.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
-def format_evaluation(ev: Evaluation, title: str) -> str:
+def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None) -> str:
     """One configuration: summary lines, then the per-op table."""
     row = ev.row
     fits = "fits in HBM" if ev.fits else "does NOT fit in HBM"
@@ -252,6 +271,7 @@ def format_evaluation(ev: Evaluation, title: str) -> str:
         f"{fits}: {memory_line(row)}",
         execution_line(row),
         f"throughput: {throughput_line(row)}, {row['tflops_per_gpu']:.1f} TFLOP/s per GPU",
+        *([range_line(row, bar)] if bar is not None else []),
         cost_line(row),
         breakdown_line(row),
         "",
@@ -262,31 +282,3 @@ def format_evaluation(ev: Evaluation, title: str) -> str:
         PLACEMENT_LEGEND,
     ]
     return "\n".join(lines)
-
-
-def format_systems(systems: list[System]) -> str:
-    table = pd.DataFrame({
-        "name": [s.name for s in systems],
-        "gpu": [s.gpu for s in systems],
-        "matrix TFLOP/s": [s.matrix_tflops_fp16 for s in systems],
-        "HBM GB": [s.hbm_capacity_gb for s in systems],
-        "HBM GB/s": [s.hbm_bandwidth_gb_per_s for s in systems],
-        "NVLink domain": [s.nvlink_domain_size for s in systems],
-        "NVLink GB/s": [s.nvlink_bandwidth_gb_per_s for s in systems],
-        "NIC GB/s per GPU": [s.nic_bandwidth_gb_per_s * s.nics_per_gpu for s in systems],
-    })
-    return table.to_string(index=False, float_format=lambda v: f"{v:g}")
-
-
-def format_models(models: list[Transformer]) -> str:
-    table = pd.DataFrame({
-        "name": [m.name for m in models],
-        "layers": [m.layers for m in models],
-        "hidden": [m.hidden for m in models],
-        "heads": [m.heads for m in models],
-        "kv_heads": [m.kv_heads for m in models],
-        "seq": [m.seq_len for m in models],
-        "vocab": [m.vocab for m in models],
-        "params (B)": [f"{m.params / 1e9:.1f}" for m in models],
-    })
-    return table.to_string(index=False)

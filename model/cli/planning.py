@@ -16,7 +16,7 @@ from ..errors import ModelError
 from ..explore.codesign import codesign
 from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
 from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
-from ..physics.strategies import STRATEGIES
+from ..physics.strategies import supported_strategies
 from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
 from ..specs.transformer import load_model
@@ -153,16 +153,20 @@ def _vary(text: str) -> tuple[str, list[float]]:
     return key.strip(), list(dict.fromkeys(numbers))
 
 
-def _strategy(args: argparse.Namespace) -> str | tuple[str, ...]:
-    return STRATEGIES if args.strategy == "all" else args.strategy
+def _strategy(args: argparse.Namespace, *models: Any) -> str | tuple[str, ...]:
+    """'all': the strategies that can model every model (SUMMA has no MoE/MLA table)."""
+    if args.strategy != "all":
+        return args.strategy
+    names = supported_strategies(models[0])
+    return tuple(s for s in names if all(s in supported_strategies(m) for m in models[1:]))
 
 
 def run_plan(args: argparse.Namespace) -> int:
     model, system = _load(args)
     res = plan(model, system, args.global_batch, days=args.days, budget_usd=args.budget_usd,
-               strategy=_strategy(args), gpu_step=args.gpu_step, max_gpus=args.max_gpus,
+               strategy=_strategy(args, model), gpu_step=args.gpu_step, max_gpus=args.max_gpus,
                failures=args.with_failures,
-               execution=execution_from_args(args, searching=True),
+               execution=execution_from_args(args, searching=True), stack=args.stack,
                costs=costs_from_args(args))
     if res.row is None:
         raise ModelError(_no_answer(res, model.name))
@@ -234,10 +238,10 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
 
 def run_lost_node(args: argparse.Namespace) -> int:
     model, system = _load(args)
-    frame = lost_node_frame(model, system, args.gpus, args.global_batch, _strategy(args),
+    frame = lost_node_frame(model, system, args.gpus, args.global_batch, _strategy(args, model),
                             lost=args.lost, node=args.node, cliff_ratio=args.cliff_ratio,
                             execution=execution_from_args(args, searching=True),
-                            costs=costs_from_args(args))
+                            stack=args.stack, costs=costs_from_args(args))
     if args.json:
         _print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
                      "global_batch": args.global_batch, "cliff_ratio": args.cliff_ratio,
@@ -265,8 +269,8 @@ def run_codesign(args: argparse.Namespace) -> int:
     system = load_system(args.system, nvlink_domain_size=args.nvs)
     batches = args.global_batch[0] if len(args.global_batch) == 1 else args.global_batch
     res = codesign(models, system, args.budget_usd, vary, args.prices, batches,
-                   strategy=_strategy(args),
-                   execution=execution_from_args(args, searching=True))
+                   strategy=_strategy(args, *models),
+                   execution=execution_from_args(args, searching=True), stack=args.stack)
     if args.json:
         _print_json({"system": system.name, "budget_usd": res.budget_usd,
                      "varied": list(res.varied), "global_batch": args.global_batch,

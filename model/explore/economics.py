@@ -3,7 +3,7 @@
 From a row's GPU count and training days, the system's power and prices (``tdp_w``,
 ``node_power_factor``, ``usd_per_gpu_hour``, ``purchase_usd_per_gpu``) and its site, pricing and
 failure inputs (``system.costs``, :mod:`model.specs.cost`); formulas in
-:mod:`model.physics.energy` and :mod:`model.physics.goodput` (docs/model.md §14). Without a
+:mod:`model.physics.energy` and :mod:`model.physics.goodput` (docs/model.md §15). Without a
 training budget (no days) the columns are NaN, as ``train_days`` is.
 """
 

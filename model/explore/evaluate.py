@@ -13,33 +13,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..physics.block import (
-    Ctx,
-    OpResult,
-    Shards,
-    Totals,
-    evaluate_op,
-    op_counts,
-    sum_ops,
-    take_counts,
-)
+from ..physics.block import Ctx, OpResult, Shards, evaluate_op, op_counts, take_counts
 from ..physics.memory import (
+    StageMemory,
     block_activation_bytes,
     fewest_recomputed_layers,
     fits_in_memory,
     offload_memory,
-    stage_memory,
 )
 from ..physics.ops import OpCounts
+from ..physics.optable import ALLTOALL_OPS
 from ..physics.pipeline import edge_weight_bytes, iteration_time
 from ..physics.strategies import OpSpec, Strategy
+from ..physics.totals import Totals, sum_ops, zero_totals
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
 from .rules import stage_layout
-from .space import PLACEMENT, Space
+from .space import EXPERT_PLACEMENT, PLACEMENT, Space
 
-SHAPE_KEY = ("microbatch", "tp1", "tp2", "nb")
-BLOCK_KEY = SHAPE_KEY + ("nv_tp1", "nv_tp2")
+SHAPE_KEY = ("microbatch", "tp1", "tp2", "nb", "ep", "etp")
+BLOCK_KEY = SHAPE_KEY + ("nv_tp1", "nv_tp2", "nv_ep", "nv_etp")
 
 
 def distinct_rows(cols: dict[str, np.ndarray], names: tuple[str, ...]):
@@ -62,9 +55,9 @@ def _distinct_blocks(cols: dict[str, np.ndarray], shape_id: np.ndarray
     """:func:`distinct_rows` over ``BLOCK_KEY`` of the candidates, without a sort.
 
     ``shape_id`` is each candidate's distinct shape (its rank in ``SHAPE_KEY`` order), so
-    (shape_id, nv_tp1, nv_tp2) orders the block keys as ``BLOCK_KEY`` does, and its values fit a
-    small dense table. Each distinct row is represented by one of its candidates (all of them
-    have the same ``BLOCK_KEY`` columns).
+    (shape_id, nv_tp1, nv_tp2, nv_ep, nv_etp) orders the block keys as ``BLOCK_KEY`` does, and
+    its values fit a small dense table. Each distinct row is represented by one of its
+    candidates (all of them have the same ``BLOCK_KEY`` columns).
     """
     if "nv_tp1" not in cols:  # shapes without a placement (a bound): one block per shape
         size = int(shape_id.max(initial=-1)) + 1
@@ -76,11 +69,13 @@ def _distinct_blocks(cols: dict[str, np.ndarray], shape_id: np.ndarray
     if len(shape_id) == 0:
         return distinct_rows(cols, BLOCK_KEY)
     nv1, nv2 = cols["nv_tp1"], cols["nv_tp2"]
+    nv3, nv4 = cols["nv_ep"] - 1, cols["nv_etp"] - 1  # 0 for a dense model: radix 1
     r1, r2 = int(nv1.max()) + 1, int(nv2.max()) + 1
-    size = (int(shape_id.max()) + 1) * r1 * r2
+    r3, r4 = int(nv3.max()) + 1, int(nv4.max()) + 1
+    size = (int(shape_id.max()) + 1) * r1 * r2 * r3 * r4
     if size > 4 * len(shape_id) + 1_000_000:  # a sparse key: sorting is cheaper
         return distinct_rows(cols, BLOCK_KEY)
-    key = (shape_id * r1 + nv1) * r2 + nv2
+    key = (((shape_id * r1 + nv1) * r2 + nv2) * r3 + nv3) * r4 + nv4
     present = np.zeros(size, dtype=bool)
     present[key] = True
     rank = np.cumsum(present) - 1
@@ -94,7 +89,9 @@ def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)
     ones = np.ones_like(cols["tp1"])
     return Shards(b=cols["microbatch"][idx], tp1=cols["tp1"][idx], tp2=cols["tp2"][idx],
                   nb=cols["nb"][idx], nv_tp1=cols.get("nv_tp1", ones)[idx],
-                  nv_tp2=cols.get("nv_tp2", ones)[idx])
+                  nv_tp2=cols.get("nv_tp2", ones)[idx], ep=cols.get("ep", ones)[idx],
+                  etp=cols.get("etp", ones)[idx], nv_ep=cols.get("nv_ep", ones)[idx],
+                  nv_etp=cols.get("nv_etp", ones)[idx])
 
 
 def evaluate_ops(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx,
@@ -125,12 +122,19 @@ class ShapeCounts:
         return [take_counts(c, distinct) for c in getattr(self, which)]
 
 
-def _weights_acts(counts: list[OpCounts], inverse: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Σ weight bytes and Σ activation bytes of ops, per row."""
-    w = a = np.zeros(len(inverse))
-    for c in counts:
-        w, a = w + _per_row(c.weight_bytes, inverse), a + _per_row(c.act_bytes, inverse)
-    return w, a
+def _weights_acts(counts: list[OpCounts], inverse: np.ndarray,
+                  specs: tuple[OpSpec, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Σ weight bytes (of ops not routed), Σ activation bytes and Σ routed experts' weight
+    bytes of ops, per row (``specs``: the ops' rows, to tell the experts' weights apart)."""
+    w = a = e = np.zeros(len(inverse))
+    routed = [s.routed for s in specs] or [False] * len(counts)
+    for c, expert in zip(counts, routed):
+        if expert:
+            e = e + _per_row(c.weight_bytes, inverse)
+        else:
+            w = w + _per_row(c.weight_bytes, inverse)
+        a = a + _per_row(c.act_bytes, inverse)
+    return w, a, e
 
 
 def _per_row(x, inverse: np.ndarray):
@@ -149,6 +153,13 @@ def _untied(model: Transformer, strategy: Strategy, post_weight, head_weight, pp
     return post_weight - np.where(pp == 1, head_weight, 0.0)
 
 
+def expert_dp_group(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """The expert-data-parallel group: a stage's tp1·tp2·dp GPUs regrouped as etp × ep × edp
+    (Megatron-Core MoE parallel folding), edp = tp1·tp2·dp / (ep·etp)."""
+    ones = np.ones_like(cols["dp"])
+    return cols["tp1"] * cols["tp2"] * cols["dp"] // (cols.get("ep", ones) * cols.get("etp", ones))
+
+
 def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "") -> np.ndarray:
     """Product over the strategy's replica axes (dp, and tp2 for context) of ``prefix + axis``."""
     out = np.ones_like(cols["dp"])
@@ -165,31 +176,38 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     ``recompute_layers`` per shape: the execution's, or with ``"auto"`` the fewest that fit in
     ``usable_bytes``."""
     inv = counts.inverse
-    block_w, acts = _weights_acts(counts.block, inv)
+    block_w, acts, expert_w = _weights_acts(counts.block, inv, strategy.block)
     ex = ctx.execution
     layers, end_layers = stage_layout(model, cols["pp"], ex.ends_count_as_layers)
     boundary = counts.block[[s.name for s in strategy.block].index(strategy.boundary)]
     kept = _per_row(boundary.act_bytes, inv)
-    pre_w, pre_a = _weights_acts(counts.pre, inv)
-    post_w, post_a = _weights_acts(counts.post, inv)
+    pre_w, pre_a, _ = _weights_acts(counts.pre, inv)
+    post_w, post_a, _ = _weights_acts(counts.post, inv)
     if strategy.post:
         head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
     grad_factor = 2.0 if ex.fp32_gradients else 1.0
 
+    stages = StageMemory(block_weight_bytes=block_w, pre_weight=pre_w, post_weight=post_w,
+                         n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
+                         layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
+                         interleave=cols["interleave"], zero=ex.zero,
+                         grad_factor=grad_factor, end_layers=end_layers,
+                         expert_weight_bytes=expert_w, expert_group=expert_dp_group(cols))
+
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)
-        mem = stage_memory(block_weight_bytes=block_w, block_act_bytes=block_a,
-                           pre_weight=pre_w, pre_act=pre_a, post_weight=post_w, post_act=post_a,
-                           n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
-                           layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
-                           interleave=cols["interleave"], zero=ex.zero,
-                           grad_factor=grad_factor, end_layers=end_layers)
-        return offload_memory(mem, block_w, block_a, grad_factor, ex)
+        mem = stages.breakdown(block_a, pre_a, post_a)
+        return offload_memory(mem, block_w + expert_w, block_a, grad_factor, ex)
+
+    def total_at(recomputed) -> np.ndarray:  # the bytes alone: cheaper, for the bisection
+        if ex.offload != "none":
+            return memory_at(recomputed)["memory_bytes"]
+        return stages.total(block_activation_bytes(ex, acts, kept, layers, recomputed),
+                            pre_a, post_a)
 
     if ex.fewest_recomputed and usable_bytes is not None:
-        recomputed = fewest_recomputed_layers(lambda r: memory_at(r)["memory_bytes"], layers,
-                                              usable_bytes)
+        recomputed = fewest_recomputed_layers(total_at, layers, usable_bytes)
     else:
         fixed = 0 if ex.fewest_recomputed or ex.recompute == "full" else ex.recompute_layers
         recomputed = np.full(len(layers), fixed, dtype=np.int64)
@@ -213,15 +231,17 @@ def _p2p_bytes(boundary: OpResult, strategy: Strategy, sh: Shards) -> np.ndarray
 def _forward_rerun(results: list[OpResult], like: np.ndarray, breakdown: bool) -> Totals:
     """What rerunning a block's forward in its backward adds (recompute): T_f more backward time
     (its collectives included) and the forward FLOPs again (hardware FLOPs only)."""
-    z = np.zeros(like.shape, dtype=float)
-    rerun = Totals(t_fwd=z, t_bwd=z + sum(r.fwd.t for r in results), weight_bytes=z,
-                   act_bytes=z)
+    rerun = zero_totals(like, breakdown)
+    rerun.t_bwd = rerun.t_bwd + sum(r.fwd.t for r in results)
     if breakdown:
-        rerun.t_comp, rerun.t_mem, rerun.t_comm = (
-            z + sum(getattr(r.fwd, name) for r in results)
-            for name in ("t_comp", "t_mem_exposed", "t_comm"))
-        rerun.flop = z + sum(r.counts.flop_mat_fwd + r.counts.flop_vec_fwd for r in results)
-        rerun.flop_model = z
+        rerun.t_comp, rerun.t_mem = (rerun.t_comp + sum(getattr(r.fwd, name) for r in results)
+                                     for name in ("t_comp", "t_mem_exposed"))
+        alltoall = [r.spec.kind in ALLTOALL_OPS for r in results]
+        rerun.t_comm = rerun.t_comm + sum(r.fwd.t_comm for r, a in zip(results, alltoall)
+                                          if not a)
+        rerun.t_ep = rerun.t_ep + sum(r.fwd.t_comm for r, a in zip(results, alltoall) if a)
+        rerun.flop = rerun.flop + sum(r.counts.flop_mat_fwd + r.counts.flop_vec_fwd
+                                      for r in results)
     return rerun
 
 
@@ -244,7 +264,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     def totals(which: str) -> tuple[Totals, list[OpResult]]:  # per distinct block key
         results = evaluate_ops(getattr(strategy, which), sh, ctx,
                                counts.take(which, distinct_shape))
-        return sum_ops(results, sh.tp1, breakdown), results
+        return sum_ops(results, sh.tp1, breakdown, ctx), results
 
     block, block_ops = totals("block")
     boundary = next(r for r in block_ops if r.spec.name == strategy.boundary)
@@ -280,7 +300,9 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         mode=ctx.mode, pricing=ctx.pricing, interleave=cols["interleave"],
         zero=ctx.execution.zero, grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
         params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
-        execution=ctx.execution,
+        execution=ctx.execution, expert_group=expert_dp_group(cols),
+        expert_tau=cols["nv_edp"] if "nv_edp" in cols else ones,
+        expert_params_bytes=cols.get("expert_params_bytes", 0.0),
     )
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers
@@ -294,14 +316,17 @@ def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
                       cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
                       counts: ShapeCounts, params_bytes: np.ndarray,
                       rows: np.ndarray | None = None,
-                      recomputed: np.ndarray | None = None) -> np.ndarray:
+                      recomputed: np.ndarray | None = None,
+                      expert_params_bytes: np.ndarray | None = None) -> np.ndarray:
     """A lower bound (s) of the iteration time of every placement of the shapes ``rows`` of
     ``cols`` (default: all): :func:`candidate_times` of those shapes (placement columns
     ignored) with the lower-bound pricing of :mod:`model.physics.pricing`, times
     :data:`LOWER_BOUND_SLACK` for rounding. ``params_bytes`` are the shapes' (``shape_memory``)."""
     rows = np.arange(len(counts.inverse)) if rows is None else rows
-    shapes = {k: v[rows] for k, v in cols.items() if k not in PLACEMENT}
+    shapes = {k: v[rows] for k, v in cols.items() if k not in PLACEMENT + EXPERT_PLACEMENT}
     shapes["params_bytes"] = params_bytes[rows]
+    if expert_params_bytes is not None:
+        shapes["expert_params_bytes"] = expert_params_bytes[rows]
     if recomputed is not None:
         shapes["recompute_layers"] = recomputed[rows]
     out = candidate_times(model, system, strategy, shapes, global_batch, ctx.bounded(), counts,
@@ -323,8 +348,8 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
     keep = (np.flatnonzero(fits_on(mem, system)) if fitting_only
             else np.arange(len(space)))
     cols = {name: values[keep] for name, values in space.cols.items()}
-    cols["params_bytes"] = mem["params_bytes"][keep]
-    cols["recompute_layers"] = mem["recompute_layers"][keep]
+    for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
+        cols[name] = mem[name][keep]
     out = candidate_times(model, system, strategy, cols, global_batch, ctx, counts, keep)
     out.update({name: values[keep] for name, values in mem.items()})
     out.update(cols)

@@ -17,8 +17,10 @@ from .economics import cost_columns
 from .space import COLUMNS
 
 GB = 1e9
-TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s", "t_dp_comm_s",
-                "t_bubble_s", "t_optimizer_s", "t_offload_s")
+# the components of the iteration time (they add up to it); t_ep_comm_s: the exposed
+# expert-parallel all-to-all of a mixture of experts (0 for a dense model)
+TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_ep_comm_s", "t_pp_comm_s",
+                "t_dp_comm_s", "t_bubble_s", "t_optimizer_s", "t_offload_s")
 MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
 
 
@@ -33,7 +35,9 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     samples/s / 86400 (NaN without a budget); days_per_1t_tokens = 1e12 / tokens/s / 86400;
     tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute); mfu = that / the
     dense matrix peak of the precision the matmuls run in (``mfu_peak_tflops``: the FP8 peak
-    for fp8, else the fp16/bf16 one); hfu counts recomputed FLOPs too. ``constants`` are extra
+    for fp8, else the fp16/bf16 one); hfu counts recomputed FLOPs too;
+    model_flops_per_token = the model's 6 × active parameters + attention convention
+    (:mod:`model.specs.params`; with experts, the routed ones only). ``constants`` are extra
     columns with one value for every row: the execution's choices (its ``precision`` picks the
     peak). GPU-hours, energy, cost and days with failures: :mod:`model.explore.economics`.
     """
@@ -62,6 +66,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         "mfu": res["model_flop_per_gpu"][idx] / t / peak,
         "hfu": res["flop_per_gpu"][idx] / t / peak,
         "mfu_peak_tflops": peak / 1e12,
+        "model_flops_per_token": model.model_flops_per_token,
     })
     data.update(cost_columns(model, system, per_row, data["train_days"]))
     for name in TIME_COLUMNS:
@@ -74,8 +79,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     data["hbm_capacity_gb"] = system.hbm_capacity_gb
     data["fits"] = fits_in_memory({k: res[k][idx] for k in ("memory_bytes", "host_bytes")},
                                   system.usable_hbm_bytes, system.host_memory_gb * 1e9)
-    for name, value in (constants or {}).items():
-        data[name] = [value] * len(idx)
+    for name, value in (constants or {}).items():  # an array: pandas infers a list slowly
+        data[name] = np.full(len(idx), value, dtype=object if isinstance(value, str) else None)
     return pd.DataFrame(data).reset_index(drop=True)
 
 

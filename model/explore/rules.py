@@ -42,9 +42,10 @@ class Problem:
     def constants(self) -> dict[str, Any]:
         m, st = self.model, self.strategy
         return {"n": self.gpus, "gbs": self.global_batch, "e": m.hidden, "h": m.heads,
-                "kv": m.kv_heads, "l": m.seq_len, "layers": m.layers,
+                "kv": m.kv_heads, "l": m.seq_len, "layers": m.pipeline_layers,
                 "strategy": st.name, "cols": st.tp1_columns_factor * m.hidden,
-                "min_cols": MIN_COLUMNS, "min_rows": MIN_ROWS}
+                "min_cols": MIN_COLUMNS, "min_rows": MIN_ROWS, "E": m.experts,
+                "fe": m.expert_ffn, "model": m.name}
 
 
 @dataclass(frozen=True)
@@ -77,17 +78,20 @@ def ends_lighter(model: Transformer, pp: Any, ends_count_as_layers: bool) -> Any
     (``Execution.ends_count_as_layers``), there is an embedding, pp > 1, and pp | layers + 2."""
     if not ends_count_as_layers or model.vocab == 0:
         return np.zeros(np.shape(pp), dtype=bool)
-    return (np.asarray(pp) > 1) & ((model.layers + 2) % np.asarray(pp) == 0)
+    return (np.asarray(pp) > 1) & ((model.pipeline_layers + 2) % np.asarray(pp) == 0)
 
 
 def stage_layout(model: Transformer, pp: Any, ends_count_as_layers: bool) -> tuple[Any, Any]:
     """(blocks on the fullest middle stage, blocks on each end stage) for ``pp`` stages: with
-    lighter ends (layers + 2)/pp and one fewer, else ceil(layers/pp) on both."""
-    plain = stage_layers(model.layers, pp)
+    lighter ends (layers + 2)/pp and one fewer, else ceil(layers/pp) on both. The layers are
+    the pipeline's: the model's plus its MTP layers (on the last stage, as Megatron-Core's
+    pipeline layouts place them)."""
+    depth = model.pipeline_layers
+    plain = stage_layers(depth, pp)
     if not ends_count_as_layers or model.vocab == 0:
         return plain, plain
     lighter = ends_lighter(model, pp, ends_count_as_layers)
-    middle = np.where(lighter, (model.layers + 2) // np.asarray(pp), plain)
+    middle = np.where(lighter, (depth + 2) // np.asarray(pp), plain)
     return middle, middle - lighter
 
 
@@ -114,14 +118,29 @@ RULES: tuple[Rule, ...] = (
     Rule("tp2", ("tp2",), lambda d, p: p.model.hidden % d["tp2"] == 0,
          "tp2={tp2} does not divide hidden={e} ({strategy})",
          applies=lambda p: p.strategy.tp2_divides_hidden),
-    Rule("pp", ("pp",), lambda d, p: p.model.layers % d["pp"] == 0,
+    Rule("pp", ("pp",), lambda d, p: p.model.pipeline_layers % d["pp"] == 0,
          "pp={pp} does not divide layers={layers}", applies=lambda p: p.equal_stages),
-    Rule("pp", ("pp",), lambda d, p: d["pp"] <= p.model.layers,
+    Rule("pp", ("pp",), lambda d, p: d["pp"] <= p.model.pipeline_layers,
          "pp={pp} is more stages than layers={layers}"),
     Rule("pp", ("tp1", "tp2", "pp"), lambda d, p: p.gpus % (d["tp1"] * d["tp2"] * d["pp"]) == 0,
          "tp1·tp2·pp = {tp1}·{tp2}·{pp} does not divide {n} GPUs"),
     Rule("dp", ("dp",), lambda d, p: (p.global_batch % d["dp"] == 0) & (d["dp"] <= p.global_batch),
          "dp={dp} does not divide the global batch {gbs}"),
+    Rule("etp", ("etp",), lambda d, p: p.model.moe | (d["etp"] == 1),
+         "{model} has no experts: etp must be 1"),
+    Rule("etp", ("etp",), lambda d, p: ~np.bool_(p.model.moe) | (
+        (p.model.expert_ffn % d["etp"] == 0) & (p.model.expert_ffn // d["etp"] >= MIN_COLUMNS)),
+         "etp={etp} does not divide the expert FFN {fe} into at least {min_cols} columns"),
+    Rule("etp", ("tp1", "tp2", "dp", "etp"),
+         lambda d, p: (d["tp1"] * d["tp2"] * d["dp"]) % d["etp"] == 0,
+         "etp={etp} does not divide the stage's tp1·tp2·dp = {stage_gpus} GPUs"),
+    Rule("ep", ("ep",), lambda d, p: p.model.moe | (d["ep"] == 1),
+         "{model} has no experts: ep must be 1"),
+    Rule("ep", ("ep",), lambda d, p: ~np.bool_(p.model.moe) | (
+        p.model.experts % d["ep"] == 0), "ep={ep} does not divide experts={E}"),
+    Rule("ep", ("tp1", "tp2", "dp", "ep", "etp"),
+         lambda d, p: (d["tp1"] * d["tp2"] * d["dp"]) % (d["ep"] * d["etp"]) == 0,
+         "ep·etp = {ep}·{etp} does not divide the stage's tp1·tp2·dp = {stage_gpus} GPUs"),
     Rule("microbatch", ("dp", "microbatch"),
          lambda d, p: (p.global_batch // d["dp"]) % d["microbatch"] == 0,
          "microbatch={microbatch} does not divide the local batch {local} (= GBS/dp)"),
@@ -140,7 +159,7 @@ RULES: tuple[Rule, ...] = (
     Rule("nb", ("nb",), lambda d, p: p.model.hidden % d["nb"] == 0,
          "nb={nb} does not divide hidden={e}", applies=lambda p: p.strategy.has_panels),
 )
-AXES = ("tp1", "tp2", "pp", "dp", "microbatch", "interleave", "nb")
+AXES = ("tp1", "tp2", "pp", "dp", "etp", "ep", "microbatch", "interleave", "nb")
 
 
 def rules_for(axis: str, problem: Problem) -> list[Rule]:
@@ -165,6 +184,8 @@ def _derived(values: dict[str, int], p: Problem) -> dict[str, Any]:
             out["n_mb"] = out["local"] // values["microbatch"]
     if "microbatch" in values:
         out["tokens"] = values["microbatch"] * p.model.seq_len
+    if all(values.get(a) for a in ("tp1", "tp2", "dp")):
+        out["stage_gpus"] = values["tp1"] * values["tp2"] * values["dp"]
     if "pp" in values:
         out["stage_layers"] = int(stage_layout(p.model, values["pp"], p.ends_count_as_layers)[0])
     if all(a in values for a in p.strategy.microbatch_divides):
@@ -179,6 +200,8 @@ def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int
     p = {k: v for k, v in pins.items() if v is not None}
     if not strategy.has_tp2:
         p.setdefault("tp2", 1)
+    if not model.moe:
+        p.setdefault("etp", 1)
     if interleave:  # 0: every interleaving is searched, none is pinned
         p.setdefault("interleave", interleave)
     problem = Problem(model, strategy, gpus, global_batch, interleave,

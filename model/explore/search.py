@@ -142,16 +142,17 @@ def search(
     """The ``top_k`` fastest configurations of ``strategy`` on ``gpus`` GPUs that fit in HBM.
 
     ``nvs`` overrides the system's NVLink domain size; ``pins`` fixes any of tp1, tp2, pp, dp,
-    microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the paper's model
-    with its bugs (docs/model.md, "The paper mode"); ``execution`` sets recompute, sequence
-    parallelism, interleaving, ZeRO stage, precision, TP overlap, …
-    (:class:`~model.specs.execution.Execution`) over the software ``stack``'s defaults and the
-    default search (every interleaving, the fewest recomputed layers that fit), with the
-    stack's calibrated efficiencies (a name of ``model/data/stacks``; None: the newest; "none":
-    the system's own values and the one Execution default; :func:`with_stack`). A dict whose
-    values are lists searches every combination (``result.searched`` says what was searched).
-    Ties keep the deterministic candidate order. ``costs`` changes the site, pricing or failure
-    inputs of the cost columns (:class:`~model.specs.cost.Costs`, a dict of its fields).
+    ep, etp, microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the
+    paper's model with its bugs (docs/model.md, "The paper mode"); ``execution`` sets recompute,
+    sequence parallelism, interleaving, ZeRO stage, precision, TP and EP overlap, MoE routing
+    load … (:class:`~model.specs.execution.Execution`) over the software ``stack``'s defaults
+    and the default search (every interleaving, the fewest recomputed layers that fit), with
+    the stack's calibrated efficiencies (a name of ``model/data/stacks``; None: the newest;
+    "none": the system's own values and the one Execution default; :func:`with_stack`). A dict
+    whose values are lists searches every combination (``result.searched`` says what was
+    searched). Ties keep the deterministic candidate order. ``costs`` changes the site, pricing
+    or failure inputs of the cost columns (:class:`~model.specs.cost.Costs`, a dict of its
+    fields).
 
     With ``max_gpus`` (and ``gpus`` None) the search covers every count up to it in steps of
     ``gpu_step`` and returns the fastest configurations using at most that many GPUs, the rest
@@ -303,8 +304,8 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
             kept["gpus"] = np.full(len(rows), n, dtype=np.int64)
             parts.append(expand_placements(kept, mask[rows - start], table))
         cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        cands["params_bytes"] = mem["params_bytes"][cands["shape"]]
-        cands["recompute_layers"] = mem["recompute_layers"][cands["shape"]]
+        for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
+            cands[name] = mem[name][cands["shape"]]
         return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
                                       cands["shape"])
 
@@ -315,7 +316,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
         lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
         lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
                                         op_counts, mem["params_bytes"], todo,
-                                        mem["recompute_layers"])
+                                        mem["recompute_layers"], mem["expert_params_bytes"])
         with np.errstate(divide="ignore"):  # a zero bound: never pruned
             bound = global_batch / lower
         cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
@@ -397,14 +398,15 @@ def evaluate(
     nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
     nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
     execution: Execution | dict | None = None, stack: str | Stack | None = None,
-    costs: object = None,
+    ep: int = 1, etp: int = 1, costs: object = None,
 ) -> Evaluation:
-    """Evaluate one configuration; a placement or nb left out is the best one for it.
+    """Evaluate one configuration; a placement or nb left out is the best one for it. ``ep``
+    and ``etp``: expert parallel and expert tensor parallel (a MoE model's expert layers).
 
     Raises ModelError naming the rule a configuration breaks (see :mod:`model.explore.space`).
     """
     pins = dict(tp1=tp1, tp2=tp2, pp=pp, dp=dp, microbatch=microbatch, nb=nb, nv_tp1=nv_tp1,
-                nv_tp2=nv_tp2, nv_dp=nv_dp, nv_pp=nv_pp)
+                nv_tp2=nv_tp2, nv_dp=nv_dp, nv_pp=nv_pp, ep=ep, etp=etp)
     key = canonical_strategy(strategy)
     missing = [k for k in ("tp1", "tp2", "pp", "dp", "microbatch") if pins[k] is None]
     if missing:

@@ -6,13 +6,16 @@ docs/model.md §11. Per GPU count n, with GBS the global batch in samples:
   tp1 | k or k | tp1 (KV heads are split or replicated).
 * tp2 | n/tp1 (SUMMA: also tp2 | e), l//tp2 ≥ 128; 1D has tp2 = 1.
 * pp | depth and pp | n/(tp1·tp2); dp = n/(tp1·tp2·pp) with dp | GBS.
+* MoE models: etp and ep divide the stage's tp1·tp2·dp GPUs together (ep·etp | tp1·tp2·dp),
+  ep | experts, etp | expert FFN leaving ≥ 128 columns; dense models have ep = etp = 1.
 * microbatch b | GBS/dp with (b·l) divisible by tp1 (1D), tp2 (SUMMA) or tp1·tp2 (context).
 * SUMMA panels nb = st·2^j, st = max(tp1, tp2): only st if e/st < 512, else every such nb with
   j < ceil(log2(e//st)), nb | e and e//nb ≥ 512.
 * NVLink placement (nv_tp1, nv_tp2, nv_dp, nv_pp): the identity when n ≤ NVS, else every ordered
   tuple with product NVS whose entries divide their dimension. (Outside paper mode a GPU count
   that NVS does not divide fills each domain with the largest divisor of n not above NVS:
-  128 GPUs of NVL72 racks are 2 × 64, as a scheduler would place them.)
+  128 GPUs of NVL72 racks are 2 × 64, as a scheduler would place them.) The expert groups'
+  members per domain follow from it (:func:`expert_placement`).
 
 The grid is built axis by axis: a boolean mask of (rows × new axis values), then only the valid
 pairs are kept, so memory stays proportional to the valid candidates. Order is deterministic
@@ -32,7 +35,8 @@ from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
 from .rules import Problem, mask, stage_layout
 
-COLUMNS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2",
+           "nv_dp", "nv_pp")
 PIN_NAMES = COLUMNS
 
 
@@ -104,7 +108,8 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
                  pins: dict | None = None, interleave: int = 1,
                  equal_stages: bool = True, ends_count_as_layers: bool = False
                  ) -> dict[str, np.ndarray]:
-    """Every (tp1, tp2, pp, dp, microbatch, interleave, nb) allowed on ``gpus`` GPUs, before
+    """Every (tp1, tp2, pp, dp, etp, ep, microbatch, interleave, nb) allowed on ``gpus`` GPUs,
+    before
     placement (``interleave`` 0 searches every virtual-stage count the stages allow):
     each dimension's candidate values (divisors; pinned values only), filtered by the rules of
     :mod:`model.explore.rules` as it is added.
@@ -123,7 +128,8 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
                                    pins, "tp2"), problem)
     # stages: equal (pp | layers, as in the paper) or uneven (any pp ≤ layers, fullest stage
     # ceil(layers / pp) blocks, as Megatron's uneven first/last stages allow)
-    pp_values = divisors(model.layers) if equal_stages else div_n[div_n <= model.layers]
+    depth = model.pipeline_layers
+    pp_values = divisors(depth) if equal_stages else div_n[div_n <= depth]
     cols = _grow(cols, "pp", _pin(pp_values, pins, "pp"), problem)
     dp = gpus // (cols["tp1"] * cols["tp2"] * cols["pp"])
     keep = np.broadcast_to(mask("dp", {"dp": dp}, problem), dp.shape)
@@ -131,6 +137,9 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
         keep = keep & (dp == pins["dp"])
     cols = {k: v[keep] for k, v in cols.items()}
     cols["dp"] = dp[keep]
+    experts = div_n if model.moe else np.ones(1, dtype=np.int64)  # dense: ep = etp = 1
+    cols = _grow(cols, "etp", _pin(experts, pins, "etp"), problem)
+    cols = _grow(cols, "ep", _pin(experts, pins, "ep"), problem)
     cols = _grow(cols, "microbatch", _pin(divisors(global_batch), pins, "microbatch"), problem)
     if interleave == 1:  # plain 1F1B: nothing to check
         cols["interleave"] = np.ones_like(cols["tp1"])
@@ -154,11 +163,9 @@ def _virtual_stages(model: Transformer, cols: dict, interleave: int,
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
     """Add the SUMMA panel count nb (1 where the strategy has no panels)."""
     if not searched:  # nb = 1; a pin of anything else matches nothing
-        keep = np.ones(len(cols["tp1"]), dtype=bool) if pins.get("nb") in (None, 1) else (
-            np.zeros(len(cols["tp1"]), dtype=bool))
-        cols = {k: v[keep] for k, v in cols.items()}
-        cols["nb"] = np.ones_like(cols["tp1"])
-        return cols
+        if pins.get("nb") not in (None, 1):
+            cols = {k: v[:0] for k, v in cols.items()}
+        return {**cols, "nb": np.ones_like(cols["tp1"])}
     st = np.maximum(cols["tp1"], cols["tp2"])
     j_max = int(np.ceil(np.log2(max(e, 2))))
     nb = st[:, None] * (2 ** np.arange(max(j_max, 1), dtype=np.int64))[None, :]
@@ -214,7 +221,8 @@ def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
 
 
 def expand_placements(cols: dict, mask: np.ndarray, table: np.ndarray | None) -> dict:
-    """The candidates: each shape repeated once per placement its ``mask`` row allows."""
+    """The candidates: each shape repeated once per placement its ``mask`` row allows, with
+    the expert groups' members per domain (:func:`expert_placement`)."""
     r, k = np.nonzero(mask)
     out = {key: v[r] for key, v in cols.items()}
     if table is None:  # identity placement
@@ -222,7 +230,40 @@ def expand_placements(cols: dict, mask: np.ndarray, table: np.ndarray | None) ->
         out.update({name: d.copy() for name, d in zip(PLACEMENT, dims)})
     else:
         out.update({name: table[k, i] for i, name in enumerate(PLACEMENT)})
+    out.update(expert_placement(out))
     return out
+
+
+EXPERT_PLACEMENT = ("nv_ep", "nv_etp", "nv_edp")
+
+
+def expert_placement(cols: dict) -> dict[str, np.ndarray]:
+    """Members per NVLink domain of the expert groups, derived from the placement.
+
+    Megatron-Core orders a stage's ranks tp1 fastest, then tp2 (cp), then dp, and its expert
+    layers regroup the same ranks etp fastest, then ep, then edp (MoE parallel folding): an
+    expert group is ep·etp consecutive ranks, an etp group etp consecutive ranks. A domain
+    holds an nv_tp1 × nv_tp2 × nv_dp box of the stage's rank grid; m consecutive ranks span
+    min(m, tp1) along tp1, then ⌈m/tp1⌉ (at most tp2) along tp2, then along dp, and the box
+    holds Π min(span, nv) of them (exact when the sizes divide each other, as the rules make
+    them). So nv_etp = that of etp, nv_ep = that of ep·etp / nv_etp, and the
+    expert-data-parallel group (stride ep·etp) has nv_tp1·nv_tp2·nv_dp / (that of ep·etp)."""
+    ones = np.ones_like(cols["tp1"])
+    ep, etp = cols.get("ep", ones), cols.get("etp", ones)
+    grid = ((cols["tp1"], cols["nv_tp1"]), (cols["tp2"], cols["nv_tp2"]),
+            (cols["dp"], cols["nv_dp"]))
+
+    def inside(m: np.ndarray) -> np.ndarray:
+        out, rest = ones, m
+        for dim, nv in grid:
+            out = out * np.minimum(np.minimum(rest, dim), nv)
+            rest = -(-rest // dim)
+        return out
+
+    group, tensor = inside(ep * etp), inside(etp)
+    stage = cols["nv_tp1"] * cols["nv_tp2"] * cols["nv_dp"]
+    return {"nv_ep": np.maximum(group // tensor, 1), "nv_etp": tensor,
+            "nv_edp": np.maximum(stage // group, 1)}
 
 
 def check_budget(count: int, budget: int) -> None:

@@ -22,10 +22,12 @@ from ..errors import ModelError
 from ..specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
+from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
-from . import ops
+from . import moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
+from .optable import MATMULS
 from .pricing import Bound, Exact, Pricing
 from .strategies import Axes, Kind, OpSpec, model_dims
 
@@ -43,6 +45,10 @@ class Shards:
     nb: np.ndarray  # SUMMA panel count (1 where unused)
     nv_tp1: np.ndarray  # tp1 members inside one NVLink domain
     nv_tp2: np.ndarray
+    ep: np.ndarray | int = 1  # expert parallel (MoE layers)
+    etp: np.ndarray | int = 1  # expert tensor parallel
+    nv_ep: np.ndarray | int = 1  # ep members inside one NVLink domain
+    nv_etp: np.ndarray | int = 1
 
     def size(self, axes: Axes) -> np.ndarray | int:
         """Product of the sizes of ``axes`` (1 for none)."""
@@ -72,6 +78,7 @@ class Ctx:
     linear_efficiency: float = 0.8  # achievable fraction of that peak in the linear layers
     attention_efficiency: float = 0.8  # … in fused attention (always bf16)
     pricing: Pricing | None = None  # exact times (default) or lower bounds (physics.pricing)
+    expert_efficiency: float = 0.8  # … in the routed experts' grouped GEMMs
 
     def __post_init__(self) -> None:
         if self.pricing is None:
@@ -97,11 +104,22 @@ class Ctx:
                              f"({precision.peak_field} = 0); choose bf16 or fp16")
         eta = system.gemm_efficiency(precision.efficiency_key)
         attention = system.attention_efficiency or system.flop_efficiency
-        if ex.offload != "none" and (system.host_memory_gb <= 0
+        if (ex.offload != "none" or ex.offload_layers) and (system.host_memory_gb <= 0
                                      or system.host_bandwidth_gb_per_s <= 0):
             raise ModelError(f"system '{system.name}' has no host memory tier "
                              "(host_memory_gb, host_bandwidth_gb_per_s); offload needs one")
-        return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention)
+        expert = (system.expert_flop_efficiency_fp8 if precision.quantised
+                  else system.expert_flop_efficiency) or eta
+        return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention,
+                   expert_efficiency=expert)
+
+    def share(self, spec: OpSpec) -> float:
+        """Share of the pipeline's layers an op runs in: all, the dense-MLP or the MoE ones."""
+        if spec.share == "moe":
+            return self.model.moe_share
+        if spec.share == "dense":
+            return 1.0 - self.model.moe_share
+        return 1.0
 
 
 def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
@@ -135,12 +153,15 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     d, m, ex = ctx.dims, ctx.model, ctx.execution
     heads = _local(m.heads, sh, spec.heads_shard)
     kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
-    counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.head_dim),
+    counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.qk_head_dim),
                                  ELEMENT_BYTES, m.dropout, keep_scores=ex.recompute == "none",
                                  fused=ex.flash_attention,
-                                 keep_output=ctx.mode.attention_output_kept)
+                                 keep_output=ctx.mode.attention_output_kept,
+                                 v=float(m.value_head_dim))
     if m.causal and ex.flash_attention and not ctx.mode.non_causal_attention:
         counts = ops.skip_masked_half(counts)
+        if m.sliding_window:  # window layers skip the blocks outside their window too
+            counts = ops.score_share(counts, attention_keys(m, d["l"]) / (d["l"] / 2))
     return counts
 
 
@@ -159,7 +180,23 @@ _COUNTERS = {
     Kind.EMBEDDING: lambda spec, sh, ctx, b, rows, k: ops.embedding(
         b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES),
     Kind.LOSS: lambda spec, sh, ctx, b, rows, k: ops.cross_entropy(b, rows, k, ELEMENT_BYTES),
+    Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: moe.router(
+        b, rows, k, float(ctx.dims["E"]), ELEMENT_BYTES),
+    # the sender's side, on its own T·k routed copies (the busiest GPU's load shows in the
+    # all-to-all it receives and in its expert GEMMs)
+    Kind.PERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
+        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES),
+    Kind.UNPERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
+        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES, unpermute=True),
+    Kind.EXPERT_LINEAR: moe.expert_linear,
 }
+_ROUTED = {Kind.BIAS: moe.expert_bias}  # routed ops whose counts differ from the dense op's
+_SCALED = tuple(f for f in ("flop_mat_fwd", "flop_vec_fwd", "flop_mat_bwd", "flop_vec_bwd",
+                            "flop_recompute", "bytes_fwd", "bytes_bwd", "act_bytes",
+                            "weight_bytes", "extra_bytes_fwd", "extra_bytes_bwd", "exp_fwd",
+                            "exp_bwd"))
+
+
 
 
 def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
@@ -168,7 +205,21 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     the local sequence rows, k the local input features."""
     rows = _local(ctx.dims["l"], sh, spec.rows)
     k = _local(ctx.dims[spec.k], sh, spec.k_shard)
-    return _COUNTERS[spec.kind](spec, sh, ctx, sh.b.astype(float), rows, k)
+    if spec.routed:
+        rows = moe.routed_rows(rows, sh, ctx)
+    counter = (_ROUTED.get(spec.kind) if spec.routed else None) or _COUNTERS[spec.kind]
+    counts = counter(spec, sh, ctx, sh.b.astype(float), rows, k)
+    if spec.tied:  # its weights are another op's (counted there)
+        counts.weight_bytes = 0.0
+    if spec.routed and ctx.execution.moe_load != 1.0:  # beyond the mean load: not model FLOPs
+        work = counts.flop_mat_fwd + counts.flop_vec_fwd + counts.flop_mat_bwd + (
+            counts.flop_vec_bwd) - counts.flop_recompute
+        counts.flop_padding = work * (1.0 - 1.0 / ctx.execution.moe_load)
+    share = ctx.share(spec)
+    if share != 1.0:  # a block is the layers' mix: the op runs in a share of them
+        for name in _SCALED + ("flop_padding",):
+            setattr(counts, name, getattr(counts, name) * share)
+    return counts
 
 
 def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx) -> np.ndarray:
@@ -179,8 +230,13 @@ def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx)
     * ``stats``: two values per local row, 2s·b·r (LayerNorm2D statistics, loss max/sum)
     * ``stats_paper_bwd``: the paper's LayerNorm2D backward volume s·((2e)//tp1 + (2·b·l)//tp2)
     * ``norm_weights``: γ and β gradients 2s·(K // tp1)
-    * ``kv``: K and V of the whole sequence for the local KV heads, 2s·b·kv·l·q
+    * ``kv``: K and V of the whole sequence for the local KV heads, s·b·kv·l·(q_k + q_v)
+      (2s·b·kv·l·q with one head dim)
     * ``summa_x`` / ``summa_w``: the SUMMA panels' X [b·r, K] and W [K, N/tp1]
+    * ``dispatch``: the routed copies one GPU sends in an expert-parallel all-to-all,
+      s_d·b·r·k·λ·e (r its sequence rows, k = top_k, λ the load factor; bf16 tokens)
+    * ``etp``: the routed tokens gathered over the expert-tensor-parallel group,
+      s·b·r·k·λ·etp·e
     """
     d, s, m = ctx.dims, ELEMENT_BYTES, ctx.model
     b = sh.b.astype(float)
@@ -196,7 +252,12 @@ def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx)
         return 2 * s * _local(d[spec.k], sh, spec.k_shard)
     if name == "kv":
         kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
-        return 2 * s * b * kv * d["l"] * m.head_dim
+        return s * b * kv * d["l"] * (m.qk_head_dim + m.value_head_dim)
+    if name in ("dispatch", "etp"):
+        rows = _local(d["l"], sh, spec.rows)
+        if name == "dispatch":
+            return moe.DISPATCH_BYTES * b * rows * m.top_k * ctx.execution.moe_load * d["e"]
+        return s * b * moe.routed_rows(rows, sh, ctx) * d["e"]
     if name == "summa_x":
         return s * b * _local(d["l"], sh, spec.rows) * d[spec.k]
     if name == "summa_w":
@@ -222,6 +283,12 @@ _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
               Collective.REDUCE: Collective.BROADCAST}
 
 
+def _nonzero(value: float | np.ndarray) -> bool:
+    """Whether a count (a Python number when absent, else an array) has any nonzero entry; far
+    cheaper than np.any on a number, on the hot path of every op."""
+    return bool(value) if isinstance(value, (int, float)) else bool(value.any())
+
+
 def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
     """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction (``way``: fwd or
     bwd), placement-free: roofline max(FLOP time, HBM time) plus separate memory-bound kernels.
@@ -238,16 +305,19 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
     eta = sysm.flop_efficiency
     # FP8 recipes run the linear layers in FP8; attention and the rest stay in bf16
     peak, eta_mat = sysm.matrix_flop_per_s, eta
-    if spec.kind in (Kind.LINEAR, Kind.SUMMA_LINEAR):
+    if spec.kind in MATMULS:
         peak, eta_mat = ctx.matrix_flop_per_s, ctx.linear_efficiency
+        if spec.kind == Kind.EXPERT_LINEAR:
+            eta_mat = ctx.expert_efficiency
     elif spec.kind == Kind.ATTENTION:
         eta_mat = ctx.attention_efficiency
-    t_comp = zero + (sysm.kernel_overhead_s + flop_mat / (eta_mat * wave * peak)
+    overhead = sysm.kernel_overhead_s * ctx.share(spec)  # launched in a share of the layers
+    t_comp = zero + (overhead + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
-    if sysm.exp_tera_per_s and np.any(exps):
+    if sysm.exp_tera_per_s and _nonzero(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
     t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
-    if not np.any(extra_bytes):  # no separate kernels (the common case): skip the arrays
+    if not _nonzero(extra_bytes):  # no separate kernels (the common case): skip the arrays
         return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
     t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
@@ -279,13 +349,15 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
     comms = spec.fwd if way == "fwd" else spec.bwd
     panels = _panels(spec, sh)
     comm = volume = zero
+    share = ctx.share(spec)
     for cs in comms:
         key = (_SAME_TIME.get(cs.collective, cs.collective), cs.volume, cs.axes)
         if key not in memo:
             v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
             piece = v if panels is None else v / panels
-            memo[key] = v, ctx.pricing.collective(cs.collective, piece, sh.size(cs.axes),
-                                                  sh.tau(cs.axes))
+            memo[key] = share * v, share * ctx.pricing.collective(
+                cs.collective, piece, sh.size(cs.axes), sh.tau(cs.axes),
+                fanout=float(ctx.model.top_k))
         v, t = memo[key]
         comm = comm + t
         volume = volume + v
@@ -323,66 +395,3 @@ def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None 
     fwd = _phase(spec, c, "fwd", sh, ctx, memo)
     bwd = _phase(spec, c, "bwd", sh, ctx, memo)
     return OpResult(spec, c, fwd, bwd)
-
-
-@dataclass
-class Totals:
-    """Sums over a list of ops (one block, or the ops before/after the blocks), per microbatch.
-
-    The breakdown fields (``t_comp`` … ``flop_model``) are None in a lower bound (a
-    :class:`~model.physics.pricing.Bound` prices only the time); every operation below keeps
-    None."""
-
-    t_fwd: np.ndarray
-    t_bwd: np.ndarray
-    weight_bytes: np.ndarray
-    act_bytes: np.ndarray
-    t_comp: np.ndarray | None = None
-    t_mem: np.ndarray | None = None
-    t_comm: np.ndarray | None = None
-    flop: np.ndarray | None = None  # true FLOPs incl. recomputation (hardware FLOPs)
-    flop_model: np.ndarray | None = None  # without recomputation (model FLOPs)
-
-    def map(self, fn, *others: Totals) -> Totals:
-        """``fn`` applied field by field (with the same fields of ``others``); None stays."""
-        return Totals(*(None if getattr(self, f) is None
-                        else fn(getattr(self, f), *(getattr(o, f) for o in others))
-                        for f in TOTAL_FIELDS))
-
-    def take(self, idx: np.ndarray) -> Totals:
-        return self.map(lambda v: v[idx])
-
-    def __add__(self, other: Totals) -> Totals:
-        return self.map(np.add, other)
-
-    def scaled(self, share) -> Totals:
-        return self.map(lambda v: v * share)
-
-    @staticmethod
-    def where(cond: np.ndarray, a: Totals, b: Totals) -> Totals:
-        return a.map(lambda x, y: np.where(cond, x, y), b)
-
-
-TOTAL_FIELDS = tuple(f.name for f in fields(Totals))
-
-
-def sum_ops(results: list[OpResult], like: np.ndarray, breakdown: bool = True) -> Totals:
-    """Add up evaluated ops (forward + backward) into :class:`Totals` (only the times and
-    bytes without ``breakdown``)."""
-    z = np.zeros(like.shape, dtype=float)
-    tot = Totals(*(z.copy() if breakdown or i < 4 else None
-                   for i in range(len(TOTAL_FIELDS))))
-    for r in results:
-        c = r.counts
-        tot.t_fwd += r.fwd.t
-        tot.t_bwd += r.bwd.t
-        tot.weight_bytes += c.weight_bytes
-        tot.act_bytes += c.act_bytes
-        if breakdown:
-            tot.t_comp += r.fwd.t_comp + r.bwd.t_comp
-            tot.t_mem += r.fwd.t_mem_exposed + r.bwd.t_mem_exposed
-            tot.t_comm += r.fwd.t_comm + r.bwd.t_comm
-            flop = c.flop_mat_fwd + c.flop_vec_fwd + c.flop_mat_bwd + c.flop_vec_bwd
-            tot.flop += flop
-            tot.flop_model += flop - c.flop_recompute
-    return tot

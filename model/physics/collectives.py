@@ -18,6 +18,24 @@ b·m/(m + m_½) (``nvlink_half_message_bytes``, ``network_half_message_bytes``; 
 An all-reduce is a reduce-scatter followed by an all-gather, so it costs twice the ring above. The
 paper's code doubles only the bandwidth term and only in the hierarchical branch (its bug 3), and
 its flat slow ring ignores ν; with ``paper=True`` both are reproduced.
+
+All-to-all (the expert-parallel dispatch and combine; V = the bytes each member sends, spread
+evenly over the group, as force-balanced routing does): each member sends V/n to every other
+one at once (NCCL issues the n − 1 sends and receives together), V·(τ − 1)/n over NVLink and
+V·(n − τ)/n over its ν NICs, the two tiers in parallel:
+T = max(V·(τ−1)/(n·b_f), V·(n−τ)/(n·ν·b_s)) + λ, λ = λ_f inside one domain, else λ_s.
+No placement beats V·(n−1)/(n·(b_f + ν·b_s)) + min(λ_f, λ_s): max(a/x, b/y) ≥ (a+b)/(x+y).
+
+Deduplicating dispatch (``DISPATCH``: DeepEP, HybridEP — Megatron-Core's flex dispatcher; V
+the bytes of a member's T·k routed copies, k = ``fanout``): a token crosses to each other
+domain holding any of its k experts once, to the same-index GPU there, which forwards the
+copies over NVLink (DeepEP README; DeepSeek-V3 report §3.2.2). With D = n/τ domains and the
+experts drawn uniformly (force-balanced routing), a token reaches (D − 1)·(1 − (1 − 1/D)^k)
+other domains on average, so the NICs carry V/k·(D − 1)·(1 − (1 − 1/D)^k) and NVLink every
+copy not already on its GPU's index, V·(τ − 1)/τ:
+T = max(V·(τ−1)/(τ·b_f), V/k·(D−1)·(1 − (1 − 1/D)^k)/(ν·b_s)) + λ. Inside one domain it is
+the all-to-all. Its lower bound is V·min_τ max(…) at full bandwidth plus min(λ_f, λ_s), the
+minimum over every τ = 1 … n.
 """
 
 from __future__ import annotations
@@ -38,6 +56,8 @@ class Collective(IntEnum):
     BROADCAST = 3
     REDUCE = 4
     P2P = 5
+    ALLTOALL = 6
+    DISPATCH = 7
 
 
 def _ring_volume(kind: Collective, v: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -61,6 +81,7 @@ def collective_time_s(
     tau: np.ndarray | int,
     system: System,
     paper: bool = False,
+    fanout: float = 1.0,
 ) -> np.ndarray:
     """Time (s) of one collective of ``kind`` over ``group`` GPUs, ``tau`` per NVLink domain.
 
@@ -76,13 +97,13 @@ def collective_time_s(
     live = (v > 0) & (n > 1)
     if kind == Collective.P2P:  # one hop; slow when the group leaves its domain (τ < n)
         return np.where(live, np.where(t < n, l_s + v / b_s, l_f + v / b_f), 0.0)
+    if kind in (Collective.ALLTOALL, Collective.DISPATCH):
+        dedup = fanout if kind == Collective.DISPATCH else 0.0
+        return np.where(live, alltoall_s(v, n, np.minimum(t, n), system, dedup), 0.0)
     cv = _ring_volume(kind, v, n)
     k = np.floor(n / t)  # domains spanned (τ divides n)
-    if system.nvlink_half_message_bytes or system.network_half_message_bytes:
-        # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
-        step = np.maximum(v / np.maximum(n, 1.0), 1.0)
-        b_f = b_f * step / (step + system.nvlink_half_message_bytes)
-        b_s = b_s * step / (step + system.network_half_message_bytes)
+    # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
+    b_f, b_s = _fall_off(v, n, system)
     doubled = 2.0 if kind == Collective.ALLREDUCE and paper else 1.0  # paper bug 3
     hier = doubled * np.maximum(cv / (system.nics_per_gpu * t * b_s), cv / b_f) + (
         l_s * (k - 1) + l_f * (n - k))
@@ -91,6 +112,51 @@ def collective_time_s(
     out = np.where(t <= 1, l_s * (n - 1) + cv / flat_bw,
                    np.where(k <= 1, l_f * (n - 1) + cv / b_f, hier))
     return _finish(kind, out, live, paper)
+
+
+def _fall_off(v, n, system: System):
+    """(b_f, b_s) with the small-message fall-off at messages of V/n bytes (module docstring)."""
+    b_f, b_s = system.fast_bytes_per_s, system.slow_bytes_per_s
+    if system.nvlink_half_message_bytes or system.network_half_message_bytes:
+        step = np.maximum(v / np.maximum(n, 1.0), 1.0)
+        b_f = b_f * step / (step + system.nvlink_half_message_bytes)
+        b_s = b_s * step / (step + system.network_half_message_bytes)
+    return b_f, b_s
+
+
+def _shares(n, tau, fanout: float):
+    """(NVLink, NIC) bytes per byte of V of an all-to-all (``fanout`` 0) or of a deduplicating
+    dispatch of ``fanout`` copies per token (module docstring)."""
+    if not fanout:
+        return (tau - 1) / n, (n - tau) / n
+    domains = n / tau
+    reached = (domains - 1) * (1 - (1 - 1 / domains) ** fanout)
+    return (tau - 1) / tau, reached / fanout
+
+
+def alltoall_s(v, n, tau, system: System, fanout: float = 0.0):
+    """All-to-all of V bytes per member over n members, τ per NVLink domain, or with
+    ``fanout`` k a deduplicating dispatch (module docstring): the NVLink share and the NIC
+    share in parallel, plus one step's latency."""
+    b_f, b_s = _fall_off(v, n, system)
+    fast, slow = _shares(n, tau, fanout)
+    inside = v * fast / b_f
+    across = v * slow / (system.nics_per_gpu * b_s)
+    latency = np.where(tau >= n, system.nvlink_latency_s, system.network_latency_s)
+    return np.maximum(inside, across) + latency
+
+
+def _dispatch_floor(n, fanout: float, system: System):
+    """min over τ = 1 … n of the deduplicating dispatch's seconds per byte, per member count
+    (full bandwidth, no latency)."""
+    n = np.asarray(n, dtype=float)
+    out = np.empty_like(n)
+    b_f, b_s = system.fast_bytes_per_s, system.nics_per_gpu * system.slow_bytes_per_s
+    for size in np.unique(n):
+        tau = np.arange(1, int(size) + 1, dtype=float)
+        fast, slow = _shares(size, tau, fanout)
+        out[n == size] = np.min(np.maximum(fast / b_f, slow / b_s))
+    return out
 
 
 def p2p_messages_s(volume_bytes, system: System, paper: bool = False):
@@ -140,7 +206,7 @@ def overlapped_s(t_comm, t_compute, slowdown: float):
 
 
 def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: System,
-                             paper: bool = False) -> np.ndarray:
+                             paper: bool = False, fanout: float = 1.0) -> np.ndarray:
     """A lower bound of :func:`collective_time_s` at every placement τ of the group: the
     smaller of the flat slow ring (τ = 1) and full NVLink bandwidth with the cheaper latency on
     every step (the hierarchical and single-domain rings cost at least that), at full bandwidth
@@ -152,6 +218,12 @@ def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: Syst
     live = (v > 0) & (n > 1)
     if kind == Collective.P2P:
         return np.where(live, np.minimum(l_s + v / b_s, l_f + v / b_f), 0.0)
+    if kind == Collective.ALLTOALL:
+        both = b_f + system.nics_per_gpu * b_s  # the two tiers at once, at full bandwidth
+        return np.where(live, v * (n - 1) / np.maximum(n, 1.0) / both + min(l_f, l_s), 0.0)
+    if kind == Collective.DISPATCH:
+        floor = _dispatch_floor(np.broadcast_to(n, np.broadcast(v, n).shape), fanout, system)
+        return np.where(live, v * floor + min(l_f, l_s), 0.0)
     cv = _ring_volume(kind, v, n)
     flat = l_s * (n - 1) + cv / max(b_s, system.nics_per_gpu * b_s)
     out = np.minimum(flat, min(l_s, l_f) * (n - 1) + cv / b_f)

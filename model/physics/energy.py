@@ -1,4 +1,4 @@
-"""GPU-hours, energy and dollars of a training run (docs/model.md §14).
+"""GPU-hours, energy and dollars of a training run (docs/model.md §15).
 
 For n GPUs training for d days (the model's time, or the expected time with failures):
 

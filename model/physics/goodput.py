@@ -1,5 +1,5 @@
 """Training time with failures: checkpoints, restarts and the optimal checkpoint interval
-(docs/model.md §14).
+(docs/model.md §15).
 
 A job of n GPUs failing at λ per GPU-hour (Poisson) has a mean time between failures
 M = 3600 / (n·λ) s. It writes a checkpoint of δ seconds after every τ seconds of work and, after a

@@ -15,10 +15,14 @@ optimizer state and activations, and what lives in host memory:
   (fp32 master, Adam m and v: 12 B per 2-byte parameter); ZeRO stage 1 shards the optimizer
   state over the replica group G, 2 the gradients too, 3 the weights too, plus two gathered
   blocks of weights (the one computing and the next, prefetched) (Rajbhandari et al. 2020);
+  a MoE block's expert weights W_e (already sharded over ep·etp) are sharded so over the
+  expert-data-parallel group G_e = tp1·tp2·dp/(ep·etp) instead (Megatron-Core's distributed
+  optimizer; ``theoretical_memory_usage.py``: expert parameters at 6 + 12/EDP bytes each);
 * offload (ZeRO-Offload / Infinity, Ren et al. 2021, Rajbhandari et al. 2021) moves the
   optimizer state, the weights and gradients (HBM keeps two blocks' worth of each: the one
   computing and the one in transfer) or the activations (HBM keeps two blocks' worth) to host
-  memory.
+  memory; partial activation offload moves N layers' activations of each stage (Megatron-Core's
+  ``cpu_offloading_num_layers``, Transformer Engine's CPU offload context).
 """
 
 from __future__ import annotations
@@ -70,59 +74,90 @@ def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
     return held, grads, optimizer
 
 
-def stage_memory(*, block_weight_bytes, block_act_bytes, pre_weight, pre_act, post_weight,
-                 post_act, n_mb, layers, pp, dp_group, interleave=1, zero: int = 1,
-                 grad_factor: float = 1.0, end_layers=None) -> dict[str, np.ndarray]:
-    """Memory per GPU (bytes) of the binding stage and its breakdown.
+class StageMemory:
+    """Memory per GPU (bytes) of a pipeline's first, last and second stage, for any activations.
 
     The first stage holds the embedding (``pre``) and its in-flight microbatches' activations,
     the last the head (``post``), a middle stage ``layers`` blocks; the end stages hold
     ``end_layers`` blocks (default ``layers``; one fewer where the embedding and loss count as
-    layers). With pp = 1 it is one stage. The largest is reported. ZeRO-3 adds two gathered
-    blocks of weights (the one computing, the next prefetched).
+    layers). With pp = 1 it is one stage. The binding (largest) stage is reported. ZeRO-3 adds
+    two gathered blocks of weights (the one computing, the next prefetched). What does not
+    depend on the activations (weights, gradients, optimizer, in-flight counts) is computed
+    once, so a search for the fewest recomputed layers (:func:`fewest_recomputed_layers`) pays
+    only for the activations at each step.
     """
-    d = layers.astype(float)
-    ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
-    single = pp == 1
-    stages = [  # (weights, activations) of the first and the last stage
-        (ends * block_weight_bytes + pre_weight + np.where(single, post_weight, 0.0),
-         (ends * block_act_bytes + pre_act) * in_flight_microbatches(pp, n_mb, interleave)
-         + np.where(single, post_act, 0.0)),
-        (ends * block_weight_bytes + post_weight,
-         (ends * block_act_bytes + post_act)
-         * in_flight_microbatches(pp, n_mb, interleave, np.maximum(pp - 1, 0)))]
-    if np.any(ends < d):  # lighter ends: the second stage, with more blocks, may bind
-        stages.append((d * block_weight_bytes, d * block_act_bytes
-                       * in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp))))
-    gathered = 2 * block_weight_bytes if zero >= 3 else 0.0
-    parts = [zero_sharded(w, dp_group, zero, grad_factor) for w, _ in stages]
-    totals = [sum(p) + gathered + a for p, (_, a) in zip(parts, stages)]
-    # the binding stage: the first on ties (and always with pp = 1), else the largest
-    if len(stages) == 2:
-        binds = [single | (totals[0] >= totals[1])]
-    else:
-        binds = [single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])),
-                 totals[1] >= totals[2]]
 
-    def pick(values):
-        out = values[-1]
-        for cond, value in zip(binds[::-1], values[-2::-1]):
-            out = np.where(cond, value, out)
-        return out
+    def __init__(self, *, block_weight_bytes, pre_weight, post_weight, n_mb, layers, pp,
+                 dp_group, interleave=1, zero: int = 1, grad_factor: float = 1.0,
+                 end_layers=None, expert_weight_bytes=0.0, expert_group=1) -> None:
+        d = layers.astype(float)
+        ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
+        self.single, self.d, self.ends = pp == 1, d, ends
+        weights = (ends * block_weight_bytes + pre_weight + np.where(self.single, post_weight,
+                                                                     0.0),
+                   ends * block_weight_bytes + post_weight, d * block_weight_bytes)
+        self.experts = (ends * expert_weight_bytes, ends * expert_weight_bytes,
+                        d * expert_weight_bytes)
+        self.weights = weights
+        self.gathered = 2 * (block_weight_bytes + expert_weight_bytes) if zero >= 3 else 0.0
+        self.parts = [tuple(a + b for a, b in zip(zero_sharded(w, dp_group, zero, grad_factor),
+                                                  zero_sharded(e, expert_group, zero,
+                                                               grad_factor)))
+                      for w, e in zip(weights, self.experts)]
+        self.static = [sum(p) + self.gathered for p in self.parts]
+        self.in_flight = (in_flight_microbatches(pp, n_mb, interleave),
+                          in_flight_microbatches(pp, n_mb, interleave, np.maximum(pp - 1, 0)),
+                          in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp)))
 
-    held, grads, optimizer = (pick([p[i] for p in parts]) for i in range(3))
-    return {"weights_bytes": held + gathered, "gradients_bytes": grads,
-            "optimizer_bytes": optimizer,
-            "activations_bytes": pick([a for _, a in stages]),
-            "params_bytes": pick([w for w, _ in stages]),
-            "memory_bytes": pick(totals)}
+    def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
+        """Activation bytes of the first, last and second stage."""
+        f0, f1, f2 = self.in_flight
+        return ((self.ends * block_act_bytes + pre_act) * f0
+                + np.where(self.single, post_act, 0.0),
+                (self.ends * block_act_bytes + post_act) * f1,
+                self.d * block_act_bytes * f2)
+
+    def total(self, block_act_bytes, pre_act, post_act) -> np.ndarray:
+        """The binding stage's bytes (with pp = 1 the first stage holds the most)."""
+        acts = self.activations(block_act_bytes, pre_act, post_act)
+        return np.maximum(np.maximum(self.static[0] + acts[0], self.static[1] + acts[1]),
+                          self.static[2] + acts[2])
+
+    def breakdown(self, block_act_bytes, pre_act, post_act) -> dict[str, np.ndarray]:
+        """The binding stage's bytes and their breakdown."""
+        acts = self.activations(block_act_bytes, pre_act, post_act)
+        totals = [st + a for st, a in zip(self.static, acts)]
+        # the binding stage: the first (always with pp = 1; on ties), else the largest
+        which = np.where(self.single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])),
+                         0, np.where(totals[1] >= totals[2], 1, 2))
+
+        def pick(values):
+            return np.choose(which, [values[0] + 0 * which, values[1] + 0 * which,
+                                     values[2] + 0 * which])
+
+        held, grads, optimizer = (pick([p[i] for p in self.parts]) for i in range(3))
+        return {"weights_bytes": held + self.gathered, "gradients_bytes": grads,
+                "optimizer_bytes": optimizer, "activations_bytes": pick(acts),
+                "params_bytes": pick([w + e for w, e in zip(self.weights, self.experts)]),
+                "expert_params_bytes": pick(list(self.experts)),
+                "memory_bytes": pick(totals),
+                # the binding stage's blocks and microbatches in flight (partial offload)
+                "stage_layers": pick([self.ends, self.ends, self.d]),
+                "in_flight": pick(list(self.in_flight))}
+
+
+def stage_memory(*, block_act_bytes, pre_act, post_act, **fixed) -> dict[str, np.ndarray]:
+    """Memory per GPU (bytes) of the binding stage and its breakdown (:class:`StageMemory`)."""
+    return StageMemory(**fixed).breakdown(block_act_bytes, pre_act, post_act)
 
 
 def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_bytes,
                    grad_factor: float, ex: Execution) -> dict[str, np.ndarray]:
     """Move the offloaded parts of the binding stage's memory to ``host_bytes``: HBM keeps two
-    blocks' worth of what is offloaded (the block computing and the one in transfer)."""
-    if ex.offload == "none":
+    blocks' worth of what is offloaded (the block computing and the one in transfer). Partial
+    activation offload (``offload_layers`` N) moves min(N, D)·f blocks' activations of the
+    binding stage's D blocks and f microbatches in flight."""
+    if ex.offload == "none" and not ex.offload_layers:
         return {**mem, "host_bytes": np.zeros_like(mem["memory_bytes"])}
     out = dict(mem)
     host = np.zeros_like(mem["memory_bytes"])
@@ -138,6 +173,12 @@ def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_byt
         keep_a = np.minimum(out["activations_bytes"], 2 * block_act_bytes)
         host = host + out["activations_bytes"] - keep_a
         out["activations_bytes"] = keep_a
+    elif ex.offload_layers:  # N layers' activations of every microbatch in flight
+        moved = (np.minimum(ex.offload_layers, mem["stage_layers"]) * mem["in_flight"]
+                 * block_act_bytes)
+        back = np.minimum(moved, 2 * block_act_bytes)  # the layer computing, the one in transfer
+        host = host + moved - back
+        out["activations_bytes"] = out["activations_bytes"] - moved + back
     out["memory_bytes"] = (out["weights_bytes"] + out["gradients_bytes"]
                            + out["optimizer_bytes"] + out["activations_bytes"])
     out["host_bytes"] = host

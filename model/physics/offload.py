@@ -9,7 +9,9 @@ What stays in HBM is :func:`model.physics.memory.offload_memory`; the times:
   weights come back, (G + W)/B, and the CPU runs Adam at host DRAM speed, 28 B/param / B_dram;
 * activations: each block's activations A are written to the host after its forward and read
   back for its backward, each hidden behind that block's compute:
-  n_mb·D·(max(A/B − T_f, 0) + max(A/B − T_b, 0)); HBM keeps two blocks' worth;
+  n_mb·D·(max(A/B − T_f, 0) + max(A/B − T_b, 0)); HBM keeps two blocks' worth; with partial
+  offload of N layers per stage (Megatron-Core ``cpu_offloading_num_layers``) D becomes
+  min(N, D);
 * weights: weights stream in per block for the forward and the backward, gradients stream out:
   n_mb·D·(max(W/B − T_f, 0) + max((W + G)/B − T_b, 0)); HBM keeps two blocks' worth of each.
 """
@@ -31,9 +33,10 @@ def offload_time_s(*, block_weight_bytes, block_act_bytes, t_fwd, t_bwd, n_mb, l
     t = np.zeros_like(np.asarray(t_fwd, dtype=float))
     if link_bytes_per_s <= 0:
         return t
-    if ex.offloads("activations"):
+    moved = layers if ex.offloads("activations") else np.minimum(ex.offload_layers, layers)
+    if ex.offloads("activations") or ex.offload_layers:
         a = block_act_bytes / link_bytes_per_s
-        t = t + n_mb * layers * (pricing.excess(a, t_fwd) + pricing.excess(a, t_bwd))
+        t = t + n_mb * moved * (pricing.excess(a, t_fwd) + pricing.excess(a, t_bwd))
     if ex.offloads("weights"):
         w = block_weight_bytes / link_bytes_per_s
         t = t + n_mb * layers * (pricing.excess(w, t_fwd)

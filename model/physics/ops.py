@@ -42,6 +42,9 @@ class OpCounts:
     # exponentials (softmax) issued to the special-function units, not the tensor cores
     exp_fwd: Array | float = 0.0
     exp_bwd: Array | float = 0.0
+    # FLOPs of the busiest GPU's experts beyond the mean load (imbalance, capacity padding):
+    # hardware work, not model FLOPs
+    flop_padding: Array | float = 0.0
 
 
 def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Array:
@@ -178,19 +181,21 @@ def layer_norm(b: Array, rows: Array, cols: Array, s: float) -> OpCounts:
 def flash_attention(
     b: Array, heads: Array, kv_heads: Array, rows: Array, seq: float, q: float, s: float,
     dropout_on: bool = True, keep_scores: bool = False, fused: bool = True,
-    keep_output: bool = False,
+    keep_output: bool = False, v: float | None = None,
 ) -> OpCounts:
     """Fused (flash) attention of r local query rows over a sequence of L (docs/model.md §6).
 
-    With H = b·heads, S = QKᵀ is [r, L] per head:
-    fwd matrix: H·r·L·(2q − 1) [QKᵀ] + H·r·q·(2L − 1) [PV];
+    With H = b·heads, S = QKᵀ is [r, L] per head; q is the query/key head dimension and v the
+    value/output one (v = q unless given: MLA's are 192 and 128, DeepSeek-V3):
+    fwd matrix: H·r·L·(2q − 1) [QKᵀ] + H·r·v·(2L − 1) [PV];
     fwd vector: 2·H·r·L + H·r·(L − 1) [softmax] + H·r·L [dropout];
-    bwd matrix: H·r·q(2L − 1) + 2·H·L·q(2r − 1) + H·r·L(2q − 1), plus the recomputed QKᵀ
-    H·r·L(2q − 1); bwd vector: 3·H·r·L + H·r(L − 1) + H·r·L, plus the recomputed softmax/dropout.
-    Bytes with K, V of ``kv_heads`` (GQA) over the full L:
-    M_fwd = s(2·H·r·q + 2·b·kv·L·q + H·r); M_bwd = s(2·b·kv·L·q + 2·H·r·q) + A_io with
-    A_io = s(2·H·r·q + 2·b·kv·r·q + 2·H·r) (Q, O, K, V, statistics); kept for the backward:
-    act = s(H·r·q + 2·b·kv·r·q) + 4·H·r (Q, K, V and the fp32 log-sum-exp; O is the
+    bwd matrix: H·r·q(2L − 1) [dQ] + H·L·(q + v)(2r − 1) [dK, dV] + H·r·L(2v − 1) [dP], plus
+    the recomputed QKᵀ H·r·L(2q − 1); bwd vector: 3·H·r·L + H·r(L − 1) + H·r·L, plus the
+    recomputed softmax/dropout.
+    Bytes with K, V of ``kv_heads`` (GQA) over the full L, w = q + v:
+    M_fwd = s(H·r·w + b·kv·L·w + H·r); M_bwd = s(b·kv·L·w + H·r·w) + A_io with
+    A_io = s(H·r·w + b·kv·r·w + 2·H·r) (Q, O, K, V, statistics); kept for the backward:
+    act = s(H·r·q + b·kv·r·w) + 4·H·r (Q, K, V and the fp32 log-sum-exp; O is the
     projection's input, counted there; the paper counts it here too: ``keep_output``).
     r = L gives the unsharded FusedLA.
 
@@ -205,45 +210,42 @@ def flash_attention(
     mask (2s + 1), PV read P' (s); the backward about twice that, plus the forward again when the
     scores are recomputed.
     """
+    v = q if v is None else v
+    w = q + v
     hh = b * heads
     drop = 1.0 if dropout_on else 0.0
     qk = hh * rows * seq * (2 * q - 1)
+    pv = hh * rows * v * (2 * seq - 1)
+    grads = hh * rows * q * (2 * seq - 1) + hh * seq * w * (2 * rows - 1) + (
+        hh * rows * seq * (2 * v - 1))
     softmax_fwd = 2 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq
-    recompute_mat = qk
-    recompute_vec = softmax_fwd
+    softmax_bwd = 3 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq
     # read again by the backward: Q, O, K, V and the fp32 log-sum-exp per row and head
-    act = s * (2 * hh * rows * q + 2 * b * kv_heads * rows * q + 2 * hh * rows)
+    act = s * (hh * rows * w + b * kv_heads * rows * w + 2 * hh * rows)
     # kept for it: Q, K, V — O is the output projection's input, kept there once (Korthikanti
     # et al. 2022, §4.1) — and, in a fused kernel, the log-sum-exp (FlashAttention-2, §3.1)
-    kept = s * ((2 if keep_output else 1) * hh * rows * q + 2 * b * kv_heads * rows * q) + (
-        4.0 * hh * rows if fused and not keep_scores else 0.0)
+    kept = s * (hh * rows * q + (hh * rows * v if keep_output else 0.0)
+                + b * kv_heads * rows * w) + (4.0 * hh * rows if fused and not keep_scores
+                                              else 0.0)
     score_pass = 0.0 if fused else (4 * s + drop * (2 * s + 1.0)) * hh * rows * seq
+    io_fwd = s * (hh * rows * w + b * kv_heads * seq * w + hh * rows)
+    io_bwd = s * (b * kv_heads * seq * w + hh * rows * w) + act
     exps = hh * rows * seq  # one exponential per score, again where the backward recomputes
     if keep_scores:
         scores = (s + drop * (1.0 + s)) * hh * rows * seq  # bytes of the kept score tensors
         return OpCounts(
-            flop_mat_fwd=qk + hh * rows * q * (2 * seq - 1),
-            flop_vec_fwd=softmax_fwd,
-            flop_mat_bwd=hh * rows * q * (2 * seq - 1) + 2 * hh * seq * q * (2 * rows - 1) + qk,
-            flop_vec_bwd=3 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq,
-            bytes_fwd=(s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + scores
-                       + score_pass),
-            bytes_bwd=(s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + scores
-                       + 2 * score_pass),
-            act_bytes=kept + scores,
-            exp_fwd=exps,
+            flop_mat_fwd=qk + pv, flop_vec_fwd=softmax_fwd, flop_mat_bwd=grads,
+            flop_vec_bwd=softmax_bwd, bytes_fwd=io_fwd + scores + score_pass,
+            bytes_bwd=io_bwd + scores + 2 * score_pass, act_bytes=kept + scores, exp_fwd=exps,
         )
     return OpCounts(
-        flop_mat_fwd=qk + hh * rows * q * (2 * seq - 1),
+        flop_mat_fwd=qk + pv,
         flop_vec_fwd=softmax_fwd,
-        flop_mat_bwd=(
-            hh * rows * q * (2 * seq - 1) + 2 * hh * seq * q * (2 * rows - 1) + qk + recompute_mat
-        ),
-        flop_vec_bwd=(3 * hh * rows * seq + hh * rows * (seq - 1) + drop * hh * rows * seq
-                      + recompute_vec),
-        flop_recompute=recompute_mat + recompute_vec,
-        bytes_fwd=s * (2 * hh * rows * q + 2 * b * kv_heads * seq * q + hh * rows) + score_pass,
-        bytes_bwd=s * (2 * b * kv_heads * seq * q + 2 * hh * rows * q) + act + 3 * score_pass,
+        flop_mat_bwd=grads + qk,
+        flop_vec_bwd=softmax_bwd + softmax_fwd,
+        flop_recompute=qk + softmax_fwd,
+        bytes_fwd=io_fwd + score_pass,
+        bytes_bwd=io_bwd + 3 * score_pass,
         act_bytes=kept,
         exp_fwd=exps,
         exp_bwd=exps,
@@ -258,6 +260,16 @@ def skip_masked_half(c: OpCounts) -> OpCounts:
                     flop_recompute=0.5 * c.flop_recompute, bytes_fwd=c.bytes_fwd,
                     bytes_bwd=c.bytes_bwd, act_bytes=c.act_bytes, weight_bytes=c.weight_bytes,
                     exp_fwd=0.5 * c.exp_fwd, exp_bwd=0.5 * c.exp_bwd)
+
+
+def score_share(c: OpCounts, share: Array | float) -> OpCounts:
+    """Attention whose queries see only ``share`` of the keys of causal attention (sliding or
+    chunked windows: the flash kernel skips the key blocks outside the window): its score
+    FLOPs and exponentials scale by the share; memory traffic is unchanged."""
+    for name in ("flop_mat_fwd", "flop_vec_fwd", "flop_mat_bwd", "flop_vec_bwd",
+                 "flop_recompute", "exp_fwd", "exp_bwd"):
+        setattr(c, name, getattr(c, name) * share)
+    return c
 
 
 def embedding(b: Array, rows: Array, cols: Array, vocab_local: Array, s: float) -> OpCounts:

@@ -21,10 +21,10 @@ import numpy as np
 from ..specs.execution import DEFAULT_EXECUTION, Execution
 from ..specs.hardware import System
 from ..specs.modes import Mode
-from .block import Totals
 from .collectives import Collective
 from .offload import host_optimizer_time_s, offload_time_s
 from .pricing import Pricing
+from .totals import Totals
 
 
 def _bucketed_s(kind: Collective, volume_bytes, group, tau, pricing: Pricing,
@@ -40,27 +40,35 @@ def _bucketed_s(kind: Collective, volume_bytes, group, tau, pricing: Pricing,
 
 
 def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float,
-                         bucket_bytes: float = 0.0):
+                         bucket_bytes: float = 0.0, experts=None):
     """(T, T_rs): one block's parameter all-gather of W bytes and its gradient reduce-scatter of
     grad_factor·W bytes (the same time when the factor is 1: docs/model.md, data parallelism),
-    in buckets of ``bucket_bytes`` (0: one collective each)."""
+    in buckets of ``bucket_bytes`` (0: one collective each). ``experts`` = (W_e, group, τ): the
+    experts' weights, gathered and reduced over their own (expert-data-parallel) group after the
+    others: their times add."""
     t = _bucketed_s(Collective.ALLGATHER, weight_bytes, group, tau, pricing, bucket_bytes)
     t_rs = t if grad_factor == 1.0 else _bucketed_s(
         Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, pricing, bucket_bytes)
+    if experts is not None:
+        t_e, t_rs_e = _gather_and_reduce_s(*experts, pricing, grad_factor, bucket_bytes)
+        t, t_rs = t + t_e, t_rs + t_rs_e
     return t, t_rs
 
 
 def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
-              grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0):
+              grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
+              experts=None):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
     A ring all-gather and reduce-scatter of the same buffer take the same time T, so
     t_dp = 2T + (D−1)·(h(T, T_f) + h(T, T_b)) with h = ``pricing.hidden`` (the excess over the
     block's compute plus the overlap slowdown); gradients reduced in fp32 (``grad_factor`` 2)
     make the reduce-scatter's buffer twice the 2-byte weights. Without ``overlap`` every
-    block's collectives are exposed: t_dp = D·(T + T_rs).
+    block's collectives are exposed: t_dp = D·(T + T_rs). A MoE block's expert weights add
+    their collectives over the expert-data-parallel group (``experts``) to T and T_rs.
     """
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes)
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
+                                   experts)
     if not overlap:
         return layers * (t + t_rs)
     return t + t_rs + (layers - 1) * (pricing.hidden(t, t_fwd) + pricing.hidden(t_rs, t_bwd))
@@ -75,24 +83,30 @@ ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, 
 
 
 def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
-                grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0):
+                grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
+                experts=None):
     """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights (T) in the forward and
     again in the backward, and reduce-scatters its gradients (T_rs, fp32 when ``grad_factor`` is
     2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
     Megatron FSDP keep gradients sharded, so they reduce every microbatch). The first block's
     gather is exposed: t = T + n_mb·D·(h(T, T_f) + h(T + T_rs, T_b)), h = ``pricing.hidden``;
     without ``overlap`` every gather and reduce-scatter is exposed: n_mb·D·(2T + T_rs)."""
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes)
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
+                                   experts)
     if not overlap:
         return n_mb * layers * (2 * t + t_rs)
     return t + n_mb * layers * (pricing.hidden(t, t_fwd) + pricing.hidden(t + t_rs, t_bwd))
 
 
 def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, execution: Execution,
-                     zero: int = 1, grad_factor: float = 1.0):
+                     zero: int = 1, grad_factor: float = 1.0, expert_params_bytes=0.0,
+                     expert_group=1):
     """The optimizer step: 28 B per local parameter (``params_bytes`` / 2 bytes, sharded over
-    ``dp_group`` from ZeRO-1) at HBM speed, or on the host when the optimizer is offloaded."""
-    local_params = np.asarray(params_bytes, dtype=float) / 2.0 / (dp_group if zero >= 1 else 1)
+    ``dp_group`` from ZeRO-1; of them ``expert_params_bytes`` over ``expert_group``) at HBM
+    speed, or on the host when the optimizer is offloaded."""
+    dense = np.asarray(params_bytes, dtype=float) - expert_params_bytes
+    local_params = (dense / (dp_group if zero >= 1 else 1) + np.asarray(
+        expert_params_bytes, dtype=float) / (expert_group if zero >= 1 else 1)) / 2.0
     adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
     if mode.no_optimizer_step:
         return 0.0
@@ -108,7 +122,8 @@ def iteration_time(
     dp_group, dp_tau, system: System, mode: Mode, pricing: Pricing, end_layers=None,
     interleave=1,
     zero: int = 1, params_bytes=0.0, grad_factor: float = 1.0,
-    execution: Execution = DEFAULT_EXECUTION,
+    execution: Execution = DEFAULT_EXECUTION, expert_group=1, expert_tau=1,
+    expert_params_bytes=0.0,
 ) -> dict[str, np.ndarray]:
     """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
 
@@ -121,6 +136,9 @@ def iteration_time(
     28 B per local parameter (``params_bytes`` / 2 bytes, sharded from ZeRO-1) at HBM speed.
     Every communication and overlap term is priced by ``pricing``: the exact time of a placed
     configuration, or a lower bound over the placements of a shape (:mod:`model.physics.pricing`).
+    A MoE block's expert weights synchronise over the expert-data-parallel group
+    (``expert_group``, ``expert_tau`` per NVLink domain), and their optimizer state is sharded
+    over it (``expert_params_bytes`` of the stage's ``params_bytes``).
     """
     n_mb = n_mb.astype(float)
     d = layers.astype(float)
@@ -132,19 +150,23 @@ def iteration_time(
     t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
     bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
     bucket = execution.dp_bucket_mb * 1e6
+    experts = (block.expert_weight_bytes, expert_group, expert_tau) if np.any(
+        block.expert_weight_bytes) else None
     if zero >= 3:
         t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                           n_mb, pricing, grad_factor, execution.dp_overlap, bucket)
+                           n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts)
     else:
         t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                         pricing, grad_factor, execution.dp_overlap, bucket)
+                         pricing, grad_factor, execution.dp_overlap, bucket, experts)
     if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
         t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
                                 grad_factor)
     t_opt = np.zeros_like(t_loc) + optimizer_time_s(params_bytes, dp_group, system, mode,
-                                                    execution, zero, grad_factor)
+                                                    execution, zero, grad_factor,
+                                                    expert_params_bytes, expert_group)
     link = system.host_bandwidth_gb_per_s * 1e9
-    t_off = offload_time_s(block_weight_bytes=block.weight_bytes, block_act_bytes=block.act_bytes,
+    block_weights = block.weight_bytes + block.expert_weight_bytes
+    t_off = offload_time_s(block_weight_bytes=block_weights, block_act_bytes=block.act_bytes,
                            t_fwd=block.t_fwd, t_bwd=block.t_bwd, n_mb=n_mb, layers=d,
                            grad_factor=grad_factor, link_bytes_per_s=link, ex=execution,
                            pricing=pricing)
@@ -163,6 +185,7 @@ def iteration_time(
         "t_compute_s": per_iteration("t_comp"),
         "t_memory_s": per_iteration("t_mem"),
         "t_tp_comm_s": per_iteration("t_comm"),
+        "t_ep_comm_s": per_iteration("t_ep"),
         "t_pp_comm_s": t_pp,
         "t_dp_comm_s": t_dp,
         "t_bubble_s": bubble,

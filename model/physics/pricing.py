@@ -17,7 +17,7 @@ non-decreasing in each primitive's value, so a bound of each primitive bounds th
 cost term written with these primitives gets its bound for free, and the bound cannot drift from
 the model. The bound rules:
 
-* collective: the cheapest placement's ring
+* collective: the cheapest placement's ring, all-to-all or dispatch
   (:func:`~model.physics.collectives.collective_lower_bound_s`);
 * p2p: the cheaper of a slow and a fast message on every stage link (0 in the paper mode, whose
   cross-domain links are free);
@@ -53,7 +53,9 @@ class Pricing:
     mode: Mode
     breakdown = True  # whether results carry the time breakdown and FLOPs (a bound: time only)
 
-    def collective(self, kind: Collective, volume_bytes, group, tau) -> np.ndarray:
+    def collective(self, kind: Collective, volume_bytes, group, tau,
+                   fanout: float = 1.0) -> np.ndarray:
+        """``fanout``: copies per token of a deduplicating dispatch (its top_k)."""
         raise NotImplementedError
 
     def p2p(self, volume_bytes, pp, nv_pp) -> np.ndarray:
@@ -69,9 +71,10 @@ class Pricing:
 class Exact(Pricing):
     """The time of a placed configuration."""
 
-    def collective(self, kind: Collective, volume_bytes, group, tau) -> np.ndarray:
+    def collective(self, kind: Collective, volume_bytes, group, tau,
+                   fanout: float = 1.0) -> np.ndarray:
         return collective_time_s(kind, volume_bytes, group, tau, self.system,
-                                 self.mode.allreduce_half_counted)
+                                 self.mode.allreduce_half_counted, fanout)
 
     def p2p(self, volume_bytes, pp, nv_pp) -> np.ndarray:
         return p2p_time_s(volume_bytes, pp, nv_pp, self.system,
@@ -89,9 +92,10 @@ class Bound(Pricing):
 
     breakdown = False
 
-    def collective(self, kind: Collective, volume_bytes, group, tau) -> np.ndarray:
+    def collective(self, kind: Collective, volume_bytes, group, tau,
+                   fanout: float = 1.0) -> np.ndarray:
         return collective_lower_bound_s(kind, volume_bytes, group, self.system,
-                                        self.mode.allreduce_half_counted)
+                                        self.mode.allreduce_half_counted, fanout)
 
     def p2p(self, volume_bytes, pp, nv_pp) -> np.ndarray:
         if self.mode.free_slow_pipeline_links:

@@ -12,66 +12,20 @@ name (``e``, ``f``, ``qkv``, …) refers to :func:`model_dims`. Volumes of colle
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from ..errors import ModelError
 from ..specs.execution import Execution, resolve_execution
 from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
+from . import moe
 from .collectives import Collective
+from .optable import NONE, TP1, TP2, Axes, CommSpec, Kind, OpSpec
+from .optable import ag as _ag
+from .optable import ar as _ar
+from .optable import rs as _rs
 
-Axes = tuple[str, ...]
-TP1: Axes = ("tp1",)
-TP2: Axes = ("tp2",)
-NONE: Axes = ()
-
-
-class Kind(Enum):
-    """Which formula of :mod:`model.physics.ops` an op uses."""
-
-    LINEAR = "linear"
-    SUMMA_LINEAR = "summa_linear"
-    BIAS = "bias"
-    ACT = "act"
-    DROPOUT = "dropout"
-    NORM = "norm"
-    ATTENTION = "attention"
-    EMBEDDING = "embedding"
-    LOSS = "loss"
-
-
-@dataclass(frozen=True)
-class CommSpec:
-    """One collective: its type, the named volume it moves, and the axes forming its group."""
-
-    collective: Collective
-    volume: str
-    axes: Axes
-
-
-@dataclass(frozen=True)
-class OpSpec:
-    """One op of a block: formula, feature dims, how each is sharded, and its collectives.
-
-    ``k``/``n`` name input/output features (elementwise ops and norms use ``k`` only); ``rows``
-    shards the sequence, ``k_shard``/``n_shard`` the features, ``heads_shard`` attention heads.
-    ``panels`` names what splits the op's collectives into overlapped panels (SUMMA,
-    docs/model.md §5.3): ``nb`` (searched panel count) or an axis; ``None`` means collectives
-    are serial (t = compute + Σ comm).
-    """
-
-    name: str
-    kind: Kind
-    k: str = "e"
-    n: str = ""
-    rows: Axes = NONE
-    k_shard: Axes = NONE
-    n_shard: Axes = NONE
-    heads_shard: Axes = NONE
-    fwd: tuple[CommSpec, ...] = ()
-    bwd: tuple[CommSpec, ...] = ()
-    panels: str | None = None
-    act_rows: Axes | None = None  # rows of the kept input when not ``rows`` (SP keeps a shard)
+__all__ = ["Axes", "CommSpec", "Kind", "OpSpec", "Strategy", "build_strategy",
+           "canonical_strategy", "model_dims", "supported_strategies", "supports"]
 
 
 @dataclass(frozen=True)
@@ -110,17 +64,20 @@ class Traits:
     microbatch_divides: Axes
     tp1_columns_factor: int
     tp2_divides_hidden: bool
+    short: str = ""  # the label of a legend or a button ("1D TP")
 
 
 # The strategies, in the order every list of them follows (CLI, sweep, dashboard)
 TRAITS: dict[str, Traits] = {
-    "1d": Traits("1D tensor parallel", False, False, ("dp",), TP1, 3, False),
-    "summa": Traits("2D SUMMA tensor parallel", True, True, ("dp",), TP2, 1, True),
+    "1d": Traits("1D tensor parallel", False, False, ("dp",), TP1, 3, False, short="1D TP"),
+    "summa": Traits("2D SUMMA tensor parallel", True, True, ("dp",), TP2, 1, True,
+                    short="2D SUMMA"),
     "context": Traits("2D context/sequence parallel", True, False, ("dp", "tp2"),
-                      ("tp1", "tp2"), 1, False),
+                      ("tp1", "tp2"), 1, False, short="2D context"),
 }
 STRATEGIES: tuple[str, ...] = tuple(TRAITS)
 LABELS = {name: t.label for name, t in TRAITS.items()}
+SHORT_LABELS = {name: t.short for name, t in TRAITS.items()}
 STRATEGY_NAMES = {**{name: name for name in STRATEGIES}, "2d": "summa", "2d-seqp": "context",
                   "seqp": "context"}
 
@@ -136,29 +93,18 @@ def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:
         "f": model.ffn,
         "f_in": model.ffn * (2 if model.mlp == "swiglu" else 1),
         "qkv": (model.heads + 2 * model.kv_heads) * q,
-        "hq": model.heads * q,
+        "attn_out": model.heads * model.value_head_dim,
         "l": model.seq_len,
         "V": model.vocab,
         "ln2d": model.seq_len if mode.layernorm2d_uses_seq_len else e,
+        **moe.moe_dims(model),
     }
-
-
-def _rs(volume: str, axes: Axes) -> CommSpec:
-    return CommSpec(Collective.REDUCESCATTER, volume, axes)
-
-
-def _ag(volume: str, axes: Axes) -> CommSpec:
-    return CommSpec(Collective.ALLGATHER, volume, axes)
-
-
-def _ar(volume: str, axes: Axes) -> CommSpec:
-    return CommSpec(Collective.ALLREDUCE, volume, axes)
 
 
 def _mlp_tail(model: Transformer, mode: Mode, rows: Axes, hid: Axes) -> list[OpSpec]:
     """fc1 bias, activation (and, in the paper, a dropout) on the [rows, f/hid] MLP hidden."""
     ops = []
-    if model.bias:
+    if model.mlp_bias:
         ops.append(OpSpec("mlp/fc1_bias", Kind.BIAS, k="f_in", rows=rows, k_shard=hid))
     ops.append(OpSpec("mlp/act", Kind.ACT, k="f", rows=rows, k_shard=hid))
     if model.dropout and mode.mlp_act_dropout:
@@ -168,13 +114,31 @@ def _mlp_tail(model: Transformer, mode: Mode, rows: Axes, hid: Axes) -> list[OpS
 
 def _residual(model: Transformer, part: str, bias_rows: Axes, bias_cols: Axes, rows: Axes,
               cols: Axes, norm: OpSpec) -> list[OpSpec]:
-    """Output bias, dropout and the norm that close an MLP or attention sub-block."""
+    """Output bias, dropout and the norm that close an MLP or attention sub-block (a MoE
+    model's MLP biases are on its experts' and dense MLPs' own rows)."""
     ops = []
-    if model.bias:
+    bias = model.attention_bias if part == "attn" else model.mlp_bias and not model.moe
+    if bias:
         ops.append(OpSpec(f"{part}/out_bias", Kind.BIAS, rows=bias_rows, k_shard=bias_cols))
     if model.dropout:
         ops.append(OpSpec(f"{part}/dropout", Kind.DROPOUT, rows=rows, k_shard=cols))
     return ops + [norm]
+
+
+def _tp_comms(mode: Mode, ex: Execution, seq: Axes, moved: bool) -> dict:
+    """The collectives of Megatron's column- and row-parallel matmuls (module docstring of
+    :func:`_megatron`); ``moved``: the SP gathers sit on the matmuls, not on the norms."""
+    sp = ex.sequence_parallel
+    col_bwd = (_rs("in", TP1),) if sp else (_ar("in", TP1),)
+    # Megatron SP keeps the column-parallel input as its l/tp shard and all-gathers it again in
+    # the backward pass (Korthikanti et al. 2022, §4.2.2); the paper keeps the gathered input
+    shard_inputs = sp and not mode.full_linear_inputs_kept
+    if shard_inputs:
+        col_bwd = col_bwd + (_ag("in", TP1),)
+    return {"col_fwd": (_ag("in", TP1),) if moved else (), "col_bwd": col_bwd,
+            "col_act": seq if shard_inputs else None,
+            "row_fwd": (_rs("out", TP1),) if sp else (_ar("out", TP1),),
+            "row_bwd": (_ag("out", TP1),) if moved else ()}
 
 
 def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
@@ -186,29 +150,23 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     choice) norms and dropouts act on rows sharded over tp1 too, the row-parallel output is
     reduce-scattered, the norms all-gather (fwd) and reduce-scatter (bwd); without it they act
     on replicated rows and the matmuls all-reduce (Korthikanti et al. 2022). Context attention
-    all-gathers K and V over tp2 (fwd AG, bwd AG + RS), not overlapped.
+    all-gathers K and V over tp2 (fwd AG, bwd AG + RS), not overlapped. A MoE model's MLPs are
+    the mix of its dense-layer MLP and MoE layer, MLA replaces the QKV projection
+    (:mod:`model.physics.moe`), and MTP modules add rows to the last stage.
     """
     base = TP2 if context else NONE  # rows of the matmul inputs
     sp = ex.sequence_parallel
     seq = base + TP1 if sp else base  # rows of norms, dropouts, residual
-    col_bwd = (_rs("in", TP1),) if sp else (_ar("in", TP1),)
-    # Megatron SP keeps the column-parallel input as its l/tp shard and all-gathers it again in
-    # the backward pass (Korthikanti et al. 2022, §4.2.2); the paper keeps the gathered input
-    shard_inputs = sp and not mode.full_linear_inputs_kept
-    col_act = seq if shard_inputs else None
-    if shard_inputs:
-        col_bwd = col_bwd + (_ag("in", TP1),)
-    row_fwd = (_rs("out", TP1),) if sp else (_ar("out", TP1),)
-    norm_comm = {"fwd": (_ag("in", TP1),), "bwd": (_rs("in", TP1),)} if sp else {}
     # With TP overlap the gathers go where Megatron overlaps them: the forward AG of the
     # column-parallel input into that matmul, the backward AG of dY into the row-parallel one.
     # Without it, the paper's attribution to the norm: the same collectives and volumes (its
-    # backward RS costs what the AG does, docs/model.md §5.1), only shown on another op.
+    # backward RS costs what the AG does, docs/model.md §5.1), only shown on another op. A MoE
+    # layer's routed tokens need no gather: a MoE model's MLP gathers sit on its MLP matmuls.
     moved = sp and ex.tp_overlap
-    col_fwd = (_ag("in", TP1),) if moved else ()
-    row_bwd = (_ag("out", TP1),) if moved else ()
-    if moved:
-        norm_comm = {}
+    comms = _tp_comms(mode, ex, seq, moved)
+    mlp_comms = _tp_comms(mode, ex, seq, sp) if model.moe else comms
+    norm_comm = {"fwd": (_ag("in", TP1),), "bwd": (_rs("in", TP1),)} if sp and not moved else {}
+    mlp_norm_comm = {} if model.moe else norm_comm
     paper = mode.paper_bias_sharding
     # the paper's output biases: 1D on unsharded [l, e]; context attention Bias(b, l, e; m2, m1)
     mlp_bias = (NONE, NONE) if paper and not context else (seq, NONE)
@@ -220,21 +178,28 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     else:
         kv = (_ag("kv", TP2),) if context else ()
         kv_bwd, kv_panels = kv + ((_rs("kv", TP2),) if context else ()), None
-    mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1, fwd=col_fwd,
-                  bwd=col_bwd, act_rows=col_act),
-           *_mlp_tail(model, mode, base, TP1),
-           OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
-                  bwd=row_bwd),
-           *_residual(model, "mlp", *mlp_bias, seq, NONE,
-                      OpSpec("mlp/norm", Kind.NORM, rows=seq, **norm_comm))]
-    attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1, fwd=col_fwd,
-                   bwd=col_bwd, act_rows=col_act),
-            OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
-                   bwd=kv_bwd, panels=kv_panels),
-            OpSpec("attn/proj", Kind.LINEAR, k="hq", n="e", rows=base, k_shard=TP1, fwd=row_fwd,
-                   bwd=row_bwd),
-            *_residual(model, "attn", *attn_bias, seq, NONE,
-                       OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]
+    if model.moe:
+        mlp = (moe.dense_mlp_rows(model, base, mlp_comms) if model.dense_layers else []) + (
+            moe.moe_rows(model, base, mlp_comms, ex.ep_dispatcher == "flex"))
+    else:
+        mlp = [OpSpec("mlp/fc1", Kind.LINEAR, k="e", n="f_in", rows=base, n_shard=TP1,
+                      fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"]),
+               *_mlp_tail(model, mode, base, TP1),
+               OpSpec("mlp/fc2", Kind.LINEAR, k="f", n="e", rows=base, k_shard=TP1,
+                      fwd=comms["row_fwd"], bwd=comms["row_bwd"])]
+    mlp += _residual(model, "mlp", *mlp_bias, seq, NONE,
+                     OpSpec("mlp/norm", Kind.NORM, rows=seq, **mlp_norm_comm))
+    if model.mla:
+        attn = moe.mla_rows(model, base, comms, kv, kv_bwd, kv_panels)
+    else:
+        attn = [OpSpec("attn/qkv", Kind.LINEAR, k="e", n="qkv", rows=base, n_shard=TP1,
+                       fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"]),
+                OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
+                       bwd=kv_bwd, panels=kv_panels)]
+    attn += [OpSpec("attn/proj", Kind.LINEAR, k="attn_out", n="e", rows=base, k_shard=TP1,
+                    fwd=comms["row_fwd"], bwd=comms["row_bwd"]),
+             *_residual(model, "attn", *attn_bias, seq, NONE,
+                        OpSpec("attn/norm", Kind.NORM, rows=seq, **norm_comm))]
     # vocab-parallel table [V/tp1, e]: partial outputs reduce-scattered (SP) or all-reduced
     embed_comm = ({"fwd": (_rs("in", TP1),), "bwd": (_ag("in", TP1),)} if sp
                   else {"fwd": (_ar("in", TP1),)})
@@ -242,9 +207,10 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
                   **embed_comm)]
     post = [OpSpec("head/norm", Kind.NORM, rows=seq, **norm_comm),
             OpSpec("head/logits", Kind.LINEAR, k="e", n="V", rows=base, n_shard=TP1,
-                   fwd=col_fwd, bwd=col_bwd, act_rows=col_act),
+                   fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"]),
             OpSpec("head/loss", Kind.LOSS, k="V", rows=base, k_shard=TP1,
                    fwd=(_ar("stats", TP1),))]
+    post += moe.mtp_rows(model, base, seq, comms, _ar("stats", TP1))
     return mlp + attn, pre, post, (() if sp else TP1)
 
 
@@ -294,7 +260,7 @@ def _summa(model: Transformer, mode: Mode, ex: Execution
     attn = [_summa_linear("attn/qkv", "e", "qkv"),
             OpSpec("attn/flash", Kind.ATTENTION, rows=TP2, heads_shard=TP1, fwd=kv_fwd,
                    bwd=kv_bwd, panels=kv_panels),
-            _summa_linear("attn/proj", "hq", "e"),
+            _summa_linear("attn/proj", "attn_out", "e"),
             *_residual(model, "attn", TP2, TP1, TP2, TP1, norm("attn/norm"))]
     # the table is split by features over tp1 (each GPU: all V rows, e/tp1 columns): no comm
     pre = [OpSpec("embed/lookup", Kind.EMBEDDING, k="e", n="V", rows=TP2, k_shard=TP1)]
@@ -309,6 +275,17 @@ _BUILDERS = {
     "summa": _summa,
     "context": lambda m, mode, ex: _megatron(m, mode, ex, context=True),
 }
+
+
+def supports(name: str, model: Transformer) -> bool:
+    """Whether strategy ``name`` models ``model``: SUMMA has no MoE, MLA or MTP op table."""
+    return canonical_strategy(name) != "summa" or not (model.moe or model.mla
+                                                         or model.mtp_layers)
+
+
+def supported_strategies(model: Transformer) -> tuple[str, ...]:
+    """The strategies (in :data:`STRATEGIES` order) that model ``model``."""
+    return tuple(name for name in STRATEGIES if supports(name, model))
 
 
 def canonical_strategy(name: str) -> str:
@@ -327,6 +304,9 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
     In paper mode there are no embedding, head or loss ops (the paper models only blocks).
     """
     key = canonical_strategy(name)
+    if not supports(key, model):
+        raise ModelError(f"the summa strategy does not model mixture of experts, MLA or MTP "
+                         f"('{model.name}'); use 1d or context")
     mode = resolve_mode(compat)
     ex = resolve_execution(execution)
     block, pre, post, scatter = _BUILDERS[key](model, mode, ex)

@@ -2,12 +2,12 @@
 
 A :class:`Costs` record rides on a :class:`~model.specs.hardware.System` (``system.costs``) and
 turns each result row's time into GPU-hours, energy, dollars and the expected time with failures
-(docs/model.md §14; formulas in :mod:`model.physics.energy` and :mod:`model.physics.goodput`).
+(docs/model.md §15; formulas in :mod:`model.physics.energy` and :mod:`model.physics.goodput`).
 The GPU's own figures (``tdp_w``, ``node_power_factor``, ``usd_per_gpu_hour``,
 ``purchase_usd_per_gpu``) are fields of the system spec, with their sources in its
 ``cost_source``; a field of the same name here, when set, overrides the system's.
 
-Defaults, each with its source and date (docs/model.md §14 lists them all):
+Defaults, each with its source and date (docs/model.md §15 lists them all):
 
 * ``pue`` 1.58 — Uptime Institute's industry-average annual PUE for 2023 (Uptime Intelligence,
   23 Nov 2023; 1.55–1.59 since about 2020).

@@ -23,6 +23,18 @@ RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = NAMES  # model.specs.precision
 ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
+CONTEXT_ATTENTION = ("allgather", "ring")
+EP_DISPATCHERS = ("alltoall", "flex")
+# the on/off options, and the options with a fixed set of values (checked in this order)
+FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
+         "ends_count_as_layers", "dp_overlap", "ep_overlap")
+LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
+                              "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
+                              "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS}
+# numbers in a range: (lowest, highest)
+RANGES: dict[str, tuple[float, float]] = {"moe_capacity_factor": (0.0, 64.0),
+                                          "moe_imbalance": (1.0, 64.0),
+                                          "dp_bucket_mb": (0.0, 1e6)}
 
 AUTO = "auto"  # recompute_layers: the fewest that make each configuration fit
 # What a search tries unless told otherwise (over a stack's defaults; explicit options win):
@@ -74,6 +86,25 @@ class Execution:
       Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
       CPU), ``activations`` (written out after each block's forward, read back for its
       backward), ``weights`` (weights and gradients streamed per block), or ``all``.
+    * ``offload_layers``: without activation offload, the activations of this many layers of
+      each pipeline stage go to host memory (written after the layer's forward, read back
+      before its backward, each transfer under a layer's compute) — Megatron-Core's
+      ``cpu_offloading_num_layers`` (Transformer Engine's CPU offload context), as the
+      Megatron-Bridge recipes of large models on Grace-Blackwell use it.
+    * ``ep_overlap``: the expert-parallel all-to-alls of one microbatch overlap the compute of
+      another (Megatron-Core's 1F1B all-to-all overlap, ``--overlap-moe-expert-parallel-comm``:
+      the forward of one microbatch merged with the backward of the previous one); off, they
+      are exposed.
+    * ``ep_dispatcher``: how the tokens travel to their experts: ``alltoall`` (NCCL's all-to-all,
+      a copy per routed expert) or ``flex`` (Megatron-Core's flex dispatcher with DeepEP or
+      HybridEP: each token crosses to another NVLink domain once, then fans out over NVLink).
+    * ``moe_capacity_factor``: 0 is dropless routing; c > 0 gives every expert c × the mean
+      tokens per expert, dropping beyond and padding below (Megatron-Core's
+      ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``, as the
+      token-drop benchmark recipes run).
+    * ``moe_imbalance``: dropless routing, the tokens of the busiest GPU's experts over the mean
+      (1.0: force-balanced, as published benchmarks run; real routing is not): the step waits
+      for that GPU's expert GEMMs and all-to-alls.
     """
 
     recompute: str = "selective"
@@ -90,38 +121,49 @@ class Execution:
     ends_count_as_layers: bool = False
     dp_overlap: bool = True
     dp_bucket_mb: float = 0.0
+    offload_layers: int = 0
+    ep_overlap: bool = False
+    ep_dispatcher: str = "alltoall"
+    moe_capacity_factor: float = 0.0
+    moe_imbalance: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-                     "ends_count_as_layers", "dp_overlap"):
-            if not isinstance(getattr(self, name), bool):
-                raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        self._check_values()
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        if self.recompute not in RECOMPUTE:
-            raise ModelError(f"recompute must be one of {', '.join(RECOMPUTE)}, "
-                             f"got {self.recompute!r}")
-        if self.precision not in PRECISIONS:
-            raise ModelError(f"precision must be one of {', '.join(PRECISIONS)}, "
-                             f"got {self.precision!r}")
-        if self.context_attention not in ("allgather", "ring"):
-            raise ModelError("context_attention must be 'allgather' or 'ring', "
-                             f"got {self.context_attention!r}")
-        b = self.dp_bucket_mb
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 <= b <= 1e6:
-            raise ModelError(f"dp_bucket_mb must be a number in [0, 1e6] MB, got {b!r}")
-        if self.offload not in OFFLOAD:
-            raise ModelError(f"offload must be one of {', '.join(OFFLOAD)}, got {self.offload!r}")
-        if self.zero not in ZERO_STAGES:
-            raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        if isinstance(self.interleave, bool) or not isinstance(self.interleave, int) or not (
-                0 <= self.interleave <= 64):
+        for name, allowed in LITERALS.items():
+            if getattr(self, name) not in allowed:
+                raise ModelError(f"{name} must be {_one_of(allowed)}, got "
+                                 f"{getattr(self, name)!r}")
+        if not _whole(self.interleave, 64):
             raise ModelError("interleave must be an integer in [0, 64] (0: every count the "
                              f"pipeline stages allow), got {self.interleave!r}")
         r = self.recompute_layers
-        if r != AUTO and (isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= 10_000):
+        if r != AUTO and not _whole(r, 10_000):
             raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
                              f"got {r!r}")
+        if not _whole(self.offload_layers, 10_000):
+            raise ModelError("offload_layers must be an integer in [0, 10000], got "
+                             f"{self.offload_layers!r}")
+        self._check_combinations()
+
+    def _check_values(self) -> None:
+        """The on/off options and the numbers in a range."""
+        for name in FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name, (lo, hi) in RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    lo <= value <= hi):
+                raise ModelError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+
+    def _check_combinations(self) -> None:
+        """Options that exclude each other."""
+        if self.offload_layers and self.offloads("activations"):
+            raise ModelError("offload_layers applies without activation offload (offload "
+                             f"'{self.offload}' moves every layer's activations already)")
+        r = self.recompute_layers
         if r and r != AUTO and self.recompute == "full":
             raise ModelError("recompute_layers applies with recompute none or selective "
                              "(full already recomputes every layer)")
@@ -144,12 +186,32 @@ class Execution:
         d = np.asarray(layers, dtype=float)
         return np.minimum(np.asarray(r, dtype=float), d) / np.maximum(d, 1.0)
 
+    @property
+    def moe_load(self) -> float:
+        """Tokens the busiest GPU's experts process over the mean: the capacity factor when
+        tokens are dropped and padded to capacity, else the imbalance."""
+        return float(self.moe_capacity_factor or self.moe_imbalance)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def offloads(self, what: str) -> bool:
         """Whether ``what`` (optimizer, activations, weights) lives in host memory."""
         return self.offload in (what, "all")
+
+
+def _whole(value: object, hi: int) -> bool:
+    """Whether ``value`` is an integer (not a bool) in [0, hi]."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= hi
+
+
+def _one_of(allowed: tuple) -> str:
+    """'0, 1, 2 or 3' for the small integer literals, else 'one of a, b, c'."""
+    if all(isinstance(a, int) for a in allowed):
+        return ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}"
+    if len(allowed) == 2:
+        return f"{allowed[0]!r} or {allowed[1]!r}"
+    return "one of " + ", ".join(map(str, allowed))
 
 
 DEFAULT_EXECUTION = Execution()
@@ -176,7 +238,8 @@ MAX_VARIANTS = 64
 # the recomputed layers are columns of each configuration: model.explore.report)
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
-           "dp_overlap", "dp_bucket_mb")
+           "dp_overlap", "dp_bucket_mb", "offload_layers", "ep_overlap", "ep_dispatcher",
+           "moe_capacity_factor", "moe_imbalance")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 

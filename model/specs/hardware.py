@@ -77,6 +77,10 @@ FIELDS = (
           0.05, 1),
     Field("attention_efficiency", float,
           "achievable fraction of peak in fused attention (default: as the matmuls)", 0.05, 1),
+    Field("expert_flop_efficiency", float, "achievable fraction of the BF16 peak in the grouped "
+          "GEMMs of the routed experts (default: as the dense matmuls)", 0.05, 1),
+    Field("expert_flop_efficiency_fp8", float, "… of the FP8/FP4 peak in the grouped expert "
+          "GEMMs (default: as the dense FP8 matmuls)", 0.05, 1),
     Field("sm_count", int, "streaming multiprocessors (GEMM wave quantisation; 0: off)", 0, 10_000,
           default=0),
     Field("gemm_tile", int, "GEMM output tile edge, elements (wave quantisation)", 16, 1024,
@@ -122,7 +126,7 @@ FIELDS = (
     Field(
         "network_latency_s", float, "latency per ring step across domains, s", 0, 1e-2, default=5e-6
     ),
-    # the unit a job gains or loses, power and prices (docs/model.md §14; sources in cost_source)
+    # the unit a job gains or loses, power and prices (docs/model.md §15; sources in cost_source)
     Field("node_gpus", int, "GPUs per node: a server, or a compute tray of a rack-scale system "
           "(0: the NVLink domain is the node)", 0, 1_000_000, default=0),
     Field("tdp_w", float, "rated power of one GPU (TDP, maximum board power), W (0: unknown)",
@@ -171,6 +175,8 @@ class System:
     flop_efficiency_mxfp8: float | None
     flop_efficiency_fp4: float | None
     attention_efficiency: float | None
+    expert_flop_efficiency: float | None
+    expert_flop_efficiency_fp8: float | None
     kernel_overhead_s: float
     overlap_slowdown: float
     nvlink_domain_size: int

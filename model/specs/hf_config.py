@@ -17,8 +17,8 @@ config says that the estimator leaves out, is in docs/model.md ("A Hugging Face 
 
 A config does not say the training sequence length (``max_position_embeddings`` is the longest
 the model supports) nor a training budget: :func:`model.transformer.load_model` takes them.
-Mixture-of-experts configs (Mixtral, Qwen-MoE, DeepSeek, …) are refused by name: their experts
-are not modelled yet.
+Mixture-of-experts configs of the types :mod:`model.specs.hf_moe` reads (DeepSeek-V3 / Kimi-K2,
+Qwen3-MoE, Mixtral, GPT-OSS, Llama 4) are parsed there; other MoE types are refused by name.
 """
 
 from __future__ import annotations
@@ -68,9 +68,9 @@ def model_type(config: dict[str, Any]) -> str:
     if not isinstance(kind, str):
         raise ModelError(f"model: 'model_type' must be a string, got {kind!r:.80}")
     if kind in MOE_TYPES or "moe" in kind:
-        raise ModelError(f"model: 'model_type' {kind!r} is a mixture-of-experts model; the "
-                         "estimator models dense transformers only (experts are not modelled "
-                         "yet)")
+        raise ModelError(f"model: 'model_type' {kind!r} is a mixture-of-experts type this "
+                         "estimator does not read; mixture-of-experts types it reads: "
+                         "deepseek_v3, kimi_k2, qwen3_moe, mixtral, gpt_oss, llama4")
     if kind == "gemma3":
         raise ModelError("model: 'model_type' 'gemma3' is a vision-language config; the "
                          "language model is its 'text_config' object: save that as its own "

@@ -11,6 +11,9 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
   peak, calibrated on the stack's published runs (``bench/calibrate.py``, docs/model.md).
 * ``attention_efficiency``: per generation, the fraction of the tensor-core peak its fused
   attention reaches (the exponentials are priced apart at the special-function rate).
+* ``expert_gemm_efficiency``: per generation or system and precision family, the fraction of
+  the matmul peak the routed experts' grouped GEMMs reach (calibrated on the stack's MoE runs;
+  without it they run at the dense GEMM efficiency).
 * ``memory_reserve_gb``: per generation, HBM a process of this stack cannot use.
 * ``base``: an earlier stack whose values it starts from (a release inherits what it does not
   re-measure).
@@ -38,7 +41,8 @@ EFFICIENCY_KEYS = ("bf16", "fp8", "mxfp8", "nvfp4")
 NONE = "none"  # no stack: the system's own efficiencies and the Execution defaults
 DEFAULT: str | None = None  # the stack of a search that names none (None: the newest preset)
 KEYS = ("name", "released", "source", "description", "base", "execution", "gemm_efficiency",
-        "attention_efficiency", "memory_reserve_gb", "calibration")
+        "attention_efficiency", "memory_reserve_gb", "calibration", "expert_gemm_efficiency",
+        "expert_calibration")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class Stack:
     gemm_efficiency: dict[str, dict[str, float]] = field(default_factory=dict)
     attention_efficiency: dict[str, float] = field(default_factory=dict)
     memory_reserve_gb: dict[str, float] = field(default_factory=dict)
+    expert_gemm_efficiency: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def apply(self, system: System) -> System:
         """``system`` with this stack's calibrated values for it: those of its preset name where
@@ -64,6 +69,12 @@ class Stack:
                           ("mxfp8", "flop_efficiency_mxfp8"), ("nvfp4", "flop_efficiency_fp4")):
             if key in gemm:
                 over[name] = gemm[key]
+        expert = {**self.expert_gemm_efficiency.get(gen, {}),
+                  **self.expert_gemm_efficiency.get(system.name, {})}
+        for key, name in (("bf16", "expert_flop_efficiency"),
+                          ("fp8", "expert_flop_efficiency_fp8")):
+            if key in expert:
+                over[name] = expert[key]
         for table, name in ((self.attention_efficiency, "attention_efficiency"),
                             (self.memory_reserve_gb, "memory_reserve_gb")):
             value = table.get(system.name, table.get(gen))
@@ -86,7 +97,9 @@ class Stack:
                 "description": self.description, "execution": dict(self.execution),
                 "gemm_efficiency": {g: dict(v) for g, v in self.gemm_efficiency.items()},
                 "attention_efficiency": dict(self.attention_efficiency),
-                "memory_reserve_gb": dict(self.memory_reserve_gb)}
+                "memory_reserve_gb": dict(self.memory_reserve_gb),
+                "expert_gemm_efficiency": {g: dict(v)
+                                           for g, v in self.expert_gemm_efficiency.items()}}
 
 
 NO_STACK = Stack(NONE, "", "no stack: the system's own efficiencies, the Execution defaults")
@@ -125,23 +138,31 @@ def stack_from_dict(data: Any, base: Stack | None = None) -> Stack:
     if unknown:
         raise ModelError(f"stack: unknown execution option '{unknown[0]}'")
     resolve_execution(execution)  # every value valid
-    gemm = {g: dict(v) for g, v in base.gemm_efficiency.items()}
-    raw = data.get("gemm_efficiency") or {}
-    if not isinstance(raw, dict):
-        raise ModelError("stack: 'gemm_efficiency' must be an object keyed by generation")
     keys = _gpu_keys()
-    for gen, table in raw.items():
-        if gen not in keys:
-            raise ModelError(f"stack: unknown GPU generation or system '{gen}'; allowed: "
-                             f"{', '.join(keys)}")
-        gemm[gen] = {**gemm.get(gen, {}), **_fraction_map(
-            f"stack: gemm_efficiency.{gen}", table, EFFICIENCY_KEYS, 0.05, 1.0)}
+    gemm = _gemm_table(data, "gemm_efficiency", base.gemm_efficiency, keys)
+    expert = _gemm_table(data, "expert_gemm_efficiency", base.expert_gemm_efficiency, keys)
     attention = {**base.attention_efficiency, **_fraction_map(
         "stack: attention_efficiency", data.get("attention_efficiency") or {}, keys, 0.05, 1.0)}
     reserve = {**base.memory_reserve_gb, **_fraction_map(
         "stack: memory_reserve_gb", data.get("memory_reserve_gb") or {}, keys, 0.0, 1e4)}
     return Stack(data["name"], data["released"], data["source"],
-                 str(data.get("description", "")), execution, gemm, attention, reserve)
+                 str(data.get("description", "")), execution, gemm, attention, reserve, expert)
+
+
+def _gemm_table(data: dict, key: str, base: dict[str, dict[str, float]],
+                keys: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """A per-GPU table of GEMM efficiencies by precision family, over the base stack's."""
+    table = {g: dict(v) for g, v in base.items()}
+    raw = data.get(key) or {}
+    if not isinstance(raw, dict):
+        raise ModelError(f"stack: '{key}' must be an object keyed by generation")
+    for gen, values in raw.items():
+        if gen not in keys:
+            raise ModelError(f"stack: unknown GPU generation or system '{gen}'; allowed: "
+                             f"{', '.join(keys)}")
+        table[gen] = {**table.get(gen, {}), **_fraction_map(
+            f"stack: {key}.{gen}", values, EFFICIENCY_KEYS, 0.05, 1.0)}
+    return table
 
 
 def _gpu_keys() -> tuple[str, ...]:

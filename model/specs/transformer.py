@@ -1,10 +1,15 @@
-"""The transformer being trained: a GPT-style LLM or a long-sequence ViT (``vocab = 0``).
+"""The transformer being trained: a GPT-style LLM or a long-sequence ViT (``vocab = 0``),
+dense or a mixture of experts, with standard (MHA/GQA), multi-latent (MLA) or sliding-window
+attention.
 
 A workload spec is a JSON object (presets in ``model/data/workloads/*.json``), or the
 ``config.json`` a Hugging Face model is published with (:mod:`model.hf_config`). Only the
 dimensions are required; every default is listed in docs/model.md, "Inputs". Symbols used across
 the model (the glossary of docs/model.md): l = seq_len, e = hidden, h = heads, k = kv_heads,
 q = head_dim (default e // h), f = ffn, depth = layers, V = vocab.
+Mixture of experts: E = experts (routed), top_k experts per token, f_e = expert_ffn,
+f_s = shared_ffn; every MoE/MLA field defaults to the dense model, so a dense spec means what it
+always meant. Parameter counts and model FLOPs per token: :mod:`model.specs.params`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from . import params
 from .hf_config import is_hf_config, name_hf_key, spec_from_hf_config
 from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
@@ -40,6 +46,41 @@ FIELDS = (
     Field("tied_embeddings", bool, "LM head shares the embedding matrix", default=False),
     Field("tokens", float, "training budget in tokens (none: days per 1T tokens only)", 1, 1e18),
     Field("samples", float, "training budget in samples (sequences)", 1, 1e18),
+    Field("attention_bias", bool, "attention projections have biases (default: 'bias')"),
+    Field("mlp_bias", bool, "MLP and expert matmuls have biases (default: 'bias')"),
+    Field("experts", int, "routed experts per MoE layer E (0: a dense model)", 0, 100_000,
+          default=0),
+    Field("top_k", int, "routed experts per token (default 1 with experts, 0 without)", 0,
+          100_000),
+    Field("expert_ffn", int, "hidden size f_e of one routed expert (default 'ffn' with "
+          "experts, 0 without)", 0, 10_000_000),
+    Field("shared_experts", int, "shared experts every token passes through", 0, 1_000,
+          default=0),
+    Field("shared_ffn", int, "hidden size of the shared experts together (default "
+          "shared_experts·expert_ffn)", 0, 100_000_000),
+    Field("dense_layers", int, "layers with a dense MLP of size 'ffn' in a MoE model (the "
+          "others are MoE layers)", 0, 10_000, default=0),
+    Field("q_lora_rank", int, "MLA query compression rank (0: queries projected directly)", 0,
+          1_000_000, default=0),
+    Field("kv_lora_rank", int, "MLA key/value compression rank (0: standard attention)", 0,
+          1_000_000, default=0),
+    Field("qk_nope_head_dim", int, "MLA query/key head dimension without rotary part", 0,
+          100_000, default=0),
+    Field("qk_rope_head_dim", int, "MLA query/key rotary head dimension", 0, 100_000,
+          default=0),
+    Field("v_head_dim", int, "MLA value head dimension", 0, 100_000, default=0),
+    Field("mtp_layers", int, "multi-token-prediction layers (DeepSeek-V3 MTP modules)", 0, 100,
+          default=0),
+    Field("sliding_window", int, "attention window in tokens (0: full attention)", 0,
+          100_000_000, default=0),
+    Field("window_layers", int, "layers that use the window (default: all)", 0, 10_000),
+    Field("window_kind", str, "sliding (each query sees the last W tokens) or chunked (the "
+          "sequence is cut in W-token chunks, Llama 4)", default="sliding",
+          choices=("sliding", "chunked")),
+    Field("global_batch", int, "the published global batch, samples (sequences) per optimizer "
+          "step (none: not published)", 1, 100_000_000),
+    Field("global_batch_source", str, "where the published global batch comes from",
+          default=""),
 )
 
 
@@ -64,6 +105,85 @@ class Transformer:
     tied_embeddings: bool
     tokens: float | None
     samples: float | None
+    attention_bias: bool
+    mlp_bias: bool
+    experts: int
+    top_k: int
+    expert_ffn: int
+    shared_experts: int
+    shared_ffn: int
+    dense_layers: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    mtp_layers: int
+    sliding_window: int
+    window_layers: int
+    window_kind: str
+
+    global_batch: int | None = None
+    global_batch_source: str = ""
+
+    @property
+    def moe(self) -> bool:
+        """Whether the MLPs of (some) layers are mixtures of experts."""
+        return self.experts > 0
+
+    @property
+    def mla(self) -> bool:
+        """Whether attention is multi-latent (DeepSeek-V2/V3): low-rank K/V (and Q)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts (0 for a dense model)."""
+        return self.layers - self.dense_layers if self.moe else 0
+
+    @property
+    def pipeline_layers(self) -> int:
+        """Transformer layers the pipeline stages hold: the layers plus the MTP layers (each
+        MTP module holds one layer, on the last stage, as Megatron-Core's pipeline layouts
+        place it)."""
+        return self.layers + self.mtp_layers
+
+    @property
+    def moe_share(self) -> float:
+        """Share of the pipeline's layers that are MoE layers (an MTP layer takes the type of
+        the last layer, as in Megatron-Core). A stage's blocks are priced as this mix."""
+        if not self.moe:
+            return 0.0
+        # dense layers come first (first_k_dense_replace) or interleave with MoE layers ending
+        # on a MoE layer (Llama 4): the last layer, and so each MTP layer, is a MoE layer
+        return (self.moe_layers + self.mtp_layers) / self.pipeline_layers
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Query/key dimension per head: nope + rope with MLA, else q."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim if self.mla else self.head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        """Value (and attention output) dimension per head."""
+        return self.v_head_dim if self.mla else self.head_dim
+
+    @property
+    def params_mtp(self) -> int:
+        """Parameters of the MTP modules (beyond the shared embedding and head)."""
+        return params.mtp_params(self)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: attention, dense MLPs, top_k routed and the shared
+        experts of each MoE layer, router, embedding and head (MTP excluded, as published)."""
+        return params.active_params(self)
+
+    @property
+    def model_flops_per_token(self) -> float:
+        """Model FLOPs per token of one training step (forward + backward), the usual
+        convention: 6 × the active matmul parameters + attention (:mod:`model.specs.params`)."""
+        return params.flops_per_token(self)
 
     @property
     def training_samples(self) -> float | None:
@@ -77,14 +197,10 @@ class Transformer:
 
     @property
     def params_per_block(self) -> int:
-        """Parameters of one block: qkv e·(h+2k)·q, proj h·q·e, MLP (2|3)·e·f, biases, norms
-        4e (docs/model.md, "Parameters")."""
-        e, f, q = self.hidden, self.ffn, self.head_dim
-        qkv = e * (self.heads + 2 * self.kv_heads) * q
-        proj = self.heads * q * e
-        mlp = (3 if self.mlp == "swiglu" else 2) * e * f
-        biases = (f * (2 if self.mlp == "swiglu" else 1) + 2 * e) if self.bias else 0
-        return qkv + proj + mlp + biases + 4 * e
+        """Parameters of one block on average over the layers (a dense model: qkv e·(h+2k)·q,
+        proj h·q·e, MLP (2|3)·e·f, biases, norms 4e; :mod:`model.specs.params`; docs/model.md,
+        "Parameters")."""
+        return params.block_params(self)
 
     @property
     def params_embedding(self) -> int:
@@ -95,7 +211,8 @@ class Transformer:
 
     @property
     def params(self) -> int:
-        return self.layers * self.params_per_block + self.params_embedding
+        """Total parameters (MTP modules excluded, as the DeepSeek-V3 report counts 671B)."""
+        return params.total_params(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in FIELDS}
@@ -112,9 +229,13 @@ class Transformer:
             data["ffn"] = None
         if "heads" in changes and "kv_heads" not in changes and self.kv_heads == self.heads:
             data["kv_heads"] = None
-        if (("hidden" in changes or "heads" in changes) and "head_dim" not in changes
-                and self.head_dim == self.hidden // self.heads):
-            data["head_dim"] = None
+        for key, follows in (("head_dim", ("hidden", "heads")), ("expert_ffn", ("ffn",)),
+                             ("shared_ffn", ("expert_ffn", "shared_experts", "ffn")),
+                             ("top_k", ("experts",)), ("window_layers", ("layers",)),
+                             ("attention_bias", ("bias",)), ("mlp_bias", ("bias",))):
+            if key not in changes and any(k in changes for k in follows) and (
+                    data[key] == _defaults(self.to_dict(), key)):
+                data[key] = None  # a default follows what it derives from
         if changes.get("tokens") is not None:
             data["samples"] = None
         if changes.get("samples") is not None:
@@ -122,11 +243,58 @@ class Transformer:
         return transformer_from_dict({**data, **changes})
 
 
+def _defaults(c: dict[str, Any], key: str) -> Any:
+    """The value field ``key`` takes when it is not given (from the fields it follows)."""
+    if key == "head_dim":
+        return c["hidden"] // c["heads"]
+    if key == "expert_ffn":
+        return c["ffn"] if c["experts"] else 0
+    if key == "shared_ffn":
+        return c["shared_experts"] * c["expert_ffn"]
+    if key == "top_k":
+        return 1 if c["experts"] else 0
+    if key == "window_layers":
+        return c["layers"] if c["sliding_window"] else 0
+    return c["bias"]  # attention_bias, mlp_bias
+
+
+def _check_moe(c: dict[str, Any]) -> None:
+    if not c["experts"]:
+        for key in ("shared_experts", "dense_layers"):
+            if c[key]:
+                raise ModelError(f"model: '{key}' needs routed 'experts' > 0")
+        return
+    if c["top_k"] > c["experts"]:
+        raise ModelError(f"model: 'top_k' = {c['top_k']} exceeds 'experts' = {c['experts']}")
+    if c["dense_layers"] >= c["layers"]:
+        raise ModelError(f"model: 'dense_layers' = {c['dense_layers']} leaves no MoE layer of "
+                         f"'layers' = {c['layers']}")
+
+
+def _check_attention(c: dict[str, Any]) -> None:
+    if c["head_dim_given"] is None and c["hidden"] % c["heads"]:
+        raise ModelError(f"model: 'heads' = {c['heads']} must divide 'hidden' = {c['hidden']} "
+                         "(or give 'head_dim')")
+    if c["kv_lora_rank"]:
+        missing = [k for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim") if not c[k]]
+        if missing:
+            raise ModelError(f"model: MLA ('kv_lora_rank' > 0) needs '{missing[0]}' > 0")
+        if c["kv_heads"] != c["heads"]:
+            raise ModelError("model: MLA attention has one key/value head per head; leave "
+                             "'kv_heads' at 'heads'")
+    elif c["q_lora_rank"]:
+        raise ModelError("model: 'q_lora_rank' needs MLA ('kv_lora_rank' > 0)")
+    if c["window_layers"] > c["layers"]:
+        raise ModelError(f"model: 'window_layers' = {c['window_layers']} exceeds 'layers' = "
+                         f"{c['layers']}")
+
+
 def transformer_from_dict(data: Any, default_name: str = "model") -> Transformer:
     """Validate a workload spec into a :class:`Transformer`.
 
     Defaults: name ``default_name``, kv_heads = heads, head_dim = hidden // heads (then heads
-    must divide hidden), ffn = 4·hidden; no budget is allowed (throughput only). A Hugging Face
+    must divide hidden), ffn = 4·hidden, and the MoE / MLA / window fields of a dense model;
+    no budget is allowed (throughput only). A Hugging Face
     config.json is refused here with a pointer to :func:`load_model`, which reads it.
     """
     if isinstance(data, dict) and is_hf_config(data):
@@ -137,11 +305,14 @@ def transformer_from_dict(data: Any, default_name: str = "model") -> Transformer
     c["name"] = c["name"] or default_name
     c["kv_heads"] = c["kv_heads"] or c["heads"]
     c["ffn"] = c["ffn"] or 4 * c["hidden"]
-    if c["head_dim"] is None:
-        if c["hidden"] % c["heads"]:
-            raise ModelError(f"model: 'heads' = {c['heads']} must divide 'hidden' = "
-                             f"{c['hidden']} (or give 'head_dim')")
-        c["head_dim"] = c["hidden"] // c["heads"]
+    c["head_dim_given"] = c["head_dim"]
+    for key in ("head_dim", "expert_ffn", "shared_ffn", "top_k", "window_layers",
+                "attention_bias", "mlp_bias"):
+        if c[key] is None:
+            c[key] = _defaults(c, key)
+    _check_attention(c)
+    del c["head_dim_given"]
+    _check_moe(c)
     if c["kv_heads"] > c["heads"] or c["heads"] % c["kv_heads"]:
         raise ModelError(
             f"model: 'kv_heads' = {c['kv_heads']} must divide 'heads' = {c['heads']} (GQA groups)"
@@ -197,6 +368,10 @@ def hf_model(config: dict[str, Any], name: str, **given: Any) -> Transformer:
         raise ModelError("model: a Hugging Face config.json does not say the training sequence "
                          "length (max_position_embeddings is the longest it supports); give it: "
                          "--seq-len N (command line) or load_model(path, seq_len=N)")
+    from .hf_moe import is_moe_config, model_from_hf  # it builds on this module
+
+    if is_moe_config(config):
+        return model_from_hf(config, name=name, **given)
     spec, keys = spec_from_hf_config(config, name)
     try:
         return transformer_from_dict({**spec, **given}, name)

@@ -9,8 +9,11 @@ file comes from); ``--reference DIR`` / ``folder`` reads the first two sets from
   selective recompute. Calculon's predictions for the same runs are carried along.
 * ``measurements``: other published runs with enough configuration to predict them (Narayanan
   et al. 2021 PTD-P and ZeRO-3, BLOOM-176B, Megatron-Bridge Llama 3 runs on H100/B200/GB200).
-  Records the model cannot express (mixture of experts, TPUs, GPUs without a preset, uneven
-  pipeline stages, missing configuration) are listed with the reason they are skipped.
+  Records the model cannot express (TPUs, GPUs without a preset, uneven pipeline stages,
+  missing configuration) are listed with the reason they are skipped; its mixture-of-experts
+  rows are in the ``moe`` set.
+* ``moe``: Megatron-Bridge's DeepSeek-V3 and Qwen3-235B-A22B runs, releases 25.09–26.08
+  (``reference/moe_measurements.json``, :mod:`model.validation.moe`).
 
 Throughput in TFLOP/s per GPU is turned into iteration time with the formula its source used,
 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per iteration (Narayanan et al. 2021, eq. 3: full
@@ -32,7 +35,7 @@ from ..explore.search import evaluate, search
 from ..specs.hardware import System, load_system
 from ..specs.schema import DATA_DIR
 from ..specs.transformer import Transformer, transformer_from_dict
-from .sources import source_and_stack
+from .sources import recipe_memory, source_and_stack
 
 REFERENCE = DATA_DIR / "reference"  # the published runs, shipped with the package
 # published runs of other Megatron-Bridge releases (each release a source of its own)
@@ -168,7 +171,8 @@ def _record_skip(r: dict[str, Any]) -> str:
     if r["id"].startswith("korthikanti22"):
         return "the same run is in the korthikanti set"
     if "moe" in m or m.get("attention") == "MLA":
-        return "mixture of experts / MLA is not modelled"
+        return ("a mixture of experts run: the moe set (reference/moe_measurements.json) holds "
+                "the published MoE runs with their configs")
     if _preset_of(gpu) is None:
         return f"no system preset for '{gpu}'"
     if not all(isinstance(m.get(k), int) for k in ("layers", "hidden", "heads", "seq_len")):
@@ -225,7 +229,7 @@ def _fill_case(base: Case, r: dict[str, Any]) -> None:
         gpus=gpus, global_batch=p["global_batch"], strategy="context" if cp > 1 else "1d",
         config={"tp1": tp, "tp2": cp, "pp": pp, "dp": gpus // (tp * pp * cp),
                 "microbatch": p["microbatch"]},
-        execution=record_execution(p))
+        execution={**record_execution(p), **recipe_memory(base.id)})
 
 
 def record_execution(p: dict[str, Any]) -> dict[str, Any]:
@@ -267,11 +271,31 @@ def extra_cases(path: Path = EXTRA_RUNS) -> list[Case]:
     return [measurement_case(r, "megatron-bridge-extra") for r in data["records"]]
 
 
-def time_cases(folder: str | Path | None = None) -> list[Case]:
-    """Every published iteration time the estimator can predict (korthikanti, measurements and
-    the other Megatron-Bridge releases), skipped records left out."""
-    path = reference_dir(folder)
-    cases = korthikanti_cases(path) + measurement_cases(path) + extra_cases()
+DENSE_SETS = ("korthikanti", "measurements", "extra")
+SETS = DENSE_SETS + ("moe",)
+
+
+def _cases(path: Path, sets: tuple[str, ...]) -> list[Case]:
+    from .moe import moe_cases  # the MoE set builds on this module's Case
+    cases: list[Case] = []
+    if "korthikanti" in sets:
+        cases += korthikanti_cases(path)
+    if "measurements" in sets:
+        cases += measurement_cases(path)
+    if "extra" in sets:
+        cases += extra_cases()
+    if "moe" in sets:
+        cases += moe_cases()
+    return cases
+
+
+def time_cases(folder: str | Path | None = None,
+               sets: tuple[str, ...] = DENSE_SETS) -> list[Case]:
+    """Every published iteration time the estimator can predict, skipped records left out:
+    by default the dense sets (korthikanti, measurements and the other Megatron-Bridge
+    releases), on which the stacks' GEMM efficiency is calibrated; ``sets`` may add ``moe``
+    (its runs calibrate the experts' grouped-GEMM efficiency, model.validation.calibrate)."""
+    cases = _cases(reference_dir(folder), sets)
     return [c for c in cases if not c.skip and c.metric == "iteration_time_s"]
 
 
@@ -306,19 +330,14 @@ def predict(case: Case) -> float:
     raise AssertionError(case.metric)
 
 
-def run_validation(folder: str | Path | None = None,
-                   sets: tuple[str, ...] = ("korthikanti", "measurements", "extra")
+def run_validation(folder: str | Path | None = None, sets: tuple[str, ...] = DENSE_SETS
                    ) -> pd.DataFrame:
     """Every case with measured, predicted and error (%) = 100·(1 − predicted/measured)
-    (positive: the estimator predicts less than was measured), plus Calculon's where known."""
-    path = reference_dir(folder)
-    cases: list[Case] = []
-    if "korthikanti" in sets:
-        cases += korthikanti_cases(path)
-    if "measurements" in sets:
-        cases += measurement_cases(path)
-    if "extra" in sets:
-        cases += extra_cases()
+    (positive: the estimator predicts less than was measured), plus Calculon's where known.
+    ``sets``: by default the dense ones; add ``"moe"`` (``SETS``) for the MoE runs (the CLI's
+    ``validate`` does; the dashboard's Validation page shows the dense sets until it has a
+    place for them)."""
+    cases = _cases(reference_dir(folder), sets)
     rows = []
     for c in cases:
         row = {"id": c.id, "set": c.set, "metric": c.metric, "measured": c.measured,

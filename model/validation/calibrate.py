@@ -19,11 +19,24 @@ Leave-one-source-out: for each source (a paper or a release, :mod:`model.validat
 is fitted on every *other* source's firm runs, pooled per GPU across stacks (a GPU none of them
 ran firmly falls back to their uncertain runs of it, ZeRO-3 left out, then to its generation),
 and the source's runs are predicted with it. Nothing fitted on a source is used to predict it.
+
+Mixture of experts (the ``moe`` set, :mod:`model.validation.moe`): the same machinery fits one
+more parameter per (stack, GPU), η_e, the fraction of the matmul peak the routed experts' grouped
+GEMMs reach (FP8 and MXFP8 at ``FP8_RATIO``·η_e, as the dense GEMMs), on the stack's MoE runs
+only; everything else of those runs is priced with the stack's dense values, fitted on its dense
+runs (inherited from the base release where a release published no dense run). Grouped GEMMs
+with few rows per expert run below a dense GEMM of the same FLOPs (DeepGEMM's grouped FP8
+kernels: 1233 → 932 TFLOP/s from 1024 to 256 rows per group on H800), and the routing,
+permutation and dispatch kernels around them are part of what η_e absorbs. η_e is at most
+the dense η of the same stack and GPU (a grouped GEMM is a batch of smaller GEMMs: DeepGEMM's
+grouped FP8 kernels reach 61–68 % of the peak where its dense ones reach up to 72 %), which
+also keeps it physical for runs bound by their all-to-alls, where it has little leverage. Its
+cross-validation leaves one release (its patch release with it) out of the MoE runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -34,6 +47,9 @@ from . import Case, predict_row
 FP8_RATIO = 0.96  # pre-quantised FP8 GEMM speed over BF16 / their peak ratio (1.92 / 2)
 GRID = np.array([0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0])
 FINE = np.linspace(GRID[0], GRID[-1], 1501)
+# the experts' grouped GEMMs may run well below a dense GEMM: a wider grid
+EXPERT_GRID = np.array([0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0])
+EXPERT_FINE = np.linspace(EXPERT_GRID[0], EXPERT_GRID[-1], 1801)
 
 
 def efficiency_fields(eta: float) -> dict[str, float]:
@@ -43,37 +59,56 @@ def efficiency_fields(eta: float) -> dict[str, float]:
             "attention_efficiency": eta}
 
 
+def expert_fields(eta: float) -> dict[str, float]:
+    """The system fields one expert grouped-GEMM efficiency η_e sets."""
+    return {"expert_flop_efficiency": eta, "expert_flop_efficiency_fp8": FP8_RATIO * eta}
+
+
 def predicted_time_s(case: Case, eta: float) -> float:
-    """The case's iteration time (s) with efficiency η and its stack's execution defaults."""
+    """The case's iteration time (s) with its stack's execution defaults and efficiency η: of
+    every GEMM and attention (dense runs), or of the experts' GEMMs with the stack's own dense
+    values (the ``moe`` set)."""
     stack = load_stack(case.stack)
-    bare = replace(stack, gemm_efficiency={}, attention_efficiency={})  # keeps its defaults
-    system = case.system.with_overrides(**efficiency_fields(eta))
+    bare = replace(stack, gemm_efficiency={}, attention_efficiency={},
+                   expert_gemm_efficiency={})  # keeps its defaults
+    if case.set == "moe":
+        system = stack.apply(case.system).with_overrides(**expert_fields(eta))
+    else:
+        system = case.system.with_overrides(**efficiency_fields(eta))
     return float(predict_row(case, system=system, stack=bare)["iteration_time_s"])
 
 
 @dataclass(frozen=True)
 class Curve:
-    """A run's predicted log time on :data:`FINE` values of η."""
+    """A run's predicted log time on ``fine`` values of η (:data:`FINE`, or
+    :data:`EXPERT_FINE` for the experts' efficiency of a MoE run)."""
 
     case: Case
     log_time: np.ndarray
+    fine: np.ndarray = field(default_factory=lambda: FINE)
+    cap: float = 1.0  # the largest η a fit may choose for this run
 
     @classmethod
     def of(cls, case: Case) -> Curve:
-        t = np.array([predicted_time_s(case, e) for e in GRID])
+        grid, fine = (EXPERT_GRID, EXPERT_FINE) if case.set == "moe" else (GRID, FINE)
+        t = np.array([predicted_time_s(case, e) for e in grid])
         # time ≈ a + b/η: interpolate linearly in 1/η, then take logs
-        inv = 1.0 / GRID
-        fine = np.interp(1.0 / FINE, inv[::-1], t[::-1])
-        return cls(case, np.log(fine))
+        inv = 1.0 / grid
+        cap = (load_stack(case.stack).apply(case.system).flop_efficiency if case.set == "moe"
+               else 1.0)  # experts: at most the stack's dense GEMM efficiency
+        return cls(case, np.log(np.interp(1.0 / fine, inv[::-1], t[::-1])), fine, cap)
 
     def time_s(self, eta: float) -> float:
-        return float(np.exp(np.interp(eta, FINE, self.log_time)))
+        return float(np.exp(np.interp(eta, self.fine, self.log_time)))
 
 
 def fit(curves: list[Curve]) -> float:
-    """η minimising Σ (log predicted − log measured)² over ``curves``."""
+    """η minimising Σ (log predicted − log measured)² over ``curves`` (of one kind), at most
+    the smallest of their caps."""
     residual = sum((c.log_time - np.log(c.case.measured)) ** 2 for c in curves)
-    return float(FINE[int(np.argmin(residual))])
+    fine = curves[0].fine
+    residual = np.where(fine <= min(c.cap for c in curves) + 1e-12, residual, np.inf)
+    return float(fine[int(np.argmin(residual))])
 
 
 def _key(case: Case) -> str:

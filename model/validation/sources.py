@@ -4,6 +4,9 @@ A *source* is what leave-one-source-out cross-validation leaves out: one paper, 
 a framework's published performance table. A run's *stack* (``stacks/*.json``) says what its
 software did by default and carries the efficiencies calibrated on that stack's runs.
 
+A run's memory strategy, where its published recipe states one (``reference/recipes.json``),
+replaces the "not stated" of its performance table (:func:`recipe_memory`).
+
 Runs of this repository's reference data name their source in their id (``korthikanti22…``,
 ``narayanan21…``, ``mbridge2511…``); a record of another source maps by the year of its
 ``source`` text to the newest stack released by then (a 2023–2025 record before the first
@@ -13,10 +16,15 @@ optimizer were standard by 2023).
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from typing import Any
 
+from ..specs.schema import DATA_DIR
 from ..specs.stack import list_stacks, load_stack
+
+RECIPES = DATA_DIR / "reference" / "recipes.json"
 
 _PREFIXES = (("korthikanti22", "korthikanti-2022", "megatron-lm-2022"),
              ("narayanan21", "narayanan-2021", "megatron-lm-2021"),
@@ -60,3 +68,20 @@ def stack_by_date(date: str | None) -> str:
         if modern:
             return modern[0].name
     return before[-1].name
+
+
+@functools.cache
+def _recipes() -> dict[str, dict[str, Any]]:
+    return json.loads(RECIPES.read_text())["records"]
+
+
+def recipe_memory(run_id: str) -> dict[str, Any]:
+    """The execution options a run's published recipe sets for memory (``recipes.json``):
+    ``offload_layers`` and/or ``recompute_layers``, with selective recompute and nothing else
+    offloaded; {} when its recipe states none (the run's memory strategy is then unstated)."""
+    entry = _recipes().get(run_id)
+    if entry is None:
+        return {}
+    return {"recompute": "selective", "offload": "none",
+            "recompute_layers": int(entry.get("recompute_layers", 0)),
+            "offload_layers": int(entry.get("offload_layers", 0))}
