@@ -75,7 +75,7 @@ def test_designs_vary_hbm_fastest_and_largest_first():
 
 
 def test_hbm_variants_share_one_evaluation(monkeypatch):
-    import model.explore.search as search_module
+    import model.explore.variant as search_module  # where a search evaluates
 
     evaluated = []
     real = search_module._evaluate_variant

@@ -34,15 +34,9 @@ from ..specs.transformer import Transformer
 from .frontier import Frontier
 from .report import result_frame
 from .rules import MIN_ROWS, Problem, mask
-from .search import (
-    DEFAULT_BUDGET,
-    SearchResult,
-    check_args,
-    search_counts,
-    variant_frontier,
-    with_stack,
-)
+from .search import DEFAULT_BUDGET, SearchResult, check_args, search_counts, with_stack
 from .space import divisors
+from .variant import variant_frontier
 
 MAX_COUNTS = 1_000_000  # GPU counts one multi-count search may span
 CHUNK = 4096  # counts evaluated per batch (bounds the memory of one evaluation)
