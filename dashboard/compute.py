@@ -37,7 +37,14 @@ from model.physics.strategies import STRATEGIES
 
 from .diskstore import BoundedCache
 from .figures.common import plain
-from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
+from .scenario import (
+    ESTIMATOR_KEYS,
+    build_inputs,
+    execution_of,
+    gpu_counts,
+    stack_of,
+    system_values,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
@@ -255,31 +262,50 @@ def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
     return cached_frame("ops", payload, compute)
 
 
-COMPARE_SYSTEMS = ("a100", "h200", "b200")
-COMPARE_NVS = (4, 8, 64)
+COMPARE_SYSTEMS = ("a100", "h100", "b200", "b300", "gb200-nvl72", "mi300x")
+COMPARE_NVS = (0,)  # 0: each system's own NVLink domain
+EDITED = "edited"  # the scenario's system, as edited in the control panel
+
+
+def system_label(name: str, nvs: int, scn: dict[str, Any]) -> str:
+    """A compared system's label: 'H100 · NVS 8'; the control panel's system is 'H200 (control
+    panel) · NVS 8', or 'H200 (edited) · NVS 8' once a value differs from its preset."""
+    if name != EDITED:
+        return f"{name.upper()} · NVS {nvs}"
+    preset = system_values(scn["system"])
+    edited = any(scn.get(k) != v for k, v in preset.items() if k != "nvs")
+    return f"{scn['system'].upper()} ({'edited' if edited else 'control panel'}) · NVS {nvs}"
 
 
 def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
             domains: tuple[int, ...] = COMPARE_NVS) -> pd.DataFrame:
-    """The scenario's model on several GPU generations × NVLink domain sizes (the paper's
-    9-system figure): the best over strategies per GPU count, with a ``system`` label."""
-    payload = {**_inputs(scn), "names": names, "domains": domains,
+    """The scenario's model on several systems (presets, or :data:`EDITED`: the scenario's
+    own) × NVLink domain sizes (0: the system's own): the best over strategies per GPU count,
+    with a ``system`` label (:func:`system_label`). A system the scenario cannot run on (e.g.
+    FP8 on a GPU without an FP8 rate) is one row with the reason in ``skipped``."""
+    payload = {**_inputs(scn), "names": list(names), "domains": list(domains),
                "counts": gpu_counts(scn), "strategies": _strategies(scn)}
 
     def compute() -> pd.DataFrame:
-        m, _ = build_inputs(scn)
+        m, edited = build_inputs(scn)
         frames = []
         for name in names:
-            base = estimator.load_system(name)
-            for nvs in domains:
+            base = edited if name == EDITED else estimator.load_system(name)
+            sizes = dict.fromkeys(base.nvlink_domain_size if n == 0 else n for n in domains)
+            for nvs in sizes:
                 if not gpu_counts(scn):
                     continue
-                best = best_frame(sweep(m, base, gpu_counts(scn), scn["global_batch"],
-                                        _strategies(scn), **_how(scn), nvs=nvs))
+                try:
+                    best = best_frame(sweep(m, base, gpu_counts(scn), scn["global_batch"],
+                                            _strategies(scn), **_how(scn), nvs=nvs))
+                except ModelError as exc:  # e.g. FP8 on a GPU without an FP8 rate: say so
+                    frames.append(pd.DataFrame([{"system": system_label(name, nvs, scn),
+                                                 "skipped": str(exc)}]))
+                    continue
                 if best.empty:
                     continue
                 best = best.loc[best.groupby("gpus")["iteration_time_s"].idxmin()]
-                best.insert(0, "system", f"{name.upper()} · NVS {nvs}")
+                best.insert(0, "system", system_label(name, nvs, scn))
                 frames.append(best)
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return cached_frame("systems", payload, compute)

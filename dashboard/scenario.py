@@ -225,10 +225,12 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
 
 
 def gpu_counts(scn: dict[str, Any]) -> list[int]:
-    """The GPU counts of the scaling views: powers of two in [gpus_min, gpus_max], or multiples
-    NVS·2^k when the NVLink domain is not a power of two (e.g. 72). At most 24 counts."""
+    """The GPU counts of the scaling views: powers of two in [gpus_min, gpus_max] whatever the
+    NVLink domain, so that domains compare at equal counts (an NVL72 system at 1,024 GPUs uses
+    14 full domains and one partly filled). The paper mode cannot fill a domain partly: there,
+    multiples NVS·2^k when the domain is not a power of two. At most 24 counts."""
     nvs, lo, hi = scn["nvs"], scn["gpus_min"], scn["gpus_max"]
-    unit = 1 if nvs & (nvs - 1) == 0 else nvs
+    unit = nvs if scn.get("compat") == "paper" and nvs & (nvs - 1) else 1
     counts, k = [], 0
     while unit * 2**k <= hi and len(counts) < 24:
         if unit * 2**k >= lo:

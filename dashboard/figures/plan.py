@@ -9,22 +9,21 @@ import plotly.graph_objects as go
 
 from ..theme import GREY, PALETTE, TEXT, base_layout, line_width, marker_size
 from .common import Hover, check_frame, empty_figure, finite_rows, floats, log_ticks, make_figure
-from .compare import _gpu_color, parse_system_label
+from .compare import SYSTEM_COLORS
 
 CLIFF_COLOR = PALETTE[1]  # vermillion: where the job falls off
 FRONT_COLOR = TEXT
 
 
 def _system_traces(rows: pd.DataFrame, ms: float) -> list[dict]:
-    """One marker trace per system, coloured by its GPU generation."""
-    gens = list(dict.fromkeys(parse_system_label(str(s))[0] for s in rows["system"]))
+    """One marker trace per system, each its own colour (as in the system comparison)."""
     data = []
-    for system, part in rows.groupby("system", sort=False):
+    for i, (system, part) in enumerate(rows.groupby("system", sort=False)):
         hover = (Hover(part, f"<b>{system}</b>").add("gpus", "GPUs", ",")
                  .add("train_days", "training time", ".4g", " days")
                  .add("cost_usd", "cost $", ",.0f").add("energy_mwh", "energy", ",.0f", " MWh")
                  .add("samples_per_s", "samples/s", ".4g").add("mfu", "MFU", ".1%").config())
-        color = _gpu_color(parse_system_label(str(system))[0], gens)
+        color = SYSTEM_COLORS[i % len(SYSTEM_COLORS)]
         data.append(dict(type="scatter", mode="markers", name=str(system),
                          x=part["train_days"].to_numpy(), y=part["cost_usd"].to_numpy(),
                          marker=dict(color=color, size=ms * 0.7, opacity=0.75),
