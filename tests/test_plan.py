@@ -187,18 +187,19 @@ def test_pareto_mask_and_frame():
 
 
 def test_pareto_of_sampled_counts_is_the_full_frame_at_those_counts(gpt3):
-    """A figure's bounded sample: every k-th multiple of the node size, ending at the largest;
-    its rows are the full frame's rows at those counts."""
-    assert list(sampled_counts(80, 8)) == list(range(8, 81, 8))
-    assert list(sampled_counts(80, 8, 4)) == [8, 32, 56, 80]  # 9 gaps in 3: every 3rd
-    assert list(sampled_counts(80, 8, 10)) == list(range(8, 81, 8))  # already few enough
-    assert len(sampled_counts(131072, 8, 256)) <= 256
+    """A figure's bounded sample: every k-th count that may have a configuration, ending at
+    the largest; its rows are the full frame's rows at those counts."""
+    eights = np.arange(8, 81, 8)
+    assert list(sampled_counts(eights)) == list(eights)
+    assert list(sampled_counts(eights, 4)) == [8, 32, 56, 80]  # 9 gaps in 3: every 3rd
+    assert list(sampled_counts(eights, 10)) == list(eights)  # already few enough
+    assert len(sampled_counts(count_range(131072, 8), 256)) <= 256
     with pytest.raises(ModelError, match="max_counts"):
-        sampled_counts(80, 8, 1)
+        sampled_counts(eights, 1)
     systems = [load_system("h100")]
     full = pareto_frame(gpt3, systems, GBS, 1024)
     some = pareto_frame(gpt3, systems, GBS, 1024, max_counts=16)
-    assert 0 < len(some) <= 16 and set(some["gpus"]) <= set(full["gpus"])
+    assert 8 <= len(some) <= 16 and set(some["gpus"]) <= set(full["gpus"])
     expected = full.set_index("gpus").loc[some["gpus"], "train_days"].to_numpy()
     np.testing.assert_array_equal(some["train_days"].to_numpy(), expected)
 

@@ -91,7 +91,8 @@ def count_range(upto: int, step: int = 1, start: int | None = None) -> np.ndarra
     return np.arange(first, upto + 1, step, dtype=np.int64)
 
 
-def _strategies(strategy: str | Iterable[str]) -> list[str]:
+def strategy_names(strategy: str | Iterable[str]) -> list[str]:
+    """One strategy, 'all', or several, as canonical names."""
     if isinstance(strategy, str):
         return list(STRATEGIES) if strategy == "all" else [canonical_strategy(strategy)]
     return [canonical_strategy(s) for s in strategy]
@@ -142,7 +143,7 @@ def best_per_count(model: Transformer, system: System, counts: Sequence[int], gl
     Only the counts :func:`searchable` keeps are searched, in batches of ``CHUNK``; each
     execution's search is read as arrays and turned into one frame, not one per count."""
     frames, done = [], Searched()
-    for strat in _strategies(strategy):
+    for strat in strategy_names(strategy):
         todo = searchable(model, system, counts, global_batch, strat, compat=compat, pins=pins,
                           execution=execution, stack=stack)
         for i in range(0, len(todo), CHUNK):
@@ -210,7 +211,7 @@ def _empty(model: Transformer, system: System, global_batch: int, strategy: Any,
            compat: object, execution: Any, stack: Any, costs: object) -> pd.DataFrame:
     """The frame of a search where no count has a configuration (the search schema): that of a
     search whose pin (tp1 above the GPU count) nothing matches."""
-    first = _strategies(strategy)[0]
+    first = strategy_names(strategy)[0]
     n = system.node_size
     return search_counts(model, system, [n], global_batch, first, compat=compat,
                          pins={"tp1": n + 1}, execution=execution, stack=stack,

@@ -2,14 +2,15 @@
 
 For each system, the best configuration of every multiple of its node size up to ``max_gpus``
 (:func:`model.explore.counts.best_per_count`), or of at most ``max_counts`` of them evenly
-spaced (a figure's bounded sample: :func:`sampled_counts`); a point is Pareto-optimal when no
-other point (any system) trains at most as long for at most the cost and is better in one of
-them.
+spaced among those that may have a configuration (a figure's bounded sample); a point is
+Pareto-optimal when no other point (any system) trains at most as long for at most the cost and
+is better in one of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from ..specs.execution import Execution
 from ..specs.hardware import System
 from ..specs.stack import Stack
 from ..specs.transformer import Transformer
-from .counts import best_per_count, count_range
+from .counts import best_per_count, count_range, searchable, strategy_names
 from .search import DEFAULT_BUDGET
 
 COLUMNS = ("system", "gpus", "train_days", "train_days_with_failures", "cost_usd",
@@ -40,10 +41,10 @@ def pareto_mask(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
     return keep
 
 
-def sampled_counts(max_gpus: int, node: int, max_counts: int | None = None) -> np.ndarray:
-    """The multiples of ``node`` up to ``max_gpus``; with ``max_counts``, every k-th of them
-    (the smallest k giving at most that many), always ending at the largest multiple."""
-    counts = count_range(max_gpus, node)
+def sampled_counts(counts: np.ndarray, max_counts: int | None = None) -> np.ndarray:
+    """``counts`` (increasing); with ``max_counts``, every k-th of them (the smallest k giving
+    at most that many), always ending at the largest."""
+    counts = np.asarray(counts, dtype=np.int64)
     if max_counts is None or len(counts) <= max_counts:
         return counts
     if isinstance(max_counts, bool) or not isinstance(max_counts, int) or max_counts < 2:
@@ -52,19 +53,35 @@ def sampled_counts(max_gpus: int, node: int, max_counts: int | None = None) -> n
     return counts[::-1][::k][::-1]
 
 
+def _counts(model: Transformer, system: System, global_batch: int, max_gpus: int,
+            strategy: str | Sequence[str], max_counts: int | None, execution: Any,
+            stack: Any) -> np.ndarray:
+    """The multiples of the node size up to ``max_gpus``; with ``max_counts``, a sample of
+    those that may have a configuration (:func:`~model.explore.counts.searchable`): the
+    others would only be searched to find nothing."""
+    counts = count_range(max_gpus, system.node_size)
+    if max_counts is None:
+        return counts
+    live = [searchable(model, system, counts, global_batch, s, execution=execution, stack=stack)
+            for s in strategy_names(strategy)]
+    return sampled_counts(np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
+                                                    for c in live])), max_counts)
+
+
 def pareto_frame(model: Transformer, systems: Sequence[System], global_batch: int,
                  max_gpus: int, strategy: str = "1d", *,
                  execution: Execution | dict | None = None, stack: str | Stack | None = None,
                  costs: object = None, budget: int = DEFAULT_BUDGET,
                  max_counts: int | None = None) -> pd.DataFrame:
     """One row per (system, GPU count) with a configuration: :data:`COLUMNS` and ``pareto``.
-    ``max_counts``: at most that many counts per system (:func:`sampled_counts`)."""
+    ``max_counts``: at most that many counts per system, sampled from those that may have a
+    configuration (:func:`sampled_counts`)."""
     frames = []
     for system in systems:
-        frame, _ = best_per_count(model, system,
-                                  sampled_counts(max_gpus, system.node_size, max_counts),
-                                  global_batch, strategy, execution=execution, stack=stack,
-                                  costs=costs, budget=budget)
+        counts = _counts(model, system, global_batch, max_gpus, strategy, max_counts,
+                         execution, stack)
+        frame, _ = best_per_count(model, system, counts, global_batch, strategy,
+                                  execution=execution, stack=stack, costs=costs, budget=budget)
         if len(frame):
             frames.append(frame.assign(system=system.name)[list(COLUMNS)])
     if not frames:
