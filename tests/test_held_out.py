@@ -28,3 +28,68 @@ def test_llama3_405b_default_search_is_within_12_percent(gpus, published_tflops)
     assert abs(float(best["tflops_per_gpu"]) / published_tflops - 1) <= 0.12
     assert best["recompute"] == "selective" and best["precision"] == "bf16"
     assert int(best["interleave"]) > 1
+
+
+# --- mixture of experts (bench/moe_held_out.py, reference/moe_held_out.json) ------------------
+# Measured with the stack of each run's date (README, Accuracy), with the experts' per-expert
+# kernel launches modelled (model.physics.moe.expert_launches) and the expert efficiencies
+# refitted: the other models' runs are predicted 2–26 % too slow (mean 20.0 %, max 26.0 %;
+# 34.6 % / 44.7 % before), DeepSeek-V3 on 2,048 H800s 23.5 % too slow (26.0 % before). The
+# bounds are those figures plus one point, not the targets (8 % / 15 %): they fail a
+# regression, and must be tightened when the physics improves.
+import moe_held_out as moe  # noqa: E402
+
+MOE_RUNS = moe.records()
+OTHER_MODELS = [r for r in MOE_RUNS if r["group"] == "other model"]
+
+
+def test_moe_held_out_runs_are_never_fitted():
+    """None of them is in the calibration set, and none names a source the calibration uses."""
+    from model.validation.moe import moe_records
+    fitted = {r["id"] for r in moe_records()}
+    assert MOE_RUNS and not fitted & {r["id"] for r in MOE_RUNS}
+    assert not any("Megatron-Bridge" in r["source"] for r in MOE_RUNS)
+    assert len(OTHER_MODELS) == 5 and {r["model"] for r in OTHER_MODELS} == {
+        "Mixtral-8x22B", "Mixtral-8x7B"}
+
+
+def test_megatron_lm_flop_count_of_mixtral_8x7b():
+    """12·l·e²·(1 + g/a + s/e + 1.5·k·f/e + V/(2·l·e)) for l 32, e 4096, g/a 8/32, s 4096,
+    k 2, f 14336, V 32000: 12·32·4096²·(12.75 + 0.1220703125)."""
+    r = next(r for r in MOE_RUNS if r["model"] == "Mixtral-8x7B")
+    expected = 12 * 32 * 4096**2 * (1 + 0.25 + 1 + 1.5 * 2 * 3.5 + 32000 / (2 * 32 * 4096))
+    assert moe.megatron_lm_flops_per_token(r) == pytest.approx(expected, rel=1e-12)
+    # 468 TFLOP/s per GPU at that count is 5,643 tokens/s per GPU
+    assert moe.published_tokens_per_s(r) == pytest.approx(468e12 / expected, rel=1e-12)
+
+
+def test_deepseek_v3_report_throughput_is_its_gpu_hours_per_trillion_tokens():
+    r = next(r for r in MOE_RUNS if r["model"] == "DeepSeek-V3")
+    assert moe.published_tokens_per_s(r) == pytest.approx(1e12 / (180e3 * 3600), abs=0.1)
+
+
+def test_moe_held_out_runs_keep_their_published_layout():
+    for r in MOE_RUNS:
+        row = moe.predict(r)
+        assert (int(row["tp1"]), int(row["pp"]), int(row["ep"])) == (r["tp"], r["pp"], r["ep"])
+        assert int(row["dp"]) == r["n_gpus"] // (r["tp"] * r["pp"])
+        assert r["vp"] is None or int(row["interleave"]) == r["vp"]
+
+
+def test_moe_held_out_error_does_not_regress():
+    errors = {r["id"]: moe.error_pct(r, moe.predict(r)) for r in MOE_RUNS}
+    other = [abs(errors[r["id"]]) for r in OTHER_MODELS]
+    assert sum(other) / len(other) <= 21.0 and max(other) <= 27.0
+    assert abs(errors["deepseek_v3_report_h800_fp8"]) <= 24.5
+
+
+def test_moe_held_out_with_experts_at_dense_gemm_efficiency():
+    """The diagnostic of the README: with the experts' grouped GEMMs at the stack's dense GEMM
+    efficiency (no MoE-specific fit), the BF16 Mixtral runs (experts within one NVLink domain)
+    land within 4.2 % and FP8 22.7 % too fast (measured; bounds one point above): the fitted
+    expert efficiencies, below the dense one, do not carry over to these models."""
+    errors = {r["id"]: moe.error_pct(r, moe.predict(r, experts_at_dense=True))
+              for r in OTHER_MODELS}
+    bf16 = [abs(e) for k, e in errors.items() if "bf16" in k]
+    assert max(bf16) <= 5.2
+    assert 0 < errors["modelzoo_mixtral8x22b_h100_fp8_forcebalanced"] <= 23.7

@@ -1,7 +1,8 @@
 """Mixture-of-experts physics in closed form: the two-tier all-to-all and its lower bound, the
 dispatch volume and all-to-all time of an evaluation, expert memory sharded over ep and the
-expert-data-parallel group, the EP group's placement, grouped-GEMM wave quantisation, load
-imbalance and capacity, the all-to-all overlap, MLA and windowed attention."""
+expert-data-parallel group, the EP group's placement, grouped-GEMM wave quantisation, the
+experts' per-expert kernel launches, load imbalance and capacity, the all-to-all overlap, MLA and
+windowed attention."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from model import evaluate, load_model, load_system, search
 from model.errors import ModelError
 from model.explore.space import expert_placement
 from model.physics.collectives import Collective, collective_lower_bound_s, collective_time_s
-from model.physics.moe import grouped_wave_efficiency
+from model.physics.moe import expert_launches, grouped_wave_efficiency
 
 A2A = Collective.ALLTOALL
 
@@ -144,6 +145,35 @@ def test_grouped_wave_efficiency_pads_each_expert_to_whole_tiles():
     assert float(eff) == pytest.approx(0.5 * 32 / 132)
     assert float(grouped_wave_efficiency(4 * 8192.0, 4.0, 4096.0, 128, 132)) == pytest.approx(
         4 * 64 * 32 / (np.ceil(4 * 64 * 32 / 132) * 132))
+
+
+def test_expert_launches_per_local_expert():
+    """n_fwd = E_l·(1 + q), n_bwd = E_l·(2 + q): a GEMM per expert (forward; dgrad and wgrad),
+    plus one quantisation kernel per expert and direction where TE loops over the experts."""
+    assert expert_launches(32.0, False) == (32.0, 64.0)
+    assert expert_launches(32.0, True) == (64.0, 96.0)
+    fwd, bwd = expert_launches(np.array([1.0, 16.0]), True)
+    assert fwd.tolist() == [2.0, 32.0] and bwd.tolist() == [3.0, 48.0]
+
+
+@pytest.mark.parametrize(("precision", "per_expert"), [("bf16", 3), ("fp8", 5),
+                                                       ("mxfp8", 5), ("fp8-delayed", 3)])
+def test_fewer_experts_per_gpu_fewer_launches_same_flops(precision, per_expert):
+    """Qwen3-30B-A3B (128 experts) at EP 8 (16 local experts) and EP 64 (2): the same routed
+    tokens and FLOPs per GPU; without wave quantisation (sm_count 0) the experts' compute time
+    differs by exactly the 14 extra experts' launches, forward and backward, each at the
+    system's kernel_overhead_s — 3 per expert in BF16 and delayed-scaling FP8 (its per-expert
+    inputs quantised by one fused kernel), 5 where each expert is quantised on its own."""
+    system = load_system("b200").with_overrides(sm_count=0)
+    m = _qwen30b()
+    ops = [evaluate(m, system, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=ep, microbatch=1,
+                    stack="none", execution={"precision": precision}).ops.set_index("op")
+           for ep in (8, 64)]
+    for name in ("moe/fc1", "moe/fc2"):
+        assert ops[0].loc[name, "flop_fwd"] == pytest.approx(ops[1].loc[name, "flop_fwd"])
+        extra = ops[0].loc[name, "t_compute_s"] - ops[1].loc[name, "t_compute_s"]
+        assert extra == pytest.approx(per_expert * (16 - 2) * system.kernel_overhead_s,
+                                      rel=1e-9)
 
 
 def test_more_experts_per_token_more_alltoall(h100):

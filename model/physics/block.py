@@ -293,7 +293,8 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
     """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction (``way``: fwd or
     bwd), placement-free: roofline max(FLOP time, HBM time) plus separate memory-bound kernels.
 
-    t_comp = overhead + F_mat/(η_mat·wave·P_mat) + F_vec/(η·P_vec) + N_exp/R_exp: matrix FLOPs at
+    t_comp = n_k·overhead + F_mat/(η_mat·wave·P_mat) + F_vec/(η·P_vec) + N_exp/R_exp (n_k the
+    op's kernel launches, :attr:`~model.physics.ops.OpCounts.launches_fwd`): matrix FLOPs at
     the tensor-core rate (the precision's for matmuls), vector FLOPs at the vector rate, and the
     exponentials of a softmax at the special-function rate R_exp (the SFU issues few per clock;
     FlashAttention-3, Shah et al. 2024, §3: 3.9 T exp/s against 989 TFLOP/s on H100), in
@@ -301,6 +302,7 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
     flop_mat, flop_vec = getattr(c, f"flop_mat_{way}"), getattr(c, f"flop_vec_{way}")
     hbm_bytes, extra_bytes = getattr(c, f"bytes_{way}"), getattr(c, f"extra_bytes_{way}")
     wave, exps = getattr(c, f"wave_{way}"), getattr(c, f"exp_{way}")
+    launches = getattr(c, f"launches_{way}")
     sysm = ctx.system
     eta = sysm.flop_efficiency
     # FP8 recipes run the linear layers in FP8; attention and the rest stay in bf16
@@ -311,7 +313,8 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
             eta_mat = ctx.expert_efficiency
     elif spec.kind == Kind.ATTENTION:
         eta_mat = ctx.attention_efficiency
-    overhead = sysm.kernel_overhead_s * ctx.share(spec)  # launched in a share of the layers
+    # each of its kernels launched in a share of the layers
+    overhead = sysm.kernel_overhead_s * launches * ctx.share(spec)
     t_comp = zero + (overhead + flop_mat / (eta_mat * wave * peak)
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     if sysm.exp_tera_per_s and _nonzero(exps):

@@ -10,7 +10,8 @@ shard b·l/(tp1·tp2): Megatron requires sequence parallelism with MoE and tenso
 3. with ``etp`` > 1, all-gather them over the expert-tensor-parallel group;
 4. ``moe/fc1`` → ``moe/act`` → ``moe/fc2``: the local experts' grouped GEMMs
    (:func:`grouped_linear`) on the GPU's routed tokens, T·k·etp × the load factor (the
-   busiest GPU's share: ``Execution.moe_load``), hidden f_e/etp;
+   busiest GPU's share: ``Execution.moe_load``), hidden f_e/etp, with a kernel launch per
+   local expert (:func:`expert_launches`);
 5. reduce-scatter over ``etp``, all-to-all back (``moe/combine``), unpermute and weight by the
    routing probabilities;
 6. the shared experts (``shared/*``): a dense tensor-parallel MLP of f_s on every token.
@@ -44,6 +45,9 @@ Array = np.ndarray
 ELEMENT_BYTES = 2.0  # bf16 activations and weights
 FP32 = 4.0  # bytes of the router's logits and scores (Megatron keeps them in fp32)
 DISPATCH_BYTES = 2.0  # dispatched tokens in bf16 (FP8 dispatch is an opt-in of some stacks)
+# precisions whose per-expert inputs Transformer Engine quantises in one fused kernel
+# (nvte_multi_cast_transpose: delayed-scaling FP8 only; see expert_launches)
+FUSED_MULTI_QUANTISE = frozenset({"fp8-delayed"})
 
 
 def router(b: Array, rows: Array, e: Array, experts: float, s: float) -> OpCounts:
@@ -115,6 +119,32 @@ def grouped_wave_efficiency(tokens: Array, experts: Array, cols: Array, tile: fl
     return fill * np.where(tiles > 0, tiles / waves, 1.0)
 
 
+def expert_launches(experts: Array, per_expert_quantise: bool) -> tuple[Array, Array]:
+    """Kernels one expert matmul op (fc1 or fc2) launches per microbatch, (forward, backward),
+    with E_l local experts: n_fwd = E_l·(1 + q), n_bwd = E_l·(2 + q), q = 1 where each
+    expert's input is quantised by its own kernel, else 0. Each pays the system's fixed
+    ``kernel_overhead_s`` (:func:`model.physics.block._kernel_times`), so the layer's fixed
+    cost grows with the experts per GPU, E/ep, not with their tokens.
+
+    Megatron-Core's ``TEGroupedMLP`` (megatron/core/transformer/moe/experts.py) runs fc1 and
+    fc2 as Transformer Engine ``GroupedLinear`` modules with ``num_gemms`` = E_l; their
+    ``general_grouped_gemm`` (forward; dgrad and wgrad in the backward) reaches
+    ``multi_stream_cublas_gemm`` (transformer_engine/common/gemm/cublaslt_gemm.cu), which
+    launches one cuBLASLt GEMM per expert, round-robin over 4 compute streams
+    (transformer_engine/common/util/multi_stream.cpp): the streams let small GEMMs share the
+    GPU, but every GEMM is launched and set up on its own. The inputs are split per expert
+    (``torch.split(inp, m_splits)``) and quantised by ``tex.fused_multi_quantize``
+    (transformer_engine/pytorch/csrc/extensions/transpose.cpp), which fuses the list into one
+    kernel only for delayed-scaling FP8; current-scaling FP8, MXFP8 and NVFP4 quantise expert
+    by expert: one kernel for X in the forward, one for dY in the backward (both usages, the
+    rowwise copy and the columnwise one the weight gradient needs, written in one pass). The
+    quantisation bytes are counted once for all experts (:func:`model.physics.ops.
+    quantisation`); only their launches multiply."""
+    q = 1.0 if per_expert_quantise else 0.0
+    e = np.asarray(experts, dtype=float)
+    return e * (1.0 + q), e * (2.0 + q)
+
+
 # --- counts on a configuration's local shapes (model.physics.block: op_counts) -------------
 def routed_rows(rows, sh: Shards, ctx: Ctx):
     """Rows of the tokens routed to a GPU's experts, per sample: its sequence rows × top_k
@@ -129,7 +159,8 @@ def local_experts(ctx: Ctx, sh: Shards) -> np.ndarray:
 
 def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     """The local experts' grouped GEMM on this GPU's routed tokens (:mod:`model.physics.moe`),
-    its grouped-GEMM wave quantisation, and under FP8/FP4 its quantisation and kept input."""
+    its grouped-GEMM wave quantisation, under FP8/FP4 its quantisation and kept input, and
+    its kernel launches, one set per local expert (:func:`expert_launches`)."""
     s = ELEMENT_BYTES
     n = np.asarray(ctx.dims[spec.n] // sh.size(spec.n_shard), dtype=float)
     experts = local_experts(ctx, sh)
@@ -144,6 +175,8 @@ def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     counts.act_bytes = precision.kept_bytes_per_element * b * rows * k
     if precision.quantised:
         counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+    counts.launches_fwd, counts.launches_bwd = expert_launches(
+        experts, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
     return counts
 
 
@@ -255,5 +288,6 @@ def moe_dims(model: Transformer) -> dict[str, int]:
             "kv_up": model.heads * (model.qk_nope_head_dim + model.value_head_dim)}
 
 
-__all__ = ["NONE", "dense_mlp_rows", "grouped_linear", "grouped_wave_efficiency", "mla_rows",
-           "moe_dims", "moe_rows", "mtp_rows", "permute", "router"]
+__all__ = ["NONE", "dense_mlp_rows", "expert_launches", "grouped_linear",
+           "grouped_wave_efficiency", "mla_rows", "moe_dims", "moe_rows", "mtp_rows", "permute",
+           "router"]

@@ -45,6 +45,11 @@ class OpCounts:
     # FLOPs of the busiest GPU's experts beyond the mean load (imbalance, capacity padding):
     # hardware work, not model FLOPs
     flop_padding: Array | float = 0.0
+    # kernels the op launches in each direction, each paying the system's fixed kernel_overhead_s
+    # (one for a plain op; a grouped GEMM launches one per local expert:
+    # model.physics.moe.expert_launches)
+    launches_fwd: Array | float = 1.0
+    launches_bwd: Array | float = 1.0
 
 
 def wave_efficiency(rows: Array, cols: Array, tile: float, units: float) -> Array:
