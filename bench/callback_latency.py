@@ -13,7 +13,7 @@ five figures (or reads them from the cache): gpt3-1t on H200 (NVLink domain 8), 
   evaluated for an earlier capacity, as a server does for a what-if of the HBM capacity;
 * uncached, cold estimator: the same, with that search cache emptied too (a what-if of any
   other input, e.g. NIC bandwidth: a search from scratch, pruned to the candidates that can be
-  among the best). The per-process shape spaces (``model.explore.search``) stay, as they do for a
+  among the best). The per-process shape spaces (``model.explore.variant``) stay, as they do for a
   what-if of a bandwidth; a what-if of the model rebuilds them too (about 15 ms more);
 * cached: the same scenario again (after one warm-up): validation + a read of the page's cached
   outputs (figures as JSON).

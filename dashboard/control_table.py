@@ -25,8 +25,11 @@ from typing import Any
 
 from model import list_models, list_systems
 from model.explore.design import AXES
+from model.explore.plan import DEFAULT_MAX_GPUS
 from model.physics.strategies import SHORT_LABELS, STRATEGIES
 from model.specs import execution as ex
+from model.specs.cost import DEFAULT_COSTS
+from model.specs.cost import FIELDS as COST_FIELDS
 from model.specs.precision import NAMES as PRECISIONS
 from model.specs.precision import PRECISIONS as PRECISION_TABLE
 from model.specs.schema import Field
@@ -40,7 +43,7 @@ from model.specs.transformer import FIELDS as MODEL_FIELDS
 WIDGETS = ("number", "slider", "dropdown", "radio", "switch", "checkbox")
 # groups of the panel, in order, with their titles; "header" controls sit in the page header
 GROUPS = {"model": "Model", "system": "System", "execution": "Execution", "run": "Run",
-          "design": "Design space", "header": ""}
+          "design": "Design space", "plan": "Plan & cost", "header": ""}
 DEFAULT_GLOBAL_BATCH = 4096  # sequences, when a model preset publishes none
 POWERS_OF_TWO = tuple(2 ** k for k in range(0, 18))
 
@@ -91,7 +94,8 @@ class Control:
     names: tuple = ()  # their display names (default: the values as text)
     suggest: tuple = ()  # values a number box offers (a datalist); others may be typed
     slider: tuple = ()  # (min, max, step, marks) of a slider widget
-    spec: str | None = None  # the estimator's key: a model/system spec field, or Execution
+    spec: str | None = None  # the estimator's key: a model/system spec field, an Execution
+    # option, or (plan group) a site, pricing or failure input of model.specs.cost.Costs
     scale: float = 1.0  # estimator value = scenario value × scale
     preset: bool = False  # this control names its group's preset
     default: Any = None  # the default; None: read from the group's default preset
@@ -157,6 +161,14 @@ def _heads(scn: dict[str, Any]) -> Any:
 
 
 ON_OFF = ((True, False), ("on", "off"))
+_COST_FIELD = {f.name: f for f in COST_FIELDS}
+
+
+def _cost(key: str, label: str, unit: str, tip: str, widget: str = "number") -> Control:
+    """A site, pricing or failure input: range, choices and default from model.specs.cost."""
+    f = _COST_FIELD[key]
+    return Control(key, label, "plan", widget, f.kind, tip, unit=unit, lo=f.lo, hi=f.hi,
+                   choices=tuple(f.choices or ()), spec=key, default=getattr(DEFAULT_COSTS, key))
 STACKS = (*list_stacks(), NO_STACK)
 
 # attention: the kind decides which of its sizes apply (MHA: K/V heads = heads; MLA: its ranks)
@@ -301,6 +313,24 @@ CONTROLS: tuple[Control, ...] = (
     Control("nics_per_gpu", "NICs per GPU", "system", "number", float,
             "NICs per GPU: rings across domains scale with them.", lo=0.01, hi=64,
             spec="nics_per_gpu"),
+    Control("node_gpus", "Node size", "system", "number", int,
+            "GPUs a job gains or loses at once: a server, or a rack-scale system's compute "
+            "tray (4 in an NVL72 rack); 0: the NVLink domain. The plan steps by it.",
+            unit="GPUs", lo=0, hi=1_000_000, spec="node_gpus"),
+    Control("tdp_w", "GPU power", "system", "number", float,
+            "Rated power of one GPU (TDP) from the preset's sources (Plan & cost shows them); "
+            "0: unknown, no energy.", unit="W", lo=0, hi=1e5, spec="tdp_w"),
+    Control("node_power_factor", "Node power share", "system", "number", float,
+            "A node's (or rack's) maximum power per GPU over the GPU's TDP: CPUs, NICs, "
+            "switches, fans, power supplies (1: the GPU alone).", lo=1, hi=10,
+            spec="node_power_factor"),
+    Control("usd_per_gpu_hour", "Rental price", "system", "number", float,
+            "What one GPU-hour rents for, power included (the preset's source and date are on "
+            "the Plan & cost page); 0: unknown.", unit="USD/GPU-hour", lo=0, hi=1e5,
+            spec="usd_per_gpu_hour"),
+    Control("purchase_usd_per_gpu", "Purchase price", "system", "number", float,
+            "Purchase price of one GPU with its share of the system; 0: unknown.",
+            unit="USD/GPU", lo=0, hi=1e9, spec="purchase_usd_per_gpu"),
     # --- execution (ignored in the paper mode, which models one execution) -----------------
     Control("stack", "Software stack", "execution", "dropdown", str,
             "The training framework release whose calibrated kernel efficiencies and default "
@@ -380,6 +410,41 @@ CONTROLS: tuple[Control, ...] = (
             "mixture of experts (1 for a dense model).", choices=AXES, default="tp1"),
     Control("y_axis", "Heatmap y axis", "design", "dropdown", str,
             "Parallel dimension on the heatmap's y axis.", choices=AXES, default="pp"),
+    # --- plan & cost (the Plan & cost page; the site inputs are model.specs.cost's) ----------
+    Control("plan_goal", "Plan for", "plan", "radio", str,
+            "Within days: the fewest GPUs (whole nodes) that train the budget within the target "
+            "days. Within budget: the fastest whose cost is at most the budget. Both: the "
+            "fewest GPUs meeting both.", choices=("days", "budget", "both"),
+            names=("within days", "within budget", "both"), default="days"),
+    Control("target_days", "Target days", "plan", "number", float,
+            "Train the model's budget within this many days.", unit="days", lo=0.01,
+            hi=36_500, default=30.0),
+    Control("budget_usd", "Budget", "plan", "number", float,
+            "What the run may cost (rental, or amortized purchase plus electricity).",
+            unit="USD", lo=1, hi=1e13, default=25e6),
+    Control("plan_failures", "Count failures", "plan", "switch", bool,
+            "On: the days with failures (checkpoints every Young/Daly interval, restarts) must "
+            "meet the target, and GPU-hours, cost and energy are the expected wall time's.",
+            choices=ON_OFF[0], names=ON_OFF[1], default=False),
+    Control("plan_max_gpus", "Plan up to", "plan", "number", int,
+            "The largest GPU count the plan searches (every multiple of the node size up to "
+            "it); the Pareto figure samples at most 256 counts per system up to it.",
+            unit="GPUs", lo=1, hi=DEFAULT_MAX_GPUS, suggest=POWERS_OF_TWO, default=65_536),
+    Control("lost_nodes", "Nodes lost", "plan", "number", int,
+            "The lost-node view: the planned job after losing 1, 2, … this many nodes.",
+            lo=0, hi=64, default=8),
+    _cost("pricing", "Pricing", "", "Rental: the rental price per GPU-hour (power included). "
+          "Purchase: the purchase price amortized over its useful life, plus electricity.",
+          widget="radio"),
+    _cost("pue", "PUE", "", "Power usage effectiveness of the site (facility / IT energy); "
+          "default: Uptime Institute's 2023 industry average."),
+    _cost("usd_per_kwh", "Electricity price", "USD/kWh", "Electricity price (purchase "
+          "pricing); default: EIA's 2023 US average to industry."),
+    _cost("amortization_years", "Amortized over", "years", "Useful life a purchase is "
+          "amortized over; default: the five years of Amazon's 2024 10-K."),
+    _cost("failures_per_gpu_hour", "Failures per GPU-hour", "", "Job-stopping failures per "
+          "GPU-hour (0: none); default: Llama 3 405B's 419 interruptions in 54 days on 16,384 "
+          "H100s."),
     # --- header ---------------------------------------------------------------------------
     Control("presentation", "Presentation mode", "header", "checkbox", bool,
             "Larger fonts for slides.", default=False),

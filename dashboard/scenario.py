@@ -40,8 +40,8 @@ def group_keys(group: str) -> tuple[str, ...]:
     return tuple(c.key for c in CONTROLS if c.group == group and not c.preset)
 
 
-MODEL_KEYS, SYSTEM_KEYS, EXECUTION_KEYS = (group_keys(g) for g in ("model", "system",
-                                                                   "execution"))
+MODEL_KEYS, SYSTEM_KEYS, EXECUTION_KEYS, PLAN_KEYS = (
+    group_keys(g) for g in ("model", "system", "execution", "plan"))
 # what the estimator's results depend on (cache keys): the presets and their groups, the mode
 ESTIMATOR_KEYS = tuple(c.key for c in CONTROLS if c.group in PRESET_OF) + ("compat",)
 # scenario key → the estimator's spec key, to attribute the estimator's errors to a control
@@ -146,6 +146,11 @@ def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
     if scn.get("compat") == "paper":
         return None
     return {CONTROL[k].spec: scn[k] for k in EXECUTION_KEYS}
+
+
+def costs_of(scn: dict[str, Any]) -> dict[str, Any]:
+    """The site, pricing and failure inputs (``costs=`` of the estimator's calls)."""
+    return {CONTROL[k].spec: scn[k] for k in PLAN_KEYS if CONTROL[k].spec}
 
 
 def stack_of(scn: dict[str, Any]) -> str | None:

@@ -8,13 +8,16 @@ Public API::
     res.top            # DataFrame of the fastest configurations that fit, best first
     ev = evaluate(m, s, 4096, 4096, "1d", tp1=8, pp=64, dp=8, microbatch=1)
     ev.row, ev.ops     # the configuration's numbers and its per-op breakdown
+    plan(m, s, 4096, days=30).summary()   # the fewest GPUs that train within 30 days
 
 ``compat="paper"`` reproduces arXiv 2410.00273's public code, bugs included
 (docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
 """
 
 from .errors import ModelError
+from .explore.codesign import codesign
 from .explore.design import best_per_cell, design_space
+from .explore.plan import PlanResult, plan
 from .explore.search import Evaluation, SearchResult, evaluate, search
 from .explore.sweep import sweep
 from .physics.strategies import canonical_strategy
@@ -30,9 +33,9 @@ from .specs.transformer import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "ModelError", "SearchResult", "System",
-    "Transformer", "best_per_cell",
-    "canonical_strategy", "design_space", "evaluate", "list_models", "list_systems",
-    "load_model", "load_system", "search", "sweep", "system_from_dict", "transformer_from_dict",
-    "__version__",
+    "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "ModelError", "PlanResult", "SearchResult",
+    "System", "Transformer", "best_per_cell",
+    "canonical_strategy", "codesign", "design_space", "evaluate", "list_models", "list_systems",
+    "load_model", "load_system", "plan", "search", "sweep", "system_from_dict",
+    "transformer_from_dict", "__version__",
 ]

@@ -133,7 +133,7 @@ def test_the_cache_is_bounded_and_least_recently_used_goes_first():
 
 
 def test_threads_asking_the_same_search_evaluate_it_once(monkeypatch):
-    module = sys.modules["model.explore.search"]  # the module, not the function model.search
+    module = sys.modules["model.explore.variant"]  # where a search evaluates
     real, calls = module._evaluate_variant, []
 
     def counted(*args, **kwargs):

@@ -74,6 +74,7 @@ from model import (  # noqa: E402
     transformer_from_dict,
 )
 from model.cli.commands import build_parser, main  # noqa: E402
+from model.explore.economics import power_and_prices  # noqa: E402
 from model.explore.space import PIN_NAMES  # noqa: E402
 from model.specs import hardware, transformer  # noqa: E402
 from model.specs.execution import Execution  # noqa: E402
@@ -326,10 +327,23 @@ def valid_systems(draw):
     return system_from_dict(doc)
 
 
-def assert_finite(frame: pd.DataFrame | pd.Series) -> None:
-    """Numeric results are finite; times, sizes and rates are not negative."""
+def unpriced(system) -> tuple[str, ...]:
+    """The cost columns a system gives no figure for (NaN by design: no power, no price)."""
+    p = power_and_prices(system)
+    no_power = not p["tdp_w"]
+    price = p["usd_per_gpu_hour"] if system.costs.pricing == "rental" else p[
+        "purchase_usd_per_gpu"]
+    no_cost = not price or (system.costs.pricing == "purchase" and no_power)
+    return (("energy_mwh",) if no_power else ()) + (("cost_usd",) if no_cost else ())
+
+
+def assert_finite(frame: pd.DataFrame | pd.Series, unknown: tuple[str, ...] = ()) -> None:
+    """Numeric results are finite (but the ``unknown`` columns, which must then be NaN); times,
+    sizes and rates are not negative."""
     frame = frame.to_frame().T.infer_objects() if isinstance(frame, pd.Series) else frame
-    numbers = frame.select_dtypes("number")
+    for col in unknown:
+        assert frame[col].isna().all(), col
+    numbers = frame.select_dtypes("number").drop(columns=list(unknown))
     values = numbers.to_numpy(dtype=float)
     bad = [c for c, ok in zip(numbers.columns, np.isfinite(values).all(axis=0)) if not ok]
     assert not bad, f"NaN or inf in {bad}"
@@ -338,11 +352,11 @@ def assert_finite(frame: pd.DataFrame | pd.Series) -> None:
             assert (numbers[col] >= 0).all(), (col, numbers[col].min())
 
 
-def assert_search_result(res, top_k: int) -> None:
+def assert_search_result(res, top_k: int, system=None) -> None:
     event("searched: " + ("found" if len(res.top) else "nothing fits"))
     assert 0 <= res.feasible <= res.candidates
     assert len(res.top) <= min(top_k, res.feasible)
-    assert_finite(res.top)
+    assert_finite(res.top, unpriced(system) if system is not None else ())
     if len(res.top):
         assert (res.top["iteration_time_s"] > 0).all()
         assert res.top["samples_per_s"].is_monotonic_decreasing
@@ -360,7 +374,7 @@ def test_valid_random_specs_give_finite_results(m, s, gpus, gbs, strategy, compa
     except ModelError as exc:  # e.g. the budget: still a clear message
         assert_clear(exc)
         return
-    assert_search_result(res, 5)
+    assert_search_result(res, 5, s)
 
 
 @pytest.mark.parametrize("vocab", [1, 3])
@@ -378,7 +392,7 @@ def test_tiny_vocabulary_gives_finite_numbers(vocab):
                 except ModelError as exc:
                     assert_clear(exc)
                     continue
-                assert_search_result(res, 50)
+                assert_search_result(res, 50, load_system(name))
 
 
 # --------------------------------------------------------------------------- Python API

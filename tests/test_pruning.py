@@ -31,7 +31,7 @@ def _without_stack(no_stack_module):
     """These tests check the model's mechanisms under the Execution defaults and the systems'
     own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
 
-SEARCH = sys.modules["model.explore.search"]  # the module (model.explore.search is the function)
+SEARCH = sys.modules["model.explore.variant"]  # where a search prunes and prices
 COUNTS = [8, 16, 64, 256, 1024, 4096]
 
 

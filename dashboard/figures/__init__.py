@@ -14,14 +14,15 @@ from .cross_validation import cross_validation_figure
 from .design import hbm_contour_figure, heatmap_figure
 from .maker import plain_figures
 from .ops import ops_breakdown_figure, roofline_figure
+from .plan import lost_node_figure, pareto_figure
 from .scaling import efficiency_figure, optimal_config_figure, training_time_figure
 from .table import figure_table
 from .validation import validation_error_figure, validation_scatter_figure
 
 __all__ = [
     "cross_validation_figure", "efficiency_figure", "empty_figure", "figure_table",
-    "hbm_contour_figure", "heatmap_figure",
-    "memory_figure", "ops_breakdown_figure", "optimal_config_figure", "parse_system_label",
+    "hbm_contour_figure", "heatmap_figure", "lost_node_figure", "memory_figure",
+    "ops_breakdown_figure", "optimal_config_figure", "pareto_figure", "parse_system_label",
     "plain_figures", "roofline_figure", "systems_figure", "time_breakdown_figure",
     "training_time_figure", "validation_error_figure", "validation_scatter_figure",
 ]

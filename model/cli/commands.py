@@ -24,7 +24,7 @@ from .. import __version__
 from ..errors import ModelError
 from ..explore.ablation import ablation
 from ..explore.rules import explain
-from ..explore.search import DEFAULT_BUDGET, evaluate, search
+from ..explore.search import DEFAULT_BUDGET, SearchResult, evaluate, search
 from ..physics.strategies import (
     TRAITS,
     build_strategy,
@@ -38,6 +38,7 @@ from ..validation import run_validation
 from ..validation import summary as validation_summary
 from ..validation.error_bars import ErrorBar, error_bar
 from . import format as cli_format
+from .costs import add_cost_args, costs_from_args
 from .listings import add_listings
 from .options import add_execution_args, execution_from_args
 from .reproduce import evaluate_command
@@ -136,8 +137,8 @@ def _add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
                    help="system preset (see 'systems') or a path to a .json spec")
     p.add_argument("--nvs", type=positive_int, metavar="N",
                    help="override the system's NVLink domain size (GPUs)")
-    if many_gpus:
-        p.add_argument("--gpus", type=gpu_list, required=True, metavar="N[,N...]",
+    if many_gpus:  # or --max-gpus (search checks that one of them is given)
+        p.add_argument("--gpus", type=gpu_list, metavar="N[,N...]",
                        help="GPU counts, comma-separated (e.g. 512,4096)")
     else:
         p.add_argument("--gpus", type=positive_int, required=True, metavar="N",
@@ -179,6 +180,12 @@ def build_parser(prog: str = "python -m model") -> Parser:
                    help="configurations kept per search (default: %(default)s)")
     s.add_argument("--budget", type=positive_int, default=DEFAULT_BUDGET, metavar="N",
                    help="refuse a search of more candidates than this (default: %(default)s)")
+    s.add_argument("--max-gpus", type=positive_int, metavar="N",
+                   help="instead of --gpus: the best configurations using at most N GPUs (the "
+                        "rest idle), each saying how many it uses")
+    s.add_argument("--gpu-step", type=positive_int, default=1, metavar="K",
+                   help="with --max-gpus: GPU counts in steps of K (default: %(default)s)")
+    add_cost_args(s)
     out = s.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--csv", metavar="PATH", help="write every top row of every search to PATH")
@@ -188,6 +195,7 @@ def build_parser(prog: str = "python -m model") -> Parser:
     _add_workload(e, many_gpus=False)
     _add_pins(e, required=("tp1", "pp", "dp", "microbatch"))
     add_execution_args(e, searching=False)
+    add_cost_args(e)
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(run=run_evaluate)
     v = sub.add_parser("validate", allow_abbrev=False,
@@ -205,6 +213,8 @@ def build_parser(prog: str = "python -m model") -> Parser:
     _add_workload(a, many_gpus=False)
     a.add_argument("--json", action="store_true", help="print a JSON list of rows")
     a.set_defaults(run=run_ablation)
+    from .planning import add_parsers  # its commands use this module's helpers
+    add_parsers(sub)
     add_listings(sub)
     return parser
 
@@ -274,13 +284,16 @@ def run_search(args: argparse.Namespace) -> int:
     _check_pins(strategies, pins)
     start = time.perf_counter()
     execution = execution_from_args(args, searching=True)
+    if (args.gpus is None) == (args.max_gpus is None):
+        raise CliError("give --gpus N[,N...] (use exactly N GPUs) or --max-gpus N (at most N)")
+    counts = args.gpus or [None]
     results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
-                      top_k=args.top, budget=args.budget, execution=execution, stack=args.stack)
-               for s in strategies for n in args.gpus]
+                      top_k=args.top, budget=args.budget, execution=execution, stack=args.stack,
+                      costs=costs_from_args(args), max_gpus=args.max_gpus,
+                      gpu_step=args.gpu_step)
+               for s in strategies for n in counts]
     elapsed = time.perf_counter() - start
-    paper = args.compat == "paper"
-    reasons = [explain(model, build_strategy(r.strategy, model, paper), r.gpus, args.global_batch,
-                       system.nvlink_domain_size, pins, paper) if r.candidates == 0 else None
+    reasons = [_no_candidates(model, r, args, system, pins) if r.candidates == 0 else None
                for r in results]
     if all(r.candidates == 0 for r in results):
         raise ModelError(next(r for r in reasons if r))
@@ -291,6 +304,7 @@ def run_search(args: argparse.Namespace) -> int:
     elif args.json:
         meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
                 "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
+                "max_gpus": args.max_gpus,
                 "stack": _stack_name(args), "searched": results[0].searched,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
         bar = _error_bar(args, model)
@@ -300,6 +314,17 @@ def run_search(args: argparse.Namespace) -> int:
                                               lambda row: evaluate_command(row, args),
                                               _error_bar(args, model)))
     return 0
+
+
+def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace,
+                   system: System, pins: dict) -> str:
+    """Why a search has no candidate at all (the first rule its pins break, or the count)."""
+    paper = args.compat == "paper"
+    if r.max_gpus is not None:
+        return (f"no {r.strategy} configuration on at most {r.max_gpus} GPUs (in steps of "
+                f"{args.gpu_step}) matches the inputs")
+    return explain(model, build_strategy(r.strategy, model, paper), r.gpus, args.global_batch,
+                   system.nvlink_domain_size, pins, paper)
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -316,7 +341,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
     ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
                   execution=execution_from_args(args, searching=False), stack=args.stack,
-                  **pins)
+                  costs=costs_from_args(args), **pins)
     if args.json:
         _print_json({**cli_format.evaluation_json(ev, _error_bar(args, model)),
                      "stack": _stack_name(args)})

@@ -87,7 +87,8 @@ def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_
     for res, reason in zip(results, reasons, strict=True):
         top = records(res.top)
         entries.append({
-            "gpus": int(res.gpus), "strategy": res.strategy, "feasible": res.feasible > 0,
+            "gpus": int(res.gpus), "max_gpus": res.max_gpus, "strategy": res.strategy,
+            "feasible": res.feasible > 0,
             "candidates": int(res.candidates), "feasible_count": int(res.feasible),
             "elapsed_s": float(res.elapsed_s), "best": top[0] if top else None,
             "best_range": ranges(res.best, bar) if top else None, "top": top,
@@ -150,6 +151,25 @@ def throughput_line(row: pd.Series) -> str:
             f"{row['mfu_peak_tflops']:g} TFLOP/s")
 
 
+def money(usd: float) -> str:
+    return "unknown" if not math.isfinite(usd) else (
+        f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}")
+
+
+def cost_line(row: pd.Series) -> str:
+    """GPU-hours, cost, energy and the days with failures of a row (NaN: no budget or price)."""
+    if not math.isfinite(float(row["train_days"])):
+        return "cost: no training budget"
+    interval = float(row["checkpoint_interval_s"])
+    every = (f", a checkpoint every {interval / 60:.0f} min" if math.isfinite(interval)
+             else "")
+    energy = float(row["energy_mwh"])
+    mwh = f"{energy:,.0f} MWh" if math.isfinite(energy) else "energy unknown"
+    return (f"cost: {row['gpu_hours']:,.0f} GPU-hours, {money(float(row['cost_usd']))} "
+            f"({row['pricing']}), {mwh}; {row['train_days_with_failures']:.1f} days with "
+            f"failures{every}")
+
+
 def execution_line(row: pd.Series) -> str:
     """Every execution choice of a row (model.execution.COLUMNS)."""
     return "execution: " + ", ".join(
@@ -190,7 +210,9 @@ def format_search(res: SearchResult, reason: str | None,
                   command: Callable[[pd.Series], str] | None = None,
                   bar: ErrorBar | None = None) -> str:
     """One search: counts, the best configuration with its breakdown, and the top table."""
-    head = (f"== {res.strategy} on {res.gpus} GPUs: {res.candidates:,} candidates, "
+    where = (f"at most {res.max_gpus} GPUs (the best uses {res.gpus})"
+             if res.max_gpus is not None else f"{res.gpus} GPUs")
+    head = (f"== {res.strategy} on {where}: {res.candidates:,} candidates, "
             f"{res.feasible:,} fit in HBM ({res.elapsed_s:.2f} s) ==")
     if res.candidates == 0:
         return f"{head}\nno valid configuration: {reason or 'none matches the inputs'}"
@@ -201,7 +223,7 @@ def format_search(res: SearchResult, reason: str | None,
     if bar is not None:
         lines.append(f"      {range_line(best, bar)}")
     lines += [f"      {config_line(best)}",
-             f"      {execution_line(best)}",
+              f"      {execution_line(best)}", f"      {cost_line(best)}",
              f"      {breakdown_line(best)}", f"      {memory_line(best)}"]
     if command is not None:
         lines.append(f"      reproduce: {command(best)}")
@@ -250,6 +272,7 @@ def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None) -
         execution_line(row),
         f"throughput: {throughput_line(row)}, {row['tflops_per_gpu']:.1f} TFLOP/s per GPU",
         *([range_line(row, bar)] if bar is not None else []),
+        cost_line(row),
         breakdown_line(row),
         "",
         "per op (ms: one microbatch, forward and backward; iteration s: the op's share of one"

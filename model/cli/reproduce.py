@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..specs.execution import DEFAULT_SEARCH, resolve_execution
 from ..specs.stack import load_stack
+from .costs import cost_argv
 
 # (evaluate option, row column) of the configuration, in the order evaluate's help lists them
 CONFIG_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),
@@ -65,6 +66,7 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
         argv += [flag, str(int(row[col]))]
     if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1:  # expert layers (evaluate: 1)
         argv += ["--ep", str(int(row["ep"])), "--etp", str(int(row["etp"]))]
+    argv += cost_argv(args)  # the cost columns as the search computed them
     if args.compat:
         return argv + ["--compat", args.compat]  # the paper mode has one execution
     if args.stack is not None:

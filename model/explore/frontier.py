@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..specs.execution import Execution
-from ..specs.hardware import System
+from ..specs.hardware import COST_FIELDS, System
 from ..specs.modes import Mode
 from ..specs.transformer import Transformer
 from .report import result_frame
@@ -37,13 +37,17 @@ FIRST_HEADROOM = 1.1  # a first evaluation covers this much more usable HBM than
 HEADROOM = 1.25  # a re-evaluation covers this much more usable HBM than the previous one
 CACHE_ENTRIES = 64  # searches kept per process (a few hundred kB each)
 LOCK_STRIPES = 16  # evaluations of the same search wait for each other (keys share stripes)
+# system fields a search's candidates do not depend on: the capacity (the frontier covers it),
+# the node size, power and prices, and the site inputs (they only add cost columns)
+_NOT_TIMED = frozenset(("hbm_capacity_gb", "costs", *COST_FIELDS))
 
 
 def frontier_key(model: Transformer, system: System, counts: list[int], global_batch: int,
                  strategy: str, mode: Mode, execution: Execution, pins: dict) -> str:
-    """Every input of a search except the HBM capacity (and ``top_k``, ``budget``), as text."""
+    """Every input of a search except the HBM capacity, power and prices (and ``top_k``,
+    ``budget``), as text."""
     hw = [(f.name, getattr(system, f.name)) for f in fields(system)
-          if f.name != "hbm_capacity_gb"]
+          if f.name not in _NOT_TIMED]
     return repr((model, hw, [int(n) for n in counts], int(global_batch), strategy, mode,
                  execution, sorted(pins.items())))
 

@@ -73,10 +73,18 @@ def _promising(ids: np.ndarray, bound: np.ndarray, prunable: np.ndarray, memory:
     GPU count those whose bounds could be among the ``depth`` best (``keep_positions``)."""
     chosen = [ids[~prunable[ids]]]
     ids = ids[prunable[ids]]
-    for i in range(n_counts):
-        own = ids[count_of[ids] == i]
+    for own in _by_count(ids, count_of):
         chosen.append(own[keep_positions(bound[own], memory[own], depth)])
     return np.sort(np.concatenate(chosen))
+
+
+def _by_count(ids: np.ndarray, count_of: np.ndarray) -> list[np.ndarray]:
+    """``ids`` split by GPU count (``count_of``), each group in the order of ``ids``: one
+    stable sort, not a pass over all ids per count (searches of thousands of counts)."""
+    order = np.argsort(count_of[ids], kind="stable")
+    groups = count_of[ids][order]
+    cuts = np.flatnonzero(np.diff(groups)) + 1
+    return [part for part in np.split(ids[order], cuts) if part.size]
 
 
 def _drop_beaten(left: np.ndarray, prunable: np.ndarray, bound: np.ndarray, memory: np.ndarray,
@@ -86,10 +94,12 @@ def _drop_beaten(left: np.ndarray, prunable: np.ndarray, bound: np.ndarray, memo
     ``depth``-th best priced throughput (``thr`` of candidates of shapes ``shape``) among
     candidates needing no more memory."""
     ids = np.flatnonzero(left & prunable)
-    for i in range(n_counts):
-        own = ids[count_of[ids] == i]
-        mine = count_of[shape] == i
-        if own.size and mine.any():
+    of_candidate = count_of[shape]
+    priced = {int(of_candidate[rows[0]]): rows
+              for rows in _by_count(np.arange(len(shape)), of_candidate)}
+    for own in _by_count(ids, count_of):
+        mine = priced.get(int(count_of[own[0]]))
+        if mine is not None:
             beat = depth_best(thr[mine], memory[shape[mine]], depth, memory[own])
             left[own[beat > bound[own]]] = False
 

@@ -13,6 +13,7 @@ from ..physics.block import Ctx, OpResult, Shards, comm_volume_bytes
 from ..physics.memory import fits_in_memory
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
+from .economics import cost_columns
 from .space import COLUMNS
 
 GB = 1e9
@@ -38,7 +39,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     model_flops_per_token = the model's 6 × active parameters + attention convention
     (:mod:`model.specs.params`; with experts, the routed ones only). ``constants`` are extra
     columns with one value for every row: the execution's choices (its ``precision`` picks the
-    peak).
+    peak). GPU-hours, energy, cost and days with failures: :mod:`model.explore.economics`.
     """
     t = res["iteration_time_s"][idx]
     samples_per_s = global_batch / t
@@ -67,6 +68,7 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         "mfu_peak_tflops": peak / 1e12,
         "model_flops_per_token": model.model_flops_per_token,
     })
+    data.update(cost_columns(model, system, per_row, data["train_days"]))
     for name in TIME_COLUMNS:
         data[name] = res[name][idx]
     data["memory_gb"] = res["memory_bytes"][idx] / GB

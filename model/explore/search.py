@@ -1,20 +1,17 @@
 """Search every parallel configuration for the fastest that fits, and evaluate one configuration.
 
-:func:`search` builds the candidate space of a strategy (:mod:`model.explore.space`), drops what
-does not fit in HBM, evaluates the rest at once (:mod:`model.explore.evaluate`) and returns the top
-k as a DataFrame with every breakdown column (:mod:`model.explore.report`). Candidates that provably
-cannot be among the top k (a lower bound of their time,
-:func:`~model.explore.evaluate.shape_lower_bound`, is beaten by k faster candidates needing no more
-memory) are not priced: see :mod:`model.explore.pruning`.
-:func:`evaluate` is a search with every dimension pinned: its numbers are exactly that
-configuration's search row, plus a per-op table.
+:func:`search` (one GPU count, or at most N: :mod:`model.explore.counts`) and
+:func:`search_counts` (several counts in one evaluation) apply the software stack
+(:func:`with_stack`), run one :func:`~model.explore.variant.variant_frontier` per execution
+choice (the candidate space of :mod:`model.explore.space`, evaluated at once, pruned and cached:
+:mod:`model.explore.variant`) and return the top k as a DataFrame with every breakdown column
+(:mod:`model.explore.report`). :func:`evaluate` is a search with every dimension pinned: its
+numbers are exactly that configuration's search row, plus a per-op table.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +19,7 @@ import pandas as pd
 
 from ..errors import ModelError
 from ..physics.block import Ctx
-from ..physics.strategies import Strategy, build_strategy, canonical_strategy
+from ..physics.strategies import build_strategy, canonical_strategy
 from ..specs.execution import (
     DEFAULT_SEARCH,
     Execution,
@@ -36,37 +33,16 @@ from ..specs.modes import DEFAULT as DEFAULT_MODE
 from ..specs.modes import Mode, resolve_mode
 from ..specs.stack import NO_STACK, Stack, load_stack
 from ..specs.transformer import Transformer
-from .evaluate import (
-    ShapeCounts,
-    candidate_times,
-    evaluate_ops,
-    evaluate_space,
-    fits_on,
-    shape_lower_bound,
-    shape_memory,
-    shards_of,
-)
-from .frontier import (
-    CACHE,
-    CountShapes,
-    Frontier,
-    frontier_key,
-)
-from .pruning import kept_rows, pruned
+from .evaluate import evaluate_ops, evaluate_space, fits_on, shards_of
 from .report import op_table, result_frame
 from .rules import explain
-from .space import (
-    PIN_NAMES,
-    build_shapes,
-    build_space,
-    check_budget,
-    expand_placements,
-    placement_mask,
-)
+from .space import PIN_NAMES, build_space
+from .variant import clear_shape_spaces, variant_frontier
+
+__all__ = ["DEFAULT_BUDGET", "Evaluation", "SearchResult", "check_args", "clear_shape_spaces",
+           "evaluate", "search", "search_counts", "variant_frontier", "with_stack"]
 
 DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
-PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
-PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
 
 
 def with_stack(system: System, execution: object, stack: str | Stack | None, mode: Mode
@@ -98,6 +74,8 @@ class SearchResult:
     elapsed_s: float
     # the executions searched (model.execution.Execution); each row's columns say which it is
     executions: tuple[Execution, ...] = ()
+    # search(..., max_gpus=N): the bound; ``gpus`` is then what the best uses (rows say theirs)
+    max_gpus: int | None = None
 
     @property
     def searched(self) -> str:
@@ -131,10 +109,11 @@ def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: d
 
 
 def search(
-    model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
-    compat: str | Mode | None = None, nvs: int | None = None, pins: dict | None = None,
-    top_k: int = 10, budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
-    stack: str | Stack | None = None,
+    model: Transformer, system: System, gpus: int | None, global_batch: int,
+    strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
+    pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
+    execution: Execution | dict | None = None, stack: str | Stack | None = None,
+    costs: object = None, max_gpus: int | None = None, gpu_step: int = 1,
 ) -> SearchResult:
     """The ``top_k`` fastest configurations of ``strategy`` on ``gpus`` GPUs that fit in HBM.
 
@@ -147,11 +126,29 @@ def search(
     the stack's calibrated efficiencies (a name of ``model/data/stacks``; None: the newest;
     "none": the system's own values and the one Execution default; :func:`with_stack`). A dict
     whose values are lists searches every combination (``result.searched`` says what was
-    searched). Ties keep the deterministic candidate order.
+    searched). Ties keep the deterministic candidate order. ``costs`` changes the site, pricing
+    or failure inputs of the cost columns (:class:`~model.specs.cost.Costs`, a dict of its
+    fields).
+
+    With ``max_gpus`` (and ``gpus`` None) the search covers every count up to it in steps of
+    ``gpu_step`` and returns the fastest configurations using at most that many GPUs, the rest
+    idle (:func:`model.explore.counts.search_at_most`); ``result.gpus`` is what the best uses.
     """
+    if max_gpus is not None:
+        if gpus is not None:
+            raise ModelError("give 'gpus' (use exactly that many) or 'max_gpus' (at most), "
+                             "not both")
+        from .counts import search_at_most  # it searches through search_counts below
+        if nvs is not None:
+            system = system.with_overrides(nvlink_domain_size=nvs)
+        return search_at_most(model, system, max_gpus, global_batch, strategy,
+                              gpu_step=gpu_step, top_k=top_k, compat=compat, pins=pins,
+                              execution=execution, stack=stack, costs=costs, budget=budget)
+    if gpus is None:
+        raise ModelError("give 'gpus' (a GPU count) or 'max_gpus' (at most that many)")
     return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
                          pins=pins, top_k=top_k, budget=budget, execution=execution,
-                         stack=stack)[0]
+                         stack=stack, costs=costs)[0]
 
 
 def search_counts(
@@ -159,6 +156,7 @@ def search_counts(
     strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
     pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
     execution: Execution | dict | None = None, stack: str | Stack | None = None,
+    costs: object = None,
 ) -> list[SearchResult]:
     """:func:`search` at several GPU counts in one evaluation (a strong-scaling sweep).
 
@@ -181,7 +179,7 @@ def search_counts(
     mode = resolve_mode(compat)
     if nvs is not None:
         system = system.with_overrides(nvlink_domain_size=nvs)
-    system, execution = with_stack(system, execution, stack, mode)
+    system, execution = with_stack(system.with_costs(costs), execution, stack, mode)
     variants = execution_variants(execution)
     per_variant = []
     for ex in variants:  # a few execution choices, each a vectorized search of its own
@@ -210,139 +208,10 @@ def search_counts(
 def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
                     budget: int) -> list[tuple[pd.DataFrame, int, int]]:
-    """(top frame, candidates, feasible) per GPU count for one execution choice.
-
-    Answered from the process's :data:`~model.explore.frontier.CACHE` when the same search (any HBM
-    capacity up to the one evaluated) ran before; else evaluated and cached.
-    """
-    ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
-    strat = build_strategy(strategy, model, mode, ctx.execution)
-    key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
-                       pins)
-    usable = system.usable_hbm_bytes
-    front = CACHE.get(key, usable, top_k)
-    if front is None:
-        with CACHE.evaluating(key):
-            front = CACHE.get(key, usable, top_k)  # evaluated meanwhile by another thread?
-            if front is None:
-                cover, depth = CACHE.plan(key, usable, top_k)
-                if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
-                    cover, depth = usable, top_k
-                front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
-                                          pins, budget, cover, depth, top_k)
-                CACHE.put(key, front)
-    for i in range(len(counts)):  # the same refusal as an evaluation, at the same count
-        check_budget(sum(front.candidates()[:i + 1]), budget)
+    """(top frame, candidates, feasible) per GPU count for one execution choice."""
+    front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex, pins,
+                                  top_k, budget)
     return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
-
-
-def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
-                      strat: Strategy, ctx: Ctx, pins: dict, budget: int, usable: float,
-                      depth: int, top_k: int) -> Frontier:
-    """Evaluate the candidates that fit in ``usable`` HBM bytes, at every GPU count at once,
-    and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``.
-
-    Should a throughput be NaN (no order to keep), only the ``top_k`` of the system's own
-    capacity are kept, as a search always picked them, and the result is not cached.
-    """
-    shapes, merged, masks = _shape_space(model, strat, counts, global_batch, pins, ctx,
-                                         system.nvlink_domain_size)
-    op_counts = ShapeCounts.of(strat, merged, ctx)
-    mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx, usable)
-    fits = fits_on(mem, system, usable)
-    per_count, placing, offset = [], [], 0
-    for n, cols, (mask, table) in zip(counts, shapes, masks):
-        span = slice(offset, offset + len(cols["tp1"]))
-        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
-                                        mask.sum(axis=1)))
-        check_budget(sum(c.candidates for c in per_count), budget)
-        placing.append((n, offset, mask, table))
-        offset = span.stop
-
-    def price(chosen: np.ndarray) -> tuple[dict, dict]:
-        """(columns, result columns) of every placement of the ``chosen`` shapes (increasing),
-        in candidate order: GPU count, shape, placement."""
-        parts = []
-        for n, start, mask, table in placing:
-            rows = chosen[(chosen >= start) & (chosen < start + len(mask))]
-            kept = {k: v[rows] for k, v in merged.items()}
-            kept["gpus"] = np.full(len(rows), n, dtype=np.int64)
-            parts.append(expand_placements(kept, mask[rows - start], table))
-        cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
-            cands[name] = mem[name][cands["shape"]]
-        return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
-                                      cands["shape"])
-
-    placed = np.concatenate([mask.sum(axis=1) for _, _, mask, _ in placing])
-    todo = np.flatnonzero(fits & (placed > 0))
-    count_of = np.repeat(np.arange(len(counts)), [len(m) for _, _, m, _ in placing])
-    if PRUNE and placed[todo].sum() >= PRUNE_FROM:
-        lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
-        lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
-                                        op_counts, mem["params_bytes"], todo,
-                                        mem["recompute_layers"], mem["expert_params_bytes"])
-        with np.errstate(divide="ignore"):  # a zero bound: never pruned
-            bound = global_batch / lower
-        cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
-                            count_of, len(counts), global_batch, depth)
-    else:
-        cands, res = price(todo)
-    shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
-    thr = global_batch / res["iteration_time_s"]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(count_of[shape],
-                                                        minlength=len(counts)))])
-    finite = not np.isnan(thr).any()
-    asked = system.usable_hbm_bytes
-    sel, starts = kept_rows(thr, mem["memory_bytes"][shape], shape, bounds,
-                            depth if finite else None, top_k, asked)
-    rows = {k: v[sel] for k, v in res.items()}
-    rows.update({k: v[shape[sel]] for k, v in mem.items()})
-    rows.update({k: v[sel] for k, v in cands.items()})
-    return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
-                    tuple(int(n) for n in counts), starts, rows, tuple(per_count),
-                    cacheable=finite and not ctx.execution.fewest_recomputed)
-
-
-SHAPE_SPACES = 32  # shape spaces kept per process (a few hundred kB each)
-_shape_spaces: OrderedDict[str, tuple] = OrderedDict()
-_shape_lock = threading.Lock()
-
-
-def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_batch: int,
-                 pins: dict, ctx: Ctx, nvs: int) -> tuple[list[dict], dict, list[tuple]]:
-    """(shapes per GPU count, all shapes merged with a ``shape`` column, each count's
-    placement mask and table): what :func:`~model.explore.space.build_shapes` and
-    :func:`~model.explore.space.placement_mask` give, remembered per process. They do not depend on
-    the system beyond its NVLink domain, so a what-if of a bandwidth or the HBM capacity
-    reuses them. Read-only: callers index them, never write into them."""
-    mode = ctx.mode
-    key = repr((model, strat.name, mode, ctx.execution, [int(n) for n in counts],
-                int(global_batch), sorted(pins.items()), int(nvs)))
-    with _shape_lock:
-        found = _shape_spaces.get(key)
-        if found is not None:
-            _shape_spaces.move_to_end(key)
-            return found
-    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
-                           mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers)
-              for n in counts]
-    merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
-    merged["shape"] = np.arange(len(merged["tp1"]))
-    masks = [placement_mask(cols, n, nvs, pins, mode.exact_domain_fill)
-             for n, cols in zip(counts, shapes)]
-    found = (shapes, merged, masks)
-    with _shape_lock:
-        _shape_spaces[key] = found
-        while len(_shape_spaces) > SHAPE_SPACES:
-            _shape_spaces.popitem(last=False)
-    return found
-
-
-def clear_shape_spaces() -> None:
-    """Forget the remembered shape spaces (benchmarks of searches from scratch)."""
-    with _shape_lock:
-        _shape_spaces.clear()
 
 
 @dataclass
@@ -360,7 +229,7 @@ def evaluate(
     nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
     nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
     execution: Execution | dict | None = None, stack: str | Stack | None = None,
-    ep: int = 1, etp: int = 1,
+    ep: int = 1, etp: int = 1, costs: object = None,
 ) -> Evaluation:
     """Evaluate one configuration; a placement or nb left out is the best one for it. ``ep``
     and ``etp``: expert parallel and expert tensor parallel (a MoE model's expert layers).
@@ -381,6 +250,7 @@ def evaluate(
             f"tp1·tp2·pp·dp = {tp1}·{tp2}·{pp}·{dp} = {tp1 * tp2 * pp * dp} must equal"
             f" gpus = {gpus}")
     sysm = system if nvs is None else system.with_overrides(nvlink_domain_size=nvs)
+    sysm = sysm.with_costs(costs)
     mode = resolve_mode(compat)
     sysm, execution = with_stack(sysm, execution, stack, mode)
     ex = resolve_execution(execution)

@@ -7,11 +7,12 @@ everything is SI: FLOP/s, bytes, bytes/s, seconds (see the properties of :class:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from .cost import DEFAULT_COSTS, Costs, resolve_costs
 from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
 SYSTEMS_DIR = DATA_DIR / "systems"
@@ -125,7 +126,23 @@ FIELDS = (
     Field(
         "network_latency_s", float, "latency per ring step across domains, s", 0, 1e-2, default=5e-6
     ),
+    # the unit a job gains or loses, power and prices (docs/model.md §15; sources in cost_source)
+    Field("node_gpus", int, "GPUs per node: a server, or a compute tray of a rack-scale system "
+          "(0: the NVLink domain is the node)", 0, 1_000_000, default=0),
+    Field("tdp_w", float, "rated power of one GPU (TDP, maximum board power), W (0: unknown)",
+          0, 1e5, default=0.0),
+    Field("node_power_factor", float, "maximum power of a node (or rack) per GPU over the GPU's "
+          "TDP: the share of CPUs, NICs, switches, fans and power supplies (1: the GPU alone)",
+          1, 10, default=1.0),
+    Field("usd_per_gpu_hour", float, "rental price of one GPU-hour, USD (0: unknown)", 0, 1e5,
+          default=0.0),
+    Field("purchase_usd_per_gpu", float, "purchase price of one GPU with its share of the "
+          "system, USD (0: unknown)", 0, 1e9, default=0.0),
+    Field("cost_source", str, "where the node size, power and prices come from, with dates",
+          default="", max_len=8000),
 )
+COST_FIELDS = ("node_gpus", "tdp_w", "node_power_factor", "usd_per_gpu_hour",
+               "purchase_usd_per_gpu", "cost_source")  # no influence on a configuration's time
 
 
 @dataclass(frozen=True)
@@ -170,6 +187,28 @@ class System:
     nics_per_gpu: float
     network_efficiency: float
     network_latency_s: float
+    node_gpus: int = 0
+    tdp_w: float = 0.0
+    node_power_factor: float = 1.0
+    usd_per_gpu_hour: float = 0.0
+    purchase_usd_per_gpu: float = 0.0
+    cost_source: str = ""
+    # site, pricing and failure inputs (model.specs.cost): not part of the JSON spec
+    costs: Costs = field(default=DEFAULT_COSTS, compare=True)
+
+    @property
+    def node_size(self) -> int:
+        """GPUs per node, the unit a job gains or loses: ``node_gpus``, or the NVLink domain."""
+        return self.node_gpus or self.nvlink_domain_size
+
+    def with_costs(self, costs: Costs | dict | None) -> System:
+        """A copy with other site, pricing or failure inputs (None: this system's as they are;
+        a dict changes only the inputs it names)."""
+        if costs is None:
+            return self
+        if isinstance(costs, dict):
+            costs = self.costs.with_overrides(**costs)
+        return replace(self, costs=resolve_costs(costs))
 
     # --- SI views used by the formulas -------------------------------------------------------
     @property

@@ -1,0 +1,216 @@
+"""Plan & cost: target days (or a budget) in, the answer out — the fewest GPUs (whole nodes) and
+their configuration, days (and with failures), GPU-hours, cost and energy — with the cost and
+energy inputs in use and their sources, cost against time to train over GPU counts and systems
+(the Pareto front), and what the planned job does when it loses nodes. The inputs are the panel's
+"Plan & cost" and "System" controls; the answer is :func:`model.explore.plan.plan`'s."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import dash
+import pandas as pd
+from dash import Input, Output, callback, html
+
+from model import ModelError
+from model.explore.economics import power_and_prices
+from model.explore.lost_node import DEFAULT_CLIFF_RATIO
+from model.physics.goodput import job_mtbf_s
+
+from .. import compute, figures, notes, planner
+from ..export import graph_card
+from ..scenario import build_inputs, costs_of, validate_scenario
+from ..theme import strategy_label
+
+dash.register_page(__name__, path="/plan", name="Plan & cost", order=3.5,
+                   title="Plan & cost — transformer training what-if")
+
+# the answer's rows: (key of the value's element plan-<key>, label)
+ANSWER = (("gpus", "GPUs"), ("config", "Configuration"), ("days", "Training time"),
+          ("failures", "With failures"), ("gpu-hours", "GPU-hours"), ("cost", "Cost"),
+          ("energy", "Energy"), ("rate", "Throughput"), ("fewer", "One node fewer"))
+INPUTS = ("pricing-text", "power-text", "failure-text")  # the cost inputs in use, one line each
+SITE_SOURCES = (  # the site inputs' defaults (model.specs.cost, docs/model.md §15)
+    "PUE 1.58: Uptime Institute, industry-average annual PUE 2023 (23 Nov 2023).",
+    "Electricity 0.0806 USD/kWh: EIA, US average retail price to industry, 2023 (March 2024).",
+    "Amortized over 5 years: Amazon's 2024 10-K (February 2025).",
+    "Failures 1.97e-5 per GPU-hour: Llama 3 405B, 419 interruptions in 54 days on 16,384 "
+    "H100s (arXiv 2407.21783, §3.3.4); checkpoints at 2 TB/s (§3.3.1), restart 10 min.",
+)
+
+layout = html.Div(className="page-body", children=[
+    html.Div(id="plan-busy", className="busy"),
+    html.P(id="plan-headline", className="summary"),
+    html.Div(id="plan-message", className="alert", role="status"),
+    html.Div(className="grid", children=[
+        html.Div(className="card", id="card-plan-answer", children=[
+            html.H3("The plan"),
+            html.Table(className="plan-table", children=[
+                html.Tr([html.Th(label), html.Td(id=f"plan-{key}")]) for key, label in ANSWER]),
+        ]),
+        html.Div(className="card", id="card-plan-inputs", children=[
+            html.H3("Cost and energy inputs (change them in the panel)"),
+            *[html.P(id=f"plan-{key}") for key in INPUTS],
+            html.Details([html.Summary("Sources"), html.P(id="plan-sources"),
+                          *[html.P(text) for text in SITE_SOURCES]]),
+        ]),
+        graph_card("plan-pareto", "Cost against time to train", height=520, note=(
+            "Each point: the best configuration at one GPU count (at most 128 counts per system "
+            "up to 'Plan up to'); the line joins the points no other beats in both; ★: the plan; "
+            "dashed: the target days and the budget.")),
+        graph_card("plan-lost", "Losing nodes from the planned job", height=460, note=(
+            "Throughput per GPU left relative to the full job's, for the best configuration on "
+            "at most the GPUs left (some may idle) and using every GPU left; ✕: the cliff.")),
+    ]),
+])
+
+
+def _count(value: Any) -> str:
+    return f"{int(value):,}"
+
+
+def config_text(row: pd.Series) -> str:
+    """'1D · dp 43 · tp1 8 · tp2 1 · pp 16 · microbatch 1 · interleave 2 (ep 8 · etp 1)'."""
+    parts = [strategy_label(str(row["strategy"]))]
+    parts += [f"{k} {_count(row[k])}" for k in ("dp", "tp1", "tp2", "pp", "microbatch",
+                                                 "interleave") if k in row]
+    if int(row.get("ep", 1) or 1) * int(row.get("etp", 1) or 1) > 1:
+        parts.append(f"ep {_count(row['ep'])} · etp {_count(row['etp'])}")
+    return " · ".join(parts)
+
+
+def usd_text(value: float) -> str:
+    """Whole dollars ('$21,007,128'); 'unknown' without a price."""
+    return f"${value:,.0f}" if math.isfinite(value) else "unknown"
+
+
+def answer_texts(scn: dict[str, Any], frame: pd.DataFrame) -> list[str]:
+    """The value of each row of :data:`ANSWER` ('–' for every row without an answer)."""
+    roles = frame.set_index("role")
+    if "answer" not in roles.index:
+        return ["–"] * len(ANSWER)
+    row, step = roles.loc["answer"], int(frame["gpu_step"].iloc[0])
+    fewer = "–"
+    if "fewer" in roles.index:
+        fewer = f"{_count(roles.loc['fewer', 'gpus'])} GPUs: " \
+                f"{roles.loc['fewer', 'plan_days']:.2f} days"
+    elif int(row["gpus"]) > step:
+        fewer = f"{_count(int(row['gpus']) - step)} GPUs: no configuration"
+    interval = float(row["checkpoint_interval_s"])
+    return [
+        f"{_count(row['gpus'])} ({_count(int(row['gpus']) // step)} nodes of {step})",
+        config_text(row),
+        notes.days_text(scn, float(row["train_days"])),
+        f"{row['train_days_with_failures']:.2f} days"
+        + (f" (a checkpoint every {interval / 60:.0f} min)" if math.isfinite(interval) else ""),
+        f"{row['plan_gpu_hours']:,.0f}",
+        f"{usd_text(float(row['plan_cost_usd']))} ({row['pricing']})",
+        (f"{row['plan_energy_mwh']:,.0f} MWh" if math.isfinite(float(row["plan_energy_mwh"]))
+         else "unknown (the system gives no GPU power)"),
+        f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.1f}%",
+        fewer,
+    ]
+
+
+def headline(scn: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
+    """(the headline, a message when nothing in range meets the target)."""
+    t = planner.targets(scn)
+    goal = " and ".join(x for x in (
+        f"within {t['days']:g} days" if t["days"] is not None else "",
+        f"for at most {usd_text(t['budget_usd'])}" if t["budget_usd"] is not None else "") if x)
+    what = f"{scn['model']} on {scn['system']}, {scn['budget']:.4g} {scn['budget_kind']} {goal}"
+    roles = frame.set_index("role")
+    if "answer" in roles.index:
+        row = roles.loc["answer"]
+        return (f"{what}: {_count(row['gpus'])} GPUs, {row['plan_days']:.2f} days, "
+                f"{usd_text(float(row['plan_cost_usd']))}."), ""
+    top, step = int(frame["max_gpus"].iloc[0]), int(frame["gpu_step"].iloc[0])
+    text = f"No GPU count up to {top:,} (multiples of {step}) trains {scn['model']} {goal}"
+    if "fastest" not in roles.index:
+        return what + ".", text + ": no configuration fits at any count."
+    fast = roles.loc["fastest"]
+    return what + ".", (f"{text}: the fastest takes {fast['plan_days']:.2f} days on "
+                        f"{_count(fast['gpus'])} GPUs for {usd_text(float(fast['plan_cost_usd']))}"
+                        " (raise 'Plan up to', the target or the budget).")
+
+
+def input_texts(scn: dict[str, Any]) -> list[str]:
+    """The pricing, power and failure inputs in use (the :data:`INPUTS` lines) and the
+    system's sources."""
+    _, system = build_inputs(scn)
+    system = system.with_costs(costs_of(scn))
+    p, c = power_and_prices(system), system.costs
+    if c.pricing == "rental":
+        pricing = f"Rental: ${p['usd_per_gpu_hour']:g} per GPU-hour, power included"
+    else:
+        pricing = (f"Purchase: ${p['purchase_usd_per_gpu']:,.0f} per GPU amortized over "
+                   f"{c.amortization_years:g} years, plus electricity at "
+                   f"${c.usd_per_kwh:g}/kWh")
+    wall = p["tdp_w"] * p["node_power_factor"] * c.pue
+    power = (f"Power: {p['tdp_w']:g} W per GPU × node share {p['node_power_factor']:g} × PUE "
+             f"{c.pue:g} = {wall:,.0f} W per GPU at the wall; node of {system.node_size} GPUs")
+    mtbf_h = job_mtbf_s(1, c.failures_per_gpu_hour) / 3600.0
+    failures = (f"Failures: {c.failures_per_gpu_hour:.3g} per GPU-hour (one GPU fails every "
+                f"{mtbf_h:,.0f} h), checkpoints at {c.checkpoint_gb_per_s:g} GB/s, restart "
+                f"{c.restart_s:g} s" if c.failures_per_gpu_hour > 0 else "Failures: none")
+    return [pricing, power, failures, system.cost_source or "The system gives no sources."]
+
+
+def build(scn: dict[str, Any]) -> tuple:
+    """Every output of the page for a valid scenario (the callback, callable without a browser).
+    Raises ModelError (the paper mode, a system without a price for a budget, a search over
+    its budget): the callback shows it."""
+    frame = planner.answer(scn)
+    pres = bool(scn.get("presentation"))
+    head, message = headline(scn, frame)
+    roles = frame.set_index("role")
+    answer = roles.loc["answer"] if "answer" in roles.index else None
+    t = planner.targets(scn)
+    pareto = figures.pareto_figure(planner.pareto(scn), answer, t["days"], t["budget_usd"],
+                                   presentation=pres)
+    if answer is None:
+        lost = figures.empty_figure("No plan: no job to lose nodes from.", pres)
+    else:
+        lost = figures.lost_node_figure(planner.lost_nodes(scn, int(answer["gpus"])),
+                                        DEFAULT_CLIFF_RATIO, presentation=pres)
+    return (head, message, *answer_texts(scn, frame), *input_texts(scn), pareto, lost)
+
+
+def checked(raw: Any) -> tuple[dict[str, Any] | None, str]:
+    """The scenario store validated again on the server (the panel's own validator)."""
+    scn, errors = validate_scenario(raw)
+    if scn is not None:
+        return scn, ""
+    key, message = next(iter(errors.items()))
+    return None, f"The scenario is invalid ({'' if key == '_' else key + ': '}{message})."
+
+
+def failed(message: str, presentation: bool = False) -> tuple:
+    """The outputs that show ``message`` in place of a plan."""
+    empty = figures.empty_figure("No plan: see the message above.", presentation)
+    return ("", message, *["–"] * len(ANSWER), *[""] * (len(INPUTS) + 1), empty, empty)
+
+
+@callback(
+    Output("plan-headline", "children"), Output("plan-message", "children"),
+    *[Output(f"plan-{key}", "children") for key, _ in ANSWER],
+    *[Output(f"plan-{key}", "children") for key in (*INPUTS, "sources")],
+    Output({"type": "graph", "name": "plan-pareto"}, "figure"),
+    Output({"type": "graph", "name": "plan-lost"}, "figure"),
+    Input("scenario", "data"), background=True,
+    running=[(Output("plan-busy", "children"), "Planning…", "")],
+)
+def update(raw: dict[str, Any]) -> list | tuple:
+    """The callback: :func:`build` of the validated scenario, its outputs cached as JSON."""
+    scn, message = checked(raw)
+    if scn is None:
+        return failed(message)
+
+    def outputs() -> tuple:
+        with figures.plain_figures():
+            return build(scn)
+    try:
+        return compute.cached_outputs("page-plan", planner.payload(scn), outputs)
+    except ModelError as exc:
+        return failed(str(exc), bool(scn.get("presentation")))

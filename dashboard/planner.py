@@ -1,0 +1,112 @@
+"""What the Plan & cost page needs from the estimator, cached like every view
+(:func:`dashboard.compute.cached_frame`: JSON on disk, keyed by the inputs that matter).
+
+The answer is :func:`model.explore.plan.plan` for the scenario (exact: every multiple of the node
+size up to the plan's largest count), the lost-node view is
+:func:`model.explore.lost_node.lost_node_frame` of the planned job, and the Pareto figure's points
+are :func:`model.explore.pareto.pareto_frame` over the scenario's system and a few priced
+presets. Every search is bounded: counts by the ``plan_max_gpus`` control (at most the model's
+:data:`~model.explore.plan.DEFAULT_MAX_GPUS`), the Pareto figure by :data:`PARETO_COUNTS` counts
+per system, the lost-node view by the ``lost_nodes`` control, each search by the estimator's
+candidate budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from model import ModelError, load_system
+from model.explore.lost_node import lost_node_frame
+from model.explore.pareto import pareto_frame
+from model.explore.plan import PlanResult, plan
+from model.physics.strategies import supported_strategies
+
+from . import compute
+from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
+
+PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
+PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
+META = ("gpu_step", "max_gpus", "counts_searched")  # columns every answer row carries
+
+
+def payload(scn: dict[str, Any], *extra: Any) -> dict[str, Any]:
+    """What decides the page's results: the estimator's inputs, the strategies, the plan and
+    cost inputs, and ``extra`` (e.g. the planned job's GPU count)."""
+    return {**compute.page_payload(scn, "strategy", *PLAN_KEYS), "extra": list(extra)}
+
+
+def inputs(scn: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, system, the keyword arguments of plan/lost_node_frame/pareto_frame). Raises
+    ModelError in the paper mode, which models neither an execution nor a cost."""
+    if scn["compat"] == "paper":
+        raise ModelError("Plan & cost needs the default model mode (the paper mode models no "
+                         "cost): set Model mode to default")
+    model, system = build_inputs(scn)
+    strategy = (supported_strategies(model) if scn["strategy"] == "all"
+                else (scn["strategy"],))
+    return model, system, {"strategy": strategy, "execution": execution_of(scn),
+                           "stack": stack_of(scn), "costs": costs_of(scn)}
+
+
+def targets(scn: dict[str, Any]) -> dict[str, float | None]:
+    """plan's ``days`` and ``budget_usd`` for the scenario's goal."""
+    goal = scn["plan_goal"]
+    return {"days": scn["target_days"] if goal in ("days", "both") else None,
+            "budget_usd": scn["budget_usd"] if goal in ("budget", "both") else None}
+
+
+def answer_frame(res: PlanResult) -> pd.DataFrame:
+    """The plan's rows by ``role``: ``answer`` (none when nothing in range meets the target),
+    ``fewer`` (the best of one node fewer, when it has a configuration) and ``fastest`` (the
+    fastest count searched); each with :data:`META`. No row at all: one ``none`` row."""
+    rows, roles = [], []
+    per = res.per_count
+    if res.row is not None:
+        rows.append(res.row)
+        roles.append("answer")
+        fewer = per[per["gpus"] == res.gpus - res.gpu_step]
+        if len(fewer):
+            rows.append(fewer.iloc[0])
+            roles.append("fewer")
+    if len(per):
+        rows.append(per.loc[per["plan_days"].idxmin()])
+        roles.append("fastest")
+    frame = pd.DataFrame(rows).reset_index(drop=True) if rows else pd.DataFrame(index=[0])
+    frame.insert(0, "role", roles or ["none"])
+    return frame.assign(gpu_step=res.gpu_step, max_gpus=res.max_gpus,
+                        counts_searched=res.counts_searched)
+
+
+def answer(scn: dict[str, Any]) -> pd.DataFrame:
+    """:func:`answer_frame` of the scenario's plan."""
+    def run() -> pd.DataFrame:
+        model, system, kw = inputs(scn)
+        res = plan(model, system, scn["global_batch"], **targets(scn),
+                   max_gpus=scn["plan_max_gpus"], failures=scn["plan_failures"], **kw)
+        return answer_frame(res)
+    return compute.cached_frame("plan-answer", payload(scn), run)
+
+
+def lost_nodes(scn: dict[str, Any], gpus: int) -> pd.DataFrame:
+    """The lost-node view of a job of ``gpus`` GPUs: up to ``lost_nodes`` nodes lost (fewer
+    when the job has fewer nodes left to lose)."""
+    def run() -> pd.DataFrame:
+        model, system, kw = inputs(scn)
+        lost = min(scn["lost_nodes"], gpus // system.node_size - 1)
+        if lost < 1:
+            return pd.DataFrame()
+        return lost_node_frame(model, system, gpus, scn["global_batch"], lost=lost, **kw)
+    return compute.cached_frame("plan-lost", payload(scn, gpus), run)
+
+
+def pareto(scn: dict[str, Any]) -> pd.DataFrame:
+    """Days and cost of the best configuration of every sampled count, on the scenario's
+    system (as the panel sets it) and the priced presets of :data:`PARETO_SYSTEMS`."""
+    def run() -> pd.DataFrame:
+        model, system, kw = inputs(scn)
+        others = [load_system(name) for name in PARETO_SYSTEMS if name != scn["system"]]
+        return pareto_frame(model, [system, *others], scn["global_batch"],
+                            scn["plan_max_gpus"], max_counts=PARETO_COUNTS, **kw)
+    return compute.cached_frame("plan-pareto", payload(scn), run)

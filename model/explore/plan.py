@@ -1,0 +1,166 @@
+"""The inverse question: how many GPUs train a model within D days, or fastest within a budget.
+
+Exact, not fitted: the best configuration of every GPU count that is a multiple of the node size
+(``gpu_step``) is searched (:func:`model.explore.counts.best_per_count`) and the answer read off:
+
+* ``days`` only: the fewest GPUs whose best configuration trains the budget within D days
+  (every smaller multiple was searched and does not);
+* ``budget_usd`` only: the fastest configuration whose cost is at most the budget;
+* both: the fewest GPUs within D days whose cost is at most the budget.
+
+For ``days`` alone counts are searched in windows that double (up to ``max_gpus``) until one
+meets it; with a budget every multiple up to ``max_gpus`` is searched. At each count the fastest
+configuration is also the cheapest (cost and energy are proportional to GPUs × days). With
+``failures`` the days with failures (:mod:`model.physics.goodput`) must meet D, and GPU-hours,
+energy and cost are those of the expected wall time.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ModelError
+from ..specs.execution import Execution
+from ..specs.hardware import System
+from ..specs.stack import Stack
+from ..specs.transformer import Transformer
+from .counts import best_per_count, count_range
+from .economics import power_and_prices
+from .search import DEFAULT_BUDGET
+
+DEFAULT_MAX_GPUS = 131_072  # 2^17: beyond the largest training clusters built by 2025 (~100k)
+FIRST_WINDOW = 512  # node-size multiples in the first window of a days-only plan
+
+
+@dataclass
+class PlanResult:
+    """The answer of :func:`plan` (``row`` None when nothing in range meets the target)."""
+
+    row: pd.Series | None  # the chosen configuration's result row (every column of a search)
+    gpu_step: int
+    max_gpus: int
+    target_days: float | None
+    budget_usd: float | None
+    failures: bool
+    per_count: pd.DataFrame  # the best row of every count searched that has one
+    counts_searched: int  # multiples of gpu_step searched
+    elapsed_s: float
+
+    @property
+    def gpus(self) -> int | None:
+        return None if self.row is None else int(self.row["gpus"])
+
+    def summary(self) -> dict[str, Any]:
+        """The answer's figures: gpus, days (and with failures), GPU-hours, cost, energy."""
+        if self.row is None:
+            return {"gpus": None, "gpu_step": self.gpu_step}
+        r = self.row
+        return {"gpus": int(r["gpus"]), "days": float(r["train_days"]),
+                "days_with_failures": float(r["train_days_with_failures"]),
+                "gpu_step": self.gpu_step, "gpu_hours": float(r["plan_gpu_hours"]),
+                "cost_usd": _num(r["plan_cost_usd"]), "energy_mwh": _num(r["plan_energy_mwh"]),
+                "pricing": r["pricing"], "samples_per_s": float(r["samples_per_s"]),
+                "mfu": float(r["mfu"])}
+
+
+def _num(value: object) -> float | None:
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def plan_columns(frame: pd.DataFrame, failures: bool) -> pd.DataFrame:
+    """``frame`` with the days, GPU-hours, cost and energy a plan compares (``plan_*``): the
+    model's, or with ``failures`` those of the expected wall time (scaled by its ratio)."""
+    out = frame.copy()
+    scale = (out["train_days_with_failures"] / out["train_days"]) if failures else 1.0
+    out["plan_days"] = out["train_days"] * scale
+    for name in ("gpu_hours", "cost_usd", "energy_mwh"):
+        out[f"plan_{name}"] = out[name] * scale
+    return out
+
+
+def _check(days: float | None, budget_usd: float | None, model: Transformer) -> None:
+    if days is None and budget_usd is None:
+        raise ModelError("plan needs a target: days (train within D days; --days) or "
+                         "budget_usd (the fastest within a budget; --budget-usd), or both")
+    for name, value in (("days", days), ("budget_usd", budget_usd)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value < 1e15 or not math.isfinite(value)):
+            raise ModelError(f"'{name}' must be a positive number, got {value!r}")
+    if model.training_samples is None:
+        raise ModelError(f"model '{model.name}' has no training budget: give tokens (or "
+                         "samples) to plan for")
+
+
+def plan(model: Transformer, system: System, global_batch: int, *, days: float | None = None,
+         budget_usd: float | None = None, strategy: str = "1d", gpu_step: int | None = None,
+         max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = False,
+         execution: Execution | dict | None = None, stack: str | Stack | None = None,
+         costs: object = None, pins: dict | None = None, budget: int = DEFAULT_BUDGET
+         ) -> PlanResult:
+    """The fewest GPUs (multiples of ``gpu_step``, default the system's node size) that train
+    ``model``'s budget within ``days``, or the fastest within ``budget_usd`` (see the module
+    docstring); searches counts up to ``max_gpus``."""
+    start = time.perf_counter()
+    _check(days, budget_usd, model)
+    step = system.node_size if gpu_step is None else gpu_step
+    counts = count_range(max_gpus, step)
+    if cost_unknown(system.with_costs(costs)) and budget_usd is not None:
+        raise ModelError(f"system '{system.name}' has no price for its pricing; give "
+                         "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")
+    windows = _windows(len(counts)) if budget_usd is None else [(0, len(counts))]
+    frames, searched = [], 0
+    for lo, hi in windows:
+        frame, _ = best_per_count(model, system, counts[lo:hi], global_batch, strategy,
+                                  pins=pins, execution=execution, stack=stack, costs=costs,
+                                  budget=budget)
+        searched = hi
+        frames.append(plan_columns(frame, failures) if len(frame) else frame)
+        if budget_usd is None and len(frame) and (frames[-1]["plan_days"] <= days).any():
+            break
+    per_count = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(
+        len(f) for f in frames) else frames[0]
+    row = _choose(per_count, days, budget_usd)
+    return PlanResult(row, int(step), int(max_gpus), days, budget_usd, failures, per_count,
+                      searched, time.perf_counter() - start)
+
+
+def cost_unknown(system: System) -> bool:
+    """Whether the system's pricing has no price to compute a cost with."""
+    p = power_and_prices(system)
+    if system.costs.pricing == "rental":
+        return not p["usd_per_gpu_hour"] > 0
+    return not (p["purchase_usd_per_gpu"] > 0 and p["tdp_w"] > 0)
+
+
+def _windows(n: int) -> list[tuple[int, int]]:
+    """Index windows [lo, hi) over n counts, doubling from ``FIRST_WINDOW``."""
+    out, lo, hi = [], 0, min(FIRST_WINDOW, n)
+    while lo < n:
+        out.append((lo, hi))
+        lo, hi = hi, min(2 * hi, n)
+    return out
+
+
+def _choose(per_count: pd.DataFrame, days: float | None, budget_usd: float | None
+            ) -> pd.Series | None:
+    """The row a plan answers with, or None (see the module docstring)."""
+    if per_count.empty:
+        return None
+    ok = np.ones(len(per_count), dtype=bool)
+    if days is not None:
+        ok &= (per_count["plan_days"] <= days).to_numpy()
+    if budget_usd is not None:
+        ok &= (per_count["plan_cost_usd"] <= budget_usd).to_numpy()
+    chosen = per_count[ok]
+    if chosen.empty:
+        return None
+    if days is not None:  # the fewest GPUs (rows are by count, fastest first)
+        return chosen.iloc[0]
+    return chosen.loc[chosen["plan_days"].idxmin()]
