@@ -10,6 +10,8 @@ A group with a *preset* control (model, system, software stack) is filled from t
 preset: a record of that group reads its value from the preset's object — its ``spec`` field
 divided by ``scale`` unless it has its own ``read``.
 
+The record (:class:`Control`, :class:`When`) is :mod:`dashboard.control_record`; the attention
+and mixture-of-experts records are :mod:`dashboard.control_moe`, placed in the table below.
 Records of a group may form a *section* (:data:`SECTIONS`: attention, mixture of experts), drawn
 collapsed while its condition does not hold (a dense model's MoE controls). A record with a
 ``when`` condition is shown only while it holds; hidden, it keeps its value in the scenario (the
@@ -19,8 +21,6 @@ gets no experts whatever the hidden boxes say).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from model import list_models, list_systems
@@ -37,98 +37,19 @@ from model.specs.stack import NONE as NO_STACK
 from model.specs.stack import default_stack_name, list_stacks
 from model.specs.transformer import FIELDS as MODEL_FIELDS
 
-# widget kinds (dashboard.controls builds each): a number box (debounced: applies on Enter or
-# blur); a number box with a slider beside it (the box holds the value, the slider only sets
-# it); a dropdown; radio items; on/off radio items; a checkbox (the header's presentation mode)
-WIDGETS = ("number", "slider", "dropdown", "radio", "switch", "checkbox")
+from .control_moe import (  # noqa: F401 - SECTIONS re-exported with the table
+    ATTENTION_CONTROLS,
+    MOE_CONTROLS,
+    MOE_EXECUTION_CONTROLS,
+    SECTIONS,
+)
+from .control_record import ON_OFF, WIDGETS, Control, When  # noqa: F401 - re-exported
+
 # groups of the panel, in order, with their titles; "header" controls sit in the page header
 GROUPS = {"model": "Model", "system": "System", "execution": "Execution", "run": "Run",
           "design": "Design space", "plan": "Plan & cost", "header": ""}
 DEFAULT_GLOBAL_BATCH = 4096  # sequences, when a model preset publishes none
 POWERS_OF_TWO = tuple(2 ** k for k in range(0, 18))
-
-
-@dataclass(frozen=True)
-class When:
-    """A condition on the value of control ``key`` (as typed: maybe not valid yet)."""
-
-    key: str
-    test: Callable[[Any], bool]
-
-    def holds(self, values: dict[str, Any]) -> bool:
-        """Whether the condition holds; an unreadable value (half typed) counts as holding,
-        so that nothing the user works on disappears."""
-        try:
-            return bool(self.test(values.get(self.key)))
-        except TypeError:
-            return True
-
-
-MOE = When("experts", lambda v: v != 0)  # a mixture of experts (routed experts > 0)
-GQA = When("attention", lambda v: v == "gqa")
-MLA = When("attention", lambda v: v == "mla")
-NO_ACTIVATION_OFFLOAD = When("offload", lambda v: v not in ("activations", "all"))
-# sections of a group: (title, condition for being drawn open; None: always open)
-SECTIONS: dict[str, tuple[str, When | None]] = {
-    "attention": ("Attention", None),
-    "moe": ("Mixture of experts", MOE),
-    "moe_execution": ("Mixture of experts", MOE),
-}
-
-
-@dataclass(frozen=True)
-class Control:
-    """One scenario input: its key (URL, JSON and component id ``ctl-<key>``), how it is
-    shown and checked, and where its value comes from."""
-
-    key: str
-    label: str  # what the panel and every message call it ("Layers")
-    group: str  # one of GROUPS
-    widget: str  # one of WIDGETS
-    kind: type  # int, float, str or bool
-    tip: str
-    unit: str = ""  # shown after the label and in range messages ("GB", "TB/s")
-    lo: float | None = None  # inclusive range of a number
-    hi: float | None = None
-    choices: tuple = ()  # the allowed values of a dropdown or radio
-    names: tuple = ()  # their display names (default: the values as text)
-    suggest: tuple = ()  # values a number box offers (a datalist); others may be typed
-    slider: tuple = ()  # (min, max, step, marks) of a slider widget
-    spec: str | None = None  # the estimator's key: a model/system spec field, an Execution
-    # option, or (plan group) a site, pricing or failure input of model.specs.cost.Costs
-    scale: float = 1.0  # estimator value = scenario value × scale
-    preset: bool = False  # this control names its group's preset
-    default: Any = None  # the default; None: read from the group's default preset
-    read: Callable[[Any], Any] | None = None  # value from the preset's object (else spec)
-    per_token: str | None = None  # also shown and set in tokens: value × scenario[per_token]
-    section: str = ""  # one of SECTIONS, or none
-    when: When | None = None  # shown (and applied) only while this holds
-    off: Callable[[dict[str, Any]], Any] | None = None  # the estimator's value while hidden
-
-    def applies(self, scn: dict[str, Any]) -> bool:
-        """Whether the estimator receives this control's value (it is not hidden)."""
-        return self.when is None or self.when.holds(scn)
-
-    @property
-    def field(self) -> Field:
-        """The control as a field of the estimator's schema (:mod:`model.specs.schema`): type,
-        range and text choices (integer choices become the range)."""
-        texts = self.choices and all(isinstance(c, str) for c in self.choices)
-        numbers = self.choices and self.kind is int
-        lo = min(self.choices) if numbers else self.lo
-        hi = max(self.choices) if numbers else self.hi
-        return Field(self.key, self.kind, self.tip, lo, hi,
-                     choices=self.choices if texts else None)
-
-    @property
-    def title(self) -> str:
-        """The panel's label: the name with its unit ("HBM capacity (GB)")."""
-        return f"{self.label} ({self.unit})" if self.unit else self.label
-
-    def options(self) -> list[dict[str, Any]]:
-        """Dropdown or radio options: value and display name."""
-        names = self.names or tuple(str(c) for c in self.choices)
-        return [{"label": n, "value": c} for c, n in zip(self.choices, names)]
 
 
 def _model_choice(text: str) -> Field:
@@ -147,20 +68,6 @@ def _published_batch(m: Any) -> int:
     return m.global_batch or DEFAULT_GLOBAL_BATCH
 
 
-def _attention_kind(m: Any) -> str:
-    """MLA with low-rank keys/values, MHA with one K/V head per head, else GQA (MQA: 1)."""
-    return "mla" if m.mla else ("mha" if m.kv_heads == m.heads else "gqa")
-
-
-def _zero(_: dict[str, Any]) -> int:
-    return 0
-
-
-def _heads(scn: dict[str, Any]) -> Any:
-    return scn["heads"]
-
-
-ON_OFF = ((True, False), ("on", "off"))
 _COST_FIELD = {f.name: f for f in COST_FIELDS}
 
 
@@ -170,81 +77,6 @@ def _cost(key: str, label: str, unit: str, tip: str, widget: str = "number") -> 
     return Control(key, label, "plan", widget, f.kind, tip, unit=unit, lo=f.lo, hi=f.hi,
                    choices=tuple(f.choices or ()), spec=key, default=getattr(DEFAULT_COSTS, key))
 STACKS = (*list_stacks(), NO_STACK)
-
-# attention: the kind decides which of its sizes apply (MHA: K/V heads = heads; MLA: its ranks)
-ATTENTION_CONTROLS = (
-    Control("attention", "Attention type", "model", "radio", str,
-            "MHA: one key/value head per query head; GQA/MQA: fewer key/value heads shared by "
-            "groups of heads (1: multi-query); MLA: multi-head latent attention (DeepSeek-V2/"
-            "V3), keys and values (and queries) through low-rank latents.",
-            choices=("mha", "gqa", "mla"), names=("MHA", "GQA / MQA", "MLA"),
-            read=_attention_kind, section="attention"),
-    Control("kv_heads", "KV heads", "model", "number", int,
-            "Key/value heads of grouped-query attention; must divide the heads (1: "
-            "multi-query).", lo=1, hi=100_000, spec="kv_heads", section="attention", when=GQA,
-            off=_heads),
-    Control("q_lora_rank", "Query compression rank", "model", "number", int,
-            "MLA: rank of the query latent (0: queries projected directly from the hidden "
-            "state, as DeepSeek-V2-Lite).", lo=0, hi=1_000_000, spec="q_lora_rank",
-            section="attention", when=MLA, off=_zero),
-    Control("kv_lora_rank", "KV compression rank", "model", "number", int,
-            "MLA: rank of the key/value latent, what the KV cache keeps per token (512 in "
-            "DeepSeek-V3).", lo=0, hi=1_000_000, spec="kv_lora_rank", section="attention",
-            when=MLA, off=_zero),
-    Control("qk_nope_head_dim", "Q/K head dim (no rotary)", "model", "number", int,
-            "MLA: query/key dimension per head without rotary embedding.", lo=0, hi=100_000,
-            spec="qk_nope_head_dim", section="attention", when=MLA, off=_zero),
-    Control("qk_rope_head_dim", "Q/K rotary head dim", "model", "number", int,
-            "MLA: query/key dimension per head that carries the rotary embedding (the key's "
-            "is shared by the heads).", lo=0, hi=100_000, spec="qk_rope_head_dim",
-            section="attention", when=MLA, off=_zero),
-    Control("v_head_dim", "Value head dim", "model", "number", int,
-            "MLA: value (and attention output) dimension per head.", lo=0, hi=100_000,
-            spec="v_head_dim", section="attention", when=MLA, off=_zero),
-)
-# mixture of experts: routed experts 0 is a dense model, whatever the hidden sizes say
-MOE_CONTROLS = (
-    Control("experts", "Routed experts", "model", "number", int,
-            "Routed experts E per MoE layer; 0: a dense model (the MoE sizes below do not "
-            "apply).", lo=0, hi=100_000, spec="experts", section="moe"),
-    Control("top_k", "Experts per token (top-k)", "model", "number", int,
-            "Routed experts each token is sent to: k copies of each token cross the "
-            "expert-parallel all-to-all and k expert MLPs run per token.", lo=0, hi=100_000,
-            spec="top_k", section="moe", when=MOE, off=_zero),
-    Control("expert_ffn", "Expert FFN size", "model", "number", int,
-            "Hidden size f_e of one routed expert's MLP (2048 in DeepSeek-V3).", lo=0,
-            hi=10_000_000, spec="expert_ffn", section="moe", when=MOE, off=_zero),
-    Control("shared_experts", "Shared experts", "model", "number", int,
-            "Experts every token passes through besides its routed ones (no all-to-all).",
-            lo=0, hi=1_000, spec="shared_experts", section="moe", when=MOE, off=_zero),
-    Control("dense_layers", "Dense layers", "model", "number", int,
-            "Layers with a dense MLP of the FFN size instead of experts (DeepSeek-V3's first "
-            "3); the others are MoE layers.", unit="layers", lo=0, hi=10_000,
-            spec="dense_layers", section="moe", when=MOE, off=_zero),
-)
-# how a mixture of experts executes (the software stack's defaults; shown for a MoE model)
-MOE_EXECUTION_CONTROLS = (
-    Control("ep_dispatcher", "EP dispatcher", "execution", "dropdown", str,
-            "How tokens travel to their experts: alltoall (NCCL all-to-all, one copy per "
-            "routed expert) or flex (DeepEP / HybridEP: each token crosses to another NVLink "
-            "domain once, then fans out over NVLink).", choices=ex.EP_DISPATCHERS,
-            spec="ep_dispatcher", section="moe_execution", when=MOE),
-    Control("ep_overlap", "EP all-to-all overlap", "execution", "switch", bool,
-            "Overlap the expert-parallel all-to-alls of one microbatch with the compute of "
-            "another (Megatron-Core's --overlap-moe-expert-parallel-comm); off: exposed.",
-            choices=ON_OFF[0], names=ON_OFF[1], spec="ep_overlap", section="moe_execution",
-            when=MOE),
-    Control("moe_capacity_factor", "Capacity factor", "execution", "number", float,
-            "0: dropless routing. c > 0: every expert takes c × the mean tokens per expert, "
-            "dropping beyond and padding below (the token-drop recipes); it then sets the "
-            "busiest GPU's load instead of the imbalance.", unit="× mean", lo=0, hi=64,
-            spec="moe_capacity_factor", section="moe_execution", when=MOE),
-    Control("moe_imbalance", "Load imbalance", "execution", "number", float,
-            "Dropless routing: tokens of the busiest GPU's experts over the mean (1.0: "
-            "force-balanced, as published benchmarks run; real routing is not); the step "
-            "waits for that GPU's expert GEMMs and all-to-alls.", unit="× mean", lo=1, hi=64,
-            spec="moe_imbalance", section="moe_execution", when=MOE),
-)
 
 CONTROLS: tuple[Control, ...] = (
     # --- model ----------------------------------------------------------------------------
