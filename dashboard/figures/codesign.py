@@ -78,10 +78,12 @@ def codesign_figure(frame: pd.DataFrame, varied: Sequence[str],
     (``best``) and outlined. Hover: the value, price per GPU, GPUs bought and used, and the
     configuration."""
     varied = list(varied)
+    if metric not in METRICS:
+        return empty_figure(f"Unknown metric {str(metric)[:40]!r}.", presentation)
     msg = check_frame(frame, ("model", "gpus", "best", metric, *varied,
                               *(c for c, *_ in HOVER[:3])), "co-design rows")
-    if msg or metric not in METRICS:
-        return empty_figure(msg or f"Unknown metric {metric!r}.", presentation)
+    if msg:
+        return empty_figure(msg, presentation)
     frame = frame.assign(_label=[design_label(r, varied) for _, r in frame.iterrows()],
                          config=config_text(frame))
     labels = list(dict.fromkeys(frame["_label"]))
