@@ -32,8 +32,7 @@ PLACEHOLDER = ("Set the study above and press Run co-design: the map of designs 
 def _field_row(i: int, row: dict[str, Any]) -> html.Div:
     return html.Div(className="codesign-field", children=[
         dcc.Dropdown(id={"type": "cd-field", "i": i}, options=codesign.FIELD_OPTIONS,
-                     value=row["field"], placeholder="system field", clearable=True,
-                     style={"minWidth": "240px"}),
+                     value=row["field"], placeholder="system field", clearable=True),
         dcc.Input(id={"type": "cd-values", "i": i}, type="text", value=row["values"],
                   placeholder="values, e.g. 40, 80", debounce=True),
         dcc.Input(id={"type": "cd-prices", "i": i}, type="text", value=row["prices"],
@@ -68,7 +67,10 @@ def section() -> html.Div:
             _box("budget", "Budget (USD)", d["budget_usd"]),
             _box("base", "Base price per GPU (USD)", d["base_usd"]),
         ]),
-        html.Div([_field_row(i, row) for i, row in enumerate(d["rows"])]),
+        html.Div(className="codesign-fields", children=[
+            *[html.Span(text, className="codesign-head") for text in (
+                "Varied system field", "Its values", "USD each value adds per GPU")],
+            *[_field_row(i, row) for i, row in enumerate(d["rows"])]]),
         html.Div(className="sweep-form", children=[
             html.Button("Run co-design", id="cd-run", className="btn-primary"),
             html.Button("Cancel", id="cd-cancel", disabled=True),

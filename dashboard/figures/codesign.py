@@ -109,9 +109,10 @@ def codesign_figure(frame: pd.DataFrame, varied: Sequence[str],
         colorbar=dict(title=dict(text="of the model's best", side="right"), thickness=16,
                       outlinewidth=0, tickformat=".0%"),
         meta={"group": "designs", "customdata": names})]
-    layout = base_layout(f"Co-design: {METRICS[metric]} per design and model", presentation)
+    short = METRICS[metric].split(" (")[0]  # the title stays clear of the tool bar
+    layout = base_layout(f"Co-design: {short}", presentation)
     layout.update(
-        xaxis=dict(type="category", title=dict(text="model"), showgrid=False, side="top"),
+        xaxis=dict(type="category", title=dict(text="model"), showgrid=False),
         yaxis=dict(type="category", categoryorder="array", categoryarray=labels,
                    autorange="reversed", title=dict(text="design"), showgrid=False,
                    automargin=True),
