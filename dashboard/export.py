@@ -76,11 +76,15 @@ def caption(scn: dict[str, Any] | None, name: str, figure: dict[str, Any] | None
     """What an exported figure shows: model, system, budget and batch, and the date.
 
     Validation figures do not depend on the scenario: they name the published runs and the
-    estimator's version. The system comparison names its systems (its traces)."""
+    estimator's version. A figure drawn from inputs of its own (the co-design map) carries its
+    caption in ``layout.meta['caption']``. The system comparison names its systems (its traces)."""
     day = (today or datetime.date.today()).isoformat()
     if name.startswith("validation-"):
         return (f"published training runs (model/data/reference) vs transformer-perf "
                 f"{__version__} · exported {day}")
+    meta = ((figure or {}).get("layout") or {}).get("meta")
+    if isinstance(meta, dict) and isinstance(meta.get("caption"), str):  # its own inputs
+        return f"{meta['caption'][:300]} · transformer-perf {__version__} · {day}"
     if not scn:
         return f"transformer-perf {__version__} · exported {day}"
     model = f"{scn['model']}{_edited(scn, model_values(scn['model']))}"

@@ -8,6 +8,7 @@ instead of raising when there is nothing to plot. Colours and labels come from
 """
 
 from .breakdown import memory_figure, time_breakdown_figure
+from .codesign import codesign_figure
 from .common import empty_figure
 from .compare import parse_system_label, systems_figure
 from .cross_validation import cross_validation_figure
@@ -20,8 +21,8 @@ from .table import figure_table
 from .validation import validation_error_figure, validation_scatter_figure
 
 __all__ = [
-    "cross_validation_figure", "efficiency_figure", "empty_figure", "figure_table",
-    "hbm_contour_figure", "heatmap_figure", "lost_node_figure", "memory_figure",
+    "codesign_figure", "cross_validation_figure", "efficiency_figure", "empty_figure",
+    "figure_table", "hbm_contour_figure", "heatmap_figure", "lost_node_figure", "memory_figure",
     "ops_breakdown_figure", "optimal_config_figure", "pareto_figure", "parse_system_label",
     "plain_figures", "roofline_figure", "systems_figure", "time_breakdown_figure",
     "training_time_figure", "validation_error_figure", "validation_scatter_figure",

@@ -18,7 +18,7 @@ from model.explore.economics import power_and_prices
 from model.explore.lost_node import DEFAULT_CLIFF_RATIO
 from model.physics.goodput import job_mtbf_s
 
-from .. import compute, figures, notes, planner
+from .. import codesign_view, compute, figures, notes, planner
 from ..export import graph_card
 from ..scenario import build_inputs, costs_of, validate_scenario
 from ..theme import strategy_label
@@ -62,6 +62,7 @@ layout = html.Div(className="page-body", children=[
         graph_card("plan-lost", "Losing nodes from the planned job", height=460, note=(
             "Throughput per GPU left relative to the full job's, for the best configuration on "
             "at most the GPUs left (some may idle) and using every GPU left; ✕: the cliff.")),
+        codesign_view.section(),
     ]),
 ])
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,12 +79,14 @@ def codesign(models: Sequence[Transformer], system: System, budget_usd: float,
              vary: Mapping[str, Sequence[float]], prices: PriceTable | Mapping | str,
              global_batch: int | Sequence[int], *, strategy: str = "1d",
              execution: Mapping | None = None, stack: str | Stack | None = None,
-             costs: object = None, budget: int = DEFAULT_BUDGET) -> CodesignResult:
+             costs: object = None, budget: int = DEFAULT_BUDGET,
+             progress: Callable[[int, int], None] | None = None) -> CodesignResult:
     """One row per (model, design): ``model``, the varied fields, ``price_per_gpu_usd``,
     ``max_gpus``, ``gpus`` (the best cluster size up to it; 0 when nothing fits),
     ``samples_per_s``, ``samples_per_s_per_musd`` (per million USD of the GPUs used) and the
     best configuration (:data:`BEST`, memory columns renamed as in :data:`RENAME`), ``best``
-    marking each model's fastest design. ``global_batch``: one for all models or one each."""
+    marking each model's fastest design. ``global_batch``: one for all models or one each.
+    ``progress(done, total)`` is called after each row (a caller may raise to stop)."""
     start = time.perf_counter()
     table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     vary = check_vary(vary, table)
@@ -105,6 +107,8 @@ def codesign(models: Sequence[Transformer], system: System, budget_usd: float,
         for design, price, most in plans:
             rows.append(_best(model, system, design, price, most, reach, node, gbs, strategy,
                               execution, stack, costs, budget))
+            if progress is not None:
+                progress(len(rows), len(models) * len(plans))
     frame = pd.DataFrame(rows)
     frame["best"] = frame.groupby("model")["samples_per_s"].transform("max").eq(
         frame["samples_per_s"]) & (frame["samples_per_s"] > 0)

@@ -126,3 +126,19 @@ def check_vary(vary: Mapping[str, Sequence[float]], prices: PriceTable) -> dict[
 
 def _checked(field: Any, value: Any) -> float | int:
     return check_field("vary", field, value)
+
+
+# Calculon's Study 5 (Isaev et al., SC23, §VI-E and Table 3): the defaults of the dashboard's
+# co-design form, the same inputs as bench/study5/ (which the README's table is made from).
+STUDY5_BUDGET_USD = 125e6
+STUDY5_PRICES: dict[str, Any] = {
+    "base_usd": 20000,
+    "hbm_capacity_gb": {"20": 2250, "40": 5000, "80": 10000, "120": 20000},
+    "host_memory_gb": {"0": 0, "256": 2500, "512": 10000, "1024": 20000},
+}
+# (workload preset, global batch in samples): Narayanan et al. 2021's runs of these models
+STUDY5_MODELS = (("gpt3-175b", 1536), ("turing-530b", 2520), ("megatron-1t", 3072))
+STUDY5_SYSTEM = "h100"
+# DDR5 offload memory at 100 GB/s per GPU, GPU-host link and host memory alike (Study 5
+# publishes none; Calculon's Study 4 offload memory is "512 GB @ 100 GB/s")
+STUDY5_HOST_GB_PER_S = 100.0
