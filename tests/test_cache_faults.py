@@ -18,11 +18,13 @@ import atexit
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +323,110 @@ def test_directory_deleted_repeatedly_under_concurrent_requests(tmp_path):
     assert out["max_s"] < STALL_S
     assert out["requests"] > 50
     assert out["misses_after"] == 0
+
+
+def within(seconds: float, fn) -> Any:
+    """``fn()`` on a daemon thread; AssertionError if it has not returned after ``seconds``
+    (the thread is left behind: a stalled cache must fail the test, not hang it)."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            out["error"] = exc
+    t = threading.Thread(target=run, daemon=True)
+    start = time.monotonic()
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds:g} s"
+    if "error" in out:
+        raise out["error"]
+    return out["value"], time.monotonic() - start
+
+
+def bounded_cache(directory: Path | str):
+    """A cache object as :func:`dashboard.compute.cache` opens it (rollback journal)."""
+    from dashboard.diskstore import BoundedCache
+
+    return BoundedCache(str(directory), timeout=1, sqlite_journal_mode="delete",
+                        sqlite_mmap_size=0, sqlite_synchronous=0)
+
+
+def test_one_cache_object_on_two_database_files_leaves_no_lock(tmp_path):
+    """The cause of the once-flaky deletion test, step by step. A cache object used by several
+    threads while its directory is deleted and re-created ends up with connections to two
+    database files (the deleted one and the new one), so two write transactions run at once.
+    diskcache kept *one* transaction owner per object: the second overwrote the first's, whose
+    check before COMMIT then failed (AssertionError) and left its connection inside the
+    transaction, holding the new file's write lock; re-creating the cache on that file then
+    retried "database is locked" for 60 s. Failed before the fix (AssertionError in thread A,
+    re-creation still running after 10 s); owners are per thread now."""
+    directory = str(tmp_path / "results")
+    store = bounded_cache(directory)
+    store.set("warm", "x")  # this thread's connection: the first file
+    events = {name: threading.Event() for name in ("a_in", "b_in", "a_go", "b_go")}
+    errors: dict[str, BaseException] = {}
+
+    def transaction(inside: str, leave: str) -> None:
+        try:
+            with store.transact():  # BEGIN IMMEDIATE: this file's write lock
+                events[inside].set()
+                assert events[leave].wait(10)
+                if inside == "a_in":  # (both began before any journal existed)
+                    store.set("a", "value")
+        except BaseException as exc:  # noqa: BLE001
+            errors[inside] = exc
+            events[inside].set()
+
+    old_file_connected = threading.Event()
+
+    def thread_b() -> None:  # connects now (the first file), begins after A
+        store.get("warm")
+        old_file_connected.set()
+        assert events["a_in"].wait(10)
+        transaction("b_in", "b_go")
+    old_file = threading.Thread(target=thread_b, daemon=True)
+    old_file.start()
+    assert old_file_connected.wait(10)
+    shutil.rmtree(directory)
+    bounded_cache(directory).close()  # re-created: the second file
+    new_file = threading.Thread(target=transaction, args=("a_in", "a_go"), daemon=True)
+    new_file.start()  # A's first connection: the second file
+    assert events["a_in"].wait(10) and events["b_in"].wait(10)
+    events["a_go"].set()
+    new_file.join(10)
+    events["b_go"].set()
+    old_file.join(10)
+    # the new file's transaction committed; the deleted file's may fail (its directory is gone)
+    assert "a_in" not in errors, errors
+    assert not isinstance(errors.get("b_in"), AssertionError), errors
+    fresh, seconds = within(10, lambda: bounded_cache(directory))
+    assert seconds < 3
+    within(5, lambda: fresh.set("after", "value"))
+    assert fresh.get("after") == "value" and fresh.get("a") == "value"
+
+
+def test_a_failed_commit_releases_the_write_lock(tmp_path):
+    """A COMMIT refused with "database is locked" (a reader kept its shared lock beyond the
+    busy timeout) left diskcache's connection inside its transaction for good: every later
+    write and re-creation of the cache waited on its lock. Failed before the fix (the
+    re-creation still running after 10 s); the connection is closed now."""
+    directory = tmp_path / "results"
+    store = bounded_cache(directory)
+    store.set("k", "v0")
+    reader = sqlite3.connect(str(directory / "cache.db"), timeout=1, isolation_level=None,
+                             check_same_thread=False)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM Cache").fetchall()  # holds a shared lock
+    with pytest.raises(Exception):  # noqa: B017 - diskcache's Timeout or sqlite's error
+        store.set("k", "v1")  # COMMIT needs the exclusive lock: refused after 1 s
+    reader.execute("COMMIT")
+    reader.close()
+    fresh, seconds = within(10, lambda: bounded_cache(directory))
+    assert seconds < 3
+    within(5, lambda: fresh.set("k", "v2"))
+    assert fresh.get("k") == "v2" and store.get("k") == "v2"
 
 
 def test_deleted_database_file_recovers_in_every_thread(cache_dir):
