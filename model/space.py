@@ -101,6 +101,24 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     before multiplying them by their placements.
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
+    cols = stage_rows(model, strategy, gpus, global_batch, pins, equal_stages)
+    l = model.seq_len
+    mb = _pin(divisors(global_batch), pins, "microbatch")
+    split = microbatch_split(cols, strategy)
+    ok = ((global_batch // cols["dp"])[:, None] % mb[None, :] == 0) & (
+        (mb[None, :] * l) % split[:, None] == 0)
+    cols = _expand(cols, "microbatch", mb, ok)
+    if interleave > 1:  # V stages per GPU: pp > 1, V | layers per stage, pp | microbatches
+        n_mb = global_batch // cols["dp"] // cols["microbatch"]
+        keep = (interleavable(model, cols["pp"], interleave) & (n_mb % cols["pp"] == 0))
+        cols = {k: v[keep] for k, v in cols.items()}
+    return _panels(cols, model.hidden, strategy.has_panels, pins)
+
+
+def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
+               pins: dict, equal_stages: bool = True) -> dict[str, np.ndarray]:
+    """Every (tp1, tp2, pp, dp) allowed on ``gpus`` GPUs: the shapes before the microbatch and
+    the SUMMA panels are chosen (``pins`` without None values)."""
     n, e, h, kv, l = gpus, model.hidden, model.heads, model.kv_heads, model.seq_len
     div_n = divisors(n)
     tp1 = _pin(div_n, pins, "tp1")
@@ -119,7 +137,7 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     tp = cols["tp1"] * cols["tp2"]
     # stages: equal (pp | layers, as in the paper) or uneven (any pp ≤ layers, fullest stage
     # ceil(layers / pp) blocks, as Megatron's uneven first/last stages allow)
-    pp_values = divisors(model.layers) if equal_stages else divisors(n)[divisors(n) <= model.layers]
+    pp_values = divisors(model.layers) if equal_stages else div_n[div_n <= model.layers]
     pp = _pin(pp_values, pins, "pp")
     cols = _expand(cols, "pp", pp, n % (tp[:, None] * pp[None, :]) == 0)
     dp = n // (cols["tp1"] * cols["tp2"] * cols["pp"])
@@ -128,19 +146,21 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
         keep &= dp == pins["dp"]
     cols = {k: v[keep] for k, v in cols.items()}
     cols["dp"] = dp[keep]
-    mb = _pin(divisors(global_batch), pins, "microbatch")
+    return cols
+
+
+def microbatch_split(cols: dict[str, np.ndarray], strategy: Strategy) -> np.ndarray:
+    """What each row's microbatch × sequence must be divisible by (tp1, tp2 or tp1·tp2)."""
     split = np.ones_like(cols["tp1"])
     for a in strategy.microbatch_divides:
         split = split * cols[a]
-    ok = ((global_batch // cols["dp"])[:, None] % mb[None, :] == 0) & (
-        (mb[None, :] * l) % split[:, None] == 0)
-    cols = _expand(cols, "microbatch", mb, ok)
-    if interleave > 1:  # V stages per GPU: pp > 1, V | layers per stage, pp | microbatches
-        n_mb = global_batch // cols["dp"] // cols["microbatch"]
-        keep = ((cols["pp"] > 1) & (stage_layers(model.layers, cols["pp"]) % interleave == 0)
-                & (n_mb % cols["pp"] == 0))
-        cols = {k: v[keep] for k, v in cols.items()}
-    return _panels(cols, e, strategy.has_panels, pins)
+    return split
+
+
+def interleavable(model: Transformer, pp: np.ndarray, interleave: int) -> np.ndarray:
+    """Rows whose pipeline can run ``interleave`` virtual stages per GPU (pp > 1, and the
+    layers of a stage split into them); the microbatch count must be a multiple of pp too."""
+    return (pp > 1) & (stage_layers(model.layers, pp) % interleave == 0)
 
 
 def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
