@@ -9,6 +9,7 @@ recomputation.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -19,7 +20,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,11 @@ def _source_digest() -> str:
 
 ESTIMATOR_VERSION = f"{estimator.__version__}+{_source_digest()}"
 _cache: diskcache.Cache | None = None
+# a cache that fails on the file it opened (read-only, disk full) or cannot be opened is left
+# alone this long: requests compute without it, and it is logged once per interval
+BACKOFF_S = float(os.environ.get("PERF_CACHE_BACKOFF_S", 30))
+_down_until = 0.0
+_now = time.monotonic
 
 
 _open_lock = threading.Lock()  # one thread at a time (re)creates the cache
@@ -79,6 +84,8 @@ def cache() -> diskcache.Cache | None:
     store = _cache
     if store is not None and (Path(store.directory) / "cache.db").is_file():
         return store
+    if _now() < _down_until:
+        return None
     if not _open_lock.acquire(timeout=OPEN_WAIT_S):
         return None  # another thread is still re-creating it: this request recomputes
     try:
@@ -89,6 +96,8 @@ def cache() -> diskcache.Cache | None:
 
 def _open() -> diskcache.Cache | None:
     global _cache
+    database = CACHE_DIR / "results" / "cache.db"
+    before = _file_identity(database)
     try:
         if _cache is None or not (Path(_cache.directory) / "cache.db").is_file():
             _reset_cache()
@@ -100,12 +109,62 @@ def _open() -> diskcache.Cache | None:
                                   # no WAL, no mmap: files deleted under a live process
                                   # cost an error, never a stall or a SIGBUS; no fsync
                                   sqlite_journal_mode="delete", sqlite_mmap_size=0,
-                                  sqlite_synchronous=0)
+                                  sqlite_synchronous=0,
+                                  # evict at most two entries per write (diskcache's ten
+                                  # took the one just written with it when few fit)
+                                  cull_limit=2)
         return _cache
     except Exception as exc:  # noqa: BLE001 - a broken cache must never break a view
-        log.warning("results cache unavailable: %s", exc)
         _reset_cache(exc)
+        # an OS refusal is for good; SQLite's "read-only" too if the file is still the one
+        # tried (a database whose directory is deleted meanwhile fails as read-only as well)
+        if (isinstance(exc, OSError) and _persistent(exc)) or (
+                _persistent(exc) and before is not None
+                and _file_identity(database) == before):
+            _back_off("results cache unavailable", exc)
+        else:
+            log.info("results cache not opened (%s)", exc)
         return None
+
+
+def _file_identity(path: Path) -> tuple | None:
+    """(device, inode, change time) of a file, None if it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+PERSISTENT_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOTDIR,
+                     errno.EDQUOT)
+
+
+def _persistent(exc: Exception) -> bool:
+    """A failure the next request would meet again: no permission, a read-only file or file
+    system, a full disk, a file where the directory should be."""
+    if isinstance(exc, OSError) and exc.errno in PERSISTENT_ERRNOS:
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "readonly" in text or "read-only" in text or "is full" in text)
+
+
+def _back_off(what: str, exc: Exception) -> None:
+    """Stop using the cache for BACKOFF_S (one log line per interval)."""
+    global _down_until
+    if _now() >= _down_until:
+        log.warning("%s (%s); computing without it for %g s", what, exc, BACKOFF_S)
+    _down_until = _now() + BACKOFF_S
+
+
+def _failed(what: str, exc: Exception) -> None:
+    """A read or write failed: drop the handle; the next request opens the cache again. That
+    opening is what tells a deleted or replaced database (it works again) from a read-only or
+    full one (it fails on the same file, and backs off: see :func:`_open`). A corrupt database
+    is removed by :func:`_reset_cache`."""
+    log.info("results cache %s failed (%s); recomputing", what, exc)
+    _reset_cache(exc)
 
 
 def _reset_cache(exc: Exception | None = None) -> None:
@@ -128,8 +187,7 @@ def _read(key: str) -> str | None:
         text = store.get(key)
         return text if isinstance(text, str) else None
     except Exception as exc:  # noqa: BLE001 - deleted or corrupt cache: recompute
-        log.warning("cache read failed (%s); recomputing", exc)
-        _reset_cache(exc)
+        _failed("read", exc)
         return None
 
 
@@ -140,8 +198,7 @@ def _write(key: str, text: str) -> None:
     try:
         store.set(key, text)
     except Exception as exc:  # noqa: BLE001
-        log.warning("cache write failed: %s", exc)
-        _reset_cache(exc)
+        _failed("write", exc)
 
 
 def cache_key(kind: str, payload: dict[str, Any]) -> str:
@@ -157,12 +214,36 @@ def cached_frame(kind: str, payload: dict[str, Any],
     text = _read(key)
     if text is not None:
         try:
-            return pd.read_json(StringIO(text), orient="split", precise_float=True)
-        except (ValueError, TypeError, KeyError) as exc:  # a corrupt entry: recompute
+            return frame_from_text(text)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a corrupt entry
             log.warning("cached frame unreadable (%s); recomputing", exc)
     frame = compute()
-    _write(key, frame.to_json(orient="split", double_precision=15))
+    _write(key, frame_to_text(frame))
     return frame
+
+
+def frame_to_text(frame: pd.DataFrame) -> str:
+    """A frame as JSON text, losslessly: floats as Python writes them (shortest text that
+    reads back to the same double), NaN/inf by name, each column's dtype kept."""
+    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and \
+        frame.index.step == 1
+    return json.dumps({
+        "columns": [str(c) for c in frame.columns],
+        "dtypes": [str(t) for t in frame.dtypes],
+        "data": [frame[c].tolist() for c in frame.columns],
+        "index": None if plain else frame.index.tolist()})
+
+
+def frame_from_text(text: str) -> pd.DataFrame:
+    """The frame :func:`frame_to_text` wrote."""
+    doc = json.loads(text)
+    columns, dtypes, data = doc["columns"], doc["dtypes"], doc["data"]
+    if not (len(columns) == len(dtypes) == len(data)):
+        raise ValueError("columns, dtypes and data differ in length")
+    index = None if doc["index"] is None else pd.Index(doc["index"])
+    frame = pd.DataFrame({c: pd.Series(v, dtype=t) for c, v, t in zip(columns, data, dtypes)},
+                         columns=columns)
+    return frame if index is None else frame.set_axis(index)
 
 
 def cached_outputs(kind: str, payload: dict[str, Any], compute: Callable[[], tuple]) -> list:

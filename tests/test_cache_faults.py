@@ -51,6 +51,7 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     """A fresh, private results cache for every test (created on first use)."""
     monkeypatch.setattr(compute, "CACHE_DIR", tmp_path / "cache")
     monkeypatch.setattr(compute, "_cache", None)
+    monkeypatch.setattr(compute, "_down_until", 0.0, raising=False)  # no back-off left over
     yield tmp_path / "cache"
     if compute._cache is not None:
         compute._cache.close()
@@ -119,7 +120,7 @@ def test_size_limit_bounds_the_volume_and_evicts_old_entries(rows, monkeypatch):
     store = compute.cache()
     assert store.size_limit == limit
     assert store.eviction_policy == "least-recently-used"
-    entry = len(frame_of(0, rows).to_json(orient="split", double_precision=15))
+    entry = len(compute.frame_to_text(frame_of(0, rows)))
     n = max(40, 3 * limit // entry)  # three times what fits
     volumes = []
     for i in range(n):
@@ -130,11 +131,14 @@ def test_size_limit_bounds_the_volume_and_evicts_old_entries(rows, monkeypatch):
     assert max(volumes) <= limit + entry + 64 * 1024, (max(volumes), limit, entry)
     assert len(store) < n
     assert key_of(0, rows) not in store and key_of(1, rows) not in store  # oldest went first
-    assert key_of(n - 1, rows) in store
+    # the newest entries are kept (diskcache evicts up to ten at once, so with fewer than ten
+    # entries under the limit the one just written may go too: which survive depends on size)
+    kept = [i for i in range(n) if key_of(i, rows) in store]
+    assert kept and min(kept) > 1 and max(kept) >= n - 10, kept
     # results stay right: an evicted entry is recomputed, a kept one is served
     assert_frame(get_frame(counter, 0, rows), 0, rows)
     assert counter.calls[-1] == 0 and len(counter.calls) == n + 1
-    assert_frame(get_frame(counter, n - 1, rows), n - 1, rows)
+    assert_frame(get_frame(counter, max(kept), rows), max(kept), rows)
     assert len(counter.calls) == n + 1
 
 
@@ -144,7 +148,7 @@ def test_eviction_is_least_recently_used(monkeypatch):
     limit = 2 * 1024 * 1024
     monkeypatch.setattr(compute, "CACHE_SIZE_BYTES", limit)
     counter = Counter()
-    entry = len(frame_of(0, LARGE).to_json(orient="split", double_precision=15))
+    entry = len(compute.frame_to_text(frame_of(0, LARGE)))
     n = 3 * limit // entry
     get_frame(counter, 0, LARGE)
     for i in range(1, n):
