@@ -13,7 +13,6 @@ import errno
 import hashlib
 import json
 import logging
-import math
 import os
 import shutil
 import sqlite3
@@ -24,15 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 
 import model as estimator
-from model import ModelError, best_per_cell, design_space, evaluate, search
+from model import evaluate, search
+from model.design import design_cells
 from model.sweep import best_frame, sweep
 
+from . import budget
 from .diskstore import BoundedCache
 from .figures.common import plain
 from .scenario import (
@@ -291,8 +291,15 @@ def _strategies(scn: dict[str, Any]) -> tuple[str, ...]:
     return ("1d", "summa", "context") if scn["strategy"] == "all" else (scn["strategy"],)
 
 
+NARROW_SCALING = ("narrow the GPU range, choose one strategy, or a global batch with fewer "
+                  "divisors")
+NARROW_DESIGN = ("choose fewer GPUs or a GPU count with fewer divisors (a power of two), "
+                 "another strategy, or a global batch with fewer divisors")
+
+
 def scaling(scn: dict[str, Any]) -> pd.DataFrame:
-    """Best configuration per (strategy, GPU count) that fits; infeasible points are absent."""
+    """Best configuration per (strategy, GPU count) that fits; infeasible points are absent.
+    ModelError (before anything is built) when it is over the request's budget."""
     payload = {**_inputs(scn), "strategies": _strategies(scn), "counts": gpu_counts(scn)}
 
     def compute() -> pd.DataFrame:
@@ -300,6 +307,9 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
+        budget.check_searches("The scaling views", m, s.nvlink_domain_size, counts,
+                              scn["global_batch"], _strategies(scn), **_how(scn),
+                              narrow=NARROW_SCALING)
         results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
                         **_how(scn))
         return best_frame(results)
@@ -307,15 +317,19 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
 
 
 def design(scn: dict[str, Any]) -> pd.DataFrame:
-    """Best configuration per (x, y) cell of the design space at ``gpus`` GPUs."""
+    """Best configuration per (x, y) cell of the design space at ``gpus`` GPUs (evaluated in
+    chunks; ModelError when over the request's budget)."""
     keys = ("gpus", "design_strategy", "x_axis", "y_axis")
     payload = {**_inputs(scn), **{k: scn[k] for k in keys}}
 
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
-        frame = design_space(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                             **_how(scn))
-        return best_per_cell(frame, scn["x_axis"], scn["y_axis"])
+        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", m,
+                            s.nvlink_domain_size, scn["gpus"], scn["global_batch"],
+                            scn["design_strategy"], **_how(scn), narrow=NARROW_DESIGN)
+        deadline = time.monotonic() + 2 * budget.TIME_BUDGET_S
+        return design_cells(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
+                            scn["x_axis"], scn["y_axis"], **_how(scn), deadline=deadline)
     return cached_frame("design", payload, compute)
 
 
@@ -325,6 +339,9 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
+        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", m,
+                              s.nvlink_domain_size, [scn["gpus"]], scn["global_batch"],
+                              [scn["design_strategy"]], **_how(scn), narrow=NARROW_DESIGN)
         return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
                       **_how(scn), top_k=TOP_K).top
     return cached_frame("top", payload, compute)
@@ -343,103 +360,6 @@ def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
         return evaluate(m, s, int(config["gpus"]), scn["global_batch"], config["strategy"],
                         **_how(scn), **cfg).ops
     return cached_frame("ops", payload, compute)
-
-
-COMPARE_SYSTEMS = ("a100", "h200", "b200")
-COMPARE_NVS = (4, 8, 64)
-
-
-def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
-            domains: tuple[int, ...] = COMPARE_NVS) -> pd.DataFrame:
-    """The scenario's model on several GPU generations × NVLink domain sizes (the paper's
-    9-system figure): the best over strategies per GPU count, with a ``system`` label."""
-    payload = {**_inputs(scn), "names": names, "domains": domains,
-               "counts": gpu_counts(scn), "strategies": _strategies(scn)}
-
-    def compute() -> pd.DataFrame:
-        m, _ = build_inputs(scn)
-        frames = []
-        for name in names:
-            base = estimator.load_system(name)
-            for nvs in domains:
-                if not gpu_counts(scn):
-                    continue
-                best = best_frame(sweep(m, base, gpu_counts(scn), scn["global_batch"],
-                                        _strategies(scn), **_how(scn), nvs=nvs))
-                if best.empty:
-                    continue
-                best = best.loc[best.groupby("gpus")["iteration_time_s"].idxmin()]
-                best.insert(0, "system", f"{name.upper()} · NVS {nvs}")
-                frames.append(best)
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return cached_frame("systems", payload, compute)
-
-
-def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
-    """Why nothing fits: the least memory any configuration needs at the largest GPU count, its
-    breakdown, and the first GPU count (doubling up to 64× further) where something fits."""
-    m, s = build_inputs(scn)
-    counts = gpu_counts(scn)
-    n = counts[-1] if counts else scn["gpus_max"]
-    strategy = "context" if scn["strategy"] == "all" else scn["strategy"]
-    frame = design_space(m, s, n, scn["global_batch"], strategy, **_how(scn))
-    out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
-    if frame.empty:  # no configuration at all: the GPU count does not factor
-        # what dp (| GBS) and tp (| heads, hidden) cannot take is left to pp (≤ layers)
-        out["no_candidates"] = True
-        out["pipeline_needs"] = n // math.gcd(n, scn["global_batch"] * math.gcd(m.heads,
-                                                                                 m.hidden))
-        return out
-    if not frame.empty:
-        row = frame.loc[frame["memory_gb"].idxmin()]
-        parts = {k: float(row[k]) for k in ("weights_gb", "gradients_gb", "optimizer_gb",
-                                             "activations_gb")}
-        out.update(min_memory_gb=float(row["memory_gb"]), parts=parts,
-                   dominant=max(parts, key=parts.get))
-    for more in (2, 4, 8, 16, 32, 64):
-        res = search(m, s, n * more, scn["global_batch"], strategy, **_how(scn), top_k=1)
-        if res.best is not None:
-            out["fits_at_gpus"] = n * more
-            break
-    return out
-
-
-SWEEP_TIME_BUDGET_S = float(os.environ.get("PERF_SWEEP_TIME_BUDGET_S", 300))
-
-
-def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per_s: list[float],
-              progress: Callable[[int, int], None] | None = None,
-              time_budget_s: float | None = None) -> pd.DataFrame:
-    """Training days of the best configuration (any strategy of the scenario) at ``gpus`` GPUs
-    over a grid of HBM capacity × bandwidth (the paper's HBM sweep).
-
-    Raises ModelError once the sweep has run longer than ``time_budget_s`` (default
-    ``SWEEP_TIME_BUDGET_S``), saying how far it got and how to narrow it.
-    """
-    budget = SWEEP_TIME_BUDGET_S if time_budget_s is None else time_budget_s
-    start = time.perf_counter()
-    m, s = build_inputs(scn)
-    rows, total = [], len(capacities_gb) * len(bandwidths_tb_per_s)
-    for i, cap in enumerate(capacities_gb):
-        for j, bw in enumerate(bandwidths_tb_per_s):
-            if time.perf_counter() - start > budget:
-                raise ModelError(
-                    f"the sweep ran out of its {budget:g} s time budget after {len(rows)} of "
-                    f"{total} systems; use fewer points per axis, fewer strategies or a GPU "
-                    "count with fewer configurations")
-            sys_ij = s.with_overrides(hbm_capacity_gb=float(cap),
-                                      hbm_bandwidth_gb_per_s=float(bw) * 1000.0)
-            best = np.inf
-            for strategy in _strategies(scn):
-                res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy,
-                             **_how(scn), top_k=1)
-                if res.best is not None:
-                    best = min(best, float(res.best["train_days"]))
-            rows.append({"hbm_capacity_gb": float(cap), "hbm_bandwidth_gb_per_s": bw * 1000.0,
-                         "train_days": best if np.isfinite(best) else np.nan})
-            if progress is not None:
-                progress(i * len(bandwidths_tb_per_s) + j + 1, total)
-    return pd.DataFrame(rows)
 
 
 def validation() -> pd.DataFrame:

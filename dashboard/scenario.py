@@ -92,9 +92,23 @@ SPEC_KEY = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads"
             "nic_gb_per_s": "nic_bandwidth_gb_per_s", "nics_per_gpu": "nics_per_gpu"}
 
 
+def preset_model(name: Any) -> Transformer:
+    """A model preset, by name only: the web app never loads a file a request names."""
+    if not isinstance(name, str) or name not in list_models():
+        raise ModelError(f"not a model preset; presets: {', '.join(list_models())}")
+    return load_model(name)
+
+
+def preset_system(name: Any) -> System:
+    """A system preset, by name only."""
+    if not isinstance(name, str) or name not in list_systems():
+        raise ModelError(f"not a system preset; presets: {', '.join(list_systems())}")
+    return load_system(name)
+
+
 def model_values(name: str) -> dict[str, Any]:
     """The model-group values of a model preset."""
-    m = load_model(name)
+    m = preset_model(name)
     kind = "tokens" if m.tokens is not None else "samples"
     return {"model": name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
             "kv_heads": m.kv_heads, "ffn": m.ffn, "mlp": m.mlp, "seq_len": m.seq_len,
@@ -104,7 +118,7 @@ def model_values(name: str) -> dict[str, Any]:
 
 def system_values(name: str) -> dict[str, Any]:
     """The system-group values of a system preset."""
-    s = load_system(name)
+    s = preset_system(name)
     return {"system": name, "nvs": s.nvlink_domain_size, "hbm_gb": s.hbm_capacity_gb,
             "hbm_tb_per_s": s.hbm_bandwidth_gb_per_s / 1000.0,
             "matrix_tflops": s.matrix_tflops_fp16, "nvlink_gb_per_s": s.nvlink_bandwidth_gb_per_s,
@@ -131,10 +145,10 @@ def _spec_error_key(message: str) -> str | None:
 
 def build_inputs(scn: dict[str, Any]) -> tuple[Transformer, System]:
     """The estimator's model and system for a (field-valid) scenario. Raises ModelError."""
-    base = load_model(scn["model"])
+    base = preset_model(scn["model"])
     budget = {"tokens": None, "samples": None, scn["budget_kind"]: scn["budget"]}
     model = base.with_overrides(**{k: scn[k] for k in MODEL_KEYS[:-2]}, **budget)
-    system = load_system(scn["system"]).with_overrides(
+    system = preset_system(scn["system"]).with_overrides(
         **{SPEC_KEY[k]: scn[k] for k in SYSTEM_KEYS if k != "hbm_tb_per_s"},
         hbm_bandwidth_gb_per_s=scn["hbm_tb_per_s"] * 1000.0)
     return model, system
@@ -161,6 +175,9 @@ def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[
             clean[key] = check_field("scenario", BY_KEY[key], raw[key])
         except ModelError as exc:
             errors[key] = str(exc).removeprefix("scenario: ")
+            if key in ("model", "system"):  # a name, never a path: say only what is allowed
+                errors[key] = f"'{key}' is not a {key} preset; presets: " + ", ".join(
+                    BY_KEY[key].choices)
     if not errors:
         errors.update(_cross_checks(clean))
     return (None, errors) if errors else (clean, {})
@@ -198,16 +215,27 @@ def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
     return {k: scn[k] for k in EXECUTION_KEYS}
 
 
+MAX_COUNTS = 24
+
+
 def gpu_counts(scn: dict[str, Any]) -> list[int]:
     """The GPU counts of the scaling views: powers of two in [gpus_min, gpus_max], or multiples
-    NVS·2^k when the NVLink domain is not a power of two (e.g. 72). At most 24 counts."""
-    nvs, lo, hi = scn["nvs"], scn["gpus_min"], scn["gpus_max"]
+    NVS·2^k when the NVLink domain is not a power of two (e.g. 72). At most 24 counts.
+
+    Bounded for any input (the loop runs at most 64 times): ModelError unless nvs, gpus_min
+    and gpus_max are positive integers."""
+    nvs, lo, hi = (scn.get(k) for k in ("nvs", "gpus_min", "gpus_max"))
+    for key, value in (("nvs", nvs), ("gpus_min", lo), ("gpus_max", hi)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelError(f"'{key}' must be a positive integer, got {value!r:.40}")
     unit = 1 if nvs & (nvs - 1) == 0 else nvs
-    counts, k = [], 0
-    while unit * 2**k <= hi and len(counts) < 24:
-        if unit * 2**k >= lo:
-            counts.append(unit * 2**k)
-        k += 1
+    counts = []
+    for k in range(64):
+        n = unit * 2**k
+        if n > hi or len(counts) == MAX_COUNTS:
+            break
+        if n >= lo:
+            counts.append(n)
     return counts
 
 

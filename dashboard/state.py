@@ -14,7 +14,10 @@ from typing import Any
 
 from dash import Input, Output, State, callback, ctx, dcc, no_update
 
+from model import ModelError
+
 from .controls import CONTROL_KEYS
+from .guard import page_callback
 from .scenario import (
     default_scenario,
     from_json,
@@ -35,10 +38,18 @@ def _control_values(scn: dict[str, Any]) -> list[Any]:
     return [scn[k] for k in CONTROL_KEYS]
 
 
-def _raw(values: tuple[Any, ...], presentation: list[str], current: dict[str, Any]) -> dict:
-    raw = {**current, **dict(zip(CONTROL_KEYS, values))}
-    raw["presentation"] = "on" in (presentation or [])
+def _raw(values: tuple[Any, ...], presentation: Any, current: Any) -> dict:
+    """The controls' values over the current store (whatever the client sent: the result is
+    validated as a whole)."""
+    raw = {**(current if isinstance(current, dict) else {}), **dict(zip(CONTROL_KEYS, values))}
+    raw["presentation"] = isinstance(presentation, list) and "on" in presentation
     return raw
+
+
+def _current(scn: Any) -> dict[str, Any]:
+    """The store as a valid scenario: the client's own if it validates, else the defaults."""
+    clean, _ = validate_scenario(scn)
+    return clean if clean is not None else default_scenario()
 
 
 @callback(
@@ -70,7 +81,7 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
     if hydrated:
         return (*[no_update] * len(CONTROL_KEYS), no_update, no_update, no_update, no_update)
     raw = from_query(fragment)
-    scn, errors = validate_scenario({**current, **raw}) if raw else (current, {})
+    scn, errors = validate_scenario({**_current(current), **raw})
     if scn is None:  # a broken link: keep the defaults and say why
         first = next(iter(errors.items()))
         return (*[no_update] * len(CONTROL_KEYS), no_update, True, no_update,
@@ -81,25 +92,32 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
 
 @callback(
     *CONTROLS, Output("applied-presets", "data"),
+    Output("err-_", "children", allow_duplicate=True),
     Input("ctl-model", "value"), Input("ctl-system", "value"), Input("reset-model", "n_clicks"),
     Input("reset-system", "n_clicks"), State("applied-presets", "data"),
     State("scenario", "data"), prevent_initial_call=True,
 )
-def apply_preset(model: str, system: str, _m: Any, _s: Any, applied: dict, scn: dict) -> tuple:
-    """A newly chosen preset (or a reset) loads its values into its group of controls."""
+def apply_preset(model: Any, system: Any, _m: Any, _s: Any, applied: Any, scn: Any) -> tuple:
+    """A newly chosen preset (or a reset) loads its values into its group of controls. Only a
+    preset name loads anything (never a file a request names)."""
     trigger = ctx.triggered_id
-    new = dict(scn)
-    if trigger in ("ctl-model", "reset-model") and model:
-        if trigger == "ctl-model" and model == applied.get("model"):
-            return (*[no_update] * len(CONTROL_KEYS), no_update)
-        new.update(model_values(model))
-    elif trigger in ("ctl-system", "reset-system") and system:
-        if trigger == "ctl-system" and system == applied.get("system"):
-            return (*[no_update] * len(CONTROL_KEYS), no_update)
-        new.update(system_values(system))
-    else:
-        return (*[no_update] * len(CONTROL_KEYS), no_update)
-    return (*_control_values(new), {"model": new["model"], "system": new["system"]})
+    applied = applied if isinstance(applied, dict) else {}
+    new = _current(scn)
+    nothing = (*[no_update] * len(CONTROL_KEYS), no_update, no_update)
+    try:
+        if trigger in ("ctl-model", "reset-model") and model:
+            if trigger == "ctl-model" and model == applied.get("model"):
+                return nothing
+            new.update(model_values(model))
+        elif trigger in ("ctl-system", "reset-system") and system:
+            if trigger == "ctl-system" and system == applied.get("system"):
+                return nothing
+            new.update(system_values(system))
+        else:
+            return nothing
+    except ModelError as exc:
+        return (*[no_update] * len(CONTROL_KEYS), no_update, f"Preset refused: {exc}.")
+    return (*_control_values(new), {"model": new["model"], "system": new["system"]}, "")
 
 
 @callback(
@@ -125,20 +143,26 @@ def upload(contents: str | None) -> tuple:
     return (*_control_values(scn), ["on"] if scn["presentation"] else [], presets, "")
 
 
-@callback(Output("scenario-download", "data"), Input("scenario-download-btn", "n_clicks"),
+@callback(Output("scenario-download", "data"),
+          Output("err-_", "children", allow_duplicate=True),
+          Input("scenario-download-btn", "n_clicks"),
           State("scenario", "data"), prevent_initial_call=True)
-def download(_: int, scn: dict[str, Any]) -> dict:
-    """The current (valid) scenario as a JSON file."""
-    return dcc.send_string(to_json(scn or default_scenario()), "scenario.json")
+@page_callback(1, lambda message: (no_update, message))
+def download(_: int, scn: dict[str, Any]) -> tuple:
+    """The current scenario (validated again) as a JSON file."""
+    return dcc.send_string(to_json(scn), "scenario.json"), ""
 
 
 @callback(Output("root", "className"), Input("scenario", "data"))
-def presentation_class(scn: dict[str, Any]) -> str:
-    return "root presentation" if scn and scn.get("presentation") else "root"
+def presentation_class(scn: Any) -> str:
+    clean, _ = validate_scenario(scn)
+    return "root presentation" if clean and clean["presentation"] else "root"
 
 
 @callback(Output("url", "hash", allow_duplicate=True), Input("url", "pathname"),
           State("scenario", "data"), State("hydrated", "data"), prevent_initial_call=True)
-def keep_fragment(_path: str, scn: dict[str, Any], hydrated: bool) -> str:
-    """Navigation links drop the fragment: put the scenario back so the link stays shareable."""
-    return "#" + to_query(scn) if hydrated and scn else no_update
+def keep_fragment(_path: str, scn: Any, hydrated: Any) -> str:
+    """Navigation links drop the fragment: put the (valid) scenario back so the link stays
+    shareable."""
+    clean, _ = validate_scenario(scn)
+    return "#" + to_query(clean) if hydrated is True and clean else no_update

@@ -8,10 +8,13 @@ from typing import Any
 
 import dash
 import dash_ag_grid as dag
-from dash import Input, Output, State, callback, html
+from dash import Input, Output, State, callback, html, no_update
+
+from model import ModelError
 
 from .. import compute, figures
-from ..export import graph_card
+from ..export import graph_card, register_exports
+from ..guard import bad_request, page_callback
 from ..scenario import build_inputs
 
 dash.register_page(__name__, path="/design", name="Design space", order=1,
@@ -51,6 +54,7 @@ OPS_COLUMNS = [
 ]
 
 layout = html.Div(className="page-body", children=[
+    html.Div(id="design-message", className="alert", role="status"),
     html.Div(className="grid", children=[
         graph_card("design-heatmap", "Design space: best time per pair of dimensions",
                    height=520, note=("Each cell: the fastest configuration over every other "
@@ -65,6 +69,7 @@ layout = html.Div(className="page-body", children=[
                        defaultColDef={"resizable": True}, style={"height": "470px"},
                        className="ag-theme-alpine"),
         ]),
+        html.Div(id="design-ops-message", className="alert wide", role="status"),
         graph_card("design-ops", "Where the time goes, per op (selected configuration)",
                    grow=True),
         graph_card("design-roofline", "Roofline of the selected configuration's ops",
@@ -98,9 +103,16 @@ def build_space(scn: dict[str, Any]) -> tuple:
 @callback(
     Output({"type": "graph", "name": "design-heatmap"}, "figure"),
     Output("design-top", "rowData"), Output("design-top", "selectedRows"),
+    Output("design-message", "children"),
     Input("scenario", "data"),
 )
+@page_callback(0, lambda message: (no_update, no_update, no_update, message))
 def update_space(scn: dict[str, Any]) -> list:
+    return [*space_outputs(scn), ""]
+
+
+def space_outputs(scn: dict[str, Any]) -> list:
+    """:func:`build_space`, cached as JSON (ModelError when over the request's budget)."""
     keys = ("gpus", "design_strategy", "x_axis", "y_axis")
     return compute.cached_outputs("page-design", compute.page_payload(scn, *keys),
                                   lambda: build_space(scn))
@@ -119,11 +131,50 @@ def build_ops(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> tup
     return figures.ops_breakdown_figure(ops, presentation=pres), roof, ops.to_dict("records")
 
 
+STRATEGIES = ("1d", "summa", "context")
+
+
+def checked_rows(selected: Any) -> list[dict[str, Any]]:
+    """The table's selection as the callback may use it: [] or [one configuration row] with
+    positive integer dimensions (400 for anything else)."""
+    if selected is None or selected == []:
+        return []
+    row = selected[0] if isinstance(selected, list) else None
+    if not isinstance(row, dict) or row.get("strategy") not in STRATEGIES:
+        raise bad_request("design: the selected row is not a configuration")
+    clean: dict[str, Any] = {"strategy": row["strategy"]}
+    for key in ("gpus", *compute.CONFIG_KEYS):
+        value = row.get(key)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**7:
+            raise bad_request(f"design: the selected row's {key} is not a positive integer")
+        clean[key] = value
+    return [clean]
+
+
 @callback(
     Output({"type": "graph", "name": "design-ops"}, "figure"),
     Output({"type": "graph", "name": "design-roofline"}, "figure"),
-    Output("design-ops-table", "rowData"),
+    Output("design-ops-table", "rowData"), Output("design-ops-message", "children"),
+    Output({"type": "export-context", "name": "design-ops"}, "data"),
+    Output({"type": "export-context", "name": "design-roofline"}, "data"),
     Input("design-top", "selectedRows"), State("scenario", "data"),
 )
+@page_callback(1, lambda message: (no_update, no_update, no_update, message, None, None))
 def update_ops(selected: list[dict[str, Any]] | None, scn: dict[str, Any]) -> tuple:
-    return build_ops(scn, selected)
+    rows = checked_rows(selected)
+    return (*build_ops(scn, rows), "", rows, rows)
+
+
+def _ops_figures(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    rows = checked_rows(context)
+    if not rows:
+        raise ModelError("select a configuration in the table first")
+    ops_fig, roof, _ = build_ops(scn, rows)
+    return {"design-ops": ops_fig, "design-roofline": roof}
+
+
+register_exports(["design-heatmap"],
+                 lambda scn, _context: {"design-heatmap": space_outputs(scn)[0]})
+register_exports(["design-ops", "design-roofline"], _ops_figures)

@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, html
+from dash import Input, Output, callback, html, no_update
 
-from .. import compute, figures
-from ..export import graph_card
+from model import ModelError
+
+from .. import compute, figures, studies
+from ..export import graph_card, register_exports
+from ..guard import page_callback
 from ..scenario import build_inputs, gpu_counts
 
 dash.register_page(__name__, path="/", name="Scaling", order=0,
@@ -41,7 +44,11 @@ def infeasible_text(scn: dict[str, Any], frame) -> str:
         return (f"No GPU count lies between {scn['gpus_min']} and {scn['gpus_max']} (counts are "
                 "powers of two, or multiples of the NVLink domain when it is not one): widen "
                 "the range.")
-    floor = compute.memory_floor(scn)
+    try:
+        floor = studies.memory_floor(scn)
+    except ModelError as exc:
+        return (f"No configuration fits in {scn['hbm_gb']:g} GB of HBM at any GPU count up to "
+                f"{scn['gpus_max']:,}; explaining why was refused: {exc}.")
     if floor.get("no_candidates"):
         rest = floor["pipeline_needs"]
         return (f"No parallel configuration exists on {floor['gpus']} GPUs: dp must divide the "
@@ -95,15 +102,30 @@ def build(scn: dict[str, Any]) -> tuple:
     )
 
 
+def failed(message: str) -> tuple:
+    """The outputs for an invalid scenario or a refused computation: the message, in place of
+    the summary; the figures keep what they showed."""
+    return ("", message, *[no_update] * len(GRAPHS))
+
+
 @callback(
     Output("scaling-summary", "children"), Output("scaling-infeasible", "children"),
     *[Output({"type": "graph", "name": g}, "figure") for g in GRAPHS],
     Input("scenario", "data"),
 )
+@page_callback(0, failed)
 def update(scn: dict[str, Any]) -> list:
-    """The callback: :func:`build` (figures as plain dicts: they are only serialised), its
-    outputs cached as JSON for repeated what-ifs."""
-    def outputs() -> tuple:
+    """The callback: :func:`outputs` of the validated scenario."""
+    return outputs(scn)
+
+
+def outputs(scn: dict[str, Any]) -> list:
+    """:func:`build` (figures as plain dicts: they are only serialised), its outputs cached as
+    JSON for repeated what-ifs. Raises ModelError (e.g. over the request's budget)."""
+    def built() -> tuple:
         with figures.plain_figures():
             return build(scn)
-    return compute.cached_outputs("page-scaling", compute.page_payload(scn), outputs)
+    return compute.cached_outputs("page-scaling", compute.page_payload(scn), built)
+
+
+register_exports(GRAPHS, lambda scn, _context: dict(zip(GRAPHS, outputs(scn)[2:])))

@@ -16,7 +16,7 @@ from typing import Any
 import dash
 import dash_ag_grid as dag
 import pandas as pd
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from model import load_system
@@ -24,7 +24,7 @@ from model.errors import ModelError
 from model.validation import summary
 
 from .. import compute, figures
-from ..export import graph_card
+from ..export import graph_card, register_exports
 from ..figures.validation import (
     MEMORY_METRICS,
     METRIC_LABELS,
@@ -33,6 +33,7 @@ from ..figures.validation import (
     calibration_role,
     predicted_rows,
 )
+from ..guard import page_callback
 
 dash.register_page(__name__, path="/validation", name="Validation", order=4,
                    title="Validation — transformer training what-if")
@@ -243,9 +244,20 @@ def outputs(presentation: bool = False) -> list:
     State("validation-presentation", "data"),
     prevent_initial_call=False,
 )
-def update(_load: Any, scn: dict[str, Any] | None, shown: bool | None) -> list:
+@page_callback(1, lambda message: [*[no_update] * 5, message, no_update])
+def update(_load: Any, scn: dict[str, Any], shown: Any) -> list:
     """On page load, and when presentation mode changes (other scenario changes: nothing)."""
-    pres = bool((scn or {}).get("presentation"))
+    pres = bool(scn["presentation"])
     if shown is not None and bool(shown) == pres:
         raise PreventUpdate
     return [*outputs(pres), pres]
+
+
+def _figures(scn: dict[str, Any], _context: Any) -> dict[str, Any]:
+    out = outputs(bool(scn["presentation"]))
+    if out[5]:
+        raise ModelError(out[5])
+    return dict(zip(GRAPHS, out[1:4]))
+
+
+register_exports(GRAPHS, _figures)
