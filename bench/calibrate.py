@@ -1,115 +1,118 @@
-"""How the efficiencies in systems/*.json were calibrated (prints the fits; changes nothing).
+"""Calibrate the software stacks' GEMM efficiency and cross-validate it.
 
-Run: python bench/calibrate.py
+Run: python bench/calibrate.py            # prints the fits and the error tables
+     python bench/calibrate.py --write    # and writes them into model/data/stacks/*.json and
+                                          # model/data/reference/cross_validation.json
 
-Method: each parameter is fitted by a grid search that minimises the mean absolute error of the
-predicted iteration time on a *calibration* subset of the public runs; the rest of the runs are
-held out and only reported, to show whether the fit generalises.
-
-* A100 ``flop_efficiency`` (with and without GEMM wave quantisation, ``sm_count``): fitted on
-  the four full-recompute runs of Korthikanti et al. 2022;
-  held out: their four selective-recompute runs (and, in ``python -m model validate``, the
-  memory figures and Narayanan et al. 2021).
-* Hopper/Blackwell FP8 runs of Megatron-Bridge 25.11 (Llama 3 8B/70B/405B): for a given
-  ``overlap_slowdown`` γ, ``flop_efficiency_fp8`` × ``attention_efficiency`` are fitted on the
-  three H100 runs, and the Blackwell ``attention_efficiency`` on the two DGX B200 runs (the FP8
-  GEMM efficiency is shared: the same Transformer Engine / cuBLAS stack). Then the GB200's own
-  ``flop_efficiency_fp8`` on its three 25.11 runs (its nominal 1200 W peak is not sustained).
-  Held out: the 25.11 GB300 runs (checked: H100's efficiencies) and every run of the 25.09 and
-  26.02 releases in ``reference/megatron_bridge_extra.json``. γ itself is not identifiable from
-  five runs (their fit error moves by less than half a point over γ = 0–0.3), so it is set a
-  priori to 0.2 — collective kernels (NCCL, userbuffers) run on roughly 16–32 of the 132–148
-  SMs, slowing the compute they overlap by about that share — and the table shows how
-  everything moves with it.
+Per stack and GPU one parameter η is fitted on the stack's firm dense runs (least squares of log
+time); FP8 and attention follow from kernel benchmarks (see the module). Then, on the MoE runs
+only (reference/moe_measurements.json), one more per stack and GPU: the routed experts'
+grouped-GEMM efficiency η_e, with the stack's dense values fixed. The error tables give, per
+source (a paper or a release), the in-sample error (fitted on the stack's own runs) and the
+leave-one-source-out error (fitted on every other source, pooled per GPU): the latter is the
+honest one, and what the CLI and the dashboard quote as a prediction's range.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import sys
-from dataclasses import replace
+import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from model.validation import (  # noqa: E402
-    extra_cases,
-    korthikanti_cases,
-    measurement_cases,
-    predict,
-    reference_dir,
+from model.specs.stack import _presets  # noqa: E402
+from model.validation import time_cases  # noqa: E402
+from model.validation.calibrate import (  # noqa: E402
+    FP8_RATIO,
+    Curve,
+    cross_validate,
+    error_table,
+    stack_efficiencies,
 )
 
-
-def errors(cases, **system_overrides) -> np.ndarray:
-    """Error % = 100·(1 − predicted/measured) of each case with the overridden system."""
-    return np.array([100.0 * (1.0 - predict(replace(
-        c, system=c.system.with_overrides(**system_overrides))) / c.measured) for c in cases])
+CV_PATH = ROOT / "model" / "data" / "reference" / "cross_validation.json"
 
 
-def table(name: str, fit, held, grid: list[dict]) -> None:
-    print(f"\n# {name}")
-    print(f"{'parameters':44s} {'fit mean|e|':>11s} {'fit max':>8s} {'held mean|e|':>12s} "
-          f"{'held max':>9s}")
-    best = None
-    for params in grid:
-        ef, eh = np.abs(errors(fit, **params)), np.abs(errors(held, **params))
-        label = ", ".join(f"{k}={v}" for k, v in params.items())
-        print(f"{label:44s} {ef.mean():11.2f} {ef.max():8.2f} {eh.mean():12.2f} {eh.max():9.2f}")
-        if best is None or ef.mean() < best[0]:
-            best = (ef.mean(), label)
-    print(f"best on the calibration subset: {best[1]}")
+def _gemm(table: dict[str, float]) -> dict[str, dict[str, float]]:
+    return {k: {"bf16": round(v, 4), "fp8": round(FP8_RATIO * v, 4),
+                "mxfp8": round(FP8_RATIO * v, 4)} for k, v in sorted(table.items())}
+
+
+def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
+                 expert_fits: dict[str, dict[str, float]]) -> None:
+    """Each stack's fitted η (per GPU and generation) into its preset; a stack with no firm
+    dense runs of its own inherits its base release's, or without a base takes the pooled fit
+    of every firm run (said in its file). Its MoE runs' η_e likewise, inherited where it has
+    none."""
+    for path in sorted((ROOT / "model" / "data" / "stacks").glob("*.json")):
+        data = json.loads(path.read_text())
+        own = fits.get(data["name"])
+        for key in ("gemm_efficiency", "attention_efficiency", "expert_gemm_efficiency"):
+            data.pop(key, None)
+        if own or not data.get("base"):
+            table = own if own else dict(pooled)
+            data["gemm_efficiency"] = _gemm(table)
+            data["attention_efficiency"] = {k: round(v, 4) for k, v in sorted(table.items())}
+        data["calibration"] = (
+            "fitted on its own runs" if own else f"no firm dense runs of its own: inherits "
+            f"{data['base']}'s" if data.get("base") else
+            "no firm runs of its own: the pooled fit of every firm run")
+        experts = expert_fits.get(data["name"])
+        data.pop("expert_calibration", None)
+        if experts:
+            data["expert_gemm_efficiency"] = _gemm(experts)
+            data["expert_calibration"] = "experts' grouped GEMMs fitted on its own MoE runs"
+        path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def main() -> None:
-    path = reference_dir()
-    times = [c for c in korthikanti_cases(path) if c.metric == "iteration_time_s"]
-    full = [c for c in times if c.id.endswith("-full")]
-    selective = [c for c in times if c.id.endswith("-seqsel")]
-    table("A100: Korthikanti full recompute (fit) / selective (held out)", full, selective,
-          [{"sm_count": sm, "flop_efficiency": e} for sm in (0, 108)
-           for e in (0.74, 0.76, 0.78, 0.80, 0.82)])
-    bridge = [c for c in measurement_cases(path) if not c.skip and c.id.startswith("mbridge")]
-    extra = [c for c in extra_cases() if not c.skip]
-    h100, b200, gb200, gb300 = ([c for c in bridge if f"_{gpu}_" in c.id]
-                                for gpu in ("H100", "B200", "GB200", "GB300"))
-    fp8_fit(h100, b200, gb300)
-    table("GB200 FP8 efficiency: Megatron-Bridge 25.11 (fit) / 25.09 + 26.02 GB200 (held out)",
-          gb200, [c for c in extra if "_GB200_" in c.id],
-          [{"flop_efficiency_fp8": f} for f in (0.525, 0.55, 0.575, 0.6, 0.625)])
-    table("GB300 (not fitted): Megatron-Bridge 25.11 / 26.02 GB300",
-          gb300, [c for c in extra if "_GB300_" in c.id],
-          [{"flop_efficiency_fp8": f} for f in (0.6, 0.625, 0.65)])
-
-
-PRIOR_OVERLAP_SLOWDOWN = 0.2  # share of SMs collective kernels take (module docstring)
-
-
-def fp8_fit(h100, b200, gb300) -> None:
-    """The FP8 calibration of the module docstring, printed one γ per line."""
-    print("\n# FP8: Megatron-Bridge 25.11 H100 + DGX B200 (fit) / GB300 (not fitted)")
-    print(f"{'γ':>4s} {'H100 f':>7s} {'H100 a':>7s} {'B200 a':>7s} {'fit mean|e|':>11s} "
-          f"{'GB300 mean|e|':>13s} {'GB300 max':>9s}")
-    effs = np.round(np.arange(0.5, 0.751, 0.025), 3)
-    atts = np.round(np.arange(0.25, 0.551, 0.025), 3)
-    chosen = None
-    for g in (0.0, 0.1, 0.2, 0.3, 0.4):
-        eh, f, a = min((np.abs(errors(h100, flop_efficiency_fp8=f, attention_efficiency=a,
-                                      overlap_slowdown=g)).mean(), f, a)
-                       for f in effs for a in atts)
-        eb, ab = min((np.abs(errors(b200, flop_efficiency_fp8=f, attention_efficiency=x,
-                                    overlap_slowdown=g)).mean(), x) for x in atts)
-        fit = (3 * eh + 2 * eb) / 5
-        held = np.abs(errors(gb300, flop_efficiency_fp8=f, attention_efficiency=a,
-                             overlap_slowdown=g))
-        print(f"{g:4.1f} {f:7.3f} {a:7.3f} {ab:7.3f} {fit:11.2f} {held.mean():13.2f} "
-              f"{held.max():9.2f}")
-        if g == PRIOR_OVERLAP_SLOWDOWN:
-            chosen = (g, f, a, ab)
-    print(f"chosen (γ a priori): overlap_slowdown={chosen[0]}, flop_efficiency_fp8={chosen[1]},"
-          f" attention_efficiency H100 {chosen[2]} / B200 {chosen[3]} (GB300: the H100 value, "
-          "its exponential units no longer the limit)")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true",
+                    help="write model/data/stacks/*.json and the CV table")
+    args = ap.parse_args()
+    start = time.perf_counter()
+    curves = [Curve.of(c) for c in time_cases()]
+    rows = pd.DataFrame(cross_validate(curves))
+    fits = stack_efficiencies(curves)
+    table = error_table(rows)
+    pd.set_option("display.width", 200)
+    print(f"# {len(curves)} dense runs, {time.perf_counter() - start:.1f} s")
+    for stack, fit in fits.items():
+        print(f"{stack:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(fit.items())))
+    print(table.to_string(index=False, float_format="%.2f"))
+    if args.write:  # the MoE runs are priced with the stacks' dense values: write them first
+        from model.validation.calibrate import pooled_fit
+        write_stacks(fits, pooled_fit(curves), {})
+        _presets.cache_clear()
+    start = time.perf_counter()
+    moe = [Curve.of(c) for c in time_cases(sets=("moe",))]
+    moe_rows = pd.DataFrame(cross_validate(moe))
+    moe_fits = stack_efficiencies(moe)
+    moe_table = error_table(moe_rows)
+    print(f"# {len(moe)} MoE runs (experts' grouped-GEMM efficiency), "
+          f"{time.perf_counter() - start:.1f} s")
+    for stack, fit in moe_fits.items():
+        print(f"{stack:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(fit.items())))
+    print(moe_table.to_string(index=False, float_format="%.2f"))
+    if args.write:
+        write_stacks(fits, pooled_fit(curves), moe_fits)
+        CV_PATH.write_text(json.dumps({
+            "method": "leave-one-source-out (model/validation/calibrate.py, bench/calibrate.py)",
+            "sources": table.to_dict("records"),
+            "runs": rows.replace({np.nan: None}).to_dict("records"),
+            "moe": {"method": "leave-one-release-out of the MoE runs: the experts' "
+                              "grouped-GEMM efficiency (dense values: the stacks')",
+                    "sources": moe_table.to_dict("records"),
+                    "runs": moe_rows.replace({np.nan: None}).to_dict("records")}},
+            indent=1) + "\n")
+        print(f"wrote model/data/stacks/*.json and {CV_PATH.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -19,11 +19,11 @@ outputs include ``scaling-summary``), with the scenario as the store holds it; e
 of ``--variants`` values, computed once before the run (so these requests are cache hits), or —
 for a ``--fresh`` fraction of the requests — a scenario no one asked for before (a cache miss: the
 estimator's sweep and five figures). ``--fresh-input`` says what such a new scenario changes:
-``hbm`` (default) a new HBM capacity, which each worker's search cache (``model/frontier.py``)
-answers without evaluating candidates after its first evaluation; ``nic`` a new NIC bandwidth
-per GPU (``nic_gb_per_s``, the system's ``nic_bandwidth_gb_per_s``), a cold search every time.
-All clients start together and send their next request ``--think`` seconds after the previous
-answer (0: always one request in flight per client).
+``hbm`` (default) a new HBM capacity, which each worker's search cache
+(``model/explore/frontier.py``) answers without evaluating candidates after its first evaluation;
+``nic`` a new NIC bandwidth per GPU (``nic_gb_per_s``, the system's ``nic_bandwidth_gb_per_s``), a
+cold search every time. All clients start together and send their next request ``--think`` seconds
+after the previous answer (0: always one request in flight per client).
 
 Bounded: at most ``--clients`` × ``--requests`` requests, no new request after ``--duration``
 seconds, each request at most ``--timeout`` seconds. Prints (``bench/load_report.py``) clients,

@@ -4,7 +4,7 @@ measurements behind the constants of ``dashboard/budget.py``.
 Each case runs in a fresh process (so its peak resident memory is its own): the estimator's
 search at one GPU count (top 50, as the design page's table), a sweep over GPU counts (the
 scaling page) and the design heatmap's cells (chunked). Printed per case: shapes and candidates
-(``model.size.space_size``), wall time, peak RSS growth over the process's resident memory
+(``model.explore.size.space_size``), wall time, peak RSS growth over the process's resident memory
 before the call, and that growth per shape and per candidate.
 
     .venv/bin/python bench/request_budget.py
@@ -52,12 +52,12 @@ import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import psutil
 from model import load_model, load_system
-from model.design import design_cells
-from model.execution import resolve_execution
-from model.modes import resolve_mode
-from model.search import search, search_counts
-from model.size import space_size
-from model.strategies import build_strategy
+from model.explore.design import design_cells
+from model.specs.execution import resolve_execution
+from model.specs.modes import resolve_mode
+from model.explore.search import search, search_counts
+from model.explore.size import space_size
+from model.physics.strategies import build_strategy
 
 kind, over, gpus, gbs, strategy, nvs = json.loads(sys.argv[2])
 model = load_model("gpt3-1t").with_overrides(**over)

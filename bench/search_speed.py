@@ -4,11 +4,14 @@ Run: python bench/search_speed.py [--repeat 15] [--compat paper|default]
 
 Cases (issue 2): 1D gpt3-1t at 4096 GPUs; SUMMA vit-era5 at 4096 GPUs; and the paper's whole
 strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, gpt3-1t on H200 with
-an NVLink domain of 8). Each case reports the best of ``--repeat`` runs after one warm-up. The
-machine's BLAS threads are irrelevant (no BLAS is used); the process is single-threaded. The
-estimator's per-process search cache (``model.frontier``) and its remembered shape spaces
-(``model.search``) are emptied before every run, so each run is a search from scratch (pruned:
-only the candidates that can be among the best are priced; every candidate is counted).
+an NVLink domain of 8). Issue 14: DeepSeek-V3 on 2,048 GB200 NVL72 GPUs, every strategy that
+models it (1D and context; SUMMA has no MoE table) with EP and ETP searched, in the default
+model with the newest stack's defaults (every interleaving, the fewest recomputed layers).
+Each case reports the best of ``--repeat`` runs after one warm-up. The machine's BLAS threads
+are irrelevant (no BLAS is used); the process is single-threaded. The
+estimator's per-process search cache (``model.explore.frontier``) and its remembered shape spaces
+(``model.explore.search``) are emptied before every run, so each run is a search from scratch
+(pruned: only the candidates that can be among the best are priced; every candidate is counted).
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import load_model, load_system, search, sweep  # noqa: E402
-from model.frontier import CACHE  # noqa: E402
-from model.search import clear_shape_spaces  # noqa: E402
-from model.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
+from model.explore.frontier import CACHE  # noqa: E402
+from model.explore.search import clear_shape_spaces  # noqa: E402
+from model.explore.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
 
 
 def _time(fn, repeat: int) -> tuple[float, int]:
@@ -52,13 +55,20 @@ def main() -> None:
     def one(model, strategy, gpus):
         return lambda: search(model, h200, gpus, 4096, strategy, compat=compat, nvs=8).candidates
 
-    def figure():  # model.sweep: one batched evaluation per strategy over the 13 GPU counts
+    def figure():  # model.explore.sweep: one batched evaluation per strategy over the 13 GPU counts
         results = sweep(gpt, h200, PAPER_GPU_COUNTS, 4096, STRATEGIES, compat=compat, nvs=8)
+        return sum(r.candidates for r in results)
+
+    dsv3, gb200 = load_model("deepseek-v3"), load_system("gb200-nvl72")
+
+    def moe():  # the default model and stack whatever --compat says: the paper has no MoE
+        results = sweep(dsv3, gb200, [2048], 8192)
         return sum(r.candidates for r in results)
 
     cases = [("1D gpt3-1t, 4096 GPUs", one(gpt, "1d", 4096)),
              ("SUMMA vit-era5, 4096 GPUs", one(vit, "summa", 4096)),
-             ("whole figure: gpt3-1t, 3 strategies x 13 GPU counts", figure)]
+             ("whole figure: gpt3-1t, 3 strategies x 13 GPU counts", figure),
+             ("DeepSeek-V3, 2048 GB200, 1d + context, EP searched", moe)]
     print(f"# model={args.compat} system={system} nvs=8 python={platform.python_version()} "
           f"cpus={os.cpu_count()} repeat={args.repeat} (best of)")
     print(f"{'case':55s} {'candidates':>11s} {'wall_ms':>8s} {'candidates/s':>13s}")

@@ -34,6 +34,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,17 +95,26 @@ class DiskcacheJobs(DiskcacheManager):
 
     def call_job_fn(self, key, job_fn, args, context):
         """Start the job unless MAX_JOBS run already (then its result is :data:`BUSY` and its
-        id 0, a process that is never running)."""
+        id 0, a process that is never running). The slot is reserved in one transaction and
+        the process started after it: a process forked inside the transaction would inherit
+        the store's connection mid-transaction and never write its result."""
         store = self.store()  # before the job's process opens it
+        slot = [f"reserved-{os.getpid()}-{time.monotonic_ns()}", time.time()]
         with store.transact():  # one web worker of the host at a time
-            running = [pid for pid in store.get(RUNNING, []) if _alive(pid)]
+            running = [j for j in store.get(RUNNING, []) if _alive(j)]
             if len(running) >= MAX_JOBS:
                 store.set(RUNNING, running)
                 store.set(key, _failure(BUSY))
                 log.warning("background job refused: %d running", len(running))
                 return 0
+            store.set(RUNNING, [*running, slot])
+        job = None
+        try:
             job = super().call_job_fn(key, job_fn, args, context)
-            store.set(RUNNING, [*running, job])
+        finally:  # the reservation becomes the job's process id (or is freed)
+            with store.transact():
+                others = [j for j in store.get(RUNNING, []) if j != slot and _alive(j)]
+                store.set(RUNNING, others + ([job] if job is not None else []))
         self.handle.delete(_key("cancelled", job))  # a pid reused from a cancelled job
         return job
 
@@ -129,12 +139,17 @@ class DiskcacheJobs(DiskcacheManager):
         return result
 
 
-def _alive(pid: Any) -> bool:
-    """A job process that is running (not ended, not a zombie)."""
+RESERVED_S = 60.0  # a slot reserved by a worker that died before starting its job expires
+
+
+def _alive(job: Any) -> bool:
+    """A job process that is running (not ended, not a zombie), or a fresh reservation."""
     import psutil
 
+    if isinstance(job, list) and len(job) == 2 and isinstance(job[1], (int, float)):
+        return time.time() - job[1] < RESERVED_S
     try:
-        return isinstance(pid, int) and pid > 0 and psutil.Process(pid).status() != \
+        return isinstance(job, int) and job > 0 and psutil.Process(job).status() != \
             psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False

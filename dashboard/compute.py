@@ -29,20 +29,15 @@ from plotly.io.json import to_json_plotly
 
 import model as estimator
 from model import evaluate, search
-from model.design import design_cells
-from model.sweep import best_frame, sweep
+from model.explore.design import design_cells
+from model.explore.space import COLUMNS as CONFIG_KEYS
+from model.explore.sweep import best_frame, sweep
+from model.physics.strategies import STRATEGIES
 
 from . import budget
 from .diskstore import BoundedCache
 from .figures.common import plain
-from .scenario import (
-    EXECUTION_KEYS,
-    MODEL_KEYS,
-    SYSTEM_KEYS,
-    build_inputs,
-    execution_of,
-    gpu_counts,
-)
+from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
@@ -54,11 +49,11 @@ log = logging.getLogger(__name__)
 def _source_digest() -> str:
     h = hashlib.sha256()
     # the estimator and the figure code: cached figures must follow either
-    sources = [*(ROOT / "model").glob("*.py"), *(ROOT / "dashboard").rglob("*.py")]
+    sources = [*(ROOT / "model").rglob("*.py"), *(ROOT / "dashboard").rglob("*.py")]
     for path in sorted(sources):
         h.update(path.read_bytes())
-    for path in sorted((ROOT / "systems").glob("*.json")) + sorted(
-            (ROOT / "workloads").glob("*.json")):
+    for path in sorted(estimator.SYSTEMS_DIR.glob("*.json")) + sorted(
+            estimator.WORKLOADS_DIR.glob("*.json")):
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
@@ -273,9 +268,7 @@ def page_payload(scn: dict[str, Any], *extra: str) -> dict[str, Any]:
 
 
 def _inputs(scn: dict[str, Any]) -> dict[str, Any]:
-    keys = ("model", *MODEL_KEYS, "global_batch", "system", *SYSTEM_KEYS, "compat",
-            *EXECUTION_KEYS)
-    return {k: scn[k] for k in keys}
+    return {k: scn[k] for k in ESTIMATOR_KEYS}
 
 
 def _compat(scn: dict[str, Any]) -> str | None:
@@ -283,12 +276,13 @@ def _compat(scn: dict[str, Any]) -> str | None:
 
 
 def _how(scn: dict[str, Any]) -> dict[str, Any]:
-    """The model mode and execution options of a scenario, as search/evaluate arguments."""
-    return {"compat": _compat(scn), "execution": execution_of(scn)}
+    """The model mode, execution options and software stack of a scenario, as
+    search/evaluate/sweep/design_space arguments."""
+    return {"compat": _compat(scn), "execution": execution_of(scn), "stack": stack_of(scn)}
 
 
 def _strategies(scn: dict[str, Any]) -> tuple[str, ...]:
-    return ("1d", "summa", "context") if scn["strategy"] == "all" else (scn["strategy"],)
+    return STRATEGIES if scn["strategy"] == "all" else (scn["strategy"],)
 
 
 NARROW_SCALING = ("narrow the GPU range, choose one strategy, or a global batch with fewer "
@@ -307,7 +301,7 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
-        budget.check_searches("The scaling views", m, s.nvlink_domain_size, counts,
+        budget.check_searches("The scaling views", m, s, counts,
                               scn["global_batch"], _strategies(scn), **_how(scn),
                               narrow=NARROW_SCALING)
         results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
@@ -325,7 +319,7 @@ def design(scn: dict[str, Any]) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
         budget.check_design(f"The design space at {scn['gpus']:,} GPUs", m,
-                            s.nvlink_domain_size, scn["gpus"], scn["global_batch"],
+                            s, scn["gpus"], scn["global_batch"],
                             scn["design_strategy"], **_how(scn), narrow=NARROW_DESIGN)
         deadline = time.monotonic() + 2 * budget.TIME_BUDGET_S
         return design_cells(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
@@ -340,14 +334,11 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
         budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", m,
-                              s.nvlink_domain_size, [scn["gpus"]], scn["global_batch"],
+                              s, [scn["gpus"]], scn["global_batch"],
                               [scn["design_strategy"]], **_how(scn), narrow=NARROW_DESIGN)
         return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
                       **_how(scn), top_k=TOP_K).top
     return cached_frame("top", payload, compute)
-
-
-CONFIG_KEYS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
 
 def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dash
 from dash import dcc, html
 
-from .controls import panel
-from .scenario import default_scenario
+from .controls import HEADER, panel, widget
+from .scenario import PRESET_OF, default_scenario
 
 
 def shell() -> html.Div:
@@ -20,12 +20,11 @@ def shell() -> html.Div:
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="scenario", data=scn),
         dcc.Store(id="hydrated", data=False),
-        dcc.Store(id="applied-presets", data={"model": scn["model"], "system": scn["system"]}),
+        dcc.Store(id="applied-presets", data={p.key: scn[p.key] for p in PRESET_OF.values()}),
         html.Header(className="header", children=[
             html.H1("Transformer training what-if"),
             html.Nav(nav, className="nav"),
-            dcc.Checklist(id="ctl-presentation", className="presentation-toggle",
-                          options=[{"label": " presentation mode", "value": "on"}], value=[]),
+            *[widget(c, scn[c.key]) for c in HEADER],
         ]),
         html.Div(className="body", children=[
             panel(scn),

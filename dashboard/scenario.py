@@ -1,13 +1,14 @@
 """A what-if scenario: every input of the dashboard as one flat, validated dict.
 
-The same schema serves the controls, the URL query string (a copied link reproduces the view) and
-the scenario JSON download/upload. Keys carry units. Validation uses the estimator's own field
-checker (:mod:`model.schema`), so a bad value gets the same clear message everywhere, keyed by the
-control it came from.
+The schema is generated from the control table (:mod:`dashboard.control_table`): the same keys
+serve the controls, the URL fragment (a copied link reproduces the view) and the scenario JSON
+download/upload. Keys carry units. Each bad value gets its reason next to the control it came
+from, in that control's words (:mod:`dashboard.inputs`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -15,85 +16,41 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from model import ModelError, list_models, list_systems, load_model, load_system
-from model.execution import DEFAULT_EXECUTION, resolve_execution
-from model.hardware import System
-from model.schema import Field, check_field
-from model.transformer import Transformer
+from model.specs.execution import resolve_execution
+from model.specs.hardware import System
+from model.specs.precision import PRECISIONS
+from model.specs.schema import Field
+from model.specs.stack import load_stack
+from model.specs.transformer import Transformer
 
-DEFAULT_EXECUTION_VALUES = {k: getattr(DEFAULT_EXECUTION, k) for k in (
-    "recompute", "sequence_parallel", "interleave", "zero", "precision", "tp_overlap",
-    "context_attention", "offload", "recompute_layers")}
+from .control_table import BY_KEY as CONTROL
+from .control_table import CONTROLS, Control
+from .inputs import check_value, number_text
+
 MAX_SCENARIO_BYTES = 16 * 1024  # an upload is a few hundred bytes; refuse anything larger
-STRATEGY_CHOICES = ("all", "1d", "summa", "context")
-AXIS_CHOICES = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
-FIELDS: tuple[Field, ...] = (
-    # model
-    Field("model", str, "model preset the values start from", choices=tuple(list_models())),
-    Field("layers", int, "transformer blocks", 1, 10_000),
-    Field("hidden", int, "hidden size e", 8, 1_000_000),
-    Field("heads", int, "attention heads (must divide hidden)", 1, 100_000),
-    Field("kv_heads", int, "key/value heads (GQA; must divide heads)", 1, 100_000),
-    Field("ffn", int, "MLP hidden size", 1, 10_000_000),
-    Field("mlp", str, "MLP type", choices=("gelu", "swiglu")),
-    Field("seq_len", int, "sequence length (tokens or patches)", 1, 100_000_000),
-    Field("vocab", int, "vocabulary (0: no embedding/LM head)", 0, 100_000_000),
-    Field("global_batch", int, "samples per optimizer step", 1, 100_000_000),
-    Field("budget_kind", str, "training budget unit", choices=("tokens", "samples")),
-    Field("budget", float, "training budget (tokens or samples)", 1, 1e18),
-    # system
-    Field("system", str, "system preset the values start from", choices=tuple(list_systems())),
-    Field("nvs", int, "GPUs per NVLink domain", 1, 100_000),
-    Field("hbm_gb", float, "HBM capacity per GPU, GB", 1, 100_000),
-    Field("hbm_tb_per_s", float, "HBM bandwidth per GPU, TB/s", 0.01, 1_000),
-    Field("matrix_tflops", float, "dense fp16/bf16 tensor-core peak, TFLOP/s", 0.1, 100_000),
-    Field("nvlink_gb_per_s", float, "NVLink bandwidth per GPU per direction, GB/s", 0.1, 1e6),
-    Field("nic_gb_per_s", float, "bandwidth per NIC per direction, GB/s", 0.01, 100_000),
-    Field("nics_per_gpu", float, "NICs per GPU", 0.01, 64),
-    # execution (ignored in the paper mode, which models one execution)
-    Field("recompute", str, "activation recompute", choices=("selective", "full", "none")),
-    Field("sequence_parallel", bool, "Megatron sequence parallelism (1D, context)"),
-    Field("interleave", int, "virtual pipeline stages per GPU (interleaved 1F1B)", 1, 64),
-    Field("zero", int, "ZeRO stage: 0 none, 1 optimizer, 2 + gradients, 3 + weights", 0, 3),
-    Field("precision", str, "matmul precision", choices=("bf16", "fp16", "fp8")),
-    Field("tp_overlap", bool, "overlap TP collectives with the matmuls"),
-    Field("context_attention", str, "context-parallel attention", choices=("allgather", "ring")),
-    Field("offload", str, "what lives in host memory",
-          choices=("none", "optimizer", "activations", "weights", "all")),
-    Field("recompute_layers", int, "layers per pipeline stage fully recomputed "
-          "(with recompute none or selective)", 0, 10_000),
-    # run
-    Field("strategy", str, "parallel strategy", choices=STRATEGY_CHOICES),
-    Field("gpus_min", int, "smallest GPU count", 1, 10_000_000),
-    Field("gpus_max", int, "largest GPU count", 1, 10_000_000),
-    Field("compat", str, "model mode", choices=("default", "paper")),
-    # views
-    Field("gpus", int, "GPU count of the design-space views", 1, 10_000_000),
-    Field("design_strategy", str, "strategy of the design-space views",
-          choices=("1d", "summa", "context")),
-    Field("x_axis", str, "heatmap x axis", choices=AXIS_CHOICES),
-    Field("y_axis", str, "heatmap y axis", choices=AXIS_CHOICES),
-    Field("presentation", bool, "larger fonts for slides"),
-)
-KEYS = tuple(f.name for f in FIELDS)
+FIELDS: tuple[Field, ...] = tuple(c.field for c in CONTROLS)
+KEYS = tuple(c.key for c in CONTROLS)
 BY_KEY = {f.name: f for f in FIELDS}
-MODEL_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn", "mlp", "seq_len", "vocab",
-              "budget_kind", "budget")
-SYSTEM_KEYS = ("nvs", "hbm_gb", "hbm_tb_per_s", "matrix_tflops", "nvlink_gb_per_s",
-               "nic_gb_per_s", "nics_per_gpu")
-EXECUTION_KEYS = ("recompute", "sequence_parallel", "interleave", "zero", "precision",
-                  "tp_overlap", "context_attention", "offload", "recompute_layers")
-# scenario key → key of the estimator's spec, to attribute its errors to the right control
-SPEC_KEY = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads",
-            "ffn": "ffn", "mlp": "mlp", "seq_len": "seq_len", "vocab": "vocab",
-            "nvs": "nvlink_domain_size", "hbm_gb": "hbm_capacity_gb",
-            "hbm_tb_per_s": "hbm_bandwidth_gb_per_s", "matrix_tflops": "matrix_tflops_fp16",
-            "nvlink_gb_per_s": "nvlink_bandwidth_gb_per_s",
-            "nic_gb_per_s": "nic_bandwidth_gb_per_s", "nics_per_gpu": "nics_per_gpu"}
+PRESET_OF = {c.group: c for c in CONTROLS if c.preset}  # group → its preset control
+
+
+def group_keys(group: str) -> tuple[str, ...]:
+    """The keys a group's preset fills (every key of the group but the preset's own)."""
+    return tuple(c.key for c in CONTROLS if c.group == group and not c.preset)
+
+
+MODEL_KEYS, SYSTEM_KEYS, EXECUTION_KEYS = (group_keys(g) for g in ("model", "system",
+                                                                   "execution"))
+# what the estimator's results depend on (cache keys): the presets and their groups, the mode
+ESTIMATOR_KEYS = tuple(c.key for c in CONTROLS if c.group in PRESET_OF) + ("compat",)
+# scenario key → the estimator's spec key, to attribute the estimator's errors to a control
+SPEC_KEY = {c.key: c.spec for c in CONTROLS if c.spec and c.group in ("model", "system")}
 
 
 def preset_model(name: Any) -> Transformer:
-    """A model preset, by name only: the web app never loads a file a request names."""
+    """A model preset, by name only: the web app never loads a file a request names (the
+    error says nothing about the file system)."""
     if not isinstance(name, str) or name not in list_models():
         raise ModelError(f"not a model preset; presets: {', '.join(list_models())}")
     return load_model(name)
@@ -106,52 +63,108 @@ def preset_system(name: Any) -> System:
     return load_system(name)
 
 
+def preset_stack(name: Any) -> str:
+    """A software stack preset's name, checked (``load_stack`` would read a path too)."""
+    choices = CONTROL["stack"].choices
+    if not isinstance(name, str) or name not in choices:
+        raise ModelError(f"not a software stack preset; presets: {', '.join(choices)}")
+    return name
+
+
+def _preset_object(group: str, name: str) -> Any:
+    """What a group's preset reads from: the model, the system, or a stack's execution (by
+    preset name only)."""
+    if group == "model":
+        return preset_model(name)
+    if group == "system":
+        return preset_system(name)
+    return resolve_execution(load_stack(preset_stack(name)).execution)
+
+
+def _read(c: Control, source: Any) -> Any:
+    if c.read is not None:
+        return c.read(source)
+    value = getattr(source, c.spec)
+    return value / c.scale if c.scale != 1.0 else value
+
+
+@functools.lru_cache(maxsize=64)
+def _preset_items(group: str, name: str) -> tuple[tuple[str, Any], ...]:
+    source = _preset_object(group, name)
+    return ((PRESET_OF[group].key, name),
+            *((c.key, _read(c, source)) for c in CONTROLS if c.group == group and not c.preset))
+
+
+def preset_values(group: str, name: str) -> dict[str, Any]:
+    """The values a preset gives its group (``group``: model, system or execution); a name
+    that is not a preset is a ModelError naming the presets."""
+    if group not in PRESET_OF:
+        raise ModelError(f"no preset group '{group:.40}'")
+    choices = PRESET_OF[group].choices
+    if not isinstance(name, str) or name not in choices:
+        raise ModelError(f"not a {PRESET_OF[group].label.lower()}; presets: "
+                         + ", ".join(choices))
+    return dict(_preset_items(group, name))
+
+
 def model_values(name: str) -> dict[str, Any]:
-    """The model-group values of a model preset."""
-    m = preset_model(name)
-    kind = "tokens" if m.tokens is not None else "samples"
-    return {"model": name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
-            "kv_heads": m.kv_heads, "ffn": m.ffn, "mlp": m.mlp, "seq_len": m.seq_len,
-            "vocab": m.vocab, "budget_kind": kind,
-            "budget": m.tokens if kind == "tokens" else m.samples}
+    """The model-group values of a model preset (its published global batch included)."""
+    return preset_values("model", name)
 
 
 def system_values(name: str) -> dict[str, Any]:
     """The system-group values of a system preset."""
-    s = preset_system(name)
-    return {"system": name, "nvs": s.nvlink_domain_size, "hbm_gb": s.hbm_capacity_gb,
-            "hbm_tb_per_s": s.hbm_bandwidth_gb_per_s / 1000.0,
-            "matrix_tflops": s.matrix_tflops_fp16, "nvlink_gb_per_s": s.nvlink_bandwidth_gb_per_s,
-            "nic_gb_per_s": s.nic_bandwidth_gb_per_s, "nics_per_gpu": s.nics_per_gpu}
+    return preset_values("system", name)
 
 
 def default_scenario() -> dict[str, Any]:
-    """gpt3-1t on H200 with an NVLink domain of 8, every strategy, 4…16384 GPUs."""
-    return {**model_values("gpt3-1t"), "global_batch": 4096, **system_values("h200"), "nvs": 8,
-            **DEFAULT_EXECUTION_VALUES,
-            "strategy": "all", "gpus_min": 4, "gpus_max": 16384, "compat": "default",
-            "gpus": 4096, "design_strategy": "summa", "x_axis": "tp1", "y_axis": "pp",
-            "presentation": False}
+    """Every control's default: gpt3-1t on H200 (NVLink domain 8) with the newest software
+    stack, every strategy, 4…16384 GPUs."""
+    scn: dict[str, Any] = {}
+    for group, preset in PRESET_OF.items():
+        scn.update(preset_values(group, preset.default))
+    for c in CONTROLS:
+        if c.default is not None or c.key not in scn:
+            scn[c.key] = c.default
+    return {k: scn[k] for k in KEYS}
 
 
-def _spec_error_key(message: str) -> str | None:
-    """The scenario key a model/system error names (its first quoted key), if any."""
-    reverse = {v: k for k, v in SPEC_KEY.items()}
-    for name in re.findall(r"'([a-z_0-9]+)'", message):
-        if name in reverse:
-            return reverse[name]
-    return None
+def with_presets(raw: dict[str, Any]) -> dict[str, Any]:
+    """A partial scenario (a link such as ``#system=h100``) completed: the fields it does not
+    give come from the presets it names, the rest from the defaults."""
+    base = default_scenario()
+    for group, preset in PRESET_OF.items():
+        name = raw.get(preset.key)
+        if isinstance(name, str) and name in preset.choices:
+            base.update(preset_values(group, name))
+    return {**base, **raw}
+
+
+def _spec_value(c: Control, value: Any) -> Any:
+    return value * c.scale if c.scale != 1.0 else value
 
 
 def build_inputs(scn: dict[str, Any]) -> tuple[Transformer, System]:
     """The estimator's model and system for a (field-valid) scenario. Raises ModelError."""
-    base = preset_model(scn["model"])
+    def overrides(group: str) -> dict[str, Any]:
+        return {c.spec: _spec_value(c, scn[c.key]) for c in CONTROLS
+                if c.group == group and c.spec}
     budget = {"tokens": None, "samples": None, scn["budget_kind"]: scn["budget"]}
-    model = base.with_overrides(**{k: scn[k] for k in MODEL_KEYS[:-2]}, **budget)
-    system = preset_system(scn["system"]).with_overrides(
-        **{SPEC_KEY[k]: scn[k] for k in SYSTEM_KEYS if k != "hbm_tb_per_s"},
-        hbm_bandwidth_gb_per_s=scn["hbm_tb_per_s"] * 1000.0)
+    model = preset_model(scn["model"]).with_overrides(**overrides("model"), **budget)
+    system = preset_system(scn["system"]).with_overrides(**overrides("system"))
     return model, system
+
+
+def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
+    """The estimator's execution options (None in the paper mode: it models one execution)."""
+    if scn.get("compat") == "paper":
+        return None
+    return {CONTROL[k].spec: scn[k] for k in EXECUTION_KEYS}
+
+
+def stack_of(scn: dict[str, Any]) -> str | None:
+    """The software stack of the estimator's calls (None in the paper mode: it takes none)."""
+    return None if scn.get("compat") == "paper" else preset_stack(scn["stack"])
 
 
 def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
@@ -164,55 +177,77 @@ def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[
     errors: dict[str, str] = {}
     unknown = sorted(set(raw) - set(KEYS), key=str)
     if unknown:
-        errors["_"] = f"unknown key '{unknown[0]}'"
+        name = unknown[0]
+        shown = f"'{name}'" if isinstance(name, str) and len(name) <= 80 else "(unreadable)"
+        errors["_"] = f"unknown key {shown}"
     clean = default_scenario()
-    for key in KEYS:
-        if key not in raw or raw[key] is None or raw[key] == "":
-            if key in raw:
-                errors[key] = f"'{key}' is empty ({BY_KEY[key].doc})"
-            continue
-        try:
-            clean[key] = check_field("scenario", BY_KEY[key], raw[key])
-        except ModelError as exc:
-            errors[key] = str(exc).removeprefix("scenario: ")
-            if key in ("model", "system"):  # a name, never a path: say only what is allowed
-                errors[key] = f"'{key}' is not a {key} preset; presets: " + ", ".join(
-                    BY_KEY[key].choices)
+    for c in CONTROLS:
+        if c.key in raw:
+            value, message = check_value(c, raw[c.key])
+            if message:
+                errors[c.key] = message
+            else:
+                clean[c.key] = value
     if not errors:
         errors.update(_cross_checks(clean))
     return (None, errors) if errors else (clean, {})
+
+
+def _model_checks(scn: dict[str, Any]) -> dict[str, str]:
+    """The model's shape rules, in the controls' words (the first that fails)."""
+    if scn["hidden"] % scn["heads"]:
+        return {"heads": f"Heads ({number_text(scn['heads'])}) must divide the hidden size "
+                         f"({number_text(scn['hidden'])})"}
+    if scn["heads"] % scn["kv_heads"]:
+        return {"kv_heads": f"KV heads ({number_text(scn['kv_heads'])}) must divide the heads "
+                            f"({number_text(scn['heads'])})"}
+    if scn["vocab"] == 0 and load_model(scn["model"]).tied_embeddings:
+        return {"vocab": f"Vocabulary must be at least 1: {scn['model']} ties its LM head to "
+                         "the embedding"}
+    return {}
+
+
+def _labelled(message: str) -> tuple[str | None, str]:
+    """An estimator message with its spec keys ('hbm_capacity_gb') replaced by the controls'
+    labels, and the scenario key of the first one (None when it names none)."""
+    first = None
+    for name in re.findall(r"'([a-z_0-9]+)'", message):
+        key = next((k for k, spec in SPEC_KEY.items() if spec == name), None)
+        if key is None and name in EXECUTION_KEYS:
+            key = name
+        if key is not None:
+            first = first or key
+            message = message.replace(f"'{name}'", CONTROL[key].label)
+    return first, re.sub(r"^(model|system|scenario): ", "", message)
 
 
 def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     """Checks that need several fields: GPU range, heatmap axes, and the specs themselves."""
     errors: dict[str, str] = {}
     if scn["gpus_min"] > scn["gpus_max"]:
-        errors["gpus_min"] = "the smallest GPU count is larger than the largest"
+        errors["gpus_min"] = ("GPUs (from) must not be larger than the largest count, GPUs (to) "
+                              f"= {number_text(scn['gpus_max'])}")
     if scn["x_axis"] == scn["y_axis"]:
         errors["y_axis"] = "choose two different axes"
+    if scn["recompute_layers"] and scn["recompute"] == "full":
+        errors["recompute_layers"] = ("Recomputed layers per stage must be 0 with full "
+                                      "recompute (full already recomputes every layer)")
+    errors.update(_model_checks(scn))
+    if errors:
+        return errors
     try:
         _, system = build_inputs(scn)
-    except ModelError as exc:
-        message = str(exc).removeprefix("model: ").removeprefix("system: ")
-        errors[_spec_error_key(str(exc)) or "_"] = message
-        return errors
-    if scn["precision"] == "fp8" and system.matrix_tflops_fp8 <= 0:
-        errors["precision"] = f"{scn['system']} has no FP8 matrix rate; choose bf16 or fp16"
-    if scn["offload"] != "none" and system.host_memory_gb <= 0:
-        errors["offload"] = f"{scn['system']} has no host memory tier; offload needs one"
-    try:  # combinations of execution options (e.g. recomputed layers with full recompute)
         resolve_execution(execution_of(scn))
     except ModelError as exc:
-        named = sorted((k for k in EXECUTION_KEYS if k in str(exc)), key=len, reverse=True)
-        errors[named[0] if named else "_"] = str(exc)
+        key, message = _labelled(str(exc))
+        return {key or "_": message}
+    precision = PRECISIONS[scn["precision"]]
+    if getattr(system, precision.peak_field) <= 0:
+        errors["precision"] = (f"{scn['system']} has no {precision.label} matrix rate; choose "
+                               "bf16 or fp16")
+    if scn["offload"] != "none" and system.host_memory_gb <= 0:
+        errors["offload"] = f"{scn['system']} has no host memory tier; offload needs one"
     return errors
-
-
-def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
-    """The estimator's execution options (None in the paper mode: it models one execution)."""
-    if scn.get("compat") == "paper":
-        return None
-    return {k: scn[k] for k in EXECUTION_KEYS}
 
 
 MAX_COUNTS = 24
@@ -240,7 +275,7 @@ def gpu_counts(scn: dict[str, Any]) -> list[int]:
 
 
 def to_query(scn: dict[str, Any]) -> str:
-    """The scenario as a URL query ("layers=128&..."), keys in schema order. The app puts it in
+    """The scenario as a URL query ("layers=128&..."), keys in table order. The app puts it in
     the URL's fragment (after #), which Dash's page router does not listen to."""
     def text(v: Any) -> str:
         if isinstance(v, bool):
@@ -256,22 +291,21 @@ def from_query(search: str) -> dict[str, Any]:
     validator reports the rest). Unknown keys are ignored: old links keep working."""
     raw: dict[str, Any] = {}
     for key, value in parse_qsl((search or "").lstrip("?#"), keep_blank_values=True)[:200]:
-        if key not in BY_KEY or len(value) > 200:
+        if key not in CONTROL or len(value) > 200:
             continue
-        raw[key] = _parse(BY_KEY[key], value)
+        raw[key] = _parse(CONTROL[key], value)
     return raw
 
 
-def _parse(field: Field, value: str) -> Any:
-    kinds = field.kind if isinstance(field.kind, tuple) else (field.kind,)
-    if bool in kinds:
+def _parse(c: Control, value: str) -> Any:
+    if c.kind is bool:
         return value.lower() in ("1", "true", "yes", "on")
-    if int in kinds or float in kinds:
+    if c.kind in (int, float):
         try:
             number = float(value)
         except ValueError:
             return value  # the validator says it is not a number
-        if int in kinds and math.isfinite(number) and number.is_integer():
+        if c.kind is int and math.isfinite(number) and number.is_integer():
             return int(number)
         return number
     return value

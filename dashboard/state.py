@@ -1,10 +1,13 @@
-"""Callbacks that turn the controls into the validated scenario store, and back.
+"""Callbacks that turn the controls into the validated scenario store, and back; all generated
+from the control table (:mod:`dashboard.control_table`).
 
 * controls → scenario: validate every value; show each error next to its control; a bad value
   leaves the store (and so every view) as it was, and nothing the user typed is reset.
 * URL ↔ scenario: the fragment (#…) is read once at page load and rewritten on every valid
-  change, so a copied link reproduces the view.
+  change, so a copied link reproduces the view; a partial link takes what it does not say from
+  the presets it names.
 * presets, reset buttons, scenario upload → controls; scenario download.
+* a slider control's number box and slider, and a batch's sequences and tokens, kept in step.
 """
 
 from __future__ import annotations
@@ -16,34 +19,50 @@ from dash import Input, Output, State, callback, ctx, dcc, no_update
 
 from model import ModelError
 
-from .controls import CONTROL_KEYS
+from . import notes
+from .control_table import CONTROLS, Control
+from .controls import CONTROL_KEYS, HEADER, PANEL, from_widget, slider_position, to_widget
 from .guard import page_callback
+from .inputs import batch_from_tokens
 from .scenario import (
+    PRESET_OF,
     default_scenario,
     from_json,
     from_query,
-    model_values,
-    system_values,
+    preset_values,
     to_json,
     to_query,
     validate_scenario,
+    with_presets,
 )
 
 ERROR_KEYS = (*CONTROL_KEYS, "_")
-CONTROLS = [Output(f"ctl-{k}", "value", allow_duplicate=True) for k in CONTROL_KEYS]
-PRESENTATION = Output("ctl-presentation", "value", allow_duplicate=True)
+CONTROLS_OUT = [Output(f"ctl-{c.key}", "value", allow_duplicate=True) for c in PANEL]
+HEADER_OUT = [Output(f"ctl-{c.key}", "value", allow_duplicate=True) for c in HEADER]
+PRESETS = tuple(PRESET_OF.values())  # the preset controls, in table order
+KEEP_CONTROLS = (no_update,) * len(PANEL)
+KEEP_HEADER = (no_update,) * len(HEADER)
 
 
 def _control_values(scn: dict[str, Any]) -> list[Any]:
-    return [scn[k] for k in CONTROL_KEYS]
+    return [scn[c.key] for c in PANEL]
 
 
-def _raw(values: tuple[Any, ...], presentation: Any, current: Any) -> dict:
+def _header_values(scn: dict[str, Any]) -> list[Any]:
+    return [to_widget(c, scn[c.key]) for c in HEADER]
+
+
+def _applied(scn: dict[str, Any]) -> dict[str, Any]:
+    """The presets a scenario's values come from (a preset's control applies a newly chosen
+    preset only: not the one already applied)."""
+    return {p.key: scn[p.key] for p in PRESETS}
+
+
+def _raw(values: tuple[Any, ...], current: Any) -> dict:
     """The controls' values over the current store (whatever the client sent: the result is
     validated as a whole)."""
-    raw = {**(current if isinstance(current, dict) else {}), **dict(zip(CONTROL_KEYS, values))}
-    raw["presentation"] = isinstance(presentation, list) and "on" in presentation
-    return raw
+    widgets = (*PANEL, *HEADER)
+    return {**_current(current), **{c.key: from_widget(c, v) for c, v in zip(widgets, values)}}
 
 
 def _current(scn: Any) -> dict[str, Any]:
@@ -55,14 +74,17 @@ def _current(scn: Any) -> dict[str, Any]:
 @callback(
     Output("scenario", "data"), Output("url", "hash"),
     *[Output(f"err-{k}", "children") for k in ERROR_KEYS],
-    *[Input(f"ctl-{k}", "value") for k in CONTROL_KEYS], Input("ctl-presentation", "value"),
+    *[Input(f"ctl-{c.key}", "value") for c in (*PANEL, *HEADER)],
     State("scenario", "data"), State("hydrated", "data"),
     prevent_initial_call=True,
 )
 def collect(*args: Any) -> tuple:
-    """Validate the controls; store the scenario only when every value is valid."""
-    *values, presentation, current, hydrated = args
-    scn, errors = validate_scenario(_raw(tuple(values), presentation, current))
+    """Validate the controls; store the scenario only when every value is valid.
+
+    Arguments: the panel's values (CONTROL_KEYS), the header's (presentation), the stored
+    scenario, whether the URL was read."""
+    *values, current, hydrated = args
+    scn, errors = validate_scenario(_raw(tuple(values), current))
     messages = [errors.get(k, "") for k in ERROR_KEYS]
     if scn is None:
         return (no_update, no_update, *messages)
@@ -70,64 +92,66 @@ def collect(*args: Any) -> tuple:
 
 
 @callback(
-    *CONTROLS, PRESENTATION, Output("hydrated", "data"),
+    *CONTROLS_OUT, *HEADER_OUT, Output("hydrated", "data"),
     Output("applied-presets", "data", allow_duplicate=True), Output("err-_", "children",
                                                                     allow_duplicate=True),
     Input("url", "hash"), State("hydrated", "data"), State("scenario", "data"),
     prevent_initial_call="initial_duplicate",
 )
 def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
-    """At page load, fill the controls from the URL (a shared link); ignore later URL writes."""
+    """At page load, fill the controls from the URL (a shared link); ignore later URL writes.
+    Fields the link does not give come from the presets it names (``#system=h100``: H100's
+    HBM), the others from the defaults."""
     if hydrated:
-        return (*[no_update] * len(CONTROL_KEYS), no_update, no_update, no_update, no_update)
+        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update)
     raw = from_query(fragment)
-    scn, errors = validate_scenario({**_current(current), **raw})
+    scn, errors = validate_scenario(with_presets(raw)) if raw else (_current(current), {})
     if scn is None:  # a broken link: keep the defaults and say why
-        first = next(iter(errors.items()))
-        return (*[no_update] * len(CONTROL_KEYS), no_update, True, no_update,
-                f"The link's scenario is invalid ({first[0]}: {first[1]}); showing defaults.")
-    presets = {"model": scn["model"], "system": scn["system"]}
-    return (*_control_values(scn), ["on"] if scn["presentation"] else [], True, presets, "")
+        key, message = next(iter(errors.items()))
+        where = "" if key == "_" else f"{key}: "
+        return (*KEEP_CONTROLS, *KEEP_HEADER, True, no_update,
+                f"The link's scenario is invalid ({where}{message}); showing defaults.")
+    return (*_control_values(scn), *_header_values(scn), True, _applied(scn), "")
 
 
 @callback(
-    *CONTROLS, Output("applied-presets", "data"),
+    *CONTROLS_OUT, Output("applied-presets", "data"),
     Output("err-_", "children", allow_duplicate=True),
-    Input("ctl-model", "value"), Input("ctl-system", "value"), Input("reset-model", "n_clicks"),
-    Input("reset-system", "n_clicks"), State("applied-presets", "data"),
-    State("scenario", "data"), prevent_initial_call=True,
+    *[Input(f"ctl-{p.key}", "value") for p in PRESETS],
+    *[Input(f"reset-{p.group}", "n_clicks") for p in PRESETS],
+    State("applied-presets", "data"), State("scenario", "data"), prevent_initial_call=True,
 )
-def apply_preset(model: Any, system: Any, _m: Any, _s: Any, applied: Any, scn: Any) -> tuple:
+def apply_preset(*args: Any) -> tuple:
     """A newly chosen preset (or a reset) loads its values into its group of controls. Only a
-    preset name loads anything (never a file a request names)."""
-    trigger = ctx.triggered_id
+    preset name loads anything (never a file a request names).
+
+    Arguments: each preset control's value, each reset button's clicks, the presets applied,
+    the stored scenario."""
+    names = dict(zip((p.key for p in PRESETS), args[:len(PRESETS)]))
+    applied, scn = args[-2], args[-1]
     applied = applied if isinstance(applied, dict) else {}
-    new = _current(scn)
-    nothing = (*[no_update] * len(CONTROL_KEYS), no_update, no_update)
+    trigger = str(ctx.triggered_id or "")
+    preset = next((p for p in PRESETS if trigger in (f"ctl-{p.key}", f"reset-{p.group}")), None)
+    if preset is None or not names[preset.key]:
+        return (*KEEP_CONTROLS, no_update, no_update)
+    name = names[preset.key]
+    if trigger == f"ctl-{preset.key}" and name == applied.get(preset.key):
+        return (*KEEP_CONTROLS, no_update, no_update)
     try:
-        if trigger in ("ctl-model", "reset-model") and model:
-            if trigger == "ctl-model" and model == applied.get("model"):
-                return nothing
-            new.update(model_values(model))
-        elif trigger in ("ctl-system", "reset-system") and system:
-            if trigger == "ctl-system" and system == applied.get("system"):
-                return nothing
-            new.update(system_values(system))
-        else:
-            return nothing
+        new = {**_current(scn), **preset_values(preset.group, name)}
     except ModelError as exc:
-        return (*[no_update] * len(CONTROL_KEYS), no_update, f"Preset refused: {exc}.")
-    return (*_control_values(new), {"model": new["model"], "system": new["system"]}, "")
+        return (*KEEP_CONTROLS, no_update, f"Preset refused: {exc}.")
+    return (*_control_values(new), _applied(new), "")
 
 
 @callback(
-    *CONTROLS, PRESENTATION, Output("applied-presets", "data", allow_duplicate=True),
+    *CONTROLS_OUT, *HEADER_OUT, Output("applied-presets", "data", allow_duplicate=True),
     Output("err-_", "children", allow_duplicate=True),
     Input("scenario-upload", "contents"), prevent_initial_call=True,
 )
 def upload(contents: str | None) -> tuple:
     """Load an uploaded scenario JSON (validated; a bad file changes nothing and says why)."""
-    keep = (*[no_update] * len(CONTROL_KEYS), no_update, no_update)
+    keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update)
     if not contents:
         return (*keep, no_update)
     try:
@@ -139,8 +163,7 @@ def upload(contents: str | None) -> tuple:
         key, message = next(iter(errors.items()))
         where = "" if key == "_" else f"{key}: "
         return (*keep, f"Upload rejected — {where}{message}")
-    presets = {"model": scn["model"], "system": scn["system"]}
-    return (*_control_values(scn), ["on"] if scn["presentation"] else [], presets, "")
+    return (*_control_values(scn), *_header_values(scn), _applied(scn), "")
 
 
 @callback(Output("scenario-download", "data"),
@@ -166,3 +189,65 @@ def keep_fragment(_path: str, scn: Any, hydrated: Any) -> str:
     shareable."""
     clean, _ = validate_scenario(scn)
     return "#" + to_query(clean) if hydrated is True and clean else no_update
+
+
+# --------------------------------------------------------------------------- linked widgets
+
+
+def slider_sync(c: Control, from_slider: bool, box: Any, slider: Any) -> tuple[Any, Any]:
+    """(box, slider) after one of them changed. The box holds the value: a typed value is kept
+    as typed and the slider moves to it (clamped to its range: only the slider is); a slider
+    move sets the box, unless it is the slider's echo of the box (within half a step)."""
+    position = slider_position(c, box)
+    if not from_slider:
+        return no_update, (position if position is not None else no_update)
+    if slider is None or (position is not None and abs(slider - position) <= c.slider[2] / 2):
+        return no_update, no_update
+    return slider, no_update
+
+
+def tokens_sync(c: Control, from_tokens: bool, tokens: Any, value: Any, per: Any
+                ) -> tuple[Any, Any, Any]:
+    """(tokens box, control value, control message) after the tokens box, the control or the
+    key it is multiplied by changed: tokens typed set the control when they are a whole number
+    of sequences, else say why; a changed control (or sequence length) updates the tokens."""
+    if from_tokens:
+        sequences, message = batch_from_tokens(tokens, per)
+        if message:
+            return no_update, no_update, message
+        return no_update, sequences, ""
+    numbers = all(isinstance(v, int) and not isinstance(v, bool) for v in (value, per))
+    return (value * per if numbers else no_update), no_update, no_update
+
+
+def _register_slider(c: Control) -> None:
+    @callback(Output(f"ctl-{c.key}", "value", allow_duplicate=True),
+              Output(f"sld-{c.key}", "value"),
+              Input(f"ctl-{c.key}", "value"), Input(f"sld-{c.key}", "value"),
+              prevent_initial_call=True)
+    def sync(box: Any, slider: Any) -> tuple[Any, Any]:
+        return slider_sync(c, ctx.triggered_id == f"sld-{c.key}", box, slider)
+
+
+def _register_tokens(c: Control) -> None:
+    @callback(Output(f"tok-{c.key}", "value"),
+              Output(f"ctl-{c.key}", "value", allow_duplicate=True),
+              Output(f"err-{c.key}", "children", allow_duplicate=True),
+              Input(f"tok-{c.key}", "value"), Input(f"ctl-{c.key}", "value"),
+              Input(f"ctl-{c.per_token}", "value"), prevent_initial_call=True)
+    def sync(tokens: Any, value: Any, per: Any) -> tuple[Any, Any, Any]:
+        return tokens_sync(c, ctx.triggered_id == f"tok-{c.key}", tokens, value, per)
+
+
+for _control in CONTROLS:
+    if _control.widget == "slider":
+        _register_slider(_control)
+    if _control.per_token:
+        _register_tokens(_control)
+
+
+@callback(Output("note-global_batch", "children"), Input("scenario", "data"))
+def batch_note(scn: Any) -> Any:
+    """The global batch in both units, where the preset's comes from, and a warning past the
+    critical batch (of the store validated again)."""
+    return notes.batch_note(_current(scn))

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from model import ModelError, search
-from model.design import leanest
-from model.sweep import best_frame, sweep
+from model.explore.design import leanest
+from model.explore.sweep import best_frame, sweep
 
 from . import budget
 from .compute import _how, _inputs, _strategies, cached_frame
@@ -40,16 +40,16 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
     seconds = budget.TIME_BUDGET_S if time_budget_s is None else time_budget_s
 
     def compute() -> pd.DataFrame:
-        m, _ = build_inputs(scn)
+        m, s = build_inputs(scn)
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
         narrow = "narrow the GPU range or choose one strategy"
         for nvs in domains:  # each sweep on its own, the time of all of them together
-            budget.check_searches(f"The comparison (NVLink domain {nvs})", m, nvs, counts,
+            budget.check_searches(f"The comparison (NVLink domain {nvs})", m, s, counts,
                                   scn["global_batch"], _strategies(scn), **_how(scn),
                                   narrow=narrow, repeat=len(names) * len(domains),
-                                  time_budget_s=seconds)
+                                  time_budget_s=seconds, nvs=nvs)
         deadline, frames = time.monotonic() + seconds, []
         for name in names:
             base = preset_system(name)
@@ -77,7 +77,7 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
     n = counts[-1] if counts else scn["gpus_max"]
     strategy = "context" if scn["strategy"] == "all" else scn["strategy"]
     narrow = "narrow the GPU range"
-    budget.check_searches("Explaining why nothing fits", m, s.nvlink_domain_size, [n],
+    budget.check_searches("Explaining why nothing fits", m, s, [n],
                           scn["global_batch"], [strategy], **_how(scn), narrow=narrow)
     lean = leanest(m, s, n, scn["global_batch"], strategy, **_how(scn))
     out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
@@ -94,7 +94,7 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
         if n * more > MAX_GPUS:
             break
         try:
-            budget.check_searches("", m, s.nvlink_domain_size, [n * more],
+            budget.check_searches("", m, s, [n * more],
                                   scn["global_batch"], [strategy], **_how(scn), narrow=narrow)
         except ModelError:  # larger counts only get larger: stop looking
             break
@@ -124,7 +124,7 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
         total = len(capacities_gb) * len(bandwidths_tb_per_s)
-        budget.check_searches(f"The sweep at {scn['gpus']:,} GPUs", m, s.nvlink_domain_size,
+        budget.check_searches(f"The sweep at {scn['gpus']:,} GPUs", m, s,
                               [scn["gpus"]], scn["global_batch"], _strategies(scn),
                               **_how(scn), narrow=narrow, repeat=total, time_budget_s=seconds)
         start, rows = time.perf_counter(), []

@@ -14,6 +14,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from model.explore.report import TIME_COLUMNS
+from model.physics.strategies import SHORT_LABELS, STRATEGIES
+
 # Okabe & Ito (2008), safe for the common colour-vision deficiencies.
 PALETTE: tuple[str, ...] = (
     "#0072B2",  # blue
@@ -34,17 +37,18 @@ GRID = "#E6E6E6"
 AXIS_LINE = "#444444"
 TEXT = "#222222"
 
-STRATEGY_ORDER: tuple[str, ...] = ("1d", "summa", "context")
-STRATEGY_COLORS: dict[str, str] = {"1d": PALETTE[0], "summa": PALETTE[1], "context": PALETTE[2]}
-STRATEGY_LABELS: dict[str, str] = {"1d": "1D TP", "summa": "2D SUMMA", "context": "2D context"}
+# the model's strategies (model.physics.strategies), in its order, each with its own colour
+STRATEGY_ORDER: tuple[str, ...] = STRATEGIES
+STRATEGY_COLORS: dict[str, str] = {s: PALETTE[i] for i, s in enumerate(STRATEGIES)}
+STRATEGY_LABELS: dict[str, str] = dict(SHORT_LABELS)
 
 # Time components of one iteration, in stacking order (the model's result columns).
-COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_pp_comm_s",
-                                    "t_dp_comm_s", "t_bubble_s", "t_optimizer_s", "t_offload_s")
+COMPONENT_ORDER: tuple[str, ...] = TIME_COLUMNS
 COMPONENT_COLORS: dict[str, str] = {
     "t_compute_s": "#0072B2",
     "t_memory_s": "#56B4E9",
     "t_tp_comm_s": "#E69F00",
+    "t_ep_comm_s": "#8C564B",
     "t_pp_comm_s": "#CC79A7",
     "t_dp_comm_s": "#D55E00",
     "t_bubble_s": GREY,
@@ -55,6 +59,7 @@ COMPONENT_LABELS: dict[str, str] = {
     "t_compute_s": "compute",
     "t_memory_s": "exposed memory",
     "t_tp_comm_s": "TP comm",
+    "t_ep_comm_s": "EP all-to-all",
     "t_pp_comm_s": "PP comm",
     "t_dp_comm_s": "DP comm",
     "t_bubble_s": "bubble",
@@ -62,7 +67,7 @@ COMPONENT_LABELS: dict[str, str] = {
     "t_offload_s": "offload transfers",
 }
 
-# Per-op components (model.report.op_table) and what bounds an op: same colours as above.
+# Per-op components (model.explore.report.op_table) and what bounds an op: same colours as above.
 OP_COMPONENT_ORDER: tuple[str, ...] = ("t_compute_s", "t_memory_exposed_s", "t_comm_s")
 OP_COMPONENT_COLORS: dict[str, str] = {
     "t_compute_s": COMPONENT_COLORS["t_compute_s"],

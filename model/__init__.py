@@ -10,21 +10,28 @@ Public API::
     ev.row, ev.ops     # the configuration's numbers and its per-op breakdown
 
 ``compat="paper"`` reproduces arXiv 2410.00273's public code, bugs included
-(spec/paper-model.md §7); the default model fixes them and adds embedding, LM head and loss.
+(docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
 """
 
-from .design import best_per_cell, design_space
 from .errors import ModelError
-from .hardware import System, list_systems, load_system, system_from_dict
-from .search import Evaluation, SearchResult, evaluate, search
-from .strategies import canonical_strategy
-from .sweep import sweep
-from .transformer import Transformer, list_models, load_model, transformer_from_dict
+from .explore.design import best_per_cell, design_space
+from .explore.search import Evaluation, SearchResult, evaluate, search
+from .explore.sweep import sweep
+from .physics.strategies import canonical_strategy
+from .specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
+from .specs.transformer import (
+    WORKLOADS_DIR,
+    Transformer,
+    list_models,
+    load_model,
+    transformer_from_dict,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Evaluation", "ModelError", "SearchResult", "System", "Transformer", "best_per_cell",
+    "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "ModelError", "SearchResult", "System",
+    "Transformer", "best_per_cell",
     "canonical_strategy", "design_space", "evaluate", "list_models", "list_systems",
     "load_model", "load_system", "search", "sweep", "system_from_dict", "transformer_from_dict",
     "__version__",

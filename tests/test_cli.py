@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from model.cli import main
-from model.hardware import list_systems
-from model.transformer import list_models
+from model.cli.commands import main
+from model.specs.hardware import list_systems
+from model.specs.transformer import list_models
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_SEARCH = ["search", "--model", "gpt3-1t", "--system", "paper-h200", "--nvs", "8",
@@ -129,8 +129,8 @@ def test_evaluate_json_matches_search_best(capsys: pytest.CaptureFixture[str]) -
     assert set(out["config"]) >= {"gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch",
                                   "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp", "n_microbatches"}
     assert (out["config"]["nv_tp1"], out["config"]["nv_pp"]) == (4, 2)
-    assert set(out["breakdown_s"]) == {"compute", "memory", "tp_comm", "pp_comm", "dp_comm",
-                                       "bubble", "optimizer", "offload"}
+    assert set(out["breakdown_s"]) == {"compute", "memory", "tp_comm", "ep_comm", "pp_comm",
+                                       "dp_comm", "bubble", "optimizer", "offload"}
     assert out["breakdown_s"]["optimizer"] == 0.0  # the paper does not model the Adam step
     assert sum(out["breakdown_s"].values()) == pytest.approx(out["iteration_time_s"], rel=1e-9)
     assert set(out["memory_breakdown_gb"]) == {"weights", "gradients", "optimizer",
@@ -223,7 +223,7 @@ def test_internal_error_is_one_line(monkeypatch: pytest.MonkeyPatch,
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("model.cli.list_systems", boom)
+    monkeypatch.setattr("model.cli.listings.list_systems", boom)
     assert main(["systems"]) == 1
     err = capsys.readouterr().err
     assert err.strip() == "error: internal error: RuntimeError: boom"
@@ -248,7 +248,7 @@ def test_ablation_lists_every_switch_and_default(capsys: pytest.CaptureFixture[s
                              "8", "--gpus", "512", "--strategy", "1d", "--json"])
     labels = [r["mode"] for r in rows]
     assert labels[0].startswith("paper") and labels[-1].startswith("default")
-    from model.modes import SWITCHES
+    from model.specs.modes import SWITCHES
     assert len(rows) == len(SWITCHES) + 2  # paper, each switch fixed alone, default
     assert rows[0]["samples_per_s"] == pytest.approx(28.62912724154006, rel=1e-12)
     assert rows[0]["change_vs_paper"] == 0.0

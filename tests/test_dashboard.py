@@ -147,12 +147,16 @@ def test_bad_value_is_reported_on_its_control(over, key):
 
 
 def test_error_messages_are_clear():
-    assert "must divide 'hidden'" in errors_of(heads=159)["heads"]
-    assert "must divide 'heads'" in errors_of(kv_heads=7)["kv_heads"]
-    assert "out of range" in errors_of(layers=0)["layers"]
-    assert "[1, 100000]" in errors_of(hbm_gb=-5)["hbm_gb"]
-    assert "out of range" in errors_of(gpus_max=10**9)["gpus_max"]
-    assert "must be a number" in errors_of(layers="abc")["layers"]
+    """Each message names the control by its label and says what is wrong (issue 12: never
+    an internal key, never "is empty" for a value that is there)."""
+    assert errors_of(heads=159)["heads"] == "Heads (159) must divide the hidden size (25,600)"
+    assert errors_of(kv_heads=7)["kv_heads"] == "KV heads (7) must divide the heads (160)"
+    assert errors_of(layers=0)["layers"] == "Layers must be at least 1"
+    assert errors_of(hbm_gb=-5)["hbm_gb"] == "HBM capacity must be positive"
+    assert errors_of(hbm_gb=0.5)["hbm_gb"] == "HBM capacity must be at least 1 GB"
+    assert errors_of(gpus_max=10**9)["gpus_max"] == "GPUs (to) must be at most 10,000,000"
+    assert errors_of(layers="abc")["layers"] == "Layers must be a number"
+    assert errors_of(layers=2.5)["layers"] == "Layers must be a whole number"
     assert "finite" in errors_of(budget=float("nan"))["budget"]
     assert "larger than the largest" in errors_of(gpus_min=64, gpus_max=32)["gpus_min"]
     assert "different axes" in errors_of(x_axis="pp", y_axis="pp")["y_axis"]
@@ -287,7 +291,7 @@ def test_collect_invalid_value_keeps_store_and_reports_on_control():
     out = _collect({**current, "hbm_gb": -5}, current, True)
     assert is_no_update(out[0]) and is_no_update(out[1])
     messages = dict(zip(state.ERROR_KEYS, out[2:]))
-    assert "hbm_gb" in messages["hbm_gb"] and "range" in messages["hbm_gb"]
+    assert messages["hbm_gb"] == "HBM capacity must be positive"
     assert all(m == "" for k, m in messages.items() if k != "hbm_gb")
     out = _collect({**current, "heads": 7}, current, True)
     assert is_no_update(out[0]) and dict(zip(state.ERROR_KEYS, out[2:]))["heads"]
@@ -313,7 +317,8 @@ def test_hydrate_fills_controls_from_fragment_once():
     values = dict(zip(CONTROL_KEYS, out[:n]))
     assert values["layers"] == 96 and values["hbm_gb"] == 80.0
     assert out[n] == ["on"] and out[n + 1] is True and out[n + 3] == ""
-    assert out[n + 2] == {"model": current["model"], "system": current["system"]}
+    assert out[n + 2] == {"model": current["model"], "system": current["system"],
+                          "stack": current["stack"]}
     later = state.hydrate("#layers=12", True, current)
     assert len(later) == n + 4 and all(is_no_update(v) for v in later)
 
@@ -336,7 +341,7 @@ def test_upload_valid_json_fills_controls():
     n = len(CONTROL_KEYS)
     assert dict(zip(CONTROL_KEYS, out[:n])) == {k: scn[k] for k in CONTROL_KEYS}
     assert out[n] == ["on"]
-    assert out[n + 1] == {"model": scn["model"], "system": scn["system"]}
+    assert out[n + 1] == {"model": scn["model"], "system": scn["system"], "stack": scn["stack"]}
     assert out[n + 2] == ""
 
 
@@ -374,31 +379,46 @@ def _triggered(prop_id: str, func, *args):
     return contextvars.copy_context().run(run)
 
 
+def _apply(trigger: str, scn: dict[str, Any], applied: dict[str, Any], **names: Any) -> tuple:
+    """apply_preset as Dash calls it: each preset's value, each reset's clicks, the presets
+    applied and the stored scenario, with ``trigger`` (a prop id) as the triggering input."""
+    presets = [names.get(p.key, scn[p.key]) for p in state.PRESETS]
+    clicks = [1 if trigger == f"reset-{p.group}.n_clicks" else None for p in state.PRESETS]
+    return _triggered(trigger, state.apply_preset, *presets, *clicks, applied, scn)
+
+
 def test_apply_preset():
     scn = default()
-    applied = {"model": scn["model"], "system": scn["system"]}
+    applied = state._applied(scn)
     n = len(CONTROL_KEYS)
-    out = _triggered("ctl-model.value", state.apply_preset, "llama3-8b", scn["system"], None,
-                     None, applied, scn)
+    out = _apply("ctl-model.value", scn, applied, model="llama3-8b")
     values = dict(zip(CONTROL_KEYS, out[:n]))
     assert {k: values[k] for k in S.MODEL_KEYS} == {
         k: v for k, v in S.model_values("llama3-8b").items() if k in S.MODEL_KEYS}
     assert values["hbm_gb"] == scn["hbm_gb"]  # the system group is untouched
-    assert out[n] == {"model": "llama3-8b", "system": scn["system"]}
+    assert out[n] == {**applied, "model": "llama3-8b"}
     # the preset already applied (e.g. set by hydrate): nothing changes
-    same = _triggered("ctl-model.value", state.apply_preset, scn["model"], scn["system"], None,
-                      None, applied, {**scn, "layers": 12})
+    same = _apply("ctl-model.value", {**scn, "layers": 12}, applied)
     assert all(is_no_update(v) for v in same)
     # reset reloads the preset over edited values
-    reset = _triggered("reset-model.n_clicks", state.apply_preset, scn["model"], scn["system"],
-                       1, None, applied, {**scn, "layers": 12})
+    reset = _apply("reset-model.n_clicks", {**scn, "layers": 12}, applied)
     assert dict(zip(CONTROL_KEYS, reset[:n]))["layers"] == scn["layers"]
-    out = _triggered("ctl-system.value", state.apply_preset, scn["model"], "b200", None, None,
-                     applied, scn)
+    out = _apply("ctl-system.value", scn, applied, system="b200")
     values = dict(zip(CONTROL_KEYS, out[:n]))
     assert {k: values[k] for k in S.SYSTEM_KEYS} == {
         k: v for k, v in S.system_values("b200").items() if k in S.SYSTEM_KEYS}
     assert values["layers"] == scn["layers"]
+    # a software stack loads its execution defaults (2021 Megatron-LM: no SP, replicated
+    # optimizer, no TP overlap); "none" the Execution defaults
+    out = _apply("ctl-stack.value", scn, applied, stack="megatron-lm-2021")
+    values = dict(zip(CONTROL_KEYS, out[:n]))
+    assert (values["sequence_parallel"], values["zero"], values["tp_overlap"]) == (
+        False, 0, False)
+    assert values["layers"] == scn["layers"] and values["hbm_gb"] == scn["hbm_gb"]
+    assert out[n]["stack"] == "megatron-lm-2021"
+    out = _apply("ctl-stack.value", scn, applied, stack="none")
+    values = dict(zip(CONTROL_KEYS, out[:n]))
+    assert (values["sequence_parallel"], values["zero"], values["tp_overlap"]) == (True, 1, False)
 
 
 def test_preset_values_validate():
@@ -426,8 +446,9 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "system": "b200", "nvs": 64, "hbm_gb": 141.01, "hbm_tb_per_s": 4.81,
                "matrix_tflops": 990.0, "nvlink_gb_per_s": 900.0, "nic_gb_per_s": 25.0,
                "nics_per_gpu": 2.0, "compat": "paper", "gpus_max": 8192,
+               "stack": "megatron-lm-2021",
                "recompute": "full", "sequence_parallel": False, "interleave": 2, "zero": 3,
-               "precision": "fp8", "tp_overlap": True, "context_attention": "ring",
+               "precision": "fp8", "tp_overlap": False, "context_attention": "ring",
                "offload": "optimizer", "recompute_layers": 2}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():

@@ -27,8 +27,14 @@ from dashboard.figures import (
     training_time_figure,
 )
 from model import best_per_cell, design_space, evaluate, load_model, load_system, search, sweep
-from model.report import MEMORY_COLUMNS, TIME_COLUMNS
-from model.sweep import best_frame
+from model.explore.report import MEMORY_COLUMNS, TIME_COLUMNS
+from model.explore.sweep import best_frame
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
 
 COUNTS = [2 ** k for k in range(2, 15)]
 REL = 1e-9
@@ -137,8 +143,8 @@ def test_theme_tables():
     assert theme.STRATEGY_LABELS == {"1d": "1D TP", "summa": "2D SUMMA", "context": "2D context"}
     assert tuple(theme.COMPONENT_COLORS) == TIME_COLUMNS == theme.COMPONENT_ORDER
     assert [theme.COMPONENT_LABELS[c] for c in TIME_COLUMNS] == [
-        "compute", "exposed memory", "TP comm", "PP comm", "DP comm", "bubble", "optimizer step",
-        "offload transfers"]
+        "compute", "exposed memory", "TP comm", "EP all-to-all", "PP comm", "DP comm", "bubble",
+        "optimizer step", "offload transfers"]
     assert tuple(theme.MEMORY_COLORS) == MEMORY_COLUMNS
     assert theme.MEMORY_LABELS["optimizer_gb"] == "optimizer state"
     for table in (theme.STRATEGY_COLORS, theme.COMPONENT_COLORS, theme.MEMORY_COLORS):
@@ -241,7 +247,7 @@ def test_memory_figure_sums_and_capacity(figs, scaling, system):
     assert all(sh.y0 == sh.y1 == system.hbm_capacity_gb and sh.line.dash == "dash"
                for sh in lines)
     legend = [t for t in fig.data if t.name and "HBM capacity" in t.name]
-    assert len(legend) == 1 and "141 GB" in legend[0].name  # the line is named in the legend
+    assert len(legend) == 1 and f"{system.hbm_capacity_gb:g} GB" in legend[0].name  # named
     # the capacity defaults to the frame's column
     default = memory_figure(scaling)
     assert {sh.y0 for sh in default.layout.shapes} == {system.hbm_capacity_gb}

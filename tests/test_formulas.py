@@ -1,4 +1,4 @@
-"""The model's formulas against closed forms worked out by hand (spec/paper-model.md §1–§4, §6.2).
+"""The model's formulas against closed forms worked out by hand (docs/model.md §3–§9, §12.1).
 
 Every expected value here is written from the spec, not from the model's code: FLOP counts of a
 block, parameter and weight-memory counts, the collective-time branches, flash attention, the
@@ -10,10 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import evaluate, load_model, load_system, ops, search, transformer_from_dict
-from model.collectives import Collective, collective_time_s, summa_comm_time_s
+from model import evaluate, load_model, load_system, search, transformer_from_dict
+from model.physics import ops
+from model.physics.collectives import Collective, collective_time_s, summa_comm_time_s
 
-# paper-h200 (spec §1.2), in SI units
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
+# paper-h200 (the paper's H200 system), in SI units
 P_MAT, P_VEC = 989.4e12, 133.8e12  # FLOP/s
 ETA, OVERHEAD = 0.8, 20e-6
 B_HBM = 4800e9  # bytes/s
@@ -215,7 +222,7 @@ def test_default_weights_with_vocab_parallel_tp(h200):
 
 
 # ---------------------------------------------------------------------------------------------
-# Collectives (spec §2.2)
+# Collectives (docs/model.md §5.1)
 
 ALL_KINDS = [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE,
              Collective.BROADCAST, Collective.REDUCE, Collective.P2P]
@@ -338,7 +345,7 @@ def test_collectives_broadcast_over_arrays(h200):
 
 
 # ---------------------------------------------------------------------------------------------
-# Flash attention (spec §3.1 FusedLA / FusedLASeqp)
+# Flash attention (docs/model.md §6)
 
 
 @pytest.mark.parametrize("b,h,m1,L,m2,q,dropout", [
@@ -351,7 +358,7 @@ def test_flash_attention_matches_spec(b, h, m1, L, m2, q, dropout):
     hl, ll = h // m1, L // m2
     bh = b * hl
     d = 1 if dropout else 0
-    out = ops.flash_attention(b, hl, hl, ll, L, q, S, dropout_on=dropout)
+    out = ops.flash_attention(b, hl, hl, ll, L, q, S, dropout_on=dropout, keep_output=True)
     # spec F = matrix terms + ρ·[vector terms]; split into the two
     mat_f = bh * ll * L * (2 * q - 1) + bh * ll * q * (2 * L - 1)
     vec_f = 2 * bh * ll * L + bh * ll * (L - 1) + d * bh * ll * L
@@ -370,6 +377,10 @@ def test_flash_attention_matches_spec(b, h, m1, L, m2, q, dropout):
     assert float(out.bytes_fwd) == S * (2 * bh * ll * q + 2 * bh * L * q + bh * ll)
     assert float(out.bytes_bwd) == S * (2 * bh * L * q + 2 * bh * ll * q) + act
     assert float(out.weight_bytes) == 0.0
+    # the default model keeps O once, as the output projection's input (docs/model.md)
+    own = ops.flash_attention(b, hl, hl, ll, L, q, S, dropout_on=dropout)
+    assert float(own.act_bytes) == act - S * bh * ll * q
+    assert float(own.bytes_bwd) == float(out.bytes_bwd)
     # F_mat/P_mat + F_vec/P_vec is the paper's (F_mat + ρ·F_vec)/P_mat
     rho = P_MAT / P_VEC
     ours = float(out.flop_mat_fwd) / P_MAT + float(out.flop_vec_fwd) / P_VEC
@@ -397,7 +408,7 @@ def test_flash_attention_compute_time_in_the_op_table(h200):
 
 
 # ---------------------------------------------------------------------------------------------
-# Roofline of a plain linear (spec §2.1, §3.1 Linear1D)
+# Roofline of a plain linear (docs/model.md §4, §6)
 
 
 def test_linear_roofline_in_the_op_table(h200):
@@ -421,7 +432,7 @@ def test_linear_roofline_in_the_op_table(h200):
 
 
 # ---------------------------------------------------------------------------------------------
-# SUMMA overlap (spec §2.3)
+# SUMMA overlap (docs/model.md §5.3)
 
 
 def test_summa_comm_time_formula():
@@ -476,7 +487,7 @@ def test_summa_linear_time_by_hand(h200):
 
 
 # ---------------------------------------------------------------------------------------------
-# The paper's published numbers (spec §6)
+# The paper's published numbers (docs/model.md §12.1)
 
 
 @pytest.fixture(scope="module")
@@ -500,7 +511,8 @@ def test_paper_1d_reference(h200, gpt3_1t, gpus, samples, dp, tp, pp, placement)
 
 
 def test_paper_1d_512_pipeline_comm_by_hand(h200, gpt3_1t):
-    """t_pp = 2·n_mb·(fast/(pp−1))·(λ_f + V/b_f), slow links free (paper bug 2), spec §6.2."""
+    """t_pp = 2·n_mb·(fast/(pp−1))·(λ_f + V/b_f), slow links free (paper bug 2),
+    docs/model.md §12.1."""
     row = evaluate(gpt3_1t, h200, 512, 4096, "1d", tp1=4, pp=64, dp=2, microbatch=1, nv_tp1=4,
                    nv_dp=1, nv_pp=2, compat="paper", nvs=8).row
     volume = S * 1 * (2048 // 4) * 25600  # 0.0262144 GB: the block output on l/tp rows
@@ -518,7 +530,7 @@ def test_paper_1d_512_pipeline_comm_by_hand(h200, gpt3_1t):
     (4096, "summa", 203.53), (4096, "context", 200.99),
 ])
 def test_paper_2d_reference(h200, gpt3_1t, gpus, strategy, published):
-    """Spec §6.1 table (published to two decimals)."""
+    """docs/model.md §12.1 (published to two decimals)."""
     best = search(gpt3_1t, h200, gpus, 4096, strategy, compat="paper", nvs=8).best
     assert best["samples_per_s"] == pytest.approx(published, abs=0.005)
 
@@ -554,7 +566,7 @@ def test_causal_flash_attention_skips_half_the_scores(h200):
 
 def test_gemm_wave_quantisation():
     """Output tiles run in waves of SMs; a partly filled last wave wastes the rest."""
-    from model.ops import wave_efficiency
+    from model.physics.ops import wave_efficiency
     assert wave_efficiency(128 * 108, 128, 128, 108) == 1.0  # exactly one full wave
     assert wave_efficiency(128 * 109, 128, 128, 108) == pytest.approx(109 / 216)
     assert wave_efficiency(100, 100, 128, 0) == 1.0  # off

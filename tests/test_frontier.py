@@ -1,5 +1,5 @@
-"""The per-process search cache (model.frontier): a search answered from a search at another HBM
-capacity gives exactly what a search from scratch gives."""
+"""The per-process search cache (model.explore.frontier): a search answered from a search at
+another HBM capacity gives exactly what a search from scratch gives."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pandas as pd
 import pytest
 
 from model import load_model, load_system, search, sweep
-from model.frontier import CACHE, FrontierCache, keep_positions, shape_leaders
+from model.explore.frontier import CACHE, FrontierCache, keep_positions, shape_leaders
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's mechanisms under the Execution defaults and the systems'
+    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
 
 COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -127,7 +133,7 @@ def test_the_cache_is_bounded_and_least_recently_used_goes_first():
 
 
 def test_threads_asking_the_same_search_evaluate_it_once(monkeypatch):
-    module = sys.modules["model.search"]  # the module (model.search is the function)
+    module = sys.modules["model.explore.search"]  # the module, not the function model.search
     real, calls = module._evaluate_variant, []
 
     def counted(*args, **kwargs):

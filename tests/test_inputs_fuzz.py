@@ -11,7 +11,7 @@ never yields NaN, inf or a negative time or size. Covered here:
 * the Python API (``search``, ``evaluate``, ``design_space``, ``sweep``) with random GPU counts,
   batches, strategies, pins, compat modes, execution options and budgets — kept cheap: a
   gpt3-175b shrunk to 8 layers, at most 256 GPUs;
-* the command line (``model.cli.main``): random argument lists built from the parser's own flags
+* the command line (``model.cli.commands``): random argument lists built from the parser's own flags
   with random values and garbage tokens — exit 0, or 2 with one ``error:`` line; never 1;
 * the dashboard: ``validate_scenario`` (random dicts), ``from_query`` (URL fragments, percent-
   encoded, long, unicode), ``from_json`` (random bytes and text up to 20 KB) and the ``upload``,
@@ -61,7 +61,6 @@ from model import (  # noqa: E402
     ModelError,
     design_space,
     evaluate,
-    hardware,
     list_models,
     list_systems,
     load_model,
@@ -69,13 +68,13 @@ from model import (  # noqa: E402
     search,
     sweep,
     system_from_dict,
-    transformer,
     transformer_from_dict,
 )
-from model.cli import build_parser, main  # noqa: E402
-from model.execution import Execution  # noqa: E402
-from model.schema import Field  # noqa: E402
-from model.space import PIN_NAMES  # noqa: E402
+from model.cli.commands import build_parser, main  # noqa: E402
+from model.explore.space import PIN_NAMES  # noqa: E402
+from model.specs import hardware, transformer  # noqa: E402
+from model.specs.execution import Execution  # noqa: E402
+from model.specs.schema import Field  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZZ = settings(max_examples=80, deadline=None, derandomize=False,
@@ -234,8 +233,10 @@ def test_model_spec_random_documents(case):
         return
     assert not extra
     assert_valid_spec(m, transformer.FIELDS)
-    assert m.hidden % m.heads == 0 and m.heads % m.kv_heads == 0
-    assert (m.tokens is None) != (m.samples is None)
+    # heads divide hidden unless the head dimension is given apart from it
+    assert (m.hidden % m.heads == 0 or doc.get("head_dim") is not None)
+    assert m.heads % m.kv_heads == 0 and m.head_dim >= 1
+    assert m.tokens is None or m.samples is None  # at most one budget (none: throughput only)
     assert m.params > 0
 
 
@@ -363,7 +364,7 @@ def test_valid_random_specs_give_finite_results(m, s, gpus, gbs, strategy, compa
 def test_tiny_vocabulary_gives_finite_numbers(vocab):
     """A valid model whose LM head has fewer columns than tensor-parallel ranks (vocab 1 on
     tp1 = 2: an empty GEMM) on every preset system. Found: NaN times from the wave-quantisation
-    efficiency ``tiles / (ceil(tiles / units) · units)`` = 0/0 in ``model/ops.py``."""
+    efficiency ``tiles / (ceil(tiles / units) · units)`` = 0/0 in ``model/physics/ops.py``."""
     m = transformer_from_dict({"name": "tiny", "layers": 4, "hidden": 128, "heads": 2,
                                "kv_heads": 1, "seq_len": 128, "vocab": vocab, "tokens": 1e9})
     for name in list_systems():
@@ -699,18 +700,13 @@ def option_values(action: argparse.Action, specs: dict[str, list[str]],
     return Arg(small, numbers)  # pins, --nvs and anything added later
 
 
-@st.composite
-def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
-    """An argument list from the parser's own flags. Half the time a plausible command (a
-    known subcommand, its required options, plausible values), else anything goes: garbage
-    tokens, missing or repeated options, junk values, shuffled order."""
-    actions = cli_actions()
-    clean = draw(st.booleans())
-    commands = st.sampled_from(sorted(actions))
-    command = draw(commands if clean else st.one_of(commands, GARBAGE, st.just("--version")))
+def _option_pairs(draw, options: list, clean: bool, specs: dict[str, list[str]], tmp: Path
+                  ) -> tuple[list[tuple[str, str | None]], dict[str, str]]:
+    """(flag, value) pairs for some of a command's ``options`` (required ones mostly, when
+    ``clean`` always), and the values by destination."""
     pairs: list[tuple[str, str | None]] = []
     values: dict[str, str] = {}
-    for action in actions.get(command, []):
+    for action in options:
         percent = (100 if clean else 90) if action.required else 15
         if draw(st.integers(0, 99)) >= percent:
             continue
@@ -718,18 +714,28 @@ def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
         if action.nargs == 0:
             pairs.append((flag, None))
             continue
-        arg = option_values(action, specs, tmp)
         if clean and action.dest == "reference":
             continue
+        arg = option_values(action, specs, tmp)
         value = draw(arg.plausible if clean else st.one_of(arg.plausible, arg.plausible,
                                                              arg.junk, GARBAGE))
         values[action.dest] = value
         pairs.append((flag, value))
-    if clean and command == "evaluate":  # make tp1·tp2·pp·dp = gpus (most of the time)
-        dims = [values.get(d, "1") for d in ("tp1", "tp2", "pp", "dp")]
-        if all(d.isdigit() for d in dims) and draw(st.integers(0, 3)):
-            gpus = str(math.prod(int(d) for d in dims))
-            pairs = [(f, gpus if f == "--gpus" else v) for f, v in pairs]
+    return pairs, values
+
+
+def _matching_gpus(draw, pairs: list, values: dict[str, str]) -> list:
+    """Most of the time, --gpus set to tp1·tp2·pp·dp (an evaluate that can run)."""
+    dims = [values.get(d, "1") for d in ("tp1", "tp2", "pp", "dp")]
+    if all(d.isdigit() for d in dims) and draw(st.integers(0, 3)):
+        gpus = str(math.prod(int(d) for d in dims))
+        return [(f, gpus if f == "--gpus" else v) for f, v in pairs]
+    return pairs
+
+
+def _argv(draw, command: str, pairs: list, clean: bool) -> list[str]:
+    """The argument list: flags with their values (sometimes as --flag=value); unless
+    ``clean``, garbage inserted and the order sometimes shuffled."""
     argv = [command]
     for flag, value in pairs:
         if value is None:
@@ -744,6 +750,21 @@ def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
         if draw(st.integers(0, 4)) == 0:
             argv = draw(st.permutations(argv))
     return argv
+
+
+@st.composite
+def cli_argvs(draw, specs: dict[str, list[str]], tmp: Path):
+    """An argument list from the parser's own flags. Half the time a plausible command (a
+    known subcommand, its required options, plausible values), else anything goes: garbage
+    tokens, missing or repeated options, junk values, shuffled order."""
+    actions = cli_actions()
+    clean = draw(st.booleans())
+    commands = st.sampled_from(sorted(actions))
+    command = draw(commands if clean else st.one_of(commands, GARBAGE, st.just("--version")))
+    pairs, values = _option_pairs(draw, actions.get(command, []), clean, specs, tmp)
+    if clean and command == "evaluate":
+        pairs = _matching_gpus(draw, pairs, values)
+    return _argv(draw, command, pairs, clean)
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

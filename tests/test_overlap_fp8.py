@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 
 from model import evaluate, load_model, load_system
-from model.collectives import overlapped_s
-from model.ops import FP8_QUANTISE_BYTES_PER_ELEMENT
+from model.physics.collectives import overlapped_s
+from model.specs.precision import PRECISIONS
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
+FP8_QUANTISE_BYTES_PER_ELEMENT = PRECISIONS["fp8"].quantise_bytes_per_element
 
 
 def _ops(model, system, gpus, execution, **cfg):
@@ -88,7 +96,7 @@ def test_fsdp_reduces_gradients_every_microbatch():
 
 def test_a_partly_filled_nvl72_rack_keeps_its_largest_even_share():
     """128 GPUs on NVL72 racks: 2 × 64 per NVLink domain (not gcd(128, 72) = 8)."""
-    from model.space import filled_domain
+    from model.explore.space import filled_domain
     assert filled_domain(128, 72) == 64 and filled_domain(256, 72) == 64
     assert filled_domain(144, 72) == 72 and filled_domain(96, 8) == 8
     assert filled_domain(12, 8) == 6

@@ -1,6 +1,6 @@
 """Paper parity: ``compat="paper"`` reproduces every published figure of arXiv 2410.00273.
 
-For every entry of shared/reference/paper_results.json (36 files: 3 strategies × 2 models ×
+For every entry of model/data/reference/paper_results.json (36 files: 3 strategies × 2 models ×
 A100/B200 × NVS 4/8/64, each over its GPU counts): the same feasibility, the best throughput within
 0.1 %, and the same best (dp, tp1, tp2, pp, microbatch) — unless the published configuration ties
 ours, which is checked by evaluating it.

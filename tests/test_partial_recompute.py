@@ -7,6 +7,12 @@ import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
 
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's mechanisms under the Execution defaults and the systems'
+    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
 CFG = dict(tp1=4, pp=8, dp=2, microbatch=1)  # llama3-70b: 10 layers per stage
 
 

@@ -2,8 +2,8 @@
 
 Each property follows from the model's structure: evaluate() is a search with every dimension
 pinned; more bandwidth of any kind can only shorten every configuration's iteration (every time
-term is non-decreasing in the time of a transfer, spec §2–§4); memory does not depend on the HBM
-capacity, so more capacity keeps every feasible configuration feasible.
+term is non-decreasing in the time of a transfer, docs/model.md §4–§8); memory does not depend on
+the HBM capacity, so more capacity keeps every feasible configuration feasible.
 """
 
 from __future__ import annotations
@@ -12,10 +12,17 @@ from functools import cache
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model import evaluate, load_model, load_system, search
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's mechanisms under the Execution defaults and the systems'
+    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
 
 GBS = 1024
 REL = 1e-12

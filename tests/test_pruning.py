@@ -1,7 +1,7 @@
-"""Exact pruning of a search (model.pruning.pruned): the shapes' lower bounds never exceed a
+"""Exact pruning of a search (model.explore.pruning.pruned): the shapes' lower bounds never exceed a
 placed candidate's exact iteration time, and a pruned search returns exactly what pricing every
 candidate returns (rows, order, dtypes, candidate and feasible counts), also through the
-per-process search cache (model.frontier)."""
+per-process search cache (model.explore.frontier)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,26 @@ import pytest
 from test_frontier import same
 
 from model import load_model, load_system, search, sweep
-from model.block import Ctx
-from model.evaluate import (
+from model.explore.evaluate import (
     ShapeCounts,
     candidate_times,
     shape_lower_bound,
     shape_memory,
 )
-from model.execution import resolve_execution
-from model.frontier import CACHE
-from model.modes import resolve_mode
-from model.space import build_shapes, expand_placements, placement_mask
-from model.strategies import build_strategy
+from model.explore.frontier import CACHE
+from model.explore.space import build_shapes, expand_placements, placement_mask
+from model.physics.block import Ctx
+from model.physics.strategies import build_strategy
+from model.specs.execution import resolve_execution
+from model.specs.modes import resolve_mode
 
-SEARCH = sys.modules["model.search"]  # the module (model.search is the function)
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's mechanisms under the Execution defaults and the systems'
+    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+
+SEARCH = sys.modules["model.explore.search"]  # the module (model.explore.search is the function)
 COUNTS = [8, 16, 64, 256, 1024, 4096]
 
 
@@ -43,12 +49,13 @@ def lower_and_exact(model, system, gpus, global_batch, strategy, compat=None, ex
     counts = ShapeCounts.of(strat, shapes, ctx)
     mem = shape_memory(model, strat, shapes, global_batch, counts, ctx)
     lower = shape_lower_bound(model, system, strat, shapes, global_batch, ctx, counts,
-                              mem["params_bytes"])
+                              mem["params_bytes"], expert_params_bytes=mem["expert_params_bytes"])
     mask, table = placement_mask(shapes, gpus, system.nvlink_domain_size, pins,
                                  mode.exact_domain_fill)
     cands = expand_placements(shapes, mask, table)
     shape = cands.pop("shape")
     cands["params_bytes"] = mem["params_bytes"][shape]
+    cands["expert_params_bytes"] = mem["expert_params_bytes"][shape]
     exact = candidate_times(model, system, strat, cands, global_batch, ctx, counts, shape)
     return lower[shape], exact["iteration_time_s"]
 
@@ -66,14 +73,36 @@ CASES = [
     ("vit-era5", "b200", None, None),
     ("megatron-22b", "a100", None, {"offload": "optimizer"}),
     ("llama3-70b", "h100", None, {"recompute_layers": 3, "precision": "fp8"}),
+    # mixtures of experts: EP searched, the all-to-all on both tiers, its overlap, MLA, MTP,
+    # windows, imbalance and capacity (small variants keep every candidate cheap to price)
+    ("mixtral-8x7b", "h100", None, {"ep_overlap": True, "moe_imbalance": 1.3}),
+    ("deepseek-v3-small", "gb200-nvl72", None, {"precision": "mxfp8", "ep_overlap": True}),
+    ("deepseek-v3-small", "b200", None, {"zero": 3, "moe_capacity_factor": 1.25,
+                                        "recompute": "full"}),
+    ("gpt-oss-small", "h100", None, {"precision": "fp8", "tp_overlap": True}),
+    ("deepseek-v3-small", "h100", None, {"ep_dispatcher": "flex", "ep_overlap": True}),
 ]
+MOE_MODELS = {  # a few layers and experts of the presets: the same op tables, fewer candidates
+    "deepseek-v3-small": lambda: load_model("deepseek-v3").with_overrides(
+        layers=8, dense_layers=1, experts=32, seq_len=2048),
+    "gpt-oss-small": lambda: load_model("gpt-oss-120b").with_overrides(
+        layers=6, window_layers=3, experts=16),
+}
 
 
-@pytest.mark.parametrize("model_name,system_name,compat,execution", CASES)
-@pytest.mark.parametrize("strategy", ["1d", "summa", "context"])
+def _model(name):
+    return MOE_MODELS[name]() if name in MOE_MODELS else load_model(name)
+
+
+def _strategies(name):  # SUMMA has no MoE op table
+    return ["1d", "context"] if _model(name).moe else ["1d", "summa", "context"]
+
+
+@pytest.mark.parametrize("model_name,system_name,compat,execution,strategy", [
+    (*case, strategy) for case in CASES for strategy in _strategies(case[0])])
 def test_lower_bound_never_exceeds_the_exact_time(model_name, system_name, compat, execution,
                                                    strategy):
-    model, system = load_model(model_name), load_system(system_name)
+    model, system = _model(model_name), load_system(system_name)
     checked = 0
     for gpus in (4, 64, 512, 4096):
         for system_variant in (system, system.with_overrides(
@@ -114,7 +143,7 @@ def both(fn):
 
 @pytest.mark.parametrize("model_name,system_name,compat,execution", CASES)
 def test_pruned_sweeps_equal_full_ones(model_name, system_name, compat, execution):
-    model, system = load_model(model_name), load_system(system_name)
+    model, system = _model(model_name), load_system(system_name)
     pruned, full = both(lambda: sweep(model, system, COUNTS, 2048, compat=compat,
                                       execution=execution))
     same(pruned, full)

@@ -1,5 +1,5 @@
-"""The search: space sizes (spec §5), pins, budget, determinism, ranking, and that evaluate()
-reproduces a search row exactly."""
+"""The search: space sizes (docs/model.md §11), pins, budget, determinism, ranking, and that
+evaluate() reproduces a search row exactly."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
-from model.report import TIME_COLUMNS
+from model.explore.report import TIME_COLUMNS
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _without_stack(no_stack_module):
+    """These tests check the model's formulas and figures under the Execution defaults and the
+    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
 
 REL = 1e-12
 DIMS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb")
@@ -41,7 +47,8 @@ GBS = 4096
 
 
 # ---------------------------------------------------------------------------------------------
-# Search-space sizes (spec §5 table: candidates after all filters, before the memory check)
+# Search-space sizes (model/data/reference/paper_results.json 'candidate_counts': candidates
+# after all filters, before the memory check)
 
 
 @pytest.mark.parametrize("name,nvs,gpus,strategy,count", [
@@ -91,7 +98,7 @@ def test_pinning_every_dimension_leaves_one_placement_family(h200, gpt3):
     assert len(placements) == len(top)
     for a, b, c, d in placements:
         assert a * b * c * d == 8 and 4 % a == 0 and b == 1 and 2 % c == 0 and 64 % d == 0
-    # the best of the family is the paper's 512-GPU optimum (spec §6.2)
+    # the best of the family is the paper's 512-GPU optimum (docs/model.md §12.1)
     assert tuple(top.iloc[0][["nv_tp1", "nv_dp", "nv_pp"]]) == (4, 1, 2)
     one = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8,
                  pins={**pins, "nv_tp1": 4, "nv_tp2": 1, "nv_dp": 1, "nv_pp": 2})
@@ -199,7 +206,8 @@ def op_sums(ops: pd.DataFrame, where: str) -> pd.Series:
 
 
 def check_breakdown(row: pd.Series, ops: pd.DataFrame, dp_group: int) -> None:
-    """The row's numbers from the per-op table, as the pipeline model combines them (spec §4).
+    """The row's numbers from the per-op table, as the pipeline model combines them
+    (docs/model.md §8).
 
     Block ops repeat n_mb × layers-per-stage times, the ops outside the blocks n_mb times; with
     pp = 1 one stage runs both ends, otherwise the slower end sets the pace. Memory is that of
@@ -330,7 +338,7 @@ def test_aliases_name_the_same_strategy(h200, gpt3):
 
 
 def test_vit_1d_is_infeasible_in_paper_mode(vit):
-    """Spec §6.1: vit_era5 with 1D never fits (activations at l = 64800)."""
+    """docs/model.md §12.1: vit_era5 with 1D never fits (activations at l = 64800)."""
     b200 = load_system("paper-b200")
     res = search(vit, b200, 4096, GBS, "1d", compat="paper")
     assert res.candidates > 0
@@ -379,7 +387,7 @@ def test_overrides_keep_default_sizes_consistent():
 
 
 def test_flat_slow_rings_use_every_nic_outside_paper_mode():
-    from model.collectives import Collective, collective_time_s
+    from model.physics.collectives import Collective, collective_time_s
     s = load_system("paper-h200").with_overrides(nics_per_gpu=2.0)
     one = s.with_overrides(nics_per_gpu=1.0)
     v, n = 1e9, 8

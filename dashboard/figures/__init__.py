@@ -1,8 +1,8 @@
 """Pure figure builders for the dashboard: a result DataFrame in, a plotly Figure out.
 
 No Dash, no I/O, no model calls: the callers run the model and pass its frames
-(``model.sweep.best_frame``, ``model.best_per_cell``, ``model.evaluate(...).ops``). Every
-builder takes ``presentation`` (fonts ×1.5) and returns :func:`empty_figure` with a message
+(``model.explore.sweep.best_frame``, ``model.best_per_cell``, ``model.evaluate(...).ops``).
+Every builder takes ``presentation`` (fonts ×1.5) and returns :func:`empty_figure` with a message
 instead of raising when there is nothing to plot. Colours and labels come from
 :mod:`dashboard.theme`; :func:`figure_table` gives the data behind any figure for CSV export.
 """

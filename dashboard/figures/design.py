@@ -55,6 +55,35 @@ def _colorbar(lo: float, hi: float, title: str, log: bool) -> dict:
     return bar
 
 
+def _cell_values(frame: pd.DataFrame, value_col: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's colour value (NaN where it does not fit) and whether it is infeasible."""
+    value = np.array(pd.to_numeric(frame[value_col], errors="coerce"), dtype=float)
+    value[~np.isfinite(value) | (value <= 0)] = np.nan
+    if "fits" in frame.columns and "feasible" not in frame.columns:  # a raw design space
+        value[~frame["fits"].astype(bool).to_numpy()] = np.nan
+    infeasible = np.isnan(value)
+    if "feasible" in frame.columns:
+        infeasible |= pd.to_numeric(frame["feasible"], errors="coerce").fillna(0).to_numpy() == 0
+    value[infeasible] = np.nan
+    return value, infeasible
+
+
+def _cell_hover(x: str, y: str, value_title: str, names: list[str], others: list[str],
+                extra: list[str]) -> str:
+    """The hover template of a feasible cell (its values in customdata, named by ``names``)."""
+    hover = [f"{x} = %{{x}} · {y} = %{{y}}", f"{value_title}: %{{customdata[0]:.4g}}"]
+    config = " · ".join(f"{label} %{{customdata[{names.index(c)}]}}"
+                        for c, label in CONFIG_FIELDS if c in others)
+    if config:
+        hover.append("best config: " + config)
+    hover.append(f"NVLink placement (tp1×tp2×dp×pp) %{{customdata[{names.index('placement')}]}}")
+    for c, label, unit in (("train_days", "training time", " days"),
+                           ("samples_per_s", "samples/s", ""), ("memory_gb", "memory", " GB")):
+        if c in extra:
+            hover.append(f"{label} %{{customdata[{names.index(c)}]:.4g}}{unit}")
+    return "<br>".join(hover) + _candidates_line(names) + "<extra></extra>"
+
+
 def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = False) -> go.Figure:
     """Design-space map from ``model.best_per_cell(frame, x, y)``: the best configuration that
     fits in each (x, y) cell, the remaining dimensions free.
@@ -78,14 +107,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     xs, ys = _categories(cells[x]), _categories(cells[y])
     xs = [fmt_int(v) if _numeric(cells[x]) else str(v) for v in xs]
     ys = [fmt_int(v) if _numeric(cells[y]) else str(v) for v in ys]
-    value = np.array(pd.to_numeric(frame[value_col], errors="coerce"), dtype=float)
-    value[~np.isfinite(value) | (value <= 0)] = np.nan
-    if "fits" in frame.columns and "feasible" not in frame.columns:  # a raw design space
-        value[~frame["fits"].astype(bool).to_numpy()] = np.nan
-    infeasible = np.isnan(value)
-    if "feasible" in frame.columns:
-        infeasible |= pd.to_numeric(frame["feasible"], errors="coerce").fillna(0).to_numpy() == 0
-    value[infeasible] = np.nan
+    value, infeasible = _cell_values(frame, value_col)
     # several rows per cell (a raw design space): infeasible first, then slowest to fastest,
     # so that the fastest feasible row is written last
     frame = frame.assign(_value=value, _infeasible=infeasible)
@@ -133,17 +155,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
         hovertemplate=(f"{x} = %{{x}} · {y} = %{{y}}<br><b>does not fit</b> in HBM"
                        + _candidates_line(names) + "<extra></extra>"),
         meta={"group": "does not fit", "customdata": names})]
-    hover = [f"{x} = %{{x}} · {y} = %{{y}}", f"{value_title}: %{{customdata[0]:.4g}}"]
-    config = " · ".join(f"{label} %{{customdata[{names.index(c)}]}}"
-                        for c, label in CONFIG_FIELDS if c in others)
-    if config:
-        hover.append("best config: " + config)
-    hover.append(f"NVLink placement (tp1×tp2×dp×pp) %{{customdata[{names.index('placement')}]}}")
-    for c, label, unit in (("train_days", "training time", " days"),
-                           ("samples_per_s", "samples/s", ""), ("memory_gb", "memory", " GB")):
-        if c in extra:
-            hover.append(f"{label} %{{customdata[{names.index(c)}]:.4g}}{unit}")
-    cell_hover = "<br>".join(hover) + _candidates_line(names) + "<extra></extra>"
+    cell_hover = _cell_hover(x, y, value_title, names, others, extra)
     data.append(dict(
         type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=SEQUENTIAL_SCALE,
         reversescale=True, hoverongaps=False, xgap=1, ygap=1,

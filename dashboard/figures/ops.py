@@ -1,4 +1,5 @@
-"""Per-op views of one configuration (``model.evaluate(...).ops``, see model.report.op_table)."""
+"""Per-op views of one configuration (``model.evaluate(...).ops``, see
+model.explore.report.op_table)."""
 
 from __future__ import annotations
 

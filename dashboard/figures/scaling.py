@@ -1,4 +1,4 @@
-"""Strong-scaling views of a sweep's best configurations (``model.sweep.best_frame``)."""
+"""Strong-scaling views of a sweep's best configurations (``model.explore.sweep.best_frame``)."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ BAND_FILL = "rgba(158, 158, 158, 0.22)"
 
 
 def calibration_role(ids: Sequence[str], sets: Sequence[str]) -> list[str]:
-    """'calibration' for the runs the efficiencies in systems/*.json were fitted on
+    """'calibration' for the runs the efficiencies in model/data/systems/*.json were fitted on
     (bench/calibrate.py: Korthikanti's full-recompute iteration times for the A100, the
     Megatron-Bridge 25.11 H100, DGX B200 and GB200 FP8 runs for FP8, attention and overlap),
     else 'held out' (among them the 25.11 GB300 runs and the 25.09/26.02 releases)."""

@@ -4,6 +4,7 @@ and for a selected row its per-op breakdown and roofline."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dash
@@ -11,9 +12,11 @@ import dash_ag_grid as dag
 from dash import Input, Output, State, callback, html, no_update
 
 from model import ModelError
+from model.physics.strategies import STRATEGIES
 
-from .. import compute, figures
+from .. import compute, figures, notes
 from ..export import graph_card, register_exports
+from ..grid import number_column, text_column
 from ..guard import bad_request, page_callback
 from ..scenario import build_inputs
 
@@ -21,36 +24,34 @@ dash.register_page(__name__, path="/design", name="Design space", order=1,
                    title="Design space — transformer training what-if")
 
 
-def _col(field: str, header: str, fmt: str | None = None, width: int = 90) -> dict[str, Any]:
-    col: dict[str, Any] = {"field": field, "headerName": header, "width": width + 25,
-                           "sortable": True, "filter": "agNumberColumnFilter",
-                           "headerTooltip": header}
-    if fmt:
-        col["valueFormatter"] = {"function": f"d3.format('{fmt}')(params.value)"}
-    return col
-
-
 TOP_COLUMNS = [
-    _col("samples_per_s", "samples/s", ".2f", 105), _col("train_days", "days", ".1f", 80),
-    _col("mfu", "MFU", ".0%", 75), _col("dp", "dp", None, 65), _col("tp1", "tp1", None, 65),
-    _col("tp2", "tp2", None, 65), _col("pp", "pp", None, 65),
-    _col("microbatch", "mb", None, 60), _col("nb", "nb", None, 60),
-    {"field": "placement", "headerName": "NVLink tp1×tp2×dp×pp", "width": 150},
-    _col("memory_gb", "memory GB", ".1f", 105), _col("iteration_time_s", "iter s", ".2f", 90),
-    _col("t_compute_s", "compute s", ".2f", 100), _col("t_tp_comm_s", "TP comm s", ".2f", 100),
-    _col("t_pp_comm_s", "PP comm s", ".2f", 100), _col("t_dp_comm_s", "DP comm s", ".2f", 100),
-    _col("t_bubble_s", "bubble s", ".2f", 90), _col("t_memory_s", "memory s", ".2f", 95),
-    _col("t_optimizer_s", "optimizer s", ".3f", 100),
+    number_column("samples_per_s", "samples/s", ".2f", 130),
+    number_column("train_days", "days", ".1f", 105), number_column("mfu", "MFU", ".0%", 100),
+    *[number_column(k, label, "d", width) for k, label, width in (
+        ("dp", "dp", 90), ("tp1", "tp1", 90), ("tp2", "tp2", 90), ("pp", "pp", 90),
+        ("microbatch", "mb", 85), ("nb", "nb", 85))],
+    text_column("placement", "NVLink tp1×tp2×dp×pp", 150, filter=False),
+    number_column("memory_gb", "memory GB", ".1f", 130),
+    number_column("iteration_time_s", "iter s", ".2f", 115),
+    number_column("t_compute_s", "compute s", ".2f", 125),
+    number_column("t_tp_comm_s", "TP comm s", ".2f", 125),
+    number_column("t_pp_comm_s", "PP comm s", ".2f", 125),
+    number_column("t_dp_comm_s", "DP comm s", ".2f", 125),
+    number_column("t_bubble_s", "bubble s", ".2f", 115),
+    number_column("t_memory_s", "memory s", ".2f", 120),
+    number_column("t_optimizer_s", "optimizer s", ".3f", 125),
 ]
 OPS_COLUMNS = [
-    {"field": "op", "headerName": "op", "width": 140, "sortable": True},
-    {"field": "where", "headerName": "where", "width": 75},
-    _col("t_iteration_s", "s / iteration", ".3f", 115), _col("flop_fwd", "FLOP fwd", ".3s", 95),
-    _col("flop_bwd", "FLOP bwd", ".3s", 95), _col("hbm_bytes_fwd", "HBM B fwd", ".3s", 100),
-    _col("hbm_bytes_bwd", "HBM B bwd", ".3s", 100),
-    _col("intensity_flop_per_byte", "FLOP/B", ".1f", 80),
-    {"field": "bound", "headerName": "bound", "width": 115},
-    {"field": "collectives", "headerName": "collectives", "width": 420},
+    text_column("op", "op", 140, filter=False), text_column("where", "where", 75, filter=False,
+                                                            sortable=False),
+    number_column("t_iteration_s", "s / iteration", ".3f", 140),
+    number_column("flop_fwd", "FLOP fwd", ".3s", 120),
+    number_column("flop_bwd", "FLOP bwd", ".3s", 120),
+    number_column("hbm_bytes_fwd", "HBM B fwd", ".3s", 125),
+    number_column("hbm_bytes_bwd", "HBM B bwd", ".3s", 125),
+    number_column("intensity_flop_per_byte", "FLOP/B", ".1f", 105),
+    text_column("bound", "bound", 115, filter=False, sortable=False),
+    text_column("collectives", "collectives", 420, filter=False, sortable=False),
 ]
 
 layout = html.Div(className="page-body", children=[
@@ -69,6 +70,7 @@ layout = html.Div(className="page-body", children=[
                        defaultColDef={"resizable": True}, style={"height": "470px"},
                        className="ag-theme-alpine"),
         ]),
+        html.Div(id="design-selected", className="summary card wide"),
         html.Div(id="design-ops-message", className="alert wide", role="status"),
         graph_card("design-ops", "Where the time goes, per op (selected configuration)",
                    grow=True),
@@ -131,7 +133,6 @@ def build_ops(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> tup
     return figures.ops_breakdown_figure(ops, presentation=pres), roof, ops.to_dict("records")
 
 
-STRATEGIES = ("1d", "summa", "context")
 
 
 def checked_rows(selected: Any) -> list[dict[str, Any]]:
@@ -178,3 +179,38 @@ def _ops_figures(scn: dict[str, Any], context: Any) -> dict[str, Any]:
 register_exports(["design-heatmap"],
                  lambda scn, _context: {"design-heatmap": space_outputs(scn)[0]})
 register_exports(["design-ops", "design-roofline"], _ops_figures)
+
+
+def selected_text(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> str:
+    """The selected configuration in one line: its time and rate with their cross-validated
+    range (none in the paper mode or without a software stack)."""
+    if not selected:
+        return ""
+    row = selected[0]
+    config = " · ".join(f"{k} {int(row[k])}" for k in ("dp", "tp1", "tp2", "pp", "microbatch"))
+    return (f"Selected: {row['strategy']} on {int(row['gpus'])} GPUs ({config}) — "
+            f"{notes.days_text(scn, float(row['train_days']))}, "
+            f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.0f}%.")
+
+
+RESULT_KEYS = ("train_days", "samples_per_s", "mfu")
+
+
+def checked_results(selected: Any) -> list[dict[str, Any]]:
+    """:func:`checked_rows` with the row's results (finite non-negative numbers; 400 else)."""
+    rows = checked_rows(selected)
+    for row in rows:
+        for key in RESULT_KEYS:
+            value = selected[0].get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value >= 0):
+                raise bad_request(f"design: the selected row's {key} is not a number")
+            row[key] = float(value)
+    return rows
+
+
+@callback(Output("design-selected", "children"), Input("design-top", "selectedRows"),
+          State("scenario", "data"))
+@page_callback(1, lambda message: "")
+def update_selected(selected: list[dict[str, Any]] | None, scn: dict[str, Any]) -> str:
+    return selected_text(scn, checked_results(selected))

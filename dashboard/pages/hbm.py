@@ -26,16 +26,14 @@ layout = html.Div(className="page-body", children=[
         "Training days of the best configuration at the design-space GPU count (left panel) "
         "for every HBM capacity × bandwidth on the grid; the rest of the system is fixed.")),
     html.Div(className="card sweep-form", children=[
-        html.Label(["Capacity from (GB)", dcc.Input(id="hbm-cap-min", type="number", value=40,
-                                                    min=1, max=100000)]),
-        html.Label(["to (GB)", dcc.Input(id="hbm-cap-max", type="number", value=400, min=1,
-                                         max=100000)]),
-        html.Label(["Bandwidth from (TB/s)", dcc.Input(id="hbm-bw-min", type="number", value=1,
-                                                       min=0.01, max=1000)]),
-        html.Label(["to (TB/s)", dcc.Input(id="hbm-bw-max", type="number", value=16, min=0.01,
-                                           max=1000)]),
-        html.Label(["Points per axis", dcc.Input(id="hbm-steps", type="number", value=8, min=2,
-                                                 max=20, step=1)]),
+        # no min/max/step on the boxes: the browser would send a value outside them as empty,
+        # and grid() must say what is wrong with it
+        *[html.Label([label, dcc.Input(id=f"hbm-{key}", type="number", value=value, step="any")])
+          for key, label, value in (("cap-min", "Capacity from (GB)", 40),
+                                    ("cap-max", "to (GB)", 400),
+                                    ("bw-min", "Bandwidth from (TB/s)", 1),
+                                    ("bw-max", "to (TB/s)", 16),
+                                    ("steps", "Points per axis", 8))],
         html.Button("Run sweep", id="hbm-run", className="btn-primary"),
         html.Button("Cancel", id="hbm-cancel", disabled=True),
         html.Progress(id="hbm-progress", value="0", max="100"),
@@ -60,9 +58,9 @@ def grid(cap_min, cap_max, bw_min, bw_max, steps) -> tuple[list[float], list[flo
         raise ValueError("capacities go up to 100000 GB, bandwidths up to 1000 TB/s")
     if not (0 < cap_min < cap_max) or not (0 < bw_min < bw_max):
         raise ValueError("each range needs 0 < from < to")
+    if steps != int(steps) or not 2 <= steps <= 20 or steps * steps > MAX_POINTS:
+        raise ValueError("points per axis must be a whole number between 2 and 20")
     steps = int(steps)
-    if not 2 <= steps <= 20 or steps * steps > MAX_POINTS:
-        raise ValueError("points per axis must be between 2 and 20")
     return (list(np.linspace(cap_min, cap_max, steps)),
             list(np.round(np.linspace(bw_min, bw_max, steps), 3)))
 

@@ -10,7 +10,7 @@ from dash import Input, Output, callback, html, no_update
 
 from model import ModelError
 
-from .. import compute, figures, studies
+from .. import compute, figures, notes, studies
 from ..export import graph_card, register_exports
 from ..guard import page_callback
 from ..scenario import build_inputs, gpu_counts
@@ -72,12 +72,16 @@ def infeasible_text(scn: dict[str, Any], frame) -> str:
     return " ".join(parts)
 
 
-def summary_text(frame) -> str:
+def summary_text(frame, scn: dict[str, Any] | None = None) -> str:
+    """The headline: the fastest configuration, its time and rate with their cross-validated
+    range (the scenario's software stack; none in the paper mode or without a stack)."""
     if frame.empty:
         return ""
     best = frame.loc[frame["train_days"].idxmin()]
+    scn = scn or {}
     return (f"Fastest: {best['strategy']} on {int(best['gpus'])} GPUs — "
-            f"{best['train_days']:.1f} days, {best['samples_per_s']:.1f} samples/s, "
+            f"{notes.days_text(scn, best['train_days'])}, "
+            f"{notes.rate_text(scn, best['samples_per_s'])}, "
             f"MFU {100 * best['mfu']:.0f}% (dp {int(best['dp'])} · tp1 {int(best['tp1'])} · "
             f"tp2 {int(best['tp2'])} · pp {int(best['pp'])} · microbatch "
             f"{int(best['microbatch'])}).")
@@ -91,9 +95,9 @@ def build(scn: dict[str, Any]) -> tuple:
     if frame.empty:
         msg = "No configuration fits in HBM: see the explanation above."
         empty = figures.empty_figure(msg, pres)
-        return (summary_text(frame), infeasible_text(scn, frame), *[empty] * len(GRAPHS))
+        return (summary_text(frame, scn), infeasible_text(scn, frame), *[empty] * len(GRAPHS))
     return (
-        summary_text(frame), infeasible_text(scn, frame),
+        summary_text(frame, scn), infeasible_text(scn, frame),
         figures.training_time_figure(frame, presentation=pres),
         figures.time_breakdown_figure(frame, presentation=pres),
         figures.memory_figure(frame, system.hbm_capacity_gb, presentation=pres),

@@ -33,38 +33,14 @@ from ..figures.validation import (
     calibration_role,
     predicted_rows,
 )
+from ..grid import number_column as _num
+from ..grid import text_column as _text
 from ..guard import page_callback
 
 dash.register_page(__name__, path="/validation", name="Validation", order=4,
                    title="Validation — transformer training what-if")
 
 GRAPHS = ("validation-time", "validation-memory", "validation-errors")
-_FMT = "params.value == null ? '–' : d3.format('{fmt}')(params.value)"
-
-
-def _num(field: str, header: str, fmt: str = ".1f", width: int = 110, flag: bool = False,
-         filter: bool = True) -> dict[str, Any]:
-    """A sortable number column ('–' when missing); ``flag``: errors beyond ±10% in red."""
-    col: dict[str, Any] = {"field": field, "headerName": header, "width": width,
-                           "sortable": True, "type": "rightAligned",
-                           "valueFormatter": {"function": _FMT.format(fmt=fmt)}}
-    if filter:
-        col["filter"] = "agNumberColumnFilter"
-    if flag:
-        col["cellStyle"] = {"styleConditions": [
-            {"condition": "params.value != null && Math.abs(params.value) > 10",
-             "style": {"color": "#b42318", "fontWeight": "600"}}]}
-    return col
-
-
-def _text(field: str, header: str, width: int = 140, filter: bool = True,
-          **extra: Any) -> dict[str, Any]:
-    col = {"field": field, "headerName": header, "width": width, "sortable": True, **extra}
-    if filter:
-        col["filter"] = "agTextColumnFilter"
-    return col
-
-
 SUMMARY_COLUMNS = [  # a few rows: sortable, no filters (their icons crowd the headers)
     _text("set_label", "set", 250, filter=False),
     _text("metric_label", "metric", 210, filter=False),
@@ -103,8 +79,8 @@ def _intro() -> html.Div:
             "shown beside ours. ", html.B("Other published runs"), ": Narayanan et al. 2021 "
             "(PTD-P and ZeRO-3 on A100) and Megatron-Bridge Llama 3 FP8 runs on H100, B200, "
             "GB200 and GB300, plus the same summary's 25.09 and 26.02 releases (never fitted; "
-            "reference/megatron_bridge_extra.json); throughput is turned into iteration time "
-            "with its source's formula;"
+            "model/data/reference/megatron_bridge_extra.json); throughput is turned into "
+            "iteration time with its source's formula;"
             " records the model cannot express are listed at the bottom with the reason."]),
         html.P([
             html.B("Error"), " = 100·(1 − predicted / measured): positive when the estimator "
@@ -115,9 +91,9 @@ def _intro() -> html.Div:
             f"{h100.attention_efficiency:g}, B200 {b200.attention_efficiency:g}) on the "
             "Megatron-Bridge 25.11 H100 and DGX B200 Llama 3 runs, the GB200's own FP8 "
             f"efficiency ({gb200.flop_efficiency_fp8:g}) on its 25.11 runs; the overlap slowdown "
-            f"({h100.overlap_slowdown:g}) is set a priori (sources in systems/*.json, method in "
-            "bench/calibrate.py). Every other record — selective recompute, memory, Narayanan, "
-            "GB300 and the 25.09/26.02 releases — is held out. "
+            f"({h100.overlap_slowdown:g}) is set a priori (sources in model/data/systems/*.json, "
+            "method in bench/calibrate.py). Every other record — selective recompute, memory, "
+            "Narayanan, GB300 and the 25.09/26.02 releases — is held out. "
             "Uncertain sources (configuration or measurement partly inferred) are hollow "
             "markers and hatched bars."]),
     ])

@@ -1,0 +1,51 @@
+"""Llama 3 405B on 8,192 and 16,384 H100s: the default search given only the published layout
+(prints figures; not a test — tests/test_held_out.py checks the 12 % target).
+
+Run: python bench/llama3_405b.py [--stack NAME]
+
+Published (Grattafiori et al. 2024, 'The Llama 3 Herd of Models', arXiv 2407.21783, Table 4):
+TP 8, CP 1, PP 16, DP 64 / 128, global batch 16M tokens of 8,192-token sequences (2,048
+samples), BF16, 430 / 400 TFLOP/s per GPU. These runs were never used to fit anything: the
+prediction is the default search (every interleaving, the fewest recomputed layers that fit,
+the newest software stack) with tp1 and pp pinned; the search picks the microbatch, the
+interleaving and the recompute itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from model import load_model, load_system, search  # noqa: E402
+
+PUBLISHED = ((8192, 430.0), (16384, 400.0))  # (H100 GPUs, TFLOP/s per GPU), Table 4
+GLOBAL_BATCH = 2048  # 16M tokens / 8,192 tokens per sample
+
+
+def predict(gpus: int, stack: str | None = None):
+    """The best row of the default search with the published TP and PP pinned (BF16)."""
+    model, system = load_model("llama3-405b"), load_system("h100")
+    return search(model, system, gpus, GLOBAL_BATCH, "1d", pins={"tp1": 8, "pp": 16},
+                  execution={"precision": "bf16"}, stack=stack, top_k=1).best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--stack", default=None, help="software stack (default: the newest)")
+    args = ap.parse_args()
+    print(f"{'GPUs':>6} {'published':>9} {'predicted':>9} {'error':>7}  execution found")
+    for gpus, published in PUBLISHED:
+        best = predict(gpus, args.stack)
+        tflops = float(best["tflops_per_gpu"])
+        print(f"{gpus:>6} {published:>9.0f} {tflops:>9.1f} {100 * (tflops / published - 1):>+6.1f}%"
+              f"  dp {int(best['dp'])}, microbatch {int(best['microbatch'])}, interleave "
+              f"{int(best['interleave'])}, recompute {best['recompute']} with "
+              f"{int(best['recompute_layers'])} full layers per stage, "
+              f"{float(best['memory_gb']):.1f} GB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Short texts the views show beside their numbers: the global batch in both units with its
+critical-batch warning (:mod:`model.specs.batch`), and the cross-validated error bar of a
+predicted training time or rate (:mod:`model.validation.error_bars`). The estimator computes;
+these only format."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dash import html
+
+from model import ModelError, load_model
+from model.specs.batch import critical_batch
+from model.specs.stack import NONE as NO_STACK
+from model.validation.error_bars import ErrorBar, error_bar
+
+from .inputs import number_text
+from .scenario import build_inputs
+
+
+def tokens_text(tokens: float) -> str:
+    """12,582,912 → '12.6M'."""
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if tokens >= size:
+            return f"{tokens / size:.3g}{suffix}"
+    return number_text(tokens)
+
+
+def critical_batch_warning(scn: dict[str, Any]) -> str:
+    """A warning when the global batch exceeds Kaplan et al. 2020's critical batch at the loss
+    the model reaches at the end of its budget; '' below it (or without a vocabulary)."""
+    try:
+        model, _ = build_inputs(scn)
+    except ModelError:
+        return ""
+    crit = critical_batch(model)
+    batch_tokens = scn["global_batch"] * scn["seq_len"]
+    if crit is None or batch_tokens <= crit.tokens:
+        return ""
+    return (f"⚠ The global batch ({tokens_text(batch_tokens)} tokens) exceeds the critical "
+            f"batch estimated for this model at the end of its budget, about "
+            f"{tokens_text(crit.tokens)} tokens ({number_text(round(crit.samples(scn['seq_len'])))}"
+            f" sequences): past it a larger batch costs training tokens for the same loss, "
+            f"about {crit.token_cost(batch_tokens):.1f}× the fewest (Kaplan et al. 2020, "
+            f"§5.1: B_crit = 2·10⁸ tokens / L^(1/0.21) at their L(N, D) = "
+            f"{crit.loss_nats:.2f} nats; an order of magnitude). The speed shown is not "
+            "affected.")
+
+
+def _preset_batch(scn: dict[str, Any]) -> str:
+    """Where the preset's batch comes from, when the batch is the preset's."""
+    preset = load_model(scn["model"])
+    if preset.global_batch is None:
+        return (f"{scn['model']} publishes no global batch: "
+                f"{number_text(scn['global_batch'])} is this dashboard's default.")
+    if preset.global_batch == scn["global_batch"]:
+        return f"The batch {scn['model']} was published with."
+    return ""
+
+
+def batch_note(scn: dict[str, Any]) -> list[Any]:
+    """The line under the global batch: both units, the preset's source, the warning."""
+    tokens = scn["global_batch"] * scn["seq_len"]
+    source = load_model(scn["model"]).global_batch_source
+    parts: list[Any] = [html.Span(
+        f"= {tokens_text(tokens)} tokens per step ({number_text(scn['global_batch'])} × "
+        f"{number_text(scn['seq_len'])}). {_preset_batch(scn)}", title=source or None)]
+    warning = critical_batch_warning(scn)
+    if warning:
+        parts.append(html.Div(warning, className="ctl-warning", role="status"))
+    return parts
+
+
+def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
+    """The error bar of the scenario's predictions: from the cross-validation of its software
+    stack; None in the paper mode and without a stack (uncalibrated)."""
+    if scn.get("compat") == "paper" or scn.get("stack") in (None, NO_STACK):
+        return None
+    return error_bar(scn["stack"])
+
+
+def days_text(scn: dict[str, Any], days: float) -> str:
+    """'182.0 days (173.0–191.0, ±5.1 % … on 37 runs of every stack)', or '182.0 days'."""
+    bar = error_bar_of(scn)
+    if bar is None or not math.isfinite(days):
+        return f"{days:.1f} days"
+    low, high = bar.time_range(days)
+    return f"{days:.1f} days ({low:.1f}–{high:.1f}, {bar.text})"
+
+
+def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s") -> str:
+    """'12.3 samples/s (11.7–12.9)', or without a range when there is no error bar."""
+    bar = error_bar_of(scn)
+    if bar is None or not math.isfinite(per_s):
+        return f"{per_s:.1f} {unit}"
+    low, high = bar.rate_range(per_s)
+    return f"{per_s:.1f} {unit} ({low:.1f}–{high:.1f})"

@@ -1,0 +1,5 @@
+"""The command line: ``python -m model`` / ``tperf`` (see :mod:`model.cli.commands`)."""
+
+from .commands import console, main
+
+__all__ = ["console", "main"]

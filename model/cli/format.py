@@ -1,0 +1,261 @@
+"""Output of the command line (:mod:`model.cli`): plain-JSON conversion and readable tables.
+
+Nothing here computes a result; every number comes from a
+:class:`~model.explore.search.SearchResult` or an :class:`~model.explore.search.Evaluation`
+(columns described in :mod:`model.explore.report`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..explore.search import Evaluation, SearchResult
+from ..specs.execution import CHOICES as EXECUTION_COLUMNS
+from ..validation.error_bars import ErrorBar
+
+CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1",
+               "nv_tp2", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage")
+PLACEMENT_KEYS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
+BREAKDOWN = (("compute", "t_compute_s"), ("memory", "t_memory_s"), ("tp_comm", "t_tp_comm_s"),
+             ("ep_comm", "t_ep_comm_s"),
+             ("pp_comm", "t_pp_comm_s"), ("dp_comm", "t_dp_comm_s"), ("bubble", "t_bubble_s"),
+             ("optimizer", "t_optimizer_s"), ("offload", "t_offload_s"))
+MEMORY = (("weights", "weights_gb"), ("gradients", "gradients_gb"),
+          ("optimizer", "optimizer_gb"), ("activations", "activations_gb"))
+MS_COLUMNS = (("fwd ms", "t_fwd_s"), ("bwd ms", "t_bwd_s"), ("comm ms", "t_comm_s"),
+              ("mem-exposed ms", "t_memory_exposed_s"))
+# columns given as ranges under the error bar: durations, and rates (whose range is inverted)
+RANGED_TIMES = ("iteration_time_s", "train_days", "days_per_1t_tokens")
+RANGED_RATES = ("samples_per_s", "tokens_per_s", "tflops_per_gpu")
+PLACEMENT_LEGEND = "placement = GPUs of one NVLink domain along tp1 x tp2 x dp x pp"
+MORE_GPUS_HINT = "hint: nothing fits in HBM; try more GPUs (--gpus)"
+EXECUTION_LABELS = {"recompute": "recompute", "recompute_layers": "rc layers",
+                    "interleave": "V", "zero": "ZeRO", "precision": "precision",
+                    "tp_overlap": "TP overlap", "offload": "offload",
+                    "sequence_parallel": "SP", "flash_attention": "flash",
+                    "fp32_gradients": "fp32 grads", "context_attention": "CP attention"}
+
+
+# --- plain JSON ----------------------------------------------------------------------------------
+def plain(value: Any) -> Any:
+    """A JSON-safe Python scalar: numpy ints/floats/bools unboxed, NaN and ±inf become None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def row_dict(row: pd.Series) -> dict[str, Any]:
+    """One result row (a configuration) as a dict of plain JSON values."""
+    return {str(k): plain(v) for k, v in row.items()}
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every row of a DataFrame as a dict of plain JSON values."""
+    return [row_dict(row) for _, row in frame.iterrows()]
+
+
+def search_hint(result: SearchResult, reason: str | None) -> str | None:
+    """Why a search has no best configuration, or None when it has one."""
+    if result.candidates == 0:
+        return reason or "no valid configuration"
+    if result.feasible == 0:
+        return "no configuration fits in HBM; try more GPUs"
+    return None
+
+
+def ranges(row: pd.Series, bar: ErrorBar | None) -> dict[str, list[float]] | None:
+    """[low, high] of a row's predicted times and rates under the error bar (None: no bar)."""
+    if bar is None:
+        return None
+    out = {col: list(bar.time_range(float(row[col]))) for col in RANGED_TIMES}
+    out.update({col: list(bar.rate_range(float(row[col]))) for col in RANGED_RATES})
+    return {k: [plain(v) for v in pair] for k, pair in out.items()}
+
+
+def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_s: float,
+                meta: dict[str, Any], bar: ErrorBar | None = None) -> dict[str, Any]:
+    """The ``search --json`` object: totals over all searches, then one entry per search (its
+    best row with the ranges of the error bar)."""
+    entries = []
+    for res, reason in zip(results, reasons, strict=True):
+        top = records(res.top)
+        entries.append({
+            "gpus": int(res.gpus), "strategy": res.strategy, "feasible": res.feasible > 0,
+            "candidates": int(res.candidates), "feasible_count": int(res.feasible),
+            "elapsed_s": float(res.elapsed_s), "best": top[0] if top else None,
+            "best_range": ranges(res.best, bar) if top else None, "top": top,
+            "hint": search_hint(res, reason),
+        })
+    return {"candidates": sum(int(r.candidates) for r in results),
+            "feasible": sum(int(r.feasible) for r in results),
+            "elapsed_s": float(elapsed_s), **meta,
+            "error_bar": bar.to_dict() if bar else None, "results": entries}
+
+
+def evaluation_json(ev: Evaluation, bar: ErrorBar | None = None) -> dict[str, Any]:
+    """The ``evaluate --json`` object: every result column at top level plus grouped views."""
+    row = row_dict(ev.row)
+    return {
+        **row,
+        "error_bar": bar.to_dict() if bar else None, "range": ranges(ev.row, bar),
+        "fits": bool(ev.fits),
+        "config": {k: row[k] for k in CONFIG_KEYS},
+        "breakdown_s": {name: row[col] for name, col in BREAKDOWN},
+        "memory_breakdown_gb": {name: row[col] for name, col in MEMORY},
+        "ops": records(ev.ops),
+    }
+
+
+# --- readable text -------------------------------------------------------------------------------
+def placement(row: pd.Series) -> str:
+    return "x".join(str(int(row[k])) for k in PLACEMENT_KEYS)
+
+
+def config_line(row: pd.Series) -> str:
+    experts = (f", ep {int(row['ep'])} · etp {int(row['etp'])}"
+               if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1 else "")
+    return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · tp2 {int(row['tp2'])} · "
+            f"pp {int(row['pp'])}{experts}, microbatch {int(row['microbatch'])}, "
+            f"nb {int(row['nb'])}, placement {placement(row)}")
+
+
+def breakdown_line(row: pd.Series) -> str:
+    parts = ", ".join(f"{name.replace('_', ' ')} {row[col]:.3f}" for name, col in BREAKDOWN)
+    return f"time per iteration {row['iteration_time_s']:.3f} s = {parts}"
+
+
+def memory_line(row: pd.Series) -> str:
+    parts = ", ".join(f"{name} {row[col]:.2f}" for name, col in MEMORY)
+    return f"memory {row['memory_gb']:.2f} of {row['hbm_capacity_gb']:g} GB per GPU = {parts}"
+
+
+def days_text(row: pd.Series) -> str:
+    """Days to train the model's budget, or per 1T tokens when it has none."""
+    per_1t = f"{row['days_per_1t_tokens']:.3g} days per 1T tokens"
+    if math.isfinite(float(row["train_days"])):
+        return f"{row['train_days']:.1f} days to train ({per_1t})"
+    return f"{per_1t} (no training budget)"
+
+
+def throughput_line(row: pd.Series) -> str:
+    return (f"{row['samples_per_s']:.4g} samples/s, {row['tokens_per_s']:,.0f} tokens/s, "
+            f"{days_text(row)}, MFU {100 * row['mfu']:.1f}% of the {row['precision']} peak "
+            f"{row['mfu_peak_tflops']:g} TFLOP/s")
+
+
+def execution_line(row: pd.Series) -> str:
+    """Every execution choice of a row (model.execution.COLUMNS)."""
+    return "execution: " + ", ".join(
+        f"{k} {('on' if v else 'off') if isinstance(v, (bool, np.bool_)) else v}"
+        for k, v in ((k, row[k]) for k in EXECUTION_COLUMNS))
+
+
+def range_line(row: pd.Series, bar: ErrorBar) -> str:
+    """The row's iteration time and throughput as ranges, and where the error bar comes from."""
+    t_lo, t_hi = bar.time_range(float(row["iteration_time_s"]))
+    r_lo, r_hi = bar.rate_range(float(row["samples_per_s"]))
+    return (f"range: {t_lo:.3f}–{t_hi:.3f} s per iteration, {r_lo:.4g}–{r_hi:.4g} samples/s: "
+            f"{bar.text}")
+
+
+def top_table(top: pd.DataFrame) -> str:
+    """The top configurations, one line each: the configuration, every execution choice that
+    differs between the rows, and the key results."""
+    no_budget = not np.isfinite(top["train_days"].to_numpy(dtype=float)).any()
+    days = ("days/1T tokens", "days_per_1t_tokens") if no_budget else ("days", "train_days")
+    table = pd.DataFrame({
+        "rank": range(1, len(top) + 1),
+        "samples/s": top["samples_per_s"].map(lambda v: f"{v:.4g}"),
+        days[0]: top[days[1]].map(lambda v: f"{v:.3g}" if no_budget else f"{v:.1f}"),
+        "dp": top["dp"], "tp1": top["tp1"], "tp2": top["tp2"], "pp": top["pp"],
+        "mb": top["microbatch"], "nb": top["nb"],
+        "placement": [placement(row) for _, row in top.iterrows()],
+    })
+    for col in EXECUTION_COLUMNS:  # the choices that tell rows apart
+        if top[col].nunique() > 1:
+            table[EXECUTION_LABELS.get(col, col)] = top[col].to_numpy()
+    table["memory GB"] = top["memory_gb"].map(lambda v: f"{v:.1f}").to_numpy()
+    table["MFU"] = top["mfu"].map(lambda v: f"{100 * v:.1f}%").to_numpy()
+    return table.to_string(index=False)
+
+
+def format_search(res: SearchResult, reason: str | None,
+                  command: Callable[[pd.Series], str] | None = None,
+                  bar: ErrorBar | None = None) -> str:
+    """One search: counts, the best configuration with its breakdown, and the top table."""
+    head = (f"== {res.strategy} on {res.gpus} GPUs: {res.candidates:,} candidates, "
+            f"{res.feasible:,} fit in HBM ({res.elapsed_s:.2f} s) ==")
+    if res.candidates == 0:
+        return f"{head}\nno valid configuration: {reason or 'none matches the inputs'}"
+    best = res.best
+    if best is None:
+        return f"{head}\nno configuration fits in HBM"
+    lines = [head, f"best: {throughput_line(best)}"]
+    if bar is not None:
+        lines.append(f"      {range_line(best, bar)}")
+    lines += [f"      {config_line(best)}",
+             f"      {execution_line(best)}",
+             f"      {breakdown_line(best)}", f"      {memory_line(best)}"]
+    if command is not None:
+        lines.append(f"      reproduce: {command(best)}")
+    lines += [f"top {len(res.top)}:", top_table(res.top)]
+    return "\n".join(lines)
+
+
+def format_search_report(results: list[SearchResult], reasons: list[str | None],
+                         title: str, command: Callable[[pd.Series], str] | None = None,
+                         bar: ErrorBar | None = None) -> str:
+    """The whole text output of ``search``: what was searched, then each search."""
+    searched = f"searched {results[0].searched}" if results and results[0].executions else ""
+    blocks = [title + (f"\n{searched}" if searched else "")]
+    blocks += [format_search(r, why, command, bar)
+               for r, why in zip(results, reasons, strict=True)]
+    if all(r.feasible == 0 for r in results) and any(r.candidates for r in results):
+        blocks.append(MORE_GPUS_HINT)
+    else:
+        blocks.append(PLACEMENT_LEGEND)
+    return "\n\n".join(blocks)
+
+
+def op_table(ops: pd.DataFrame) -> str:
+    """The per-op breakdown with its key columns, times in ms per microbatch."""
+    if ops.empty:
+        return "(no ops)"
+    table = ops[["where", "op", "kind"]].copy()
+    for label, col in MS_COLUMNS:
+        table[label] = ops[col] * 1e3
+    table["bound"] = ops["bound"]
+    table["FLOP/byte"] = ops["intensity_flop_per_byte"]
+    table["iteration s"] = ops["t_iteration_s"]
+    return table.to_string(index=False, float_format=lambda v: f"{v:.4g}")
+
+
+def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None) -> str:
+    """One configuration: summary lines, then the per-op table."""
+    row = ev.row
+    fits = "fits in HBM" if ev.fits else "does NOT fit in HBM"
+    lines = [
+        title,
+        f"config: {config_line(row)}",
+        f"        {int(row['n_microbatches'])} microbatches per iteration, "
+        f"{int(row['layers_per_stage'])} layers per stage",
+        f"{fits}: {memory_line(row)}",
+        execution_line(row),
+        f"throughput: {throughput_line(row)}, {row['tflops_per_gpu']:.1f} TFLOP/s per GPU",
+        *([range_line(row, bar)] if bar is not None else []),
+        breakdown_line(row),
+        "",
+        "per op (ms: one microbatch, forward and backward; iteration s: the op's share of one"
+        " iteration on the slowest stage):",
+        op_table(ev.ops),
+        "",
+        PLACEMENT_LEGEND,
+    ]
+    return "\n".join(lines)

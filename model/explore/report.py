@@ -1,0 +1,149 @@
+"""The one result schema: tidy DataFrames for searches (one row per configuration) and for the
+per-op breakdown of one configuration. Units are in every column name (s, GB = 1e9 bytes,
+TFLOP/s); conversion from the model's SI units happens only here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..physics.block import Ctx, OpResult, Shards, comm_volume_bytes
+from ..physics.memory import fits_in_memory
+from ..specs.hardware import System
+from ..specs.transformer import Transformer
+from .space import COLUMNS
+
+GB = 1e9
+# the components of the iteration time (they add up to it); t_ep_comm_s: the exposed
+# expert-parallel all-to-all of a mixture of experts (0 for a dense model)
+TIME_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_ep_comm_s", "t_pp_comm_s",
+                "t_dp_comm_s", "t_bubble_s", "t_optimizer_s", "t_offload_s")
+MEMORY_COLUMNS = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")
+
+
+def result_frame(model: Transformer, system: System, strategy: str, gpus: int | np.ndarray,
+                 global_batch: int, res: dict[str, np.ndarray], idx: np.ndarray,
+                 constants: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Rows ``idx`` of an evaluated space as a DataFrame (see the module docstring for units).
+
+    ``gpus`` is the GPU count of every row, or an array of one per row (rows of several counts).
+
+    samples/s = GBS / t; tokens/s = samples/s · l; train_days = samples in the budget /
+    samples/s / 86400 (NaN without a budget); days_per_1t_tokens = 1e12 / tokens/s / 86400;
+    tflops_per_gpu = model FLOPs per GPU per iteration / t (no recompute); mfu = that / the
+    dense matrix peak of the precision the matmuls run in (``mfu_peak_tflops``: the FP8 peak
+    for fp8, else the fp16/bf16 one); hfu counts recomputed FLOPs too;
+    model_flops_per_token = the model's 6 × active parameters + attention convention
+    (:mod:`model.specs.params`; with experts, the routed ones only). ``constants`` are extra
+    columns with one value for every row: the execution's choices (its ``precision`` picks the
+    peak).
+    """
+    t = res["iteration_time_s"][idx]
+    samples_per_s = global_batch / t
+    peak = system.matrix_peak_flop_per_s((constants or {}).get("precision", "bf16"))
+    samples = model.training_samples
+    per_row = np.asarray(gpus, dtype=np.int64) if np.ndim(gpus) else np.full(len(idx), gpus)
+    data: dict[str, object] = {"gpus": per_row, "strategy": strategy}
+    for name in COLUMNS:
+        data[name] = res[name][idx]
+    data["interleave"] = res["interleave"][idx]
+    data["recompute_layers"] = res["recompute_layers"][idx]
+    data["n_microbatches"] = res["n_microbatches"][idx]
+    data["layers_per_stage"] = res["layers_per_stage"][idx]
+    data.update({
+        "samples_per_s": samples_per_s,
+        "tokens_per_s": samples_per_s * model.seq_len,
+        "iteration_time_s": t,
+        "train_days": (samples / samples_per_s / 86400.0 if samples is not None
+                       else np.full(len(idx), np.nan)),
+        "days_per_1t_tokens": 1e12 / (samples_per_s * model.seq_len) / 86400.0,
+        "tflops_per_gpu": res["model_flop_per_gpu"][idx] / t / 1e12,
+        "model_tflops_per_gpu": res["model_flop_per_gpu"][idx] / t / 1e12,
+        "hardware_tflops_per_gpu": res["flop_per_gpu"][idx] / t / 1e12,
+        "mfu": res["model_flop_per_gpu"][idx] / t / peak,
+        "hfu": res["flop_per_gpu"][idx] / t / peak,
+        "mfu_peak_tflops": peak / 1e12,
+        "model_flops_per_token": model.model_flops_per_token,
+    })
+    for name in TIME_COLUMNS:
+        data[name] = res[name][idx]
+    data["memory_gb"] = res["memory_bytes"][idx] / GB
+    for name, key in zip(MEMORY_COLUMNS, ("weights_bytes", "gradients_bytes", "optimizer_bytes",
+                                          "activations_bytes")):
+        data[name] = res[key][idx] / GB
+    data["host_memory_gb"] = res["host_bytes"][idx] / GB
+    data["hbm_capacity_gb"] = system.hbm_capacity_gb
+    data["fits"] = fits_in_memory({k: res[k][idx] for k in ("memory_bytes", "host_bytes")},
+                                  system.usable_hbm_bytes, system.host_memory_gb * 1e9)
+    for name, value in (constants or {}).items():  # an array: pandas infers a list slowly
+        data[name] = np.full(len(idx), value, dtype=object if isinstance(value, str) else None)
+    return pd.DataFrame(data).reset_index(drop=True)
+
+
+def describe_comms(r: OpResult, sh: Shards, ctx: Ctx) -> str:
+    """Each collective of an op: kind, volume (MB), group axes and size, members per domain."""
+    parts = []
+    for phase, comms in (("fwd", r.spec.fwd), ("bwd", r.spec.bwd)):
+        for c in comms:
+            size, tau = int(np.ravel(sh.size(c.axes))[0]), int(np.ravel(sh.tau(c.axes))[0])
+            if size == 1:
+                continue
+            mb = float(comm_volume_bytes(c.volume, r.spec, c.axes, sh, ctx)[0]) / 1e6
+            parts.append(f"{phase} {c.collective.name.lower()} {mb:.3g} MB over "
+                         f"{'·'.join(c.axes)}={size} ({tau} per domain)")
+    return "; ".join(parts)
+
+
+def _bound(r: OpResult) -> str:
+    """What limits the op most: its FLOP time, its exposed HBM time (beyond the FLOP time,
+    including separate FP8 quantisation kernels) or its exposed collectives."""
+    comp = float(r.fwd.t_comp[0] + r.bwd.t_comp[0])
+    mem = float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0])
+    comm = float(r.fwd.t_comm[0] + r.bwd.t_comm[0])
+    return "communication" if comm > max(comp, mem) else ("memory" if mem > comp else "compute")
+
+
+def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
+             layers_per_stage: int, sh: Shards, ctx: Ctx) -> pd.DataFrame:
+    """Per-op breakdown of one configuration: counts per microbatch, and seconds per iteration.
+
+    ``t_iteration_s`` = (t_fwd + t_bwd) · n_microbatches · (layers per stage for block ops): where
+    the time of the slowest stage goes. ``intensity_flop_per_byte`` = FLOPs / HBM bytes.
+    """
+    rows = []
+    for where, r in results:
+        c = r.counts
+        flop_f = float(np.sum(c.flop_mat_fwd) + np.sum(c.flop_vec_fwd))
+        flop_b = float(np.sum(c.flop_mat_bwd) + np.sum(c.flop_vec_bwd))
+        # all HBM traffic of the op: its kernel's and its separate (FP8 quantisation) kernels'
+        bytes_f = float(np.sum(c.bytes_fwd) + np.sum(c.extra_bytes_fwd))
+        bytes_b = float(np.sum(c.bytes_bwd) + np.sum(c.extra_bytes_bwd))
+        repeat = n_microbatches * (layers_per_stage if where == "block" else 1)
+        t_f, t_b = float(r.fwd.t[0]), float(r.bwd.t[0])
+        rows.append({
+            "where": where,
+            "op": r.spec.name,
+            "kind": r.spec.kind.value,
+            "flop_fwd": flop_f,
+            "flop_bwd": flop_b,
+            "flop_matrix_fraction": float(np.sum(c.flop_mat_fwd) + np.sum(c.flop_mat_bwd))
+            / max(flop_f + flop_b, 1.0),
+            "hbm_bytes_fwd": bytes_f,
+            "hbm_bytes_bwd": bytes_b,
+            "intensity_flop_per_byte": (flop_f + flop_b) / max(bytes_f + bytes_b, 1.0),
+            "comm_bytes_fwd": float(r.fwd.comm_bytes[0]),
+            "comm_bytes_bwd": float(r.bwd.comm_bytes[0]),
+            "collectives": describe_comms(r, sh, ctx),
+            "activation_bytes": float(np.sum(c.act_bytes)),
+            "weight_bytes": float(np.sum(c.weight_bytes)),
+            "t_fwd_s": t_f,
+            "t_bwd_s": t_b,
+            "t_compute_s": float(r.fwd.t_comp[0] + r.bwd.t_comp[0]),
+            "t_memory_exposed_s": float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0]),
+            "t_comm_s": float(r.fwd.t_comm[0] + r.bwd.t_comm[0]),
+            "bound": _bound(r),
+            "t_iteration_s": (t_f + t_b) * repeat,
+        })
+    return pd.DataFrame(rows)

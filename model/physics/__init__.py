@@ -1,0 +1,1 @@
+"""The cost model: per-op counts, collectives, strategies, the block, pipeline and memory."""

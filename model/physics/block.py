@@ -1,0 +1,397 @@
+"""The one generic code path that turns a strategy's op table into per-op counts and times.
+
+For every :class:`~model.physics.strategies.OpSpec` it derives the local shapes from the sharding
+axes, calls the op's formula in :mod:`model.physics.ops`, sizes its collectives (named volumes,
+defined once in :func:`comm_volume_bytes`), and applies the roofline of docs/model.md §4:
+
+* t_comp = overhead + F_mat / (η·P_mat) + F_vec / (η·P_vec);  t_mem = M / B_hbm
+* serial op: t = max(t_comp, t_mem) + Σ_i T_comm(V_i, n_i, τ_i)            (§4, §5.2)
+* panelled op (SUMMA, nb panels): t = max(t_comp, t_mem) + t_piece
+  + max(nb·t_piece − max(t_comp, t_mem), 0), t_piece = Σ_i T_comm(V_i / nb, …)   (§5.3)
+
+Everything is vectorized over the parallel configurations in a :class:`Shards`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from ..errors import ModelError
+from ..specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
+from ..specs.hardware import System
+from ..specs.modes import Mode, resolve_mode
+from ..specs.params import attention_keys
+from ..specs.precision import PRECISIONS
+from ..specs.transformer import Transformer
+from . import moe, ops
+from .collectives import Collective, overlapped_s, summa_comm_time_s
+from .optable import MATMULS
+from .pricing import Bound, Exact, Pricing
+from .strategies import Axes, Kind, OpSpec, model_dims
+
+ELEMENT_BYTES = 2.0  # fp16/bf16 activations and weights
+MASK_BYTES = 1.0  # dropout mask element
+
+
+@dataclass
+class Shards:
+    """Per-configuration arrays that the block depends on (all the same length)."""
+
+    b: np.ndarray  # microbatch size (samples)
+    tp1: np.ndarray
+    tp2: np.ndarray
+    nb: np.ndarray  # SUMMA panel count (1 where unused)
+    nv_tp1: np.ndarray  # tp1 members inside one NVLink domain
+    nv_tp2: np.ndarray
+    ep: np.ndarray | int = 1  # expert parallel (MoE layers)
+    etp: np.ndarray | int = 1  # expert tensor parallel
+    nv_ep: np.ndarray | int = 1  # ep members inside one NVLink domain
+    nv_etp: np.ndarray | int = 1
+
+    def size(self, axes: Axes) -> np.ndarray | int:
+        """Product of the sizes of ``axes`` (1 for none)."""
+        out: np.ndarray | int = 1
+        for a in axes:
+            out = out * getattr(self, a)
+        return out
+
+    def tau(self, axes: Axes) -> np.ndarray | int:
+        """How many members of the group over ``axes`` sit in one NVLink domain."""
+        out: np.ndarray | int = 1
+        for a in axes:
+            out = out * getattr(self, "nv_" + a)
+        return out
+
+
+@dataclass
+class Ctx:
+    """What every op needs besides its spec: model sizes, the system and the mode."""
+
+    model: Transformer
+    system: System
+    mode: Mode
+    dims: dict[str, int]
+    execution: Execution = DEFAULT_EXECUTION
+    matrix_flop_per_s: float = 0.0  # peak of the matmuls at the execution's precision
+    linear_efficiency: float = 0.8  # achievable fraction of that peak in the linear layers
+    attention_efficiency: float = 0.8  # … in fused attention (always bf16)
+    pricing: Pricing | None = None  # exact times (default) or lower bounds (physics.pricing)
+    expert_efficiency: float = 0.8  # … in the routed experts' grouped GEMMs
+
+    def __post_init__(self) -> None:
+        if self.pricing is None:
+            self.pricing = Exact(self.system, self.mode)
+
+    def bounded(self) -> Ctx:
+        """The same context pricing lower bounds over placements instead of exact times."""
+        return replace(self, pricing=Bound(self.system, self.mode))
+
+    @classmethod
+    def make(cls, model: Transformer, system: System, compat: object,
+             execution: object = None) -> Ctx:
+        mode = resolve_mode(compat)
+        ex = resolve_execution(execution)
+        if mode.is_paper and ex != DEFAULT_EXECUTION:
+            raise ModelError("the paper mode models one execution (flash attention, sequence "
+                             "parallelism, 1F1B, distributed optimizer, bf16); drop the "
+                             "execution options or use the default model")
+        precision = PRECISIONS[ex.precision]
+        peak = getattr(system, precision.peak_field) * 1e12
+        if peak <= 0:
+            raise ModelError(f"system '{system.name}' has no {precision.label} matrix rate "
+                             f"({precision.peak_field} = 0); choose bf16 or fp16")
+        eta = system.gemm_efficiency(precision.efficiency_key)
+        attention = system.attention_efficiency or system.flop_efficiency
+        if (ex.offload != "none" or ex.offload_layers) and (system.host_memory_gb <= 0
+                                     or system.host_bandwidth_gb_per_s <= 0):
+            raise ModelError(f"system '{system.name}' has no host memory tier "
+                             "(host_memory_gb, host_bandwidth_gb_per_s); offload needs one")
+        expert = (system.expert_flop_efficiency_fp8 if precision.quantised
+                  else system.expert_flop_efficiency) or eta
+        return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention,
+                   expert_efficiency=expert)
+
+    def share(self, spec: OpSpec) -> float:
+        """Share of the pipeline's layers an op runs in: all, the dense-MLP or the MoE ones."""
+        if spec.share == "moe":
+            return self.model.moe_share
+        if spec.share == "dense":
+            return 1.0 - self.model.moe_share
+        return 1.0
+
+
+def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
+    """Floor-divided local size of a dimension of size ``full`` sharded over ``axes``."""
+    return np.asarray(full // shards.size(axes), dtype=float)
+
+
+def _linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """A matmul: its counts, GEMM wave quantisation, the shard of its input it keeps (SP), and
+    under an FP8/FP4 recipe its quantisation kernels and quantised kept input."""
+    d, s = ctx.dims, ELEMENT_BYTES
+    n = _local(d[spec.n], sh, spec.n_shard)
+    counts = ops.linear(b, rows, k, n, s)
+    sysm = ctx.system
+    if sysm.sm_count > 0:  # forward Y [b·r, n]; backward dX [b·r, k] and dW [k, n]
+        tile, units = sysm.gemm_tile, sysm.sm_count
+        counts.wave_fwd = ops.wave_efficiency(b * rows, n, tile, units)
+        counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k, tile, units)
+                                 + ops.wave_efficiency(k, n, tile, units))
+    precision = PRECISIONS[ctx.execution.precision]
+    kept_rows = rows if spec.act_rows is None else _local(d["l"], sh, spec.act_rows)
+    counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k
+    if precision.quantised:
+        counts = ops.quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+    return counts
+
+
+def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """Fused (or unfused) attention of the local heads; causal flash attention skips the
+    masked half."""
+    d, m, ex = ctx.dims, ctx.model, ctx.execution
+    heads = _local(m.heads, sh, spec.heads_shard)
+    kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
+    counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.qk_head_dim),
+                                 ELEMENT_BYTES, m.dropout, keep_scores=ex.recompute == "none",
+                                 fused=ex.flash_attention,
+                                 keep_output=ctx.mode.attention_output_kept,
+                                 v=float(m.value_head_dim))
+    if m.causal and ex.flash_attention and not ctx.mode.non_causal_attention:
+        counts = ops.skip_masked_half(counts)
+        if m.sliding_window:  # window layers skip the blocks outside their window too
+            counts = ops.score_share(counts, attention_keys(m, d["l"]) / (d["l"] / 2))
+    return counts
+
+
+_COUNTERS = {
+    Kind.LINEAR: _linear,
+    Kind.SUMMA_LINEAR: lambda spec, sh, ctx, b, rows, k: ops.linear_summa(
+        b, rows, float(ctx.dims[spec.k]), _local(ctx.dims[spec.k], sh, spec.rows), k,
+        _local(ctx.dims[spec.n], sh, spec.n_shard), sh.nb.astype(float), ELEMENT_BYTES),
+    Kind.BIAS: lambda spec, sh, ctx, b, rows, k: ops.bias(b, rows, k, ELEMENT_BYTES),
+    Kind.ACT: lambda spec, sh, ctx, b, rows, k: (
+        ops.swiglu if ctx.model.mlp == "swiglu" else ops.gelu)(b * rows * k, ELEMENT_BYTES),
+    Kind.DROPOUT: lambda spec, sh, ctx, b, rows, k: ops.dropout(b * rows * k, ELEMENT_BYTES,
+                                                               MASK_BYTES),
+    Kind.NORM: lambda spec, sh, ctx, b, rows, k: ops.layer_norm(b, rows, k, ELEMENT_BYTES),
+    Kind.ATTENTION: _attention,
+    Kind.EMBEDDING: lambda spec, sh, ctx, b, rows, k: ops.embedding(
+        b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES),
+    Kind.LOSS: lambda spec, sh, ctx, b, rows, k: ops.cross_entropy(b, rows, k, ELEMENT_BYTES),
+    Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: moe.router(
+        b, rows, k, float(ctx.dims["E"]), ELEMENT_BYTES),
+    # the sender's side, on its own T·k routed copies (the busiest GPU's load shows in the
+    # all-to-all it receives and in its expert GEMMs)
+    Kind.PERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
+        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES),
+    Kind.UNPERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
+        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES, unpermute=True),
+    Kind.EXPERT_LINEAR: moe.expert_linear,
+}
+_ROUTED = {Kind.BIAS: moe.expert_bias}  # routed ops whose counts differ from the dense op's
+_SCALED = tuple(f for f in ("flop_mat_fwd", "flop_vec_fwd", "flop_mat_bwd", "flop_vec_bwd",
+                            "flop_recompute", "bytes_fwd", "bytes_bwd", "act_bytes",
+                            "weight_bytes", "extra_bytes_fwd", "extra_bytes_bwd", "exp_fwd",
+                            "exp_bwd"))
+
+
+
+
+def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
+    """FLOPs and bytes of one op for every configuration in ``sh``: the op kind's formula
+    (:data:`_COUNTERS`, :mod:`model.physics.ops`) on its local shapes — b the microbatch, rows
+    the local sequence rows, k the local input features."""
+    rows = _local(ctx.dims["l"], sh, spec.rows)
+    k = _local(ctx.dims[spec.k], sh, spec.k_shard)
+    if spec.routed:
+        rows = moe.routed_rows(rows, sh, ctx)
+    counter = (_ROUTED.get(spec.kind) if spec.routed else None) or _COUNTERS[spec.kind]
+    counts = counter(spec, sh, ctx, sh.b.astype(float), rows, k)
+    if spec.tied:  # its weights are another op's (counted there)
+        counts.weight_bytes = 0.0
+    if spec.routed and ctx.execution.moe_load != 1.0:  # beyond the mean load: not model FLOPs
+        work = counts.flop_mat_fwd + counts.flop_vec_fwd + counts.flop_mat_bwd + (
+            counts.flop_vec_bwd) - counts.flop_recompute
+        counts.flop_padding = work * (1.0 - 1.0 / ctx.execution.moe_load)
+    share = ctx.share(spec)
+    if share != 1.0:  # a block is the layers' mix: the op runs in a share of them
+        for name in _SCALED + ("flop_padding",):
+            setattr(counts, name, getattr(counts, name) * share)
+    return counts
+
+
+def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx) -> np.ndarray:
+    """Bytes V of the collective named ``name`` of op ``spec`` over ``axes`` (the full buffer).
+
+    * ``in`` / ``out``: the op's input / output activation gathered over the collective's axes,
+      s·b·(l // rows sharded by the other axes)·K (or N) — RS/AG of Megatron TP (docs/model.md §7.1)
+    * ``stats``: two values per local row, 2s·b·r (LayerNorm2D statistics, loss max/sum)
+    * ``stats_paper_bwd``: the paper's LayerNorm2D backward volume s·((2e)//tp1 + (2·b·l)//tp2)
+    * ``norm_weights``: γ and β gradients 2s·(K // tp1)
+    * ``kv``: K and V of the whole sequence for the local KV heads, s·b·kv·l·(q_k + q_v)
+      (2s·b·kv·l·q with one head dim)
+    * ``summa_x`` / ``summa_w``: the SUMMA panels' X [b·r, K] and W [K, N/tp1]
+    * ``dispatch``: the routed copies one GPU sends in an expert-parallel all-to-all,
+      s_d·b·r·k·λ·e (r its sequence rows, k = top_k, λ the load factor; bf16 tokens)
+    * ``etp``: the routed tokens gathered over the expert-tensor-parallel group,
+      s·b·r·k·λ·etp·e
+    """
+    d, s, m = ctx.dims, ELEMENT_BYTES, ctx.model
+    b = sh.b.astype(float)
+    if name in ("in", "out"):
+        other_rows = tuple(a for a in spec.rows if a not in axes)
+        feats = d[spec.k] if name == "in" else d[spec.n]
+        return s * b * _local(d["l"], sh, other_rows) * feats
+    if name == "stats":
+        return 2 * s * b * _local(d["l"], sh, spec.rows)
+    if name == "stats_paper_bwd":
+        return s * ((2 * d["e"]) // sh.tp1 + (2 * sh.b * d["l"]) // sh.tp2).astype(float)
+    if name == "norm_weights":
+        return 2 * s * _local(d[spec.k], sh, spec.k_shard)
+    if name == "kv":
+        kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
+        return s * b * kv * d["l"] * (m.qk_head_dim + m.value_head_dim)
+    if name in ("dispatch", "etp"):
+        rows = _local(d["l"], sh, spec.rows)
+        if name == "dispatch":
+            return moe.DISPATCH_BYTES * b * rows * m.top_k * ctx.execution.moe_load * d["e"]
+        return s * b * moe.routed_rows(rows, sh, ctx) * d["e"]
+    if name == "summa_x":
+        return s * b * _local(d["l"], sh, spec.rows) * d[spec.k]
+    if name == "summa_w":
+        return s * d[spec.k] * _local(d[spec.n], sh, spec.n_shard)
+    raise AssertionError(f"unknown volume {name}")
+
+
+@dataclass
+class Phase:
+    """Times (s), FLOPs and bytes of one op in one direction (forward or backward)."""
+
+    t: np.ndarray
+    t_comp: np.ndarray
+    t_mem_exposed: np.ndarray
+    t_comm: np.ndarray
+    comm_bytes: np.ndarray
+
+
+# Collectives with the same time formula: a ring reduce-scatter costs what an all-gather does,
+# and a reduce what a broadcast does (docs/model.md §5.1); ops reuse such times instead of
+# recomputing them.
+_SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
+              Collective.REDUCE: Collective.BROADCAST}
+
+
+def _nonzero(value: float | np.ndarray) -> bool:
+    """Whether a count (a Python number when absent, else an array) has any nonzero entry; far
+    cheaper than np.any on a number, on the hot path of every op."""
+    return bool(value) if isinstance(value, (int, float)) else bool(value.any())
+
+
+def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
+    """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction (``way``: fwd or
+    bwd), placement-free: roofline max(FLOP time, HBM time) plus separate memory-bound kernels.
+
+    t_comp = overhead + F_mat/(η_mat·wave·P_mat) + F_vec/(η·P_vec) + N_exp/R_exp: matrix FLOPs at
+    the tensor-core rate (the precision's for matmuls), vector FLOPs at the vector rate, and the
+    exponentials of a softmax at the special-function rate R_exp (the SFU issues few per clock;
+    FlashAttention-3, Shah et al. 2024, §3: 3.9 T exp/s against 989 TFLOP/s on H100), in
+    sequence. ``zero`` is an array of zeros of the result's length (counts may be scalars)."""
+    flop_mat, flop_vec = getattr(c, f"flop_mat_{way}"), getattr(c, f"flop_vec_{way}")
+    hbm_bytes, extra_bytes = getattr(c, f"bytes_{way}"), getattr(c, f"extra_bytes_{way}")
+    wave, exps = getattr(c, f"wave_{way}"), getattr(c, f"exp_{way}")
+    sysm = ctx.system
+    eta = sysm.flop_efficiency
+    # FP8 recipes run the linear layers in FP8; attention and the rest stay in bf16
+    peak, eta_mat = sysm.matrix_flop_per_s, eta
+    if spec.kind in MATMULS:
+        peak, eta_mat = ctx.matrix_flop_per_s, ctx.linear_efficiency
+        if spec.kind == Kind.EXPERT_LINEAR:
+            eta_mat = ctx.expert_efficiency
+    elif spec.kind == Kind.ATTENTION:
+        eta_mat = ctx.attention_efficiency
+    overhead = sysm.kernel_overhead_s * ctx.share(spec)  # launched in a share of the layers
+    t_comp = zero + (overhead + flop_mat / (eta_mat * wave * peak)
+                     + flop_vec / (eta * sysm.vector_flop_per_s))
+    if sysm.exp_tera_per_s and _nonzero(exps):
+        t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
+    t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
+    if not _nonzero(extra_bytes):  # no separate kernels (the common case): skip the arrays
+        return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
+    t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
+    return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
+
+
+def _panels(spec: OpSpec, sh: Shards) -> np.ndarray | None:
+    """How many pieces the op's collectives are split into (SUMMA panels, ring steps), or None."""
+    if spec.panels is None:
+        return None
+    return (sh.nb if spec.panels == "nb" else sh.size((spec.panels,))).astype(float)
+
+
+def _exposed_comm(spec: OpSpec, comm: np.ndarray, compute: np.ndarray,
+                  panels: np.ndarray | None, ctx: Ctx) -> np.ndarray:
+    """The op's collective time left after overlap: SUMMA/ring pieces pipelined with the
+    compute, TP collectives hidden behind their matmul (with the overlap slowdown), or all."""
+    if panels is not None:
+        return summa_comm_time_s(comm, panels, compute)
+    if ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
+        return overlapped_s(comm, compute, ctx.system.overlap_slowdown)
+    return comm
+
+
+def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: dict) -> Phase:
+    """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
+    its separate memory-bound kernels (extra bytes / HBM bandwidth), plus its collectives."""
+    zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
+    t_comp, t_mem, t_extra, compute = _kernel_times(spec, c, way, zero, ctx)
+    comms = spec.fwd if way == "fwd" else spec.bwd
+    panels = _panels(spec, sh)
+    comm = volume = zero
+    share = ctx.share(spec)
+    for cs in comms:
+        key = (_SAME_TIME.get(cs.collective, cs.collective), cs.volume, cs.axes)
+        if key not in memo:
+            v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
+            piece = v if panels is None else v / panels
+            memo[key] = share * v, share * ctx.pricing.collective(
+                cs.collective, piece, sh.size(cs.axes), sh.tau(cs.axes),
+                fanout=float(ctx.model.top_k))
+        v, t = memo[key]
+        comm = comm + t
+        volume = volume + v
+    comm = _exposed_comm(spec, comm, compute, panels, ctx)
+    return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0) + t_extra, comm, volume)
+
+
+@dataclass
+class OpResult:
+    """One op, evaluated: its counts and its forward and backward phases."""
+
+    spec: OpSpec
+    counts: ops.OpCounts
+    fwd: Phase
+    bwd: Phase
+
+
+def take_counts(c: ops.OpCounts, idx: np.ndarray) -> ops.OpCounts:
+    """The counts of rows ``idx`` (fields that are scalars stay scalars)."""
+    return ops.OpCounts(*(v[idx] if isinstance(v, np.ndarray) and v.ndim else v
+                          for v in (getattr(c, name) for name in _COUNT_FIELDS)))
+
+
+_COUNT_FIELDS = tuple(f.name for f in fields(ops.OpCounts))
+
+
+def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None = None
+                ) -> OpResult:
+    """Counts and times of one op for every configuration in ``sh``.
+
+    ``counts`` may be given when already known: they do not depend on the placement.
+    """
+    c = op_counts(spec, sh, ctx) if counts is None else counts
+    memo: dict = {}  # collective times shared by the op's forward and backward
+    fwd = _phase(spec, c, "fwd", sh, ctx, memo)
+    bwd = _phase(spec, c, "bwd", sh, ctx, memo)
+    return OpResult(spec, c, fwd, bwd)

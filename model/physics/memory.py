@@ -1,0 +1,210 @@
+"""Memory per GPU: one place for what a pipeline stage holds (docs/model.md, memory).
+
+For every configuration (numpy arrays), the binding stage's bytes of weights, gradients,
+optimizer state and activations, and what lives in host memory:
+
+* per block, each op keeps what its backward needs (:mod:`model.physics.ops`, with the strategy's
+  sharding: sequence parallelism keeps the l/tp shard of a matmul's input, ``OpSpec.act_rows``);
+  A₁ = their sum. Recompute: ``full`` keeps only each block's input (the boundary activation);
+  partial recompute of r of a stage's D blocks keeps A₁ on D − r of them (Korthikanti et al.
+  2022, §5);
+* a 1F1B stage holds min(pp, n_mb) microbatches in flight, × (1 + (pp − 1)/(pp·V)) with V
+  interleaved stages (Korthikanti et al. 2022, §4.2.3); the first stage also holds the
+  embedding and its activations, the last the final norm, LM head and loss;
+* weights W = D·W₁ (+ the ends), gradients g·W (g = 2 for fp32 gradients), optimizer state 6·W
+  (fp32 master, Adam m and v: 12 B per 2-byte parameter); ZeRO stage 1 shards the optimizer
+  state over the replica group G, 2 the gradients too, 3 the weights too, plus two gathered
+  blocks of weights (the one computing and the next, prefetched) (Rajbhandari et al. 2020);
+  a MoE block's expert weights W_e (already sharded over ep·etp) are sharded so over the
+  expert-data-parallel group G_e = tp1·tp2·dp/(ep·etp) instead (Megatron-Core's distributed
+  optimizer; ``theoretical_memory_usage.py``: expert parameters at 6 + 12/EDP bytes each);
+* offload (ZeRO-Offload / Infinity, Ren et al. 2021, Rajbhandari et al. 2021) moves the
+  optimizer state, the weights and gradients (HBM keeps two blocks' worth of each: the one
+  computing and the one in transfer) or the activations (HBM keeps two blocks' worth) to host
+  memory; partial activation offload moves N layers' activations of each stage (Megatron-Core's
+  ``cpu_offloading_num_layers``, Transformer Engine's CPU offload context).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs.execution import Execution
+
+OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
+
+
+def block_activation_bytes(ex: Execution, block_act_bytes, boundary_act_bytes, layers,
+                           recomputed=None):
+    """Activation bytes one block keeps per microbatch, on average over a stage of ``layers``
+    blocks: A₁ (the ops' sum), or the block's input alone for the blocks that recompute (all
+    with ``full``, min(r, D) of D with r = ``recomputed`` (per configuration) or the execution's
+    ``recompute_layers``)."""
+    share = ex.recompute_share(layers, recomputed)
+    if not np.any(share):
+        return block_act_bytes
+    if ex.recompute == "full":
+        return boundary_act_bytes
+    return block_act_bytes + share * (boundary_act_bytes - block_act_bytes)
+
+
+def in_flight_microbatches(pp, n_mb, interleave, rank=0):
+    """Microbatches whose activations pipeline stage ``rank`` holds at its peak, at most n_mb.
+
+    1F1B runs pp − rank forward passes before its first backward: pp − rank. The interleaved
+    schedule with V chunks per stage runs (pp − rank − 1)·2 + (V − 1)·pp warm-up chunks and
+    holds one more, pp + (pp − 1 − 2·rank)/V microbatches (Megatron-LM's interleaved 1F1B; for
+    the first stage Korthikanti et al. 2022's pp·(1 + (pp − 1)/(pp·V)), §4.2.3)."""
+    v = np.asarray(interleave)
+    if not np.any(v > 1):  # plain 1F1B everywhere
+        return np.minimum(pp - rank, n_mb).astype(float)
+    pp = np.asarray(pp, dtype=float)
+    v = v.astype(float)
+    ahead = np.where(v > 1, pp + (pp - 1 - 2 * rank) / v, pp - rank)
+    return np.minimum(ahead, n_mb).astype(float)
+
+
+def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
+    """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
+    2020): optimizer state (6× the 2-byte weights) sharded from stage 1, gradients (``grad_factor``
+    × the weights: 2 for fp32 gradients) from 2, weights from 3."""
+    optimizer = OPTIMIZER_FACTOR * weights / (dp_group if zero >= 1 else 1)
+    grads = grad_factor * weights / (dp_group if zero >= 2 else 1)
+    held = weights / dp_group if zero >= 3 else weights
+    return held, grads, optimizer
+
+
+class StageMemory:
+    """Memory per GPU (bytes) of a pipeline's first, last and second stage, for any activations.
+
+    The first stage holds the embedding (``pre``) and its in-flight microbatches' activations,
+    the last the head (``post``), a middle stage ``layers`` blocks; the end stages hold
+    ``end_layers`` blocks (default ``layers``; one fewer where the embedding and loss count as
+    layers). With pp = 1 it is one stage. The binding (largest) stage is reported. ZeRO-3 adds
+    two gathered blocks of weights (the one computing, the next prefetched). What does not
+    depend on the activations (weights, gradients, optimizer, in-flight counts) is computed
+    once, so a search for the fewest recomputed layers (:func:`fewest_recomputed_layers`) pays
+    only for the activations at each step.
+    """
+
+    def __init__(self, *, block_weight_bytes, pre_weight, post_weight, n_mb, layers, pp,
+                 dp_group, interleave=1, zero: int = 1, grad_factor: float = 1.0,
+                 end_layers=None, expert_weight_bytes=0.0, expert_group=1) -> None:
+        d = layers.astype(float)
+        ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
+        self.single, self.d, self.ends = pp == 1, d, ends
+        weights = (ends * block_weight_bytes + pre_weight + np.where(self.single, post_weight,
+                                                                     0.0),
+                   ends * block_weight_bytes + post_weight, d * block_weight_bytes)
+        self.experts = (ends * expert_weight_bytes, ends * expert_weight_bytes,
+                        d * expert_weight_bytes)
+        self.weights = weights
+        self.gathered = 2 * (block_weight_bytes + expert_weight_bytes) if zero >= 3 else 0.0
+        self.parts = [tuple(a + b for a, b in zip(zero_sharded(w, dp_group, zero, grad_factor),
+                                                  zero_sharded(e, expert_group, zero,
+                                                               grad_factor)))
+                      for w, e in zip(weights, self.experts)]
+        self.static = [sum(p) + self.gathered for p in self.parts]
+        self.in_flight = (in_flight_microbatches(pp, n_mb, interleave),
+                          in_flight_microbatches(pp, n_mb, interleave, np.maximum(pp - 1, 0)),
+                          in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp)))
+
+    def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
+        """Activation bytes of the first, last and second stage."""
+        f0, f1, f2 = self.in_flight
+        return ((self.ends * block_act_bytes + pre_act) * f0
+                + np.where(self.single, post_act, 0.0),
+                (self.ends * block_act_bytes + post_act) * f1,
+                self.d * block_act_bytes * f2)
+
+    def total(self, block_act_bytes, pre_act, post_act) -> np.ndarray:
+        """The binding stage's bytes (with pp = 1 the first stage holds the most)."""
+        acts = self.activations(block_act_bytes, pre_act, post_act)
+        return np.maximum(np.maximum(self.static[0] + acts[0], self.static[1] + acts[1]),
+                          self.static[2] + acts[2])
+
+    def breakdown(self, block_act_bytes, pre_act, post_act) -> dict[str, np.ndarray]:
+        """The binding stage's bytes and their breakdown."""
+        acts = self.activations(block_act_bytes, pre_act, post_act)
+        totals = [st + a for st, a in zip(self.static, acts)]
+        # the binding stage: the first (always with pp = 1; on ties), else the largest
+        which = np.where(self.single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])),
+                         0, np.where(totals[1] >= totals[2], 1, 2))
+
+        def pick(values):
+            return np.choose(which, [values[0] + 0 * which, values[1] + 0 * which,
+                                     values[2] + 0 * which])
+
+        held, grads, optimizer = (pick([p[i] for p in self.parts]) for i in range(3))
+        return {"weights_bytes": held + self.gathered, "gradients_bytes": grads,
+                "optimizer_bytes": optimizer, "activations_bytes": pick(acts),
+                "params_bytes": pick([w + e for w, e in zip(self.weights, self.experts)]),
+                "expert_params_bytes": pick(list(self.experts)),
+                "memory_bytes": pick(totals),
+                # the binding stage's blocks and microbatches in flight (partial offload)
+                "stage_layers": pick([self.ends, self.ends, self.d]),
+                "in_flight": pick(list(self.in_flight))}
+
+
+def stage_memory(*, block_act_bytes, pre_act, post_act, **fixed) -> dict[str, np.ndarray]:
+    """Memory per GPU (bytes) of the binding stage and its breakdown (:class:`StageMemory`)."""
+    return StageMemory(**fixed).breakdown(block_act_bytes, pre_act, post_act)
+
+
+def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_bytes,
+                   grad_factor: float, ex: Execution) -> dict[str, np.ndarray]:
+    """Move the offloaded parts of the binding stage's memory to ``host_bytes``: HBM keeps two
+    blocks' worth of what is offloaded (the block computing and the one in transfer). Partial
+    activation offload (``offload_layers`` N) moves min(N, D)·f blocks' activations of the
+    binding stage's D blocks and f microbatches in flight."""
+    if ex.offload == "none" and not ex.offload_layers:
+        return {**mem, "host_bytes": np.zeros_like(mem["memory_bytes"])}
+    out = dict(mem)
+    host = np.zeros_like(mem["memory_bytes"])
+    if ex.offloads("optimizer"):
+        host = host + out["optimizer_bytes"]
+        out["optimizer_bytes"] = np.zeros_like(host)
+    if ex.offloads("weights"):
+        keep_w = np.minimum(out["weights_bytes"], 2 * block_weight_bytes)
+        keep_g = np.minimum(out["gradients_bytes"], 2 * grad_factor * block_weight_bytes)
+        host = host + out["weights_bytes"] - keep_w + out["gradients_bytes"] - keep_g
+        out["weights_bytes"], out["gradients_bytes"] = keep_w, keep_g
+    if ex.offloads("activations"):
+        keep_a = np.minimum(out["activations_bytes"], 2 * block_act_bytes)
+        host = host + out["activations_bytes"] - keep_a
+        out["activations_bytes"] = keep_a
+    elif ex.offload_layers:  # N layers' activations of every microbatch in flight
+        moved = (np.minimum(ex.offload_layers, mem["stage_layers"]) * mem["in_flight"]
+                 * block_act_bytes)
+        back = np.minimum(moved, 2 * block_act_bytes)  # the layer computing, the one in transfer
+        host = host + moved - back
+        out["activations_bytes"] = out["activations_bytes"] - moved + back
+    out["memory_bytes"] = (out["weights_bytes"] + out["gradients_bytes"]
+                           + out["optimizer_bytes"] + out["activations_bytes"])
+    out["host_bytes"] = host
+    return out
+
+
+def fewest_recomputed_layers(memory_at, layers, usable_bytes: float) -> np.ndarray:
+    """Per configuration, the fewest layers r of a stage's D that must recompute fully for
+    ``memory_at(r)`` (bytes, non-increasing in r) to fit in ``usable_bytes``: 0 when it fits
+    as it is, or when even r = D does not fit. A bisection over r, vectorized."""
+    d = np.asarray(layers, dtype=np.int64)
+    lo = np.zeros_like(d)  # does not fit at lo (or lo = 0)
+    hi = d.copy()  # fits at hi, where it fits at all
+    need = (memory_at(lo) > usable_bytes) & (memory_at(hi) <= usable_bytes)
+    while True:
+        open_ = need & (hi - lo > 1)
+        if not open_.any():
+            break
+        mid = (lo + hi) // 2
+        fits = memory_at(mid) <= usable_bytes
+        hi = np.where(open_ & fits, mid, hi)
+        lo = np.where(open_ & ~fits, mid, lo)
+    return np.where(need, hi, 0)
+
+
+def fits_in_memory(mem: dict[str, np.ndarray], hbm_usable_bytes: float,
+                   host_bytes: float) -> np.ndarray:
+    """Whether the HBM left for the model and, for offloaded parts, the host tier suffice."""
+    return (mem["memory_bytes"] <= hbm_usable_bytes) & (mem["host_bytes"] <= host_bytes)

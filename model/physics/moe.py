@@ -1,0 +1,259 @@
+"""Mixture of experts and multi-latent attention: the per-op formulas and the op-table rows.
+
+A MoE layer under Megatron-Core (``MoELayer`` with the all-to-all token dispatcher; DeepSeek-V3
+report §2.1.2, §3.2.2; Megatron-Core's MoE guide): per GPU, its T local tokens (the sequence
+shard b·l/(tp1·tp2): Megatron requires sequence parallelism with MoE and tensor parallelism)
+
+1. ``moe/router``: logits [T, E], scores and top-k (:func:`router`);
+2. ``moe/dispatch``: permute the T·k routed copies into expert order (memory-bound,
+   :func:`permute`) and all-to-all them over the ``ep`` group (V = s·T·k·e per GPU);
+3. with ``etp`` > 1, all-gather them over the expert-tensor-parallel group;
+4. ``moe/fc1`` → ``moe/act`` → ``moe/fc2``: the local experts' grouped GEMMs
+   (:func:`grouped_linear`) on the GPU's routed tokens, T·k·etp × the load factor (the
+   busiest GPU's share: ``Execution.moe_load``), hidden f_e/etp;
+5. reduce-scatter over ``etp``, all-to-all back (``moe/combine``), unpermute and weight by the
+   routing probabilities;
+6. the shared experts (``shared/*``): a dense tensor-parallel MLP of f_s on every token.
+
+The backward pass runs the same collectives on the gradients. Expert weights are sharded over
+ep·etp; the expert layers regroup the tp1·tp2·dp GPUs of a stage as etp × ep × edp (Megatron-Core
+MoE parallel folding, arXiv 2504.14960), so expert gradients are reduced over edp.
+
+MLA (DeepSeek-V2, arXiv 2405.04434 §2.1; Megatron-Core ``MLASelfAttention``): one down-projection
+of the (gathered) input to the query and key/value latents and the rotary key (replicated over
+tp1), their RMSNorms, column-parallel up-projections to the heads (whose replicated latent input
+all-reduces its gradient over tp1), attention with query/key dim d_n + d_r and value dim d_v,
+and the row-parallel output projection.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..specs.precision import PRECISIONS
+from ..specs.transformer import Transformer
+from .ops import OpCounts, bias, linear, quantisation, wave_efficiency
+from .optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
+
+if TYPE_CHECKING:
+    from .block import Ctx, Shards
+
+Array = np.ndarray
+ELEMENT_BYTES = 2.0  # bf16 activations and weights
+FP32 = 4.0  # bytes of the router's logits and scores (Megatron keeps them in fp32)
+DISPATCH_BYTES = 2.0  # dispatched tokens in bf16 (FP8 dispatch is an opt-in of some stacks)
+
+
+def router(b: Array, rows: Array, e: Array, experts: float, s: float) -> OpCounts:
+    """Router of T = b·r tokens: logits X[T, e]·W_r[e, E] (a BF16 GEMM; Megatron keeps the
+    router out of the FP8 recipes), the score function (softmax or sigmoid, ≈ 5 FLOP per logit)
+    and the top-k selection (≈ 3 per logit) on the vector units.
+    fwd: F_mat = T·E·(2e − 1), F_vec = 8·T·E; bwd: F_mat = T·e·(2E − 1) + e·E·(2T − 1),
+    F_vec = 5·T·E; M_fwd = s(T·e + e·E) + 2·4·T·E (fp32 logits, scores), M_bwd = s(T·e + 2e·E)
+    + 3·4·T·E; kept: the fp32 scores 4·T·E (its input is the norm's output, kept there);
+    W = s·e·E."""
+    t = b * rows
+    return OpCounts(
+        flop_mat_fwd=t * experts * (2 * e - 1), flop_vec_fwd=8 * t * experts,
+        flop_mat_bwd=t * e * (2 * experts - 1) + e * experts * (2 * t - 1),
+        flop_vec_bwd=5 * t * experts,
+        bytes_fwd=s * (t * e + e * experts) + 2 * FP32 * t * experts,
+        bytes_bwd=s * (t * e + 2 * e * experts) + 3 * FP32 * t * experts,
+        act_bytes=FP32 * t * experts, weight_bytes=s * e * experts)
+
+
+def permute(b: Array, rows: Array, e: Array, top_k: float, s: float,
+            unpermute: bool = False) -> OpCounts:
+    """Token permutation of T = b·r tokens into the T·k routed copies in expert order (a
+    memory-bound gather, Megatron's fused ``moe_permute``): read T·e, write T·k·e; its backward
+    scatters the gradients back with the same bytes: M = s·T·e·(1 + k) each way, no FLOPs to
+    speak of. The unpermute reverses it, weighting each copy by its routing probability and
+    summing the k copies of a token: F = 2·T·k·e each way, and keeps the expert outputs for the
+    probabilities' gradient: act = s·T·k·e."""
+    t = b * rows
+    moved = s * t * e * (1 + top_k)
+    if not unpermute:
+        return OpCounts(bytes_fwd=moved, bytes_bwd=moved)
+    return OpCounts(flop_vec_fwd=2 * t * top_k * e, flop_vec_bwd=2 * t * top_k * e,
+                    bytes_fwd=moved, bytes_bwd=moved + s * t * top_k * e,
+                    act_bytes=s * t * top_k * e)
+
+
+def grouped_linear(b: Array, rows: Array, k: Array, n: Array, experts: Array,
+                   s: float) -> OpCounts:
+    """The local experts' matmuls on their b·r routed tokens as one grouped GEMM: the FLOPs of
+    one matmul of b·r rows (:func:`model.physics.ops.linear`), the bytes reading all E_l
+    experts' weights: M_fwd = s(b·r·k + b·r·n + E_l·k·n), M_bwd = s(2E_l·k·n + 2b·r·k + 2b·r·n),
+    W = s·E_l·k·n. With few tokens per expert the weights' bytes make it memory-bound."""
+    c = linear(b, rows, k, n, s)
+    extra = s * (experts - 1) * k * n
+    c.bytes_fwd = c.bytes_fwd + extra
+    c.bytes_bwd = c.bytes_bwd + 2 * extra
+    c.weight_bytes = s * experts * k * n
+    return c
+
+
+def grouped_wave_efficiency(tokens: Array, experts: Array, cols: Array, tile: float,
+                            units: float) -> Array:
+    """Busy fraction of a grouped GEMM of E_l experts, m = tokens/E_l rows each, over ``cols``
+    output columns: each expert's rows are padded to whole tiles (the M-grouped layout aligns
+    every expert's segment to the block size: DeepGEMM README) and the E_l·⌈m/tile⌉·⌈cols/tile⌉
+    tiles run in waves of ``units`` SMs (:func:`model.physics.ops.wave_efficiency`):
+    (m / (⌈m/tile⌉·tile)) · t / (⌈t/units⌉·units). With few tokens per expert the padding,
+    the last wave and the weights' bytes (:func:`grouped_linear`) slow it; DeepGEMM's FP8
+    grouped GEMMs on H800 fall from 1233 TFLOP/s at 1024 rows per group to 932 at 256 (README,
+    2025-03), more than these two effects predict (about 1330 at 256 rows, η = 0.68)."""
+    if units <= 0:
+        return 1.0
+    m = np.asarray(tokens, dtype=float) / np.maximum(experts, 1.0)
+    padded = np.maximum(np.ceil(m / tile), 1.0)
+    tiles = experts * padded * np.ceil(np.asarray(cols, dtype=float) / tile)
+    fill = np.where(m > 0, m / (padded * tile), 1.0)
+    waves = np.maximum(np.ceil(tiles / units) * units, 1.0)
+    return fill * np.where(tiles > 0, tiles / waves, 1.0)
+
+
+# --- counts on a configuration's local shapes (model.physics.block: op_counts) -------------
+def routed_rows(rows, sh: Shards, ctx: Ctx):
+    """Rows of the tokens routed to a GPU's experts, per sample: its sequence rows × top_k
+    × etp (gathered over the expert-tensor-parallel group) × the load of the busiest GPU."""
+    return rows * ctx.model.top_k * ctx.execution.moe_load * np.asarray(sh.etp, dtype=float)
+
+
+def local_experts(ctx: Ctx, sh: Shards) -> np.ndarray:
+    """Routed experts per GPU, E/ep."""
+    return np.asarray(ctx.model.experts / np.asarray(sh.ep, dtype=float), dtype=float)
+
+
+def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
+    """The local experts' grouped GEMM on this GPU's routed tokens (:mod:`model.physics.moe`),
+    its grouped-GEMM wave quantisation, and under FP8/FP4 its quantisation and kept input."""
+    s = ELEMENT_BYTES
+    n = np.asarray(ctx.dims[spec.n] // sh.size(spec.n_shard), dtype=float)
+    experts = local_experts(ctx, sh)
+    counts = grouped_linear(b, rows, k, n, experts, s)
+    sysm = ctx.system
+    if sysm.sm_count > 0:  # forward Y and backward dX grouped by expert; dW per expert [k, n]
+        tile, units = sysm.gemm_tile, sysm.sm_count
+        counts.wave_fwd = grouped_wave_efficiency(b * rows, experts, n, tile, units)
+        counts.wave_bwd = 0.5 * (grouped_wave_efficiency(b * rows, experts, k, tile, units)
+                                 + wave_efficiency(experts * k, n, tile, units))
+    precision = PRECISIONS[ctx.execution.precision]
+    counts.act_bytes = precision.kept_bytes_per_element * b * rows * k
+    if precision.quantised:
+        counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+    return counts
+
+
+def expert_bias(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
+    counts = bias(b, rows, k, ELEMENT_BYTES)
+    counts.weight_bytes = counts.weight_bytes * local_experts(ctx, sh)
+    return counts
+
+
+
+# --- op-table rows ---------------------------------------------------------------------------
+def _mlp(prefix: str, ffn_in: str, ffn: str, base: Axes, comms: dict, share: str,
+         bias: bool) -> list[OpSpec]:
+    """A tensor-parallel (column fc1, row fc2) MLP of the given dims with its SP collectives
+    on the matmuls (``comms``: col_fwd, col_bwd, col_act, row_fwd, row_bwd)."""
+    ops = [OpSpec(f"{prefix}/fc1", Kind.LINEAR, k="e", n=ffn_in, rows=base, n_shard=TP1,
+                  fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"],
+                  share=share)]
+    if bias:
+        ops.append(OpSpec(f"{prefix}/fc1_bias", Kind.BIAS, k=ffn_in, rows=base, k_shard=TP1,
+                          share=share))
+    ops += [OpSpec(f"{prefix}/act", Kind.ACT, k=ffn, rows=base, k_shard=TP1, share=share),
+            OpSpec(f"{prefix}/fc2", Kind.LINEAR, k=ffn, n="e", rows=base, k_shard=TP1,
+                   fwd=comms["row_fwd"], bwd=comms["row_bwd"], share=share)]
+    if bias:  # on the row-parallel output, before the reduce-scatter's rows are split
+        ops.append(OpSpec(f"{prefix}/out_bias", Kind.BIAS, rows=base, share=share))
+    return ops
+
+
+def moe_rows(model: Transformer, base: Axes, comms: dict, dedup: bool = False
+             ) -> list[OpSpec]:
+    """The MoE layer's rows (share "moe"), routed part and shared experts (module docstring).
+    Tokens stay on their sequence shard ``base`` + tp1. ``dedup``: the flex dispatcher
+    (DeepEP / HybridEP) sends a token once per remote NVLink domain
+    (:mod:`model.physics.collectives`), else NCCL's all-to-all sends every copy."""
+    rows = base + TP1
+    routed = dict(rows=rows, share="moe", routed=True)
+    swap = (a2a("dispatch", EP, dedup),)
+    ops = [OpSpec("moe/router", Kind.ROUTER, k="e", n="E", rows=rows, share="moe"),
+           OpSpec("moe/dispatch", Kind.PERMUTE, k="e", rows=rows, share="moe", fwd=swap,
+                  bwd=swap),
+           OpSpec("moe/fc1", Kind.EXPERT_LINEAR, k="e", n="fe_in", n_shard=ETP,
+                  fwd=(ag("etp", ETP),), bwd=(rs("etp", ETP),), **routed)]
+    if model.mlp_bias:
+        ops.append(OpSpec("moe/fc1_bias", Kind.BIAS, k="fe_in", k_shard=ETP, **routed))
+    ops += [OpSpec("moe/act", Kind.ACT, k="fe", k_shard=ETP, **routed),
+            OpSpec("moe/fc2", Kind.EXPERT_LINEAR, k="fe", n="e", k_shard=ETP,
+                   fwd=(rs("etp", ETP),), bwd=(ag("etp", ETP),), **routed)]
+    if model.mlp_bias:
+        ops.append(OpSpec("moe/fc2_bias", Kind.BIAS, k="e", **routed))
+    ops.append(OpSpec("moe/combine", Kind.UNPERMUTE, k="e", rows=rows, share="moe",
+                      fwd=swap, bwd=swap))
+    if model.shared_ffn:
+        ops += _mlp("shared", "fs_in", "fs", base, comms, "moe", model.mlp_bias)
+    return ops
+
+
+def dense_mlp_rows(model: Transformer, base: Axes, comms: dict) -> list[OpSpec]:
+    """The dense MLP of the dense layers of a MoE model (share "dense")."""
+    return _mlp("mlp", "f_in", "f", base, comms, "dense", model.mlp_bias)
+
+
+def mla_rows(model: Transformer, base: Axes, comms: dict, kv: tuple[CommSpec, ...],
+             kv_bwd: tuple[CommSpec, ...], kv_panels: str | None) -> list[OpSpec]:
+    """MLA attention up to the output projection (module docstring): ``attn/down`` (e → r_q +
+    r_kv + d_r, replicated over tp1, its input gathered under SP), the latents' norm, the
+    up-projections and the attention core."""
+    up_bwd = (ar("in", TP1),)  # the latent is replicated over tp1: its gradient is summed
+    ops = [OpSpec("attn/down", Kind.LINEAR, k="e", n="mla_down", rows=base,
+                  fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"]),
+           OpSpec("attn/latent_norm", Kind.NORM, k="mla_latent", rows=base)]
+    if model.q_lora_rank:
+        ops.append(OpSpec("attn/q_up", Kind.LINEAR, k="q_lora", n="q_heads", rows=base,
+                          n_shard=TP1, bwd=up_bwd))
+    else:  # queries projected from the (gathered) input directly
+        ops.append(OpSpec("attn/q", Kind.LINEAR, k="e", n="q_heads", rows=base, n_shard=TP1))
+    return ops + [OpSpec("attn/kv_up", Kind.LINEAR, k="kv_lora", n="kv_up", rows=base,
+                         n_shard=TP1, bwd=up_bwd),
+                  OpSpec("attn/flash", Kind.ATTENTION, rows=base, heads_shard=TP1, fwd=kv,
+                         bwd=kv_bwd, panels=kv_panels)]
+
+
+def mtp_rows(model: Transformer, base: Axes, seq: Axes, comms: dict,
+             loss: CommSpec) -> list[OpSpec]:
+    """Per MTP module, on the last stage besides its transformer layer (a pipeline layer):
+    the two norms of [h; embedding], the projection 2e → e, and a second pass through the
+    shared LM head and the loss (DeepSeek-V3 §2.2)."""
+    ops: list[OpSpec] = []
+    for i in range(model.mtp_layers):
+        ops += [OpSpec(f"mtp{i}/norms", Kind.NORM, k="e2", rows=seq),
+                OpSpec(f"mtp{i}/proj", Kind.LINEAR, k="e2", n="e", rows=base, n_shard=TP1,
+                       fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"]),
+                OpSpec(f"mtp{i}/logits", Kind.LINEAR, k="e", n="V", rows=base, n_shard=TP1,
+                       fwd=comms["col_fwd"], bwd=comms["col_bwd"], act_rows=comms["col_act"],
+                       tied=True),
+                OpSpec(f"mtp{i}/loss", Kind.LOSS, k="V", rows=base, k_shard=TP1, fwd=(loss,))]
+    return ops
+
+
+def moe_dims(model: Transformer) -> dict[str, int]:
+    """The MoE and MLA feature sizes the rows name (see :func:`model_dims`)."""
+    gated = 2 if model.mlp == "swiglu" else 1
+    return {"E": model.experts, "fe": model.expert_ffn, "fe_in": gated * model.expert_ffn,
+            "fs": model.shared_ffn, "fs_in": gated * model.shared_ffn, "e2": 2 * model.hidden,
+            "q_lora": model.q_lora_rank, "kv_lora": model.kv_lora_rank,
+            "mla_down": model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim,
+            "mla_latent": model.q_lora_rank + model.kv_lora_rank,
+            "q_heads": model.heads * model.qk_head_dim,
+            "kv_up": model.heads * (model.qk_nope_head_dim + model.value_head_dim)}
+
+
+__all__ = ["NONE", "dense_mlp_rows", "grouped_linear", "grouped_wave_efficiency", "mla_rows",
+           "moe_dims", "moe_rows", "mtp_rows", "permute", "router"]

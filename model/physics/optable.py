@@ -1,0 +1,103 @@
+"""The vocabulary of the op tables: op kinds, collectives of an op, and one op's row.
+
+A strategy (:mod:`model.physics.strategies`, with the MoE and MLA rows of
+:mod:`model.physics.moe`) is a table of :class:`OpSpec` rows evaluated by the one code path of
+:mod:`model.physics.block`. Parallel axes: ``tp1`` shards hidden features / heads, ``tp2`` the
+sequence (SUMMA rows or context parallel), ``ep`` the routed experts and ``etp`` each expert's
+hidden features (Megatron-Core's expert parallel and expert tensor parallel); ``dp`` and ``pp``
+never shard an op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .collectives import Collective
+
+Axes = tuple[str, ...]
+TP1: Axes = ("tp1",)
+TP2: Axes = ("tp2",)
+EP: Axes = ("ep",)
+ETP: Axes = ("etp",)
+NONE: Axes = ()
+
+
+class Kind(Enum):
+    """Which formula of :mod:`model.physics.ops` (or :mod:`model.physics.moe`) an op uses."""
+
+    LINEAR = "linear"
+    SUMMA_LINEAR = "summa_linear"
+    BIAS = "bias"
+    ACT = "act"
+    DROPOUT = "dropout"
+    NORM = "norm"
+    ATTENTION = "attention"
+    EMBEDDING = "embedding"
+    LOSS = "loss"
+    ROUTER = "router"
+    PERMUTE = "permute"
+    UNPERMUTE = "unpermute"
+    EXPERT_LINEAR = "expert_linear"
+
+
+MATMULS = (Kind.LINEAR, Kind.SUMMA_LINEAR, Kind.EXPERT_LINEAR)  # at the precision's rate
+ALLTOALL_OPS = (Kind.PERMUTE, Kind.UNPERMUTE)  # their collectives are the EP all-to-alls
+
+
+@dataclass(frozen=True)
+class CommSpec:
+    """One collective: its type, the named volume it moves, and the axes forming its group."""
+
+    collective: Collective
+    volume: str
+    axes: Axes
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op of a block: formula, feature dims, how each is sharded, and its collectives.
+
+    ``k``/``n`` name input/output features (elementwise ops and norms use ``k`` only); ``rows``
+    shards the sequence, ``k_shard``/``n_shard`` the features, ``heads_shard`` attention heads.
+    ``panels`` names what splits the op's collectives into overlapped panels (SUMMA, §2.3): ``nb``
+    (searched panel count) or an axis; ``None`` means collectives are serial (t = compute + Σ comm).
+    ``share``: the op runs in every layer (""), in the dense-MLP layers ("dense") or in the MoE
+    layers ("moe") of a MoE model — a block is the layers' mix, each op weighted by its share.
+    ``routed``: the op works on the tokens routed to this GPU's experts (rows × top_k × etp × the
+    load factor) and its weights are expert weights (sharded over ep·etp, replicated over the
+    expert-data-parallel group). ``tied``: its weights are another op's (MTP's head).
+    """
+
+    name: str
+    kind: Kind
+    k: str = "e"
+    n: str = ""
+    rows: Axes = NONE
+    k_shard: Axes = NONE
+    n_shard: Axes = NONE
+    heads_shard: Axes = NONE
+    fwd: tuple[CommSpec, ...] = ()
+    bwd: tuple[CommSpec, ...] = ()
+    panels: str | None = None
+    act_rows: Axes | None = None  # rows of the kept input when not ``rows`` (SP keeps a shard)
+    share: str = ""
+    routed: bool = False
+    tied: bool = False
+
+
+def rs(volume: str, axes: Axes) -> CommSpec:
+    return CommSpec(Collective.REDUCESCATTER, volume, axes)
+
+
+def ag(volume: str, axes: Axes) -> CommSpec:
+    return CommSpec(Collective.ALLGATHER, volume, axes)
+
+
+def ar(volume: str, axes: Axes) -> CommSpec:
+    return CommSpec(Collective.ALLREDUCE, volume, axes)
+
+
+def a2a(volume: str, axes: Axes, dedup: bool = False) -> CommSpec:
+    """An all-to-all, or with ``dedup`` a deduplicating dispatch (DeepEP / HybridEP)."""
+    return CommSpec(Collective.DISPATCH if dedup else Collective.ALLTOALL, volume, axes)

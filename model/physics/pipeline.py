@@ -1,0 +1,194 @@
+"""From one block's per-microbatch times to an iteration: pipeline (1F1B), data parallel.
+
+docs/model.md §8 and §9, for arrays of configurations. Per configuration: n_mb = (GBS/dp) // b
+microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / backward time.
+
+* DP (ZeRO-1 / distributed optimizer): reduce-scatter gradients and all-gather parameters of W1
+  bytes per block over the replica group G (τ = its members per domain). One block's collective is
+  exposed; the other D − 1 hide behind one microbatch of the next block:
+  t_dp = T_AG + (D−1)·max(T_AG − T_f, 0) + T_RS + (D−1)·max(T_RS − T_b, 0).
+* PP: one p2p per microbatch each way, t_pp = 2·n_mb·T_p2p; of the pp − 1 stage links
+  int(pp/nv_pp − 1) cross domains (slow; free in the paper, bug 2), the rest stay inside.
+* T_loc = n_mb·(D·(T_f + T_b) + T_edge); bubble = (pp − 1)·(T_loc + t_pp)/n_mb;
+  t = T_loc + t_pp + bubble + t_dp.
+* Memory per GPU: :mod:`model.physics.memory`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs.execution import DEFAULT_EXECUTION, Execution
+from ..specs.hardware import System
+from ..specs.modes import Mode
+from .collectives import Collective
+from .offload import host_optimizer_time_s, offload_time_s
+from .pricing import Pricing
+from .totals import Totals
+
+
+def _bucketed_s(kind: Collective, volume_bytes, group, tau, pricing: Pricing,
+                bucket_bytes: float):
+    """A collective of V bytes issued as ceil(V / B) collectives of V/ceil(V/B) bytes each
+    (buckets of at most B bytes; B = 0: one collective): each pays the ring's per-step latency
+    again (DeepSpeed ZeRO-3 gathers parameters in buckets of stage3_prefetch_bucket_size
+    elements, Rajbhandari et al. 2020 and the DeepSpeed configuration reference)."""
+    if not bucket_bytes:
+        return pricing.collective(kind, volume_bytes, group, tau)
+    pieces = np.maximum(np.ceil(np.asarray(volume_bytes, dtype=float) / bucket_bytes), 1.0)
+    return pieces * pricing.collective(kind, volume_bytes / pieces, group, tau)
+
+
+def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float,
+                         bucket_bytes: float = 0.0, experts=None):
+    """(T, T_rs): one block's parameter all-gather of W bytes and its gradient reduce-scatter of
+    grad_factor·W bytes (the same time when the factor is 1: docs/model.md, data parallelism),
+    in buckets of ``bucket_bytes`` (0: one collective each). ``experts`` = (W_e, group, τ): the
+    experts' weights, gathered and reduced over their own (expert-data-parallel) group after the
+    others: their times add."""
+    t = _bucketed_s(Collective.ALLGATHER, weight_bytes, group, tau, pricing, bucket_bytes)
+    t_rs = t if grad_factor == 1.0 else _bucketed_s(
+        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, pricing, bucket_bytes)
+    if experts is not None:
+        t_e, t_rs_e = _gather_and_reduce_s(*experts, pricing, grad_factor, bucket_bytes)
+        t, t_rs = t + t_e, t_rs + t_rs_e
+    return t, t_rs
+
+
+def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
+              grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
+              experts=None):
+    """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
+
+    A ring all-gather and reduce-scatter of the same buffer take the same time T, so
+    t_dp = 2T + (D−1)·(h(T, T_f) + h(T, T_b)) with h = ``pricing.hidden`` (the excess over the
+    block's compute plus the overlap slowdown); gradients reduced in fp32 (``grad_factor`` 2)
+    make the reduce-scatter's buffer twice the 2-byte weights. Without ``overlap`` every
+    block's collectives are exposed: t_dp = D·(T + T_rs). A MoE block's expert weights add
+    their collectives over the expert-data-parallel group (``experts``) to T and T_rs.
+    """
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
+                                   experts)
+    if not overlap:
+        return layers * (t + t_rs)
+    return t + t_rs + (layers - 1) * (pricing.hidden(t, t_fwd) + pricing.hidden(t_rs, t_bwd))
+
+
+def edge_weight_bytes(pre_weight, post_weight, pp: np.ndarray) -> np.ndarray:
+    """Weights outside the blocks on the heavier end stage (both ends when pp = 1)."""
+    return np.where(pp == 1, pre_weight + post_weight, np.maximum(pre_weight, post_weight))
+
+
+ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, m, v, bf16 weight
+
+
+def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
+                grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
+                experts=None):
+    """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights (T) in the forward and
+    again in the backward, and reduce-scatters its gradients (T_rs, fp32 when ``grad_factor`` is
+    2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
+    Megatron FSDP keep gradients sharded, so they reduce every microbatch). The first block's
+    gather is exposed: t = T + n_mb·D·(h(T, T_f) + h(T + T_rs, T_b)), h = ``pricing.hidden``;
+    without ``overlap`` every gather and reduce-scatter is exposed: n_mb·D·(2T + T_rs)."""
+    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
+                                   experts)
+    if not overlap:
+        return n_mb * layers * (2 * t + t_rs)
+    return t + n_mb * layers * (pricing.hidden(t, t_fwd) + pricing.hidden(t + t_rs, t_bwd))
+
+
+def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, execution: Execution,
+                     zero: int = 1, grad_factor: float = 1.0, expert_params_bytes=0.0,
+                     expert_group=1):
+    """The optimizer step: 28 B per local parameter (``params_bytes`` / 2 bytes, sharded over
+    ``dp_group`` from ZeRO-1; of them ``expert_params_bytes`` over ``expert_group``) at HBM
+    speed, or on the host when the optimizer is offloaded."""
+    dense = np.asarray(params_bytes, dtype=float) - expert_params_bytes
+    local_params = (dense / (dp_group if zero >= 1 else 1) + np.asarray(
+        expert_params_bytes, dtype=float) / (expert_group if zero >= 1 else 1)) / 2.0
+    adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
+    if mode.no_optimizer_step:
+        return 0.0
+    if execution.offloads("optimizer"):
+        return host_optimizer_time_s(local_params, grad_factor,
+                                     system.host_bandwidth_gb_per_s * 1e9,
+                                     system.host_memory_bandwidth_gb_per_s * 1e9)
+    return adam * local_params / system.hbm_bytes_per_s
+
+
+def iteration_time(
+    *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
+    dp_group, dp_tau, system: System, mode: Mode, pricing: Pricing, end_layers=None,
+    interleave=1,
+    zero: int = 1, params_bytes=0.0, grad_factor: float = 1.0,
+    execution: Execution = DEFAULT_EXECUTION, expert_group=1, expert_tau=1,
+    expert_params_bytes=0.0,
+) -> dict[str, np.ndarray]:
+    """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
+
+    ``edge`` is the per-microbatch cost of the ops outside the blocks on the slower end stage
+    (both ends when pp = 1, else the slower of embedding and head); ``edge_weight`` their weights.
+    The pace is the slowest stage's: a middle stage's ``layers`` blocks or an end stage's
+    ``end_layers`` blocks (default ``layers``) plus its edge ops.
+    With V = ``interleave`` virtual stages the bubble shrinks V× and each microbatch crosses V×
+    as many stage boundaries (Narayanan et al. 2021). The optimizer step reads and writes
+    28 B per local parameter (``params_bytes`` / 2 bytes, sharded from ZeRO-1) at HBM speed.
+    Every communication and overlap term is priced by ``pricing``: the exact time of a placed
+    configuration, or a lower bound over the placements of a shape (:mod:`model.physics.pricing`).
+    A MoE block's expert weights synchronise over the expert-data-parallel group
+    (``expert_group``, ``expert_tau`` per NVLink domain), and their optimizer state is sharded
+    over it (``expert_params_bytes`` of the stage's ``params_bytes``).
+    """
+    n_mb = n_mb.astype(float)
+    d = layers.astype(float)
+    d_end = d if end_layers is None else np.asarray(end_layers, dtype=float)
+    t_block = block.t_fwd + block.t_bwd
+    t_end = d_end * t_block + edge.t_fwd + edge.t_bwd
+    middle_binds = d * t_block > t_end  # only where the end stages hold fewer blocks
+    t_loc = n_mb * np.where(middle_binds, d * t_block, t_end)
+    t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
+    bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
+    bucket = execution.dp_bucket_mb * 1e6
+    experts = (block.expert_weight_bytes, expert_group, expert_tau) if np.any(
+        block.expert_weight_bytes) else None
+    if zero >= 3:
+        t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
+                           n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts)
+    else:
+        t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
+                         pricing, grad_factor, execution.dp_overlap, bucket, experts)
+    if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
+        t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
+                                grad_factor)
+    t_opt = np.zeros_like(t_loc) + optimizer_time_s(params_bytes, dp_group, system, mode,
+                                                    execution, zero, grad_factor,
+                                                    expert_params_bytes, expert_group)
+    link = system.host_bandwidth_gb_per_s * 1e9
+    block_weights = block.weight_bytes + block.expert_weight_bytes
+    t_off = offload_time_s(block_weight_bytes=block_weights, block_act_bytes=block.act_bytes,
+                           t_fwd=block.t_fwd, t_bwd=block.t_bwd, n_mb=n_mb, layers=d,
+                           grad_factor=grad_factor, link_bytes_per_s=link, ex=execution,
+                           pricing=pricing)
+    out = {"iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt + t_off}
+    if block.t_comp is None:  # a bound: the time only
+        return out
+
+    def per_iteration(name: str):  # the binding stage's share of a block/edge quantity
+        per_block, per_edge = getattr(block, name), getattr(edge, name)
+        return n_mb * np.where(middle_binds, d * per_block, d_end * per_block + per_edge)
+
+    return {
+        **out,
+        "t_optimizer_s": t_opt,
+        "t_offload_s": t_off,
+        "t_compute_s": per_iteration("t_comp"),
+        "t_memory_s": per_iteration("t_mem"),
+        "t_tp_comm_s": per_iteration("t_comm"),
+        "t_ep_comm_s": per_iteration("t_ep"),
+        "t_pp_comm_s": t_pp,
+        "t_dp_comm_s": t_dp,
+        "t_bubble_s": bubble,
+        "flop_per_gpu": per_iteration("flop"),
+        "model_flop_per_gpu": per_iteration("flop_model"),
+    }

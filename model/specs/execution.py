@@ -1,0 +1,280 @@
+"""How a training stack executes a configuration: recompute, sequence parallelism, interleaving,
+ZeRO stage, precision, overlap. One frozen record per evaluation; the default reproduces the
+model's established behaviour (flash attention with its selective recompute, Megatron sequence
+parallelism, plain 1F1B, distributed optimizer, bf16).
+
+Sources: activation recompute and sequence parallelism — Korthikanti et al. 2022 (arXiv
+2205.05198); interleaved 1F1B — Narayanan et al. 2021 (arXiv 2104.04473); ZeRO stages —
+Rajbhandari et al. 2020 (arXiv 1910.02054).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError
+from .precision import NAMES
+
+RECOMPUTE = ("none", "selective", "full")
+PRECISIONS = NAMES  # model.specs.precision
+ZERO_STAGES = (0, 1, 2, 3)
+OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
+CONTEXT_ATTENTION = ("allgather", "ring")
+EP_DISPATCHERS = ("alltoall", "flex")
+# the on/off options, and the options with a fixed set of values (checked in this order)
+FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
+         "ends_count_as_layers", "dp_overlap", "ep_overlap")
+LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
+                              "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
+                              "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS}
+# numbers in a range: (lowest, highest)
+RANGES: dict[str, tuple[float, float]] = {"moe_capacity_factor": (0.0, 64.0),
+                                          "moe_imbalance": (1.0, 64.0),
+                                          "dp_bucket_mb": (0.0, 1e6)}
+
+AUTO = "auto"  # recompute_layers: the fewest that make each configuration fit
+# What a search tries unless told otherwise (over a stack's defaults; explicit options win):
+# every interleaving the stages allow and, per configuration, the fewest fully recomputed
+# layers that make it fit (selective recompute, i.e. flash attention, on the others)
+DEFAULT_SEARCH: dict[str, Any] = {"interleave": 0, "recompute_layers": AUTO}
+
+
+@dataclass(frozen=True)
+class Execution:
+    """Execution choices of one evaluation.
+
+    * ``recompute``: ``none`` keeps every activation, attention scores included (unfused
+      attention); ``selective`` recomputes the attention core in the backward pass (what flash
+      attention does); ``full`` keeps only each block's input and reruns its forward pass.
+    * ``recompute_layers``: with ``none`` or ``selective``, this many transformer layers of each
+      pipeline stage (capped at its layers) recompute fully instead — Megatron's
+      ``--recompute-method block --recompute-num-layers N``: memory and time between the two;
+      ``"auto"``: each configuration recomputes the fewest layers that make it fit.
+    * ``sequence_parallel``: norms and dropouts on l/tp rows with reduce-scatter + all-gather
+      (Megatron SP); off: replicated, with all-reduces after the row-parallel matmuls.
+    * ``interleave``: V virtual pipeline stages per GPU (interleaved 1F1B): bubble / V, V× the
+      pipeline messages, more activations in flight; 0 searches every V that divides a
+      stage's layers (each configuration's row says which).
+    * ``zero``: 0 replicated optimizer; 1 optimizer state sharded over the data-parallel group
+      (distributed optimizer); 2 gradients too; 3 weights too (FSDP: gathered per block in the
+      forward and again in the backward).
+    * ``precision``: bf16 / fp16 (2-byte values) or fp8 (matmuls at the FP8 rate; values kept
+      in 2 bytes, as in Transformer Engine's delayed/current scaling recipes).
+    * ``tp_overlap``: tensor-parallel collectives overlap the matmuls next to them.
+    * ``flash_attention``: fused attention; off, the score matrices go through HBM (QKᵀ out,
+      softmax, dropout, PV in) as in Megatron-LM before flash attention.
+    * ``fp32_gradients``: gradients accumulated and reduced in fp32 (Megatron's ``main_grad``):
+      4 bytes per parameter, and twice the data-parallel reduce-scatter volume.
+    * ``context_attention``: how context parallelism (tp2 of the context strategy) shares K and
+      V: ``allgather`` (the paper's: gather all, then attend; not overlapped) or ``ring`` (ring
+      attention: tp2 steps, each passing one K/V block to the next GPU under the attention
+      compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
+    * ``ends_count_as_layers``: the embedding and the loss each count as one layer when the
+      layers are split over pipeline stages, where the layers plus two divide evenly: the first
+      and last stages hold one layer fewer (Megatron's ``account_for_embedding_in_pipeline_split``
+      and ``account_for_loss_in_pipeline_split``; Llama 3's 405B run, Dubey et al. 2024, §3.3.2).
+    * ``dp_overlap``: the data-parallel gradient reduction (and parameter gather) of each block
+      overlaps the compute of the next; off, it runs after the backward pass, exposed, as in
+      Megatron-LM of 2021 (one all-reduce of the gradient buffer, Narayanan et al. 2021).
+    * ``dp_bucket_mb``: the data-parallel (and FSDP) gathers and reduce-scatters are issued in
+      buckets of at most this many MB, each paying the ring's latency again (0: one per block).
+    * ``offload``: what lives in the host memory tier instead of HBM (ZeRO-Offload / Infinity,
+      Ren et al. 2021, Rajbhandari et al. 2021): ``optimizer`` (state and the Adam step on the
+      CPU), ``activations`` (written out after each block's forward, read back for its
+      backward), ``weights`` (weights and gradients streamed per block), or ``all``.
+    * ``offload_layers``: without activation offload, the activations of this many layers of
+      each pipeline stage go to host memory (written after the layer's forward, read back
+      before its backward, each transfer under a layer's compute) — Megatron-Core's
+      ``cpu_offloading_num_layers`` (Transformer Engine's CPU offload context), as the
+      Megatron-Bridge recipes of large models on Grace-Blackwell use it.
+    * ``ep_overlap``: the expert-parallel all-to-alls of one microbatch overlap the compute of
+      another (Megatron-Core's 1F1B all-to-all overlap, ``--overlap-moe-expert-parallel-comm``:
+      the forward of one microbatch merged with the backward of the previous one); off, they
+      are exposed.
+    * ``ep_dispatcher``: how the tokens travel to their experts: ``alltoall`` (NCCL's all-to-all,
+      a copy per routed expert) or ``flex`` (Megatron-Core's flex dispatcher with DeepEP or
+      HybridEP: each token crosses to another NVLink domain once, then fans out over NVLink).
+    * ``moe_capacity_factor``: 0 is dropless routing; c > 0 gives every expert c × the mean
+      tokens per expert, dropping beyond and padding below (Megatron-Core's
+      ``moe_expert_capacity_factor`` with ``moe_pad_expert_input_to_capacity``, as the
+      token-drop benchmark recipes run).
+    * ``moe_imbalance``: dropless routing, the tokens of the busiest GPU's experts over the mean
+      (1.0: force-balanced, as published benchmarks run; real routing is not): the step waits
+      for that GPU's expert GEMMs and all-to-alls.
+    """
+
+    recompute: str = "selective"
+    sequence_parallel: bool = True
+    interleave: int = 1
+    zero: int = 1
+    precision: str = "bf16"
+    tp_overlap: bool = False
+    flash_attention: bool = True
+    fp32_gradients: bool = False
+    context_attention: str = "allgather"
+    offload: str = "none"
+    recompute_layers: int | str = 0
+    ends_count_as_layers: bool = False
+    dp_overlap: bool = True
+    dp_bucket_mb: float = 0.0
+    offload_layers: int = 0
+    ep_overlap: bool = False
+    ep_dispatcher: str = "alltoall"
+    moe_capacity_factor: float = 0.0
+    moe_imbalance: float = 1.0
+
+    def __post_init__(self) -> None:
+        self._check_values()
+        if isinstance(self.zero, bool) or not isinstance(self.zero, int):
+            raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        for name, allowed in LITERALS.items():
+            if getattr(self, name) not in allowed:
+                raise ModelError(f"{name} must be {_one_of(allowed)}, got "
+                                 f"{getattr(self, name)!r}")
+        if not _whole(self.interleave, 64):
+            raise ModelError("interleave must be an integer in [0, 64] (0: every count the "
+                             f"pipeline stages allow), got {self.interleave!r}")
+        r = self.recompute_layers
+        if r != AUTO and not _whole(r, 10_000):
+            raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
+                             f"got {r!r}")
+        if not _whole(self.offload_layers, 10_000):
+            raise ModelError("offload_layers must be an integer in [0, 10000], got "
+                             f"{self.offload_layers!r}")
+        self._check_combinations()
+
+    def _check_values(self) -> None:
+        """The on/off options and the numbers in a range."""
+        for name in FLAGS:
+            if not isinstance(getattr(self, name), bool):
+                raise ModelError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name, (lo, hi) in RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    lo <= value <= hi):
+                raise ModelError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+
+    def _check_combinations(self) -> None:
+        """Options that exclude each other."""
+        if self.offload_layers and self.offloads("activations"):
+            raise ModelError("offload_layers applies without activation offload (offload "
+                             f"'{self.offload}' moves every layer's activations already)")
+        r = self.recompute_layers
+        if r and r != AUTO and self.recompute == "full":
+            raise ModelError("recompute_layers applies with recompute none or selective "
+                             "(full already recomputes every layer)")
+
+    @property
+    def fewest_recomputed(self) -> bool:
+        """Whether each configuration recomputes the fewest layers that make it fit (with
+        ``full`` every layer recomputes already)."""
+        return self.recompute_layers == AUTO and self.recompute != "full"
+
+    def recompute_share(self, layers, recomputed=None):
+        """Share of a stage's ``layers`` that rerun their forward pass in the backward: 1 with
+        full recompute, min(r, D) / D with r = ``recomputed`` (a configuration's column) or
+        ``recompute_layers``, else 0."""
+        if self.recompute == "full":
+            return 1.0
+        r = self.recompute_layers if recomputed is None else recomputed
+        if isinstance(r, (int, str)) and (r == AUTO or not r):
+            return 0.0
+        d = np.asarray(layers, dtype=float)
+        return np.minimum(np.asarray(r, dtype=float), d) / np.maximum(d, 1.0)
+
+    @property
+    def moe_load(self) -> float:
+        """Tokens the busiest GPU's experts process over the mean: the capacity factor when
+        tokens are dropped and padded to capacity, else the imbalance."""
+        return float(self.moe_capacity_factor or self.moe_imbalance)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def offloads(self, what: str) -> bool:
+        """Whether ``what`` (optimizer, activations, weights) lives in host memory."""
+        return self.offload in (what, "all")
+
+
+def _whole(value: object, hi: int) -> bool:
+    """Whether ``value`` is an integer (not a bool) in [0, hi]."""
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= hi
+
+
+def _one_of(allowed: tuple) -> str:
+    """'0, 1, 2 or 3' for the small integer literals, else 'one of a, b, c'."""
+    if all(isinstance(a, int) for a in allowed):
+        return ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}"
+    if len(allowed) == 2:
+        return f"{allowed[0]!r} or {allowed[1]!r}"
+    return "one of " + ", ".join(map(str, allowed))
+
+
+DEFAULT_EXECUTION = Execution()
+FIELDS = tuple(f.name for f in fields(Execution))
+
+
+def resolve_execution(value: object) -> Execution:
+    """An :class:`Execution` from None (default), a dict of fields, or an Execution."""
+    if value is None:
+        return DEFAULT_EXECUTION
+    if isinstance(value, Execution):
+        return value
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - set(FIELDS))
+        if unknown:
+            raise ModelError(f"unknown execution option '{unknown[0]}'; allowed: "
+                             f"{', '.join(FIELDS)}")
+        return Execution(**{k: v for k, v in value.items() if v is not None})
+    raise ModelError(f"execution must be a dict of options, got {type(value).__name__}")
+
+
+MAX_VARIANTS = 64
+# every choice, so that a result row says exactly how it was executed (the interleaving and
+# the recomputed layers are columns of each configuration: model.explore.report)
+COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
+           "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
+           "dp_overlap", "dp_bucket_mb", "offload_layers", "ep_overlap", "ep_dispatcher",
+           "moe_capacity_factor", "moe_imbalance")
+CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
+
+
+def execution_variants(value: object) -> list[Execution]:
+    """Every execution to search: a dict whose values may be lists (their product) — e.g.
+    ``{"recompute": ["selective", "full"], "interleave": [1, 2, 4]}`` — else just one."""
+    if not isinstance(value, dict) or not any(isinstance(v, (list, tuple)) for v in value.values()):
+        return [resolve_execution(value)]
+    keys = list(value)
+    choices = [v if isinstance(v, (list, tuple)) else [v] for v in value.values()]
+    if any(len(c) == 0 for c in choices):
+        raise ModelError("an execution option was given an empty list of choices")
+    combos = list(itertools.islice(itertools.product(*choices), MAX_VARIANTS + 1))
+    if len(combos) > MAX_VARIANTS:
+        raise ModelError(f"more than {MAX_VARIANTS} execution combinations; pin some options")
+    return [resolve_execution(dict(zip(keys, combo))) for combo in combos]
+
+
+def execution_columns(ex: Execution) -> dict[str, Any]:
+    """The execution's choices, as the constant columns of its result rows."""
+    return {k: getattr(ex, k) for k in COLUMNS}
+
+
+def _word(value: Any, key: str = "") -> str:
+    if key == "interleave" and value == 0:
+        return "every"  # each configuration's row says which
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def describe_executions(executions: list[Execution]) -> str:
+    """What a search tried, in words: the choices that vary (a × b) and those fixed."""
+    varied = [k for k in CHOICES if len({getattr(ex, k) for ex in executions}) > 1]
+    parts = [k + " " + "|".join(dict.fromkeys(_word(getattr(ex, k), k) for ex in executions))
+             for k in varied]
+    head = (f"{len(executions)} executions: {' × '.join(parts)}; fixed: " if varied
+            else "one execution: ")
+    return head + ", ".join(f"{k} {_word(getattr(executions[0], k), k)}"
+                            for k in CHOICES if k not in varied)

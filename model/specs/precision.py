@@ -1,0 +1,60 @@
+"""Matmul precisions as data: which peak rate a precision runs at, what its quantisation costs
+and what a matmul keeps for its backward pass (docs/model.md, precisions).
+
+Every recipe keeps weights and activations in BF16 between kernels and quantises each matmul
+input before the GEMM (Transformer Engine's recipes): the activations X in the forward pass and
+the output gradients dY in the backward (weights once per iteration, cached across microbatches).
+Bytes per quantised element (HBM traffic of the separate quantisation kernels):
+
+* ``fp8`` (current scaling, one FP32 scale per tensor): an amax pass reads the BF16 tensor
+  (2 B), the cast reads it again (2 B) and writes the FP8 copy (1 B) and the transposed copy the
+  other GEMM of the backward needs (1 B): 6 B.
+* ``fp8-delayed`` (scale from the amax history, computed inside the cast): 2 + 1 + 1 = 4 B.
+* ``mxfp8`` (Blackwell: one E8M0 scale per 32 consecutive values, along rows for the forward
+  GEMM and along columns for the weight gradient): one pass reads 2 B and writes two FP8 copies
+  with their scales, 2 + 2·(1 + 1/32) B.
+* ``nvfp4`` (Blackwell: E2M1 values with an E4M3 scale per 16 values and an FP32 tensor
+  scale): an amax pass (2 B), then a pass that reads 2 B and writes two 4-bit copies with their
+  scales, 2 + 2 + 2·(0.5 + 1/16) B.
+
+Kept for the backward: the matmul input, in its quantised form under the FP8/FP4 recipes (TE
+saves the quantised input for the weight-gradient GEMM; Megatron's MoE guide: "stores linear
+layer inputs in FP8 instead of BF16"), one copy with its scales.
+
+Sources: NVIDIA Transformer Engine documentation, "Low precision training" (FP8 current and
+delayed scaling, MXFP8, NVFP4 recipes; "Activations saved for backward"), 2025–2026.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Precision:
+    """One matmul precision: its peak-rate and efficiency fields on a system, its quantisation
+    bytes per element and the bytes per element of a kept matmul input."""
+
+    name: str
+    label: str
+    peak_field: str  # System field with the dense matmul peak, TFLOP/s
+    efficiency_key: str  # which calibrated GEMM efficiency applies (bf16, fp8, mxfp8, nvfp4)
+    quantise_bytes_per_element: float
+    kept_bytes_per_element: float
+
+    @property
+    def quantised(self) -> bool:
+        return self.quantise_bytes_per_element > 0
+
+
+PRECISIONS: dict[str, Precision] = {p.name: p for p in (
+    Precision("bf16", "BF16", "matrix_tflops_fp16", "bf16", 0.0, 2.0),
+    Precision("fp16", "FP16", "matrix_tflops_fp16", "bf16", 0.0, 2.0),
+    Precision("fp8", "FP8 (current scaling)", "matrix_tflops_fp8", "fp8", 6.0, 1.0),
+    Precision("fp8-delayed", "FP8 (delayed scaling)", "matrix_tflops_fp8", "fp8", 4.0, 1.0),
+    Precision("mxfp8", "MXFP8 (32-element blocks)", "matrix_tflops_fp8", "mxfp8",
+              2.0 + 2 * (1.0 + 1 / 32), 1.0 + 1 / 32),
+    Precision("nvfp4", "NVFP4 (16-element blocks)", "matrix_tflops_fp4", "nvfp4",
+              4.0 + 2 * (0.5 + 1 / 16), 0.5 + 1 / 16),
+)}
+NAMES: tuple[str, ...] = tuple(PRECISIONS)

@@ -1,0 +1,195 @@
+"""Calibration of the stacks' GEMM efficiency, and leave-one-source-out cross-validation.
+
+One parameter per (stack, GPU): η, the fraction of the BF16 tensor-core peak the stack's matmuls
+reach on that GPU. The rest follows from kernel-level evidence, not from the runs:
+
+* FP8 and MXFP8 matmuls reach ``FP8_RATIO``·η of their own peak: Transformer Engine's GEMM
+  benchmark measures pre-quantised FP8 GEMMs 1.92× as fast as BF16 on an H200 NVL, against a
+  2× peak ratio (TransformerEngine docs, "Low precision training: speedups", 2026);
+* attention's tensor-core work runs at η too, and its exponentials at the special-function rate
+  (``System.exp_tera_per_s``): FlashAttention-3's analysis (Shah et al. 2024, §3) of what bounds
+  fused attention.
+
+η is fitted by least squares of log(predicted / measured) iteration time over the firm (not
+``uncertain``) runs of that stack on that GPU, each predicted with its published layout and its
+stack's execution defaults. Predicted time as a function of η is tabulated once per run on
+``GRID`` and interpolated (it is smooth and monotone: about a + b/η).
+
+Leave-one-source-out: for each source (a paper or a release, :mod:`model.validation.sources`), η
+is fitted on every *other* source's firm runs, pooled per GPU across stacks (a GPU none of them
+ran firmly falls back to their uncertain runs of it, ZeRO-3 left out, then to its generation),
+and the source's runs are predicted with it. Nothing fitted on a source is used to predict it.
+
+Mixture of experts (the ``moe`` set, :mod:`model.validation.moe`): the same machinery fits one
+more parameter per (stack, GPU), η_e, the fraction of the matmul peak the routed experts' grouped
+GEMMs reach (FP8 and MXFP8 at ``FP8_RATIO``·η_e, as the dense GEMMs), on the stack's MoE runs
+only; everything else of those runs is priced with the stack's dense values, fitted on its dense
+runs (inherited from the base release where a release published no dense run). Grouped GEMMs
+with few rows per expert run below a dense GEMM of the same FLOPs (DeepGEMM's grouped FP8
+kernels: 1233 → 932 TFLOP/s from 1024 to 256 rows per group on H800), and the routing,
+permutation and dispatch kernels around them are part of what η_e absorbs. η_e is at most
+the dense η of the same stack and GPU (a grouped GEMM is a batch of smaller GEMMs: DeepGEMM's
+grouped FP8 kernels reach 61–68 % of the peak where its dense ones reach up to 72 %), which
+also keeps it physical for runs bound by their all-to-alls, where it has little leverage. Its
+cross-validation leaves one release (its patch release with it) out of the MoE runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from ..specs.stack import load_stack
+from . import Case, predict_row
+
+FP8_RATIO = 0.96  # pre-quantised FP8 GEMM speed over BF16 / their peak ratio (1.92 / 2)
+GRID = np.array([0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0])
+FINE = np.linspace(GRID[0], GRID[-1], 1501)
+# the experts' grouped GEMMs may run well below a dense GEMM: a wider grid
+EXPERT_GRID = np.array([0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0])
+EXPERT_FINE = np.linspace(EXPERT_GRID[0], EXPERT_GRID[-1], 1801)
+
+
+def efficiency_fields(eta: float) -> dict[str, float]:
+    """The system fields one GEMM efficiency η sets (see the module docstring)."""
+    return {"flop_efficiency": eta, "flop_efficiency_fp8": FP8_RATIO * eta,
+            "flop_efficiency_mxfp8": FP8_RATIO * eta, "flop_efficiency_fp4": FP8_RATIO * eta,
+            "attention_efficiency": eta}
+
+
+def expert_fields(eta: float) -> dict[str, float]:
+    """The system fields one expert grouped-GEMM efficiency η_e sets."""
+    return {"expert_flop_efficiency": eta, "expert_flop_efficiency_fp8": FP8_RATIO * eta}
+
+
+def predicted_time_s(case: Case, eta: float) -> float:
+    """The case's iteration time (s) with its stack's execution defaults and efficiency η: of
+    every GEMM and attention (dense runs), or of the experts' GEMMs with the stack's own dense
+    values (the ``moe`` set)."""
+    stack = load_stack(case.stack)
+    bare = replace(stack, gemm_efficiency={}, attention_efficiency={},
+                   expert_gemm_efficiency={})  # keeps its defaults
+    if case.set == "moe":
+        system = stack.apply(case.system).with_overrides(**expert_fields(eta))
+    else:
+        system = case.system.with_overrides(**efficiency_fields(eta))
+    return float(predict_row(case, system=system, stack=bare)["iteration_time_s"])
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A run's predicted log time on ``fine`` values of η (:data:`FINE`, or
+    :data:`EXPERT_FINE` for the experts' efficiency of a MoE run)."""
+
+    case: Case
+    log_time: np.ndarray
+    fine: np.ndarray = field(default_factory=lambda: FINE)
+    cap: float = 1.0  # the largest η a fit may choose for this run
+
+    @classmethod
+    def of(cls, case: Case) -> Curve:
+        grid, fine = (EXPERT_GRID, EXPERT_FINE) if case.set == "moe" else (GRID, FINE)
+        t = np.array([predicted_time_s(case, e) for e in grid])
+        # time ≈ a + b/η: interpolate linearly in 1/η, then take logs
+        inv = 1.0 / grid
+        cap = (load_stack(case.stack).apply(case.system).flop_efficiency if case.set == "moe"
+               else 1.0)  # experts: at most the stack's dense GEMM efficiency
+        return cls(case, np.log(np.interp(1.0 / fine, inv[::-1], t[::-1])), fine, cap)
+
+    def time_s(self, eta: float) -> float:
+        return float(np.exp(np.interp(eta, self.fine, self.log_time)))
+
+
+def fit(curves: list[Curve]) -> float:
+    """η minimising Σ (log predicted − log measured)² over ``curves`` (of one kind), at most
+    the smallest of their caps."""
+    residual = sum((c.log_time - np.log(c.case.measured)) ** 2 for c in curves)
+    fine = curves[0].fine
+    residual = np.where(fine <= min(c.cap for c in curves) + 1e-12, residual, np.inf)
+    return float(fine[int(np.argmin(residual))])
+
+
+def _key(case: Case) -> str:
+    return case.system.name
+
+
+def fit_by_gpu(curves: list[Curve]) -> dict[str, float]:
+    """η per GPU (system preset) and per generation, pooled over ``curves``."""
+    out: dict[str, float] = {}
+    for key in sorted({_key(c.case) for c in curves}):
+        out[key] = fit([c for c in curves if _key(c.case) == key])
+    for gen in sorted({c.case.system.generation for c in curves}):
+        out[gen] = fit([c for c in curves if c.case.system.generation == gen])
+    return out
+
+
+def _training_fit(curves: list[Curve]) -> dict[str, float]:
+    """η per GPU and generation from the firm runs; a GPU with none falls back to its uncertain
+    runs (partly inferred configurations), those with ZeRO-3 left out: DeepSpeed's 2021 ZeRO-3
+    costs are not captured by the model (docs/model.md, limits)."""
+    firm = [c for c in curves if not c.case.uncertain]
+    loose = [c for c in curves if c.case.uncertain and c.case.execution.get("zero") != 3]
+    return {**fit_by_gpu(loose), **fit_by_gpu(firm)}
+
+
+def _eta_for(case: Case, table: dict[str, float]) -> float | None:
+    return table.get(_key(case), table.get(case.system.generation))
+
+
+def cross_validate(curves: list[Curve]) -> list[dict]:
+    """Per run: its source, measured time, in-sample and leave-one-source-out predictions (s).
+
+    In-sample: η fitted on its own stack's firm runs on its GPU (pooled over every source where
+    its stack has none). Cross-validated: η fitted on the other sources only."""
+    firm = [c for c in curves if not c.case.uncertain]
+    by_stack = {}
+    for stack in {c.case.stack for c in curves}:
+        own = [c for c in firm if c.case.stack == stack]
+        by_stack[stack] = {**fit_by_gpu(firm), **fit_by_gpu(own)}
+    rows = []
+    for source in sorted({c.case.source for c in curves}):
+        others = _training_fit([c for c in curves if c.case.source != source])
+        for c in (c for c in curves if c.case.source == source):
+            eta_in, eta_cv = _eta_for(c.case, by_stack[c.case.stack]), _eta_for(c.case, others)
+            rows.append({
+                "id": c.case.id, "source": source, "stack": c.case.stack,
+                "system": c.case.system.name, "uncertain": c.case.uncertain,
+                "measured_s": c.case.measured,
+                "in_sample_s": np.nan if eta_in is None else c.time_s(eta_in),
+                "cross_validated_s": np.nan if eta_cv is None else c.time_s(eta_cv),
+                "eta_in_sample": eta_in, "eta_cross_validated": eta_cv})
+    return rows
+
+
+def stack_efficiencies(curves: list[Curve]) -> dict[str, dict[str, float]]:
+    """Per stack, η fitted on its own firm runs, per GPU and generation (what its preset
+    carries)."""
+    firm = [c for c in curves if not c.case.uncertain]
+    return {stack: fit_by_gpu([c for c in firm if c.case.stack == stack])
+            for stack in sorted({c.case.stack for c in firm})}
+
+
+def pooled_fit(curves: list[Curve]) -> dict[str, float]:
+    """η per GPU and generation over every firm run, whatever its stack."""
+    return fit_by_gpu([c for c in curves if not c.case.uncertain])
+
+
+def error_table(rows) -> pd.DataFrame:
+    """Per source (and over all firm runs): runs, mean and max |error| (%) in sample and
+    cross-validated; error = 100·(1 − predicted / measured)."""
+    frame = pd.DataFrame(rows)
+    frame["in_sample_pct"] = 100.0 * (1.0 - frame["in_sample_s"] / frame["measured_s"])
+    frame["cross_validated_pct"] = 100.0 * (1.0 - frame["cross_validated_s"]
+                                            / frame["measured_s"])
+    parts = [(src, g) for src, g in frame.groupby("source")]
+    parts.append(("all firm runs", frame[~frame["uncertain"]]))
+    out = []
+    for name, g in parts:
+        ins, cv = g["in_sample_pct"].abs(), g["cross_validated_pct"].abs()
+        out.append({"source": name, "runs": len(g), "uncertain": bool(g["uncertain"].all()),
+                    "in_sample_mean_pct": ins.mean(), "in_sample_max_pct": ins.max(),
+                    "cross_validated_mean_pct": cv.mean(), "cross_validated_max_pct": cv.max(),
+                    "cross_validated_runs": int(cv.notna().sum())})
+    return pd.DataFrame(out)

@@ -1,0 +1,137 @@
+"""The command line's software stacks: ``--stack`` reaches the model, ``stacks`` lists every
+preset, and every calibrated prediction carries the error bar leave-one-source-out
+cross-validation measured (model/data/reference/cross_validation.json)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model import load_model, load_system, search
+from model.cli import main
+from model.specs.stack import default_stack_name, list_stacks
+from model.validation.error_bars import CROSS_VALIDATION, MIN_RUNS, error_bar
+
+LLAMA8 = ["--model", "llama3-8b", "--system", "h100", "--gpus", "64", "--global-batch", "128",
+          "--strategy", "1d", "--top", "1"]
+
+
+def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def fail(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+def firm_errors_pct(stack: str | None) -> list[float]:
+    runs = json.loads(CROSS_VALIDATION.read_text())["runs"]
+    return [100 * abs(r["cross_validated_s"] / r["measured_s"] - 1) for r in runs
+            if not r["uncertain"] and (stack is None or r["stack"] == stack)]
+
+
+def test_stacks_lists_every_preset_with_its_defaults_and_error_bar(capsys):
+    listed = json.loads(run(capsys, ["stacks", "--json"]))
+    assert [s["name"] for s in listed] == list_stacks()
+    assert [s["name"] for s in listed if s["default"]] == [default_stack_name()]
+    old = next(s for s in listed if s["name"] == "megatron-lm-2021")
+    assert old["execution"]["flash_attention"] is False and old["execution"]["zero"] == 0
+    text = run(capsys, ["stacks"])
+    for s in listed:
+        assert f"{s['name']}{' (default)' if s['default'] else ''}: released {s['released']}" \
+            in text
+    # each stack: the error bar of dense and of mixture-of-experts predictions
+    assert text.count("leave-one-source-out") == 2 * len(listed)
+    assert text.count("MoE runs") == len(listed)
+
+
+def test_the_error_bar_is_the_cross_validated_error_of_the_stack_or_of_all():
+    own = firm_errors_pct("megatron-bridge-25.11")
+    assert len(own) >= MIN_RUNS
+    bar = error_bar("megatron-bridge-25.11")
+    assert (bar.runs, bar.scope) == (len(own), "megatron-bridge-25.11")
+    assert bar.mean_pct == pytest.approx(sum(own) / len(own))
+    assert bar.max_pct == pytest.approx(max(own))
+    every = firm_errors_pct(None)
+    fallback = error_bar("megatron-lm-2021")  # its Narayanan runs are all flagged uncertain
+    assert fallback.runs == len(every) and fallback.mean_pct == pytest.approx(
+        sum(every) / len(every))
+    assert f"on {len(every)} runs of every stack" in fallback.text
+    low, high = bar.time_range(10.0)
+    assert low < 10.0 < high and high - 10.0 == pytest.approx(10.0 * bar.mean_pct / 100)
+    r_low, r_high = bar.rate_range(10.0)
+    assert r_low == pytest.approx(100.0 / high) and r_high == pytest.approx(100.0 / low)
+
+
+def test_search_json_gives_the_best_row_a_range(capsys):
+    out = json.loads(run(capsys, ["search", *LLAMA8, "--json"]))
+    assert out["stack"] == default_stack_name()
+    bar = error_bar(default_stack_name())
+    assert out["error_bar"]["mean_pct"] == pytest.approx(bar.mean_pct)
+    best, rng = out["results"][0]["best"], out["results"][0]["best_range"]
+    low, high = rng["iteration_time_s"]
+    assert low < best["iteration_time_s"] < high
+    assert high / best["iteration_time_s"] - 1 == pytest.approx(bar.mean_pct / 100)
+    s_low, s_high = rng["samples_per_s"]
+    assert s_low == pytest.approx(best["samples_per_s"] * best["iteration_time_s"] / high)
+    assert s_low < best["samples_per_s"] < s_high
+
+
+def test_search_text_shows_the_range_and_the_stack(capsys):
+    text = run(capsys, ["search", *LLAMA8, "--stack", "megatron-bridge-25.09"])
+    assert "stack megatron-bridge-25.09" in text.splitlines()[0]
+    [line] = [ln for ln in text.splitlines() if ln.strip().startswith("range: ")]
+    assert error_bar("megatron-bridge-25.09").text in line
+
+
+def test_the_stack_changes_the_prediction_as_the_api_does(capsys):
+    argv = ["search", *LLAMA8, "--json"]
+    model, system = load_model("llama3-8b"), load_system("h100")
+    for stack in ("megatron-lm-2021", "megatron-bridge-26.02"):
+        cli = json.loads(run(capsys, [*argv, "--stack", stack]))["results"][0]["best"]
+        api = search(model, system, 64, 128, "1d", top_k=1, stack=stack).best
+        assert cli["iteration_time_s"] == pytest.approx(float(api["iteration_time_s"]),
+                                                        rel=1e-12)
+        assert cli["flash_attention"] is (stack != "megatron-lm-2021")
+
+
+def test_an_explicit_option_overrides_the_stack_default(capsys):
+    argv = ["search", *LLAMA8, "--json", "--stack", "megatron-lm-2021"]
+    best = json.loads(run(capsys, [*argv, "--flash-attention"]))["results"][0]["best"]
+    assert best["flash_attention"] is True and best["zero"] == 0  # the rest: the stack's
+
+
+def test_no_stack_and_the_paper_mode_have_no_error_bar(capsys):
+    none = json.loads(run(capsys, ["search", *LLAMA8, "--json", "--stack", "none"]))
+    assert none["stack"] == "none" and none["error_bar"] is None
+    assert none["results"][0]["best_range"] is None
+    text = run(capsys, ["evaluate", "--model", "llama3-8b", "--system", "h100", "--gpus", "8",
+                        "--global-batch", "128", "--strategy", "1d", "--tp", "8", "--pp", "1",
+                        "--dp", "1", "--microbatch", "1", "--stack", "none"])
+    assert "range: " not in text and "cross-validation" not in text
+    paper = ["search", "--model", "gpt3-1t", "--system", "paper-h200", "--gpus", "512",
+             "--strategy", "1d", "--compat", "paper", "--json"]
+    assert json.loads(run(capsys, paper))["error_bar"] is None
+    assert "--stack" in fail(capsys, [*paper, "--stack", "megatron-lm-2021"])
+
+
+def test_evaluate_shows_the_range(capsys):
+    argv = ["evaluate", "--model", "llama3-8b", "--system", "h100", "--gpus", "8",
+            "--global-batch", "128", "--strategy", "1d", "--tp", "8", "--pp", "1", "--dp", "1",
+            "--microbatch", "1"]
+    out = json.loads(run(capsys, [*argv, "--json"]))
+    low, high = out["range"]["iteration_time_s"]
+    assert low < out["iteration_time_s"] < high and out["stack"] == default_stack_name()
+    assert "range: " in run(capsys, argv)
+
+
+def test_an_unknown_stack_is_a_clear_error(capsys):
+    err = fail(capsys, ["search", *LLAMA8, "--stack", "megatron-2099"])
+    assert "megatron-2099" in err and "megatron-bridge-26.02" in err

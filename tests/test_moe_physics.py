@@ -1,0 +1,234 @@
+"""Mixture-of-experts physics in closed form: the two-tier all-to-all and its lower bound, the
+dispatch volume and all-to-all time of an evaluation, expert memory sharded over ep and the
+expert-data-parallel group, the EP group's placement, grouped-GEMM wave quantisation, load
+imbalance and capacity, the all-to-all overlap, MLA and windowed attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from model import evaluate, load_model, load_system, search
+from model.errors import ModelError
+from model.explore.space import expert_placement
+from model.physics.collectives import Collective, collective_lower_bound_s, collective_time_s
+from model.physics.moe import grouped_wave_efficiency
+
+A2A = Collective.ALLTOALL
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_system("h100")
+
+
+def test_alltoall_inside_one_domain(h100):
+    v, n = 1e8, 8
+    expected = v * (n - 1) / n / h100.fast_bytes_per_s + h100.nvlink_latency_s
+    assert float(collective_time_s(A2A, v, n, n, h100)) == pytest.approx(expected)
+
+
+def test_alltoall_across_domains_runs_both_tiers_at_once(h100):
+    v, n = 1e8, 64
+    for tau in (1, 2, 8):
+        fast = v * (tau - 1) / n / h100.fast_bytes_per_s
+        slow = v * (n - tau) / n / (h100.nics_per_gpu * h100.slow_bytes_per_s)
+        expected = max(fast, slow) + h100.network_latency_s
+        assert float(collective_time_s(A2A, v, n, tau, h100)) == pytest.approx(expected)
+    assert float(collective_time_s(A2A, v, 1, 1, h100)) == 0.0
+    assert float(collective_time_s(A2A, 0.0, 8, 8, h100)) == 0.0
+
+
+@pytest.mark.parametrize("nics,half", [(1.0, 0.0), (2.0, 1e6), (0.5, 4e5)])
+def test_alltoall_lower_bound_below_every_placement(h100, nics, half):
+    system = h100.with_overrides(nics_per_gpu=nics, network_half_message_bytes=half,
+                                 nvlink_domain_size=72)
+    v = np.array([1e3, 1e6, 3e8])
+    for n in (2, 8, 64, 256):
+        bound = collective_lower_bound_s(A2A, v, n, system)
+        taus = [t for t in range(1, n + 1) if n % t == 0]
+        exact = np.min([collective_time_s(A2A, v, n, t, system) for t in taus], axis=0)
+        assert np.all(bound <= exact + 1e-15)
+        assert np.all(bound > 0)
+
+
+def test_flex_dispatch_crosses_each_remote_domain_once(h100):
+    """DeepEP / HybridEP: a token goes once to each other domain holding one of its k experts
+    (3 of 4 domains, each with probability 1 − (3/4)^8), then over NVLink to its GPUs."""
+    v, n, k = 1e8, 32, 8
+    nic = v / k * 3 * (1 - 0.75 ** k) / (h100.nics_per_gpu * h100.slow_bytes_per_s)
+    nvl = v * 7 / 8 / h100.fast_bytes_per_s
+    flex = float(collective_time_s(Collective.DISPATCH, v, n, 8, h100, fanout=k))
+    assert flex == pytest.approx(max(nic, nvl) + h100.network_latency_s)
+    plain = float(collective_time_s(A2A, v, n, 8, h100))
+    assert flex < plain / 2
+    inside = collective_time_s(Collective.DISPATCH, v, 8, 8, h100, fanout=k)
+    assert float(inside) == pytest.approx(float(collective_time_s(A2A, v, 8, 8, h100)))
+    for size in (2, 16, 64):
+        bound = collective_lower_bound_s(Collective.DISPATCH, v, size, h100, fanout=k)
+        exact = [collective_time_s(Collective.DISPATCH, v, size, t, h100, fanout=k)
+                 for t in range(1, size + 1)]
+        assert float(bound) <= float(np.min(exact)) + 1e-15
+
+
+def _qwen30b():
+    return load_model("qwen3-30b-a3b").with_overrides(vocab=0, tied_embeddings=False)
+
+
+def test_dispatch_volume_and_alltoall_time_of_an_evaluation(h100):
+    """Per MoE layer and microbatch each GPU sends its T·k routed copies (bf16) four times
+    (dispatch and combine, forward and backward) over ep: 8 GPUs of one NVLink domain."""
+    m = _qwen30b()
+    ev = evaluate(m, h100, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=8, microbatch=1,
+                  stack="none")
+    ops = ev.ops.set_index("op")
+    tokens = m.seq_len  # microbatch 1, tp1 = 1: the whole sequence on each GPU
+    volume = 2.0 * tokens * m.top_k * m.hidden
+    for name in ("moe/dispatch", "moe/combine"):
+        assert ops.loc[name, "comm_bytes_fwd"] == pytest.approx(volume)
+        assert ops.loc[name, "comm_bytes_bwd"] == pytest.approx(volume)
+    one = volume * 7 / 8 / h100.fast_bytes_per_s + h100.nvlink_latency_s
+    n_mb = 512 // 64
+    assert ev.row["t_ep_comm_s"] == pytest.approx(4 * one * m.layers * n_mb, rel=1e-9)
+
+
+def test_expert_memory_is_sharded_over_ep_and_edp(h100):
+    """Weights: each layer's dense part (attention, norms, router) whole and E/ep experts;
+    optimizer state (6 × the 2-byte weights, ZeRO-1): dense over dp, experts over
+    edp = tp1·dp/(ep·etp)."""
+    m = _qwen30b()
+    for ep, etp in ((8, 1), (16, 2), (64, 1)):
+        row = evaluate(m, h100, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=ep, etp=etp,
+                       microbatch=1, stack="none").row
+        e, q = m.hidden, m.head_dim
+        dense = e * (m.heads + 2 * m.kv_heads) * q + m.heads * q * e + 4 * e + e * m.experts
+        expert = (m.experts // ep) * 3 * e * m.expert_ffn // etp
+        weights = 2.0 * m.layers * (dense + expert)
+        assert row["weights_gb"] * 1e9 == pytest.approx(weights)
+        assert row["gradients_gb"] * 1e9 == pytest.approx(weights)
+        optimizer = 6 * 2.0 * m.layers * (dense / 64 + expert / (64 // (ep * etp)))
+        assert row["optimizer_gb"] * 1e9 == pytest.approx(optimizer)
+
+
+def test_ep_placement_follows_the_nvlink_placement():
+    """Megatron's rank order (tp1, tp2, dp; experts: etp, ep, edp): the EP group's members
+    per domain follow from how many of the stage's tp1·tp2·dp GPUs a domain holds."""
+    cols = {k: np.array(v) for k, v in dict(
+        tp1=[1, 1, 2, 2, 2], tp2=[1, 1, 1, 1, 1], dp=[64, 64, 16, 16, 16],
+        ep=[64, 64, 32, 8, 2], etp=[1, 1, 1, 2, 1], nv_tp1=[1, 1, 2, 2, 1],
+        nv_tp2=[1, 1, 1, 1, 1], nv_dp=[64, 16, 4, 4, 8]).items()}
+    out = expert_placement(cols)
+    # NVL72 (64 of 256 GPUs): pp outside keeps EP64 in one rack, pp inside splits it 4 ways;
+    # tp1 = 2 of which the domain holds one: EP2 = ranks 0 and 1 (t = 0, 1): one inside, and
+    # the expert-data-parallel group (stride 2: t = 0, every d) has all 8 of the domain
+    assert list(out["nv_ep"]) == [64, 16, 8, 4, 1]
+    assert list(out["nv_etp"]) == [1, 1, 1, 2, 1]
+    assert list(out["nv_edp"]) == [1, 1, 1, 1, 8]
+
+
+def test_deepseek_v3_search_keeps_ep64_inside_an_nvl72_rack():
+    m, s = load_model("deepseek-v3"), load_system("gb200-nvl72")
+    best = search(m, s, 256, 4096, "1d", pins={"tp1": 1, "pp": 4, "ep": 64, "microbatch": 1},
+                  execution={"precision": "mxfp8", "interleave": 4}, top_k=1).best
+    assert (best["nv_dp"], best["nv_pp"]) == (64, 1)  # the EP group in one domain
+    split = search(m, s, 256, 4096, "1d", pins={"tp1": 1, "pp": 4, "ep": 64, "microbatch": 1,
+                                                "nv_pp": 4},
+                   execution={"precision": "mxfp8", "interleave": 4}, top_k=1).best
+    assert split["t_ep_comm_s"] > 3 * best["t_ep_comm_s"]  # 4 racks: over the NICs
+
+
+def test_grouped_wave_efficiency_pads_each_expert_to_whole_tiles():
+    # 4 experts of 64 rows on 128-row tiles: half of each tile is padding; 4·1·8 = 32 tiles on
+    # 132 SMs: one partly empty wave
+    eff = grouped_wave_efficiency(256.0, 4.0, 1024.0, 128, 132)
+    assert float(eff) == pytest.approx(0.5 * 32 / 132)
+    assert float(grouped_wave_efficiency(4 * 8192.0, 4.0, 4096.0, 128, 132)) == pytest.approx(
+        4 * 64 * 32 / (np.ceil(4 * 64 * 32 / 132) * 132))
+
+
+def test_more_experts_per_token_more_alltoall(h100):
+    base = _qwen30b()
+    times = [evaluate(base.with_overrides(top_k=k), h100, 64, 512, "1d", tp1=1, pp=1, dp=64,
+                      ep=8, microbatch=1, stack="none").row["t_ep_comm_s"] for k in (2, 4, 8)]
+    assert times[0] < times[1] < times[2]
+    # the volume grows with k, the latency does not
+    assert times[2] - times[1] == pytest.approx(2 * (times[1] - times[0]))
+
+
+def test_imbalance_and_capacity_slow_the_step_not_the_model_flops(h100):
+    m = _qwen30b()
+
+    def row(**ex):
+        return evaluate(m, h100, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=8, microbatch=1,
+                        stack="none", execution=ex).row
+
+    even, skewed, capped = row(), row(moe_imbalance=1.5), row(moe_capacity_factor=1.25)
+    assert skewed["iteration_time_s"] > capped["iteration_time_s"] > even["iteration_time_s"]
+    assert skewed["t_ep_comm_s"] == pytest.approx(1.5 * even["t_ep_comm_s"], rel=0.01)
+    for r in (skewed, capped):  # padding and imbalance are hardware work, not model FLOPs
+        assert r["model_tflops_per_gpu"] * r["iteration_time_s"] == pytest.approx(
+            even["model_tflops_per_gpu"] * even["iteration_time_s"])
+        assert r["hfu"] * r["iteration_time_s"] > even["hfu"] * even["iteration_time_s"]
+
+
+def test_alltoall_overlap_hides_behind_compute(h100):
+    m = _qwen30b()
+
+    def row(overlap):
+        return evaluate(m, h100, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=8, microbatch=1,
+                        stack="none", execution={"ep_overlap": overlap}).row
+
+    plain, hidden = row(False), row(True)
+    # the all-to-all is shorter than the compute beside it: only the overlap slowdown γ stays
+    assert hidden["t_ep_comm_s"] == pytest.approx(h100.overlap_slowdown * plain["t_ep_comm_s"])
+    # the step gains that, less the data-parallel collectives that a shorter block no longer
+    # hides
+    saved = plain["iteration_time_s"] - hidden["iteration_time_s"]
+    assert 0 < saved <= plain["t_ep_comm_s"] - hidden["t_ep_comm_s"]
+    assert hidden["t_dp_comm_s"] >= plain["t_dp_comm_s"]
+
+
+def test_mla_attention_uses_its_own_head_dims(h100):
+    m = load_model("deepseek-v3").with_overrides(layers=4, dense_layers=1, mtp_layers=0,
+                                                 experts=16, vocab=0, tied_embeddings=False)
+    ops = evaluate(m, h100, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=8, microbatch=1,
+                   stack="none").ops.set_index("op")
+    l, h = m.seq_len, m.heads
+    qk, pv = l * l * h * (2 * 192 - 1), l * h * 128 * (2 * l - 1)  # QKᵀ and PV per sample
+    assert ops.loc["attn/flash", "flop_fwd"] > 0.5 * (qk + pv)  # causal: half, plus softmax
+    assert ops.loc["attn/flash", "flop_fwd"] < 0.5 * (qk + pv) * 1.02
+    down = l * m.hidden * (1536 + 512 + 64) * 2
+    assert ops.loc["attn/down", "flop_fwd"] == pytest.approx(down, rel=1e-3)
+
+
+def test_sliding_window_attention_flops(h100):
+    m = load_model("gpt-oss-120b").with_overrides(layers=4, window_layers=2, experts=16,
+                                                  vocab=0, tied_embeddings=False)
+    full = m.with_overrides(sliding_window=0, window_layers=0)
+
+    def flash(model):
+        return evaluate(model, h100, 8, 64, "1d", tp1=1, pp=1, dp=8, ep=8, microbatch=1,
+                        stack="none").ops.set_index("op").loc["attn/flash", "flop_fwd"]
+
+    l, w = m.seq_len, m.sliding_window
+    share = 0.5 + 0.5 * (w - w * w / (2 * l)) / (l / 2)  # half the layers windowed
+    assert flash(m) == pytest.approx(share * flash(full), rel=1e-9)
+
+
+@pytest.mark.parametrize("pins,message", [
+    ({"ep": 3}, "does not divide experts"),
+    ({"ep": 64, "etp": 2}, "does not divide the stage"),
+    ({"etp": 16}, "expert FFN"),
+])
+def test_bad_expert_pins_are_explained(h100, pins, message):
+    with pytest.raises(ModelError, match=message):
+        evaluate(_qwen30b(), h100, 64, 512, "1d", tp1=1, pp=1, dp=64, microbatch=1,
+                 stack="none", **pins)
+
+
+def test_dense_models_have_no_experts(h100):
+    with pytest.raises(ModelError, match="has no experts"):
+        evaluate(load_model("llama3-8b"), h100, 8, 64, "1d", tp1=1, pp=1, dp=8,
+                 microbatch=1, ep=2, stack="none")
+    row = search(load_model("llama3-8b"), h100, 8, 64, "1d", top_k=1, stack="none").best
+    assert (row["ep"], row["etp"], row["t_ep_comm_s"]) == (1, 1, 0.0)
