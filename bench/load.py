@@ -160,6 +160,10 @@ def outputs_of(spec: str) -> list[dict[str, Any]]:
     return out
 
 
+# the scaling callback's other inputs, as the page loads them (dashboard/pages/scaling.py)
+PAGE_INPUTS = {"scaling-threshold": 50, "scaling-breakdown-scale": "log"}
+
+
 class WhatIf:
     """The scaling page's callback request, built from the server's own dependency list."""
 
@@ -186,7 +190,8 @@ class WhatIf:
     def body(self, changes: dict[str, float]) -> bytes:
         """The request for the default scenario with ``changes`` (scenario key → value)."""
         scn = {**self.base, **changes}
-        inputs = [{**i, "value": scn} for i in self.dep["inputs"]]
+        inputs = [{**i, "value": scn if i["id"] == "scenario" else PAGE_INPUTS[i["id"]]}
+                  for i in self.dep["inputs"]]
         payload: dict[str, Any] = {
             "output": self.dep["output"], "outputs": outputs_of(self.dep["output"]),
             "inputs": inputs, "changedPropIds": ["scenario.data"]}

@@ -30,6 +30,11 @@ from model.specs.hardware import System
 from model.specs.modes import resolve_mode
 from model.specs.transformer import Transformer
 
+
+class OverBudget(ModelError):
+    """A request refused by its budget (before anything is built)."""
+
+
 MEMORY_BUDGET_BYTES = int(float(os.environ.get("PERF_REQUEST_MEMORY_MB", 1024)) * 2**20)
 TIME_BUDGET_S = float(os.environ.get("PERF_REQUEST_TIME_S", 10))
 FIXED_BYTES = 64 * 2**20  # op tables, frames and the figures of any request
@@ -138,7 +143,7 @@ def check(what: str, need_bytes: float, need_s: float, sized: Size, narrow: str,
         over.append(f"about {need_s:,.0f} s, over this server's time budget of {seconds:g} s")
     if over:
         at_least = "more than " if sized.more else ""
-        raise ModelError(f"{what} would evaluate {at_least}{sized.candidates:,} configurations "
+        raise OverBudget(f"{what} would evaluate {at_least}{sized.candidates:,} configurations "
                          f"({at_least}{sized.shapes:,} shapes): {' and '.join(over)}; {narrow}")
 
 

@@ -220,8 +220,9 @@ CONTROLS: tuple[Control, ...] = (
             "NVLink placement are always searched).", choices=("all", *STRATEGIES),
             names=("all", *(SHORT_LABELS[s] for s in STRATEGIES)), default="all"),
     Control("gpus_min", "GPUs (from)", "run", "number", int,
-            "Smallest GPU count of the scaling views (powers of two; multiples of the domain "
-            "when it is not a power of two).", lo=1, hi=10_000_000, suggest=POWERS_OF_TWO,
+            "Smallest GPU count of the scaling views (powers of two, whatever the NVLink "
+            "domain; in the paper mode, multiples of a domain that is not a power of two).",
+            lo=1, hi=10_000_000, suggest=POWERS_OF_TWO,
             default=4),
     Control("gpus_max", "GPUs (to)", "run", "number", int,
             "Largest GPU count of the scaling views.", lo=1, hi=10_000_000,

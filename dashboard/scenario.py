@@ -254,8 +254,10 @@ MAX_COUNTS = 24
 
 
 def gpu_counts(scn: dict[str, Any]) -> list[int]:
-    """The GPU counts of the scaling views: powers of two in [gpus_min, gpus_max], or multiples
-    NVS·2^k when the NVLink domain is not a power of two (e.g. 72). At most 24 counts.
+    """The GPU counts of the scaling views: powers of two in [gpus_min, gpus_max] whatever the
+    NVLink domain, so that domains compare at equal counts (an NVL72 system at 1,024 GPUs uses
+    14 full domains and one partly filled). The paper mode cannot fill a domain partly: there,
+    multiples NVS·2^k when the domain is not a power of two. At most 24 counts.
 
     Bounded for any input (the loop runs at most 64 times): ModelError unless nvs, gpus_min
     and gpus_max are positive integers."""
@@ -263,7 +265,7 @@ def gpu_counts(scn: dict[str, Any]) -> list[int]:
     for key, value in (("nvs", nvs), ("gpus_min", lo), ("gpus_max", hi)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ModelError(f"'{key}' must be a positive integer, got {value!r:.40}")
-    unit = 1 if nvs & (nvs - 1) == 0 else nvs
+    unit = nvs if scn.get("compat") == "paper" and nvs & (nvs - 1) else 1
     counts = []
     for k in range(64):
         n = unit * 2**k

@@ -20,50 +20,76 @@ from model.explore.sweep import best_frame, sweep
 
 from . import budget
 from .compute import _how, _inputs, _strategies, cached_frame
-from .scenario import build_inputs, gpu_counts, preset_system
+from .scenario import build_inputs, gpu_counts, preset_system, system_values
 
-COMPARE_SYSTEMS = ("a100", "h200", "b200")
-COMPARE_NVS = (4, 8, 64)
+COMPARE_SYSTEMS = ("a100", "h100", "b200", "b300", "gb200-nvl72", "mi300x")
+COMPARE_NVS = (0,)  # 0: each system's own NVLink domain
+EDITED = "edited"  # the scenario's system, as edited in the control panel
 MAX_GPUS = 10_000_000  # the estimator's limit of a search
 # a background job (Compare systems, HBM sweep) runs this long at most
 SWEEP_TIME_BUDGET_S = float(os.environ.get("PERF_SWEEP_TIME_BUDGET_S", 300))
 
 
+def system_label(name: str, nvs: int, scn: dict[str, Any]) -> str:
+    """A compared system's label: 'H100 · NVS 8'; the control panel's system is 'H200 (control
+    panel) · NVS 8', or 'H200 (edited) · NVS 8' once a value differs from its preset."""
+    if name != EDITED:
+        return f"{name.upper()} · NVS {nvs}"
+    preset = system_values(scn["system"])
+    edited = any(scn.get(k) != v for k, v in preset.items() if k != "nvs")
+    return f"{scn['system'].upper()} ({'edited' if edited else 'control panel'}) · NVS {nvs}"
+
+
 def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
             domains: tuple[int, ...] = COMPARE_NVS,
             time_budget_s: float | None = None) -> pd.DataFrame:
-    """The scenario's model on several GPU generations × NVLink domain sizes (the paper's
-    9-system figure): the best over strategies per GPU count, with a ``system`` label.
+    """The scenario's model on several systems (presets by name, or :data:`EDITED`: the
+    scenario's own) × NVLink domain sizes (0: the system's own): the best over strategies per
+    GPU count, with a ``system`` label (:func:`system_label`). A system the scenario cannot
+    run on (e.g. FP8 on a GPU without an FP8 rate) is one row with the reason in ``skipped``.
     ModelError when over budget (``time_budget_s``: the request's by default)."""
-    payload = {**_inputs(scn), "names": names, "domains": domains,
+    payload = {**_inputs(scn), "names": list(names), "domains": list(domains),
                "counts": gpu_counts(scn), "strategies": _strategies(scn)}
     seconds = budget.TIME_BUDGET_S if time_budget_s is None else time_budget_s
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
+        m, edited = build_inputs(scn)
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
-        narrow = "narrow the GPU range or choose one strategy"
-        for nvs in domains:  # each sweep on its own, the time of all of them together
-            budget.check_searches(f"The comparison (NVLink domain {nvs})", m, s, counts,
-                                  scn["global_batch"], _strategies(scn), **_how(scn),
-                                  narrow=narrow, repeat=len(names) * len(domains),
-                                  time_budget_s=seconds, nvs=nvs)
+        bases = {name: edited if name == EDITED else preset_system(name) for name in names}
+        curves = [(name, nvs) for name, base in bases.items()
+                  for nvs in dict.fromkeys(base.nvlink_domain_size if n == 0 else n
+                                           for n in domains)]
+        narrow = "compare fewer systems or domain sizes, narrow the GPU range or choose one " \
+            "strategy"
+        for name, nvs in curves:  # each sweep on its own, the time of all of them together
+            try:
+                budget.check_searches(f"The comparison ({system_label(name, nvs, scn)})", m,
+                                      bases[name], counts, scn["global_batch"],
+                                      _strategies(scn), **_how(scn), narrow=narrow,
+                                      repeat=len(curves), time_budget_s=seconds, nvs=nvs)
+            except budget.OverBudget:
+                raise
+            except ModelError:  # the system cannot run the scenario: its sweep below says why
+                pass
         deadline, frames = time.monotonic() + seconds, []
-        for name in names:
-            base = preset_system(name)
-            for nvs in domains:
-                if time.monotonic() > deadline:
-                    raise ModelError(f"the comparison ran out of its {seconds:g} s time budget; "
-                                     + narrow)
-                best = best_frame(sweep(m, base, counts, scn["global_batch"],
+        for name, nvs in curves:
+            if time.monotonic() > deadline:
+                raise ModelError(f"the comparison ran out of its {seconds:g} s time budget; "
+                                 + narrow)
+            try:
+                best = best_frame(sweep(m, bases[name], counts, scn["global_batch"],
                                         _strategies(scn), **_how(scn), nvs=nvs))
-                if best.empty:
-                    continue
-                best = best.loc[best.groupby("gpus")["iteration_time_s"].idxmin()]
-                best.insert(0, "system", f"{name.upper()} · NVS {nvs}")
-                frames.append(best)
+            except ModelError as exc:  # e.g. FP8 on a GPU without an FP8 rate: say so
+                frames.append(pd.DataFrame([{"system": system_label(name, nvs, scn),
+                                             "skipped": str(exc)}]))
+                continue
+            if best.empty:
+                continue
+            best = best.loc[best.groupby("gpus")["iteration_time_s"].idxmin()]
+            best.insert(0, "system", system_label(name, nvs, scn))
+            frames.append(best)
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     return cached_frame("systems", payload, compute)
 

@@ -83,6 +83,7 @@ BOUND_COLORS: dict[str, str] = {
     "compute": COMPONENT_COLORS["t_compute_s"],
     "memory": COMPONENT_COLORS["t_memory_s"],
     "communication": COMPONENT_COLORS["t_tp_comm_s"],
+    "overhead": PALETTE[4],  # kernel launch overhead (model.explore.report._bound)
 }
 
 MEMORY_ORDER: tuple[str, ...] = ("weights_gb", "gradients_gb", "optimizer_gb", "activations_gb")

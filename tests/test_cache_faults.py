@@ -644,7 +644,8 @@ APP_SCRIPT = textwrap.dedent('''
     def scaling(hbm_gb):
         scn = dict(default_scenario(), strategy="1d", gpus_min=64, gpus_max=1024,
                    hbm_gb=hbm_gb)
-        res = update(body("scaling-summary", {"scenario": scn}, {}))
+        res = update(body("scaling-summary", {"scenario": scn, "scaling-threshold": 50,
+                                              "scaling-breakdown-scale": "log"}, {}))
         return res.status_code, "Fastest" in res.get_data(as_text=True)
 
     out = {"before_sweep": sweep(1)}

@@ -261,10 +261,15 @@ def test_gpu_counts_are_powers_of_two_in_range():
     assert counts == [8, 16, 32, 64, 128, 256, 512]
 
 
-def test_gpu_counts_nvs72_are_multiples_of_72():
+def test_gpu_counts_are_the_same_powers_of_two_for_every_domain():
+    """NVL72 and NVL8 compare at equal counts (partly filled domains); the paper mode, which
+    cannot fill a domain partly, keeps multiples of a domain that is not a power of two
+    (changed deliberately: 72·2^k made NVL72 look slower than NVL8, issue 12)."""
     counts = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000))
-    assert counts == [72 * 2**k for k in range(9)]
-    assert all(n % 72 == 0 for n in counts)
+    assert counts == S.gpu_counts(valid(nvs=8, gpus_min=1, gpus_max=20_000))
+    assert counts == [2**k for k in range(15)] and {1024, 16384} <= set(counts)
+    paper = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000, compat="paper"))
+    assert paper == [72 * 2**k for k in range(9)]
 
 
 def test_gpu_counts_at_most_24():
@@ -564,17 +569,24 @@ def _ys(figs) -> list[list[float]]:
             for fig in figs for tr in fig.data]
 
 
+TEXTS = len(scaling.TEXTS)  # summary, idealised, knee, infeasible; then the figures
+
+
 def _scaling(**over: Any) -> tuple:
     out = scaling.build(valid(**over))
-    assert len(out) == 2 + len(scaling.GRAPHS)
-    assert all(isinstance(f, go.Figure) for f in out[2:])
+    assert len(out) == TEXTS + len(scaling.GRAPHS)
+    assert all(isinstance(f, go.Figure) for f in out[TEXTS:])
     return out
 
 
 def test_scaling_page_builds_default():
     out = _scaling()
-    summary, infeasible, figs = out[0], out[1], out[2:]
-    assert summary.startswith("Fastest:") and "days" in summary and infeasible == ""
+    summary, idealised, knee, infeasible, figs = *out[:TEXTS], out[TEXTS:]
+    assert summary.startswith("Fastest (production strategies") and "days" in summary
+    assert "2D SUMMA" not in summary and "2D SUMMA (idealised)" in idealised
+    assert "of the 989.4 TFLOP/s bf16 peak" in summary  # MFU with its peak
+    assert knee.startswith("Recommended size:") and "at or above 50%" in knee
+    assert infeasible == ""
     assert all(len(f.data) > 0 for f in figs)
     assert any(v is not None for ys in _ys(figs) for v in ys)
 
@@ -585,7 +597,7 @@ def test_scaling_page_builds_default():
     {"hbm_gb": 80.0}, {"hbm_gb": 400.0},
 ], ids=["b200", "a100", "nvs64", "nvs4", "hbm80", "hbm400"])
 def test_scaling_figures_follow_the_inputs(over):
-    base, other = _scaling()[2:], _scaling(**over)[2:]
+    base, other = _scaling()[TEXTS:], _scaling(**over)[TEXTS:]
     time_fig, mem_fig = 0, 2
     assert _ys(other) != _ys(base)
     if "hbm_gb" in over:  # the memory figure draws the capacity
@@ -610,29 +622,30 @@ def test_scaling_callback_sends_the_figures_json(over):
 
 def test_scaling_page_infeasible_explains():
     out = scaling.build(valid(**INFEASIBLE))
-    assert out[0] == ""
-    text = out[1]
+    assert out[:3] == ("", "", "")
+    text = out[3]
     assert text and "GB" in text and "activations" in text and "64" in text
-    for fig in out[2:]:
+    for fig in out[TEXTS:]:
         assert len(fig.data) == 0
         assert any("No configuration fits" in (a.text or "") for a in fig.layout.annotations)
 
 
 def test_scaling_page_with_no_gpu_count_in_range_does_not_crash():
-    # valid scenario whose range holds no count of the grid (72·2^k): 73…100
-    scn, errors = S.validate_scenario({**default(), "nvs": 72, "gpus_min": 73, "gpus_max": 100})
+    # valid scenario whose range holds no count of the grid (powers of two): 65…100
+    scn, errors = S.validate_scenario({**default(), "nvs": 72, "gpus_min": 65, "gpus_max": 100})
     if scn is None:
         assert set(errors) & {"gpus_min", "gpus_max", "nvs"}
         return
     assert S.gpu_counts(scn) == []
     out = scaling.build(scn)
-    assert out[0] == "" and "73" in out[1] and "100" in out[1]
-    assert all(len(fig.data) == 0 for fig in out[2:])
+    assert out[0] == "" and "65" in out[3] and "100" in out[3]
+    assert all(len(fig.data) == 0 for fig in out[TEXTS:])
 
 
 def test_design_page_space_and_ops():
     scn = default()
-    heat, rows, selected = design.build_space(scn)
+    heat, rows, selected, why = design.build_space(scn)
+    assert why == ""
     assert isinstance(heat, go.Figure)
     assert "heatmap" in [t.type for t in heat.data]
     assert sum(_points(go.Figure(data=[t])) for t in heat.data if t.type == "heatmap") > 0
@@ -694,8 +707,8 @@ EXPORTED = (*scaling.GRAPHS, "design-heatmap", "design-ops", "design-roofline")
 def figures_by_name() -> dict[str, go.Figure]:
     """The figures of the scaling and design pages for the default scenario."""
     scn = default()
-    figs = dict(zip(scaling.GRAPHS, scaling.build(scn)[2:]))
-    heat, _, selected = design.build_space(scn)
+    figs = dict(zip(scaling.GRAPHS, scaling.build(scn)[TEXTS:]))
+    heat, _, selected, _ = design.build_space(scn)
     ops_fig, roof, _ = design.build_ops(scn, selected)
     figs.update({"design-heatmap": heat, "design-ops": ops_fig, "design-roofline": roof})
     assert set(figs) == set(EXPORTED)
@@ -767,17 +780,29 @@ def test_tests_do_not_use_the_repository_cache():
     assert not str(Path(compute.CACHE_DIR).resolve()).startswith(str(repo_cache.resolve()))
 
 
-def test_no_configuration_at_all_is_explained_by_the_unabsorbed_factor():
-    """An 8-layer model on NVL72 racks: each count 72·2^k has a factor 9 that neither the global
-    batch (4096) nor the heads (160) can take, and 8 layers cannot make 9 pipeline stages.
-    (gpt3-1t's 128 layers can: uneven stages make NVL72 racks usable.)"""
+def test_no_configuration_at_all_is_explained_by_the_rule_it_breaks():
+    """An 8-layer model on NVL72 racks in the paper mode (whose counts are 72·2^k): each count
+    has a factor 9 that neither the global batch (4096) nor the heads (160) can take, and 8
+    layers cannot make 9 pipeline stages. Changed deliberately (issue 12): the default model's
+    counts are powers of two for every domain now, and the explanation names the closest
+    factorisation and the rule it breaks (model.explore.rules.why_no_candidates)."""
     from dashboard.scenario import system_values
-    scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608, layers=8)
-    text = scaling.build(scn)[1]
-    assert "No parallel configuration exists on 4608 GPUs" in text
-    assert "at least 9 stages" in text
+    scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608, layers=8,
+                compat="paper")
+    text = scaling.build(scn)[3]
+    assert text.startswith("No context configuration exists on 4608 GPUs")
+    assert "tp1·tp2·dp = 1·1·512" in text and "pp = 9" in text
+    assert "pp=9 does not divide layers=8" in text
     assert not compute.scaling(valid(**system_values("gb200-nvl72"), gpus_min=72,
                                      gpus_max=4608)).empty
+
+
+def test_design_page_explains_a_count_that_cannot_be_factored():
+    heat, rows, selected, why = design.build_space(valid(gpus=1023))
+    assert rows == [] and selected == []
+    assert why.startswith("No summa configuration exists on 1023 GPUs")
+    assert "pp = 1023" in why and "more stages than layers=128" in why
+    assert len(heat.data) == 0 and "1023" in heat.layout.annotations[0].text
 
 
 def test_execution_controls_change_the_scaling_data():

@@ -26,6 +26,7 @@ from dashboard.figures import (
     time_breakdown_figure,
     training_time_figure,
 )
+from dashboard.figures.common import strategy_name, strategy_title
 from model import best_per_cell, design_space, evaluate, load_model, load_system, search, sweep
 from model.explore.report import MEMORY_COLUMNS, TIME_COLUMNS
 from model.explore.sweep import best_frame
@@ -38,6 +39,8 @@ def _without_stack(no_stack_module):
 
 COUNTS = [2 ** k for k in range(2, 15)]
 REL = 1e-9
+# the strategies' line names: idealised ones (no production stack ships them) say so
+LINE_NAMES = {strategy_name(s) for s in theme.STRATEGY_LABELS}
 
 
 # --- inputs, built once from the model ----------------------------------------------------------
@@ -169,7 +172,9 @@ def test_training_time_figure_data(figs, scaling):
     for s, part in scaling.groupby("strategy"):
         part = part.sort_values("gpus")
         line, ideal = traces(fig, s)
-        assert line.name == theme.STRATEGY_LABELS[s] and ideal.line.dash == "dash"
+        assert line.name == strategy_name(s) and ideal.line.dash == "dash"
+        assert line.name.endswith("(idealised)") == (s == "summa")  # not shipped: labelled
+        assert line.marker.symbol == ("circle-open" if s == "summa" else "circle")
         np.testing.assert_array_equal(line.x, part["gpus"])
         np.testing.assert_allclose(line.y, part["train_days"], rtol=REL)
         n0, d0 = part["gpus"].iloc[0], part["train_days"].iloc[0]
@@ -185,15 +190,36 @@ def test_training_time_figure_data(figs, scaling):
 
 
 def test_efficiency_figure_data(figs, scaling):
+    """Against each strategy's most efficient count b (highest samples/s per GPU), not its
+    smallest (memory-starved: SUMMA's 128 GPUs made the others look 10× superlinear)."""
     fig = figs["efficiency"]
     for s, part in scaling.groupby("strategy"):
         part = part.sort_values("gpus")
         speedup, ideal, eff = traces(fig, s)
         thr, n = part["samples_per_s"].to_numpy(), part["gpus"].to_numpy()
-        np.testing.assert_allclose(speedup.y, thr / thr[0], rtol=REL)
-        np.testing.assert_allclose(ideal.y, n / n[0], rtol=REL)
-        np.testing.assert_allclose(eff.y, thr / thr[0] / (n / n[0]), rtol=REL)
+        b = int(np.argmax(thr / n))
+        np.testing.assert_allclose(speedup.y, thr / thr[b], rtol=REL)
+        np.testing.assert_allclose(ideal.y, n / n[b], rtol=REL)
+        np.testing.assert_allclose(eff.y, (thr / n) / (thr[b] / n[b]), rtol=REL)
+        assert max(eff.y) == pytest.approx(1.0) and col(eff, "baseline_gpus") == [n[b]] * len(n)
         assert eff.xaxis == "x2" and speedup.xaxis == "x"
+        note = fig.layout.annotations[-1].text  # the baseline, stated under the plots
+        assert "most efficient count" in note and f"{strategy_name(s)}: " in note
+    assert fig.layout.yaxis.title.text == "speedup (×)"  # short: no run-in with the title
+
+
+def test_efficiency_figure_threshold_and_knee(scaling):
+    fig = efficiency_figure(scaling, threshold=0.6, knee=(2048, "1d"))
+    assert [sh.y0 for sh in fig.layout.shapes] == [1.0, 0.6]  # ideal, threshold (dashed)
+    star = next(t for t in fig.data if t.name == "recommended (knee)")
+    line = next(t for t in traces(fig, "1d") if t.xaxis == "x2")
+    assert star.x[0] == 2048 and star.y[0] == pytest.approx(
+        line.y[list(line.x).index(2048)]) and star.xaxis == "x2"
+    time = training_time_figure(scaling, knee=(2048, "1d"))
+    star = next(t for t in time.data if t.name == "recommended (knee)")
+    days = scaling[(scaling["gpus"] == 2048) & (scaling["strategy"] == "1d")]["train_days"]
+    assert star.y[0] == pytest.approx(float(days.iloc[0]))
+    assert not [t for t in efficiency_figure(scaling).data if t.name == "recommended (knee)"]
 
 
 def test_optimal_config_figure_data(figs, scaling):
@@ -296,13 +322,10 @@ def test_heatmap_axes_span_exactly_the_cells(figs, cells):
     for axis, cats in ((fig.layout.xaxis, good.x), (fig.layout.yaxis, good.y)):
         assert axis.type == "category" and list(axis.categoryarray) == list(cats)
         assert list(axis.range) == [-0.5, len(cats) - 0.5]  # no padding around the cells
-    # an optimum in the top row keeps its label inside the plot (below the star)
-    top = cells.assign(best_time_s=np.where(
-        (cells["pp"] == cells["pp"].max()) & (cells["feasible"] > 0), cells["best_time_s"] / 100,
-        cells["best_time_s"]))
-    edge = heatmap_figure(top, "tp1", "pp")
-    label = edge.layout.annotations[0]
-    assert label.y == len(set(cells["pp"])) - 1 and label.ay > 0
+    # the optimum's label sits above the plot, never over a cell (it covered one)
+    label = fig.layout.annotations[0]
+    assert (label.xref, label.yref, label.y, label.yanchor) == ("paper", "paper", 1.0, "bottom")
+    assert not label.showarrow and f"tp1 = {star.x[0]}, pp = {star.y[0]}" in label.text
 
 
 def test_heatmap_linear_scale_when_range_is_small(cells):
@@ -400,10 +423,25 @@ def test_systems_figure_best_over_strategies(figs, systems_frame):
         best = part.loc[part.groupby("gpus")["train_days"].idxmin()].sort_values("gpus")
         np.testing.assert_array_equal(t.x, best["gpus"])
         np.testing.assert_allclose(t.y, best["train_days"], rtol=REL)
-        assert col(t, "strategy_name") == [theme.STRATEGY_LABELS[s] for s in best["strategy"]]
+        assert col(t, "strategy_name") == [strategy_name(s) for s in best["strategy"]]
     a4, a64, h4, h64 = fig.data
     assert a4.line.color == a64.line.color != h4.line.color == h64.line.color
     assert a4.line.dash == h4.line.dash != a64.line.dash == h64.line.dash
+
+
+def test_systems_figure_gives_every_system_its_own_colour(systems_frame):
+    """A100 and B200 once shared a blue (colour by generation); an edited H200 is not the
+    preset: one distinct colour per system shown, the domain in the dash."""
+    part = systems_frame[systems_frame["system"] == "A100 · NVS 4"]
+    heads = ["A100", "H100", "B200", "B300", "GB200-NVL72", "MI300X", "H200 (edited)"]
+    frame = pd.concat([part.assign(system=f"{h} · NVS 8") for h in heads]
+                      + [part.assign(system="GB200-NVL72 · NVS 72")], ignore_index=True)
+    fig = systems_figure(frame)
+    colour = {t.name: t.line.color for t in fig.data}
+    assert len({colour[f"{h} · NVS 8"] for h in heads}) == len(heads)
+    nvl8, nvl72 = (next(t for t in fig.data if t.name == f"GB200-NVL72 · NVS {n}")
+                   for n in (8, 72))
+    assert nvl8.line.color == nvl72.line.color and nvl8.line.dash != nvl72.line.dash
 
 
 # --- across figures -----------------------------------------------------------------------------
@@ -417,7 +455,7 @@ def test_strategy_colours_identical_across_figures(figs):
     for fig in (figs["breakdown"], figs["memory"], figs["config"]):  # subplot title colours
         for ann in fig.layout.annotations[:3]:
             label = ann.text.replace("<b>", "").replace("</b>", "")
-            key = {v: k for k, v in theme.STRATEGY_LABELS.items()}[label]
+            key = {strategy_title(k): k for k in theme.STRATEGY_LABELS}[label]
             seen.setdefault(key, set()).add(ann.font.color)
     assert {k: v for k, v in seen.items()} == {k: {c} for k, c in theme.STRATEGY_COLORS.items()}
 
@@ -488,7 +526,7 @@ def test_nan_rows_are_skipped_not_fatal(scaling, cells, ops):
     broken = scaling.copy()
     broken.loc[broken.index[:3], ["train_days", "samples_per_s", "t_compute_s"]] = np.nan
     fig = training_time_figure(broken)
-    assert sum(len(t.x) for t in fig.data if t.name in theme.STRATEGY_LABELS.values()) == len(
+    assert sum(len(t.x) for t in fig.data if t.name in LINE_NAMES) == len(
         scaling) - 3
     for f in (efficiency_figure(broken), time_breakdown_figure(broken), memory_figure(broken)):
         f.to_dict()
@@ -505,7 +543,7 @@ def test_nan_rows_are_skipped_not_fatal(scaling, cells, ops):
 def test_figure_table_round_trips(figs, scaling):
     table = figure_table(figs["training"])
     assert {"trace", "type", "group", "x", "y", "dp", "tp1", "placement"} <= set(table.columns)
-    lines = table[table["trace"].isin(theme.STRATEGY_LABELS.values())]
+    lines = table[table["trace"].isin(LINE_NAMES)]
     merged = lines.merge(scaling, left_on=["group", "x"], right_on=["strategy", "gpus"])
     assert len(merged) == len(scaling)
     np.testing.assert_allclose(merged["y"], merged["train_days_y"], rtol=REL)

@@ -151,8 +151,12 @@ def callback_body(deps: list[dict], output_of: str, inputs: dict[str, Any]) -> d
             "state": [], "changedPropIds": [f"{i['id']}.{i['property']}" for i in dep["inputs"]]}
 
 
+# the scaling callback's other inputs, as the page loads them (dashboard/pages/scaling.py)
+PAGE_INPUTS = {"scaling-threshold": 50, "scaling-breakdown-scale": "log"}
+
+
 def scenario_body(deps: list[dict], output_of: str, scn: dict[str, Any]) -> bytes:
-    return json.dumps(callback_body(deps, output_of, {"scenario": scn})).encode()
+    return json.dumps(callback_body(deps, output_of, {**PAGE_INPUTS, "scenario": scn})).encode()
 
 
 # --------------------------------------------------------------------------- configuration

@@ -10,6 +10,7 @@ instead of raising when there is nothing to plot. Colours and labels come from
 from .breakdown import memory_figure, time_breakdown_figure
 from .common import empty_figure
 from .compare import parse_system_label, systems_figure
+from .cross_validation import cross_validation_figure
 from .design import hbm_contour_figure, heatmap_figure
 from .maker import plain_figures
 from .ops import ops_breakdown_figure, roofline_figure
@@ -18,7 +19,8 @@ from .table import figure_table
 from .validation import validation_error_figure, validation_scatter_figure
 
 __all__ = [
-    "efficiency_figure", "empty_figure", "figure_table", "hbm_contour_figure", "heatmap_figure",
+    "cross_validation_figure", "efficiency_figure", "empty_figure", "figure_table",
+    "hbm_contour_figure", "heatmap_figure",
     "memory_figure", "ops_breakdown_figure", "optimal_config_figure", "parse_system_label",
     "plain_figures", "roofline_figure", "systems_figure", "time_breakdown_figure",
     "training_time_figure", "validation_error_figure", "validation_scatter_figure",

@@ -18,9 +18,9 @@ from ..theme import (
     MEMORY_ORDER,
     base_layout,
     strategy_color,
-    strategy_label,
 )
 from .common import (
+    SMALL_MULTIPLE_LABELS,
     Columns,
     Hover,
     axis_key,
@@ -29,11 +29,17 @@ from .common import (
     by_strategy,
     check_frame,
     config_values,
+    count_label,
     empty_figure,
+    every_nth,
     floats,
     fmt_int,
     hline,
+    log_ticks,
     make_figure,
+    room_for_titles,
+    strategy_name,
+    strategy_title,
     subplots_layout,
 )
 
@@ -64,16 +70,22 @@ def _components(part: pd.DataFrame, comps: list[str]) -> dict[str, np.ndarray]:
 
 
 def _layout(title: str, groups: list[tuple[str, pd.DataFrame]], presentation: bool) -> dict:
-    """One subplot per strategy (shared y), categorical GPU-count x axes."""
+    """One subplot per strategy (shared y), categorical GPU-count x axes; at most
+    ``SMALL_MULTIPLE_LABELS`` compact, horizontal tick labels each ('16K'), so none is cut."""
     strategies = [s for s, _ in groups]
     layout = base_layout(title, presentation)
-    layout.update(subplots_layout([strategy_label(s) for s in strategies], 0.03, presentation,
+    titles = [strategy_title(s) for s in strategies]
+    layout.update(subplots_layout(titles, 0.05, presentation,
                                   colors=[strategy_color(s) for s in strategies],
                                   shared_y=True))
+    room_for_titles(layout, titles, presentation)
     for col, (_, part) in enumerate(groups, start=1):
-        layout[axis_key("x", col)].update(type="category", categoryorder="array",
-                                          categoryarray=_gpu_labels(part),
-                                          title=dict(text="GPUs"))
+        cats = _gpu_labels(part)
+        shown = [cats[i] for i in every_nth(len(cats), SMALL_MULTIPLE_LABELS)]
+        layout[axis_key("x", col)].update(
+            type="category", categoryorder="array", categoryarray=cats, tickangle=0,
+            tickvals=shown, ticktext=[count_label(float(c)) for c in shown],
+            title=dict(text="GPUs"))
     layout.update(barmode="stack", bargap=0.25)
     return layout
 
@@ -87,21 +99,32 @@ def time_breakdown_figure(scaling: pd.DataFrame, presentation: bool = False,
     """Where the best configuration's iteration time goes, per GPU count and strategy.
 
     Stacked bars of compute, exposed memory, TP/PP/DP communication and pipeline bubble in
-    seconds per iteration (they add up to ``iteration_time_s``), or as a fraction of the
-    iteration with ``normalized=True``. One subplot per strategy, shared y axis.
+    seconds per iteration (they add up to ``iteration_time_s``) on a log axis — iteration
+    times span decades across GPU counts, and a linear axis flattens every bar but the
+    smallest count's — or as a fraction of the iteration with ``normalized=True``. On the log
+    axis each bar's top is its iteration time and each boundary a cumulative time; the axis
+    starts at half the smallest first component, so every bar shows. One subplot per
+    strategy, shared y axis.
     """
     groups, comps, msg = _stacked(scaling, COMPONENT_ORDER, "time breakdown")
     if msg:
         return empty_figure(msg, presentation)
     data: list[dict] = []
+    floor, top = np.inf, 0.0
     for col, (s, part) in enumerate(groups, start=1):
         parts = _components(part, comps)
+        cumulative = np.cumsum([parts[c] for c in comps], axis=0)
+        positive = cumulative[cumulative > 0]
+        if positive.size:
+            first = np.where(cumulative > 0, cumulative, np.inf).min(axis=0)
+            floor = min(floor, float(first[np.isfinite(first)].min()))
+            top = max(top, float(positive.max()))
         denom = sum(parts.values())
         if "iteration_time_s" in part.columns:
             it = floats(part["iteration_time_s"])
             denom = np.where(np.isfinite(it) & (it > 0), it, denom)
         x, config = _gpu_labels(part), config_values(part)
-        header = f"<b>{strategy_label(s)}</b> · GPUs %{{x}}"
+        header = f"<b>{strategy_name(s)}</b> · GPUs %{{x}}"
         refs = dict(xaxis=axis_ref("x", col), yaxis=axis_ref("y", col))
         for comp in comps:
             sec = parts[comp]
@@ -118,11 +141,15 @@ def time_breakdown_figure(scaling: pd.DataFrame, presentation: bool = False,
                 **hover.trace_kwargs(group=s, extra=label)))
     title = "Iteration time breakdown" + (" (fraction)" if normalized else "")
     layout = _layout(title, groups, presentation)
-    if normalized:
-        for col in range(1, len(groups) + 1):
-            layout[axis_key("y", col)].update(tickformat=".0%", range=[0, 1])
+    for col in range(1, len(groups) + 1):
+        axis = layout[axis_key("y", col)]
+        if normalized:
+            axis.update(tickformat=".0%", range=[0, 1])
+        elif np.isfinite(floor) and top > 0:
+            lo, hi = floor / 2.0, top * 1.3
+            axis.update(type="log", range=[math.log10(lo), math.log10(hi)], **log_ticks([lo, hi]))
     layout["yaxis"]["title"] = dict(text="fraction of iteration time" if normalized
-                                    else "time per iteration (s)")
+                                    else "time per iteration (s, log)")
     return make_figure(data, layout)
 
 
@@ -149,7 +176,7 @@ def memory_figure(scaling: pd.DataFrame, hbm_capacity_gb: float | None = None,
         if np.isfinite(total).any():
             top = max(top, float(np.nanmax(total)))
         x, config = _gpu_labels(part), config_values(part)
-        header = f"<b>{strategy_label(s)}</b> · GPUs %{{x}}"
+        header = f"<b>{strategy_name(s)}</b> · GPUs %{{x}}"
         refs = dict(xaxis=axis_ref("x", col), yaxis=axis_ref("y", col))
         for comp in comps:
             label = MEMORY_LABELS.get(comp, comp)

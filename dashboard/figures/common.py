@@ -14,7 +14,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import FONT_SIZE, GREY, STRATEGY_ORDER, base_layout, scale
+from model.physics.strategies import IDEALISED
+
+from ..theme import FONT_SIZE, GREY, STRATEGY_ORDER, base_layout, scale, strategy_label
 from .maker import make_figure, plain, plain_figures  # noqa: F401 - re-exported
 
 # Parallel configuration shown in every hover: (column, label).
@@ -24,6 +26,43 @@ CONFIG_FIELDS: tuple[tuple[str, str], ...] = (
 )
 PLACEMENT_COLUMNS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 PLACEMENT_LABEL = "NVLink placement (tp1×tp2×dp×pp)"
+IDEALISED_SUFFIX = " (idealised)"
+# GPU-count tick labels on one axis: horizontal and this few, none runs into the next (a small
+# multiple is a third of a card wide)
+MAIN_LABELS = 8
+SMALL_MULTIPLE_LABELS = 4
+
+
+def strategy_name(strategy: str) -> str:
+    """A strategy's display name, marked when no production stack ships it
+    (``model.physics.strategies.IDEALISED``): '2D SUMMA (idealised)'."""
+    return strategy_label(strategy) + (IDEALISED_SUFFIX if strategy in IDEALISED else "")
+
+
+def strategy_title(strategy: str) -> str:
+    """A strategy's name as a small multiple's title: on two lines when idealised (one line
+    would run into the neighbouring titles)."""
+    return strategy_name(strategy).replace(IDEALISED_SUFFIX, "<br>" + IDEALISED_SUFFIX.strip())
+
+
+def count_label(n: float) -> str:
+    """A GPU count as a short tick label: '512', '1K' (1,024), '16K', '1M' (2^20); counts that
+    are not multiples of 1,024 keep every digit."""
+    value = int(n)
+    if value >= 1 << 20 and value % (1 << 20) == 0:
+        return f"{value >> 20}M"
+    if value >= 1024 and value % 1024 == 0:
+        return f"{value >> 10}K"
+    return str(value)
+
+
+def every_nth(count: int, max_labels: int) -> list[int]:
+    """Positions of at most ``max_labels`` of ``count`` ticks, evenly strided and ending at the
+    last one (the largest GPU count is always labelled)."""
+    stride = max(1, math.ceil(count / max(1, max_labels)))
+    return [i for i in range(count) if (count - 1 - i) % stride == 0]
+
+
 def empty_figure(message: str, presentation: bool = False) -> go.Figure:
     """A blank figure (no axes) with ``message`` centred: shown when there is nothing to plot."""
     layout = base_layout(None, presentation)
@@ -240,10 +279,12 @@ class Hover:
                     meta={"group": group, "customdata": list(self.columns)})
 
 
-def gpu_ticks(values: Iterable[float]) -> dict:
-    """Axis settings putting ticks exactly at the given GPU counts."""
+def gpu_ticks(values: Iterable[float], max_labels: int = MAIN_LABELS) -> dict:
+    """Axis settings putting ticks at the given GPU counts, labelled compactly ('16K', see
+    :func:`count_label`), horizontal; at most ``max_labels`` of them (the largest always)."""
     ticks = sorted({int(v) for v in values})
-    return dict(tickvals=ticks, ticktext=[fmt_int(v) for v in ticks])
+    ticks = [ticks[i] for i in every_nth(len(ticks), max_labels)]
+    return dict(tickvals=ticks, ticktext=[count_label(v) for v in ticks], tickangle=0)
 
 
 def pow2_ticks(lo: float, hi: float) -> dict:
@@ -339,6 +380,16 @@ def subplots_layout(titles: Sequence[str], spacing: float, presentation: bool = 
         annotations.append(dict(text=title, x=lo + width / 2, y=1.0, xref="paper", yref="paper",
                                 xanchor="center", yanchor="bottom", showarrow=False, font=font))
     layout["annotations"] = annotations
+    return layout
+
+
+def room_for_titles(layout: dict, titles: Sequence[str], presentation: bool = False) -> dict:
+    """Raise the top margin of ``layout`` by one line per extra line of the tallest subplot
+    title (a two-line title would otherwise run into the figure's title); returns it."""
+    extra = max((t.count("<br>") for t in titles), default=0)
+    if extra:
+        line = FONT_SIZE * 1.1 * 1.25 * scale(presentation)
+        layout["margin"] = dict(layout["margin"], t=round(layout["margin"]["t"] + extra * line))
     return layout
 
 

@@ -1,4 +1,8 @@
-"""Comparison of systems: the best training time of each system at each GPU count."""
+"""Comparison of systems: the best training time of each system at each GPU count.
+
+Each system (the label's part before '·') has its own colour, distinct from every other shown,
+whatever its GPU generation (an edited H200 is not the H200 preset); the NVLink domain size sets
+the dash and the marker."""
 
 from __future__ import annotations
 
@@ -9,12 +13,9 @@ import plotly.graph_objects as go
 
 from ..theme import (
     DASHES,
-    GPU_COLORS,
-    PALETTE,
     base_layout,
     line_width,
     marker_size,
-    strategy_label,
 )
 from .common import (
     Columns,
@@ -26,11 +27,17 @@ from .common import (
     gpu_ticks,
     log_ticks,
     make_figure,
+    strategy_name,
 )
 
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "triangle-down", "star")
 _NVS = re.compile(r"NVS\s*(\d+)", re.IGNORECASE)
 _GEN = re.compile(r"(GB\d+|MI\d+[A-Z]*|[A-Z]\d{2,4}[A-Z]?)", re.IGNORECASE)
+# Distinct colours, one per system in the order shown: Okabe & Ito without its yellow (too pale
+# for lines) and with its sky blue late (beside its blue it reads as the same hue), then Paul
+# Tol's darker "muted" hues.
+SYSTEM_COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#000000", "#882255",
+                 "#999933", "#56B4E9", "#332288", "#117733", "#AA4499")
 
 
 def parse_system_label(label: str) -> tuple[str, int | None]:
@@ -46,20 +53,19 @@ def parse_system_label(label: str) -> tuple[str, int | None]:
     return (gen.group(1).upper() if gen else head or text), (int(nvs.group(1)) if nvs else None)
 
 
-def _gpu_color(gen: str, seen: list[str]) -> str:
-    if gen in GPU_COLORS:
-        return GPU_COLORS[gen]
-    unknown = [g for g in seen if g not in GPU_COLORS]
-    return PALETTE[(5 + unknown.index(gen)) % len(PALETTE)]
+def system_head(label: str) -> str:
+    """The system part of a label ('H200' of 'H200 · NVS 8')."""
+    return str(label).split("·")[0].strip()
 
 
 def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure:
     """Training time (days) vs GPU count, log-log, one line per system (``system`` column).
 
     Each point is the best configuration over all strategies for that system and GPU count.
-    Colour = GPU generation parsed from the label, dash and marker = NVLink domain size
-    ('… · NVS n').
-    Hover: system, strategy, days, samples/s, MFU and the configuration.
+    Colour = the system (the label before '·'; distinct for every system shown, in the frame's
+    order), dash and marker = NVLink domain size ('… · NVS n'). Rows without a training time
+    (a ``skipped`` system) are left out.
+    Hover: system, strategy, days, samples/s, MFU (with its peak) and the configuration.
     """
     msg = check_frame(frame, ("system", "gpus", "train_days"), "system comparison")
     if msg:
@@ -70,27 +76,28 @@ def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure
         return empty_figure("No feasible configuration for any system.", presentation)
     systems = list(pd.unique(rows["system"]))
     parsed = {s: parse_system_label(s) for s in systems}
-    # generations in the order the frame lists them (the caller's order, e.g. by age)
-    gens = list(dict.fromkeys(parse_system_label(str(s))[0] for s in frame["system"]))
+    # systems in the order the frame lists them (the caller's order)
+    heads = list(dict.fromkeys(system_head(s) for s in frame["system"].astype(str)))
     sizes = sorted({n for _, n in parsed.values() if n is not None})
-    systems.sort(key=lambda s: (gens.index(parsed[s][0]), parsed[s][1] or 0, s))
+    systems.sort(key=lambda s: (heads.index(system_head(s)), parsed[s][1] or 0, s))
     lw, ms = line_width(presentation), marker_size(presentation)
     groups = rows.groupby("system", sort=False)
     data: list[dict] = []
     for system in systems:
         part = groups.get_group(system).sort_values("gpus")
-        gen, nvs = parsed[system]
+        nvs = parsed[system][1]
         k = sizes.index(nvs) if nvs is not None else 0
         dash, symbol = DASHES[k % len(DASHES)], SYMBOLS[k % len(SYMBOLS)]
         view = part
         if "strategy" in part.columns:
-            view = Columns(part, strategy_name=[strategy_label(s) for s in part["strategy"]])
+            view = Columns(part, strategy_name=[strategy_name(s) for s in part["strategy"]])
         hover = (Hover(view, f"<b>{system}</b><br>GPUs %{{x}}")
                  .add("strategy_name", "strategy")
                  .add("train_days", "training time", ".4g", " days")
                  .add("samples_per_s", "samples/s", ".4g")
-                 .add("mfu", "MFU", ".1%").config())
-        color = _gpu_color(gen, gens)
+                 .add("mfu", "MFU", ".1%")
+                 .add("mfu_peak_tflops", "of the peak", ".4g", " TFLOP/s").config())
+        color = SYSTEM_COLORS[heads.index(system_head(system)) % len(SYSTEM_COLORS)]
         data.append(dict(
             type="scatter", x=part["gpus"].to_numpy(), y=part["train_days"].to_numpy(),
             name=system, mode="lines+markers", line=dict(color=color, width=lw, dash=dash),

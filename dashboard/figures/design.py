@@ -165,7 +165,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
         customdata=custom, hovertemplate=cell_hover,
         meta={"group": "feasible", "customdata": names, "log10": bool(log)}))
     layout = base_layout(f"Design space: best per ({x}, {y}) cell", presentation)
-    # the categorical axes span exactly the cells: no padding for the star or the label
+    # the categorical axes span exactly the cells: no padding for the star
     layout.update(
         xaxis=dict(type="category", categoryorder="array", categoryarray=xs,
                    range=[-0.5, len(xs) - 0.5], title=dict(text=x), showgrid=False),
@@ -181,13 +181,12 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             marker=dict(symbol="star", size=22, color="white", line=dict(color=TEXT, width=2)),
             hovertemplate="<b>optimum</b> " + cell_hover,
             meta={"group": "optimum", "customdata": names}, customdata=[custom[i, j]]))
-        # numeric positions: category names that look like numbers would be read as positions;
-        # the label goes below the star in the top row, so that it stays inside the plot
+        # above the plot, right-aligned, never over a cell: the star marks the cell
         unit = " days" if value_col == "train_days" else " s"
         layout["annotations"].append(dict(
-            x=j, y=i, text=f"<b>best {fmt_num(value[k])}{unit}</b>", showarrow=True,
-            arrowhead=0, ax=0, ay=30 if i == len(ys) - 1 and len(ys) > 1 else -30,
-            bgcolor="rgba(255,255,255,0.85)",
+            x=1.0, xref="paper", xanchor="right", y=1.0, yref="paper", yanchor="bottom",
+            yshift=4, showarrow=False,
+            text=f"★ <b>best {fmt_num(value[k])}{unit}</b> at {x} = {xs[j]}, {y} = {ys[i]}",
             font=dict(size=FONT_SIZE * 0.9 * scale(presentation), color=TEXT)))
     return make_figure(data, layout)
 

@@ -25,6 +25,8 @@ from ..theme import (
 from .common import Columns, Hover, check_frame, empty_figure, fmt_num, log_ticks, make_figure
 
 ROOF_COLORS = {"matrix": "#000000", "vector": "#666666", "hbm": "#888888"}
+# legend names of what bounds an op (model.explore.report._bound)
+BOUND_LABELS = {"overhead": "launch-overhead-bound"}
 MIN_HEIGHT = 430  # px, the dashboard's graph card: the ops breakdown grows beyond it with the ops
 
 
@@ -57,9 +59,9 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
 
     Roofs: matrix and vector peaks (TFLOP/s, horizontal) and the HBM slope (intensity ×
     GB/s / 1000). One marker per op, area ∝ its time per iteration (``t_iteration_s``), colour
-    by what bounds it (compute, memory, communication). Achieved TFLOP/s = (flop_fwd + flop_bwd)
-    / (t_compute_s + t_memory_exposed_s) / 1e12 (communication excluded). Ops with no FLOPs or
-    no HBM bytes are left out.
+    by what bounds it (compute, memory, communication, launch overhead). Achieved TFLOP/s =
+    (flop_fwd + flop_bwd) / (t_compute_s + t_memory_exposed_s) / 1e12 (communication
+    excluded). Ops with no FLOPs or no HBM bytes are left out.
     """
     msg = check_frame(ops, ("op", "flop_fwd", "flop_bwd", "hbm_bytes_fwd", "hbm_bytes_bwd"),
                       "ops")
@@ -105,11 +107,12 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
          .add("t_iter", "time per iteration", ".4g", " s"))
         data.append(dict(
             type="scatter", x=part["intensity"].to_numpy(), y=part["achieved_tflops"].to_numpy(),
-            mode="markers", name=f"{bound}-bound", text=part["label"].tolist(),
+            mode="markers", name=BOUND_LABELS.get(bound, f"{bound}-bound"),
+            text=part["label"].tolist(),
             marker=dict(size=sizes, sizemode="area", sizeref=sizeref if t_max > 0 else 0.05,
                         sizemin=5, color=BOUND_COLORS.get(bound, GREY), opacity=0.8,
                         line=dict(color="white", width=1)),
-            **hover.trace_kwargs(group=bound, extra=f"{bound}-bound")))
+            **hover.trace_kwargs(group=bound, extra=BOUND_LABELS.get(bound, f"{bound}-bound"))))
 
     ridges = [v * 1000.0 / hbm_gb_per_s for v in (matrix_tflops, vector_tflops)
               if _positive(v) and _positive(hbm_gb_per_s)]

@@ -1,4 +1,10 @@
-"""Strong-scaling views of a sweep's best configurations (``model.explore.sweep.best_frame``)."""
+"""Strong-scaling views of a sweep's best configurations (``model.explore.sweep.best_frame``).
+
+Strategies no production stack ships (``model.physics.strategies.IDEALISED``) are named
+"(idealised)" and drawn with hollow markers; parallel efficiency is measured against each
+curve's most efficient count (``model.explore.efficiency``), and the recommended size (the
+knee, ``model.explore.efficiency.knee``) is marked when the caller gives it.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +12,26 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from model.explore.efficiency import parallel_efficiency
+from model.physics.strategies import IDEALISED
+
 from ..theme import (
+    AXIS_LINE,
     DIMENSION_COLORS,
     DIMENSION_LABELS,
     DIMENSION_ORDER,
     DIMENSION_SYMBOLS,
+    FONT_SIZE,
     GREY,
+    TEXT,
     base_layout,
     line_width,
     marker_size,
+    scale,
     strategy_color,
-    strategy_label,
 )
 from .common import (
+    SMALL_MULTIPLE_LABELS,
     Columns,
     Hover,
     axis_key,
@@ -26,6 +39,7 @@ from .common import (
     best_rows,
     by_strategy,
     check_frame,
+    count_label,
     empty_figure,
     floats,
     gpu_ticks,
@@ -33,8 +47,13 @@ from .common import (
     log_ticks,
     make_figure,
     pow2_ticks,
+    room_for_titles,
+    strategy_name,
+    strategy_title,
     subplots_layout,
 )
+
+KNEE_LABEL = "recommended (knee)"
 
 
 def _scaling_rows(scaling: pd.DataFrame | None, value: str) -> tuple[pd.DataFrame | None, str]:
@@ -53,16 +72,35 @@ def _config_hover(rows: pd.DataFrame | Columns, header: str) -> Hover:
             .add("train_days", "training time", ".4g", " days")
             .add("iteration_time_s", "iteration", ".4g", " s")
             .add("samples_per_s", "samples/s", ".4g")
-            .add("mfu", "MFU", ".1%")
+            .add("mfu", "MFU", ".1%").add("mfu_peak_tflops", "of the peak", ".4g", " TFLOP/s")
+            .add("precision", "precision")
             .config())
 
 
-def training_time_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.Figure:
+def _marker(strategy: str, color: str, size: float) -> dict:
+    """Filled markers for production strategies, hollow for idealised ones."""
+    return dict(color=color, size=size, symbol="circle-open" if strategy in IDEALISED else
+                "circle", line=dict(color=color, width=2))
+
+
+def _knee_trace(x: float, y: float, text: str, size: float, xaxis: str = "x",
+                yaxis: str = "y") -> dict:
+    """The recommended size as a star (named in the legend)."""
+    return dict(type="scatter", x=[x], y=[y], mode="markers", name=KNEE_LABEL, xaxis=xaxis,
+                yaxis=yaxis, marker=dict(symbol="star", size=size * 2.2, color="white",
+                                         line=dict(color=TEXT, width=2)),
+                hovertemplate=text + "<extra></extra>", cliponaxis=False,
+                meta={"group": "knee", "customdata": []})
+
+
+def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
+                         knee: tuple[int, str] | None = None) -> go.Figure:
     """Training time (days) vs GPU count, log-log, one line per strategy.
 
     Each strategy also gets a dashed ideal-scaling line from its smallest feasible GPU count
-    n0: days(n0) · n0 / n. Hover: GPUs, days, samples/s, MFU, the configuration and its NVLink
-    placement. If several rows share (strategy, gpus), the fastest is plotted.
+    n0: days(n0) · n0 / n. Hover: GPUs, days, samples/s, MFU (with its peak), the configuration
+    and its NVLink placement. If several rows share (strategy, gpus), the fastest is plotted.
+    ``knee`` = (GPUs, strategy) marks the recommended size with a star.
     """
     rows, msg = _scaling_rows(scaling, "train_days")
     if rows is None:
@@ -71,13 +109,13 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False) -> g
     data: list[dict] = []
     plotted: list[float] = []
     for s, part in by_strategy(rows):
-        color, label = strategy_color(s), strategy_label(s)
+        color, label = strategy_color(s), strategy_name(s)
         gpus = part["gpus"].to_numpy(dtype=float)
         days = part["train_days"].to_numpy(dtype=float)
         hover = _config_hover(part, f"<b>{label}</b><br>GPUs %{{x}}")
         data.append(dict(
             type="scatter", x=gpus, y=days, name=label, mode="lines+markers", legendgroup=s,
-            line=dict(color=color, width=lw), marker=dict(color=color, size=ms),
+            line=dict(color=color, width=lw), marker=_marker(s, color, ms),
             **hover.trace_kwargs(group=s)))
         ideal = days[0] * gpus[0] / gpus
         plotted += [*days, *ideal]
@@ -90,6 +128,12 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False) -> g
     data.append(dict(type="scatter", x=[None], y=[None], mode="lines", name="ideal scaling",
                      line=dict(color=GREY, dash="dash", width=lw * 0.6), hoverinfo="skip",
                      meta={"group": None, "customdata": []}))
+    at = _knee_row(rows, knee)
+    if at is not None:
+        data.append(_knee_trace(float(at["gpus"]), float(at["train_days"]),
+                                f"<b>{KNEE_LABEL}</b><br>{strategy_name(knee[1])} on "
+                                f"{int(at['gpus'])} GPUs: {float(at['train_days']):.4g} days",
+                                ms))
     layout = base_layout("Training time vs GPU count", presentation)
     layout.update(
         xaxis=dict(type="log", title=dict(text="GPUs"), **gpu_ticks(rows["gpus"])),
@@ -97,54 +141,82 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False) -> g
     return make_figure(data, layout)
 
 
-def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.Figure:
+def _knee_row(rows: pd.DataFrame, knee: tuple[int, str] | None) -> pd.Series | None:
+    """The plotted row of the knee (GPUs, strategy), or None."""
+    if knee is None:
+        return None
+    hit = rows[(rows["gpus"] == knee[0]) & (rows["strategy"] == knee[1])]
+    return hit.iloc[0] if len(hit) else None
+
+
+def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
+                      threshold: float | None = None,
+                      knee: tuple[int, str] | None = None) -> go.Figure:
     """Strong-scaling speedup (left) and parallel efficiency (right) vs GPU count.
 
-    Per strategy, from its smallest feasible GPU count n0: speedup = samples/s(n) /
-    samples/s(n0) (dashed: ideal n/n0), efficiency = speedup / (n/n0) (1 = ideal, dotted).
-    Both dimensionless; efficiency above 1 means superlinear scaling (e.g. n0 memory-bound).
+    Per strategy, against its most efficient count b (the highest samples/s per GPU; see
+    :mod:`model.explore.efficiency`): speedup = samples/s(n) / samples/s(b) (dashed: ideal
+    n/b), efficiency = speedup / (n/b) ≤ 1 (dotted: 1). The baseline of each strategy is
+    written under the plots. ``threshold`` (0…1) draws the efficiency the knee must keep;
+    ``knee`` = (GPUs, strategy) marks the recommended size on the efficiency plot.
     """
     rows, msg = _scaling_rows(scaling, "samples_per_s")
     if rows is None:
         return empty_figure(msg, presentation)
     lw, ms = line_width(presentation), marker_size(presentation)
+    eff_rows = parallel_efficiency(rows)
     data: list[dict] = []
     plotted: list[float] = []
-    for s, part in by_strategy(rows):
-        color, label = strategy_color(s), strategy_label(s)
+    baselines: list[str] = []
+    for s, part in by_strategy(eff_rows):
+        color, label = strategy_color(s), strategy_name(s)
         gpus = part["gpus"].to_numpy(dtype=float)
-        thr = part["samples_per_s"].to_numpy(dtype=float)
-        ratio = gpus / gpus[0]
-        speedup = thr / thr[0]
-        efficiency = speedup / ratio
-        view = Columns(part, speedup=speedup, efficiency=efficiency,
-                       n0=[int(gpus[0])] * len(gpus))
-        plotted += [*speedup, *ratio]
+        speedup, ideal = floats(part["speedup"]), floats(part["ideal_speedup"])
+        baselines.append(f"{label}: {count_label(part['baseline_gpus'].iloc[0])} GPUs")
+        plotted += [*speedup, *ideal]
         common = dict(type="scatter", mode="lines+markers", legendgroup=s,
-                      line=dict(color=color, width=lw), marker=dict(color=color, size=ms))
-        hover = (_config_hover(view, f"<b>{label}</b><br>GPUs %{{x}}")
-                 .add("n0", "baseline GPUs n0").add("speedup", "speedup", ".3g", "×")
-                 .add("efficiency", "efficiency", ".1%"))
+                      line=dict(color=color, width=lw), marker=_marker(s, color, ms))
+        hover = (_config_hover(part, f"<b>{label}</b><br>GPUs %{{x}}")
+                 .add("baseline_gpus", "baseline (most efficient) GPUs")
+                 .add("speedup", "speedup", ".3g", "×").add("efficiency", "efficiency", ".1%"))
         data.append(dict(x=gpus, y=speedup, name=label, xaxis="x", yaxis="y", **common,
                          **hover.trace_kwargs(group=s, extra="speedup")))
-        data.append(dict(type="scatter", x=gpus, y=ratio, name=f"{label} ideal", mode="lines",
+        data.append(dict(type="scatter", x=gpus, y=ideal, name=f"{label} ideal", mode="lines",
                          legendgroup=s, showlegend=False, xaxis="x", yaxis="y",
                          line=dict(color=color, width=lw * 0.6, dash="dash"),
                          hovertemplate=f"{label} ideal speedup %{{y:.3g}}×<extra></extra>",
                          meta={"group": s, "customdata": []}))
-        data.append(dict(x=gpus, y=efficiency, name=f"{label} efficiency", showlegend=False,
-                         xaxis="x2", yaxis="y2", **common,
+        data.append(dict(x=gpus, y=floats(part["efficiency"]), name=f"{label} efficiency",
+                         showlegend=False, xaxis="x2", yaxis="y2", **common,
                          **hover.trace_kwargs(group=s, extra="efficiency")))
+    at = _knee_row(eff_rows, knee)
+    if at is not None:
+        data.append(_knee_trace(float(at["gpus"]), float(at["efficiency"]),
+                                f"<b>{KNEE_LABEL}</b><br>{int(at['gpus'])} GPUs, efficiency "
+                                f"{float(at['efficiency']):.0%}", ms, "x2", "y2"))
     layout = base_layout("Strong scaling: speedup and efficiency", presentation)
     layout.update(subplots_layout(("Speedup", "Parallel efficiency"), 0.2, presentation))
+    k = scale(presentation)
+    layout["margin"] = dict(layout["margin"], b=round(110 * k))
+    layout["annotations"].append(dict(
+        text="baseline: each strategy's most efficient count (highest samples/s per GPU)<br>"
+             + " · ".join(baselines), x=0.0, xref="paper", xanchor="left", y=0.0,
+        yref="paper", yanchor="top", yshift=-52 * k, showarrow=False, align="left",
+        font=dict(size=FONT_SIZE * 0.85 * k, color=AXIS_LINE)))
     layout["shapes"] = [hline(1.0, dict(color=GREY, dash="dot", width=1), col=2)]
-    ticks = gpu_ticks(rows["gpus"])
+    if threshold is not None:
+        layout["shapes"].append(hline(float(threshold), dict(color=TEXT, dash="dash",
+                                                             width=1), col=2))
+        data.append(dict(type="scatter", x=[None], y=[None], mode="lines", hoverinfo="skip",
+                         name=f"threshold {float(threshold):.0%}", xaxis="x2", yaxis="y2",
+                         line=dict(color=TEXT, dash="dash", width=1),
+                         meta={"group": "threshold", "customdata": []}))
+    ticks = gpu_ticks(rows["gpus"], SMALL_MULTIPLE_LABELS)
     for col in (1, 2):
         layout[axis_key("x", col)].update(type="log", title=dict(text="GPUs"), **ticks)
-    layout["yaxis"].update(type="log", title=dict(text="speedup (×, vs smallest feasible count)"),
-                           **log_ticks(plotted))
+    layout["yaxis"].update(type="log", title=dict(text="speedup (×)"), **log_ticks(plotted))
     layout["yaxis2"].update(title=dict(text="parallel efficiency"), tickformat=".0%",
-                            rangemode="tozero")
+                            range=[0, 1.08])
     return make_figure(data, layout)
 
 
@@ -174,7 +246,7 @@ def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> 
         for dim in dims:
             y = floats(part[dim])
             y = np.where(y > 0, y, np.nan)
-            header = (f"<b>{strategy_label(s)}</b> · GPUs %{{x}}<br>"
+            header = (f"<b>{strategy_name(s)}</b> · GPUs %{{x}}<br>"
                       f"{DIMENSION_LABELS[dim]} = %{{y}}")
             data.append(dict(
                 type="scatter", x=gpus, y=y, name=DIMENSION_LABELS[dim], legendgroup=dim,
@@ -184,11 +256,13 @@ def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> 
                             symbol=DIMENSION_SYMBOLS[dim]),
                 **hover.trace_kwargs(group=s, extra=DIMENSION_LABELS[dim], header=header)))
     layout = base_layout("Optimal configuration vs GPU count", presentation)
-    layout.update(subplots_layout([strategy_label(s) for s in strategies], 0.04, presentation,
+    titles = [strategy_title(s) for s in strategies]
+    layout.update(subplots_layout(titles, 0.04, presentation,
                                   colors=[strategy_color(s) for s in strategies],
                                   shared_y=True))
+    room_for_titles(layout, titles, presentation)
     lo, hi = (float(values.min()), float(values.max())) if values.size else (1.0, 1.0)
-    xticks, yticks = gpu_ticks(rows["gpus"]), pow2_ticks(lo, hi)
+    xticks, yticks = gpu_ticks(rows["gpus"], SMALL_MULTIPLE_LABELS), pow2_ticks(lo, hi)
     for col in range(1, len(strategies) + 1):
         layout[axis_key("x", col)].update(type="log", title=dict(text="GPUs"), **xticks)
         layout[axis_key("y", col)].update(type="log", **yticks)

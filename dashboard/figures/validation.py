@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from model.validation.cross_validation import fitted_run_ids
+
 from ..theme import (
     AXIS_LINE,
     FONT_SIZE,
@@ -45,7 +47,7 @@ SET_LABELS: dict[str, str] = {
     "korthikanti": "Korthikanti 2022 (A100)",
     "korthikanti-memory": "Korthikanti 2022 memory (A100)",
     "measurements": "other published runs",
-    "megatron-bridge-extra": "Megatron-Bridge 25.09/26.02 (held out)",
+    "megatron-bridge-extra": "Megatron-Bridge 25.09/26.02",
 }
 SET_COLORS: dict[str, str] = {"korthikanti": PALETTE[0], "korthikanti-memory": PALETTE[2],
                               "measurements": PALETTE[1], "megatron-bridge-extra": PALETTE[3]}
@@ -66,18 +68,14 @@ REFERENCE_LINES = ((5.0, "dot", "±5%"), (10.0, "dash", "±10%"))
 BAND_FILL = "rgba(158, 158, 158, 0.22)"
 
 
-def calibration_role(ids: Sequence[str], sets: Sequence[str]) -> list[str]:
-    """'calibration' for the runs the efficiencies in model/data/systems/*.json were fitted on
-    (bench/calibrate.py: Korthikanti's full-recompute iteration times for the A100, the
-    Megatron-Bridge 25.11 H100, DGX B200 and GB200 FP8 runs for FP8, attention and overlap),
-    else 'held out' (among them the 25.11 GB300 runs and the 25.09/26.02 releases)."""
-    out = []
-    for i, s in zip(ids, sets):
-        bridge = s == "measurements" and str(i).startswith("mbridge")
-        fitted = (s == "korthikanti" and str(i).endswith("-full")) or (
-            bridge and any(f"_{gpu}_" in str(i) for gpu in ("H100", "B200", "GB200")))
-        out.append("calibration" if fitted else "held out")
-    return out
+def calibration_role(ids: Sequence[str], sets: Sequence[str] | None = None) -> list[str]:
+    """'calibration' for the runs the stacks' efficiencies were fitted on (bench/calibrate.py:
+    each stack's η per GPU, by least squares over its firm runs of that GPU —
+    ``model.validation.cross_validation.fitted_run_ids``), else 'held out' (the uncertain
+    transcriptions, the memory records). A fitted run's error on unseen data is its
+    cross-validated one (leave-one-source-out, the table of the Validation page)."""
+    fitted = fitted_run_ids()
+    return ["calibration" if str(i) in fitted else "held out" for i in ids]
 
 
 def predicted_rows(frame: pd.DataFrame | None, metrics: Sequence[str] | None = None
@@ -311,12 +309,12 @@ def validation_error_figure(frame: pd.DataFrame, presentation: bool = False) -> 
     errors = np.concatenate([floats(rows["error_pct"]), peer_error[has_peer]])
     lo, hi = min(float(errors.min()), -12.0), max(float(errors.max()), 12.0)
     pad = 0.04 * (hi - lo)
-    layout = base_layout("Error per record: ours and Calculon's", presentation, legend="top")
+    # legend on the right: above the plot its entries wrapped into the title
+    layout = base_layout("Error per record: ours and Calculon's", presentation)
     k = scale(presentation)
     layout.update(
         barmode="overlay", bargap=0.25, shapes=shapes,
         height=int(max(430, (20 * k) * n + 150 * k)),
-        margin=dict(layout["margin"], t=int(110 * k)),
         xaxis=dict(title=dict(text="error % = 100·(1 − predicted / measured)   "
                                    "(> 0: predicted below measured)"),
                    range=[lo - pad, hi + pad], ticksuffix="%", zeroline=False),

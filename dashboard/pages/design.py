@@ -15,7 +15,9 @@ from model import ModelError
 from model.physics.strategies import STRATEGIES
 
 from .. import compute, figures, notes
+from ..explain import no_configuration_text
 from ..export import graph_card, register_exports
+from ..figures.common import strategy_name
 from ..grid import number_column, text_column
 from ..guard import bad_request, page_callback
 from ..scenario import build_inputs
@@ -27,6 +29,7 @@ dash.register_page(__name__, path="/design", name="Design space", order=1,
 TOP_COLUMNS = [
     number_column("samples_per_s", "samples/s", ".2f", 130),
     number_column("train_days", "days", ".1f", 105), number_column("mfu", "MFU", ".0%", 100),
+    number_column("mfu_peak_tflops", "MFU peak TFLOP/s", ".4g", 150),
     *[number_column(k, label, "d", width) for k, label, width in (
         ("dp", "dp", 90), ("tp1", "tp1", 90), ("tp2", "tp2", 90), ("pp", "pp", 90),
         ("microbatch", "mb", 85), ("nb", "nb", 85))],
@@ -55,7 +58,7 @@ OPS_COLUMNS = [
 ]
 
 layout = html.Div(className="page-body", children=[
-    html.Div(id="design-message", className="alert", role="status"),
+    html.Div(id="design-infeasible", className="alert", role="status"),
     html.Div(className="grid", children=[
         graph_card("design-heatmap", "Design space: best time per pair of dimensions",
                    height=520, note=("Each cell: the fastest configuration over every other "
@@ -66,7 +69,10 @@ layout = html.Div(className="page-body", children=[
             dag.AgGrid(id="design-top", columnDefs=TOP_COLUMNS, rowData=[],
                        dashGridOptions={"rowSelection": {"mode": "singleRow",
                                                          "enableClickSelection": True},
-                                        "animateRows": False},
+                                        "animateRows": False,
+                                        # every column in the page, not only those scrolled
+                                        # into view: at most TOP_K rows, cheap to render
+                                        "suppressColumnVirtualisation": True},
                        defaultColDef={"resizable": True}, style={"height": "470px"},
                        className="ag-theme-alpine"),
         ]),
@@ -93,24 +99,43 @@ def _rows(frame) -> list[dict[str, Any]]:
     return out.to_dict("records")
 
 
+def infeasible_text(scn: dict[str, Any], cells) -> str:
+    """Why the design space at the scenario's GPU count is empty or has nothing that fits."""
+    if cells.empty:
+        return no_configuration_text(scn, scn["gpus"], scn["design_strategy"])
+    if "feasible" in cells.columns and not cells["feasible"].any():
+        _, system = build_inputs(scn)
+        return (f"None of the {int(cells['candidates'].sum())} {scn['design_strategy']} "
+                f"configurations on {scn['gpus']} GPUs fits in {system.hbm_capacity_gb:g} GB of "
+                "HBM (✕ cells): add GPUs or HBM, or recompute more (the Scaling page says what "
+                "dominates the memory).")
+    return ""
+
+
 def build_space(scn: dict[str, Any]) -> tuple:
-    """Heatmap figure and top-configuration rows for a scenario."""
+    """Heatmap figure, top-configuration rows (and the selected one) and the explanation when
+    nothing can be shown, for a scenario."""
     pres = bool(scn.get("presentation"))
     cells = compute.design(scn)
-    heat = figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres)
+    why = infeasible_text(scn, cells)
+    if cells.empty:
+        heat = figures.empty_figure(f"No configuration exists on {scn['gpus']} GPUs: see the "
+                                    "explanation above.", pres)
+    else:
+        heat = figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres)
     top = compute.top(scn)
-    return heat, _rows(top), ([_rows(top)[0]] if len(top) else [])
+    return heat, _rows(top), ([_rows(top)[0]] if len(top) else []), why
 
 
 @callback(
     Output({"type": "graph", "name": "design-heatmap"}, "figure"),
     Output("design-top", "rowData"), Output("design-top", "selectedRows"),
-    Output("design-message", "children"),
+    Output("design-infeasible", "children"),
     Input("scenario", "data"),
 )
 @page_callback(0, lambda message: (no_update, no_update, no_update, message))
 def update_space(scn: dict[str, Any]) -> list:
-    return [*space_outputs(scn), ""]
+    return space_outputs(scn)
 
 
 def space_outputs(scn: dict[str, Any]) -> list:
@@ -188,7 +213,7 @@ def selected_text(scn: dict[str, Any], selected: list[dict[str, Any]] | None) ->
         return ""
     row = selected[0]
     config = " · ".join(f"{k} {int(row[k])}" for k in ("dp", "tp1", "tp2", "pp", "microbatch"))
-    return (f"Selected: {row['strategy']} on {int(row['gpus'])} GPUs ({config}) — "
+    return (f"Selected: {strategy_name(row['strategy'])} on {int(row['gpus'])} GPUs ({config}) — "
             f"{notes.days_text(scn, float(row['train_days']))}, "
             f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.0f}%.")
 

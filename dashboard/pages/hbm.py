@@ -41,7 +41,9 @@ layout = html.Div(className="page-body", children=[
         html.Div(id="hbm-error", className="ctl-error", role="alert"),
     ]),
     html.Div(className="grid", children=[
-        graph_card("hbm-contour", "Training days over HBM capacity × bandwidth", height=560),
+        graph_card("hbm-contour", "Training days over HBM capacity × bandwidth", height=560,
+                   placeholder="Set the grid above and press Run sweep: the map of training "
+                               "days appears here."),
     ]),
 ])
 

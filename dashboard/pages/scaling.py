@@ -1,62 +1,96 @@
-"""Scaling page: training time, time and memory breakdown, optimal configuration and parallel
-efficiency vs GPU count, for the scenario's strategies."""
+"""Scaling page: the headline (fastest with production strategies, the idealised ones beside it,
+and the recommended size — the knee — at an efficiency threshold set here), then training time,
+time and memory breakdown, optimal configuration and parallel efficiency vs GPU count, for the
+scenario's strategies."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, html, no_update
+import pandas as pd
+from dash import Input, Output, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from model import ModelError
+from model.explore.efficiency import knee
+from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS
 
 from .. import compute, figures, notes, studies
+from ..explain import no_configuration_text
 from ..export import graph_card, register_exports
+from ..figures.common import strategy_name
 from ..guard import page_callback
 from ..scenario import build_inputs, gpu_counts
 
 dash.register_page(__name__, path="/", name="Scaling", order=0,
                    title="Scaling — transformer training what-if")
 
+TEXTS = ("scaling-summary", "scaling-idealised", "scaling-knee", "scaling-infeasible")
 GRAPHS = ("scaling-time", "scaling-breakdown", "scaling-memory", "scaling-config",
           "scaling-efficiency")
+DEFAULT_THRESHOLD_PCT = 50
+BREAKDOWN_SCALES = (("log", "seconds (log axis)"), ("share", "share of the iteration"))
+
+
+def _headline() -> html.Div:
+    return html.Div(className="headline", children=[
+        html.P(id="scaling-summary", className="summary"),
+        html.P(id="scaling-idealised", className="summary idealised"),
+        html.Div(className="knee-row", children=[
+            html.P(id="scaling-knee", className="summary"),
+            html.Label(className="knee-control", htmlFor="scaling-threshold", title=(
+                "The recommended size is the largest GPU count whose parallel efficiency "
+                "(against the most efficient count) stays at or above this share."), children=[
+                "efficiency threshold (%)",
+                dcc.Input(id="scaling-threshold", type="number", value=DEFAULT_THRESHOLD_PCT,
+                          min=1, max=100, step=1, debounce=True, className="ctl-input")]),
+        ]),
+        html.Div(id="scaling-threshold-error", className="ctl-error", role="alert"),
+    ])
+
 
 layout = html.Div(className="page-body", children=[
-    html.Div(id="scaling-summary", className="summary"),
+    _headline(),
     html.Div(id="scaling-infeasible", className="alert", role="status"),
     html.Div(className="grid", children=[
         graph_card("scaling-time", "Training time vs GPUs", note=(
             "Best configuration per strategy and GPU count; dashed: ideal scaling from the "
-            "smallest count that fits.")),
-        graph_card("scaling-breakdown", "Where the time goes (best configuration)"),
+            "smallest count that fits; hollow markers: idealised strategies no production "
+            "stack ships; ★: the recommended size.")),
+        graph_card("scaling-breakdown", "Where the time goes (best configuration)", note=(
+            "Log axis: a bar's top is the iteration time and each boundary a running total, so "
+            "lower parts look larger than they are; compare parts with 'share of the "
+            "iteration'."),
+                   extra=dcc.RadioItems(id="scaling-breakdown-scale", inline=True, value="log",
+                                        className="card-switch",
+                                        options=[{"label": f" {t}", "value": v}
+                                                 for v, t in BREAKDOWN_SCALES])),
         graph_card("scaling-memory", "Memory per GPU vs HBM capacity"),
         graph_card("scaling-config", "Optimal configuration vs GPUs"),
-        graph_card("scaling-efficiency", "Speedup and parallel efficiency"),
+        graph_card("scaling-efficiency", "Speedup and parallel efficiency", note=(
+            "Against each strategy's most efficient count, not its smallest (often "
+            "memory-starved: full recompute, deep pipelines); dashed: the threshold of the "
+            "recommended size ★.")),
     ]),
 ])
 
 
-def infeasible_text(scn: dict[str, Any], frame) -> str:
+def infeasible_text(scn: dict[str, Any], frame: pd.DataFrame) -> str:
     """An explanation when some or all GPU counts have no configuration that fits."""
     if not frame.empty:
         return ""
     if not gpu_counts(scn):
         return (f"No GPU count lies between {scn['gpus_min']} and {scn['gpus_max']} (counts are "
-                "powers of two, or multiples of the NVLink domain when it is not one): widen "
-                "the range.")
+                "powers of two; in the paper mode, multiples of the NVLink domain when it is not "
+                "one): widen the range.")
     try:
         floor = studies.memory_floor(scn)
     except ModelError as exc:
         return (f"No configuration fits in {scn['hbm_gb']:g} GB of HBM at any GPU count up to "
                 f"{scn['gpus_max']:,}; explaining why was refused: {exc}.")
     if floor.get("no_candidates"):
-        rest = floor["pipeline_needs"]
-        return (f"No parallel configuration exists on {floor['gpus']} GPUs: dp must divide the "
-                f"global batch ({scn['global_batch']}), tp the heads and hidden size, and "
-                f"pipeline stages (at most one per layer, {scn['layers']}) take the rest"
-                + (f" — at least {rest} stages here" if rest > scn["layers"] else "")
-                + ". Choose a global batch or GPU range with matching factors (e.g. a global "
-                "batch that is a multiple of the NVLink domain).")
+        return no_configuration_text(scn, floor["gpus"], floor["strategy"])
     parts = [f"No configuration fits in {floor['capacity_gb']:g} GB of HBM at any GPU count "
              f"up to {floor['gpus']}."]
     if "min_memory_gb" in floor:
@@ -72,64 +106,165 @@ def infeasible_text(scn: dict[str, Any], frame) -> str:
     return " ".join(parts)
 
 
-def summary_text(frame, scn: dict[str, Any] | None = None) -> str:
-    """The headline: the fastest configuration, its time and rate with their cross-validated
-    range (the scenario's software stack; none in the paper mode or without a stack)."""
+def _config(row: pd.Series) -> str:
+    return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · tp2 {int(row['tp2'])} · "
+            f"pp {int(row['pp'])} · microbatch {int(row['microbatch'])}")
+
+
+def _mfu(row: pd.Series) -> str:
+    """MFU with the peak it is measured against (the matmuls' precision)."""
+    precision = str(row.get("precision", "bf16")) if pd.notna(row.get("precision")) else "bf16"
+    return (f"MFU {100 * row['mfu']:.0f}% of the {row['mfu_peak_tflops']:.4g} TFLOP/s "
+            f"{precision} peak")
+
+
+def _stacks(strategies: list[str]) -> str:
+    stacks = dict.fromkeys(s for name in strategies for s in TRAITS[name].implemented_by)
+    return ", ".join(stacks)
+
+
+def summary_text(frame: pd.DataFrame, scn: dict[str, Any] | None = None) -> str:
+    """The headline: the fastest configuration of the production strategies in the frame (of
+    the idealised ones, labelled so, when the frame holds no production strategy), its time
+    and rate with their cross-validated range (the scenario's software stack; none in the
+    paper mode or without a stack)."""
     if frame.empty:
         return ""
-    best = frame.loc[frame["train_days"].idxmin()]
     scn = scn or {}
-    return (f"Fastest: {best['strategy']} on {int(best['gpus'])} GPUs — "
+    production = [s for s in PRODUCTION if s in set(frame["strategy"])]
+    rows = frame[frame["strategy"].isin(production)] if production else frame
+    best = rows.loc[rows["train_days"].idxmin()]
+    who = (f"production strategies, as {_stacks(production)} ship them" if production
+           else "idealised strategies only: no production stack ships them")
+    return (f"Fastest ({who}): {strategy_name(best['strategy'])} on {int(best['gpus'])} GPUs — "
             f"{notes.days_text(scn, best['train_days'])}, "
             f"{notes.rate_text(scn, best['samples_per_s'])}, "
-            f"MFU {100 * best['mfu']:.0f}% (dp {int(best['dp'])} · tp1 {int(best['tp1'])} · "
-            f"tp2 {int(best['tp2'])} · pp {int(best['pp'])} · microbatch "
-            f"{int(best['microbatch'])}).")
+            f"{_mfu(best)} ({_config(best)}).")
 
 
-def build(scn: dict[str, Any]) -> tuple:
-    """Every output of the page for a scenario (the callback, callable without a browser)."""
+def idealised_text(frame: pd.DataFrame) -> str:
+    """The idealised strategies' fastest point, beside the headline ('' when none is shown or
+    the headline is already theirs)."""
+    if frame.empty:
+        return ""
+    shown = set(frame["strategy"])
+    ideal = [s for s in IDEALISED if s in shown]
+    if not ideal or not any(s in shown for s in PRODUCTION):
+        return ""
+    rows = frame[frame["strategy"].isin(ideal)]
+    best = rows.loc[rows["train_days"].idxmin()]
+    return (f"Beside it, idealised (modelled, not shipped by a production stack): "
+            f"{strategy_name(best['strategy'])} on {int(best['gpus'])} GPUs — "
+            f"{best['train_days']:.1f} days, {_mfu(best)}.")
+
+
+def knee_text(frame: pd.DataFrame, threshold: float) -> tuple[str, tuple[int, str] | None]:
+    """The recommended size at ``threshold`` (0…1) and (GPUs, strategy) to mark it."""
+    production = [s for s in PRODUCTION if s in set(frame["strategy"])]
+    k = knee(frame, threshold, production or None)
+    if k is None:
+        return "", None
+    row, base = k.row, k.baseline
+    return (f"Recommended size: {k.gpus} GPUs ({strategy_name(k.strategy)}) — "
+            f"{row['train_days']:.1f} days, {_mfu(row)}; parallel efficiency "
+            f"{100 * k.efficiency:.0f}% against the most efficient count ({k.baseline_gpus} "
+            f"GPUs, {base['train_days']:.1f} days, MFU {100 * base['mfu']:.0f}%): the largest "
+            f"count whose efficiency stays at or above {100 * threshold:.0f}%"
+            + (" — the last count of the range: raise 'GPUs to' to find where it drops."
+               if k.gpus == k.largest_gpus else ".")), (k.gpus, k.strategy)
+
+
+def parse_threshold(value: Any) -> float | None:
+    """The efficiency threshold (0…1) from the page's percent box, or None when the box does
+    not hold a number from 1 to 100."""
+    try:
+        pct = float(value)
+    except (TypeError, ValueError):
+        return None
+    return pct / 100 if 1 <= pct <= 100 else None
+
+
+def threshold_error(value: Any) -> str:
+    """The message shown under the threshold box ('' when it is valid)."""
+    if parse_threshold(value) is not None:
+        return ""
+    return ("the efficiency threshold must be a number from 1 to 100 (%); the views keep the "
+            "last valid one")
+
+
+def build(scn: dict[str, Any], threshold_pct: Any = DEFAULT_THRESHOLD_PCT,
+          breakdown: str = "log") -> tuple:
+    """Every output of the page for a scenario (the callback, callable without a browser):
+    the texts of :data:`TEXTS`, then the figures of :data:`GRAPHS`."""
     frame = compute.scaling(scn)
     pres = bool(scn.get("presentation"))
     _, system = build_inputs(scn)
     if frame.empty:
         msg = "No configuration fits in HBM: see the explanation above."
         empty = figures.empty_figure(msg, pres)
-        return (summary_text(frame, scn), infeasible_text(scn, frame), *[empty] * len(GRAPHS))
+        return ("", "", "", infeasible_text(scn, frame), *[empty] * len(GRAPHS))
+    threshold = parse_threshold(threshold_pct)
+    if threshold is None:
+        threshold = DEFAULT_THRESHOLD_PCT / 100
+    knee_line, at = knee_text(frame, threshold)
     return (
-        summary_text(frame, scn), infeasible_text(scn, frame),
-        figures.training_time_figure(frame, presentation=pres),
-        figures.time_breakdown_figure(frame, presentation=pres),
+        summary_text(frame, scn), idealised_text(frame), knee_line, infeasible_text(scn, frame),
+        figures.training_time_figure(frame, presentation=pres, knee=at),
+        figures.time_breakdown_figure(frame, presentation=pres,
+                                      normalized=breakdown == "share"),
         figures.memory_figure(frame, system.hbm_capacity_gb, presentation=pres),
         figures.optimal_config_figure(frame, presentation=pres),
-        figures.efficiency_figure(frame, presentation=pres),
+        figures.efficiency_figure(frame, presentation=pres, threshold=threshold, knee=at),
     )
 
 
 def failed(message: str) -> tuple:
     """The outputs for an invalid scenario or a refused computation: the message, in place of
-    the summary; the figures keep what they showed."""
-    return ("", message, *[no_update] * len(GRAPHS))
+    the headline; the figures keep what they showed."""
+    return ("", "", "", message, *[no_update] * (2 * len(GRAPHS)))
 
 
 @callback(
-    Output("scaling-summary", "children"), Output("scaling-infeasible", "children"),
+    *[Output(t, "children") for t in TEXTS],
     *[Output({"type": "graph", "name": g}, "figure") for g in GRAPHS],
-    Input("scenario", "data"),
+    *[Output({"type": "export-context", "name": g}, "data") for g in GRAPHS],
+    Input("scenario", "data"), Input("scaling-threshold", "value"),
+    Input("scaling-breakdown-scale", "value"),
 )
 @page_callback(0, failed)
-def update(scn: dict[str, Any]) -> list:
-    """The callback: :func:`outputs` of the validated scenario."""
-    return outputs(scn)
+def update(scn: dict[str, Any], threshold_pct: Any = DEFAULT_THRESHOLD_PCT,
+           breakdown: Any = "log") -> list:
+    """The callback: :func:`outputs` of the validated scenario, and what the export of each
+    figure needs besides it (the threshold and the breakdown's scale). An invalid threshold
+    changes nothing (its message is shown by :func:`show_threshold_error`)."""
+    threshold = parse_threshold(threshold_pct)
+    if threshold is None:
+        raise PreventUpdate
+    scale = "share" if breakdown == "share" else "log"
+    return [*outputs(scn, threshold, scale), *[[100 * threshold, scale]] * len(GRAPHS)]
 
 
-def outputs(scn: dict[str, Any]) -> list:
+def outputs(scn: dict[str, Any], threshold: float, scale: str) -> list:
     """:func:`build` (figures as plain dicts: they are only serialised), its outputs cached as
     JSON for repeated what-ifs. Raises ModelError (e.g. over the request's budget)."""
     def built() -> tuple:
         with figures.plain_figures():
-            return build(scn)
-    return compute.cached_outputs("page-scaling", compute.page_payload(scn), built)
+            return build(scn, 100 * threshold, scale)
+    payload = {**compute.page_payload(scn), "threshold": threshold, "breakdown": scale}
+    return compute.cached_outputs("page-scaling", payload, built)
 
 
-register_exports(GRAPHS, lambda scn, _context: dict(zip(GRAPHS, outputs(scn)[2:])))
+def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The figures as the page shows them (its threshold and scale, checked again)."""
+    pct, scale = context if isinstance(context, list) and len(context) == 2 else (None, None)
+    threshold = parse_threshold(pct) or DEFAULT_THRESHOLD_PCT / 100
+    built = outputs(scn, threshold, "share" if scale == "share" else "log")
+    return dict(zip(GRAPHS, built[len(TEXTS):]))
+
+
+register_exports(GRAPHS, _exported)
+
+
+@callback(Output("scaling-threshold-error", "children"), Input("scaling-threshold", "value"))
+def show_threshold_error(value: Any) -> str:
+    return threshold_error(value)

@@ -96,13 +96,31 @@ def describe_comms(r: OpResult, sh: Shards, ctx: Ctx) -> str:
     return "; ".join(parts)
 
 
-def _bound(r: OpResult) -> str:
-    """What limits the op most: its FLOP time, its exposed HBM time (beyond the FLOP time,
-    including separate FP8 quantisation kernels) or its exposed collectives."""
+def _bound(r: OpResult, ctx: Ctx) -> str:
+    """What limits the op most (model/physics/block.py: _kernel_times prices its kernels):
+
+    * ``communication``: its exposed collectives exceed both its FLOP time and its exposed HBM
+      time;
+    * ``memory``: its kernels' HBM time (their bytes, separate FP8 quantisation kernels
+      included, at the achievable bandwidth) exceeds their launch + FLOP time — the roofline's
+      memory side;
+    * ``overhead``: else, when the fixed launch overhead (one kernel launch per direction,
+      ``kernel_overhead_s``) exceeds the op's FLOP time: small elementwise kernels (biases,
+      dropouts) whose arithmetic is not what they wait for;
+    * ``compute``: else.
+    """
     comp = float(r.fwd.t_comp[0] + r.bwd.t_comp[0])
     mem = float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0])
     comm = float(r.fwd.t_comm[0] + r.bwd.t_comm[0])
-    return "communication" if comm > max(comp, mem) else ("memory" if mem > comp else "compute")
+    if comm > max(comp, mem):
+        return "communication"
+    c = r.counts
+    hbm_s = float(np.sum(c.bytes_fwd) + np.sum(c.bytes_bwd) + np.sum(c.extra_bytes_fwd)
+                  + np.sum(c.extra_bytes_bwd)) / ctx.system.hbm_bytes_per_s
+    if hbm_s > comp:
+        return "memory"
+    launch = 2.0 * ctx.system.kernel_overhead_s
+    return "overhead" if launch > comp - launch else "compute"
 
 
 def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
@@ -143,7 +161,7 @@ def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
             "t_compute_s": float(r.fwd.t_comp[0] + r.bwd.t_comp[0]),
             "t_memory_exposed_s": float(r.fwd.t_mem_exposed[0] + r.bwd.t_mem_exposed[0]),
             "t_comm_s": float(r.fwd.t_comm[0] + r.bwd.t_comm[0]),
-            "bound": _bound(r),
+            "bound": _bound(r, ctx),
             "t_iteration_s": (t_f + t_b) * repeat,
         })
     return pd.DataFrame(rows)

@@ -13,6 +13,7 @@ are fields of its :class:`~model.physics.strategies.Strategy` record.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -235,3 +236,54 @@ def _placement_message(p: dict, gpus: int, nvs: int) -> str:
             return (f"the placement fills {prod} GPUs of an NVLink domain of {nvs}; it must "
                     "fill it exactly")
     return ""
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` ≥ 1, ascending (trial division up to √n)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def _has_microbatch(tp1: int, tp2: int, dp: int, problem: Problem) -> bool:
+    """Whether some microbatch size obeys the microbatch rules for these tp1, tp2, dp."""
+    mbs = np.array(divisors(problem.global_batch // dp), dtype=np.int64)
+    ok = mask("microbatch", {"tp1": tp1, "tp2": tp2, "dp": dp, "microbatch": mbs}, problem)
+    return bool(np.any(ok))
+
+
+def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
+                      nvs: int, compat: object = None, ends_count_as_layers: bool = False) -> str:
+    """Why ``strategy`` has no configuration at all on ``gpus`` GPUs, in words.
+
+    The GPUs must factor as tp1·tp2·dp·pp. Of the factorisations whose tp1, tp2 and dp obey
+    their rules (dp divides the global batch, tp1 the heads and hidden size, some microbatch
+    fits, …), the one with the largest tp1·tp2·dp leaves the fewest GPUs to pipeline stages;
+    :func:`explain` names the rule that this closest configuration breaks (typically: more
+    stages than layers).
+    """
+    problem = Problem(model, strategy, gpus, global_batch, 1,
+                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers)
+    divs = np.array(divisors(gpus), dtype=np.int64)
+    tp1 = divs[np.asarray(mask("tp1", {"tp1": divs}, problem), dtype=bool)].tolist()
+    dps = divs[np.asarray(mask("dp", {"dp": divs}, problem), dtype=bool)].tolist()
+    tp2 = divs.tolist() if strategy.has_tp2 else [1]
+    best = (1, 1, 1)
+    for a in tp1:
+        for b in tp2:
+            if not bool(np.all(mask("tp2", {"tp1": a, "tp2": b}, problem))):
+                continue
+            for d in dps:
+                size = a * b * d
+                if (gpus % size == 0 and size > best[0] * best[1] * best[2]
+                        and _has_microbatch(a, b, d, problem)):
+                    best = (a, b, d)
+    a, b, d = best
+    pp = gpus // (a * b * d)
+    reason = explain(model, strategy, gpus, global_batch, nvs,
+                     {"tp1": a, "tp2": b, "dp": d, "pp": pp}, compat,
+                     ends_count_as_layers=ends_count_as_layers)
+    reason = reason.removeprefix(f"invalid configuration for {strategy.name}: ")
+    return (f"no {strategy.name} configuration exists on {gpus} GPUs: dp must divide the global "
+            f"batch ({global_batch}), tp1 the heads ({model.heads}) and the hidden size "
+            f"({model.hidden}), and a microbatch must split evenly; the most they take is "
+            f"tp1·tp2·dp = {a}·{b}·{d}, which leaves pp = {pp} pipeline stages, and {reason}")

@@ -54,8 +54,12 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Traits:
-    """What a strategy is independently of the model: its label and its rules
-    (model.explore.rules)."""
+    """What a strategy is independently of the model: its label, its rules
+    (model.explore.rules) and which production training stacks ship it.
+
+    ``implemented_by`` names the mainstream stacks that run the strategy as its op table models
+    it; empty for an idealised strategy (modelled, not shipped), whose results are an upper
+    bound of what a real run could reach. ``provenance`` says where the strategy comes from."""
 
     label: str
     has_tp2: bool
@@ -64,18 +68,36 @@ class Traits:
     microbatch_divides: Axes
     tp1_columns_factor: int
     tp2_divides_hidden: bool
+    implemented_by: tuple[str, ...] = ()
+    provenance: str = ""
     short: str = ""  # the label of a legend or a button ("1D TP")
 
+    @property
+    def production(self) -> bool:
+        """Whether a production stack ships the strategy (else it is idealised)."""
+        return bool(self.implemented_by)
 
+
+MEGATRON_STACKS = ("Megatron-LM", "NeMo", "Megatron-Bridge")
 # The strategies, in the order every list of them follows (CLI, sweep, dashboard)
 TRAITS: dict[str, Traits] = {
-    "1d": Traits("1D tensor parallel", False, False, ("dp",), TP1, 3, False, short="1D TP"),
-    "summa": Traits("2D SUMMA tensor parallel", True, True, ("dp",), TP2, 1, True,
-                    short="2D SUMMA"),
+    "1d": Traits("1D tensor parallel", False, False, ("dp",), TP1, 3, False, MEGATRON_STACKS,
+                 "Megatron tensor parallelism (Shoeybi et al. 2019) with sequence parallelism "
+                 "(Korthikanti et al. 2022): --tensor-model-parallel-size, "
+                 "--sequence-parallel", short="1D TP"),
+    "summa": Traits("2D SUMMA tensor parallel", True, True, ("dp",), TP2, 1, True, (),
+                    "idealised: SUMMA matmuls on a tp2 x tp1 grid (van de Geijn & Watts 1997; "
+                    "Optimus, Xu et al. 2021) as the paper models them; not in Megatron-LM, "
+                    "NeMo or Megatron-Bridge", short="2D SUMMA"),
     "context": Traits("2D context/sequence parallel", True, False, ("dp", "tp2"),
-                      ("tp1", "tp2"), 1, False, short="2D context"),
+                      ("tp1", "tp2"), 1, False, MEGATRON_STACKS,
+                      "Megatron-Core context parallelism (--context-parallel-size, K/V "
+                      "all-gather or ring exchange) combined with 1D tensor parallelism",
+                      short="2D context"),
 }
 STRATEGIES: tuple[str, ...] = tuple(TRAITS)
+PRODUCTION: tuple[str, ...] = tuple(n for n, t in TRAITS.items() if t.production)
+IDEALISED: tuple[str, ...] = tuple(n for n, t in TRAITS.items() if not t.production)
 LABELS = {name: t.label for name, t in TRAITS.items()}
 SHORT_LABELS = {name: t.short for name, t in TRAITS.items()}
 STRATEGY_NAMES = {**{name: name for name in STRATEGIES}, "2d": "summa", "2d-seqp": "context",

@@ -56,6 +56,8 @@ def dash_app():
 _FIGURE_JS = """
 const gd = document.querySelector(arguments[0]);
 if (!gd || !gd._fullData) { return null; }
+// a graph not drawn yet (a placeholder, hidden) has data but no full layout
+const L = gd._fullLayout || {};
 const arr = (a) => (a === undefined || a === null) ? null
     : (typeof a === 'string' ? a : Array.from(a, (v) => (v !== null && typeof v === 'object'
         && typeof v.length === 'number') ? Array.from(v) : v));
@@ -63,11 +65,10 @@ return {
   traces: gd._fullData.map((t) => ({name: t.name, type: t.type, mode: t.mode || null,
     visible: t.visible, x: arr(t.x), y: arr(t.y), z: arr(t.z),
     symbol: (t.marker && t.marker.symbol) || null})),
-  font: gd._fullLayout.font.size,
-  title: (gd._fullLayout.title && gd._fullLayout.title.font)
-      ? gd._fullLayout.title.font.size : null,
-  xtitle: gd._fullLayout.xaxis ? gd._fullLayout.xaxis.title.font.size : null,
-  annotations: (gd._fullLayout.annotations || []).map((a) => a.text),
+  font: L.font ? L.font.size : null,
+  title: (L.title && L.title.font) ? L.title.font.size : null,
+  xtitle: (L.xaxis && L.xaxis.title && L.xaxis.title.font) ? L.xaxis.title.font.size : null,
+  annotations: (L.annotations || []).map((a) => a.text),
 };
 """
 
@@ -128,6 +129,16 @@ class UI:
             return False
         self.until(ok, f"{card}: {what}", timeout)
         return found[-1]
+
+    def grid_rows(self, selector: str) -> list[dict[str, str]]:
+        """An AG Grid's rendered rows (``selector`` matches its row elements) as {column id:
+        text}, in row-index order."""
+        return self.driver.execute_script("""
+            return Array.from(document.querySelectorAll(arguments[0]))
+              .sort((a, b) => (+a.getAttribute('row-index')) - (+b.getAttribute('row-index')))
+              .map((row) => Object.fromEntries(Array.from(row.querySelectorAll('.ag-cell'))
+                .map((c) => [c.getAttribute('col-id'), c.textContent.trim()])));
+        """, selector)
 
     def wait_data(self, card: str, timeout: float = TIMEOUT) -> list[dict]:
         """Wait until ``card``'s figure plots at least one trace with numbers (in z, y or x:

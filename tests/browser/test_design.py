@@ -9,16 +9,6 @@ ROWS = "#design-top .ag-center-cols-container .ag-row"
 OPS_ROWS = "#design-ops-table .ag-center-cols-container .ag-row"
 
 
-def _cells(ui, selector: str) -> list[dict[str, str]]:
-    """The grid's rendered rows as {column id: text}, in row-index order."""
-    return ui.driver.execute_script("""
-        return Array.from(document.querySelectorAll(arguments[0]))
-          .sort((a, b) => (+a.getAttribute('row-index')) - (+b.getAttribute('row-index')))
-          .map((row) => Object.fromEntries(Array.from(row.querySelectorAll('.ag-cell'))
-            .map((c) => [c.getAttribute('col-id'), c.textContent.trim()])));
-    """, selector)
-
-
 def _finite(z) -> list[float]:
     return [v for row in z or [] for v in (row or [])
             if isinstance(v, (int, float)) and math.isfinite(v)]
@@ -36,7 +26,7 @@ def test_heatmap_table_and_row_selection(ui) -> None:
     # the star sits on one of the heatmap's cells
     assert stars[0]["x"][0] in heat[-1]["x"] and stars[0]["y"][0] in heat[-1]["y"]
 
-    rows = ui.until(lambda: _cells(ui, ROWS), "rows in the top-configurations table")
+    rows = ui.until(lambda: ui.grid_rows(ROWS), "rows in the top-configurations table")
     assert len(rows) >= 5
     first = rows[0]
     assert float(first["samples_per_s"]) > 0 and float(first["train_days"]) > 0
@@ -49,7 +39,7 @@ def test_heatmap_table_and_row_selection(ui) -> None:
     # the first row is selected by default: its per-op breakdown is shown
     ops_first = ui.wait_data("design-ops")
     ui.wait_data("design-roofline")
-    table_first = ui.until(lambda: _cells(ui, OPS_ROWS), "rows in the per-op table")
+    table_first = ui.until(lambda: ui.grid_rows(OPS_ROWS), "rows in the per-op table")
     assert any(r.get("op") for r in table_first)
 
     # select another configuration (a different shape): the per-op views follow it
@@ -65,7 +55,7 @@ def test_heatmap_table_and_row_selection(ui) -> None:
                              or [x["x"] for x in t] != [x["x"] for x in ops_first],
                              "the per-op figure of the selected row")
     assert ops_new
-    ui.until(lambda: _cells(ui, OPS_ROWS) and _cells(ui, OPS_ROWS) != table_first,
+    ui.until(lambda: ui.grid_rows(OPS_ROWS) and ui.grid_rows(OPS_ROWS) != table_first,
              "the per-op table of the selected row")
     assert ui.severe_logs() == []
     ui.screenshot("design")
@@ -76,15 +66,15 @@ def test_clicking_a_row_selects_it(ui) -> None:
     select it and show its breakdown. AG Grid >= 32.2 selects on click only with
     ``rowSelection.enableClickSelection``."""
     ui.go("design")
-    ui.until(lambda: len(_cells(ui, ROWS)) >= 4, "rows in the top-configurations table")
+    ui.until(lambda: len(ui.grid_rows(ROWS)) >= 4, "rows in the top-configurations table")
     ops_first = ui.wait_data("design-ops")
-    table_first = ui.until(lambda: _cells(ui, OPS_ROWS), "rows in the per-op table")
-    rows = _cells(ui, ROWS)
+    table_first = ui.until(lambda: ui.grid_rows(OPS_ROWS), "rows in the per-op table")
+    rows = ui.grid_rows(ROWS)
     target = next(i for i, r in enumerate(rows) if r["pp"] != rows[0]["pp"])
     ui.duo.find_element(f'{ROWS}[row-index="{target}"] .ag-cell[col-id="train_days"]').click()
     ui.until(lambda: "ag-row-selected" in ui.duo.find_element(
         f'{ROWS}[row-index="{target}"]').get_attribute("class"),
         "the clicked row to be selected", timeout=5)
     ui.wait_figure("design-ops", lambda t: t != ops_first, "the per-op figure of the row")
-    ui.until(lambda: _cells(ui, OPS_ROWS) and _cells(ui, OPS_ROWS) != table_first,
+    ui.until(lambda: ui.grid_rows(OPS_ROWS) and ui.grid_rows(OPS_ROWS) != table_first,
              "the per-op table of the selected row")

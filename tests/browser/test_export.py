@@ -64,3 +64,23 @@ def test_png_html_and_csv_export(ui) -> None:
 
     assert ui.text(f"#card-{card} .ctl-error") == ""  # no "export failed" message
     assert ui.severe_logs() == []
+
+
+def test_exports_are_captioned_with_model_system_budget_and_date(ui) -> None:
+    """A slide made from an export says what it shows (issue 12)."""
+    import datetime
+
+    card = "scaling-efficiency"
+    ui.wait_data(card)
+    _click_export(ui, card, "HTML")
+    html = _download(ui, f"{card}.html", 1_000_000).decode("utf-8")
+    today = datetime.date.today().isoformat()
+    caption = (f"gpt3-1t · h200, NVLink domain 8, 150.75 GB HBM, bf16 · budget 1T tokens, "
+               f"global batch 4096 · {today}")
+    escaped = caption.replace("·", "\\u00b7")  # plotly's JSON escapes non-ASCII characters
+    assert caption in html or escaped in html, html[html.find("subtitle") - 50:][:400]
+    _click_export(ui, card, "PNG")
+    png = _download(ui, f"{card}.png", 10_000)
+    assert png.startswith(PNG_MAGIC) and int.from_bytes(png[16:20], "big") == 3600
+    assert ui.text(f"#card-{card} .ctl-error") == ""
+    assert ui.severe_logs() == []

@@ -10,7 +10,8 @@ import math
 
 from selenium.webdriver.common.keys import Keys
 
-STRATEGIES = ("1D TP", "2D SUMMA", "2D context")
+# the legend names: SUMMA, which no production stack ships, is labelled idealised
+STRATEGIES = ("1D TP", "2D SUMMA (idealised)", "2D context")
 
 
 def _numbers(values: list) -> list[float]:
@@ -27,11 +28,12 @@ def test_loads_without_console_errors_and_plots_every_strategy(ui) -> None:
         # more GPUs, less time: the curve falls from its first to its last point
         assert days[-1] < days[0] / 10
     xs = {t["name"]: t["x"] for t in traces}
-    assert xs["2D SUMMA"][-1] == 16384  # the GPU range ends at gpus_max
+    assert xs["2D SUMMA (idealised)"][-1] == 16384  # the GPU range ends at gpus_max
     for card in ("scaling-breakdown", "scaling-memory", "scaling-config", "scaling-efficiency"):
         ui.wait_data(card)
     summary = ui.text("#scaling-summary")
-    assert summary.startswith("Fastest:") and "days" in summary and "GPUs" in summary
+    assert summary.startswith("Fastest (production strategies") and "days" in summary
+    assert "GPUs" in summary and "2D SUMMA" not in summary
     assert ui.text("#scaling-infeasible") == ""
     ui.idle()
     assert ui.severe_logs() == []
