@@ -612,3 +612,15 @@ def test_type_fuzzed_requests_to_every_callback(cbs, index, data, caplog):
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(loud) <= 1 and all(r.exc_info is None for r in loud), [r.getMessage()
                                                                         for r in loud]
+
+
+def test_background_error_handlers_answer_every_output(cbs):
+    """A job that raised or whose process died is reported by the callback's ``on_error``
+    handler, which must give a value for each output (one short: Dash drops the report and the
+    page shows nothing — the lost Celery job of tests/test_celery.py)."""
+    from dashboard.pages import hbm, systems
+
+    for handler, output in ((hbm.sweep_failed, "hbm-error.children"),
+                            (systems.failed, "systems-error.children")):
+        spec = next(d["output"] for d in cbs.deps if output in d["output"])
+        assert len(handler(Exception("boom"))) == len(spec[2:-2].split("...")), spec

@@ -72,7 +72,7 @@ def sweep_failed(exc: Exception) -> tuple:
     keep the figure shown."""
     reason = str(exc).removeprefix("An error occurred inside a background callback: ").strip()
     first = reason.splitlines()[0] if reason else repr(exc)
-    return dash.no_update, f"The sweep failed: {first}"
+    return dash.no_update, f"The sweep failed: {first}", dash.no_update
 
 
 def failed(message: str) -> tuple:
