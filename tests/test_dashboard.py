@@ -617,7 +617,11 @@ def test_scaling_callback_sends_the_figures_json(over):
     scn = valid(**over)
     scaling.build(scn)  # both below read the sweep's frame from the results cache
     figs = [plain(f) if isinstance(f, go.Figure) else f for f in scaling.build(scn)]
-    assert json.loads(to_json_plotly(figs)) == scaling.update(scn)
+    sent = scaling.update(scn)
+    shown = len(scaling.TEXTS) + len(scaling.GRAPHS)
+    assert json.loads(to_json_plotly(figs)) == sent[:shown]
+    # then what each figure's export rebuilds it with (the threshold and the breakdown scale)
+    assert sent[shown:] == [[50.0, "log"]] * len(scaling.GRAPHS)
 
 
 def test_scaling_page_infeasible_explains():

@@ -135,8 +135,12 @@ def defaults(scn: dict[str, Any] | None = None) -> dict[str, Any]:
         "validation-presentation": None, "hbm-run": 1, "hbm-cancel": None, "hbm-cap-min": 40,
         "hbm-cap-max": 400, "hbm-bw-min": 1, "hbm-bw-max": 16, "hbm-steps": 2,
         "export": [1, None, None], "graph": {"data": [], "layout": {}},
-        "_pages_location": "/",
+        "_pages_location": "/", "scaling-threshold": 50, "scaling-breakdown-scale": "log",
+        "systems-pick": ["a100", "h100", "edited"], "systems-domains": [0],
+        "validation-cv-presentation": None,
     })
+    values["applied-presets"] = {"model": scn["model"], "system": scn["system"],
+                                 "stack": scn["stack"]}
     return values
 
 
@@ -346,7 +350,9 @@ MEMORY_SCRIPT = textwrap.dedent('''
     out = {}
     for name in ("design-heatmap", "scaling-summary.children"):
         start = time.perf_counter()
-        status, text = cbs.post(cbs.body(cbs.find(name), {"scenario": scn, "design-top": []}))
+        status, text = cbs.post(cbs.body(cbs.find(name), {
+            "scenario": scn, "design-top": [], "scaling-threshold": 50,
+            "scaling-breakdown-scale": "log"}))
         out[name] = [status, time.perf_counter() - start, text[:3000]]
     print("RESULT " + json.dumps(out))
 ''')
@@ -367,7 +373,7 @@ def test_finding4_a_memory_heavy_scenario_is_refused_by_budget(tmp_path):
     out = json.loads(line.removeprefix("RESULT "))
     status, seconds, text = out["design-heatmap"]
     assert status == 200, text
-    message = json.loads(text)["response"]["design-message"]["children"]
+    message = json.loads(text)["response"]["design-infeasible"]["children"]
     assert "configurations" in message and "GB" in message and "GPU" in message, message
     assert seconds < 30
     status, _, text = out["scaling-summary.children"]
