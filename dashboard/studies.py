@@ -164,7 +164,11 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
                 if progress is not None:
                     progress(i * len(bandwidths_tb_per_s) + j + 1, total)
         return pd.DataFrame(rows)
-    return cached_frame("hbm-sweep", payload, compute)
+    frame = cached_frame("hbm-sweep", payload, compute)
+    if progress is not None:  # also when the results cache had it: the page shows it done
+        total = len(capacities_gb) * len(bandwidths_tb_per_s)
+        progress(total, total)
+    return frame
 
 
 def _hbm_point(m, s, scn: dict[str, Any], cap_gb: float, bw_tb_per_s: float) -> dict:

@@ -829,3 +829,15 @@ def test_hbm_sweep_stops_at_its_time_budget_with_a_clear_message():
         studies.hbm_sweep(scn, [80.0, 141.0, 192.0], [2.0, 4.8], time_budget_s=0.0)
     frame = studies.hbm_sweep(scn, [80.0, 141.0], [4.8], time_budget_s=60.0)
     assert len(frame) == 2
+
+
+def test_a_cached_hbm_sweep_reports_its_progress_done():
+    """A sweep the results cache already holds still reports n / n (the page waited for it:
+    the Celery test's second sweep of the same grid)."""
+    from dashboard import studies
+
+    scn = valid(strategy="1d", gpus=64)
+    studies.hbm_sweep(scn, [80.0, 141.0], [4.8])
+    seen: list[tuple[int, int]] = []
+    studies.hbm_sweep(scn, [80.0, 141.0], [4.8], progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(2, 2)]
