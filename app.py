@@ -15,9 +15,10 @@ import os
 from pathlib import Path
 
 from dash import Dash
+from dash.exceptions import DependencyException
 from flask import Response
 
-from dashboard import compute, export, state  # noqa: F401 - registers their callbacks
+from dashboard import compute, export, guard, state  # noqa: F401 - registers their callbacks
 from dashboard.background import background_manager, celery_app  # noqa: F401 - celery -A app
 from dashboard.layout import shell
 
@@ -39,6 +40,14 @@ app = Dash(
 app.layout = shell
 server = app.server
 server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+guard.install(app)  # every callback request checked before Dash reads it (400 otherwise)
+
+
+@server.errorhandler(DependencyException)
+def unknown_component_file(_exc: DependencyException) -> tuple[str, int]:
+    """A path under /_dash-component-suites/ that no package registered (e.g. ../../etc/passwd):
+    404, as for any other missing file (Dash raised, which Flask answered with 500)."""
+    return "Not found\n", 404
 
 
 @functools.cache

@@ -3,12 +3,16 @@ started from the repository's root; ``-c gunicorn.conf.py`` names it explicitly)
 
 Environment: ``HOST`` (default 127.0.0.1: this machine only; put a TLS reverse proxy in front for
 others) and ``PORT`` (8050), or ``GUNICORN_BIND`` for a full bind address; ``WEB_CONCURRENCY``
-worker processes (2); ``GUNICORN_THREADS`` threads per worker (1). Command-line options win.
+worker processes (2); ``GUNICORN_THREADS`` threads per worker (1); ``GUNICORN_REQUEST_TIMEOUT``
+seconds a request may compute (60); ``GUNICORN_READ_TIMEOUT`` seconds a client has to send its
+request (10); ``GUNICORN_WORKER_MEMORY_MB`` address space per worker (4096). Command-line options
+win.
 """
 
 from __future__ import annotations
 
 import os
+import resource as _resource
 
 bind = os.environ.get("GUNICORN_BIND") or (
     f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8050')}")
@@ -19,9 +23,14 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # (bench/load.py, 10 % new NIC what-ifs: 4 threads 61 req/s, p95 1.5 s; 2 threads 95 req/s,
 # p95 0.84 s; 1 thread see the README); serve more at once with more processes
 # (WEB_CONCURRENCY), not threads.
-worker_class = "gthread"
+# (dashboard.serving: gthread that reads each request in its event loop, so a slow client
+# holds no thread; a watchdog ends the worker when a request runs over GUNICORN_REQUEST_TIMEOUT;
+# gunicorn's own error answers carry the security headers)
+worker_class = "dashboard.serving.HardenedWorker"
 threads = int(os.environ.get("GUNICORN_THREADS", "1"))
-timeout = 120  # a worker silent this long (a stuck callback) is killed and replaced
+worker_connections = 200  # open connections per worker (each buffers at most ~1 MiB)
+# a worker whose main thread is silent this long (a C call holding the GIL) is killed
+timeout = 120
 graceful_timeout = 30  # on restart or stop, requests in flight get this long to finish
 keepalive = 5
 # recycle each worker after about this many requests (jitter: not all at once), so a slow leak
@@ -43,6 +52,21 @@ proc_name = "transformer-what-if"
 # no gunicornc control socket (gunicorn >= 25 opens one at a fixed path per user by default, which
 # a second instance on the host, e.g. the tests', would take over)
 control_socket_disable = True
+
+
+# soft limit of each worker's address space (its job processes and Chromium inherit it): a
+# request allocating past it gets a MemoryError (an inline message) and the worker lives on
+_WORKER_MEMORY_MB = int(os.environ.get("GUNICORN_WORKER_MEMORY_MB", "4096"))
+
+
+def post_fork(server, worker) -> None:
+    """Limit the new worker's memory (soft limit only: the PNG export's Chromium, a child that
+    reserves much address space without using it, raises its own)."""
+    _, hard = _resource.getrlimit(_resource.RLIMIT_AS)
+    limit = _WORKER_MEMORY_MB << 20
+    if hard != _resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    _resource.setrlimit(_resource.RLIMIT_AS, (limit, hard))
 
 
 def post_worker_init(worker) -> None:

@@ -12,6 +12,11 @@
   A worker imports ``app`` (Celery's ``include``) so that it registers the same callbacks as the
   web server; both must run the same code.
 
+At most ``PERF_MAX_JOBS`` jobs (default: the host's CPU count) run at once on one host with the
+diskcache manager — counted across the host's web workers in the shared store; one more is
+refused at once with a message (:data:`BUSY`). With Celery, the workers' ``--concurrency`` bounds
+them (further jobs wait in the queue).
+
 Either way a job whose process died (worker killed, crashed, out of memory) is reported as a
 failed background callback (``BackgroundCallbackError``, message :data:`LOST`), which the
 callback's ``on_error`` handler can show, instead of the page waiting forever (Celery) or ending
@@ -29,6 +34,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +49,10 @@ HEARTBEAT_S = 2.0  # a running Celery job refreshes its heartbeat key this often
 LOST_AFTER_S = 10  # … and counts as lost once the key has expired (several missed beats)
 MARKER_TTL_S = 86400  # how long a job's markers (started, cancelled) are kept: longer than a job
 LOST = "the worker running this job stopped (killed or crashed) before it finished: run it again"
+MAX_JOBS = int(os.environ.get("PERF_MAX_JOBS", os.cpu_count() or 1))
+BUSY = (f"the server is running its limit of {MAX_JOBS} background jobs: try again when one "
+        "has finished")
+RUNNING = "perf-running-jobs"  # the store's list of the host's job process ids
 log = logging.getLogger(__name__)
 
 
@@ -84,12 +94,33 @@ class DiskcacheJobs(DiskcacheManager):
         self._cache = cache
 
     def call_job_fn(self, key, job_fn, args, context):
-        self.store()  # before the job's process opens it
-        job = super().call_job_fn(key, job_fn, args, context)
+        """Start the job unless MAX_JOBS run already (then its result is :data:`BUSY` and its
+        id 0, a process that is never running). The slot is reserved in one transaction and
+        the process started after it: a process forked inside the transaction would inherit
+        the store's connection mid-transaction and never write its result."""
+        store = self.store()  # before the job's process opens it
+        slot = [f"reserved-{os.getpid()}-{time.monotonic_ns()}", time.time()]
+        with store.transact():  # one web worker of the host at a time
+            running = [j for j in store.get(RUNNING, []) if _alive(j)]
+            if len(running) >= MAX_JOBS:
+                store.set(RUNNING, running)
+                store.set(key, _failure(BUSY))
+                log.warning("background job refused: %d running", len(running))
+                return 0
+            store.set(RUNNING, [*running, slot])
+        job = None
+        try:
+            job = super().call_job_fn(key, job_fn, args, context)
+        finally:  # the reservation becomes the job's process id (or is freed)
+            with store.transact():
+                others = [j for j in store.get(RUNNING, []) if j != slot and _alive(j)]
+                store.set(RUNNING, others + ([job] if job is not None else []))
         self.handle.delete(_key("cancelled", job))  # a pid reused from a cancelled job
         return job
 
     def terminate_job(self, job):
+        if job is not None and int(job) <= 0:  # a refused job: no process
+            return
         if job is not None:  # cancelled (or done): a poll that finds it gone is not a failure
             self.handle.set(_key("cancelled", job), 1, expire=MARKER_TTL_S)
         super().terminate_job(job)
@@ -106,6 +137,22 @@ class DiskcacheJobs(DiskcacheManager):
             if result is self.UNDEFINED and self.handle.get(_key("cancelled", job)) is None:
                 return _failure(LOST)
         return result
+
+
+RESERVED_S = 60.0  # a slot reserved by a worker that died before starting its job expires
+
+
+def _alive(job: Any) -> bool:
+    """A job process that is running (not ended, not a zombie), or a fresh reservation."""
+    import psutil
+
+    if isinstance(job, list) and len(job) == 2 and isinstance(job[1], (int, float)):
+        return time.time() - job[1] < RESERVED_S
+    try:
+        return isinstance(job, int) and job > 0 and psutil.Process(job).status() != \
+            psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _key(what: str, job: Any) -> str:

@@ -8,7 +8,7 @@ estimator's own validators (:func:`model.specs.prices.price_table` and
 :func:`~model.specs.prices.check_vary`, the presets' loaders) and bounded: at most
 :data:`MAX_MODELS` models, :data:`MAX_VALUES` values per field, :data:`MAX_ROWS` (model, design)
 rows, :data:`MAX_GPUS` GPUs bought by the cheapest design, and a time budget
-(:data:`dashboard.compute.SWEEP_TIME_BUDGET_S`).
+(:data:`dashboard.studies.SWEEP_TIME_BUDGET_S`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from model.specs.prices import (
     price_table,
 )
 
-from . import compute
+from . import compute, studies
 
 MAX_MODELS = 6
 MAX_FIELDS = 3
@@ -171,7 +171,7 @@ def run(spec: dict[str, Any], progress: Callable[[int, int], None] | None = None
     """The rows of :func:`model.explore.codesign.codesign` for a validated :func:`study`
     (cached); ``progress(done, total)`` after each (model, design) row. Raises ModelError once
     the study has run longer than ``time_budget_s`` (default the sweeps' time budget)."""
-    budget_s = compute.SWEEP_TIME_BUDGET_S if time_budget_s is None else time_budget_s
+    budget_s = studies.SWEEP_TIME_BUDGET_S if time_budget_s is None else time_budget_s
 
     def compute_rows() -> pd.DataFrame:
         start = time.perf_counter()

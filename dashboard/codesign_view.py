@@ -20,6 +20,7 @@ from . import codesign, figures
 from .export import graph_card
 from .figures.codesign import METRICS, codesign_figure, config_text, design_label
 from .grid import number_column, text_column
+from .guard import page_callback
 
 MAX_STORED_ROWS = codesign.MAX_ROWS  # what the render callback accepts from the browser
 ROW_COLUMNS = ("model", "price_per_gpu_usd", "max_gpus", "gpus", "samples_per_s",
@@ -197,5 +198,6 @@ def caption(spec: dict[str, Any]) -> str:
     Input("cd-rows", "data"), Input("cd-metric", "value"), State("scenario", "data"),
     prevent_initial_call=True,
 )
-def draw(stored: Any, metric: Any, scn: Any) -> tuple:
-    return rendered(stored, metric, bool((scn or {}).get("presentation")))
+@page_callback(2, lambda message: (figures.empty_figure(message), [], []))
+def draw(stored: Any, metric: Any, scn: dict[str, Any]) -> tuple:
+    return rendered(stored, metric, bool(scn.get("presentation")))

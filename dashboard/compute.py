@@ -9,42 +9,35 @@ recomputation.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
-import math
 import os
 import shutil
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import diskcache
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
 
 import model as estimator
-from model import ModelError, best_per_cell, design_space, evaluate, search
+from model import evaluate, search
+from model.explore.design import design_cells
 from model.explore.space import COLUMNS as CONFIG_KEYS
 from model.explore.sweep import best_frame, sweep
 from model.physics.strategies import STRATEGIES
 
+from . import budget
 from .diskstore import BoundedCache
 from .figures.common import plain
-from .scenario import (
-    ESTIMATOR_KEYS,
-    build_inputs,
-    execution_of,
-    gpu_counts,
-    stack_of,
-    system_values,
-)
+from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
@@ -67,6 +60,11 @@ def _source_digest() -> str:
 
 ESTIMATOR_VERSION = f"{estimator.__version__}+{_source_digest()}"
 _cache: diskcache.Cache | None = None
+# a cache that fails on the file it opened (read-only, disk full) or cannot be opened is left
+# alone this long: requests compute without it, and it is logged once per interval
+BACKOFF_S = float(os.environ.get("PERF_CACHE_BACKOFF_S", 30))
+_down_until = 0.0
+_now = time.monotonic
 
 
 _open_lock = threading.Lock()  # one thread at a time (re)creates the cache
@@ -81,6 +79,8 @@ def cache() -> diskcache.Cache | None:
     store = _cache
     if store is not None and (Path(store.directory) / "cache.db").is_file():
         return store
+    if _now() < _down_until:
+        return None
     if not _open_lock.acquire(timeout=OPEN_WAIT_S):
         return None  # another thread is still re-creating it: this request recomputes
     try:
@@ -91,6 +91,8 @@ def cache() -> diskcache.Cache | None:
 
 def _open() -> diskcache.Cache | None:
     global _cache
+    database = CACHE_DIR / "results" / "cache.db"
+    before = _file_identity(database)
     try:
         if _cache is None or not (Path(_cache.directory) / "cache.db").is_file():
             _reset_cache()
@@ -102,12 +104,62 @@ def _open() -> diskcache.Cache | None:
                                   # no WAL, no mmap: files deleted under a live process
                                   # cost an error, never a stall or a SIGBUS; no fsync
                                   sqlite_journal_mode="delete", sqlite_mmap_size=0,
-                                  sqlite_synchronous=0)
+                                  sqlite_synchronous=0,
+                                  # evict at most two entries per write (diskcache's ten
+                                  # took the one just written with it when few fit)
+                                  cull_limit=2)
         return _cache
     except Exception as exc:  # noqa: BLE001 - a broken cache must never break a view
-        log.warning("results cache unavailable: %s", exc)
         _reset_cache(exc)
+        # an OS refusal is for good; SQLite's "read-only" too if the file is still the one
+        # tried (a database whose directory is deleted meanwhile fails as read-only as well)
+        if (isinstance(exc, OSError) and _persistent(exc)) or (
+                _persistent(exc) and before is not None
+                and _file_identity(database) == before):
+            _back_off("results cache unavailable", exc)
+        else:
+            log.info("results cache not opened (%s)", exc)
         return None
+
+
+def _file_identity(path: Path) -> tuple | None:
+    """(device, inode, change time) of a file, None if it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+PERSISTENT_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOTDIR,
+                     errno.EDQUOT)
+
+
+def _persistent(exc: Exception) -> bool:
+    """A failure the next request would meet again: no permission, a read-only file or file
+    system, a full disk, a file where the directory should be."""
+    if isinstance(exc, OSError) and exc.errno in PERSISTENT_ERRNOS:
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "readonly" in text or "read-only" in text or "is full" in text)
+
+
+def _back_off(what: str, exc: Exception) -> None:
+    """Stop using the cache for BACKOFF_S (one log line per interval)."""
+    global _down_until
+    if _now() >= _down_until:
+        log.warning("%s (%s); computing without it for %g s", what, exc, BACKOFF_S)
+    _down_until = _now() + BACKOFF_S
+
+
+def _failed(what: str, exc: Exception) -> None:
+    """A read or write failed: drop the handle; the next request opens the cache again. That
+    opening is what tells a deleted or replaced database (it works again) from a read-only or
+    full one (it fails on the same file, and backs off: see :func:`_open`). A corrupt database
+    is removed by :func:`_reset_cache`."""
+    log.info("results cache %s failed (%s); recomputing", what, exc)
+    _reset_cache(exc)
 
 
 def _reset_cache(exc: Exception | None = None) -> None:
@@ -130,8 +182,7 @@ def _read(key: str) -> str | None:
         text = store.get(key)
         return text if isinstance(text, str) else None
     except Exception as exc:  # noqa: BLE001 - deleted or corrupt cache: recompute
-        log.warning("cache read failed (%s); recomputing", exc)
-        _reset_cache(exc)
+        _failed("read", exc)
         return None
 
 
@@ -142,8 +193,7 @@ def _write(key: str, text: str) -> None:
     try:
         store.set(key, text)
     except Exception as exc:  # noqa: BLE001
-        log.warning("cache write failed: %s", exc)
-        _reset_cache(exc)
+        _failed("write", exc)
 
 
 def cache_key(kind: str, payload: dict[str, Any]) -> str:
@@ -159,12 +209,36 @@ def cached_frame(kind: str, payload: dict[str, Any],
     text = _read(key)
     if text is not None:
         try:
-            return pd.read_json(StringIO(text), orient="split", precise_float=True)
-        except (ValueError, TypeError, KeyError) as exc:  # a corrupt entry: recompute
+            return frame_from_text(text)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:  # a corrupt entry
             log.warning("cached frame unreadable (%s); recomputing", exc)
     frame = compute()
-    _write(key, frame.to_json(orient="split", double_precision=15))
+    _write(key, frame_to_text(frame))
     return frame
+
+
+def frame_to_text(frame: pd.DataFrame) -> str:
+    """A frame as JSON text, losslessly: floats as Python writes them (shortest text that
+    reads back to the same double), NaN/inf by name, each column's dtype kept."""
+    plain = isinstance(frame.index, pd.RangeIndex) and frame.index.start == 0 and \
+        frame.index.step == 1
+    return json.dumps({
+        "columns": [str(c) for c in frame.columns],
+        "dtypes": [str(t) for t in frame.dtypes],
+        "data": [frame[c].tolist() for c in frame.columns],
+        "index": None if plain else frame.index.tolist()})
+
+
+def frame_from_text(text: str) -> pd.DataFrame:
+    """The frame :func:`frame_to_text` wrote."""
+    doc = json.loads(text)
+    columns, dtypes, data = doc["columns"], doc["dtypes"], doc["data"]
+    if not (len(columns) == len(dtypes) == len(data)):
+        raise ValueError("columns, dtypes and data differ in length")
+    index = None if doc["index"] is None else pd.Index(doc["index"])
+    frame = pd.DataFrame({c: pd.Series(v, dtype=t) for c, v, t in zip(columns, data, dtypes)},
+                         columns=columns)
+    return frame if index is None else frame.set_axis(index)
 
 
 def cached_outputs(kind: str, payload: dict[str, Any], compute: Callable[[], tuple]) -> list:
@@ -211,8 +285,15 @@ def _strategies(scn: dict[str, Any]) -> tuple[str, ...]:
     return STRATEGIES if scn["strategy"] == "all" else (scn["strategy"],)
 
 
+NARROW_SCALING = ("narrow the GPU range, choose one strategy, or a global batch with fewer "
+                  "divisors")
+NARROW_DESIGN = ("choose fewer GPUs or a GPU count with fewer divisors (a power of two), "
+                 "another strategy, or a global batch with fewer divisors")
+
+
 def scaling(scn: dict[str, Any]) -> pd.DataFrame:
-    """Best configuration per (strategy, GPU count) that fits; infeasible points are absent."""
+    """Best configuration per (strategy, GPU count) that fits; infeasible points are absent.
+    ModelError (before anything is built) when it is over the request's budget."""
     payload = {**_inputs(scn), "strategies": _strategies(scn), "counts": gpu_counts(scn)}
 
     def compute() -> pd.DataFrame:
@@ -220,6 +301,9 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
+        budget.check_searches("The scaling views", m, s, counts,
+                              scn["global_batch"], _strategies(scn), **_how(scn),
+                              narrow=NARROW_SCALING)
         results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
                         **_how(scn))
         return best_frame(results)
@@ -227,15 +311,19 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
 
 
 def design(scn: dict[str, Any]) -> pd.DataFrame:
-    """Best configuration per (x, y) cell of the design space at ``gpus`` GPUs."""
+    """Best configuration per (x, y) cell of the design space at ``gpus`` GPUs (evaluated in
+    chunks; ModelError when over the request's budget)."""
     keys = ("gpus", "design_strategy", "x_axis", "y_axis")
     payload = {**_inputs(scn), **{k: scn[k] for k in keys}}
 
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
-        frame = design_space(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                             **_how(scn))
-        return best_per_cell(frame, scn["x_axis"], scn["y_axis"])
+        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", m,
+                            s, scn["gpus"], scn["global_batch"],
+                            scn["design_strategy"], **_how(scn), narrow=NARROW_DESIGN)
+        deadline = time.monotonic() + 2 * budget.TIME_BUDGET_S
+        return design_cells(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
+                            scn["x_axis"], scn["y_axis"], **_how(scn), deadline=deadline)
     return cached_frame("design", payload, compute)
 
 
@@ -245,6 +333,9 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
+        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", m,
+                              s, [scn["gpus"]], scn["global_batch"],
+                              [scn["design_strategy"]], **_how(scn), narrow=NARROW_DESIGN)
         return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
                       **_how(scn), top_k=TOP_K).top
     return cached_frame("top", payload, compute)
@@ -260,122 +351,6 @@ def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
         return evaluate(m, s, int(config["gpus"]), scn["global_batch"], config["strategy"],
                         **_how(scn), **cfg).ops
     return cached_frame("ops", payload, compute)
-
-
-COMPARE_SYSTEMS = ("a100", "h100", "b200", "b300", "gb200-nvl72", "mi300x")
-COMPARE_NVS = (0,)  # 0: each system's own NVLink domain
-EDITED = "edited"  # the scenario's system, as edited in the control panel
-
-
-def system_label(name: str, nvs: int, scn: dict[str, Any]) -> str:
-    """A compared system's label: 'H100 · NVS 8'; the control panel's system is 'H200 (control
-    panel) · NVS 8', or 'H200 (edited) · NVS 8' once a value differs from its preset."""
-    if name != EDITED:
-        return f"{name.upper()} · NVS {nvs}"
-    preset = system_values(scn["system"])
-    edited = any(scn.get(k) != v for k, v in preset.items() if k != "nvs")
-    return f"{scn['system'].upper()} ({'edited' if edited else 'control panel'}) · NVS {nvs}"
-
-
-def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
-            domains: tuple[int, ...] = COMPARE_NVS) -> pd.DataFrame:
-    """The scenario's model on several systems (presets, or :data:`EDITED`: the scenario's
-    own) × NVLink domain sizes (0: the system's own): the best over strategies per GPU count,
-    with a ``system`` label (:func:`system_label`). A system the scenario cannot run on (e.g.
-    FP8 on a GPU without an FP8 rate) is one row with the reason in ``skipped``."""
-    payload = {**_inputs(scn), "names": list(names), "domains": list(domains),
-               "counts": gpu_counts(scn), "strategies": _strategies(scn)}
-
-    def compute() -> pd.DataFrame:
-        m, edited = build_inputs(scn)
-        frames = []
-        for name in names:
-            base = edited if name == EDITED else estimator.load_system(name)
-            sizes = dict.fromkeys(base.nvlink_domain_size if n == 0 else n for n in domains)
-            for nvs in sizes:
-                if not gpu_counts(scn):
-                    continue
-                try:
-                    best = best_frame(sweep(m, base, gpu_counts(scn), scn["global_batch"],
-                                            _strategies(scn), **_how(scn), nvs=nvs))
-                except ModelError as exc:  # e.g. FP8 on a GPU without an FP8 rate: say so
-                    frames.append(pd.DataFrame([{"system": system_label(name, nvs, scn),
-                                                 "skipped": str(exc)}]))
-                    continue
-                if best.empty:
-                    continue
-                best = best.loc[best.groupby("gpus")["iteration_time_s"].idxmin()]
-                best.insert(0, "system", system_label(name, nvs, scn))
-                frames.append(best)
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return cached_frame("systems", payload, compute)
-
-
-def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
-    """Why nothing fits: the least memory any configuration needs at the largest GPU count, its
-    breakdown, and the first GPU count (doubling up to 64× further) where something fits."""
-    m, s = build_inputs(scn)
-    counts = gpu_counts(scn)
-    n = counts[-1] if counts else scn["gpus_max"]
-    strategy = "context" if scn["strategy"] == "all" else scn["strategy"]
-    frame = design_space(m, s, n, scn["global_batch"], strategy, **_how(scn))
-    out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
-    if frame.empty:  # no configuration at all: the GPU count does not factor
-        # what dp (| GBS) and tp (| heads, hidden) cannot take is left to pp (≤ layers)
-        out["no_candidates"] = True
-        out["pipeline_needs"] = n // math.gcd(n, scn["global_batch"] * math.gcd(m.heads,
-                                                                                 m.hidden))
-        return out
-    if not frame.empty:
-        row = frame.loc[frame["memory_gb"].idxmin()]
-        parts = {k: float(row[k]) for k in ("weights_gb", "gradients_gb", "optimizer_gb",
-                                             "activations_gb")}
-        out.update(min_memory_gb=float(row["memory_gb"]), parts=parts,
-                   dominant=max(parts, key=parts.get))
-    for more in (2, 4, 8, 16, 32, 64):
-        res = search(m, s, n * more, scn["global_batch"], strategy, **_how(scn), top_k=1)
-        if res.best is not None:
-            out["fits_at_gpus"] = n * more
-            break
-    return out
-
-
-SWEEP_TIME_BUDGET_S = float(os.environ.get("PERF_SWEEP_TIME_BUDGET_S", 300))
-
-
-def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per_s: list[float],
-              progress: Callable[[int, int], None] | None = None,
-              time_budget_s: float | None = None) -> pd.DataFrame:
-    """Training days of the best configuration (any strategy of the scenario) at ``gpus`` GPUs
-    over a grid of HBM capacity × bandwidth (the paper's HBM sweep).
-
-    Raises ModelError once the sweep has run longer than ``time_budget_s`` (default
-    ``SWEEP_TIME_BUDGET_S``), saying how far it got and how to narrow it.
-    """
-    budget = SWEEP_TIME_BUDGET_S if time_budget_s is None else time_budget_s
-    start = time.perf_counter()
-    m, s = build_inputs(scn)
-    rows, total = [], len(capacities_gb) * len(bandwidths_tb_per_s)
-    for i, cap in enumerate(capacities_gb):
-        for j, bw in enumerate(bandwidths_tb_per_s):
-            if time.perf_counter() - start > budget:
-                raise ModelError(
-                    f"the sweep ran out of its {budget:g} s time budget after {len(rows)} of "
-                    f"{total} systems; use fewer points per axis, fewer strategies or a GPU "
-                    "count with fewer configurations")
-            sys_ij = s.with_overrides(hbm_capacity_gb=float(cap),
-                                      hbm_bandwidth_gb_per_s=float(bw) * 1000.0)
-            best = np.inf
-            for strategy in _strategies(scn):
-                res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy,
-                             **_how(scn), top_k=1)
-                if res.best is not None:
-                    best = min(best, float(res.best["train_days"]))
-            rows.append({"hbm_capacity_gb": float(cap), "hbm_bandwidth_gb_per_s": bw * 1000.0,
-                         "train_days": best if np.isfinite(best) else np.nan})
-            if progress is not None:
-                progress(i * len(bandwidths_tb_per_s) + j + 1, total)
-    return pd.DataFrame(rows)
 
 
 def validation() -> pd.DataFrame:

@@ -80,8 +80,13 @@ def to_widget(c: Control, value: Any) -> Any:
 
 
 def from_widget(c: Control, value: Any) -> Any:
-    """A widget's value as the scenario holds it."""
-    return "on" in (value or []) if c.widget == "checkbox" else value
+    """A widget's value as the scenario holds it (a checkbox's list as a bool; anything else a
+    client sends for it is passed on as it is, for the scenario's validation to refuse)."""
+    if c.widget != "checkbox":
+        return value
+    if value is None or isinstance(value, list):
+        return "on" in (value or [])
+    return value
 
 
 def widget(c: Control, value: Any) -> Any:

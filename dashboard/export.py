@@ -2,6 +2,14 @@
 offline HTML with plotly.js inline, CSV of the data behind it), and the one callback that serves
 them for every card. File names are fixed by the card, never taken from user input.
 
+The export never renders a figure the browser sends: it builds the card's figure again on the
+server, from the validated scenario, with the same builder as the page (each page registers its
+cards' builders with :func:`register_exports`); a card whose figure depends on more than the
+scenario (the selected configuration, the sweep's grid, the systems picked) gets that from its
+``export-context`` store, validated by its builder. PNGs are rendered by :mod:`dashboard.png`
+(Chromium with the network closed and a page that loads no image or file). CSV text cells that
+a spreadsheet would run as a formula are quoted.
+
 Every PNG and HTML export carries a caption under its title saying what it shows: the model,
 the system, the training budget and batch, and the date of the export (:func:`caption`); a
 slide made from it says where it came from.
@@ -9,18 +17,22 @@ slide made from it says where it came from.
 
 from __future__ import annotations
 
+import csv
 import datetime
 import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
-import plotly.io as pio
 from dash import ALL, MATCH, Input, Output, State, callback, ctx, dcc, html, no_update
 
-from model import __version__
+from model import ModelError, __version__
 
+from . import png
 from .figures import figure_table
-from .figures.common import empty_figure
+from .figures.common import empty_figure, plain
+from .guard import bad_request, page_callback
 from .scenario import model_values, system_values
 from .theme import CONFIG, FONT_SIZE
 
@@ -29,6 +41,16 @@ FORMATS = (("png", "PNG"), ("html", "HTML"), ("csv", "CSV"))
 _SI = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
 # cards whose figure is drawn at the design-space GPU count (the left panel's "GPUs")
 AT_DESIGN_COUNT = ("design-", "hbm-")
+# card name → the figures of its page for (validated scenario, the card's export context)
+Builder = Callable[[dict[str, Any], Any], dict[str, Any]]
+EXPORTS: dict[str, Builder] = {}
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def register_exports(names: Iterable[str], builder: Builder) -> None:
+    """``builder(scenario, context)`` gives the figures of the cards ``names`` (by name)."""
+    for name in names:
+        EXPORTS[name] = builder
 
 
 def graph_card(name: str, title: str, height: int = 430, note: str = "",
@@ -56,6 +78,7 @@ def graph_card(name: str, title: str, height: int = 430, note: str = "",
         html.Div(note, className="card-note") if note else None,
         html.Div(id={"type": "export-msg", "name": name}, className="ctl-error"),
         dcc.Download(id={"type": "download", "name": name}),
+        dcc.Store(id={"type": "export-context", "name": name}),
     ])
 
 
@@ -115,24 +138,54 @@ def render(figure: dict[str, Any], fmt: str, caption_text: str = "") -> tuple[by
         _with_caption(fig, caption_text)
     if fmt == "png":
         height = max(700, int(fig.layout.height or 0))
-        return pio.to_image(fig, format="png", scale=3, width=1200, height=height), "png"
+        return png.render(fig.to_dict(), width=1200, height=height, scale=3), "png"
     if fmt == "html":
         return fig.to_html(include_plotlyjs=True, full_html=True), "html"
-    return figure_table(fig).to_csv(index=False), "csv"
+    return safe_cells(figure_table(fig)).to_csv(index=False, lineterminator="\r\n",
+                                                quoting=csv.QUOTE_MINIMAL), "csv"
+
+
+def safe_cells(table):
+    """Text cells starting with = + - @ tab or CR get a leading ' (a spreadsheet would run
+    them as formulas); numbers are left as they are."""
+    def safe(value: Any) -> Any:
+        return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) \
+            else value
+    out = table.copy()
+    for col in out.columns:
+        if out[col].dtype.kind not in "biufc":  # values as they are (no dtype inference)
+            out[col] = pd.Series([safe(v) for v in out[col]], index=out.index, dtype=object)
+    return out
+
+
+def card_figure(name: str, scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The card's figure, built on the server (ModelError when there is none to export)."""
+    figure = EXPORTS[name](scn, context).get(name)
+    if isinstance(figure, go.Figure):
+        figure = plain(figure)
+    if not isinstance(figure, dict) or not figure.get("data"):
+        raise ModelError("nothing to export yet: this view has no data")
+    return figure
 
 
 @callback(
     Output({"type": "download", "name": MATCH}, "data"),
     Output({"type": "export-msg", "name": MATCH}, "children"),
     Input({"type": "export", "name": MATCH, "fmt": ALL}, "n_clicks"),
-    State({"type": "graph", "name": MATCH}, "figure"), State("scenario", "data"),
+    State("scenario", "data"), State({"type": "export-context", "name": MATCH}, "data"),
     prevent_initial_call=True,
 )
-def export(_clicks: list, figure: dict | None, scn: dict | None) -> tuple:
+@page_callback(1, lambda message: (no_update, f"Export failed: {message}"))
+def export(clicks: list, scn: dict[str, Any], context: Any) -> tuple:
     trigger = ctx.triggered_id
-    if not figure or not trigger or not any(_clicks):
+    if not clicks or not any(clicks) or trigger is None:
         return no_update, no_update
-    name, fmt = trigger["name"], trigger["fmt"]
+    name = ctx.outputs_list[0]["id"].get("name") if ctx.outputs_list else None
+    if not isinstance(trigger, dict) or trigger.get("name") != name or name not in EXPORTS \
+            or trigger.get("fmt") not in dict(FORMATS):
+        raise bad_request("export: not a card's export button")
+    fmt = trigger["fmt"]
+    figure = card_figure(name, scn, context)
     try:
         content, ext = render(figure, fmt, caption(scn, name, figure))
     except Exception as exc:  # noqa: BLE001 - e.g. no browser for kaleido: say so, keep going

@@ -23,11 +23,12 @@ from model.explore.pareto import pareto_frame
 from model.explore.plan import PlanResult, plan
 from model.physics.strategies import supported_strategies
 
-from . import compute
+from . import budget, compute
 from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
 
 PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
 PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
+NARROW = "lower the plan's largest GPU count, or choose a smaller model or batch"
 META = ("gpu_step", "max_gpus", "counts_searched")  # columns every answer row carries
 
 
@@ -46,6 +47,11 @@ def inputs(scn: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     model, system = build_inputs(scn)
     strategy = (supported_strategies(model) if scn["strategy"] == "all"
                 else (scn["strategy"],))
+    # one search at the largest count must fit the request's budgets (a plan runs many such
+    # searches, most of them smaller): a scenario too large for it is refused before any is built
+    budget.check_searches(f"A search at the plan's largest count ({scn['plan_max_gpus']:,} GPUs)",
+                          model, system, [scn["plan_max_gpus"]], scn["global_batch"], strategy,
+                          None, execution_of(scn), NARROW, stack=stack_of(scn))
     return model, system, {"strategy": strategy, "execution": execution_of(scn),
                            "stack": stack_of(scn), "costs": costs_of(scn)}
 

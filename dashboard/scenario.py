@@ -15,7 +15,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from model import ModelError, load_model, load_system
+from model import ModelError, list_models, list_systems, load_model, load_system
 from model.specs.execution import resolve_execution
 from model.specs.hardware import System
 from model.specs.precision import PRECISIONS
@@ -48,13 +48,37 @@ ESTIMATOR_KEYS = tuple(c.key for c in CONTROLS if c.group in PRESET_OF) + ("comp
 SPEC_KEY = {c.key: c.spec for c in CONTROLS if c.spec and c.group in ("model", "system")}
 
 
+def preset_model(name: Any) -> Transformer:
+    """A model preset, by name only: the web app never loads a file a request names (the
+    error says nothing about the file system)."""
+    if not isinstance(name, str) or name not in list_models():
+        raise ModelError(f"not a model preset; presets: {', '.join(list_models())}")
+    return load_model(name)
+
+
+def preset_system(name: Any) -> System:
+    """A system preset, by name only."""
+    if not isinstance(name, str) or name not in list_systems():
+        raise ModelError(f"not a system preset; presets: {', '.join(list_systems())}")
+    return load_system(name)
+
+
+def preset_stack(name: Any) -> str:
+    """A software stack preset's name, checked (``load_stack`` would read a path too)."""
+    choices = CONTROL["stack"].choices
+    if not isinstance(name, str) or name not in choices:
+        raise ModelError(f"not a software stack preset; presets: {', '.join(choices)}")
+    return name
+
+
 def _preset_object(group: str, name: str) -> Any:
-    """What a group's preset reads from: the model, the system, or a stack's execution."""
+    """What a group's preset reads from: the model, the system, or a stack's execution (by
+    preset name only)."""
     if group == "model":
-        return load_model(name)
+        return preset_model(name)
     if group == "system":
-        return load_system(name)
-    return resolve_execution(load_stack(name).execution)
+        return preset_system(name)
+    return resolve_execution(load_stack(preset_stack(name)).execution)
 
 
 def _read(c: Control, source: Any) -> Any:
@@ -72,7 +96,14 @@ def _preset_items(group: str, name: str) -> tuple[tuple[str, Any], ...]:
 
 
 def preset_values(group: str, name: str) -> dict[str, Any]:
-    """The values a preset gives its group (``group``: model, system or execution)."""
+    """The values a preset gives its group (``group``: model, system or execution); a name
+    that is not a preset is a ModelError naming the presets."""
+    if group not in PRESET_OF:
+        raise ModelError(f"no preset group '{group:.40}'")
+    choices = PRESET_OF[group].choices
+    if not isinstance(name, str) or name not in choices:
+        raise ModelError(f"not a {PRESET_OF[group].label.lower()}; presets: "
+                         + ", ".join(choices))
     return dict(_preset_items(group, name))
 
 
@@ -136,8 +167,8 @@ def build_inputs(scn: dict[str, Any]) -> tuple[Transformer, System]:
         return {c.spec: estimator_value(c, scn) for c in CONTROLS
                 if c.group == group and c.spec}
     budget = {"tokens": None, "samples": None, scn["budget_kind"]: scn["budget"]}
-    model = load_model(scn["model"]).with_overrides(**overrides("model"), **budget)
-    system = load_system(scn["system"]).with_overrides(**overrides("system"))
+    model = preset_model(scn["model"]).with_overrides(**overrides("model"), **budget)
+    system = preset_system(scn["system"]).with_overrides(**overrides("system"))
     return model, system
 
 
@@ -155,7 +186,7 @@ def costs_of(scn: dict[str, Any]) -> dict[str, Any]:
 
 def stack_of(scn: dict[str, Any]) -> str | None:
     """The software stack of the estimator's calls (None in the paper mode: it takes none)."""
-    return None if scn.get("compat") == "paper" else scn["stack"]
+    return None if scn.get("compat") == "paper" else preset_stack(scn["stack"])
 
 
 def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
@@ -279,18 +310,29 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     return errors
 
 
+MAX_COUNTS = 24
+
+
 def gpu_counts(scn: dict[str, Any]) -> list[int]:
     """The GPU counts of the scaling views: powers of two in [gpus_min, gpus_max] whatever the
     NVLink domain, so that domains compare at equal counts (an NVL72 system at 1,024 GPUs uses
     14 full domains and one partly filled). The paper mode cannot fill a domain partly: there,
-    multiples NVS·2^k when the domain is not a power of two. At most 24 counts."""
-    nvs, lo, hi = scn["nvs"], scn["gpus_min"], scn["gpus_max"]
+    multiples NVS·2^k when the domain is not a power of two. At most 24 counts.
+
+    Bounded for any input (the loop runs at most 64 times): ModelError unless nvs, gpus_min
+    and gpus_max are positive integers."""
+    nvs, lo, hi = (scn.get(k) for k in ("nvs", "gpus_min", "gpus_max"))
+    for key, value in (("nvs", nvs), ("gpus_min", lo), ("gpus_max", hi)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelError(f"'{key}' must be a positive integer, got {value!r:.40}")
     unit = nvs if scn.get("compat") == "paper" and nvs & (nvs - 1) else 1
-    counts, k = [], 0
-    while unit * 2**k <= hi and len(counts) < 24:
-        if unit * 2**k >= lo:
-            counts.append(unit * 2**k)
-        k += 1
+    counts = []
+    for k in range(64):
+        n = unit * 2**k
+        if n > hi or len(counts) == MAX_COUNTS:
+            break
+        if n >= lo:
+            counts.append(n)
     return counts
 
 

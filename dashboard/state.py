@@ -19,6 +19,8 @@ from typing import Any
 
 from dash import Input, Output, State, callback, ctx, dcc, no_update
 
+from model import ModelError
+
 from . import notes
 from .control_table import CONTROLS, SECTIONS, Control
 from .controls import (
@@ -33,6 +35,7 @@ from .controls import (
     slider_position,
     to_widget,
 )
+from .guard import page_callback
 from .inputs import batch_from_tokens
 from .scenario import (
     PRESET_OF,
@@ -68,9 +71,17 @@ def _applied(scn: dict[str, Any]) -> dict[str, Any]:
     return {p.key: scn[p.key] for p in PRESETS}
 
 
-def _raw(values: tuple[Any, ...], current: dict[str, Any]) -> dict:
+def _raw(values: tuple[Any, ...], current: Any) -> dict:
+    """The controls' values over the current store (whatever the client sent: the result is
+    validated as a whole)."""
     widgets = (*PANEL, *HEADER)
-    return {**current, **{c.key: from_widget(c, v) for c, v in zip(widgets, values)}}
+    return {**_current(current), **{c.key: from_widget(c, v) for c, v in zip(widgets, values)}}
+
+
+def _current(scn: Any) -> dict[str, Any]:
+    """The store as a valid scenario: the client's own if it validates, else the defaults."""
+    clean, _ = validate_scenario(scn)
+    return clean if clean is not None else default_scenario()
 
 
 @callback(
@@ -101,7 +112,8 @@ def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool
     (:func:`apply_preset`), and its name with the previous preset's values is no scenario to
     compute (a B200 named with H200's figures, DeepSeek-V3 with GPT-3's sizes)."""
     triggered = {str(t["prop_id"]).split(".")[0] for t in ctx.triggered or []}
-    chosen = {f"ctl-{p.key}" for p in PRESETS if raw.get(p.key) != (applied or {}).get(p.key)}
+    applied = applied if isinstance(applied, dict) else {}  # a store comes from the browser
+    chosen = {f"ctl-{p.key}" for p in PRESETS if raw.get(p.key) != applied.get(p.key)}
     return bool(triggered) and triggered <= chosen
 
 
@@ -119,7 +131,7 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
     if hydrated:
         return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update)
     raw = from_query(fragment)
-    scn, errors = validate_scenario(with_presets(raw)) if raw else (current, {})
+    scn, errors = validate_scenario(with_presets(raw)) if raw else (_current(current), {})
     if scn is None:  # a broken link: keep the defaults and say why
         key, message = next(iter(errors.items()))
         where = "" if key == "_" else f"{key}: "
@@ -130,26 +142,32 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
 
 @callback(
     *CONTROLS_OUT, Output("applied-presets", "data"),
+    Output("err-_", "children", allow_duplicate=True),
     *[Input(f"ctl-{p.key}", "value") for p in PRESETS],
     *[Input(f"reset-{p.group}", "n_clicks") for p in PRESETS],
     State("applied-presets", "data"), State("scenario", "data"), prevent_initial_call=True,
 )
 def apply_preset(*args: Any) -> tuple:
-    """A newly chosen preset (or a reset) loads its values into its group of controls.
+    """A newly chosen preset (or a reset) loads its values into its group of controls. Only a
+    preset name loads anything (never a file a request names).
 
     Arguments: each preset control's value, each reset button's clicks, the presets applied,
     the stored scenario."""
     names = dict(zip((p.key for p in PRESETS), args[:len(PRESETS)]))
     applied, scn = args[-2], args[-1]
+    applied = applied if isinstance(applied, dict) else {}
     trigger = str(ctx.triggered_id or "")
     preset = next((p for p in PRESETS if trigger in (f"ctl-{p.key}", f"reset-{p.group}")), None)
     if preset is None or not names[preset.key]:
-        return (*KEEP_CONTROLS, no_update)
+        return (*KEEP_CONTROLS, no_update, no_update)
     name = names[preset.key]
-    if trigger == f"ctl-{preset.key}" and name == (applied or {}).get(preset.key):
-        return (*KEEP_CONTROLS, no_update)
-    new = {**scn, **preset_values(preset.group, name)}
-    return (*_control_values(new), _applied(new))
+    if trigger == f"ctl-{preset.key}" and name == applied.get(preset.key):
+        return (*KEEP_CONTROLS, no_update, no_update)
+    try:
+        new = {**_current(scn), **preset_values(preset.group, name)}
+    except ModelError as exc:
+        return (*KEEP_CONTROLS, no_update, f"Preset refused: {exc}.")
+    return (*_control_values(new), _applied(new), "")
 
 
 @callback(
@@ -174,23 +192,29 @@ def upload(contents: str | None) -> tuple:
     return (*_control_values(scn), *_header_values(scn), _applied(scn), "")
 
 
-@callback(Output("scenario-download", "data"), Input("scenario-download-btn", "n_clicks"),
+@callback(Output("scenario-download", "data"),
+          Output("err-_", "children", allow_duplicate=True),
+          Input("scenario-download-btn", "n_clicks"),
           State("scenario", "data"), prevent_initial_call=True)
-def download(_: int, scn: dict[str, Any]) -> dict:
-    """The current (valid) scenario as a JSON file."""
-    return dcc.send_string(to_json(scn or default_scenario()), "scenario.json")
+@page_callback(1, lambda message: (no_update, message))
+def download(_: int, scn: dict[str, Any]) -> tuple:
+    """The current scenario (validated again) as a JSON file."""
+    return dcc.send_string(to_json(scn), "scenario.json"), ""
 
 
 @callback(Output("root", "className"), Input("scenario", "data"))
-def presentation_class(scn: dict[str, Any]) -> str:
-    return "root presentation" if scn and scn.get("presentation") else "root"
+def presentation_class(scn: Any) -> str:
+    clean, _ = validate_scenario(scn)
+    return "root presentation" if clean and clean["presentation"] else "root"
 
 
 @callback(Output("url", "hash", allow_duplicate=True), Input("url", "pathname"),
           State("scenario", "data"), State("hydrated", "data"), prevent_initial_call=True)
-def keep_fragment(_path: str, scn: dict[str, Any], hydrated: bool) -> str:
-    """Navigation links drop the fragment: put the scenario back so the link stays shareable."""
-    return "#" + to_query(scn) if hydrated and scn else no_update
+def keep_fragment(_path: str, scn: Any, hydrated: Any) -> str:
+    """Navigation links drop the fragment: put the (valid) scenario back so the link stays
+    shareable."""
+    clean, _ = validate_scenario(scn)
+    return "#" + to_query(clean) if hydrated is True and clean else no_update
 
 
 # --------------------------------------------------------------------------- linked widgets
@@ -271,7 +295,7 @@ def show_relevant(*values: Any) -> tuple:
 
 
 @callback(Output("note-global_batch", "children"), Input("scenario", "data"))
-def batch_note(scn: dict[str, Any]) -> Any:
+def batch_note(scn: Any) -> Any:
     """The global batch in both units, where the preset's comes from, and a warning past the
-    critical batch."""
-    return notes.batch_note(scn or default_scenario())
+    critical batch (of the store validated again)."""
+    return notes.batch_note(_current(scn))

@@ -40,6 +40,7 @@ def tmp_cache(tmp_path, monkeypatch):
 
     monkeypatch.setattr(compute, "CACHE_DIR", tmp_path / "cache")
     monkeypatch.setattr(compute, "_cache", None)
+    monkeypatch.setattr(compute, "_down_until", 0.0, raising=False)  # no back-off left over
     yield tmp_path / "cache"
     if compute._cache is not None:
         compute._cache.close()

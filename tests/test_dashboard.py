@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import app as dash_app  # noqa: E402 - creates the Dash app (use_pages), registers callbacks
-from dashboard import compute, export, state  # noqa: E402
+from dashboard import compute, export, state, studies  # noqa: E402
 from dashboard import scenario as S  # noqa: E402
 from dashboard.controls import CONTROL_KEYS  # noqa: E402
 from dashboard.pages import design, hbm, scaling  # noqa: E402
@@ -383,9 +383,11 @@ def test_upload_nothing():
 
 def test_download_is_the_scenario_json():
     scn = valid(layers=96)
-    sent = state.download(1, scn)
-    assert sent["filename"] == "scenario.json"
+    sent, message = state.download(1, scn)  # (the file, the inline error slot)
+    assert sent["filename"] == "scenario.json" and message == ""
     assert S.from_json(sent["content"]) == (scn, {})
+    sent, message = state.download(1, {**scn, "nvs": -1})  # never an unvalidated store
+    assert is_no_update(sent) and "nvs" in message
 
 
 def _triggered(prop_id: str, func, *args):
@@ -550,7 +552,7 @@ INFEASIBLE = {**S.model_values("vit-era5"), **S.system_values("a100"), "gpus_min
 def test_memory_floor_names_dominant_part_and_a_count_that_fits():
     scn = valid(**INFEASIBLE)
     assert compute.scaling(scn).empty
-    floor = compute.memory_floor(scn)
+    floor = studies.memory_floor(scn)
     assert floor["gpus"] == 32 and floor["strategy"] == "1d"
     assert floor["capacity_gb"] == scn["hbm_gb"]
     assert floor["min_memory_gb"] > floor["capacity_gb"]
@@ -636,7 +638,11 @@ def test_scaling_callback_sends_the_figures_json(over):
     scn = valid(**over)
     scaling.build(scn)  # both below read the sweep's frame from the results cache
     figs = [plain(f) if isinstance(f, go.Figure) else f for f in scaling.build(scn)]
-    assert json.loads(to_json_plotly(figs)) == scaling.update(scn)
+    sent = scaling.update(scn)
+    shown = len(scaling.TEXTS) + len(scaling.GRAPHS)
+    assert json.loads(to_json_plotly(figs)) == sent[:shown]
+    # then what each figure's export rebuilds it with (the threshold and the breakdown scale)
+    assert sent[shown:] == [[50.0, "log"]] * len(scaling.GRAPHS)
 
 
 def test_scaling_page_infeasible_explains():
@@ -841,6 +847,18 @@ def test_hbm_sweep_stops_at_its_time_budget_with_a_clear_message():
     from model import ModelError
     scn = valid(strategy="1d", gpus=64)
     with pytest.raises(ModelError, match="time budget"):
-        compute.hbm_sweep(scn, [80.0, 141.0, 192.0], [2.0, 4.8], time_budget_s=0.0)
-    frame = compute.hbm_sweep(scn, [80.0, 141.0], [4.8], time_budget_s=60.0)
+        studies.hbm_sweep(scn, [80.0, 141.0, 192.0], [2.0, 4.8], time_budget_s=0.0)
+    frame = studies.hbm_sweep(scn, [80.0, 141.0], [4.8], time_budget_s=60.0)
     assert len(frame) == 2
+
+
+def test_a_cached_hbm_sweep_reports_its_progress_done():
+    """A sweep the results cache already holds still reports n / n (the page waited for it:
+    the Celery test's second sweep of the same grid)."""
+    from dashboard import studies
+
+    scn = valid(strategy="1d", gpus=64)
+    studies.hbm_sweep(scn, [80.0, 141.0], [4.8])
+    seen: list[tuple[int, int]] = []
+    studies.hbm_sweep(scn, [80.0, 141.0], [4.8], progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(2, 2)]

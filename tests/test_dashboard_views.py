@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import pytest
 
 import app  # noqa: F401 - creates the Dash app (use_pages) before the pages are imported
-from dashboard import compute, export, figures, theme
+from dashboard import compute, export, figures, studies, theme
 from dashboard import scenario as S
 from dashboard.figures.common import (
     count_label,
@@ -208,7 +208,7 @@ def _find(node, ident):
 # --------------------------------------------------------------------------- compare systems
 def test_compare_offers_presets_and_the_edited_system():
     values = [o["value"] for o in systems._options()]
-    assert {"h100", "gb200-nvl72", "mi300x", "b300", compute.EDITED} <= set(values)
+    assert {"h100", "gb200-nvl72", "mi300x", "b300", studies.EDITED} <= set(values)
     assert systems.choice_error([], [0]) and systems.choice_error(["h100"], [])
     assert "at most 24" in systems.choice_error(["h100"] * 9, [0, 4, 8])
     assert systems.choice_error(["h100"], [0, 72]) == ""
@@ -216,7 +216,7 @@ def test_compare_offers_presets_and_the_edited_system():
 
 def test_compare_edited_system_and_domains(no_stack):
     scn = valid(hbm_gb=100.0, gpus_min=512, gpus_max=4096)
-    fig, error, skipped = systems.build(scn, ["gb200-nvl72", compute.EDITED], [0, 8])
+    fig, error, skipped = systems.build(scn, ["gb200-nvl72", studies.EDITED], [0, 8])
     assert error == "" and skipped == ""
     names = [t.name for t in fig.data]
     assert names == ["GB200-NVL72 · NVS 8", "GB200-NVL72 · NVS 72", "H200 (edited) · NVS 8"]

@@ -158,6 +158,13 @@ def test_plan_steps_by_the_node_and_refuses_what_it_cannot_answer(gpt3):
 
 
 # --- lost nodes and the Pareto frame -------------------------------------------------------------
+def test_lost_node_view_without_any_fitting_job_is_a_clear_error():
+    """Found by the CLI fuzz test: DeepSeek-V3 fits on no count up to 16 A100s; the view said
+    KeyError (no columns to show) instead of why."""
+    with pytest.raises(ModelError, match="no configuration of deepseek-v3 fits on 16 GPUs"):
+        lost_node_frame(load_model("deepseek-v3"), load_system("a100"), 16, 4096, lost=1)
+
+
 def test_lost_node_view_marks_the_cliff():
     m, s = load_model("gpt3-1t"), load_system("b200")
     frame = lost_node_frame(m, s, 4096, 4096, lost=3)

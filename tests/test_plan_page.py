@@ -102,7 +102,8 @@ def test_no_answer_and_bad_input_are_messages():
     assert out["message"].startswith("No GPU count up to 65,536 (multiples of 8) trains gpt3-1t")
     assert "the fastest takes" in out["message"] and out["gpus"] == "–"
     bad = outputs({**SCN, "budget_usd": -5})
-    assert bad["message"] == "The scenario is invalid (budget_usd: Budget must be positive)."
+    assert bad["message"] == ("The scenario is invalid (budget_usd: Budget must be positive); "
+                              "nothing was computed from it.")  # the one trust boundary
     assert outputs({**SCN, "compat": "paper"})["message"].startswith("Plan & cost needs the "
                                                                      "default model mode")
     unpriced = outputs({**SCN, "plan_goal": "budget", "usd_per_gpu_hour": 0.0})

@@ -83,11 +83,14 @@ def http(url: str, data: bytes | None = None, timeout: float = 60) -> tuple[int,
 class Server:
     """A server subprocess on a free loopback port, stopped with SIGTERM (then SIGKILL)."""
 
-    def __init__(self, args: list[str], cache_dir: Path, log: Path, wait_http: bool = True):
+    def __init__(self, args: list[str], cache_dir: Path, log: Path, wait_http: bool = True,
+                 env: dict[str, str] | None = None, ready: str = "/"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.ready = ready
+        extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS and k != "REDIS_URL"}
-        env.update(PERF_CACHE_DIR=str(cache_dir), PYTHONUNBUFFERED="1")
+        env.update(PERF_CACHE_DIR=str(cache_dir), PYTHONUNBUFFERED="1", **extra)
         args = [a.replace("{port}", str(self.port)) for a in args]
         self.log = log
         with open(log, "ab") as out:
@@ -114,7 +117,7 @@ class Server:
             return False
 
     def _serving(self) -> bool:
-        return self._listening() and http(self.url + "/", timeout=10)[0] == 200
+        return self._listening() and http(self.url + self.ready, timeout=10)[0] == 200
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -126,10 +129,12 @@ class Server:
                 self.proc.wait(timeout=10)
 
 
-def gunicorn(cache_dir: Path, log: Path, *extra: str, wait_http: bool = True) -> Server:
+def gunicorn(cache_dir: Path, log: Path, *extra: str, wait_http: bool = True,
+             env: dict[str, str] | None = None, app: str = "app:server",
+             ready: str = "/") -> Server:
     return Server([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
-                   "--bind", "127.0.0.1:{port}", *extra, "app:server"], cache_dir, log,
-                  wait_http)
+                   "--bind", "127.0.0.1:{port}", *extra, app], cache_dir, log,
+                  wait_http, env, ready)
 
 
 def callback_body(deps: list[dict], output_of: str, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -169,7 +174,10 @@ def test_gunicorn_settings(monkeypatch):
     conf = load_conf(monkeypatch)
     assert conf["bind"] == "127.0.0.1:8050"  # this machine only
     assert conf["workers"] == 2 and conf["threads"] == 1  # CPU-bound callbacks: processes
-    assert conf["worker_class"] == "gthread"  # keep-alive, slow clients wait in its event loop
+    # gthread that buffers requests in its event loop (slow clients hold no thread) and ends a
+    # worker whose request runs over its time limit (dashboard/serving.py)
+    assert conf["worker_class"] == "dashboard.serving.HardenedWorker"
+    assert callable(conf["post_fork"]) and conf["_WORKER_MEMORY_MB"] > 0
     assert conf["timeout"] == 120 and 0 < conf["graceful_timeout"] <= conf["timeout"]
     assert conf["max_requests"] > 0 and 0 < conf["max_requests_jitter"] < conf["max_requests"]
     assert conf["accesslog"] == "-" and "%(s)s" in conf["access_log_format"]
@@ -431,3 +439,37 @@ def test_pages_run_under_the_content_security_policy(dash_duo):
             "CSP violations to be reported")
     finally:
         dash_app.content_security_policy = original
+
+
+def _sleeping_job(key, progress_key, args, context) -> None:
+    import time as _time
+
+    _time.sleep(30)
+
+
+def test_background_jobs_are_capped_per_host(tmp_path, monkeypatch):
+    """Finding 1: on the Compare systems page each hostile request left one spinning job
+    process, with no limit on their number. Now at most ``PERF_MAX_JOBS`` run at once (counted
+    across the host's web workers in the shared store); one more is refused at once and the
+    page shows why."""
+    import psutil
+
+    monkeypatch.setattr(background, "MAX_JOBS", 2, raising=False)
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    other = background.DiskcacheJobs(tmp_path / "background")  # another web worker
+    started = [jobs.call_job_fn("k1", _sleeping_job, [], {}),
+               other.call_job_fn("k2", _sleeping_job, [], {})]
+    try:
+        assert all(pid > 0 and psutil.pid_exists(pid) for pid in started)
+        refused = jobs.call_job_fn("k3", _sleeping_job, [], {})
+        assert refused == 0 and not jobs.job_running(refused)
+        failure = jobs.get_result("k3", refused)
+        assert failure == {"background_callback_error": {"msg": background.BUSY, "tb": ""}}
+        jobs.terminate_job(refused)  # nothing to end (never pid 0)
+        other.terminate_job(started[1])  # one ends: there is room again
+        again = other.call_job_fn("k4", _sleeping_job, [], {})
+        assert again > 0
+        started.append(again)
+    finally:
+        for pid in started:
+            jobs.terminate_job(pid)

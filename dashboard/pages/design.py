@@ -4,17 +4,22 @@ and for a selected row its per-op breakdown and roofline."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dash
 import dash_ag_grid as dag
-from dash import Input, Output, State, callback, html
+from dash import Input, Output, State, callback, html, no_update
+
+from model import ModelError
+from model.physics.strategies import STRATEGIES
 
 from .. import compute, figures, notes
 from ..explain import no_configuration_text
-from ..export import graph_card
+from ..export import graph_card, register_exports
 from ..figures.common import strategy_name
 from ..grid import number_column, text_column
+from ..guard import bad_request, page_callback
 from ..scenario import build_inputs
 
 dash.register_page(__name__, path="/design", name="Design space", order=1,
@@ -74,6 +79,7 @@ layout = html.Div(className="page-body", children=[
                        className="ag-theme-alpine"),
         ]),
         html.Div(id="design-selected", className="summary card wide"),
+        html.Div(id="design-ops-message", className="alert wide", role="status"),
         graph_card("design-ops", "Where the time goes, per op (selected configuration)",
                    grow=True),
         graph_card("design-roofline", "Roofline of the selected configuration's ops",
@@ -129,7 +135,13 @@ def build_space(scn: dict[str, Any]) -> tuple:
     Output("design-infeasible", "children"),
     Input("scenario", "data"),
 )
+@page_callback(0, lambda message: (no_update, no_update, no_update, message))
 def update_space(scn: dict[str, Any]) -> list:
+    return space_outputs(scn)
+
+
+def space_outputs(scn: dict[str, Any]) -> list:
+    """:func:`build_space`, cached as JSON (ModelError when over the request's budget)."""
     keys = ("gpus", "design_strategy", "x_axis", "y_axis")
     return compute.cached_outputs("page-design", compute.page_payload(scn, *keys),
                                   lambda: build_space(scn))
@@ -148,14 +160,52 @@ def build_ops(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> tup
     return figures.ops_breakdown_figure(ops, presentation=pres), roof, ops.to_dict("records")
 
 
+
+
+def checked_rows(selected: Any) -> list[dict[str, Any]]:
+    """The table's selection as the callback may use it: [] or [one configuration row] with
+    positive integer dimensions (400 for anything else)."""
+    if selected is None or selected == []:
+        return []
+    row = selected[0] if isinstance(selected, list) else None
+    if not isinstance(row, dict) or row.get("strategy") not in STRATEGIES:
+        raise bad_request("design: the selected row is not a configuration")
+    clean: dict[str, Any] = {"strategy": row["strategy"]}
+    for key in ("gpus", *compute.CONFIG_KEYS):
+        value = row.get(key)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**7:
+            raise bad_request(f"design: the selected row's {key} is not a positive integer")
+        clean[key] = value
+    return [clean]
+
+
 @callback(
     Output({"type": "graph", "name": "design-ops"}, "figure"),
     Output({"type": "graph", "name": "design-roofline"}, "figure"),
-    Output("design-ops-table", "rowData"),
+    Output("design-ops-table", "rowData"), Output("design-ops-message", "children"),
+    Output({"type": "export-context", "name": "design-ops"}, "data"),
+    Output({"type": "export-context", "name": "design-roofline"}, "data"),
     Input("design-top", "selectedRows"), State("scenario", "data"),
 )
+@page_callback(1, lambda message: (no_update, no_update, no_update, message, None, None))
 def update_ops(selected: list[dict[str, Any]] | None, scn: dict[str, Any]) -> tuple:
-    return build_ops(scn, selected)
+    rows = checked_rows(selected)
+    return (*build_ops(scn, rows), "", rows, rows)
+
+
+def _ops_figures(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    rows = checked_rows(context)
+    if not rows:
+        raise ModelError("select a configuration in the table first")
+    ops_fig, roof, _ = build_ops(scn, rows)
+    return {"design-ops": ops_fig, "design-roofline": roof}
+
+
+register_exports(["design-heatmap"],
+                 lambda scn, _context: {"design-heatmap": space_outputs(scn)[0]})
+register_exports(["design-ops", "design-roofline"], _ops_figures)
 
 
 def selected_text(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> str:
@@ -172,7 +222,24 @@ def selected_text(scn: dict[str, Any], selected: list[dict[str, Any]] | None) ->
             f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.0f}%.")
 
 
+RESULT_KEYS = ("train_days", "samples_per_s", "mfu")
+
+
+def checked_results(selected: Any) -> list[dict[str, Any]]:
+    """:func:`checked_rows` with the row's results (finite non-negative numbers; 400 else)."""
+    rows = checked_rows(selected)
+    for row in rows:
+        for key in RESULT_KEYS:
+            value = selected[0].get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value >= 0):
+                raise bad_request(f"design: the selected row's {key} is not a number")
+            row[key] = float(value)
+    return rows
+
+
 @callback(Output("design-selected", "children"), Input("design-top", "selectedRows"),
           State("scenario", "data"))
+@page_callback(1, lambda message: "")
 def update_selected(selected: list[dict[str, Any]] | None, scn: dict[str, Any]) -> str:
-    return selected_text(scn or {}, selected)
+    return selected_text(scn, checked_results(selected))

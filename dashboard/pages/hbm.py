@@ -3,6 +3,7 @@ count (the paper's sweep), as a background job with progress and cancel."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dash
@@ -11,8 +12,9 @@ from dash import Input, Output, State, callback, dcc, html
 
 from model import ModelError
 
-from .. import compute, figures
-from ..export import graph_card
+from .. import budget, figures, studies
+from ..export import graph_card, register_exports
+from ..guard import page_callback
 
 dash.register_page(__name__, path="/hbm", name="HBM sweep", order=3,
                    title="HBM sweep — transformer training what-if")
@@ -51,6 +53,11 @@ def grid(cap_min, cap_max, bw_min, bw_max, steps) -> tuple[list[float], list[flo
     values = (cap_min, cap_max, bw_min, bw_max, steps)
     if any(v is None for v in values):
         raise ValueError("fill in every field of the sweep")
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+           for v in values):
+        raise ValueError("every field of the sweep is a number")
+    if cap_max > 100_000 or bw_max > 1_000:
+        raise ValueError("capacities go up to 100000 GB, bandwidths up to 1000 TB/s")
     if not (0 < cap_min < cap_max) or not (0 < bw_min < bw_max):
         raise ValueError("each range needs 0 < from < to")
     if steps != int(steps) or not 2 <= steps <= 20 or steps * steps > MAX_POINTS:
@@ -65,11 +72,16 @@ def sweep_failed(exc: Exception) -> tuple:
     keep the figure shown."""
     reason = str(exc).removeprefix("An error occurred inside a background callback: ").strip()
     first = reason.splitlines()[0] if reason else repr(exc)
-    return dash.no_update, f"The sweep failed: {first}"
+    return dash.no_update, f"The sweep failed: {first}", dash.no_update
+
+
+def failed(message: str) -> tuple:
+    return dash.no_update, message, dash.no_update
 
 
 @callback(
     Output({"type": "graph", "name": "hbm-contour"}, "figure"), Output("hbm-error", "children"),
+    Output({"type": "export-context", "name": "hbm-contour"}, "data"),
     Input("hbm-run", "n_clicks"),
     State("hbm-cap-min", "value"), State("hbm-cap-max", "value"), State("hbm-bw-min", "value"),
     State("hbm-bw-max", "value"), State("hbm-steps", "value"), State("scenario", "data"),
@@ -81,18 +93,35 @@ def sweep_failed(exc: Exception) -> tuple:
     progress=[Output("hbm-progress", "value"), Output("hbm-progress", "max"),
               Output("hbm-progress-text", "children")],
 )
+@page_callback(7, failed)
 def run_sweep(set_progress, _n: int, cap_min, cap_max, bw_min, bw_max, steps,
               scn: dict[str, Any]) -> tuple:
+    values = [cap_min, cap_max, bw_min, bw_max, steps]
     try:
-        caps, bws = grid(cap_min, cap_max, bw_min, bw_max, steps)
+        caps, bws = grid(*values)
     except ValueError as exc:
-        return dash.no_update, str(exc)
+        return failed(str(exc))
 
     def progress(done: int, total: int) -> None:
         set_progress((str(done), str(total), f"{done} / {total} systems"))
 
+    frame = studies.hbm_sweep(scn, caps, bws, progress)  # ModelError: shown by page_callback
+    return figures.hbm_contour_figure(frame, presentation=bool(scn.get("presentation"))), "", \
+        values
+
+
+def _contour(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The sweep's figure again (from the results cache; recomputed within the request's time
+    budget if it was evicted), for the grid the page last ran."""
+    if not isinstance(context, list) or len(context) != 5:
+        raise ModelError("run the sweep first")
     try:
-        frame = compute.hbm_sweep(scn, caps, bws, progress)
-    except ModelError as exc:  # over its time budget: say so, keep the figure
-        return dash.no_update, str(exc)
-    return figures.hbm_contour_figure(frame, presentation=bool(scn.get("presentation"))), ""
+        caps, bws = grid(*context)
+    except ValueError as exc:
+        raise ModelError(str(exc)) from None
+    frame = studies.hbm_sweep(scn, caps, bws, time_budget_s=budget.TIME_BUDGET_S)
+    return {"hbm-contour": figures.hbm_contour_figure(
+        frame, presentation=bool(scn.get("presentation")))}
+
+
+register_exports(["hbm-contour"], _contour)

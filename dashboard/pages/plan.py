@@ -13,14 +13,14 @@ import dash
 import pandas as pd
 from dash import Input, Output, callback, html
 
-from model import ModelError
 from model.explore.economics import power_and_prices
 from model.explore.lost_node import DEFAULT_CLIFF_RATIO
 from model.physics.goodput import job_mtbf_s
 
 from .. import codesign_view, compute, figures, notes, planner
 from ..export import graph_card
-from ..scenario import build_inputs, costs_of, validate_scenario
+from ..guard import page_callback
+from ..scenario import build_inputs, costs_of
 from ..theme import strategy_label
 
 dash.register_page(__name__, path="/plan", name="Plan & cost", order=3.5,
@@ -178,15 +178,6 @@ def build(scn: dict[str, Any]) -> tuple:
     return (head, message, *answer_texts(scn, frame), *input_texts(scn), pareto, lost)
 
 
-def checked(raw: Any) -> tuple[dict[str, Any] | None, str]:
-    """The scenario store validated again on the server (the panel's own validator)."""
-    scn, errors = validate_scenario(raw)
-    if scn is not None:
-        return scn, ""
-    key, message = next(iter(errors.items()))
-    return None, f"The scenario is invalid ({'' if key == '_' else key + ': '}{message})."
-
-
 def failed(message: str, presentation: bool = False) -> tuple:
     """The outputs that show ``message`` in place of a plan."""
     empty = figures.empty_figure("No plan: see the message above.", presentation)
@@ -202,16 +193,11 @@ def failed(message: str, presentation: bool = False) -> tuple:
     Input("scenario", "data"), background=True,
     running=[(Output("plan-busy", "children"), "Planning…", "")],
 )
-def update(raw: dict[str, Any]) -> list | tuple:
-    """The callback: :func:`build` of the validated scenario, its outputs cached as JSON."""
-    scn, message = checked(raw)
-    if scn is None:
-        return failed(message)
-
+@page_callback(0, failed)
+def update(scn: dict[str, Any]) -> list | tuple:
+    """The callback: :func:`build` of the scenario (validated again on the server by
+    ``page_callback``, which shows a ``ModelError`` as the message), outputs cached as JSON."""
     def outputs() -> tuple:
         with figures.plain_figures():
             return build(scn)
-    try:
-        return compute.cached_outputs("page-plan", planner.payload(scn), outputs)
-    except ModelError as exc:
-        return failed(str(exc), bool(scn.get("presentation")))
+    return compute.cached_outputs("page-plan", planner.payload(scn), outputs)

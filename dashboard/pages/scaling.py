@@ -9,16 +9,18 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from model import ModelError
 from model.explore.efficiency import knee
 from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS
 
-from .. import compute, figures, notes
+from .. import compute, figures, notes, studies
 from ..explain import no_configuration_text
-from ..export import graph_card
+from ..export import graph_card, register_exports
 from ..figures.common import strategy_name
+from ..guard import page_callback
 from ..scenario import build_inputs, gpu_counts
 
 dash.register_page(__name__, path="/", name="Scaling", order=0,
@@ -82,7 +84,11 @@ def infeasible_text(scn: dict[str, Any], frame: pd.DataFrame) -> str:
         return (f"No GPU count lies between {scn['gpus_min']} and {scn['gpus_max']} (counts are "
                 "powers of two; in the paper mode, multiples of the NVLink domain when it is not "
                 "one): widen the range.")
-    floor = compute.memory_floor(scn)
+    try:
+        floor = studies.memory_floor(scn)
+    except ModelError as exc:
+        return (f"No configuration fits in {scn['hbm_gb']:g} GB of HBM at any GPU count up to "
+                f"{scn['gpus_max']:,}; explaining why was refused: {exc}.")
     if floor.get("no_candidates"):
         return no_configuration_text(scn, floor["gpus"], floor["strategy"])
     parts = [f"No configuration fits in {floor['capacity_gb']:g} GB of HBM at any GPU count "
@@ -214,27 +220,51 @@ def build(scn: dict[str, Any], threshold_pct: Any = DEFAULT_THRESHOLD_PCT,
     )
 
 
+def failed(message: str) -> tuple:
+    """The outputs for an invalid scenario or a refused computation: the message, in place of
+    the headline; the figures keep what they showed."""
+    return ("", "", "", message, *[no_update] * (2 * len(GRAPHS)))
+
+
 @callback(
     *[Output(t, "children") for t in TEXTS],
     *[Output({"type": "graph", "name": g}, "figure") for g in GRAPHS],
+    *[Output({"type": "export-context", "name": g}, "data") for g in GRAPHS],
     Input("scenario", "data"), Input("scaling-threshold", "value"),
     Input("scaling-breakdown-scale", "value"),
 )
+@page_callback(0, failed)
 def update(scn: dict[str, Any], threshold_pct: Any = DEFAULT_THRESHOLD_PCT,
-           breakdown: str = "log") -> list:
-    """The callback: :func:`build` (figures as plain dicts: they are only serialised), its
-    outputs cached as JSON for repeated what-ifs. An invalid threshold changes nothing (its
-    message is shown by :func:`show_threshold_error`)."""
+           breakdown: Any = "log") -> list:
+    """The callback: :func:`outputs` of the validated scenario, and what the export of each
+    figure needs besides it (the threshold and the breakdown's scale). An invalid threshold
+    changes nothing (its message is shown by :func:`show_threshold_error`)."""
     threshold = parse_threshold(threshold_pct)
     if threshold is None:
         raise PreventUpdate
     scale = "share" if breakdown == "share" else "log"
+    return [*outputs(scn, threshold, scale), *[[100 * threshold, scale]] * len(GRAPHS)]
 
-    def outputs() -> tuple:
+
+def outputs(scn: dict[str, Any], threshold: float, scale: str) -> list:
+    """:func:`build` (figures as plain dicts: they are only serialised), its outputs cached as
+    JSON for repeated what-ifs. Raises ModelError (e.g. over the request's budget)."""
+    def built() -> tuple:
         with figures.plain_figures():
             return build(scn, 100 * threshold, scale)
     payload = {**compute.page_payload(scn), "threshold": threshold, "breakdown": scale}
-    return compute.cached_outputs("page-scaling", payload, outputs)
+    return compute.cached_outputs("page-scaling", payload, built)
+
+
+def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The figures as the page shows them (its threshold and scale, checked again)."""
+    pct, scale = context if isinstance(context, list) and len(context) == 2 else (None, None)
+    threshold = parse_threshold(pct) or DEFAULT_THRESHOLD_PCT / 100
+    built = outputs(scn, threshold, "share" if scale == "share" else "log")
+    return dict(zip(GRAPHS, built[len(TEXTS):]))
+
+
+register_exports(GRAPHS, _exported)
 
 
 @callback(Output("scaling-threshold-error", "children"), Input("scaling-threshold", "value"))

@@ -1,18 +1,21 @@
 """System comparison: the scenario's model on the systems picked here — presets and the system as
 edited in the control panel — at their own NVLink domains or any others, best strategy per
-point (the paper's 9-system figure, for any systems)."""
+point (the paper's 9-system figure, for any systems). A background job (a child process or a
+Celery worker), sized and time-limited like every study (:mod:`dashboard.studies`); the systems
+and domains picked are checked against the page's options on the server."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, callback, dcc, html, no_update
 
-from model import list_systems
+from model import ModelError, list_systems
 
-from .. import compute, figures
-from ..export import graph_card
+from .. import figures, studies
+from ..export import graph_card, register_exports
+from ..guard import page_callback
 
 dash.register_page(__name__, path="/systems", name="Compare systems", order=2,
                    title="Compare systems — transformer training what-if")
@@ -24,7 +27,7 @@ OWN = 0  # the system's own NVLink domain
 
 def _options() -> list[dict[str, str]]:
     presets = [{"label": name.upper(), "value": name} for name in list_systems()]
-    return [{"label": "edited system (the control panel's)", "value": compute.EDITED}, *presets]
+    return [{"label": "edited system (the control panel's)", "value": studies.EDITED}, *presets]
 
 
 layout = html.Div(className="page-body", children=[
@@ -37,7 +40,7 @@ layout = html.Div(className="page-body", children=[
         html.Label(className="compare-systems", htmlFor="systems-pick", children=[
             "Systems",
             dcc.Dropdown(id="systems-pick", multi=True, options=_options(),
-                         value=[*compute.COMPARE_SYSTEMS, compute.EDITED], clearable=False)]),
+                         value=[*studies.COMPARE_SYSTEMS, studies.EDITED], clearable=False)]),
         html.Div(className="compare-domains", children=[
             html.Span("NVLink domains (GPUs)"),
             dcc.Checklist(id="systems-domains", inline=True, value=[OWN], options=[
@@ -50,6 +53,17 @@ layout = html.Div(className="page-body", children=[
     ]),
     html.Div(id="systems-skipped", className="alert", role="status"),
 ])
+
+
+def picked(names: Any, domains: Any) -> tuple[list[str], list[int]]:
+    """The systems and domains picked, as the page's options allow them: anything else (a
+    value the options do not offer, a wrong type) is dropped."""
+    valid = set(list_systems()) | {studies.EDITED}
+    names = [n for n in names if isinstance(n, str) and n in valid] \
+        if isinstance(names, list) else []
+    domains = sorted({n for n in domains if type(n) is int and (n == OWN or n in DOMAINS)}) \
+        if isinstance(domains, list) else []
+    return names, domains
 
 
 def choice_error(names: list[str] | None, domains: list[int] | None) -> str:
@@ -66,18 +80,16 @@ def choice_error(names: list[str] | None, domains: list[int] | None) -> str:
 
 
 def build(scn: dict[str, Any], names: list[str] | None = None,
-          domains: list[int] | None = None) -> tuple:
+          domains: list[int] | None = None, time_budget_s: float | None = None) -> tuple:
     """(figure, error, skipped systems) for the picked systems and domains."""
-    names = list(compute.COMPARE_SYSTEMS) if names is None else list(names)
-    domains = list(compute.COMPARE_NVS) if domains is None else list(domains)
+    names = list(studies.COMPARE_SYSTEMS) if names is None else list(names)
+    domains = list(studies.COMPARE_NVS) if domains is None else list(domains)
     pres = bool(scn.get("presentation"))
+    names, domains = picked(names, domains)
     error = choice_error(names, domains)
     if error:
         return dash.no_update, error, dash.no_update
-    valid = set(list_systems()) | {compute.EDITED}
-    names = [n for n in names if n in valid]  # the options are the only values a user sends
-    domains = sorted({int(n) for n in domains if n == OWN or n in DOMAINS})
-    frame = compute.systems(scn, tuple(names), tuple(domains))
+    frame = studies.systems(scn, tuple(names), tuple(domains), time_budget_s)
     skipped = ""
     if "skipped" in frame.columns:
         rows = frame[frame["skipped"].notna()]
@@ -89,10 +101,34 @@ def build(scn: dict[str, Any], names: list[str] | None = None,
     return figures.systems_figure(frame, presentation=pres), "", skipped
 
 
+def failed(exc: Exception) -> tuple:
+    """The job raised or its process died: say why, keep the figure."""
+    reason = str(exc).removeprefix("An error occurred inside a background callback: ").strip()
+    return (no_update, f"The comparison failed: {reason.splitlines()[0] if reason else exc!r}",
+            no_update, no_update)
+
+
 @callback(Output({"type": "graph", "name": "systems-compare"}, "figure"),
           Output("systems-error", "children"), Output("systems-skipped", "children"),
+          Output({"type": "export-context", "name": "systems-compare"}, "data"),
           Input("scenario", "data"), Input("systems-pick", "value"),
-          Input("systems-domains", "value"), background=True,
+          Input("systems-domains", "value"), background=True, on_error=failed,
           running=[(Output("systems-compare-busy", "children"), "Computing the systems…", "")])
-def update(scn: dict[str, Any], names: list[str] | None, domains: list[int] | None):
-    return build(scn, names, domains)
+@page_callback(0, lambda message: (no_update, message, no_update, no_update))
+def update(scn: dict[str, Any], names: Any, domains: Any):
+    names, domains = picked(names, domains)
+    return (*build(scn, names, domains, time_budget_s=studies.SWEEP_TIME_BUDGET_S),
+            [names, domains])
+
+
+def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The comparison as the page shows it (its systems and domains, checked again; from the
+    results cache, or recomputed within the request's time budget)."""
+    names, domains = context if isinstance(context, list) and len(context) == 2 else ([], [])
+    figure, error, _ = build(scn, *picked(names, domains))
+    if error:
+        raise ModelError(error)
+    return {"systems-compare": figure}
+
+
+register_exports(["systems-compare"], _exported)

@@ -16,7 +16,7 @@ from typing import Any
 import dash
 import dash_ag_grid as dag
 import pandas as pd
-from dash import Input, Output, State, callback, dcc, html
+from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from model.errors import ModelError
@@ -24,7 +24,7 @@ from model.validation import summary
 from model.validation.cross_validation import cross_validation_runs, cross_validation_sources
 
 from .. import compute, figures
-from ..export import graph_card
+from ..export import graph_card, register_exports
 from ..figures.validation import (
     MEMORY_METRICS,
     METRIC_LABELS,
@@ -35,6 +35,7 @@ from ..figures.validation import (
 )
 from ..grid import number_column as _num
 from ..grid import text_column as _text
+from ..guard import page_callback
 
 dash.register_page(__name__, path="/validation", name="Validation", order=4,
                    title="Validation — transformer training what-if")
@@ -248,12 +249,23 @@ def outputs(presentation: bool = False) -> list:
     State("validation-presentation", "data"),
     prevent_initial_call=False,
 )
-def update(_load: Any, scn: dict[str, Any] | None, shown: bool | None) -> list:
+@page_callback(1, lambda message: [*[no_update] * 5, message, no_update])
+def update(_load: Any, scn: dict[str, Any], shown: Any) -> list:
     """On page load, and when presentation mode changes (other scenario changes: nothing)."""
-    pres = bool((scn or {}).get("presentation"))
+    pres = bool(scn["presentation"])
     if shown is not None and bool(shown) == pres:
         raise PreventUpdate
     return [*outputs(pres), pres]
+
+
+def _figures(scn: dict[str, Any], _context: Any) -> dict[str, Any]:
+    out = outputs(bool(scn["presentation"]))
+    if out[5]:
+        raise ModelError(out[5])
+    return dict(zip(GRAPHS, out[1:4]))
+
+
+register_exports(GRAPHS, _figures)
 
 
 def cross_validation_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
@@ -285,9 +297,20 @@ def build_cross_validation(presentation: bool = False) -> tuple:
     Input("validation-load", "data"), Input("scenario", "data"),
     State("validation-cv-presentation", "data"), prevent_initial_call=False,
 )
-def update_cross_validation(_load: Any, scn: dict[str, Any] | None, shown: bool | None) -> list:
+@page_callback(1, lambda message: [no_update, no_update, message, no_update])
+def update_cross_validation(_load: Any, scn: dict[str, Any], shown: Any) -> list:
     """On page load, and when presentation mode changes."""
-    pres = bool((scn or {}).get("presentation"))
+    pres = bool(scn["presentation"])
     if shown is not None and bool(shown) == pres:
         raise PreventUpdate
     return [*build_cross_validation(pres), pres]
+
+
+def _cross_validation_figure(scn: dict[str, Any], _context: Any) -> dict[str, Any]:
+    _, figure, message = build_cross_validation(bool(scn["presentation"]))
+    if message:
+        raise ModelError(message)
+    return {"validation-cv": figure}
+
+
+register_exports(["validation-cv"], _cross_validation_figure)

@@ -3,24 +3,29 @@
 :func:`design_space` returns every candidate of a strategy (not only the top k) with its memory,
 whether it fits and, for those that fit, its iteration time; :func:`best_per_cell` reduces it to
 the best configuration per pair of parallel dimensions (e.g. TP × PP), which is how the paper
-shows the non-convexity of the space.
+shows the non-convexity of the space. :func:`design_cells` gives the same cells with bounded
+memory: it evaluates the space in chunks and keeps only each chunk's best per cell; :func:`leanest`
+is the least-memory configuration, computed per shape.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
+from ..physics.block import Ctx
 from ..physics.strategies import build_strategy
 from ..specs.execution import Execution, execution_columns, resolve_execution
 from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
-from .evaluate import evaluate_space
-from .report import result_frame
+from .evaluate import ShapeCounts, evaluate_space, shape_memory
+from .report import GB, MEMORY_COLUMNS, result_frame
 from .search import DEFAULT_BUDGET, check_args, with_stack
-from .space import COLUMNS, build_space
+from .space import COLUMNS, Space, build_shapes, build_space, placement_mask
 
 AXES = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp",
         "nv_pp")  # ep, etp: expert (tensor) parallel, 1 for a dense model
@@ -47,9 +52,75 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,
                         budget, interleave=ex.interleave,
                         ends_count_as_layers=ex.ends_count_as_layers)
+    return _frame(model, system, strat, space, gpus, global_batch, mode, ex)
+
+
+def _frame(model: Transformer, system: System, strat, space: Space, gpus: int,
+           global_batch: int, mode: Mode, ex: Execution) -> pd.DataFrame:
     res = evaluate_space(model, system, strat, space, global_batch, mode, execution=ex)
     return result_frame(model, system, strat.name, gpus, global_batch, res,
                         np.arange(len(space)), execution_columns(ex))
+
+
+CHUNK = 20_000  # candidates evaluated at once by design_cells (a few kB of arrays each)
+
+
+def design_cells(model: Transformer, system: System, gpus: int, global_batch: int,
+                 strategy: str, x: str, y: str, *, compat: str | Mode | None = None,
+                 budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
+                 stack: str | None = None, chunk: int = CHUNK,
+                 deadline: float | None = None) -> pd.DataFrame:
+    """``best_per_cell(design_space(...), x, y)`` evaluated ``chunk`` candidates at a time:
+    the same rows, with memory bounded by the chunk instead of the whole space.
+
+    ``deadline`` (a ``time.monotonic()`` value): ModelError once it has passed between chunks,
+    saying how far the evaluation got.
+    """
+    check_args(gpus, global_batch, compat, 1, {}, budget)
+    _check_axes(x, y)
+    mode = resolve_mode(compat)
+    system, execution = with_stack(system, execution, stack, mode)
+    ex = resolve_execution(execution)
+    strat = build_strategy(strategy, model, mode, ex)
+    space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, {}, mode,
+                        budget, interleave=ex.interleave,
+                        ends_count_as_layers=ex.ends_count_as_layers)
+    parts = []
+    for start in range(0, max(len(space), 1), chunk):
+        if deadline is not None and time.monotonic() > deadline:
+            raise ModelError(
+                f"the design space ran out of its time budget after {start:,} of "
+                f"{len(space):,} configurations; choose a GPU count with fewer divisors, "
+                "another strategy, or fewer GPUs")
+        part = Space({k: v[start:start + chunk] for k, v in space.cols.items()})
+        parts.append(best_per_cell(_frame(model, system, strat, part, gpus, global_batch,
+                                          mode, ex), x, y))
+    return _merge_cells(parts, x, y)
+
+
+def _merge_cells(parts: list[pd.DataFrame], x: str, y: str) -> pd.DataFrame:
+    """One row per cell from the chunks' cells: counts summed, the fastest best row kept (the
+    first chunk's on a tie, as one frame's ``idxmin`` would)."""
+    if len(parts) == 1:
+        return parts[0]
+    cells = pd.concat(parts, ignore_index=True)
+    totals = cells.groupby([x, y])[["candidates", "feasible"]].sum()
+    timed = cells[cells["best_time_s"].notna()]
+    best = timed.loc[timed.groupby([x, y])["best_time_s"].idxmin()] if len(timed) else timed
+    rest = best.drop(columns=["candidates", "feasible"]).set_index([x, y])
+    out = totals.join(rest, how="left").reset_index()
+    for col in COLUMNS:  # integer columns come back as floats from chunks with empty cells
+        if col in out and out[col].dtype.kind == "f" and out[col].notna().all():
+            out[col] = out[col].astype(np.int64)
+    return out
+
+
+def _check_axes(x: str, y: str) -> None:
+    for axis in (x, y):
+        if axis not in AXES:
+            raise ModelError(f"unknown axis '{axis}'; choose from {', '.join(AXES)}")
+    if x == y:
+        raise ModelError("choose two different axes")
 
 
 def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
@@ -58,11 +129,7 @@ def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     Columns: x, y, ``candidates`` (how many configurations the cell holds), ``feasible`` (how many
     fit), ``best_time_s`` (NaN when none fits), and the best row's other dimensions.
     """
-    for axis in (x, y):
-        if axis not in AXES:
-            raise ModelError(f"unknown axis '{axis}'; choose from {', '.join(AXES)}")
-    if x == y:
-        raise ModelError("choose two different axes")
+    _check_axes(x, y)
     counts = frame.groupby([x, y]).agg(candidates=("fits", "size"), feasible=("fits", "sum"))
     fit = frame[frame["fits"]]
     best = fit.loc[fit.groupby([x, y])["iteration_time_s"].idxmin()] if len(fit) else fit
@@ -70,3 +137,36 @@ def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
                                                        "train_days", "memory_gb"]
     best = best.set_index([x, y])[keep].rename(columns={"iteration_time_s": "best_time_s"})
     return counts.join(best, how="left").reset_index()
+
+
+def leanest(model: Transformer, system: System, gpus: int, global_batch: int,
+            strategy: str, *, compat: str | Mode | None = None,
+            execution: Execution | dict | None = None,
+            stack: str | None = None) -> dict[str, float] | None:
+    """The configuration needing the least memory per GPU on ``gpus`` GPUs (whether it fits or
+    not): ``memory_gb`` and its parts (``weights_gb``, ``gradients_gb``, ``optimizer_gb``,
+    ``activations_gb``) — the ``memory_gb``-minimal row of :func:`design_space`, computed per
+    shape (memory does not depend on the NVLink placement). None when no configuration exists.
+    """
+    check_args(gpus, global_batch, compat, 1, {})
+    mode = resolve_mode(compat)
+    system, execution = with_stack(system, execution, stack, mode)
+    ctx = Ctx.make(model, system, mode, execution)
+    ex = ctx.execution
+    strat = build_strategy(strategy, model, mode, ex)
+    shapes = build_shapes(model, strat, gpus, global_batch, {}, ex.interleave,
+                          mode.equal_pipeline_stages, ex.ends_count_as_layers)
+    mask, _ = placement_mask(shapes, gpus, system.nvlink_domain_size, {},
+                             mode.exact_domain_fill)
+    placed = np.flatnonzero(mask.any(axis=1))
+    if len(placed) == 0:
+        return None
+    shapes = {k: v[placed] for k, v in shapes.items()}
+    mem = shape_memory(model, strat, shapes, global_batch, ShapeCounts.of(strat, shapes, ctx),
+                       ctx, system.usable_hbm_bytes)  # as design_space's rows
+    i = int(np.argmin(mem["memory_bytes"]))
+    out = {"memory_gb": float(mem["memory_bytes"][i] / GB)}
+    for name, key in zip(MEMORY_COLUMNS, ("weights_bytes", "gradients_bytes", "optimizer_bytes",
+                                          "activations_bytes")):
+        out[name] = float(mem[key][i] / GB)
+    return out

@@ -45,6 +45,11 @@ def lost_node_frame(model: Transformer, system: System, gpus: int, global_batch:
         raise ModelError(f"'cliff_ratio' must be in (0, 1], got {cliff_ratio!r}")
     frame, _ = best_per_count(model, system, counts, global_batch, strategy,
                               execution=execution, stack=stack, costs=costs, budget=budget)
+    if frame.empty:  # a question without an answer at any count: say so, not an empty view
+        raise ModelError(f"no configuration of {model.name} fits on {gpus:,} GPUs of "
+                         f"{system.name} or fewer (strategy {_names(strategy)}): there is no "
+                         "job to lose nodes from; try more GPUs, more HBM or memory-saving "
+                         "options")
     available = gpus - node * np.arange(lost + 1)
     rows, exact = [], []
     for a in available:
@@ -53,6 +58,10 @@ def lost_node_frame(model: Transformer, system: System, gpus: int, global_batch:
         same = frame[frame["gpus"] == a]
         exact.append(float(same["samples_per_s"].max()) if len(same) else np.nan)
     return _frame(available, node, rows, exact, cliff_ratio)
+
+
+def _names(strategy: str | tuple[str, ...]) -> str:
+    return strategy if isinstance(strategy, str) else ", ".join(strategy)
 
 
 def _frame(available: np.ndarray, node: int, rows: list, exact: list[float],

@@ -118,6 +118,19 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     before multiplying them by their placements.
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
+    cols, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
+                               equal_stages, ends_count_as_layers)
+    for step in shape_steps(problem, pins):
+        cols = step(cols)
+    return cols
+
+
+def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
+               pins: dict, interleave: int = 1, equal_stages: bool = True,
+               ends_count_as_layers: bool = False) -> tuple[dict[str, np.ndarray], Problem]:
+    """The (tp1, tp2, pp, dp) rows allowed on ``gpus`` GPUs (``pins`` without None values):
+    the shapes before the expert, microbatch, interleaving and panel dimensions multiply them
+    (at most the ordered triples of divisors of the GPU count)."""
     problem = Problem(model, strategy, gpus, global_batch, interleave, equal_stages,
                       ends_count_as_layers)
     div_n = divisors(gpus)
@@ -137,16 +150,28 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
         keep = keep & (dp == pins["dp"])
     cols = {k: v[keep] for k, v in cols.items()}
     cols["dp"] = dp[keep]
-    experts = div_n if model.moe else np.ones(1, dtype=np.int64)  # dense: ep = etp = 1
-    cols = _grow(cols, "etp", _pin(experts, pins, "etp"), problem)
-    cols = _grow(cols, "ep", _pin(experts, pins, "ep"), problem)
-    cols = _grow(cols, "microbatch", _pin(divisors(global_batch), pins, "microbatch"), problem)
-    if interleave == 1:  # plain 1F1B: nothing to check
-        cols["interleave"] = np.ones_like(cols["tp1"])
-    else:
-        cols = _grow(cols, "interleave", _virtual_stages(model, cols, interleave,
-                                                         ends_count_as_layers), problem)
-    return _panels(cols, model.hidden, strategy.has_panels, pins)
+    return cols, problem
+
+
+def shape_steps(problem: Problem, pins: dict) -> list:
+    """The dimensions added to the stage rows, in order, each a function rows → rows: expert
+    tensor and expert parallelism (MoE), microbatch, interleaving, SUMMA panels. Each step
+    works row by row, so it can run on any subset of the rows (:mod:`model.explore.size`)."""
+    model, strategy, interleave = problem.model, problem.strategy, problem.interleave
+    experts = divisors(problem.gpus) if model.moe else np.ones(1, dtype=np.int64)
+
+    def interleaving(cols: dict) -> dict:
+        if interleave == 1:  # plain 1F1B: nothing to check
+            return {**cols, "interleave": np.ones_like(cols["tp1"])}
+        return _grow(cols, "interleave", _virtual_stages(
+            model, cols, interleave, problem.ends_count_as_layers), problem)
+
+    return [lambda c: _grow(c, "etp", _pin(experts, pins, "etp"), problem),
+            lambda c: _grow(c, "ep", _pin(experts, pins, "ep"), problem),
+            lambda c: _grow(c, "microbatch", _pin(divisors(problem.global_batch), pins,
+                                                  "microbatch"), problem),
+            interleaving,
+            lambda c: _panels(c, model.hidden, strategy.has_panels, pins)]
 
 
 def _virtual_stages(model: Transformer, cols: dict, interleave: int,

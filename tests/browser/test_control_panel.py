@@ -84,7 +84,8 @@ def test_global_batch_in_tokens_and_the_critical_batch_warning(ui) -> None:
     # a preset with a published batch sets it: Llama 3 405B's 16M tokens, 2048 sequences
     ui.choose("model", "llama3-405b")
     ui.until(lambda: _value(ui, "#ctl-global_batch") == "2048", "the published 2048")
-    assert _value(ui, "#tok-global_batch") == str(2048 * 8192)
+    # the tokens box follows in its own callback, after the sequences box: wait for it
+    ui.until(lambda: _value(ui, "#tok-global_batch") == str(2048 * 8192), "16M tokens")
     assert ui.severe_logs() == []
 
 

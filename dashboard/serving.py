@@ -1,0 +1,178 @@
+"""The gunicorn worker of the deployment (``worker_class`` in ``gunicorn.conf.py``): gunicorn's
+gthread worker with three guards it lacks.
+
+* Slow clients. gthread hands a connection to a worker thread as soon as its first byte
+  arrives; the thread then reads the rest of the request blocking, so a client sending one byte
+  a second holds it (with one thread per worker, the whole worker). Here the worker's event
+  loop reads the request itself, without blocking — head and body up to ``BUFFER_BYTES`` — and
+  hands it to a thread only once it is complete; a request not complete within
+  ``READ_TIMEOUT_S`` is dropped. A slow client costs a socket and its buffer, not a thread.
+* Stuck requests. gunicorn's ``timeout`` never fires for a request thread that loops: the main
+  thread keeps heart-beating. Here a watchdog thread ends the worker process (``os._exit``,
+  logged) when a request has run longer than ``REQUEST_TIMEOUT_S``; the arbiter starts a new one.
+  (Python code is preempted every few milliseconds, so the watchdog runs while a request spins;
+  a C call that never releases the GIL stops the heartbeat instead, and gunicorn's own
+  ``timeout`` kills the worker.)
+* gunicorn's own error answers (400, 414, 431, written before the app sees the request) carry
+  the same security headers as the app's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import socket
+import threading
+import time
+from collections import deque
+from functools import partial
+
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
+
+READ_TIMEOUT_S = float(os.environ.get("GUNICORN_READ_TIMEOUT", 10))
+REQUEST_TIMEOUT_S = float(os.environ.get("GUNICORN_REQUEST_TIMEOUT", 60))
+BUFFER_BYTES = (1 << 20) + (64 << 10)  # the app's request limit (1 MiB) plus a head
+ERROR_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: SAMEORIGIN\r\n"
+                 "Referrer-Policy: same-origin\r\n"
+                 "Content-Security-Policy: default-src 'none'; frame-ancestors 'self'\r\n")
+_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n", re.I)
+_CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.I)
+
+
+def write_error(sock, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's ``util.write_error`` with the security headers."""
+    body = (f"<html><head><title>{reason}</title></head><body><h1>{reason}</h1>"
+            f"{util.html.escape(mesg)}</body></html>")
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: text/html\r\n{ERROR_HEADERS}Content-Length: {len(body)}\r\n\r\n")
+    util.write_nonblock(sock, (head + body).encode("latin1"))
+
+
+def complete(data: bytes) -> bool:
+    """Whether ``data`` holds a whole request (head and, when sized, body) or enough to be
+    answered without reading more (a body over the limit: the app refuses it, 413)."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return len(data) >= BUFFER_BYTES  # an oversized head: the parser answers 431/414
+    head = data[:end + 2]
+    length = _LENGTH.search(head)
+    if length:
+        size = int(length.group(1))
+        return size > BUFFER_BYTES or len(data) >= end + 4 + size
+    if _CHUNKED.search(head):
+        return data.endswith(b"0\r\n\r\n") or len(data) >= BUFFER_BYTES
+    return True
+
+
+class HardenedWorker(ThreadWorker):
+    """``gthread`` that buffers requests in its event loop and kills stuck requests."""
+
+    def init_process(self) -> None:
+        util.write_error = write_error  # gunicorn's error answers (base.handle_error)
+        self.reading: deque = deque()  # connections whose request is being read
+        self.started: dict[int, float] = {}  # thread id → when its request started
+        threading.Thread(target=self._watchdog, name="request-watchdog", daemon=True).start()
+        super().init_process()
+
+    # ---------------------------------------------------------------- buffering
+    def enqueue_req(self, conn) -> None:
+        if self.cfg.is_ssl or getattr(conn, "buffered", None) is not None or (
+                conn.parser is not None and conn.parser.unreader.buf.getvalue()):
+            return super().enqueue_req(conn)  # already read, or read ahead by the parser
+        conn.buffered, conn.deadline = bytearray(), time.monotonic() + READ_TIMEOUT_S
+        conn.sock.setblocking(False)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
+        self.reading.append(conn)
+
+    def _readable(self, conn, _sock) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the client went away
+            self._drop(conn)
+            return
+        conn.buffered += data
+        if complete(conn.buffered):
+            self._stop_reading(conn)
+            conn.data_ready = True
+            super().enqueue_req(conn)
+
+    def _stop_reading(self, conn) -> None:
+        self.poller.unregister(conn.sock)
+        self.reading.remove(conn)
+
+    def _drop(self, conn) -> None:
+        self._stop_reading(conn)
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self) -> None:
+        super().murder_pending()
+        now = time.monotonic()
+        for conn in [c for c in self.reading if c.deadline < now]:
+            self.log.info("dropped a request not received within %g s", READ_TIMEOUT_S)
+            self._drop(conn)
+
+    def handle(self, conn):
+        data = getattr(conn, "buffered", None)
+        if data is not None:
+            conn.buffered = None
+            conn.sock.setblocking(True)
+            conn.init()
+            conn.parser.unreader.unread(bytes(data))
+            # a read past the buffer (a body over the limit, drained) waits this long at most
+            # and a client that does not read its response blocks a send this long at most
+            for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+                conn.sock.setsockopt(socket.SOL_SOCKET, option, _timeval(READ_TIMEOUT_S))
+        return super().handle(conn)
+
+    def finish_request(self, conn, fs) -> None:
+        conn.buffered = None
+        super().finish_request(conn, fs)
+
+    # ---------------------------------------------------------------- time limit
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        self.wsgi = Timed(self.wsgi, self.started)
+
+    def _watchdog(self) -> None:
+        while True:
+            time.sleep(min(1.0, REQUEST_TIMEOUT_S / 4))
+            now = time.monotonic()
+            if any(now - t > REQUEST_TIMEOUT_S for t in list(self.started.values())):
+                self.log.critical("a request exceeded its time limit of %g s: worker %s ends "
+                                  "(the arbiter starts a new one)", REQUEST_TIMEOUT_S,
+                                  os.getpid())
+                os._exit(70)
+
+
+class Timed:
+    """The WSGI app, with the start of each call recorded per thread for the watchdog (only
+    the app's own time: sending the response to a slow reader is bounded by the socket's send
+    timeout instead). Other attributes are the app's (``post_worker_init`` uses them)."""
+
+    def __init__(self, app, started: dict[int, float]):
+        self.app, self.started = app, started
+
+    def __call__(self, environ, start_response):
+        tid = threading.get_ident()
+        self.started[tid] = time.monotonic()
+        try:
+            return self.app(environ, start_response)
+        finally:
+            self.started.pop(tid, None)
+
+    def __getattr__(self, name: str):
+        return getattr(self.app, name)
+
+
+def _timeval(seconds: float) -> bytes:
+    import struct
+
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1e6))

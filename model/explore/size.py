@@ -1,0 +1,55 @@
+"""How large a search space is, counted with bounded memory before it is built.
+
+:func:`space_size` gives the number of shapes (:func:`~model.explore.space.build_shapes`) and of
+candidates (shapes × their NVLink placements, :func:`~model.explore.space.build_space`) — exactly,
+by the same rules and code: the (tp1, tp2, pp, dp) stage rows (at most the ordered triples of
+divisors of the GPU count) are grown through the remaining dimensions a few rows at a time, and
+each block is counted and dropped, so memory stays bounded by the block however large the space
+is. With ``limit`` it stops as soon as the candidates counted exceed it (the caller only needs to
+know that the space is too large). The dashboard uses it to refuse a request whose arrays would
+not fit its memory budget before allocating them.
+"""
+
+from __future__ import annotations
+
+from ..physics.strategies import Strategy
+from ..specs.modes import resolve_mode
+from ..specs.transformer import Transformer
+from .space import placement_mask, shape_steps, stage_rows
+
+BLOCK_ROWS = 4_096  # rows grown at once: a few MB of int64 columns at most per dimension
+
+
+def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
+               pins: dict | None = None, compat: object = None, interleave: int = 1,
+               ends_count_as_layers: bool = False,
+               limit: int | None = None) -> tuple[int, int]:
+    """(shapes, candidates) of ``strategy`` on ``gpus`` GPUs with NVLink domains of ``nvs``;
+    with ``limit``, counting stops once more than ``limit`` candidates are found (the counts
+    returned are then those found so far: both are lower bounds, candidates > limit)."""
+    pins = {k: v for k, v in (pins or {}).items() if v is not None}
+    mode = resolve_mode(compat)
+    rows, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
+                               mode.equal_pipeline_stages, ends_count_as_layers)
+    steps = shape_steps(problem, pins)
+    total = [0, 0]
+
+    def count(cols: dict, depth: int) -> bool:
+        """Grow ``cols`` from step ``depth`` on, block by block; False once over the limit."""
+        n = len(cols["tp1"])
+        for start in range(0, n, BLOCK_ROWS):
+            block = {k: v[start:start + BLOCK_ROWS] for k, v in cols.items()} if n > BLOCK_ROWS \
+                else cols
+            if depth < len(steps):
+                if not count(steps[depth](block), depth + 1):
+                    return False
+                continue
+            ok, _ = placement_mask(block, gpus, nvs, pins, mode.exact_domain_fill)
+            total[0] += len(block["tp1"])
+            total[1] += int(ok.sum())
+            if limit is not None and total[1] > limit:
+                return False
+        return True
+
+    count(rows, 0)
+    return total[0], total[1]
