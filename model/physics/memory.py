@@ -131,9 +131,15 @@ class StageMemory:
         which = np.where(self.single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])),
                          0, np.where(totals[1] >= totals[2], 1, 2))
 
+        zero = 0 * which  # each picked value broadcast to the candidates' shape
+        first, second = which == 0, which == 1
+        only_first = bool(first.all())  # the usual case: the first stage binds everywhere
+
         def pick(values):
-            return np.choose(which, [values[0] + 0 * which, values[1] + 0 * which,
-                                     values[2] + 0 * which])
+            if only_first:
+                return values[0] + zero
+            return np.where(first, values[0] + zero,
+                            np.where(second, values[1] + zero, values[2] + zero))
 
         held, grads, optimizer = (pick([p[i] for p in self.parts]) for i in range(3))
         return {"weights_bytes": held + self.gathered, "gradients_bytes": grads,
