@@ -27,6 +27,7 @@ repetitions) when its share is spent, and reports how many it ran.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import os
 import platform
 import shutil
@@ -42,7 +43,8 @@ WORK = Path(tempfile.mkdtemp(prefix="perf-bench-"))
 os.environ["PERF_CACHE_DIR"] = str(WORK / "import")  # never the repository's cache/
 
 import numpy as np  # noqa: E402
-from dash._utils import to_json  # noqa: E402
+from dash._callback_context import context_value  # noqa: E402
+from dash._utils import AttributeDict, to_json  # noqa: E402
 
 import app  # noqa: E402, F401 - the Dash app: pages register, callbacks are defined
 from dashboard import compute, state  # noqa: E402
@@ -62,9 +64,20 @@ def fresh_cache(tag: str) -> None:
     compute._cache = None
 
 
+def collect(scn: dict, current: dict) -> tuple:
+    """``state.collect`` as Dash calls it when a number box (HBM capacity) changes: with the
+    callback context set and the presets applied so far (a preset change waits for its values)."""
+    def call() -> tuple:
+        context_value.set(AttributeDict(
+            triggered_inputs=[{"prop_id": "ctl-hbm_gb.value", "value": None}]))
+        return state.collect(*[scn[k] for k in CONTROL_KEYS], [], current, True,
+                             state._applied(current))
+    return contextvars.copy_context().run(call)
+
+
 def what_if(scn: dict, current: dict) -> dict:
     """What runs when one control changes: validation, then the scaling page's callback."""
-    out = state.collect(*[scn[k] for k in CONTROL_KEYS], [], current, True)
+    out = collect(scn, current)
     new = out[0]
     if not isinstance(new, dict):
         raise SystemExit(f"the benchmark scenario is invalid: {[m for m in out[2:] if m]}")
@@ -130,7 +143,7 @@ def main() -> int:
 
     def timed_collect(scn: dict) -> dict:
         t0 = time.perf_counter()
-        out = state.collect(*[scn[k] for k in CONTROL_KEYS], [], base, True)
+        out = collect(scn, base)
         collect_ms.append((time.perf_counter() - t0) * 1e3)
         if not isinstance(out[0], dict):
             raise SystemExit(f"the benchmark scenario is invalid: {[m for m in out[2:] if m]}")
