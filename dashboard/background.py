@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-from dash import CeleryManager, DiskcacheManager
+from dash import CeleryManager, DiskcacheManager, Input, Output
 from diskcache.core import DBNAME
 
 from . import compute
@@ -272,3 +272,17 @@ def background_manager() -> DiskcacheJobs | CeleryJobs:
     if celery_app is not None:
         return CeleryJobs(celery_app)
     return DiskcacheJobs(compute.CACHE_DIR / "background")
+
+
+def job_callback(prefix: str, on_error: Any) -> dict[str, Any]:
+    """The ``callback`` keywords of a page's background job whose controls are named
+    ``<prefix>-run``, ``-cancel``, ``-progress`` and ``-progress-text``: run disabled and cancel
+    enabled while it runs, progress as (value, max, text), ``on_error`` when it fails."""
+    return dict(
+        background=True, prevent_initial_call=True,
+        running=[(Output(f"{prefix}-run", "disabled"), True, False),
+                 (Output(f"{prefix}-cancel", "disabled"), False, True)],
+        cancel=[Input(f"{prefix}-cancel", "n_clicks")],
+        on_error=on_error,
+        progress=[Output(f"{prefix}-progress", "value"), Output(f"{prefix}-progress", "max"),
+                  Output(f"{prefix}-progress-text", "children")])

@@ -17,6 +17,7 @@ from model import ModelError, list_models, list_systems
 from model.specs.prices import VARIABLE
 
 from . import codesign, figures
+from .background import job_callback
 from .export import graph_card
 from .figures.codesign import METRICS, codesign_figure, config_text, design_label
 from .grid import number_column, text_column
@@ -156,13 +157,7 @@ def form(models, batches, system, host, budget, base, fields, values, prices) ->
     State({"type": "cd-field", "i": ALL}, "value"),
     State({"type": "cd-values", "i": ALL}, "value"),
     State({"type": "cd-prices", "i": ALL}, "value"),
-    background=True, prevent_initial_call=True,
-    running=[(Output("cd-run", "disabled"), True, False),
-             (Output("cd-cancel", "disabled"), False, True)],
-    cancel=[Input("cd-cancel", "n_clicks")],
-    on_error=failed,
-    progress=[Output("cd-progress", "value"), Output("cd-progress", "max"),
-              Output("cd-progress-text", "children")],
+    **job_callback("cd", failed),
 )
 def run_study(set_progress, _n: int, *values: Any) -> tuple:
     """The callback: the form validated on the server, the study run with progress."""

@@ -13,6 +13,7 @@ from dash import Input, Output, State, callback, dcc, html
 from model import ModelError
 
 from .. import budget, figures, studies
+from ..background import job_callback
 from ..export import graph_card, register_exports
 from ..guard import page_callback
 
@@ -85,13 +86,7 @@ def failed(message: str) -> tuple:
     Input("hbm-run", "n_clicks"),
     State("hbm-cap-min", "value"), State("hbm-cap-max", "value"), State("hbm-bw-min", "value"),
     State("hbm-bw-max", "value"), State("hbm-steps", "value"), State("scenario", "data"),
-    background=True, prevent_initial_call=True,
-    running=[(Output("hbm-run", "disabled"), True, False),
-             (Output("hbm-cancel", "disabled"), False, True)],
-    cancel=[Input("hbm-cancel", "n_clicks")],
-    on_error=sweep_failed,
-    progress=[Output("hbm-progress", "value"), Output("hbm-progress", "max"),
-              Output("hbm-progress-text", "children")],
+    **job_callback("hbm", sweep_failed),
 )
 @page_callback(7, failed)
 def run_sweep(set_progress, _n: int, cap_min, cap_max, bw_min, bw_max, steps,
