@@ -6,8 +6,9 @@ Run: python bench/calibrate.py            # prints the fits and the error tables
 
 Per stack and GPU one parameter η is fitted on the stack's firm dense runs (least squares of log
 time); FP8 and attention follow from kernel benchmarks (see the module). Then, on the MoE runs
-only (reference/moe_measurements.json), one more per stack and GPU: the routed experts'
-grouped-GEMM efficiency η_e, with the stack's dense values fixed. The error tables give, per
+only (reference/moe_measurements.json), one more per stack and GPU: the MoE token kernels'
+efficiency η_t (model/validation/calibrate.py says why per routed byte), with the stack's dense
+values fixed. The error tables give, per
 source (a paper or a release), the in-sample error (fitted on the stack's own runs) and the
 leave-one-source-out error (fitted on every other source, pooled per GPU): the latter is the
 honest one, and what the CLI and the dashboard quote as a prediction's range.
@@ -49,7 +50,7 @@ def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
                  expert_fits: dict[str, dict[str, float]]) -> None:
     """Each stack's fitted η (per GPU and generation) into its preset; a stack with no firm
     dense runs of its own inherits its base release's, or without a base takes the pooled fit
-    of every firm run (said in its file). Its MoE runs' η_e likewise, inherited where it has
+    of every firm run (said in its file). Its MoE runs' η_t likewise, inherited where it has
     none."""
     for path in sorted((ROOT / "model" / "data" / "stacks").glob("*.json")):
         data = json.loads(path.read_text())
@@ -66,9 +67,10 @@ def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
             "no firm runs of its own: the pooled fit of every firm run")
         experts = expert_fits.get(data["name"])
         data.pop("expert_calibration", None)
+        data.pop("moe_token_efficiency", None)
         if experts:
-            data["expert_gemm_efficiency"] = _gemm(experts)
-            data["expert_calibration"] = "experts' grouped GEMMs fitted on its own MoE runs"
+            data["moe_token_efficiency"] = {k: round(v, 4) for k, v in sorted(experts.items())}
+            data["expert_calibration"] = "MoE token kernels fitted on its own MoE runs"
         path.write_text(json.dumps(data, indent=2) + "\n")
 
 
@@ -96,7 +98,7 @@ def main() -> None:
     moe_rows = pd.DataFrame(cross_validate(moe))
     moe_fits = stack_efficiencies(moe)
     moe_table = error_table(moe_rows)
-    print(f"# {len(moe)} MoE runs (experts' grouped-GEMM efficiency), "
+    print(f"# {len(moe)} MoE runs (MoE token-kernel efficiency), "
           f"{time.perf_counter() - start:.1f} s")
     for stack, fit in moe_fits.items():
         print(f"{stack:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(fit.items())))
@@ -107,8 +109,8 @@ def main() -> None:
             "method": "leave-one-source-out (model/validation/calibrate.py, bench/calibrate.py)",
             "sources": table.to_dict("records"),
             "runs": rows.replace({np.nan: None}).to_dict("records"),
-            "moe": {"method": "leave-one-release-out of the MoE runs: the experts' "
-                              "grouped-GEMM efficiency (dense values: the stacks')",
+            "moe": {"method": "leave-one-release-out of the MoE runs: the MoE token "
+                              "kernels' efficiency (dense values: the stacks')",
                     "sources": moe_table.to_dict("records"),
                     "runs": moe_rows.replace({np.nan: None}).to_dict("records")}},
             indent=1) + "\n")

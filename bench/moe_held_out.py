@@ -1,7 +1,7 @@
 """Held-out mixture-of-experts runs: predicted vs published throughput (prints figures; not a
 test — tests/test_held_out.py bounds the errors).
 
-Run: python bench/moe_held_out.py [--stack NAME] [--experts-at-dense]
+Run: python bench/moe_held_out.py [--stack NAME] [--without-moe-fit]
 
 The runs (``model/data/reference/moe_held_out.json``, each with its source) come from sources
 other than the Megatron-Bridge performance summary the MoE calibration is fitted on: NVIDIA's
@@ -37,9 +37,8 @@ from model.validation.sources import stack_by_date  # noqa: E402
 
 RUNS = DATA_DIR / "reference" / "moe_held_out.json"
 SYSTEMS = {"H100": "h100", "H800": "h800"}
-# FP8 with block-wise scaling (DeepSeek-V3's recipe, Megatron's --fp8-recipe blockwise) is
-# priced as the fp8 precision: its quantisation kernels move the same bytes per element
-PRECISIONS = {"BF16": "bf16", "FP8-blockwise": "fp8"}
+# FP8 with block-wise scaling: DeepSeek-V3's recipe, Megatron's --fp8-recipe blockwise
+PRECISIONS = {"BF16": "bf16", "FP8-blockwise": "fp8-blockwise"}
 
 
 def records(path: Path = RUNS) -> list[dict[str, Any]]:
@@ -98,14 +97,14 @@ def stack_of(r: dict[str, Any]) -> str:
     return stack_by_date(str(r["date"]))
 
 
-def predict(r: dict[str, Any], stack: str | None = None, experts_at_dense: bool = False):
-    """The best row of the search with the run's published layout pinned. ``experts_at_dense``
-    (a diagnostic): the experts' grouped GEMMs at the stack's dense GEMM efficiency instead of
-    the one fitted on the Megatron-Bridge MoE runs."""
+def predict(r: dict[str, Any], stack: str | None = None, without_moe_fit: bool = False):
+    """The best row of the search with the run's published layout pinned. ``without_moe_fit``
+    (a diagnostic): the MoE token kernels at the full HBM rate instead of the efficiency fitted
+    on the Megatron-Bridge MoE runs."""
     strategy = "context" if int(r["cp"] or 1) > 1 else "1d"
     chosen: Any = load_stack(stack or stack_of(r))
-    if experts_at_dense:
-        chosen = replace(chosen, expert_gemm_efficiency={})
+    if without_moe_fit:
+        chosen = replace(chosen, moe_token_efficiency={})
     return search(model_of(r), load_system(SYSTEMS[r["system"]]), int(r["n_gpus"]),
                   int(r["global_batch"]), strategy, pins=pins_of(r), execution=execution_of(r),
                   stack=chosen, top_k=1).best
@@ -124,14 +123,14 @@ def error_pct(r: dict[str, Any], row) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--stack", default=None, help="software stack (default: the run's date's)")
-    ap.add_argument("--experts-at-dense", action="store_true",
-                    help="diagnostic: the experts' GEMMs at the stack's dense GEMM efficiency")
+    ap.add_argument("--without-moe-fit", action="store_true",
+                    help="diagnostic: the MoE token kernels at the full HBM rate (no MoE fit)")
     args = ap.parse_args()
     print(f"{'run':48s} {'stack':22s} {'published':>9s} {'predicted':>9s} {'error':>7s}  "
           "(tokens/s per GPU)")
     groups: dict[str, list[float]] = {}
     for r in records():
-        row = predict(r, args.stack, args.experts_at_dense)
+        row = predict(r, args.stack, args.without_moe_fit)
         err = error_pct(r, row)
         groups.setdefault(r["group"], []).append(err)
         print(f"{r['id']:48s} {args.stack or stack_of(r):22s} {published_tokens_per_s(r):9.0f} "

@@ -93,6 +93,26 @@ def test_dispatch_volume_and_alltoall_time_of_an_evaluation(h100):
     assert ev.row["t_ep_comm_s"] == pytest.approx(4 * one * m.layers * n_mb, rel=1e-9)
 
 
+def test_moe_token_efficiency_slows_only_the_token_kernels(h100):
+    """``moe_token_efficiency`` η_t divides the HBM bandwidth of the router, permutation and
+    unpermutation kernels: the memory-bound dispatch and combine take exactly 1/η_t as long
+    (their bytes unchanged), the experts' GEMMs not at all."""
+    m = _qwen30b()
+    cfg = dict(tp1=1, pp=1, dp=64, ep=8, microbatch=1, stack="none")
+    evs = {eta: evaluate(m, h100.with_overrides(moe_token_efficiency=eta), 64, 512, "1d",
+                         **cfg) for eta in (1.0, 0.25)}
+    ops = {eta: ev.ops.set_index("op") for eta, ev in evs.items()}
+    for name in ("moe/dispatch", "moe/combine"):
+        mem = {eta: o.loc[name, "t_compute_s"] + o.loc[name, "t_memory_exposed_s"]
+               for eta, o in ops.items()}
+        assert ops[1.0].loc[name, "bound"] == "communication"
+        assert mem[0.25] == pytest.approx(4 * mem[1.0], rel=1e-9)
+        assert ops[0.25].loc[name, "hbm_bytes_fwd"] == ops[1.0].loc[name, "hbm_bytes_fwd"]
+    for name in ("moe/fc1", "moe/fc2", "attn/qkv"):
+        assert ops[0.25].loc[name, "t_iteration_s"] == ops[1.0].loc[name, "t_iteration_s"]
+    assert evs[0.25].row["iteration_time_s"] > evs[1.0].row["iteration_time_s"]
+
+
 def test_expert_memory_is_sharded_over_ep_and_edp(h100):
     """Weights: each layer's dense part (attention, norms, router) whole and E/ep experts;
     optimizer state (6 × the 2-byte weights, ZeRO-1): dense over dp, experts over

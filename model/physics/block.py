@@ -27,7 +27,7 @@ from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
 from . import moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
-from .optable import MATMULS
+from .optable import MATMULS, TOKEN_KERNELS
 from .pricing import Bound, Exact, Pricing
 from .strategies import Axes, Kind, OpSpec, model_dims
 
@@ -79,6 +79,7 @@ class Ctx:
     attention_efficiency: float = 0.8  # … in fused attention (always bf16)
     pricing: Pricing | None = None  # exact times (default) or lower bounds (physics.pricing)
     expert_efficiency: float = 0.8  # … in the routed experts' grouped GEMMs
+    token_efficiency: float = 1.0  # fraction of the HBM bandwidth the MoE token kernels reach
 
     def __post_init__(self) -> None:
         if self.pricing is None:
@@ -102,16 +103,19 @@ class Ctx:
         if peak <= 0:
             raise ModelError(f"system '{system.name}' has no {precision.label} matrix rate "
                              f"({precision.peak_field} = 0); choose bf16 or fp16")
-        eta = system.gemm_efficiency(precision.efficiency_key)
+        eta = system.gemm_efficiency(precision.efficiency_key) * precision.efficiency_scale
         attention = system.attention_efficiency or system.flop_efficiency
         if (ex.offload != "none" or ex.offload_layers) and (system.host_memory_gb <= 0
                                      or system.host_bandwidth_gb_per_s <= 0):
             raise ModelError(f"system '{system.name}' has no host memory tier "
                              "(host_memory_gb, host_bandwidth_gb_per_s); offload needs one")
-        expert = (system.expert_flop_efficiency_fp8 if precision.quantised
-                  else system.expert_flop_efficiency) or eta
+        # the experts' grouped GEMMs: the dense efficiency unless the system sets their own
+        own = (system.expert_flop_efficiency_fp8 if precision.quantised
+               else system.expert_flop_efficiency)
+        expert = eta if own is None else own * precision.efficiency_scale
         return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention,
-                   expert_efficiency=expert)
+                   expert_efficiency=expert,
+                   token_efficiency=system.moe_token_efficiency or 1.0)
 
     def share(self, spec: OpSpec) -> float:
         """Share of the pipeline's layers an op runs in: all, the dense-MLP or the MoE ones."""
@@ -319,10 +323,13 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     if sysm.exp_tera_per_s and _nonzero(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
-    t_mem = zero + hbm_bytes / sysm.hbm_bytes_per_s
+    bandwidth = sysm.hbm_bytes_per_s
+    if spec.kind in TOKEN_KERNELS:
+        bandwidth = bandwidth * ctx.token_efficiency
+    t_mem = zero + hbm_bytes / bandwidth
     if not _nonzero(extra_bytes):  # no separate kernels (the common case): skip the arrays
         return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
-    t_extra = zero + extra_bytes / sysm.hbm_bytes_per_s
+    t_extra = zero + extra_bytes / bandwidth
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
 
 

@@ -43,6 +43,8 @@ class Kind(Enum):
 
 MATMULS = (Kind.LINEAR, Kind.SUMMA_LINEAR, Kind.EXPERT_LINEAR)  # at the precision's rate
 ALLTOALL_OPS = (Kind.PERMUTE, Kind.UNPERMUTE)  # their collectives are the EP all-to-alls
+# the MoE layer's memory-bound token kernels (System.moe_token_efficiency)
+TOKEN_KERNELS = (Kind.ROUTER, Kind.PERMUTE, Kind.UNPERMUTE)
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,8 @@ FIELDS = (
           "GEMMs of the routed experts (default: as the dense matmuls)", 0.05, 1),
     Field("expert_flop_efficiency_fp8", float, "… of the FP8/FP4 peak in the grouped expert "
           "GEMMs (default: as the dense FP8 matmuls)", 0.05, 1),
+    Field("moe_token_efficiency", float, "achievable fraction of the HBM bandwidth in the MoE "
+          "layer's token kernels: router, permutation, unpermutation (default: 1)", 0.01, 1),
     Field("sm_count", int, "streaming multiprocessors (GEMM wave quantisation; 0: off)", 0, 10_000,
           default=0),
     Field("gemm_tile", int, "GEMM output tile edge, elements (wave quantisation)", 16, 1024,
@@ -177,6 +179,7 @@ class System:
     attention_efficiency: float | None
     expert_flop_efficiency: float | None
     expert_flop_efficiency_fp8: float | None
+    moe_token_efficiency: float | None
     kernel_overhead_s: float
     overlap_slowdown: float
     nvlink_domain_size: int

@@ -12,8 +12,12 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
 * ``attention_efficiency``: per generation, the fraction of the tensor-core peak its fused
   attention reaches (the exponentials are priced apart at the special-function rate).
 * ``expert_gemm_efficiency``: per generation or system and precision family, the fraction of
-  the matmul peak the routed experts' grouped GEMMs reach (calibrated on the stack's MoE runs;
-  without it they run at the dense GEMM efficiency).
+  the matmul peak the routed experts' grouped GEMMs reach (optional; without it they run at the
+  dense GEMM efficiency, as the calibrated releases do).
+* ``moe_token_efficiency``: per generation or system, the fraction of the HBM bandwidth the MoE
+  layer's token kernels (router, permutation, unpermutation) reach — calibrated on the stack's
+  MoE runs, where it absorbs what a MoE layer costs per routed byte outside the GEMMs and the
+  all-to-alls (model/validation/calibrate.py).
 * ``memory_reserve_gb``: per generation, HBM a process of this stack cannot use.
 * ``base``: an earlier stack whose values it starts from (a release inherits what it does not
   re-measure).
@@ -42,7 +46,7 @@ NONE = "none"  # no stack: the system's own efficiencies and the Execution defau
 DEFAULT: str | None = None  # the stack of a search that names none (None: the newest preset)
 KEYS = ("name", "released", "source", "description", "base", "execution", "gemm_efficiency",
         "attention_efficiency", "memory_reserve_gb", "calibration", "expert_gemm_efficiency",
-        "expert_calibration")
+        "expert_calibration", "moe_token_efficiency")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Stack:
     attention_efficiency: dict[str, float] = field(default_factory=dict)
     memory_reserve_gb: dict[str, float] = field(default_factory=dict)
     expert_gemm_efficiency: dict[str, dict[str, float]] = field(default_factory=dict)
+    moe_token_efficiency: dict[str, float] = field(default_factory=dict)
 
     def apply(self, system: System) -> System:
         """``system`` with this stack's calibrated values for it: those of its preset name where
@@ -76,7 +81,8 @@ class Stack:
             if key in expert:
                 over[name] = expert[key]
         for table, name in ((self.attention_efficiency, "attention_efficiency"),
-                            (self.memory_reserve_gb, "memory_reserve_gb")):
+                            (self.memory_reserve_gb, "memory_reserve_gb"),
+                            (self.moe_token_efficiency, "moe_token_efficiency")):
             value = table.get(system.name, table.get(gen))
             if value is not None:
                 over[name] = value
@@ -99,7 +105,8 @@ class Stack:
                 "attention_efficiency": dict(self.attention_efficiency),
                 "memory_reserve_gb": dict(self.memory_reserve_gb),
                 "expert_gemm_efficiency": {g: dict(v)
-                                           for g, v in self.expert_gemm_efficiency.items()}}
+                                           for g, v in self.expert_gemm_efficiency.items()},
+                "moe_token_efficiency": dict(self.moe_token_efficiency)}
 
 
 NO_STACK = Stack(NONE, "", "no stack: the system's own efficiencies, the Execution defaults")
@@ -145,8 +152,11 @@ def stack_from_dict(data: Any, base: Stack | None = None) -> Stack:
         "stack: attention_efficiency", data.get("attention_efficiency") or {}, keys, 0.05, 1.0)}
     reserve = {**base.memory_reserve_gb, **_fraction_map(
         "stack: memory_reserve_gb", data.get("memory_reserve_gb") or {}, keys, 0.0, 1e4)}
+    token = {**base.moe_token_efficiency, **_fraction_map(
+        "stack: moe_token_efficiency", data.get("moe_token_efficiency") or {}, keys, 0.01, 1.0)}
     return Stack(data["name"], data["released"], data["source"],
-                 str(data.get("description", "")), execution, gemm, attention, reserve, expert)
+                 str(data.get("description", "")), execution, gemm, attention, reserve, expert,
+                 token)
 
 
 def _gemm_table(data: dict, key: str, base: dict[str, dict[str, float]],

@@ -294,7 +294,7 @@ def time_cases(folder: str | Path | None = None,
     """Every published iteration time the estimator can predict, skipped records left out:
     by default the dense sets (korthikanti, measurements and the other Megatron-Bridge
     releases), on which the stacks' GEMM efficiency is calibrated; ``sets`` may add ``moe``
-    (its runs calibrate the experts' grouped-GEMM efficiency, model.validation.calibrate)."""
+    (its runs calibrate the MoE token-kernel efficiency, model.validation.calibrate)."""
     cases = _cases(reference_dir(folder), sets)
     return [c for c in cases if not c.skip and c.metric == "iteration_time_s"]
 

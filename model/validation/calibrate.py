@@ -21,17 +21,21 @@ ran firmly falls back to their uncertain runs of it, ZeRO-3 left out, then to it
 and the source's runs are predicted with it. Nothing fitted on a source is used to predict it.
 
 Mixture of experts (the ``moe`` set, :mod:`model.validation.moe`): the same machinery fits one
-more parameter per (stack, GPU), η_e, the fraction of the matmul peak the routed experts' grouped
-GEMMs reach (FP8 and MXFP8 at ``FP8_RATIO``·η_e, as the dense GEMMs), on the stack's MoE runs
-only; everything else of those runs is priced with the stack's dense values, fitted on its dense
-runs (inherited from the base release where a release published no dense run). Grouped GEMMs
-with few rows per expert run below a dense GEMM of the same FLOPs (DeepGEMM's grouped FP8
-kernels: 1233 → 932 TFLOP/s from 1024 to 256 rows per group on H800), and the routing,
-permutation and dispatch kernels around them are part of what η_e absorbs. η_e is at most
-the dense η of the same stack and GPU (a grouped GEMM is a batch of smaller GEMMs: DeepGEMM's
-grouped FP8 kernels reach 61–68 % of the peak where its dense ones reach up to 72 %), which
-also keeps it physical for runs bound by their all-to-alls, where it has little leverage. Its
-cross-validation leaves one release (its patch release with it) out of the MoE runs.
+more parameter per (stack, GPU), η_t (``System.moe_token_efficiency``), on the stack's MoE runs
+only: the fraction of the HBM bandwidth the MoE layer's token kernels reach — the router, the
+permutation into expert order and the unpermutation (:data:`model.physics.optable.
+TOKEN_KERNELS`). Everything else of those runs is priced with the stack's dense values, fitted
+on its dense runs (inherited from the base release where a release published no dense run); the
+experts' grouped GEMMs run at the dense GEMM efficiency. Why the MoE-specific cost is charged
+per routed byte and not per expert FLOP: grouped GEMMs with a thousand rows or more per expert
+run close to a dense GEMM of the same shape (DeepGEMM's grouped FP8 kernels on H800: 1233 TFLOP/s
+at 1024 rows per group, README 2025-03; its dense ones 1300–1550), and the recipes give every
+expert thousands of rows (T·k·ep/E); what else a MoE layer costs — token kernels, unfused index
+and sort kernels, synchronising the per-expert token counts with the host — scales with the
+routed copies T·k and the hidden size e, not with the expert FFN. η_t absorbs those costs: a
+value far below 1 says the release's MoE layers lose that much time outside the GEMMs and the
+all-to-alls, not that a permutation kernel runs at that bandwidth. Its cross-validation leaves
+one release (its patch release with it) out of the MoE runs.
 """
 
 from __future__ import annotations
@@ -47,9 +51,9 @@ from . import Case, predict_row
 FP8_RATIO = 0.96  # pre-quantised FP8 GEMM speed over BF16 / their peak ratio (1.92 / 2)
 GRID = np.array([0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0])
 FINE = np.linspace(GRID[0], GRID[-1], 1501)
-# the experts' grouped GEMMs may run well below a dense GEMM: a wider grid
-EXPERT_GRID = np.array([0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0])
-EXPERT_FINE = np.linspace(EXPERT_GRID[0], EXPERT_GRID[-1], 1801)
+# the MoE token kernels' bandwidth fraction: time ≈ a + b/η_t from a few % of the HBM rate up
+EXPERT_GRID = np.array([0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0])
+EXPERT_FINE = np.linspace(EXPERT_GRID[0], EXPERT_GRID[-1], 1961)
 
 
 def efficiency_fields(eta: float) -> dict[str, float]:
@@ -60,8 +64,8 @@ def efficiency_fields(eta: float) -> dict[str, float]:
 
 
 def expert_fields(eta: float) -> dict[str, float]:
-    """The system fields one expert grouped-GEMM efficiency η_e sets."""
-    return {"expert_flop_efficiency": eta, "expert_flop_efficiency_fp8": FP8_RATIO * eta}
+    """The system field one MoE token-kernel efficiency η_t sets."""
+    return {"moe_token_efficiency": eta}
 
 
 def predicted_time_s(case: Case, eta: float) -> float:
@@ -70,7 +74,7 @@ def predicted_time_s(case: Case, eta: float) -> float:
     values (the ``moe`` set)."""
     stack = load_stack(case.stack)
     bare = replace(stack, gemm_efficiency={}, attention_efficiency={},
-                   expert_gemm_efficiency={})  # keeps its defaults
+                   expert_gemm_efficiency={}, moe_token_efficiency={})  # keeps its defaults
     if case.set == "moe":
         system = stack.apply(case.system).with_overrides(**expert_fields(eta))
     else:
@@ -81,7 +85,7 @@ def predicted_time_s(case: Case, eta: float) -> float:
 @dataclass(frozen=True)
 class Curve:
     """A run's predicted log time on ``fine`` values of η (:data:`FINE`, or
-    :data:`EXPERT_FINE` for the experts' efficiency of a MoE run)."""
+    :data:`EXPERT_FINE` for the token-kernel efficiency of a MoE run)."""
 
     case: Case
     log_time: np.ndarray
@@ -94,9 +98,7 @@ class Curve:
         t = np.array([predicted_time_s(case, e) for e in grid])
         # time ≈ a + b/η: interpolate linearly in 1/η, then take logs
         inv = 1.0 / grid
-        cap = (load_stack(case.stack).apply(case.system).flop_efficiency if case.set == "moe"
-               else 1.0)  # experts: at most the stack's dense GEMM efficiency
-        return cls(case, np.log(np.interp(1.0 / fine, inv[::-1], t[::-1])), fine, cap)
+        return cls(case, np.log(np.interp(1.0 / fine, inv[::-1], t[::-1])), fine)
 
     def time_s(self, eta: float) -> float:
         return float(np.exp(np.interp(eta, self.fine, self.log_time)))
