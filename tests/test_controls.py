@@ -181,7 +181,8 @@ def test_the_panel_builds_from_any_table():
     ({"layers": None}, "layers", "Layers needs a value: a whole number from 1 to 10,000"),
     ({"zero": True}, "zero", "ZeRO stage must be one of 0, 1, 2, 3"),
     ({"precision": "fp9"}, "precision", "Precision must be one of BF16, FP16, "
-     "FP8 (current scaling), FP8 (delayed scaling), MXFP8 (32-element blocks), "
+     "FP8 (current scaling), FP8 (delayed scaling), FP8 (128-element blocks), "
+     "MXFP8 (32-element blocks), "
      "NVFP4 (16-element blocks)"),
     ({"attention": "gqa", "kv_heads": 320}, "kv_heads",
      "KV heads (320) must divide the heads (160)"),

@@ -63,7 +63,7 @@ def efficiency_fields(eta: float) -> dict[str, float]:
             "attention_efficiency": eta}
 
 
-def expert_fields(eta: float) -> dict[str, float]:
+def token_fields(eta: float) -> dict[str, float]:
     """The system field one MoE token-kernel efficiency η_t sets."""
     return {"moe_token_efficiency": eta}
 
@@ -76,7 +76,7 @@ def predicted_time_s(case: Case, eta: float) -> float:
     bare = replace(stack, gemm_efficiency={}, attention_efficiency={},
                    expert_gemm_efficiency={}, moe_token_efficiency={})  # keeps its defaults
     if case.set == "moe":
-        system = stack.apply(case.system).with_overrides(**expert_fields(eta))
+        system = stack.apply(case.system).with_overrides(**token_fields(eta))
     else:
         system = case.system.with_overrides(**efficiency_fields(eta))
     return float(predict_row(case, system=system, stack=bare)["iteration_time_s"])
