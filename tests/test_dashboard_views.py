@@ -264,6 +264,40 @@ def test_validation_page_cross_validation_equals_the_json():
     assert hatched["narayanan-2021"] == "/" and hatched["korthikanti-2022"] == ""
 
 
+def test_validation_page_moe_cross_validation_equals_the_json():
+    """The MoE section: one row per release and the summary, the numbers of the moe part of
+    the stored table, a bar per row and a dot per run (and per firm run on the summary row)."""
+    stored = json.loads(CROSS_VALIDATION.read_text())["moe"]
+    by_source = {s["source"]: s for s in stored["sources"]}
+    rows, fig, message = validation.build_cross_validation(part="moe")
+    assert message == "" and [r["source"] for r in rows][-1] == "all firm runs"
+    assert {r["source"] for r in rows} == set(by_source)
+    assert all(r["source"].startswith("megatron-bridge-") for r in rows[:-1])
+    for row in rows:
+        for key in ("in_sample_mean_pct", "cross_validated_max_pct", "runs"):
+            assert row[key] == by_source[row["source"]][key]
+    bars = {t.legendgroup: t for t in fig.data if t.type == "bar"}
+    np.testing.assert_array_equal(bars["cross_validated"].x,
+                                  [by_source[r["source"]]["cross_validated_mean_pct"]
+                                   for r in rows])
+    dots = next(t for t in fig.data if t.legendgroup == "cross_validated-runs")
+    assert len(dots.x) == 2 * len(stored["runs"]) == 2 * 61
+    assert cross_validation_runs(part="moe")["id"].tolist() == [r["id"] for r in stored["runs"]]
+    with pytest.raises(ValueError, match="unknown cross-validation part"):
+        cross_validation_sources(part="sparse")
+
+
+def test_validation_page_cross_validation_callback_fills_both_sections():
+    out = validation.update_cross_validation.__wrapped__(True, {"presentation": False}, None)
+    dense_rows, dense_fig, moe_rows, moe_fig, message, shown = out
+    assert message == "" and shown is False
+    assert dense_rows[-1]["source"] == moe_rows[-1]["source"] == "all firm runs"
+    assert dense_fig.data and moe_fig.data
+    assert [r["source"] for r in moe_rows[:-1]] == [
+        f"megatron-bridge-{r}" for r in ("25.09", "25.11", "26.02", "26.04", "26.06", "26.08")]
+    assert sum(r["runs"] for r in moe_rows[:-1]) == moe_rows[-1]["runs"] == 61
+
+
 def test_cross_validation_figure_without_data_says_so():
     fig = figures.cross_validation_figure(pd.DataFrame(), pd.DataFrame())
     assert len(fig.data) == 0 and fig.layout.annotations

@@ -102,25 +102,49 @@ def _intro() -> html.Div:
             "paper or a framework release — predicted with η fitted on every other source only. "
             "Uncertain sources (configuration or measurement partly inferred) are never fitted; "
             "they are hollow markers and hatched bars."]),
+        html.P([
+            html.B("Mixture of experts"), ": 63 Megatron-Bridge runs of DeepSeek-V3 and "
+            "Qwen3-235B-A22B (releases 25.09–26.08, H100 to GB300; 61 predicted), each with "
+            "its model as a Hugging Face config. Their experts' GEMMs run at the release's "
+            "dense efficiency; one more parameter per release and GPU, the fraction η_t of the "
+            "HBM bandwidth the MoE token kernels (router, permutation, unpermutation) reach, is "
+            "fitted on these runs only — charged per routed byte, so models of few large "
+            "experts pay little of it. Their own section below leaves one release out at a "
+            "time; other MoE models (Mixtral, DeepSeek-V3 on H800) are held out "
+            "(bench/moe_held_out.py, README)."]),
     ])
 
 
-def _cross_validation_card() -> html.Div:
-    """The leave-one-source-out table per source and its figure."""
-    card = graph_card(
-        "validation-cv", "Cross-validated error per source (leave-one-source-out)", grow=True,
-        note=("Bars: mean |error| of a source's runs, in sample (η fitted on every source) and "
+CV_TABLE_OPTIONS = dict(
+    defaultColDef={"resizable": True, "wrapText": True, "autoHeight": True,
+                   "wrapHeaderText": True, "autoHeaderHeight": True},
+    dashGridOptions={"domLayout": "autoHeight", "animateRows": False},
+    style={"height": None}, className="ag-theme-alpine cv-table")
+CV_SECTIONS = {  # part → (graph name, title, note)
+    "dense": ("validation-cv", "Cross-validated error per source (leave-one-source-out)",
+              "Bars: mean |error| of a source's runs, in sample (η fitted on every source) and "
               "cross-validated (fitted without the source); dots: each run; hatched: uncertain "
               "source; shaded: releases of the same recipes, whose held-out error measures "
               "repeatability across releases, not generalisation. "
               "From model/data/reference/cross_validation.json (bench/calibrate.py --write), "
               "the numbers of the README's Accuracy table."),
-        extra=dag.AgGrid(id="validation-cv-table", columnDefs=CV_COLUMNS, rowData=[],
-                         defaultColDef={"resizable": True, "wrapText": True,
-                                        "autoHeight": True, "wrapHeaderText": True,
-                                        "autoHeaderHeight": True},
-                         dashGridOptions={"domLayout": "autoHeight", "animateRows": False},
-                         style={"height": None}, className="ag-theme-alpine cv-table"))
+    "moe": ("validation-moe-cv",
+            "Mixture of experts: error per release (leave-one-release-out)",
+            "The 61 Megatron-Bridge DeepSeek-V3 and Qwen3-235B-A22B runs: bars, mean |error| "
+            "of a release's runs with the MoE token-kernel efficiency η_t fitted on its own "
+            "runs (in sample) and on the other releases' runs only (cross-validated); dots: "
+            "each run. Releases of the same recipes: repeatability, not generalisation (other "
+            "MoE models: bench/moe_held_out.py, README). From the moe part of "
+            "model/data/reference/cross_validation.json."),
+}
+
+
+def _cross_validation_card(part: str) -> html.Div:
+    """The leave-one-source-out table of one part (dense or MoE runs) and its figure."""
+    name, title, note = CV_SECTIONS[part]
+    card = graph_card(name, title, grow=True, note=note,
+                      extra=dag.AgGrid(id=f"{name}-table", columnDefs=CV_COLUMNS, rowData=[],
+                                       **CV_TABLE_OPTIONS))
     card.className = "card wide"
     return card
 
@@ -161,7 +185,8 @@ layout = html.Div(className="page-body", children=[
                        columnSize="sizeToFit", style={"height": None},
                        className="ag-theme-alpine"),
         ]),
-        _cross_validation_card(),
+        _cross_validation_card("dense"),
+        _cross_validation_card("moe"),
         graph_card("validation-time", "Iteration time: predicted vs measured", height=520,
                    note=("Log-log; dashed: y = x, shaded: within ±10%. Diamonds: Calculon's "
                          "published predictions of the same runs.")),
@@ -278,11 +303,13 @@ def cross_validation_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def build_cross_validation(presentation: bool = False) -> tuple:
-    """(table rows, figure, message) of the leave-one-source-out section; a message and an
-    empty figure when the stored table cannot be read."""
+def build_cross_validation(presentation: bool = False, part: str = "dense") -> tuple:
+    """(table rows, figure, message) of one leave-one-source-out section (``part``: the dense
+    runs or the MoE runs); a message and an empty figure when the stored table cannot be
+    read."""
     try:
-        table, runs = cross_validation_sources(), cross_validation_runs()
+        table = cross_validation_sources(part=part)
+        runs = cross_validation_runs(part=part)
     except (OSError, ValueError, KeyError) as exc:
         return [], figures.empty_figure("No cross-validation table.", presentation), (
             f"The cross-validation table could not be read: {exc}")
@@ -291,26 +318,32 @@ def build_cross_validation(presentation: bool = False) -> tuple:
 
 
 @callback(
-    Output("validation-cv-table", "rowData"),
-    Output({"type": "graph", "name": "validation-cv"}, "figure"),
+    *[o for part in CV_SECTIONS for o in (
+        Output(f"{CV_SECTIONS[part][0]}-table", "rowData"),
+        Output({"type": "graph", "name": CV_SECTIONS[part][0]}, "figure"))],
     Output("validation-cv-message", "children"), Output("validation-cv-presentation", "data"),
     Input("validation-load", "data"), Input("scenario", "data"),
     State("validation-cv-presentation", "data"), prevent_initial_call=False,
 )
-@page_callback(1, lambda message: [no_update, no_update, message, no_update])
+@page_callback(1, lambda message: [*[no_update] * (2 * len(CV_SECTIONS)), message, no_update])
 def update_cross_validation(_load: Any, scn: dict[str, Any], shown: Any) -> list:
-    """On page load, and when presentation mode changes."""
+    """On page load, and when presentation mode changes: both sections, one message."""
     pres = bool(scn["presentation"])
     if shown is not None and bool(shown) == pres:
         raise PreventUpdate
-    return [*build_cross_validation(pres), pres]
+    built = [build_cross_validation(pres, part) for part in CV_SECTIONS]
+    message = " ".join(dict.fromkeys(m for _, _, m in built if m))
+    return [*[x for rows, fig, _ in built for x in (rows, fig)], message, pres]
 
 
-def _cross_validation_figure(scn: dict[str, Any], _context: Any) -> dict[str, Any]:
-    _, figure, message = build_cross_validation(bool(scn["presentation"]))
-    if message:
-        raise ModelError(message)
-    return {"validation-cv": figure}
+def _cross_validation_figures(scn: dict[str, Any], _context: Any) -> dict[str, Any]:
+    out = {}
+    for part, (name, _, _) in CV_SECTIONS.items():
+        _, figure, message = build_cross_validation(bool(scn["presentation"]), part)
+        if message:
+            raise ModelError(message)
+        out[name] = figure
+    return out
 
 
-register_exports(["validation-cv"], _cross_validation_figure)
+register_exports([name for name, _, _ in CV_SECTIONS.values()], _cross_validation_figures)

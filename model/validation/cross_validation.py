@@ -6,6 +6,10 @@ release) the mean and max |error| of its runs predicted in sample (efficiencies 
 source) and cross-validated (fitted without that source), and every run's measured and predicted
 iteration times. Errors are 100·(1 − predicted / measured), as everywhere in the validation.
 
+The mixture-of-experts runs have a table of their own (``part="moe"``: the ``moe`` entry of
+the file, one source per Megatron-Bridge release, its MoE token-kernel efficiency fitted on the
+other releases' MoE runs), read by the same functions.
+
 Two readings the numbers need, derived here from the data:
 
 * **releases of the same recipes** — sources named ``<family>-YY.MM`` (e.g.
@@ -39,15 +43,21 @@ def release_family(source: str) -> str | None:
     return match.group("family") if match else None
 
 
-def _load(path: Path | None) -> dict:
-    return json.loads(Path(path or CROSS_VALIDATION).read_text())
+PARTS = ("dense", "moe")  # the dense runs' table, the mixture-of-experts runs' table
 
 
-def cross_validation_runs(path: Path | None = None) -> pd.DataFrame:
+def _load(path: Path | None, part: str = "dense") -> dict:
+    if part not in PARTS:
+        raise ValueError(f"unknown cross-validation part {part!r}; one of {', '.join(PARTS)}")
+    data = json.loads(Path(path or CROSS_VALIDATION).read_text())
+    return data["moe"] if part == "moe" else data
+
+
+def cross_validation_runs(path: Path | None = None, part: str = "dense") -> pd.DataFrame:
     """One row per run: ``id``, ``source``, ``stack``, ``system``, ``uncertain``,
     ``measured_s``, ``in_sample_s``, ``cross_validated_s`` and the signed errors
     ``in_sample_error_pct`` and ``cross_validated_error_pct``."""
-    runs = pd.DataFrame(_load(path)["runs"])
+    runs = pd.DataFrame(_load(path, part)["runs"])
     if runs.empty:
         return runs
     measured = runs["measured_s"].to_numpy(dtype=float)
@@ -56,14 +66,14 @@ def cross_validation_runs(path: Path | None = None) -> pd.DataFrame:
     return runs
 
 
-def cross_validation_sources(path: Path | None = None) -> pd.DataFrame:
+def cross_validation_sources(path: Path | None = None, part: str = "dense") -> pd.DataFrame:
     """The per-source table as stored (``source``, ``runs``, ``uncertain``,
     ``in_sample_mean_pct`` … ``cross_validated_max_pct``: mean and max |error| in percent),
     plus ``family`` (the framework of a release, else ''), ``same_recipes`` (the other
     releases of that family in the table), ``fitted`` (whether any fit used the source) and
     ``reading`` (what its cross-validated error measures, in words). The summary row
     (:data:`ALL_FIRM`) comes last."""
-    data = _load(path)
+    data = _load(path, part)
     table = pd.DataFrame(data["sources"])
     runs = pd.DataFrame(data["runs"])
     families = {s: release_family(s) for s in table["source"]}

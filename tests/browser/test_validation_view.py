@@ -58,3 +58,29 @@ def test_cross_validated_error_per_source_equals_the_json(ui) -> None:
     ui.idle()
     assert ui.severe_logs() == []
     ui.screenshot("validation")
+
+
+_MOE_BARS_JS = _BARS_JS.replace("#card-validation-cv ", "#card-validation-moe-cv ")
+MOE_PINNED = "#validation-moe-cv-table .ag-pinned-left-cols-container .ag-row"
+MOE_ROWS = "#validation-moe-cv-table .ag-center-cols-container .ag-row"
+
+
+def test_moe_cross_validation_per_release_equals_the_json(ui) -> None:
+    """The mixture-of-experts section: one bar pair per Megatron-Bridge release and the summary,
+    the in-sample and leave-one-release-out means of the moe part of the stored table."""
+    stored = {s["source"]: s for s in json.loads(CROSS_VALIDATION.read_text())["moe"]["sources"]}
+    ui.go("validation")
+    shown = ui.until(lambda: (lambda d: d if d and d["bars"] else None)(
+        ui.driver.execute_script(_MOE_BARS_JS)), "the MoE cross-validation figure", timeout=60)
+    labels = dict(zip(shown["ticks"]["vals"], shown["ticks"]["text"]))
+    order = [labels[i].split(" · ")[0] for i in range(len(labels))]
+    assert set(order) == set(stored) and order[-1] == "all firm runs"
+    bars = {b["group"]: b for b in shown["bars"]}
+    for kind in ("cross_validated", "in_sample"):
+        assert bars[kind]["x"] == [stored[s][f"{kind}_mean_pct"] for s in order], kind
+    rows = ui.until(lambda: ui.grid_rows(MOE_ROWS), "rows in the MoE cross-validation table")
+    assert [r["source"] for r in ui.grid_rows(MOE_PINNED)] == order
+    for name, row in zip(order, rows):
+        assert row["cross_validated_mean_pct"] == f"{stored[name]['cross_validated_mean_pct']:.2f}"
+    ui.idle()
+    assert ui.severe_logs() == []
