@@ -72,5 +72,17 @@ def test_a_malformed_record_is_skipped_not_raised():
 def test_validation_sets():
     assert "moe" in SETS
     ids = {c.id for c in time_cases(sets=("moe",))}
-    assert len(ids) == 60  # 61 cases with two records sharing an id (2606 GB300, two batches)
+    assert len(ids) == 61  # one per case (test_every_case_names_one_run)
     assert not ids & {c.id for c in time_cases()}  # the dense sets hold no MoE run
+
+
+def test_every_case_names_one_run():
+    """26.06 published two GB300 DeepSeek-V3 rows under one id (global batch 4096 and 15,360):
+    each case gets its batch appended, so tables and figures keyed by id keep both."""
+    cases = moe_cases()
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids)) == len(moe_records())
+    twins = {c.id: c for c in cases if c.id.startswith("mbridge2606_GB300_DeepSeekV3_MXFP8_256")}
+    assert set(twins) == {"mbridge2606_GB300_DeepSeekV3_MXFP8_256_gbs4096",
+                          "mbridge2606_GB300_DeepSeekV3_MXFP8_256_gbs15360"}
+    assert twins["mbridge2606_GB300_DeepSeekV3_MXFP8_256_gbs15360"].global_batch == 15360

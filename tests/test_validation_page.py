@@ -42,7 +42,7 @@ pytestmark = pytest.mark.usefixtures("tmp_cache")  # a private results cache per
 
 @pytest.fixture(scope="module")
 def frame() -> pd.DataFrame:
-    return mv.run_validation()
+    return mv.run_validation(sets=mv.SETS)  # what the page shows: the MoE runs too
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_time_scatter_points_are_measured_vs_predicted(frame, done):
         assert sorted(ids) == sorted(part["id"])
         assert "error" in t.hovertemplate and "predicted" in t.hovertemplate
         plotted += len(t.x)
-    assert plotted == len(rows) == 8 + 24 + 18  # Korthikanti + measurements + the extra set
+    assert plotted == len(rows) == 8 + 24 + 18 + 61  # Korthikanti, measurements, extra, MoE
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "(s)" in fig.layout.xaxis.title.text and "(s)" in fig.layout.yaxis.title.text
 
@@ -261,7 +261,7 @@ def test_page_is_registered():
 def test_build_returns_summary_rows_figures_and_records(frame):
     summary_rows, time_fig, memory_fig, error_fig, records, message = page.build(frame)
     expected = mv.summary(frame)
-    assert len(summary_rows) == len(expected) == 6
+    assert len(summary_rows) == len(expected) == 7  # the MoE set too
     for row, (_, exp) in zip(summary_rows, expected.iterrows()):
         assert (row["set"], row["metric"], row["n"]) == (exp["set"], exp["metric"], exp["n"])
         assert row["mean_abs_error_pct"] == pytest.approx(exp["mean_abs_error_pct"])

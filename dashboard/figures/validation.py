@@ -48,9 +48,11 @@ SET_LABELS: dict[str, str] = {
     "korthikanti-memory": "Korthikanti 2022 memory (A100)",
     "measurements": "other published runs",
     "megatron-bridge-extra": "Megatron-Bridge 25.09/26.02",
+    "moe": "Megatron-Bridge MoE (DeepSeek-V3, Qwen3)",
 }
 SET_COLORS: dict[str, str] = {"korthikanti": PALETTE[0], "korthikanti-memory": PALETTE[2],
-                              "measurements": PALETTE[1], "megatron-bridge-extra": PALETTE[3]}
+                              "measurements": PALETTE[1], "megatron-bridge-extra": PALETTE[3],
+                              "moe": PALETTE[5]}
 CALCULON_COLOR = PALETTE[4]
 CALCULON_LABEL = "Calculon (published)"
 METRIC_ORDER: tuple[str, ...] = ("iteration_time_s", "params_grads_optimizer_gib",

@@ -95,8 +95,8 @@ def cross_validation_sources(path: Path | None = None, part: str = "dense") -> p
 @functools.cache
 def fitted_run_ids() -> frozenset[str]:
     """The runs some fit used (bench/calibrate.py fits each stack's η on its firm runs of each
-    GPU): the firm runs of the stored table."""
-    runs = _load(None)["runs"]
+    GPU, and its MoE token-kernel efficiency on its MoE runs): the firm runs of both tables."""
+    runs = [r for part in PARTS for r in _load(None, part)["runs"]]
     return frozenset(r["id"] for r in runs if not r["uncertain"])
 
 

@@ -36,6 +36,7 @@ chunks: the interleaving rule needs V to divide a stage's layers).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -122,5 +123,13 @@ def moe_records(path: Path = MOE_RUNS) -> list[dict[str, Any]]:
 
 
 def moe_cases(path: Path = MOE_RUNS) -> list[Case]:
-    """Every record of the MoE set as a case (skipped ones carry their reason)."""
-    return [moe_case(r) for r in moe_records(path)]
+    """Every record of the MoE set as a case (skipped ones carry their reason). A published id
+    shared by runs of different global batches (26.06's two GB300 DeepSeek-V3 rows) gets the
+    batch appended to each, ``…_gbs15360``, so every case names one run."""
+    records = moe_records(path)
+    seen = Counter(str(r.get("id", "?")) for r in records)
+    cases = [moe_case(r) for r in records]
+    for case, r in zip(cases, records):
+        if seen[case.id] > 1:
+            case.id = f"{case.id}_gbs{r.get('global_batch')}"
+    return cases
