@@ -10,6 +10,7 @@ nv_tp1, nv_tp2): it is evaluated once per distinct key and gathered back to the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -123,18 +124,20 @@ class ShapeCounts:
 
 
 def _weights_acts(counts: list[OpCounts], inverse: np.ndarray,
-                  specs: tuple[OpSpec, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  specs: tuple[OpSpec, ...] = ()) -> tuple[np.ndarray, np.ndarray, Any]:
     """Σ weight bytes (of ops not routed), Σ activation bytes and Σ routed experts' weight
-    bytes of ops, per row (``specs``: the ops' rows, to tell the experts' weights apart)."""
-    w = a = e = np.zeros(len(inverse))
+    bytes of ops, per row (``specs``: the ops' rows, to tell the experts' weights apart; 0.0
+    for the experts when no op is routed). Summed per distinct shape, then gathered to rows:
+    the same sums, in the same order."""
+    w = a = e = np.zeros(int(inverse.max(initial=-1)) + 1)
     routed = [s.routed for s in specs] or [False] * len(counts)
     for c, expert in zip(counts, routed):
         if expert:
-            e = e + _per_row(c.weight_bytes, inverse)
+            e = e + c.weight_bytes
         else:
-            w = w + _per_row(c.weight_bytes, inverse)
-        a = a + _per_row(c.act_bytes, inverse)
-    return w, a, e
+            w = w + c.weight_bytes
+        a = a + c.act_bytes
+    return w[inverse], a[inverse], e[inverse] if any(routed) else 0.0
 
 
 def _per_row(x, inverse: np.ndarray):
@@ -193,7 +196,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                          layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
                          interleave=cols["interleave"], zero=ex.zero,
                          grad_factor=grad_factor, end_layers=end_layers,
-                         expert_weight_bytes=expert_w, expert_group=expert_dp_group(cols))
+                         expert_weight_bytes=expert_w,
+                         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1)
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)
