@@ -86,10 +86,10 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx, usable)
     fits = fits_on(mem, system, usable)
     per_count, placing, offset, total = [], [], 0, 0
+    placed = np.concatenate([np.count_nonzero(mask, axis=1) for mask, _ in masks])
     for n, cols, (mask, table) in zip(counts, shapes, masks):
         span = slice(offset, offset + len(cols["tp1"]))
-        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
-                                        mask.sum(axis=1)))
+        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span], placed[span]))
         total += per_count[-1].candidates
         check_budget(total, budget)
         placing.append((n, offset, mask, table))
@@ -110,7 +110,6 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
         return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
                                       cands["shape"])
 
-    placed = np.concatenate([mask.sum(axis=1) for _, _, mask, _ in placing])
     todo = np.flatnonzero(fits & (placed > 0))
     count_of = np.repeat(np.arange(len(counts)), [len(m) for _, _, m, _ in placing])
     if PRUNE and placed[todo].sum() >= PRUNE_FROM:
