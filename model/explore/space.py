@@ -305,6 +305,10 @@ def expert_placement(cols: dict) -> dict[str, np.ndarray]:
     expert-data-parallel group (stride ep·etp) has nv_tp1·nv_tp2·nv_dp / (that of ep·etp)."""
     ones = np.ones_like(cols["tp1"])
     ep, etp = cols.get("ep", ones), cols.get("etp", ones)
+    stage = cols["nv_tp1"] * cols["nv_tp2"] * cols["nv_dp"]
+    if ep.max(initial=1) == 1 and etp.max(initial=1) == 1:
+        # no expert parallelism (a dense model): one-rank groups, the stage's box is the edp's
+        return {"nv_ep": ones, "nv_etp": ones.copy(), "nv_edp": stage}
     grid = ((cols["tp1"], cols["nv_tp1"]), (cols["tp2"], cols["nv_tp2"]),
             (cols["dp"], cols["nv_dp"]))
 
@@ -316,7 +320,6 @@ def expert_placement(cols: dict) -> dict[str, np.ndarray]:
         return out
 
     group, tensor = inside(ep * etp), inside(etp)
-    stage = cols["nv_tp1"] * cols["nv_tp2"] * cols["nv_dp"]
     return {"nv_ep": np.maximum(group // tensor, 1), "nv_etp": tensor,
             "nv_edp": np.maximum(stage // group, 1)}
 
