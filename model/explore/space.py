@@ -241,9 +241,33 @@ def filled_domain(n: int, nvs: int) -> int:
     return int(ds[ds <= nvs].max())
 
 
-def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Which placements each shape allows: a boolean [shapes, k] mask and the [k, 4] table.
+@dataclass(frozen=True)
+class Placements:
+    """Which NVLink placements each shape allows, kept per run of consecutive shapes with the
+    same (tp1, tp2, dp, pp) — the shapes come in such runs, and only those four decide:
+    ``ok`` [runs, k] (k placements of ``table``, or the identity's one column when ``table``
+    is None) and each run's ``lengths`` (shapes)."""
+
+    ok: np.ndarray
+    lengths: np.ndarray
+    table: np.ndarray | None
+
+    def mask(self) -> np.ndarray:
+        """The boolean [shapes, k] mask."""
+        return np.repeat(self.ok, self.lengths, axis=0)
+
+    def counts(self) -> np.ndarray:
+        """Placements of each shape."""
+        return np.repeat(np.count_nonzero(self.ok, axis=1), self.lengths)
+
+    def rows(self, shapes: np.ndarray) -> np.ndarray:
+        """The mask's rows of the (increasing) ``shapes``."""
+        return self.ok[np.searchsorted(np.cumsum(self.lengths), shapes, side="right")]
+
+
+def shape_placements(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
+                     ) -> Placements:
+    """Which placements each shape allows (:class:`Placements`).
 
     With n ≤ NVS the only placement is the identity (everything in one domain): the table is
     ``None`` and the mask has one column. Otherwise the table lists every ordered
@@ -251,28 +275,36 @@ def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
     n not above NVS, see :func:`filled_domain`).
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
-    dims = np.stack([cols["tp1"], cols["tp2"], cols["dp"], cols["pp"]], axis=1)
+    names = ("tp1", "tp2", "dp", "pp")
+    new_run = np.zeros(len(cols["tp1"]), dtype=bool)
+    new_run[:1] = True
+    for name in names:
+        new_run[1:] |= cols[name][1:] != cols[name][:-1]
+    starts = np.flatnonzero(new_run)
+    lengths = np.diff(starts, append=len(new_run))
+    dims = [cols[name][starts] for name in names]  # each run's
     if n <= nvs:
-        ok = np.ones((len(dims), 1), dtype=bool)
-        for i, name in enumerate(PLACEMENT):
+        ok = np.ones((len(starts), 1), dtype=bool)
+        for dim, name in zip(dims, PLACEMENT):
             if pins.get(name) is not None:
-                ok[:, 0] &= dims[:, i] == pins[name]
-        return ok, None
+                ok[:, 0] &= dim == pins[name]
+        return Placements(ok, lengths, None)
     table = placements(nvs if exact else filled_domain(n, nvs))
     for i, name in enumerate(PLACEMENT):
         if pins.get(name) is not None:
             table = table[table[:, i] == pins[name]]
-    # shapes differing only in the later axes (experts, microbatch, nb...) share their
-    # placements, and the rows come in runs of one (tp1, tp2, dp, pp): test each run once
-    new_run = np.zeros(len(dims), dtype=bool)
-    new_run[:1] = True
-    for name in ("tp1", "tp2", "dp", "pp"):
-        new_run[1:] |= cols[name][1:] != cols[name][:-1]
-    distinct = dims[new_run]
-    ok = np.ones((len(distinct), len(table)), dtype=bool)
-    for i in range(4):
-        ok &= distinct[:, i, None] % table[None, :, i] == 0
-    return ok[np.cumsum(new_run) - 1], table
+    ok = np.ones((len(starts), len(table)), dtype=bool)
+    for i, dim in enumerate(dims):
+        ok &= dim[:, None] % table[None, :, i] == 0
+    return Placements(ok, lengths, table)
+
+
+def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which placements each shape allows: a boolean [shapes, k] mask and the [k, 4] table
+    (:func:`shape_placements`)."""
+    found = shape_placements(cols, n, nvs, pins, exact)
+    return found.mask(), found.table
 
 
 def expand_placements(cols: dict, mask: np.ndarray, table: np.ndarray | None) -> dict:
