@@ -260,6 +260,10 @@ class Placements:
         """Placements of each shape."""
         return np.repeat(np.count_nonzero(self.ok, axis=1), self.lengths)
 
+    def total(self) -> int:
+        """Placements of all the shapes: the candidates."""
+        return int(np.count_nonzero(self.ok, axis=1) @ self.lengths)
+
     def rows(self, shapes: np.ndarray) -> np.ndarray:
         """The mask's rows of the (increasing) ``shapes``."""
         return self.ok[np.searchsorted(np.cumsum(self.lengths), shapes, side="right")]
