@@ -21,12 +21,12 @@ from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
 from ..specs.transformer import load_model
 from . import format as cli_format
-from .commands import (
+from .args import (
     DEFAULT_GLOBAL_BATCH,
-    _load,
-    _print_json,
+    load_workload,
     positive_int,
     positive_number,
+    print_json,
     strategy_name,
 )
 from .costs import add_cost_args, costs_from_args
@@ -162,7 +162,7 @@ def _strategy(args: argparse.Namespace, *models: Any) -> str | tuple[str, ...]:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    model, system = _load(args)
+    model, system = load_workload(args)
     res = plan(model, system, args.global_batch, days=args.days, budget_usd=args.budget_usd,
                strategy=_strategy(args, model), gpu_step=args.gpu_step, max_gpus=args.max_gpus,
                failures=args.with_failures,
@@ -171,7 +171,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if res.row is None:
         raise ModelError(_no_answer(res, model.name))
     if args.json:
-        _print_json(plan_json(res, model, system, args))
+        print_json(plan_json(res, model, system, args))
     else:
         print(format_plan(res, model, system, args))
     return 0
@@ -237,13 +237,13 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
 
 
 def run_lost_node(args: argparse.Namespace) -> int:
-    model, system = _load(args)
+    model, system = load_workload(args)
     frame = lost_node_frame(model, system, args.gpus, args.global_batch, _strategy(args, model),
                             lost=args.lost, node=args.node, cliff_ratio=args.cliff_ratio,
                             execution=execution_from_args(args, searching=True),
                             stack=args.stack, costs=costs_from_args(args))
     if args.json:
-        _print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
+        print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
                      "global_batch": args.global_batch, "cliff_ratio": args.cliff_ratio,
                      "rows": cli_format.records(frame)})
         return 0
@@ -272,7 +272,7 @@ def run_codesign(args: argparse.Namespace) -> int:
                    strategy=_strategy(args, *models),
                    execution=execution_from_args(args, searching=True), stack=args.stack)
     if args.json:
-        _print_json({"system": system.name, "budget_usd": res.budget_usd,
+        print_json({"system": system.name, "budget_usd": res.budget_usd,
                      "varied": list(res.varied), "global_batch": args.global_batch,
                      "elapsed_s": res.elapsed_s, "rows": cli_format.records(res.rows)})
         return 0

@@ -10,6 +10,7 @@ nv_tp1, nv_tp2): it is evaluated once per distinct key and gathered back to the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -28,60 +29,9 @@ from ..physics.strategies import OpSpec, Strategy
 from ..physics.totals import Totals, sum_ops, zero_totals
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
+from .distinct import SHAPE_KEY, distinct_blocks, distinct_rows
 from .rules import stage_layout
 from .space import EXPERT_PLACEMENT, PLACEMENT, Space
-
-SHAPE_KEY = ("microbatch", "tp1", "tp2", "nb", "ep", "etp")
-BLOCK_KEY = SHAPE_KEY + ("nv_tp1", "nv_tp2", "nv_ep", "nv_etp")
-
-
-def distinct_rows(cols: dict[str, np.ndarray], names: tuple[str, ...]):
-    """Indices of the distinct rows over ``names`` and, per row, the index of its distinct row."""
-    key = np.zeros(len(cols[names[0]]), dtype=np.int64)
-    radices = [int(cols[name].max(initial=0)) + 1 for name in names]
-    if np.prod(np.array(radices, dtype=float)) < 2.0**62:  # mixed radix of the raw values
-        for name, radix in zip(names, radices):
-            key = key * radix + cols[name]
-    else:  # too wide: rank each column first
-        for name in names:
-            values, codes = np.unique(cols[name], return_inverse=True)
-            key = key * len(values) + codes
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first, inverse
-
-
-def _distinct_blocks(cols: dict[str, np.ndarray], shape_id: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`distinct_rows` over ``BLOCK_KEY`` of the candidates, without a sort.
-
-    ``shape_id`` is each candidate's distinct shape (its rank in ``SHAPE_KEY`` order), so
-    (shape_id, nv_tp1, nv_tp2, nv_ep, nv_etp) orders the block keys as ``BLOCK_KEY`` does, and
-    its values fit a small dense table. Each distinct row is represented by one of its
-    candidates (all of them have the same ``BLOCK_KEY`` columns).
-    """
-    if "nv_tp1" not in cols:  # shapes without a placement (a bound): one block per shape
-        size = int(shape_id.max(initial=-1)) + 1
-        present = np.zeros(size, dtype=bool)
-        present[shape_id] = True
-        row = np.empty(size, dtype=np.int64)
-        row[shape_id] = np.arange(len(shape_id))  # a row of each distinct shape
-        return row[present], (np.cumsum(present) - 1)[shape_id]
-    if len(shape_id) == 0:
-        return distinct_rows(cols, BLOCK_KEY)
-    nv1, nv2 = cols["nv_tp1"], cols["nv_tp2"]
-    nv3, nv4 = cols["nv_ep"] - 1, cols["nv_etp"] - 1  # 0 for a dense model: radix 1
-    r1, r2 = int(nv1.max()) + 1, int(nv2.max()) + 1
-    r3, r4 = int(nv3.max()) + 1, int(nv4.max()) + 1
-    size = (int(shape_id.max()) + 1) * r1 * r2 * r3 * r4
-    if size > 4 * len(shape_id) + 1_000_000:  # a sparse key: sorting is cheaper
-        return distinct_rows(cols, BLOCK_KEY)
-    key = (((shape_id * r1 + nv1) * r2 + nv2) * r3 + nv3) * r4 + nv4
-    present = np.zeros(size, dtype=bool)
-    present[key] = True
-    rank = np.cumsum(present) - 1
-    row = np.empty(size, dtype=np.int64)
-    row[key] = np.arange(len(key))
-    return row[present], rank[key]
 
 
 def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)) -> Shards:
@@ -123,18 +73,20 @@ class ShapeCounts:
 
 
 def _weights_acts(counts: list[OpCounts], inverse: np.ndarray,
-                  specs: tuple[OpSpec, ...] = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  specs: tuple[OpSpec, ...] = ()) -> tuple[np.ndarray, np.ndarray, Any]:
     """Σ weight bytes (of ops not routed), Σ activation bytes and Σ routed experts' weight
-    bytes of ops, per row (``specs``: the ops' rows, to tell the experts' weights apart)."""
-    w = a = e = np.zeros(len(inverse))
+    bytes of ops, per row (``specs``: the ops' rows, to tell the experts' weights apart; 0.0
+    for the experts when no op is routed). Summed per distinct shape, then gathered to rows:
+    the same sums, in the same order."""
+    w = a = e = np.zeros(int(inverse.max(initial=-1)) + 1)
     routed = [s.routed for s in specs] or [False] * len(counts)
     for c, expert in zip(counts, routed):
         if expert:
-            e = e + _per_row(c.weight_bytes, inverse)
+            e = e + c.weight_bytes
         else:
-            w = w + _per_row(c.weight_bytes, inverse)
-        a = a + _per_row(c.act_bytes, inverse)
-    return w, a, e
+            w = w + c.weight_bytes
+        a = a + c.act_bytes
+    return w[inverse], a[inverse], e[inverse] if any(routed) else 0.0
 
 
 def _per_row(x, inverse: np.ndarray):
@@ -193,7 +145,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                          layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
                          interleave=cols["interleave"], zero=ex.zero,
                          grad_factor=grad_factor, end_layers=end_layers,
-                         expert_weight_bytes=expert_w, expert_group=expert_dp_group(cols))
+                         expert_weight_bytes=expert_w,
+                         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1)
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)
@@ -255,7 +208,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     ``shape_of`` gives each row's row in the shapes that ``counts`` was built from; ``cols``
     holds ``params_bytes`` (``shape_memory``) for the optimizer step.
     """
-    first, inverse = _distinct_blocks(cols, counts.inverse[shape_of])
+    first, inverse = distinct_blocks(cols, counts.inverse[shape_of])
     sh = shards_of(cols, first)
     distinct_shape = counts.inverse[shape_of[first]]
 
@@ -300,7 +253,8 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         mode=ctx.mode, pricing=ctx.pricing, interleave=cols["interleave"],
         zero=ctx.execution.zero, grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
         params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
-        execution=ctx.execution, expert_group=expert_dp_group(cols),
+        execution=ctx.execution,
+        expert_group=expert_dp_group(cols) if any(s.routed for s in strategy.block) else 1,
         expert_tau=cols["nv_edp"] if "nv_edp" in cols else ones,
         expert_params_bytes=cols.get("expert_params_bytes", 0.0),
     )

@@ -81,7 +81,31 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
                                   system.usable_hbm_bytes, system.host_memory_gb * 1e9)
     for name, value in (constants or {}).items():  # an array: pandas infers a list slowly
         data[name] = np.full(len(idx), value, dtype=object if isinstance(value, str) else None)
-    return pd.DataFrame(data).reset_index(drop=True)
+    return _frame(data, len(idx))
+
+
+_EMPTY_FRAMES: dict[tuple, pd.DataFrame] = {}  # zero-row frames by their columns' types
+_EMPTY_LIMIT = 64
+
+
+def _frame(data: dict[str, object], rows: int) -> pd.DataFrame:
+    """``pd.DataFrame(data)`` (its index is already 0…rows − 1). A frame without rows depends
+    only on the names and types of its columns (and the values of its one-value columns,
+    which set their dtype): built once per process, and a copy returned."""
+    if rows:
+        return pd.DataFrame(data)
+    key = tuple((name, v.dtype.str if isinstance(v, np.ndarray) else (type(v), v))
+                for name, v in data.items())
+    try:
+        frame = _EMPTY_FRAMES.get(key)
+    except TypeError:  # an unhashable one-value column: not remembered
+        return pd.DataFrame(data)
+    if frame is None:
+        frame = pd.DataFrame(data)
+        if len(_EMPTY_FRAMES) >= _EMPTY_LIMIT:
+            _EMPTY_FRAMES.clear()
+        _EMPTY_FRAMES[key] = frame
+    return frame.copy()
 
 
 def describe_comms(r: OpResult, sh: Shards, ctx: Ctx) -> str:

@@ -163,9 +163,12 @@ RULES: tuple[Rule, ...] = (
 AXES = ("tp1", "tp2", "pp", "dp", "etp", "ep", "microbatch", "interleave", "nb")
 
 
+_BY_AXIS: dict[str, tuple[Rule, ...]] = {a: tuple(r for r in RULES if r.axis == a) for a in AXES}
+
+
 def rules_for(axis: str, problem: Problem) -> list[Rule]:
     """The rules checked when ``axis`` is added to the space, for this problem."""
-    return [r for r in RULES if r.axis == axis and r.applies(problem)]
+    return [r for r in _BY_AXIS.get(axis, ()) if r.applies(problem)]
 
 
 def mask(axis: str, dims: dict[str, Any], problem: Problem) -> Any:

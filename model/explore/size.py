@@ -7,17 +7,25 @@ divisors of the GPU count) are grown through the remaining dimensions a few rows
 each block is counted and dropped, so memory stays bounded by the block however large the space
 is. With ``limit`` it stops as soon as the candidates counted exceed it (the caller only needs to
 know that the space is too large). The dashboard uses it to refuse a request whose arrays would
-not fit its memory budget before allocating them.
+not fit its memory budget before allocating them. The counts are remembered per process.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from ..physics.strategies import Strategy
-from ..specs.modes import resolve_mode
+from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
-from .space import placement_mask, shape_steps, stage_rows
+from .space import shape_placements, shape_steps, stage_rows
 
 BLOCK_ROWS = 4_096  # rows grown at once: a few MB of int64 columns at most per dimension
+# counts remembered per process: a what-if of a bandwidth or of the HBM capacity counts the
+# same spaces again (a few hundred bytes each)
+SIZES = 1_024
+_sizes: OrderedDict[str, tuple[int, int]] = OrderedDict()
+_sizes_lock = threading.Lock()
 
 
 def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
@@ -29,6 +37,27 @@ def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
     returned are then those found so far: both are lower bounds, candidates > limit)."""
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
     mode = resolve_mode(compat)
+    # the rules read the strategy's name-level traits, the model, the mode and these numbers
+    key = repr((model, strategy.name, mode, int(gpus), int(global_batch), int(nvs),
+                sorted(pins.items()), int(interleave), bool(ends_count_as_layers), limit))
+    with _sizes_lock:
+        found = _sizes.get(key)
+        if found is not None:
+            _sizes.move_to_end(key)
+            return found
+    found = _count(model, strategy, gpus, global_batch, nvs, pins, mode, interleave,
+                   ends_count_as_layers, limit)
+    with _sizes_lock:
+        _sizes[key] = found
+        while len(_sizes) > SIZES:
+            _sizes.popitem(last=False)
+    return found
+
+
+def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
+           pins: dict, mode: Mode, interleave: int, ends_count_as_layers: bool,
+           limit: int | None) -> tuple[int, int]:
+    """:func:`space_size`, counted."""
     rows, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
                                mode.equal_pipeline_stages, ends_count_as_layers)
     steps = shape_steps(problem, pins)
@@ -44,9 +73,8 @@ def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
                 if not count(steps[depth](block), depth + 1):
                     return False
                 continue
-            ok, _ = placement_mask(block, gpus, nvs, pins, mode.exact_domain_fill)
             total[0] += len(block["tp1"])
-            total[1] += int(ok.sum())
+            total[1] += shape_placements(block, gpus, nvs, pins, mode.exact_domain_fill).total()
             if limit is not None and total[1] > limit:
                 return False
         return True

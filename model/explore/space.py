@@ -24,6 +24,7 @@ pairs are kept, so memory stays proportional to the valid candidates. Order is d
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -40,19 +41,25 @@ COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", 
 PIN_NAMES = COLUMNS
 
 
+@functools.lru_cache(maxsize=256)
 def divisors(n: int) -> np.ndarray:
-    """All positive divisors of n, increasing."""
+    """All positive divisors of n, increasing (read-only: remembered per n)."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
+    out = np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
+@functools.lru_cache(maxsize=64)
 def placements(domain: int) -> np.ndarray:
-    """Every ordered 4-tuple of positive integers with product ``domain`` (shape [k, 4])."""
+    """Every ordered 4-tuple of positive integers with product ``domain`` (shape [k, 4];
+    read-only: remembered per domain)."""
     ds = [int(x) for x in divisors(domain)]
-    out = [(a, b, c, domain // (a * b * c))
-           for a in ds for b in ds if (domain // a) % b == 0
-           for c in ds if (domain // (a * b)) % c == 0]
-    return np.array(out, dtype=np.int64).reshape(-1, 4)
+    out = np.array([(a, b, c, domain // (a * b * c))
+                    for a in ds for b in ds if (domain // a) % b == 0
+                    for c in ds if (domain // (a * b)) % c == 0], dtype=np.int64).reshape(-1, 4)
+    out.flags.writeable = False
+    return out
 
 
 @dataclass
@@ -92,12 +99,26 @@ def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch:
     return Space(expand_placements(shapes, mask, table))
 
 
+def _mask_of(axis: str, dims: dict, problem: Problem, shape: tuple) -> np.ndarray:
+    """:func:`model.explore.rules.mask` as a boolean array of ``shape``."""
+    ok = mask(axis, dims, problem)
+    if isinstance(ok, np.ndarray) and ok.shape == shape:
+        return ok
+    return np.broadcast_to(ok, shape)
+
+
 def _grow(cols: dict, axis: str, values: np.ndarray, problem: Problem) -> dict:
     """Cross the rows with ``values`` of a new dimension, keeping the pairs that obey its rules
     (:func:`model.explore.rules.mask` on [rows, 1] × [1, values] arrays)."""
+    if len(values) == 1:  # one value (a dense model's ep, a pin): a mask of the rows
+        ok = _mask_of(axis, {**cols, axis: values[0]}, problem, (len(cols["tp1"]),))
+        if ok.all():
+            return {**cols, axis: np.full(len(ok), values[0], dtype=values.dtype)}
+        return {**{k: v[ok] for k, v in cols.items()},
+                axis: np.full(int(ok.sum()), values[0], dtype=values.dtype)}
     dims = {k: v[:, None] for k, v in cols.items()}
     dims[axis] = values[None, :]
-    ok = np.broadcast_to(mask(axis, dims, problem), (len(cols["tp1"]), len(values)))
+    ok = _mask_of(axis, dims, problem, (len(cols["tp1"]), len(values)))
     return _expand(cols, axis, values, ok)
 
 
@@ -135,7 +156,7 @@ def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
                       ends_count_as_layers)
     div_n = divisors(gpus)
     tp1 = _pin(div_n, pins, "tp1")
-    cols = {"tp1": tp1[np.broadcast_to(mask("tp1", {"tp1": tp1}, problem), tp1.shape)]}
+    cols = {"tp1": tp1[_mask_of("tp1", {"tp1": tp1}, problem, tp1.shape)]}
     # a strategy without tp2 has tp2 = 1: a pin of anything else matches nothing
     cols = _grow(cols, "tp2", _pin(div_n if strategy.has_tp2 else np.ones(1, dtype=np.int64),
                                    pins, "tp2"), problem)
@@ -145,7 +166,7 @@ def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
     pp_values = divisors(depth) if equal_stages else div_n[div_n <= depth]
     cols = _grow(cols, "pp", _pin(pp_values, pins, "pp"), problem)
     dp = gpus // (cols["tp1"] * cols["tp2"] * cols["pp"])
-    keep = np.broadcast_to(mask("dp", {"dp": dp}, problem), dp.shape)
+    keep = _mask_of("dp", {"dp": dp}, problem, dp.shape)
     if pins.get("dp") is not None:
         keep = keep & (dp == pins["dp"])
     cols = {k: v[keep] for k, v in cols.items()}
@@ -192,6 +213,10 @@ def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
             cols = {k: v[:0] for k, v in cols.items()}
         return {**cols, "nb": np.ones_like(cols["tp1"])}
     st = np.maximum(cols["tp1"], cols["tp2"])
+    # the rows come in runs of one (tp1, tp2): the panel counts are worked out once per run
+    new_run = np.ones(len(st), dtype=bool)
+    new_run[1:] = st[1:] != st[:-1]
+    run, st = np.cumsum(new_run) - 1, st[new_run]
     j_max = int(np.ceil(np.log2(max(e, 2))))
     nb = st[:, None] * (2 ** np.arange(max(j_max, 1), dtype=np.int64))[None, :]
     small = (e / st < 512)[:, None]
@@ -200,7 +225,10 @@ def _panels(cols: dict, e: int, searched: bool, pins: dict) -> dict:
     ok = np.where(small, j == 0, (j < upper) & (e % nb == 0) & (e // nb >= 512))
     if pins.get("nb") is not None:
         ok &= nb == pins["nb"]
-    return _expand(cols, "nb", nb, ok)
+    r, k = np.nonzero(ok[run])
+    out = {key: v[r] for key, v in cols.items()}
+    out["nb"] = nb[run[r], k]
+    return out
 
 
 PLACEMENT = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
@@ -213,9 +241,37 @@ def filled_domain(n: int, nvs: int) -> int:
     return int(ds[ds <= nvs].max())
 
 
-def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Which placements each shape allows: a boolean [shapes, k] mask and the [k, 4] table.
+@dataclass(frozen=True)
+class Placements:
+    """Which NVLink placements each shape allows, kept per run of consecutive shapes with the
+    same (tp1, tp2, dp, pp) — the shapes come in such runs, and only those four decide:
+    ``ok`` [runs, k] (k placements of ``table``, or the identity's one column when ``table``
+    is None) and each run's ``lengths`` (shapes)."""
+
+    ok: np.ndarray
+    lengths: np.ndarray
+    table: np.ndarray | None
+
+    def mask(self) -> np.ndarray:
+        """The boolean [shapes, k] mask."""
+        return np.repeat(self.ok, self.lengths, axis=0)
+
+    def counts(self) -> np.ndarray:
+        """Placements of each shape."""
+        return np.repeat(np.count_nonzero(self.ok, axis=1), self.lengths)
+
+    def total(self) -> int:
+        """Placements of all the shapes: the candidates."""
+        return int(np.count_nonzero(self.ok, axis=1) @ self.lengths)
+
+    def rows(self, shapes: np.ndarray) -> np.ndarray:
+        """The mask's rows of the (increasing) ``shapes``."""
+        return self.ok[np.searchsorted(np.cumsum(self.lengths), shapes, side="right")]
+
+
+def shape_placements(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
+                     ) -> Placements:
+    """Which placements each shape allows (:class:`Placements`).
 
     With n ≤ NVS the only placement is the identity (everything in one domain): the table is
     ``None`` and the mask has one column. Otherwise the table lists every ordered
@@ -223,26 +279,36 @@ def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
     n not above NVS, see :func:`filled_domain`).
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
-    dims = np.stack([cols["tp1"], cols["tp2"], cols["dp"], cols["pp"]], axis=1)
+    names = ("tp1", "tp2", "dp", "pp")
+    new_run = np.zeros(len(cols["tp1"]), dtype=bool)
+    new_run[:1] = True
+    for name in names:
+        new_run[1:] |= cols[name][1:] != cols[name][:-1]
+    starts = np.flatnonzero(new_run)
+    lengths = np.diff(starts, append=len(new_run))
+    dims = [cols[name][starts] for name in names]  # each run's
     if n <= nvs:
-        ok = np.ones((len(dims), 1), dtype=bool)
-        for i, name in enumerate(PLACEMENT):
+        ok = np.ones((len(starts), 1), dtype=bool)
+        for dim, name in zip(dims, PLACEMENT):
             if pins.get(name) is not None:
-                ok[:, 0] &= dims[:, i] == pins[name]
-        return ok, None
+                ok[:, 0] &= dim == pins[name]
+        return Placements(ok, lengths, None)
     table = placements(nvs if exact else filled_domain(n, nvs))
     for i, name in enumerate(PLACEMENT):
         if pins.get(name) is not None:
             table = table[table[:, i] == pins[name]]
-    # shapes differing only in microbatch or nb share their placements: test distinct dims once
-    radix = int(dims.max(initial=0)) + 1
-    key = ((dims[:, 0] * radix + dims[:, 1]) * radix + dims[:, 2]) * radix + dims[:, 3]
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    distinct = dims[first]
-    ok = np.ones((len(distinct), len(table)), dtype=bool)
-    for i in range(4):
-        ok &= distinct[:, i, None] % table[None, :, i] == 0
-    return ok[inverse], table
+    ok = np.ones((len(starts), len(table)), dtype=bool)
+    for i, dim in enumerate(dims):
+        ok &= dim[:, None] % table[None, :, i] == 0
+    return Placements(ok, lengths, table)
+
+
+def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Which placements each shape allows: a boolean [shapes, k] mask and the [k, 4] table
+    (:func:`shape_placements`)."""
+    found = shape_placements(cols, n, nvs, pins, exact)
+    return found.mask(), found.table
 
 
 def expand_placements(cols: dict, mask: np.ndarray, table: np.ndarray | None) -> dict:
@@ -275,6 +341,10 @@ def expert_placement(cols: dict) -> dict[str, np.ndarray]:
     expert-data-parallel group (stride ep·etp) has nv_tp1·nv_tp2·nv_dp / (that of ep·etp)."""
     ones = np.ones_like(cols["tp1"])
     ep, etp = cols.get("ep", ones), cols.get("etp", ones)
+    stage = cols["nv_tp1"] * cols["nv_tp2"] * cols["nv_dp"]
+    if ep.max(initial=1) == 1 and etp.max(initial=1) == 1:
+        # no expert parallelism (a dense model): one-rank groups, the stage's box is the edp's
+        return {"nv_ep": ones, "nv_etp": ones.copy(), "nv_edp": stage}
     grid = ((cols["tp1"], cols["nv_tp1"]), (cols["tp2"], cols["nv_tp2"]),
             (cols["dp"], cols["nv_dp"]))
 
@@ -286,7 +356,6 @@ def expert_placement(cols: dict) -> dict[str, np.ndarray]:
         return out
 
     group, tensor = inside(ep * etp), inside(etp)
-    stage = cols["nv_tp1"] * cols["nv_tp2"] * cols["nv_dp"]
     return {"nv_ep": np.maximum(group // tensor, 1), "nv_etp": tensor,
             "nv_edp": np.maximum(stage // group, 1)}
 

@@ -33,7 +33,14 @@ from .evaluate import (
 )
 from .frontier import CACHE, CountShapes, Frontier, frontier_key
 from .pruning import kept_rows, pruned
-from .space import build_shapes, check_budget, expand_placements, placement_mask
+from .space import (
+    PLACEMENT,
+    Placements,
+    build_shapes,
+    check_budget,
+    expert_placement,
+    shape_placements,
+)
 
 PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
 PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
@@ -80,39 +87,32 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     Should a throughput be NaN (no order to keep), only the ``top_k`` of the system's own
     capacity are kept, as a search always picked them, and the result is not cached.
     """
-    shapes, merged, masks = _shape_space(model, strat, counts, global_batch, pins, ctx,
-                                         system.nvlink_domain_size)
+    shapes, merged, places = _shape_space(model, strat, counts, global_batch, pins, ctx,
+                                          system.nvlink_domain_size)
     op_counts = ShapeCounts.of(strat, merged, ctx)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx, usable)
     fits = fits_on(mem, system, usable)
     per_count, placing, offset, total = [], [], 0, 0
-    for n, cols, (mask, table) in zip(counts, shapes, masks):
+    placed = np.concatenate([p.counts() for p in places])
+    for n, cols, place in zip(counts, shapes, places):
         span = slice(offset, offset + len(cols["tp1"]))
-        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span],
-                                        mask.sum(axis=1)))
+        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span], placed[span]))
         total += per_count[-1].candidates
         check_budget(total, budget)
-        placing.append((n, offset, mask, table))
+        placing.append((n, offset, span.stop, place))
         offset = span.stop
 
     def price(chosen: np.ndarray) -> tuple[dict, dict]:
         """(columns, result columns) of every placement of the ``chosen`` shapes (increasing),
         in candidate order: GPU count, shape, placement."""
-        parts = []
-        for n, start, mask, table in placing:
-            rows = chosen[(chosen >= start) & (chosen < start + len(mask))]
-            kept = {k: v[rows] for k, v in merged.items()}
-            kept["gpus"] = np.full(len(rows), n, dtype=np.int64)
-            parts.append(expand_placements(kept, mask[rows - start], table))
-        cands = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        cands = _placed(merged, placing, chosen)
         for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
             cands[name] = mem[name][cands["shape"]]
         return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
                                       cands["shape"])
 
-    placed = np.concatenate([mask.sum(axis=1) for _, _, mask, _ in placing])
     todo = np.flatnonzero(fits & (placed > 0))
-    count_of = np.repeat(np.arange(len(counts)), [len(m) for _, _, m, _ in placing])
+    count_of = np.repeat(np.arange(len(counts)), [stop - start for _, start, stop, _ in placing])
     if PRUNE and placed[todo].sum() >= PRUNE_FROM:
         lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
         lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
@@ -140,17 +140,41 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
                     cacheable=finite and not ctx.execution.fewest_recomputed)
 
 
+def _placed(merged: dict, placing: list[tuple], chosen: np.ndarray) -> dict:
+    """The candidates of the ``chosen`` shapes (increasing rows of ``merged``): each shape once
+    per placement it allows, GPU count by GPU count (``placing``: (GPUs, first row, end row,
+    :class:`~model.explore.space.Placements`) per count), with the placement's columns and the
+    expert groups' (:func:`~model.explore.space.expand_placements`, gathered once)."""
+    rows, gpus, nv = [], [], []
+    for n, start, stop, place in placing:
+        mine = chosen[(chosen >= start) & (chosen < stop)]
+        r, k = np.nonzero(place.rows(mine - start))
+        rows.append(mine[r])
+        gpus.append(np.full(len(r), n, dtype=np.int64))
+        if place.table is None:  # the identity: each dimension inside one domain
+            nv.append([merged[name][rows[-1]] for name in ("tp1", "tp2", "dp", "pp")])
+        else:
+            nv.append([place.table[k, i] for i in range(len(PLACEMENT))])
+    idx = np.concatenate(rows)
+    out = {key: v[idx] for key, v in merged.items()}
+    out["gpus"] = np.concatenate(gpus)
+    out.update({name: np.concatenate([part[i] for part in nv])
+                for i, name in enumerate(PLACEMENT)})
+    out.update(expert_placement(out))
+    return out
+
+
 SHAPE_SPACES = 32  # shape spaces kept per process (a few hundred kB each)
 _shape_spaces: OrderedDict[str, tuple] = OrderedDict()
 _shape_lock = threading.Lock()
 
 
 def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_batch: int,
-                 pins: dict, ctx: Ctx, nvs: int) -> tuple[list[dict], dict, list[tuple]]:
+                 pins: dict, ctx: Ctx, nvs: int) -> tuple[list[dict], dict, list[Placements]]:
     """(shapes per GPU count, all shapes merged with a ``shape`` column, each count's
-    placement mask and table): what :func:`~model.explore.space.build_shapes` and
-    :func:`~model.explore.space.placement_mask` give, remembered per process. They do not depend on
-    the system beyond its NVLink domain, so a what-if of a bandwidth or the HBM capacity
+    placements): what :func:`~model.explore.space.build_shapes` and
+    :func:`~model.explore.space.shape_placements` give, remembered per process. They do not
+    depend on the system beyond its NVLink domain, so a what-if of a bandwidth or the HBM capacity
     reuses them, nor on the execution beyond its interleaving and lighter ends (the strategy's
     rules are its name's), so searches of other recompute or offload choices share them.
     Read-only: callers index them, never write into them."""
@@ -168,9 +192,9 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
               for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
-    masks = [placement_mask(cols, n, nvs, pins, mode.exact_domain_fill)
-             for n, cols in zip(counts, shapes)]
-    found = (shapes, merged, masks)
+    places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill)
+              for n, cols in zip(counts, shapes)]
+    found = (shapes, merged, places)
     with _shape_lock:
         _shape_spaces[key] = found
         while len(_shape_spaces) > SHAPE_SPACES:

@@ -365,9 +365,9 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
         if key not in memo:
             v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
             piece = v if panels is None else v / panels
-            memo[key] = share * v, share * ctx.pricing.collective(
-                cs.collective, piece, sh.size(cs.axes), sh.tau(cs.axes),
-                fanout=float(ctx.model.top_k))
+            t = ctx.pricing.collective(cs.collective, piece, sh.size(cs.axes),
+                                       sh.tau(cs.axes), fanout=float(ctx.model.top_k))
+            memo[key] = (v, t) if share == 1.0 else (share * v, share * t)
         v, t = memo[key]
         comm = comm + t
         volume = volume + v

@@ -85,6 +85,12 @@ class StageMemory:
     depend on the activations (weights, gradients, optimizer, in-flight counts) is computed
     once, so a search for the fewest recomputed layers (:func:`fewest_recomputed_layers`) pays
     only for the activations at each step.
+
+    Two shortcuts leave every number as it is. When the end stages hold as many blocks as a
+    middle one, the middle stage holds no more than the first (the same blocks without the
+    embedding, no more microbatches in flight; every step of the sum is monotone, so rounding
+    keeps the order), so it never binds and is not computed. Without expert weights (a dense
+    model) the expert parts are zero and are not computed either.
     """
 
     def __init__(self, *, block_weight_bytes, pre_weight, post_weight, n_mb, layers, pp,
@@ -93,63 +99,78 @@ class StageMemory:
         d = layers.astype(float)
         ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
         self.single, self.d, self.ends = pp == 1, d, ends
-        weights = (ends * block_weight_bytes + pre_weight + np.where(self.single, post_weight,
-                                                                     0.0),
-                   ends * block_weight_bytes + post_weight, d * block_weight_bytes)
-        self.experts = (ends * expert_weight_bytes, ends * expert_weight_bytes,
-                        d * expert_weight_bytes)
-        self.weights = weights
+        self.middle = not np.array_equal(ends, d)  # else the first stage bounds the middle one
+        blocks = (ends, ends, d) if self.middle else (ends, ends)
+        self.weights = (ends * block_weight_bytes + pre_weight
+                        + np.where(self.single, post_weight, 0.0),
+                        ends * block_weight_bytes + post_weight,
+                        d * block_weight_bytes)[:len(blocks)]
+        self.has_experts = bool(np.any(expert_weight_bytes))
+        self.experts = tuple(b * expert_weight_bytes for b in blocks) if self.has_experts else ()
         self.gathered = 2 * (block_weight_bytes + expert_weight_bytes) if zero >= 3 else 0.0
-        self.parts = [tuple(a + b for a, b in zip(zero_sharded(w, dp_group, zero, grad_factor),
-                                                  zero_sharded(e, expert_group, zero,
-                                                               grad_factor)))
-                      for w, e in zip(weights, self.experts)]
+        self.parts = [zero_sharded(w, dp_group, zero, grad_factor) for w in self.weights]
+        if self.has_experts:
+            self.parts = [tuple(a + b for a, b in zip(p, zero_sharded(e, expert_group, zero,
+                                                                      grad_factor)))
+                          for p, e in zip(self.parts, self.experts)]
         self.static = [sum(p) + self.gathered for p in self.parts]
-        self.in_flight = (in_flight_microbatches(pp, n_mb, interleave),
-                          in_flight_microbatches(pp, n_mb, interleave, np.maximum(pp - 1, 0)),
-                          in_flight_microbatches(pp, n_mb, interleave, np.minimum(1, pp)))
+        ranks = (0, np.maximum(pp - 1, 0), np.minimum(1, pp))[:len(blocks)]
+        self.in_flight = tuple(in_flight_microbatches(pp, n_mb, interleave, r) for r in ranks)
 
     def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
-        """Activation bytes of the first, last and second stage."""
-        f0, f1, f2 = self.in_flight
-        return ((self.ends * block_act_bytes + pre_act) * f0
+        """Activation bytes of the first, last and (when it can bind) second stage."""
+        f = self.in_flight
+        acts = ((self.ends * block_act_bytes + pre_act) * f[0]
                 + np.where(self.single, post_act, 0.0),
-                (self.ends * block_act_bytes + post_act) * f1,
-                self.d * block_act_bytes * f2)
+                (self.ends * block_act_bytes + post_act) * f[1])
+        return acts + (self.d * block_act_bytes * f[2],) if self.middle else acts
 
     def total(self, block_act_bytes, pre_act, post_act) -> np.ndarray:
         """The binding stage's bytes (with pp = 1 the first stage holds the most)."""
         acts = self.activations(block_act_bytes, pre_act, post_act)
-        return np.maximum(np.maximum(self.static[0] + acts[0], self.static[1] + acts[1]),
-                          self.static[2] + acts[2])
+        out = np.maximum(self.static[0] + acts[0], self.static[1] + acts[1])
+        return np.maximum(out, self.static[2] + acts[2]) if self.middle else out
 
     def breakdown(self, block_act_bytes, pre_act, post_act) -> dict[str, np.ndarray]:
         """The binding stage's bytes and their breakdown."""
         acts = self.activations(block_act_bytes, pre_act, post_act)
         totals = [st + a for st, a in zip(self.static, acts)]
-        # the binding stage: the first (always with pp = 1; on ties), else the largest
-        which = np.where(self.single | ((totals[0] >= totals[1]) & (totals[0] >= totals[2])),
-                         0, np.where(totals[1] >= totals[2], 1, 2))
-
-        zero = 0 * which  # each picked value broadcast to the candidates' shape
-        first, second = which == 0, which == 1
-        only_first = bool(first.all())  # the usual case: the first stage binds everywhere
-
-        def pick(values):
-            if only_first:
-                return values[0] + zero
-            return np.where(first, values[0] + zero,
-                            np.where(second, values[1] + zero, values[2] + zero))
-
+        pick = self._picker(totals)
         held, grads, optimizer = (pick([p[i] for p in self.parts]) for i in range(3))
+        if self.has_experts:
+            params, experts = pick([w + e for w, e in zip(self.weights, self.experts)]), pick(
+                list(self.experts))
+        else:
+            params, experts = pick(list(self.weights)), np.zeros(np.shape(totals[0]))
         return {"weights_bytes": held + self.gathered, "gradients_bytes": grads,
-                "optimizer_bytes": optimizer, "activations_bytes": pick(acts),
-                "params_bytes": pick([w + e for w, e in zip(self.weights, self.experts)]),
-                "expert_params_bytes": pick(list(self.experts)),
+                "optimizer_bytes": optimizer, "activations_bytes": pick(list(acts)),
+                "params_bytes": params, "expert_params_bytes": experts,
                 "memory_bytes": pick(totals),
                 # the binding stage's blocks and microbatches in flight (partial offload)
                 "stage_layers": pick([self.ends, self.ends, self.d]),
                 "in_flight": pick(list(self.in_flight))}
+
+    def _picker(self, totals: list[np.ndarray]):
+        """A function picking the binding stage's value out of each stage's: the first (always
+        with pp = 1; on ties), else the largest (the last on a tie with the middle)."""
+        t0, t1 = totals[0], totals[1]
+        first = self.single | ((t0 >= t1) & (t0 >= totals[2]) if self.middle else t0 >= t1)
+        shape = np.shape(first)
+        if first.all():  # the usual case: the first stage binds everywhere
+            return lambda values: _full(values[0], shape)
+        if not self.middle:
+            return lambda values: np.where(first, _full(values[0], shape),
+                                           _full(values[1], shape))
+        second = totals[1] >= totals[2]
+        return lambda values: np.where(first, _full(values[0], shape), np.where(
+            second, _full(values[1], shape), _full(values[2], shape)))
+
+
+def _full(values, shape: tuple) -> np.ndarray:
+    """``values`` (bytes or counts, as floats) broadcast to one per configuration."""
+    if np.shape(values) == shape:
+        return np.asarray(values, dtype=float)
+    return np.broadcast_to(np.asarray(values, dtype=float), shape).copy()
 
 
 def stage_memory(*, block_act_bytes, pre_act, post_act, **fixed) -> dict[str, np.ndarray]:

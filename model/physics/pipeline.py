@@ -104,9 +104,13 @@ def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, executi
     """The optimizer step: 28 B per local parameter (``params_bytes`` / 2 bytes, sharded over
     ``dp_group`` from ZeRO-1; of them ``expert_params_bytes`` over ``expert_group``) at HBM
     speed, or on the host when the optimizer is offloaded."""
-    dense = np.asarray(params_bytes, dtype=float) - expert_params_bytes
-    local_params = (dense / (dp_group if zero >= 1 else 1) + np.asarray(
-        expert_params_bytes, dtype=float) / (expert_group if zero >= 1 else 1)) / 2.0
+    if np.any(expert_params_bytes):
+        dense = np.asarray(params_bytes, dtype=float) - expert_params_bytes
+        local_params = (dense / (dp_group if zero >= 1 else 1) + np.asarray(
+            expert_params_bytes, dtype=float) / (expert_group if zero >= 1 else 1)) / 2.0
+    else:  # a dense model: the same numbers without adding zeros
+        local_params = np.asarray(params_bytes, dtype=float) / (
+            dp_group if zero >= 1 else 1) / 2.0
     adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
     if mode.no_optimizer_step:
         return 0.0
@@ -142,11 +146,14 @@ def iteration_time(
     """
     n_mb = n_mb.astype(float)
     d = layers.astype(float)
-    d_end = d if end_layers is None else np.asarray(end_layers, dtype=float)
+    # a middle stage sets the pace only where the end stages hold fewer blocks (else an end
+    # stage's are the same blocks plus its edge ops, never less: not compared at all)
+    lighter = end_layers is not None and end_layers is not layers
+    d_end = np.asarray(end_layers, dtype=float) if lighter else d
     t_block = block.t_fwd + block.t_bwd
     t_end = d_end * t_block + edge.t_fwd + edge.t_bwd
-    middle_binds = d * t_block > t_end  # only where the end stages hold fewer blocks
-    t_loc = n_mb * np.where(middle_binds, d * t_block, t_end)
+    middle_binds = d * t_block > t_end if lighter else None
+    t_loc = n_mb * (np.where(middle_binds, d * t_block, t_end) if lighter else t_end)
     t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
     bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
     bucket = execution.dp_bucket_mb * 1e6
@@ -176,6 +183,8 @@ def iteration_time(
 
     def per_iteration(name: str):  # the binding stage's share of a block/edge quantity
         per_block, per_edge = getattr(block, name), getattr(edge, name)
+        if not lighter:
+            return n_mb * (d_end * per_block + per_edge)
         return n_mb * np.where(middle_binds, d * per_block, d_end * per_block + per_edge)
 
     return {

@@ -80,6 +80,9 @@ def sum_ops(results: list[OpResult], like: np.ndarray, breakdown: bool = True,
     between the directions in proportion to A_f and A_b."""
     tot = zero_totals(like, breakdown)
     a2a_fwd, a2a_bwd, busy = (np.zeros(like.shape, dtype=float) for _ in range(3))
+    # the compute that all-to-alls hide behind: only needed when there are any to hide
+    overlap = (ctx is not None and ctx.execution.ep_overlap
+               and any(r.spec.kind in ALLTOALL_OPS for r in results))
     for r in results:
         c = r.counts
         tot.t_fwd += r.fwd.t
@@ -93,7 +96,7 @@ def sum_ops(results: list[OpResult], like: np.ndarray, breakdown: bool = True,
         if alltoall:
             a2a_fwd += r.fwd.t_comm
             a2a_bwd += r.bwd.t_comm
-        else:
+        elif overlap:
             busy += r.fwd.t - r.fwd.t_comm + r.bwd.t - r.bwd.t_comm
         if breakdown:
             tot.t_comp += r.fwd.t_comp + r.bwd.t_comp
@@ -103,7 +106,7 @@ def sum_ops(results: list[OpResult], like: np.ndarray, breakdown: bool = True,
             flop = c.flop_mat_fwd + c.flop_vec_fwd + c.flop_mat_bwd + c.flop_vec_bwd
             tot.flop += flop
             tot.flop_model += flop - c.flop_recompute - c.flop_padding
-    if ctx is not None and ctx.execution.ep_overlap:
+    if overlap:
         total = a2a_fwd + a2a_bwd
         exposed = ctx.pricing.hidden(total, busy)
         kept = np.where(total > 0, exposed / np.where(total > 0, total, 1.0), 0.0)

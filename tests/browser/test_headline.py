@@ -111,8 +111,9 @@ def test_breakdown_on_a_log_axis_and_nvl72_against_nvl8(ui) -> None:
                              else None)(_days(ui)), "the H100 curves")
     ui.idle()
     nvl8 = _days(ui)
+    before = ui.ys(ui.traces("scaling-time"))  # read before the change: it may be quick
     ui.set_input("nvs", 72)
-    ui.wait_changed("scaling-time", ui.ys(ui.traces("scaling-time")), "nvs = 72")
+    ui.wait_changed("scaling-time", before, "nvs = 72")
     ui.idle()
     nvl72 = _days(ui)
     for name in nvl8:

@@ -1,0 +1,185 @@
+"""The estimator's own subcommands: ``search``, ``evaluate``, ``validate`` and ``ablation``
+(their parsers in :mod:`model.cli.commands`; errors as described there)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import ModelError
+from ..explore.ablation import ablation
+from ..explore.rules import explain
+from ..explore.search import SearchResult, evaluate, search
+from ..physics.strategies import TRAITS, build_strategy, supported_strategies
+from ..specs.hardware import System
+from ..specs.stack import NONE, load_stack
+from ..specs.transformer import Transformer
+from ..validation import run_validation
+from ..validation import summary as validation_summary
+from ..validation.error_bars import ErrorBar, error_bar
+from . import format as cli_format
+from .args import PIN_OPTIONS, CliError, load_workload, print_json
+from .costs import costs_from_args
+from .options import execution_from_args
+from .reproduce import evaluate_command
+
+
+def _pins(args: argparse.Namespace) -> dict[str, int | None]:
+    return {dest: getattr(args, dest) for _, dest in PIN_OPTIONS}
+
+
+def _check_pins(strategies: Sequence[str], pins: dict[str, int | None]) -> None:
+    """Refuse pins a strategy would silently ignore (it has no such dimension)."""
+    with_tp2 = tuple(name for name, t in TRAITS.items() if t.has_tp2)
+    with_panels = tuple(name for name, t in TRAITS.items() if t.has_panels)
+    for s in strategies:
+        for dest, owners in (("tp2", with_tp2), ("nb", with_panels)):
+            if pins.get(dest) not in (None, 1) and s not in owners:
+                raise CliError(f"--{dest} applies to {' and '.join(owners)} only; "
+                               f"the {s} strategy has {dest} = 1")
+
+
+def _csv_target(text: str) -> Path:
+    path = Path(text)
+    if not path.parent.is_dir():
+        raise CliError(f"--csv: directory '{path.parent}' does not exist")
+    if path.is_dir():
+        raise CliError(f"--csv: '{path}' is a directory")
+    return path
+
+
+def _stack_name(args: argparse.Namespace) -> str | None:
+    """The software stack a command runs with (None: the paper mode, which takes none)."""
+    if getattr(args, "compat", None) or not hasattr(args, "stack"):
+        return None
+    return load_stack(args.stack).name
+
+
+def _error_bar(args: argparse.Namespace, model: Transformer) -> ErrorBar | None:
+    """The cross-validated error bar of the command's predictions: none in the paper mode (the
+    paper's constants) or without a stack (the system's own, uncalibrated, efficiencies)."""
+    name = _stack_name(args)
+    return None if name in (None, NONE) else error_bar(name, model.moe)
+
+
+def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
+    compat = ", paper compat" if args.compat else ""
+    stack = _stack_name(args)
+    stack = f", stack {stack}" if stack else ""
+    return (f"{model.name} on {system.name} (NVLink domain {system.nvlink_domain_size}, "
+            f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{stack}"
+            f"{compat}")
+
+
+def run_search(args: argparse.Namespace) -> int:
+    csv_path = _csv_target(args.csv) if args.csv else None
+    model, system = load_workload(args)
+    strategies = supported_strategies(model) if args.strategy == "all" else (args.strategy,)
+    pins = _pins(args)
+    _check_pins(strategies, pins)
+    start = time.perf_counter()
+    execution = execution_from_args(args, searching=True)
+    if (args.gpus is None) == (args.max_gpus is None):
+        raise CliError("give --gpus N[,N...] (use exactly N GPUs) or --max-gpus N (at most N)")
+    counts = args.gpus or [None]
+    results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
+                      top_k=args.top, budget=args.budget, execution=execution, stack=args.stack,
+                      costs=costs_from_args(args), max_gpus=args.max_gpus,
+                      gpu_step=args.gpu_step)
+               for s in strategies for n in counts]
+    elapsed = time.perf_counter() - start
+    reasons = [_no_candidates(model, r, args, system, pins) if r.candidates == 0 else None
+               for r in results]
+    if all(r.candidates == 0 for r in results):
+        raise ModelError(next(r for r in reasons if r))
+    if csv_path is not None:
+        frame = pd.concat([r.top for r in results], ignore_index=True)
+        _write_csv(frame, csv_path)
+        print(f"wrote {len(frame)} configurations of {len(results)} searches to {csv_path}")
+    elif args.json:
+        meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
+                "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
+                "max_gpus": args.max_gpus,
+                "stack": _stack_name(args), "searched": results[0].searched,
+                "executions": [ex.to_dict() for ex in results[0].executions]}
+        bar = _error_bar(args, model)
+        print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
+    else:
+        print(cli_format.format_search_report(results, reasons, _title(model, system, args),
+                                              lambda row: evaluate_command(row, args),
+                                              _error_bar(args, model)))
+    return 0
+
+
+def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace,
+                   system: System, pins: dict) -> str:
+    """Why a search has no candidate at all (the first rule its pins break, or the count)."""
+    paper = args.compat == "paper"
+    if r.max_gpus is not None:
+        return (f"no {r.strategy} configuration on at most {r.max_gpus} GPUs (in steps of "
+                f"{args.gpu_step}) matches the inputs")
+    return explain(model, build_strategy(r.strategy, model, paper), r.gpus, args.global_batch,
+                   system.nvlink_domain_size, pins, paper)
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    try:
+        frame.to_csv(path, index=False)
+    except OSError as exc:
+        raise CliError(f"--csv: cannot write '{path}': {exc.strerror or exc}") from None
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    model, system = load_workload(args)
+    pins = _pins(args)
+    _check_pins((args.strategy,), pins)
+    pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
+    ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
+                  execution=execution_from_args(args, searching=False), stack=args.stack,
+                  costs=costs_from_args(args), **pins)
+    if args.json:
+        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model)),
+                     "stack": _stack_name(args)})
+    else:
+        title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model)))
+    return 0
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    sets = ("korthikanti", "measurements", "extra", "moe") if args.set == "all" else (args.set,)
+    frame = run_validation(args.reference, sets)
+    stats = validation_summary(frame)
+    if args.json:
+        print_json({"records": cli_format.records(frame),
+                     "summary": cli_format.records(stats)})
+        return 0
+    done = frame[frame["skipped"] == ""]
+    cols = ["id", "set", "metric", "measured", "predicted", "error_pct", "peer_error_pct",
+            "uncertain"]
+    print(done[cols].to_string(index=False, float_format="%.2f"))
+    skipped = frame[frame["skipped"] != ""]
+    if len(skipped):
+        print(f"\nskipped ({len(skipped)}):")
+        for row in skipped.itertuples():
+            print(f"  {row.id}: {row.skipped}")
+    print("\nerror % = 100·(1 − predicted/measured); peer = Calculon's published prediction")
+    print(stats.to_string(index=False, float_format="%.2f"))
+    return 0
+
+
+def run_ablation(args: argparse.Namespace) -> int:
+    if args.compat:
+        raise CliError("ablation compares the paper mode with every fix; drop --compat")
+    model, system = load_workload(args)
+    frame = ablation(model, system, args.gpus, args.global_batch, args.strategy)
+    if args.json:
+        print_json(cli_format.records(frame))
+    else:
+        print(f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs")
+        print(frame.drop(columns=["strategy", "gpus"]).to_string(index=False, float_format="%.4g"))
+    return 0
