@@ -1,0 +1,78 @@
+"""The context every op is priced in (:class:`Ctx`): the model, the system, the mode, the
+execution and the efficiencies its precision and stack give — built once per search by
+:meth:`Ctx.make`, priced exactly or as lower bounds (:mod:`model.physics.pricing`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import ModelError
+from ..specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
+from ..specs.hardware import System
+from ..specs.modes import Mode, resolve_mode
+from ..specs.precision import PRECISIONS
+from ..specs.transformer import Transformer
+from .pricing import Bound, Exact, Pricing
+from .strategies import OpSpec, model_dims
+
+
+@dataclass
+class Ctx:
+    """What every op needs besides its spec: model sizes, the system and the mode."""
+
+    model: Transformer
+    system: System
+    mode: Mode
+    dims: dict[str, int]
+    execution: Execution = DEFAULT_EXECUTION
+    matrix_flop_per_s: float = 0.0  # peak of the matmuls at the execution's precision
+    linear_efficiency: float = 0.8  # achievable fraction of that peak in the linear layers
+    attention_efficiency: float = 0.8  # … in fused attention (always bf16)
+    pricing: Pricing | None = None  # exact times (default) or lower bounds (physics.pricing)
+    expert_efficiency: float = 0.8  # … in the routed experts' grouped GEMMs
+    token_efficiency: float = 1.0  # fraction of the HBM bandwidth the MoE token kernels reach
+
+    def __post_init__(self) -> None:
+        if self.pricing is None:
+            self.pricing = Exact(self.system, self.mode)
+
+    def bounded(self) -> Ctx:
+        """The same context pricing lower bounds over placements instead of exact times."""
+        return replace(self, pricing=Bound(self.system, self.mode))
+
+    @classmethod
+    def make(cls, model: Transformer, system: System, compat: object,
+             execution: object = None) -> Ctx:
+        mode = resolve_mode(compat)
+        ex = resolve_execution(execution)
+        if mode.is_paper and ex != DEFAULT_EXECUTION:
+            raise ModelError("the paper mode models one execution (flash attention, sequence "
+                             "parallelism, 1F1B, distributed optimizer, bf16); drop the "
+                             "execution options or use the default model")
+        precision = PRECISIONS[ex.precision]
+        peak = getattr(system, precision.peak_field) * 1e12
+        if peak <= 0:
+            raise ModelError(f"system '{system.name}' has no {precision.label} matrix rate "
+                             f"({precision.peak_field} = 0); choose bf16 or fp16")
+        eta = system.gemm_efficiency(precision.efficiency_key) * precision.efficiency_scale
+        attention = system.attention_efficiency or system.flop_efficiency
+        if (ex.offload != "none" or ex.offload_layers) and (system.host_memory_gb <= 0
+                                     or system.host_bandwidth_gb_per_s <= 0):
+            raise ModelError(f"system '{system.name}' has no host memory tier "
+                             "(host_memory_gb, host_bandwidth_gb_per_s); offload needs one")
+        # the experts' grouped GEMMs: the dense efficiency unless the system sets their own
+        own = (system.expert_flop_efficiency_fp8 if precision.quantised
+               else system.expert_flop_efficiency)
+        expert = eta if own is None else own * precision.efficiency_scale
+        return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention,
+                   expert_efficiency=expert,
+                   token_efficiency=system.moe_token_efficiency or 1.0)
+
+    def share(self, spec: OpSpec) -> float:
+        """Share of the pipeline's layers an op runs in: all, the dense-MLP or the MoE ones."""
+        if spec.share == "moe":
+            return self.model.moe_share
+        if spec.share == "dense":
+            return 1.0 - self.model.moe_share
+        return 1.0
