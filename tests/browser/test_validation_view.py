@@ -23,17 +23,24 @@ return {bars: gd._fullData.filter((t) => t.type === 'bar').map((t) => ({
 """
 
 
-def test_cross_validated_error_per_source_equals_the_json(ui) -> None:
-    stored = {s["source"]: s for s in json.loads(CROSS_VALIDATION.read_text())["sources"]}
-    ui.go("validation")
+def _bars_as_stored(ui, script: str, stored: dict) -> tuple:
+    """(figure data, tick labels, source order, bars by group) of a cross-validation figure,
+    once drawn, after checking its sources and both bars' means against ``stored``."""
     shown = ui.until(lambda: (lambda d: d if d and d["bars"] else None)(
-        ui.driver.execute_script(_BARS_JS)), "the cross-validation figure", timeout=60)
+        ui.driver.execute_script(script)), "the cross-validation figure", timeout=60)
     labels = dict(zip(shown["ticks"]["vals"], shown["ticks"]["text"]))
     order = [labels[i].split(" · ")[0] for i in range(len(labels))]
     assert set(order) == set(stored) and order[-1] == "all firm runs"
     bars = {b["group"]: b for b in shown["bars"]}
     for kind in ("cross_validated", "in_sample"):
         assert bars[kind]["x"] == [stored[s][f"{kind}_mean_pct"] for s in order], kind
+    return shown, labels, order, bars
+
+
+def test_cross_validated_error_per_source_equals_the_json(ui) -> None:
+    stored = {s["source"]: s for s in json.loads(CROSS_VALIDATION.read_text())["sources"]}
+    ui.go("validation")
+    shown, labels, order, bars = _bars_as_stored(ui, _BARS_JS, stored)
     for source, hatch in zip(order, bars["cross_validated"]["hatch"]):
         assert (hatch == "/") == stored[source]["uncertain"], source  # uncertain: hatched
         if stored[source]["uncertain"] and source != "all firm runs":
@@ -70,14 +77,7 @@ def test_moe_cross_validation_per_release_equals_the_json(ui) -> None:
     the in-sample and leave-one-release-out means of the moe part of the stored table."""
     stored = {s["source"]: s for s in json.loads(CROSS_VALIDATION.read_text())["moe"]["sources"]}
     ui.go("validation")
-    shown = ui.until(lambda: (lambda d: d if d and d["bars"] else None)(
-        ui.driver.execute_script(_MOE_BARS_JS)), "the MoE cross-validation figure", timeout=60)
-    labels = dict(zip(shown["ticks"]["vals"], shown["ticks"]["text"]))
-    order = [labels[i].split(" · ")[0] for i in range(len(labels))]
-    assert set(order) == set(stored) and order[-1] == "all firm runs"
-    bars = {b["group"]: b for b in shown["bars"]}
-    for kind in ("cross_validated", "in_sample"):
-        assert bars[kind]["x"] == [stored[s][f"{kind}_mean_pct"] for s in order], kind
+    _, _, order, _ = _bars_as_stored(ui, _MOE_BARS_JS, stored)
     rows = ui.until(lambda: ui.grid_rows(MOE_ROWS), "rows in the MoE cross-validation table")
     assert [r["source"] for r in ui.grid_rows(MOE_PINNED)] == order
     for name, row in zip(order, rows):
