@@ -92,6 +92,22 @@ class UI:
             assert read() == expected
             time.sleep(0.1)
 
+    def disabled(self, selector: str) -> bool:
+        return self.duo.find_element(selector).get_attribute("disabled") is not None
+
+    def cancel_job(self, prefix: str, progress: Callable[[], Any], total: int) -> Any:
+        """Click ``#{prefix}-cancel`` on a running background job: the run button comes back,
+        cancel is disabled, the progress stopped short of ``total`` and stays where it is (the
+        job is gone: no more reports). Returns that progress."""
+        self.duo.find_element(f"#{prefix}-cancel").click()
+        self.until(lambda: not self.disabled(f"#{prefix}-run"),
+                   "the run button re-enabled by cancel")
+        assert self.disabled(f"#{prefix}-cancel")
+        stopped = progress()
+        assert stopped[0] < total
+        self.steady(progress, stopped, seconds=2.5)
+        return stopped
+
     def idle(self, timeout: float = TIMEOUT) -> None:
         """No callback is pending: the renderer shows ``._dash-loading-callback`` meanwhile."""
         self.until(lambda: self.driver.execute_script(

@@ -46,14 +46,10 @@ def _progress(ui) -> tuple[float, float, str]:
     return float(value or 0), float(top or 0), text.strip()
 
 
-def _disabled(ui, selector: str) -> bool:
-    return ui.duo.find_element(selector).get_attribute("disabled") is not None
-
-
 def _open(ui) -> None:
     ui.go("plan")
     ui.wait_text("#cd-progress-text", lambda s: s == "", "the co-design section")
-    assert not _disabled(ui, "#cd-run") and _disabled(ui, "#cd-cancel")
+    assert not ui.disabled("#cd-run") and ui.disabled("#cd-cancel")
 
 
 def _api_best() -> set[tuple[str, str]]:
@@ -96,8 +92,8 @@ def test_a_small_study_runs_to_completion_with_the_best_marked(ui) -> None:
     assert any(text == "no fit" for row in cells["text"] for text in row)  # 1T on ≤ 88 GPUs
     rows = ui.grid_rows("#cd-table .ag-center-cols-container .ag-row")
     assert len(rows) == 12
-    ui.until(lambda: not _disabled(ui, "#cd-run"), "the run button re-enabled")
-    assert _disabled(ui, "#cd-cancel")
+    ui.until(lambda: not ui.disabled("#cd-run"), "the run button re-enabled")
+    assert ui.disabled("#cd-cancel")
     assert ui.severe_logs() == []
     ui.screenshot("plan-codesign")
 
@@ -109,13 +105,8 @@ def test_cancel_stops_a_long_study(ui) -> None:
     seen = [_progress(ui)]
     ui.until(lambda: seen.append(_progress(ui)) or seen[-1][0] > 0, "the first progress report",
              timeout=60)
-    assert _disabled(ui, "#cd-run") and not _disabled(ui, "#cd-cancel")
+    assert ui.disabled("#cd-run") and not ui.disabled("#cd-cancel")
     assert seen[-1][1] == 48 and seen[-1][2].endswith("/ 48 rows")
 
-    ui.duo.find_element("#cd-cancel").click()
-    ui.until(lambda: not _disabled(ui, "#cd-run"), "the run button re-enabled by cancel")
-    assert _disabled(ui, "#cd-cancel")
-    stopped = _progress(ui)
-    assert stopped[0] < 48
-    ui.steady(lambda: _progress(ui), stopped, seconds=2.5)  # the job is gone: no more reports
+    ui.cancel_job("cd", lambda: _progress(ui), 48)
     assert ui.driver.execute_script(_CELLS_JS) is None  # still the placeholder

@@ -21,10 +21,6 @@ def _progress(ui) -> tuple[float, float, str]:
             ui.text("#hbm-progress-text"))
 
 
-def _disabled(ui, selector: str) -> bool:
-    return ui.duo.find_element(selector).get_attribute("disabled") is not None
-
-
 def _run(ui, steps: int) -> list[tuple[float, float, str]]:
     """Start a sweep of steps × steps points; the progress seen until the first report."""
     _set(ui, "#hbm-steps", steps)
@@ -37,8 +33,8 @@ def _run(ui, steps: int) -> list[tuple[float, float, str]]:
 def test_sweep_reports_progress_and_draws_the_contour(ui) -> None:
     ui.go("hbm")
     ui.wait_text("#hbm-progress-text", lambda s: s == "", "the page")
-    assert _progress(ui)[0] == 0 and not _disabled(ui, "#hbm-run")
-    assert _disabled(ui, "#hbm-cancel")
+    assert _progress(ui)[0] == 0 and not ui.disabled("#hbm-run")
+    assert ui.disabled("#hbm-cancel")
 
     seen = _run(ui, 3)
     ui.until(lambda: seen.append(_progress(ui)) or seen[-1][2] == "9 / 9 systems",
@@ -63,8 +59,8 @@ def test_sweep_reports_progress_and_draws_the_contour(ui) -> None:
     points = next(t for t in traces if t["name"] == "evaluated")
     assert len(points["x"]) == 9
 
-    ui.until(lambda: not _disabled(ui, "#hbm-run"), "the run button re-enabled")
-    assert _disabled(ui, "#hbm-cancel")
+    ui.until(lambda: not ui.disabled("#hbm-run"), "the run button re-enabled")
+    assert ui.disabled("#hbm-cancel")
     assert ui.text("#hbm-error") == ""
     assert ui.severe_logs() == []
     ui.screenshot("hbm")
@@ -74,16 +70,11 @@ def test_cancel_stops_a_long_sweep(ui) -> None:
     ui.go("hbm")
     ui.wait_text("#hbm-progress-text", lambda s: s == "", "the page")
     seen = _run(ui, 20)  # 400 points × 3 strategies: far longer than the test waits
-    assert _disabled(ui, "#hbm-run") and not _disabled(ui, "#hbm-cancel")
+    assert ui.disabled("#hbm-run") and not ui.disabled("#hbm-cancel")
     first = seen[-1]
     assert first[1] == 400 and first[2].endswith("/ 400 systems")
     ui.until(lambda: _progress(ui)[0] > first[0], "the progress to advance")
 
-    ui.duo.find_element("#hbm-cancel").click()
-    ui.until(lambda: not _disabled(ui, "#hbm-run"), "the run button re-enabled by cancel")
-    assert _disabled(ui, "#hbm-cancel")
-    stopped = _progress(ui)
-    assert stopped[0] < 400
-    ui.steady(lambda: _progress(ui), stopped, seconds=2.5)  # the job is gone: no more reports
+    ui.cancel_job("hbm", lambda: _progress(ui), 400)
     assert not ui.traces("hbm-contour") or not any(
         t["type"] in ("contour", "heatmap") for t in ui.traces("hbm-contour"))
