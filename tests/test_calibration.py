@@ -15,8 +15,8 @@ import pytest
 from model.specs.stack import load_stack
 from model.validation import REFERENCE, measurement_case, time_cases
 from model.validation.calibrate import (
-    EXPERT_GRID,
     FP8_RATIO,
+    TOKEN_GRID,
     Curve,
     _eta_for,
     _training_fit,
@@ -129,7 +129,7 @@ def test_stack_presets_carry_their_moe_token_fit(moe_curves):
         assert preset.expert_gemm_efficiency == {}
         for key, eta in fit.items():
             assert preset.moe_token_efficiency[key] == pytest.approx(eta, abs=1e-4)
-            assert EXPERT_GRID[0] <= eta <= 1.0, (stack, key)
+            assert TOKEN_GRID[0] <= eta <= 1.0, (stack, key)
 
 
 def test_no_moe_release_predicts_itself(moe_curves, moe_rows):

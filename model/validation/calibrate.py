@@ -52,8 +52,8 @@ FP8_RATIO = 0.96  # pre-quantised FP8 GEMM speed over BF16 / their peak ratio (1
 GRID = np.array([0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0])
 FINE = np.linspace(GRID[0], GRID[-1], 1501)
 # the MoE token kernels' bandwidth fraction: time ≈ a + b/η_t from a few % of the HBM rate up
-EXPERT_GRID = np.array([0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0])
-EXPERT_FINE = np.linspace(EXPERT_GRID[0], EXPERT_GRID[-1], 1961)
+TOKEN_GRID = np.array([0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0])
+TOKEN_FINE = np.linspace(TOKEN_GRID[0], TOKEN_GRID[-1], 1961)
 
 
 def efficiency_fields(eta: float) -> dict[str, float]:
@@ -85,16 +85,15 @@ def predicted_time_s(case: Case, eta: float) -> float:
 @dataclass(frozen=True)
 class Curve:
     """A run's predicted log time on ``fine`` values of η (:data:`FINE`, or
-    :data:`EXPERT_FINE` for the token-kernel efficiency of a MoE run)."""
+    :data:`TOKEN_FINE` for the token-kernel efficiency of a MoE run)."""
 
     case: Case
     log_time: np.ndarray
     fine: np.ndarray = field(default_factory=lambda: FINE)
-    cap: float = 1.0  # the largest η a fit may choose for this run
 
     @classmethod
     def of(cls, case: Case) -> Curve:
-        grid, fine = (EXPERT_GRID, EXPERT_FINE) if case.set == "moe" else (GRID, FINE)
+        grid, fine = (TOKEN_GRID, TOKEN_FINE) if case.set == "moe" else (GRID, FINE)
         t = np.array([predicted_time_s(case, e) for e in grid])
         # time ≈ a + b/η: interpolate linearly in 1/η, then take logs
         inv = 1.0 / grid
@@ -105,12 +104,9 @@ class Curve:
 
 
 def fit(curves: list[Curve]) -> float:
-    """η minimising Σ (log predicted − log measured)² over ``curves`` (of one kind), at most
-    the smallest of their caps."""
+    """η minimising Σ (log predicted − log measured)² over ``curves`` (of one kind)."""
     residual = sum((c.log_time - np.log(c.case.measured)) ** 2 for c in curves)
-    fine = curves[0].fine
-    residual = np.where(fine <= min(c.cap for c in curves) + 1e-12, residual, np.inf)
-    return float(fine[int(np.argmin(residual))])
+    return float(curves[0].fine[int(np.argmin(residual))])
 
 
 def _key(case: Case) -> str:
