@@ -8,7 +8,8 @@ other than the Megatron-Bridge performance summary the MoE calibration is fitted
 Megatron-MoE-ModelZoo (Mixtral 8x22B on 128 H100), Megatron-LM's MoE README (Mixtral 8x7B on 64
 H100) and the DeepSeek-V3 technical report (2,048 H800). Nothing was ever fitted to them. Each is
 predicted with its published layout pinned (TP, PP, EP, DP, and microbatch and virtual stages
-where published), its precision, dispatcher and all-to-all overlap, force-balanced routing (the
+where published), its precision, dispatcher and all-to-all overlap, TP-communication overlap and
+FP8 parameter gather where its scripts set them, force-balanced routing (the
 only routing the model prices without a published imbalance), and the stack of its date
 (:func:`model.validation.sources.stack_by_date`); the memory strategy, not published, is the
 MoE validation set's rule: selective recompute plus the fewest fully recomputed layers that fit,
@@ -81,6 +82,10 @@ def execution_of(r: dict[str, Any]) -> dict[str, Any]:
         "offload": ["none", "activations"]}
     if r["routing"].startswith("capacity factor"):
         out["moe_capacity_factor"] = 1.0
+    for key, option in (("tp_comm_overlap", "tp_overlap"), ("fp8_param_gather",
+                                                            "fp8_param_gather")):
+        if r.get(key) is not None:  # as the source's scripts set it, else the stack's
+            out[option] = bool(r[key])
     return out
 
 

@@ -190,13 +190,18 @@ CONTROLS: tuple[Control, ...] = (
             "3 + weights (FSDP: weights gathered per block, every microbatch).",
             choices=ex.ZERO_STAGES, spec="zero"),
     Control("precision", "Precision", "execution", "dropdown", str,
-            "Matmul precision: bf16/fp16, FP8 with current or delayed scaling, or Blackwell's "
-            "block-scaled MXFP8 and NVFP4 (linear layers at that rate, with their quantisation "
-            "kernels; attention stays bf16).", choices=PRECISIONS,
+            "Matmul precision: bf16/fp16, FP8 with current, delayed or 128-element block "
+            "scaling, or Blackwell's block-scaled MXFP8 and NVFP4 (linear layers at that "
+            "rate, with their quantisation kernels; attention stays bf16).", choices=PRECISIONS,
             names=tuple(PRECISION_TABLE[p].label for p in PRECISIONS), spec="precision"),
     Control("tp_overlap", "TP comm overlap", "execution", "switch", bool,
             "Overlap tensor-parallel collectives with the matmuls next to them.",
             choices=ON_OFF[0], names=ON_OFF[1], spec="tp_overlap"),
+    Control("fp8_param_gather", "FP8 parameter gather", "execution", "switch", bool,
+            "With an FP8 precision, the data-parallel all-gather of the updated parameters "
+            "moves FP8 bytes, about half of BF16 (Megatron's --fp8-param-gather, on in "
+            "Megatron-Bridge's FP8 recipes).", choices=ON_OFF[0], names=ON_OFF[1],
+            spec="fp8_param_gather"),
     Control("context_attention", "Context attention", "execution", "dropdown", str,
             "Context parallelism (tp2 of the context strategy): all-gather K/V before "
             "attending, or ring attention (K/V blocks passed around the ring under the "

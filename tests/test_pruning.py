@@ -81,6 +81,10 @@ CASES = [
                                         "recompute": "full"}),
     ("gpt-oss-small", "h100", None, {"precision": "fp8", "tp_overlap": True}),
     ("deepseek-v3-small", "h100", None, {"ep_dispatcher": "flex", "ep_overlap": True}),
+    # FP8 parameters gathered: the dense and the expert weights' all-gathers shrink
+    ("deepseek-v3-small", "h100", None, {"precision": "fp8-blockwise",
+                                        "fp8_param_gather": True}),
+    ("llama3-70b", "h100", None, {"precision": "fp8", "fp8_param_gather": True, "zero": 3}),
 ]
 MOE_MODELS = {  # a few layers and experts of the presets: the same op tables, fewer candidates
     "deepseek-v3-small": lambda: load_model("deepseek-v3").with_overrides(

@@ -38,7 +38,8 @@ EXECUTION_LABELS = {"recompute": "recompute", "recompute_layers": "rc layers",
                     "interleave": "V", "zero": "ZeRO", "precision": "precision",
                     "tp_overlap": "TP overlap", "offload": "offload",
                     "sequence_parallel": "SP", "flash_attention": "flash",
-                    "fp32_gradients": "fp32 grads", "context_attention": "CP attention"}
+                    "fp32_gradients": "fp32 grads", "context_attention": "CP attention",
+                    "fp8_param_gather": "FP8 gather"}
 
 
 # --- plain JSON ----------------------------------------------------------------------------------

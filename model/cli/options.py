@@ -56,6 +56,9 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
                         "system's FP8/FP4 rate)")
     g.add_argument("--tp-overlap", action=argparse.BooleanOptionalAction, default=None,
                    help="overlap tensor-parallel collectives with the matmuls (default: off)")
+    g.add_argument("--fp8-param-gather", action=argparse.BooleanOptionalAction, default=None,
+                   help="with an FP8 precision, all-gather parameters in FP8 (Megatron's "
+                        "--fp8-param-gather; default: off, on in Megatron-Bridge stacks)")
     g.add_argument("--flash-attention", action=argparse.BooleanOptionalAction, default=None,
                    help="fused attention (default: on)")
     g.add_argument("--fp32-gradients", action=argparse.BooleanOptionalAction, default=None,
@@ -76,7 +79,8 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
              "precision": args.precision, "tp_overlap": args.tp_overlap,
              "flash_attention": args.flash_attention, "fp32_gradients": args.fp32_gradients,
              "context_attention": args.context_attention, "offload": args.offload,
-             "recompute_layers": args.recompute_layers, "offload_layers": args.offload_layers}
+             "recompute_layers": args.recompute_layers, "offload_layers": args.offload_layers,
+             "fp8_param_gather": args.fp8_param_gather}
     given = {k: v for k, v in given.items() if v is not None}
     recompute, interleave = args.recompute, args.interleave
     if args.compat == "paper":

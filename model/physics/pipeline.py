@@ -6,7 +6,8 @@ microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / b
 * DP (ZeRO-1 / distributed optimizer): reduce-scatter gradients and all-gather parameters of W1
   bytes per block over the replica group G (τ = its members per domain). One block's collective is
   exposed; the other D − 1 hide behind one microbatch of the next block:
-  t_dp = T_AG + (D−1)·max(T_AG − T_f, 0) + T_RS + (D−1)·max(T_RS − T_b, 0).
+  t_dp = T_AG + (D−1)·max(T_AG − T_f, 0) + T_RS + (D−1)·max(T_RS − T_b, 0); with FP8
+  parameters gathered (``fp8_param_gather``) T_AG moves the FP8 bytes, about W1/2.
 * PP: one p2p per microbatch each way, t_pp = 2·n_mb·T_p2p; of the pp − 1 stage links
   int(pp/nv_pp − 1) cross domains (slow; free in the paper, bug 2), the rest stay inside.
 * T_loc = n_mb·(D·(T_f + T_b) + T_edge); bubble = (pp − 1)·(T_loc + t_pp)/n_mb;
@@ -21,6 +22,7 @@ import numpy as np
 from ..specs.execution import DEFAULT_EXECUTION, Execution
 from ..specs.hardware import System
 from ..specs.modes import Mode
+from ..specs.precision import PRECISIONS
 from .collectives import Collective
 from .offload import host_optimizer_time_s, offload_time_s
 from .pricing import Pricing
@@ -40,24 +42,27 @@ def _bucketed_s(kind: Collective, volume_bytes, group, tau, pricing: Pricing,
 
 
 def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float,
-                         bucket_bytes: float = 0.0, experts=None):
-    """(T, T_rs): one block's parameter all-gather of W bytes and its gradient reduce-scatter of
-    grad_factor·W bytes (the same time when the factor is 1: docs/model.md, data parallelism),
-    in buckets of ``bucket_bytes`` (0: one collective each). ``experts`` = (W_e, group, τ): the
-    experts' weights, gathered and reduced over their own (expert-data-parallel) group after the
-    others: their times add."""
-    t = _bucketed_s(Collective.ALLGATHER, weight_bytes, group, tau, pricing, bucket_bytes)
-    t_rs = t if grad_factor == 1.0 else _bucketed_s(
+                         bucket_bytes: float = 0.0, experts=None, gather_factor: float = 1.0):
+    """(T, T_rs): one block's parameter all-gather of gather_factor·W bytes (W: its 2-byte
+    weights; ``gather_factor`` < 1 when FP8 parameters are gathered) and its gradient
+    reduce-scatter of grad_factor·W bytes (the same time when the factors are equal:
+    docs/model.md, data parallelism), in buckets of ``bucket_bytes`` (0: one collective each).
+    ``experts`` = (W_e, group, τ): the experts' weights, gathered and reduced over their own
+    (expert-data-parallel) group after the others: their times add."""
+    t = _bucketed_s(Collective.ALLGATHER, gather_factor * weight_bytes, group, tau, pricing,
+                    bucket_bytes)
+    t_rs = t if grad_factor == gather_factor else _bucketed_s(
         Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, pricing, bucket_bytes)
     if experts is not None:
-        t_e, t_rs_e = _gather_and_reduce_s(*experts, pricing, grad_factor, bucket_bytes)
+        t_e, t_rs_e = _gather_and_reduce_s(*experts, pricing, grad_factor, bucket_bytes,
+                                           gather_factor=gather_factor)
         t, t_rs = t + t_e, t_rs + t_rs_e
     return t, t_rs
 
 
 def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
               grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
-              experts=None):
+              experts=None, gather_factor: float = 1.0):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
     A ring all-gather and reduce-scatter of the same buffer take the same time T, so
@@ -65,13 +70,23 @@ def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
     block's compute plus the overlap slowdown); gradients reduced in fp32 (``grad_factor`` 2)
     make the reduce-scatter's buffer twice the 2-byte weights. Without ``overlap`` every
     block's collectives are exposed: t_dp = D·(T + T_rs). A MoE block's expert weights add
-    their collectives over the expert-data-parallel group (``experts``) to T and T_rs.
+    their collectives over the expert-data-parallel group (``experts``) to T and T_rs; FP8
+    parameters make the all-gather ``gather_factor`` × the 2-byte weights.
     """
     t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
-                                   experts)
+                                   experts, gather_factor)
     if not overlap:
         return layers * (t + t_rs)
     return t + t_rs + (layers - 1) * (pricing.hidden(t, t_fwd) + pricing.hidden(t_rs, t_bwd))
+
+
+def param_gather_factor(execution: Execution) -> float:
+    """The blocks' parameter all-gather over its BF16 bytes: the precision's FP8 bytes per
+    parameter / 2 with ``fp8_param_gather`` (Megatron-Core's ``--fp8-param-gather``), else 1.
+    The embedding and the LM head stay BF16."""
+    if not execution.fp8_param_gather:
+        return 1.0
+    return PRECISIONS[execution.precision].param_gather_factor
 
 
 def edge_weight_bytes(pre_weight, post_weight, pp: np.ndarray) -> np.ndarray:
@@ -84,7 +99,7 @@ ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, 
 
 def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
                 grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
-                experts=None):
+                experts=None, gather_factor: float = 1.0):
     """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights (T) in the forward and
     again in the backward, and reduce-scatters its gradients (T_rs, fp32 when ``grad_factor`` is
     2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
@@ -92,7 +107,7 @@ def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: P
     gather is exposed: t = T + n_mb·D·(h(T, T_f) + h(T + T_rs, T_b)), h = ``pricing.hidden``;
     without ``overlap`` every gather and reduce-scatter is exposed: n_mb·D·(2T + T_rs)."""
     t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
-                                   experts)
+                                   experts, gather_factor)
     if not overlap:
         return n_mb * layers * (2 * t + t_rs)
     return t + n_mb * layers * (pricing.hidden(t, t_fwd) + pricing.hidden(t + t_rs, t_bwd))
@@ -159,13 +174,15 @@ def iteration_time(
     bucket = execution.dp_bucket_mb * 1e6
     experts = (block.expert_weight_bytes, expert_group, expert_tau) if np.any(
         block.expert_weight_bytes) else None
+    gather = param_gather_factor(execution)
     if zero >= 3:
         t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                           n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts)
+                           n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts,
+                           gather)
     else:
         t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                         pricing, grad_factor, execution.dp_overlap, bucket, experts)
-    if np.any(edge_weight > 0):  # embedding/head gradients: exposed, nothing left to hide behind
+                         pricing, grad_factor, execution.dp_overlap, bucket, experts, gather)
+    if np.any(edge_weight > 0):  # embedding/head (BF16) gradients: exposed, nothing to hide behind
         t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
                                 grad_factor)
     t_opt = np.zeros_like(t_loc) + optimizer_time_s(params_bytes, dp_group, system, mode,

@@ -27,7 +27,7 @@ CONTEXT_ATTENTION = ("allgather", "ring")
 EP_DISPATCHERS = ("alltoall", "flex")
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-         "ends_count_as_layers", "dp_overlap", "ep_overlap")
+         "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
                               "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS}
@@ -80,6 +80,13 @@ class Execution:
     * ``dp_overlap``: the data-parallel gradient reduction (and parameter gather) of each block
       overlaps the compute of the next; off, it runs after the backward pass, exposed, as in
       Megatron-LM of 2021 (one all-reduce of the gradient buffer, Narayanan et al. 2021).
+    * ``fp8_param_gather``: with an FP8 precision, the matmul weights live in their FP8 format
+      and the data-parallel all-gather of the updated parameters moves those bytes (Megatron-
+      Core's ``--fp8-param-gather``; on in Megatron-Bridge's FP8 and MXFP8 recipes): about half
+      the BF16 gather (:attr:`model.specs.precision.Precision.gathered_bytes_per_param`). The
+      gradient reduce-scatter is unchanged; other precisions ignore it. Memory is unchanged:
+      an FP8 weight keeps its transposed (or column-wise) copy for the backward pass, about
+      the two bytes of a BF16 one.
     * ``dp_bucket_mb``: the data-parallel (and FSDP) gathers and reduce-scatters are issued in
       buckets of at most this many MB, each paying the ring's latency again (0: one per block).
     * ``offload``: what lives in the host memory tier instead of HBM (ZeRO-Offload / Infinity,
@@ -121,6 +128,7 @@ class Execution:
     ends_count_as_layers: bool = False
     dp_overlap: bool = True
     dp_bucket_mb: float = 0.0
+    fp8_param_gather: bool = False
     offload_layers: int = 0
     ep_overlap: bool = False
     ep_dispatcher: str = "alltoall"
@@ -238,8 +246,8 @@ MAX_VARIANTS = 64
 # the recomputed layers are columns of each configuration: model.explore.report)
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
-           "dp_overlap", "dp_bucket_mb", "offload_layers", "ep_overlap", "ep_dispatcher",
-           "moe_capacity_factor", "moe_imbalance")
+           "dp_overlap", "dp_bucket_mb", "fp8_param_gather", "offload_layers", "ep_overlap",
+           "ep_dispatcher", "moe_capacity_factor", "moe_imbalance")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 

@@ -26,6 +26,13 @@ Bytes per quantised element (HBM traffic of the separate quantisation kernels):
   scale): an amax pass (2 B), then a pass that reads 2 B and writes two 4-bit copies with their
   scales, 2 + 2 + 2·(0.5 + 1/16) B.
 
+Gathered by the distributed optimizer with ``fp8_param_gather`` (Megatron-Core's
+``--fp8-param-gather``: the FP8 recipes keep the matmul weights in their quantised format, so the
+data-parallel all-gather of the updated parameters moves those bytes instead of BF16 ones): one
+byte per value plus the weights' scales — none to speak of per tensor, 1/32 B per value for
+MXFP8, 4 B per 128×128 block for block-wise FP8. NVFP4 gathers BF16 (Megatron-Bridge's NVFP4
+recipe turns the FP8 gather off; a separate FP4 gather is not modelled), as do bf16 and fp16.
+
 Kept for the backward: the matmul input, in its quantised form under the FP8/FP4 recipes (TE
 saves the quantised input for the weight-gradient GEMM; Megatron's MoE guide: "stores linear
 layer inputs in FP8 instead of BF16"), one copy with its scales.
@@ -51,6 +58,12 @@ class Precision:
     quantise_bytes_per_element: float
     kept_bytes_per_element: float
     efficiency_scale: float = 1.0  # its GEMMs' speed relative to the efficiency key's
+    gathered_bytes_per_param: float = 2.0  # a weight in the fp8_param_gather all-gather
+
+    @property
+    def param_gather_factor(self) -> float:
+        """Bytes of a parameter in the fp8_param_gather all-gather over the 2 of a BF16 one."""
+        return self.gathered_bytes_per_param / 2.0
 
     @property
     def quantised(self) -> bool:
@@ -60,12 +73,15 @@ class Precision:
 PRECISIONS: dict[str, Precision] = {p.name: p for p in (
     Precision("bf16", "BF16", "matrix_tflops_fp16", "bf16", 0.0, 2.0),
     Precision("fp16", "FP16", "matrix_tflops_fp16", "bf16", 0.0, 2.0),
-    Precision("fp8", "FP8 (current scaling)", "matrix_tflops_fp8", "fp8", 6.0, 1.0),
-    Precision("fp8-delayed", "FP8 (delayed scaling)", "matrix_tflops_fp8", "fp8", 4.0, 1.0),
+    Precision("fp8", "FP8 (current scaling)", "matrix_tflops_fp8", "fp8", 6.0, 1.0,
+              gathered_bytes_per_param=1.0),
+    Precision("fp8-delayed", "FP8 (delayed scaling)", "matrix_tflops_fp8", "fp8", 4.0, 1.0,
+              gathered_bytes_per_param=1.0),
     Precision("fp8-blockwise", "FP8 (128-element blocks)", "matrix_tflops_fp8", "fp8",
-              2.0 + 2 * (1.0 + 4 / 128), 1.0 + 4 / 128, efficiency_scale=1.75 / 1.92),
+              2.0 + 2 * (1.0 + 4 / 128), 1.0 + 4 / 128, efficiency_scale=1.75 / 1.92,
+              gathered_bytes_per_param=1.0 + 4 / 128**2),
     Precision("mxfp8", "MXFP8 (32-element blocks)", "matrix_tflops_fp8", "mxfp8",
-              2.0 + 2 * (1.0 + 1 / 32), 1.0 + 1 / 32),
+              2.0 + 2 * (1.0 + 1 / 32), 1.0 + 1 / 32, gathered_bytes_per_param=1.0 + 1 / 32),
     Precision("nvfp4", "NVFP4 (16-element blocks)", "matrix_tflops_fp4", "nvfp4",
               4.0 + 2 * (0.5 + 1 / 16), 0.5 + 1 / 16),
 )}
