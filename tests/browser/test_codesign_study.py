@@ -28,7 +28,8 @@ def _type(ui, selector: str, value) -> None:
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(Keys.BACKSPACE)
     box.send_keys(str(value), Keys.TAB)
-    ui.until(lambda: box.get_attribute("value") == str(value), f"{selector} = {value}")
+    ui.until(lambda: box.get_attribute("value") == str(value),
+             f"{selector} = {value} (reads {box.get_attribute('value')!r})")
 
 
 def _pattern(kind: str, i: int) -> str:
