@@ -12,6 +12,7 @@ name (``e``, ``f``, ``qkv``, …) refers to :func:`model_dims`. Volumes of colle
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import ModelError
 from ..specs.execution import Execution, resolve_execution
@@ -331,6 +332,16 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
                          f"('{model.name}'); use 1d or context")
     mode = resolve_mode(compat)
     ex = resolve_execution(execution)
+    try:
+        return _built(key, model, mode, ex)
+    except TypeError:  # an unhashable field somewhere: built, not remembered
+        return _built.__wrapped__(key, model, mode, ex)
+
+
+@lru_cache(maxsize=256)
+def _built(key: str, model: Transformer, mode: Mode, ex: Execution) -> Strategy:
+    """:func:`build_strategy` of a canonical name, remembered per process: a strategy's table
+    depends only on these (all frozen), and each search asks for it again."""
     block, pre, post, scatter = _BUILDERS[key](model, mode, ex)
     if mode.blocks_only or model.vocab == 0:
         pre, post = [], []
