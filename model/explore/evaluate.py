@@ -229,23 +229,11 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     if np.any(share):
         block_c = block_c + _forward_rerun(block_ops, block.t_fwd, breakdown).take(
             inverse).scaled(share)
-    # ends of the pipeline: both on one stage when pp = 1, else the slower end sets the pace
-    pre, post_ops = totals("pre")[0], totals("post")
-    post = post_ops[0]
-    both = pre + post
-    slower = Totals.where(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post)
-    choice = 2 * inverse + (pp == 1)  # per candidate: its distinct row's (slower, both)
-    edge = slower.map(lambda a, b: np.stack([a, b], axis=1).ravel()[choice], both)
-    post_weight = post.weight_bytes[inverse]
-    for r in post_ops[1]:
-        if r.spec.name == HEAD:
-            post_weight = _untied(model, strategy, post_weight,
-                                  _per_row(r.counts.weight_bytes, inverse), pp)
+    edge, edge_weight = _pipeline_ends(model, strategy, totals, inverse, pp, breakdown)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
     ones = np.ones_like(pp)  # a shape has no placement: a bound ignores it
     out = iteration_time(
-        block=block_c, edge=edge,
-        edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
+        block=block_c, edge=edge, edge_weight=edge_weight,
         boundary_act_bytes=_p2p_bytes(boundary, strategy, sh)[inverse], n_mb=n_mb,
         layers=layers, end_layers=end_layers, pp=pp, nv_pp=cols.get("nv_pp", ones),
         dp_group=_dp_group(strategy, cols),
@@ -261,6 +249,27 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers
     return out
+
+
+def _pipeline_ends(model: Transformer, strategy: Strategy, totals, inverse: np.ndarray,
+                   pp: np.ndarray, breakdown: bool) -> tuple[Totals, np.ndarray]:
+    """(edge ops' totals, their weight bytes) per candidate: both ends on one stage when pp = 1,
+    else the slower end sets the pace (``totals``: the ``pre`` or ``post`` ops' totals and
+    results per distinct block). A strategy without end ops (the paper mode's: blocks only)
+    has zeros, what their sums would be, without summing nothing."""
+    if not strategy.pre and not strategy.post:
+        return zero_totals(pp, breakdown), np.zeros(len(pp))
+    pre, post_ops = totals("pre")[0], totals("post")
+    post = post_ops[0]
+    both = pre + post
+    slower = Totals.where(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post)
+    edge = Totals.where(pp == 1, both.take(inverse), slower.take(inverse))
+    post_weight = post.weight_bytes[inverse]
+    for r in post_ops[1]:
+        if r.spec.name == HEAD:
+            post_weight = _untied(model, strategy, post_weight,
+                                  _per_row(r.counts.weight_bytes, inverse), pp)
+    return edge, edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp)
 
 
 LOWER_BOUND_SLACK = 1.0 - 1e-9  # bounds are built from other formulas: room for rounding

@@ -112,11 +112,12 @@ _EMPTY_LIMIT = 64
 
 
 def _frame(data: dict[str, object], rows: int) -> pd.DataFrame:
-    """``pd.DataFrame(data)`` (its index is already 0…rows − 1). A frame without rows depends
-    only on the names and types of its columns (and the values of its one-value columns,
-    which set their dtype): built once per process, and a copy returned."""
+    """``pd.DataFrame(data)`` (its index given: 0…rows − 1, not worked out from the columns).
+    A frame without rows depends only on the names and types of its columns (and the values
+    of its one-value columns, which set their dtype): built once per process, and a copy
+    returned."""
     if rows:
-        return pd.DataFrame(data)
+        return pd.DataFrame(data, index=pd.RangeIndex(rows))
     key = tuple((name, v.dtype.str if isinstance(v, np.ndarray) else (type(v), v))
                 for name, v in data.items())
     try:
