@@ -154,10 +154,8 @@ class Frontier:
         picks = [a + np.flatnonzero(fit[a:b])[:top_k]
                  for a, b in zip(self.starts[:-1], self.starts[1:])]
         sizes = [len(p) for p in picks]
-        pos = np.concatenate(picks)
-        rows = {k: v[pos] for k, v in self.rows.items()}
         frame = result_frame(model, system, self.strategy, np.repeat(self.gpus, sizes),
-                             global_batch, rows, np.arange(len(pos)), constants)
+                             global_batch, self.rows, np.concatenate(picks), constants)
         out, start = [], 0
         for size, shapes in zip(sizes, self.shapes):
             if size:
