@@ -46,9 +46,12 @@ def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)
 
 def evaluate_ops(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx,
                  counts: list[OpCounts] | None = None) -> list[OpResult]:
+    """:func:`~model.physics.block.evaluate_op` of each op; collectives with the same volume and
+    time in several ops are priced once (one memo for the list)."""
+    memo: dict = {}
     if counts is None:
-        return [evaluate_op(spec, sh, ctx) for spec in ops]
-    return [evaluate_op(spec, sh, ctx, c) for spec, c in zip(ops, counts)]
+        return [evaluate_op(spec, sh, ctx, memo=memo) for spec in ops]
+    return [evaluate_op(spec, sh, ctx, c, memo) for spec, c in zip(ops, counts)]
 
 
 @dataclass
