@@ -45,13 +45,23 @@ def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)
 
 
 def evaluate_ops(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx,
-                 counts: list[OpCounts] | None = None) -> list[OpResult]:
+                 counts: list[OpCounts] | None = None,
+                 twins: tuple[int, ...] | None = None) -> list[OpResult]:
     """:func:`~model.physics.block.evaluate_op` of each op; collectives with the same volume and
-    time in several ops are priced once (one memo for the list)."""
+    time in several ops are priced once (one memo for the list). With ``twins``
+    (:attr:`~model.physics.strategies.Strategy.twins` of these ops), an op equal to an earlier
+    one but for its name, with the same counts, takes that op's times."""
     memo: dict = {}
     if counts is None:
         return [evaluate_op(spec, sh, ctx, memo=memo) for spec in ops]
-    return [evaluate_op(spec, sh, ctx, c, memo) for spec, c in zip(ops, counts)]
+    out: list[OpResult] = []
+    for i, (spec, c) in enumerate(zip(ops, counts)):
+        twin = out[twins[i]] if twins is not None and twins[i] < i else None
+        if twin is not None and twin.counts is c:
+            out.append(OpResult(spec, c, twin.fwd, twin.bwd))
+        else:
+            out.append(evaluate_op(spec, sh, ctx, c, memo))
+    return out
 
 
 @dataclass
@@ -65,14 +75,26 @@ class ShapeCounts:
 
     @classmethod
     def of(cls, strategy: Strategy, cols: dict[str, np.ndarray], ctx: Ctx) -> ShapeCounts:
+        """The counts of every op at each distinct shape of ``cols`` (an op equal to an earlier
+        one but for its name shares that op's counts: :attr:`Strategy.twins`)."""
         first, inverse = distinct_rows(cols, SHAPE_KEY)
         sh = shards_of(cols, first)
-        return cls(inverse, *([op_counts(spec, sh, ctx) for spec in ops]
-                              for ops in (strategy.block, strategy.pre, strategy.post)))
+        tables = []
+        for which in ("block", "pre", "post"):
+            counts: list[OpCounts] = []
+            for spec, twin in zip(getattr(strategy, which), strategy.twins[which]):
+                counts.append(counts[twin] if twin < len(counts) else op_counts(spec, sh, ctx))
+            tables.append(counts)
+        return cls(inverse, *tables)
 
     def take(self, which: str, distinct: np.ndarray) -> list[OpCounts]:
-        """The counts of ``which`` ops (block, pre, post) for the given distinct shapes."""
-        return [take_counts(c, distinct) for c in getattr(self, which)]
+        """The counts of ``which`` ops (block, pre, post) for the given distinct shapes (counts
+        shared by several ops taken once, and still shared)."""
+        taken: dict[int, OpCounts] = {}
+        for c in getattr(self, which):
+            if id(c) not in taken:
+                taken[id(c)] = take_counts(c, distinct)
+        return [taken[id(c)] for c in getattr(self, which)]
 
 
 def _weights_acts(counts: list[OpCounts], inverse: np.ndarray,
@@ -219,7 +241,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
     def totals(which: str) -> tuple[Totals, list[OpResult]]:  # per distinct block key
         results = evaluate_ops(getattr(strategy, which), sh, ctx,
-                               counts.take(which, distinct_shape))
+                               counts.take(which, distinct_shape), strategy.twins[which])
         return sum_ops(results, sh.tp1, breakdown, ctx), results
 
     block, block_ops = totals("block")
