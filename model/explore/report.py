@@ -88,19 +88,22 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
 
 
 _TEXTS: dict[tuple[str, int], object] = {}  # text columns by (value, rows)
-_TEXTS_LIMIT = 256
+_TEXTS_LIMIT = 256  # columns remembered, each of at most _TEXT_ROWS rows (a few MB in all)
+_TEXT_ROWS = 1024
 
 
 def _text(value: object, rows: int) -> object:
     """A text column of ``rows`` times ``value`` as the frame stores it (pandas' string dtype:
-    what it infers from text), remembered per (value, rows): inferring it is most of the cost of
-    such a column, and the frame copies it. Without rows, or for anything but text, ``value``
-    itself (pandas broadcasts it)."""
+    what it infers from text), remembered per (value, rows) up to :data:`_TEXT_ROWS` rows:
+    inferring it is most of the cost of such a column in a small frame, and the frame copies
+    it. Without rows, or for anything but text, ``value`` itself (pandas broadcasts it)."""
     if not rows or not isinstance(value, str):
         return value
     found = _TEXTS.get((value, rows))
     if found is None:
         found = pd.array(np.full(rows, value, dtype=object), dtype="str")
+        if rows > _TEXT_ROWS:
+            return found
         if len(_TEXTS) >= _TEXTS_LIMIT:
             _TEXTS.clear()
         _TEXTS[(value, rows)] = found
