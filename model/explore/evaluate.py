@@ -45,10 +45,23 @@ def shards_of(cols: dict[str, np.ndarray], idx: np.ndarray | slice = slice(None)
 
 
 def evaluate_ops(ops: tuple[OpSpec, ...], sh: Shards, ctx: Ctx,
-                 counts: list[OpCounts] | None = None) -> list[OpResult]:
+                 counts: list[OpCounts] | None = None,
+                 twins: tuple[int, ...] | None = None) -> list[OpResult]:
+    """:func:`~model.physics.block.evaluate_op` of each op; collectives with the same volume and
+    time in several ops are priced once (one memo for the list). With ``twins``
+    (:attr:`~model.physics.strategies.Strategy.twins` of these ops), an op equal to an earlier
+    one but for its name, with the same counts, takes that op's times."""
+    memo: dict = {}
     if counts is None:
-        return [evaluate_op(spec, sh, ctx) for spec in ops]
-    return [evaluate_op(spec, sh, ctx, c) for spec, c in zip(ops, counts)]
+        return [evaluate_op(spec, sh, ctx, memo=memo) for spec in ops]
+    out: list[OpResult] = []
+    for i, (spec, c) in enumerate(zip(ops, counts)):
+        twin = out[twins[i]] if twins is not None and twins[i] < i else None
+        if twin is not None and twin.counts is c:
+            out.append(OpResult(spec, c, twin.fwd, twin.bwd))
+        else:
+            out.append(evaluate_op(spec, sh, ctx, c, memo))
+    return out
 
 
 @dataclass
@@ -62,14 +75,26 @@ class ShapeCounts:
 
     @classmethod
     def of(cls, strategy: Strategy, cols: dict[str, np.ndarray], ctx: Ctx) -> ShapeCounts:
+        """The counts of every op at each distinct shape of ``cols`` (an op equal to an earlier
+        one but for its name shares that op's counts: :attr:`Strategy.twins`)."""
         first, inverse = distinct_rows(cols, SHAPE_KEY)
         sh = shards_of(cols, first)
-        return cls(inverse, *([op_counts(spec, sh, ctx) for spec in ops]
-                              for ops in (strategy.block, strategy.pre, strategy.post)))
+        tables = []
+        for which in ("block", "pre", "post"):
+            counts: list[OpCounts] = []
+            for spec, twin in zip(getattr(strategy, which), strategy.twins[which]):
+                counts.append(counts[twin] if twin < len(counts) else op_counts(spec, sh, ctx))
+            tables.append(counts)
+        return cls(inverse, *tables)
 
     def take(self, which: str, distinct: np.ndarray) -> list[OpCounts]:
-        """The counts of ``which`` ops (block, pre, post) for the given distinct shapes."""
-        return [take_counts(c, distinct) for c in getattr(self, which)]
+        """The counts of ``which`` ops (block, pre, post) for the given distinct shapes (counts
+        shared by several ops taken once, and still shared)."""
+        taken: dict[int, OpCounts] = {}
+        for c in getattr(self, which):
+            if id(c) not in taken:
+                taken[id(c)] = take_counts(c, distinct)
+        return [taken[id(c)] for c in getattr(self, which)]
 
 
 def _weights_acts(counts: list[OpCounts], inverse: np.ndarray,
@@ -216,7 +241,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
 
     def totals(which: str) -> tuple[Totals, list[OpResult]]:  # per distinct block key
         results = evaluate_ops(getattr(strategy, which), sh, ctx,
-                               counts.take(which, distinct_shape))
+                               counts.take(which, distinct_shape), strategy.twins[which])
         return sum_ops(results, sh.tp1, breakdown, ctx), results
 
     block, block_ops = totals("block")
@@ -229,23 +254,11 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     if np.any(share):
         block_c = block_c + _forward_rerun(block_ops, block.t_fwd, breakdown).take(
             inverse).scaled(share)
-    # ends of the pipeline: both on one stage when pp = 1, else the slower end sets the pace
-    pre, post_ops = totals("pre")[0], totals("post")
-    post = post_ops[0]
-    both = pre + post
-    slower = Totals.where(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post)
-    choice = 2 * inverse + (pp == 1)  # per candidate: its distinct row's (slower, both)
-    edge = slower.map(lambda a, b: np.stack([a, b], axis=1).ravel()[choice], both)
-    post_weight = post.weight_bytes[inverse]
-    for r in post_ops[1]:
-        if r.spec.name == HEAD:
-            post_weight = _untied(model, strategy, post_weight,
-                                  _per_row(r.counts.weight_bytes, inverse), pp)
+    edge, edge_weight = _pipeline_ends(model, strategy, totals, inverse, pp, breakdown)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
     ones = np.ones_like(pp)  # a shape has no placement: a bound ignores it
     out = iteration_time(
-        block=block_c, edge=edge,
-        edge_weight=edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp),
+        block=block_c, edge=edge, edge_weight=edge_weight,
         boundary_act_bytes=_p2p_bytes(boundary, strategy, sh)[inverse], n_mb=n_mb,
         layers=layers, end_layers=end_layers, pp=pp, nv_pp=cols.get("nv_pp", ones),
         dp_group=_dp_group(strategy, cols),
@@ -261,6 +274,27 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers
     return out
+
+
+def _pipeline_ends(model: Transformer, strategy: Strategy, totals, inverse: np.ndarray,
+                   pp: np.ndarray, breakdown: bool) -> tuple[Totals, np.ndarray]:
+    """(edge ops' totals, their weight bytes) per candidate: both ends on one stage when pp = 1,
+    else the slower end sets the pace (``totals``: the ``pre`` or ``post`` ops' totals and
+    results per distinct block). A strategy without end ops (the paper mode's: blocks only)
+    has zeros, what their sums would be, without summing nothing."""
+    if not strategy.pre and not strategy.post:
+        return zero_totals(pp, breakdown), np.zeros(len(pp))
+    pre, post_ops = totals("pre")[0], totals("post")
+    post = post_ops[0]
+    both = pre + post
+    slower = Totals.where(pre.t_fwd + pre.t_bwd >= post.t_fwd + post.t_bwd, pre, post)
+    edge = Totals.where(pp == 1, both.take(inverse), slower.take(inverse))
+    post_weight = post.weight_bytes[inverse]
+    for r in post_ops[1]:
+        if r.spec.name == HEAD:
+            post_weight = _untied(model, strategy, post_weight,
+                                  _per_row(r.counts.weight_bytes, inverse), pp)
+    return edge, edge_weight_bytes(pre.weight_bytes[inverse], post_weight, pp)
 
 
 LOWER_BOUND_SLACK = 1.0 - 1e-9  # bounds are built from other formulas: room for rounding

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -46,10 +47,21 @@ def frontier_key(model: Transformer, system: System, counts: list[int], global_b
                  strategy: str, mode: Mode, execution: Execution, pins: dict) -> str:
     """Every input of a search except the HBM capacity, power and prices (and ``top_k``,
     ``budget``), as text."""
+    try:
+        specs = _specs_text(model, system)
+    except TypeError:  # an unhashable field somewhere: not remembered
+        specs = _specs_text.__wrapped__(model, system)
+    return repr((specs, [int(n) for n in counts], int(global_batch), strategy, mode, execution,
+                 sorted(pins.items())))
+
+
+@lru_cache(maxsize=64)
+def _specs_text(model: Transformer, system: System) -> str:
+    """The model and the system's timed fields as text, remembered per process (the same
+    specs are searched again and again; both are frozen)."""
     hw = [(f.name, getattr(system, f.name)) for f in fields(system)
           if f.name not in _NOT_TIMED]
-    return repr((model, hw, [int(n) for n in counts], int(global_batch), strategy, mode,
-                 execution, sorted(pins.items())))
+    return repr((model, hw))
 
 
 def keep_positions(thr: np.ndarray, memory: np.ndarray, depth: int) -> np.ndarray:
@@ -142,14 +154,12 @@ class Frontier:
         picks = [a + np.flatnonzero(fit[a:b])[:top_k]
                  for a, b in zip(self.starts[:-1], self.starts[1:])]
         sizes = [len(p) for p in picks]
-        pos = np.concatenate(picks)
-        rows = {k: v[pos] for k, v in self.rows.items()}
         frame = result_frame(model, system, self.strategy, np.repeat(self.gpus, sizes),
-                             global_batch, rows, np.arange(len(pos)), constants)
+                             global_batch, self.rows, np.concatenate(picks), constants)
         out, start = [], 0
         for size, shapes in zip(sizes, self.shapes):
             if size:
-                top = frame.iloc[start:start + size].reset_index(drop=True)
+                top = frame if size == len(frame) else _rows(frame, start, size)
             else:
                 top = self._empty(model, system, global_batch, constants).copy()
             out.append((top, shapes.candidates, shapes.feasible(usable)))
@@ -171,6 +181,15 @@ class Frontier:
             with self._lock:
                 self._empties[key] = frame
         return frame
+
+
+def _rows(frame: pd.DataFrame, start: int, size: int) -> pd.DataFrame:
+    """Rows ``start`` … ``start + size − 1`` of ``frame`` numbered from 0: what
+    ``frame.iloc[start:start + size].reset_index(drop=True)`` gives, without building the slice
+    twice (a new index on the slice changes neither ``frame`` nor its data)."""
+    part = frame.iloc[start:start + size]
+    part.index = pd.RangeIndex(size)
+    return part
 
 
 class FrontierCache:

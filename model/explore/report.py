@@ -45,8 +45,9 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     samples_per_s = global_batch / t
     peak = system.matrix_peak_flop_per_s((constants or {}).get("precision", "bf16"))
     samples = model.training_samples
-    per_row = np.asarray(gpus, dtype=np.int64) if np.ndim(gpus) else np.full(len(idx), gpus)
-    data: dict[str, object] = {"gpus": per_row, "strategy": strategy}
+    rows = len(idx)
+    per_row = np.asarray(gpus, dtype=np.int64) if np.ndim(gpus) else np.full(rows, gpus)
+    data: dict[str, object] = {"gpus": per_row, "strategy": _text(strategy, rows)}
     for name in COLUMNS:
         data[name] = res[name][idx]
     data["interleave"] = res["interleave"][idx]
@@ -65,10 +66,11 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
         "hardware_tflops_per_gpu": res["flop_per_gpu"][idx] / t / 1e12,
         "mfu": res["model_flop_per_gpu"][idx] / t / peak,
         "hfu": res["flop_per_gpu"][idx] / t / peak,
-        "mfu_peak_tflops": peak / 1e12,
-        "model_flops_per_token": model.model_flops_per_token,
+        "mfu_peak_tflops": np.full(rows, peak / 1e12),
+        "model_flops_per_token": np.full(rows, model.model_flops_per_token),
     })
     data.update(cost_columns(model, system, per_row, data["train_days"]))
+    data["pricing"] = _text(data["pricing"], rows)
     for name in TIME_COLUMNS:
         data[name] = res[name][idx]
     data["memory_gb"] = res["memory_bytes"][idx] / GB
@@ -76,12 +78,36 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
                                           "activations_bytes")):
         data[name] = res[key][idx] / GB
     data["host_memory_gb"] = res["host_bytes"][idx] / GB
-    data["hbm_capacity_gb"] = system.hbm_capacity_gb
+    data["hbm_capacity_gb"] = np.full(rows, system.hbm_capacity_gb)
     data["fits"] = fits_in_memory({k: res[k][idx] for k in ("memory_bytes", "host_bytes")},
                                   system.usable_hbm_bytes, system.host_memory_gb * 1e9)
     for name, value in (constants or {}).items():  # an array: pandas infers a list slowly
-        data[name] = np.full(len(idx), value, dtype=object if isinstance(value, str) else None)
-    return _frame(data, len(idx))
+        data[name] = (_text(value, rows) if isinstance(value, str) and rows
+                      else np.full(rows, value, dtype=object if isinstance(value, str) else None))
+    return _frame(data, rows)
+
+
+_TEXTS: dict[tuple[str, int], object] = {}  # text columns by (value, rows)
+_TEXTS_LIMIT = 256  # columns remembered, each of at most _TEXT_ROWS rows (a few MB in all)
+_TEXT_ROWS = 1024
+
+
+def _text(value: object, rows: int) -> object:
+    """A text column of ``rows`` times ``value`` as the frame stores it (pandas' string dtype:
+    what it infers from text), remembered per (value, rows) up to :data:`_TEXT_ROWS` rows:
+    inferring it is most of the cost of such a column in a small frame, and the frame copies
+    it. Without rows, or for anything but text, ``value`` itself (pandas broadcasts it)."""
+    if not rows or not isinstance(value, str):
+        return value
+    found = _TEXTS.get((value, rows))
+    if found is None:
+        found = pd.array(np.full(rows, value, dtype=object), dtype="str")
+        if rows > _TEXT_ROWS:
+            return found
+        if len(_TEXTS) >= _TEXTS_LIMIT:
+            _TEXTS.clear()
+        _TEXTS[(value, rows)] = found
+    return found
 
 
 _EMPTY_FRAMES: dict[tuple, pd.DataFrame] = {}  # zero-row frames by their columns' types
@@ -89,11 +115,12 @@ _EMPTY_LIMIT = 64
 
 
 def _frame(data: dict[str, object], rows: int) -> pd.DataFrame:
-    """``pd.DataFrame(data)`` (its index is already 0…rows − 1). A frame without rows depends
-    only on the names and types of its columns (and the values of its one-value columns,
-    which set their dtype): built once per process, and a copy returned."""
+    """``pd.DataFrame(data)`` (its index given: 0…rows − 1, not worked out from the columns).
+    A frame without rows depends only on the names and types of its columns (and the values
+    of its one-value columns, which set their dtype): built once per process, and a copy
+    returned."""
     if rows:
-        return pd.DataFrame(data)
+        return pd.DataFrame(data, index=pd.RangeIndex(rows))
     key = tuple((name, v.dtype.str if isinstance(v, np.ndarray) else (type(v), v))
                 for name, v in data.items())
     try:

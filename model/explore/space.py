@@ -285,7 +285,7 @@ def shape_placements(cols: dict, n: int, nvs: int, pins: dict | None, exact: boo
     for name in names:
         new_run[1:] |= cols[name][1:] != cols[name][:-1]
     starts = np.flatnonzero(new_run)
-    lengths = np.diff(starts, append=len(new_run))
+    lengths = np.diff(np.concatenate((starts, [len(new_run)])))
     dims = [cols[name][starts] for name in names]  # each run's
     if n <= nvs:
         ok = np.ones((len(starts), 1), dtype=bool)

@@ -23,7 +23,7 @@ from ..specs.precision import PRECISIONS
 from . import moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .context import Ctx
-from .optable import MATMULS, TOKEN_KERNELS
+from .optable import MATMULS, TOKEN_KERNELS, CommSpec
 from .strategies import Axes, Kind, OpSpec
 
 ELEMENT_BYTES = 2.0  # fp16/bf16 activations and weights
@@ -221,6 +221,17 @@ _SAME_TIME = {Collective.REDUCESCATTER: Collective.ALLGATHER,
               Collective.REDUCE: Collective.BROADCAST}
 
 
+def _comm_key(spec: OpSpec, cs: CommSpec) -> tuple:
+    """Everything a collective's volume and time depend on besides the shards and the context:
+    its time formula, named volume and axes, and the op fields :func:`comm_volume_bytes`, its
+    panels (:func:`_panels`) and its share of the layers read. Collectives with equal keys in
+    one evaluation (an op's forward and backward, ops with the same features and sharding)
+    have the same volume and time, priced once."""
+    return (_SAME_TIME.get(cs.collective, cs.collective), cs.volume, cs.axes, spec.rows,
+            spec.k, spec.n, spec.k_shard, spec.n_shard, spec.heads_shard, spec.panels,
+            spec.share)
+
+
 def _nonzero(value: float | np.ndarray) -> bool:
     """Whether a count (a Python number when absent, else an array) has any nonzero entry; far
     cheaper than np.any on a number, on the hot path of every op."""
@@ -295,7 +306,7 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
     comm = volume = zero
     share = ctx.share(spec)
     for cs in comms:
-        key = (_SAME_TIME.get(cs.collective, cs.collective), cs.volume, cs.axes)
+        key = _comm_key(spec, cs)
         if key not in memo:
             v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
             piece = v if panels is None else v / panels
@@ -328,14 +339,16 @@ def take_counts(c: ops.OpCounts, idx: np.ndarray) -> ops.OpCounts:
 _COUNT_FIELDS = tuple(f.name for f in fields(ops.OpCounts))
 
 
-def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None = None
-                ) -> OpResult:
+def evaluate_op(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts | None = None,
+                memo: dict | None = None) -> OpResult:
     """Counts and times of one op for every configuration in ``sh``.
 
-    ``counts`` may be given when already known: they do not depend on the placement.
+    ``counts`` may be given when already known: they do not depend on the placement. ``memo``
+    keeps collective volumes and times (:func:`_comm_key`) for other ops of the same ``sh``
+    and ``ctx``; by default the op's forward and backward share them.
     """
     c = op_counts(spec, sh, ctx) if counts is None else counts
-    memo: dict = {}  # collective times shared by the op's forward and backward
+    memo = {} if memo is None else memo
     fwd = _phase(spec, c, "fwd", sh, ctx, memo)
     bwd = _phase(spec, c, "bwd", sh, ctx, memo)
     return OpResult(spec, c, fwd, bwd)

@@ -39,7 +39,7 @@ def young_interval_s(write_s, mtbf_s):
 
 def daly_interval_s(write_s, mtbf_s):
     """Daly's (2006) higher-order optimal work between checkpoints, s (M when δ ≥ 2M)."""
-    d, m = np.broadcast_arrays(np.asarray(write_s, dtype=float), np.asarray(mtbf_s, dtype=float))
+    d, m = np.asarray(write_s, dtype=float), np.asarray(mtbf_s, dtype=float)  # broadcast below
     x = d / (2.0 * m)
     tau = np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d
     return np.where(d < 2.0 * m, tau, m)
@@ -49,8 +49,7 @@ def expected_wall_s(work_s, interval_s, write_s, restart_s: float, mtbf_s):
     """Expected wall time of ``work_s`` seconds of training with a checkpoint of ``write_s``
     after every ``interval_s`` of work and failures every ``mtbf_s`` on average, s (Daly 2006:
     M·e^{R/M}·(e^{(τ+δ)/M} − 1)·W/τ); ``work_s`` itself where there are no failures."""
-    w, tau, d, m = np.broadcast_arrays(*(np.asarray(v, dtype=float)
-                                         for v in (work_s, interval_s, write_s, mtbf_s)))
+    w, tau, d, m = (np.asarray(v, dtype=float) for v in (work_s, interval_s, write_s, mtbf_s))
     finite = np.isfinite(m)
     ms = np.where(finite, m, 1.0)
     taus = np.where(finite & (tau > 0), tau, 1.0)

@@ -11,7 +11,8 @@ name (``e``, ``f``, ``qkv``, …) refers to :func:`model_dims`. Volumes of colle
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
 
 from ..errors import ModelError
 from ..specs.execution import Execution, resolve_execution
@@ -50,6 +51,17 @@ class Strategy:
     tp1_columns_factor: int  # tp1 must leave factor·e/tp1 matmul columns (1D: the fused QKV)
     tp2_divides_hidden: bool  # SUMMA: W rows are split over tp2 too
     p2p_scatter: Axes  # the boundary activation is replicated over these: each sends 1/size
+
+    @cached_property
+    def twins(self) -> dict[str, tuple[int, ...]]:
+        """Per op of the block, pre and post tables: the position of the first op of its table
+        equal to it but for its name (its own position when none), e.g. the attention's and
+        the MLP's dropouts. Nothing prices an op by its name, so such ops have the same counts
+        and times and are evaluated once."""
+        def first(ops: tuple[OpSpec, ...]) -> tuple[int, ...]:
+            seen: dict[OpSpec, int] = {}
+            return tuple(seen.setdefault(replace(op, name=""), i) for i, op in enumerate(ops))
+        return {which: first(getattr(self, which)) for which in ("block", "pre", "post")}
 
 
 @dataclass(frozen=True)
@@ -331,6 +343,16 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
                          f"('{model.name}'); use 1d or context")
     mode = resolve_mode(compat)
     ex = resolve_execution(execution)
+    try:
+        return _built(key, model, mode, ex)
+    except TypeError:  # an unhashable field somewhere: built, not remembered
+        return _built.__wrapped__(key, model, mode, ex)
+
+
+@lru_cache(maxsize=256)
+def _built(key: str, model: Transformer, mode: Mode, ex: Execution) -> Strategy:
+    """:func:`build_strategy` of a canonical name, remembered per process: a strategy's table
+    depends only on these (all frozen), and each search asks for it again."""
     block, pre, post, scatter = _BUILDERS[key](model, mode, ex)
     if mode.blocks_only or model.vocab == 0:
         pre, post = [], []

@@ -8,6 +8,7 @@ everything is SI: FLOP/s, bytes, bytes/s, seconds (see the properties of :class:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -268,14 +269,26 @@ class System:
         """A copy with some fields changed (e.g. ``nvlink_domain_size=64``), re-validated."""
         if all(getattr(self, k, None) == v for k, v in changes.items()):
             return self  # nothing changes (a frequent case: --nvs equal to the preset's)
-        table = tuple(f for f in FIELDS if f.name in changes)
-        unknown = set(changes) - {f.name for f in table}
-        if unknown:
-            raise ModelError(f"system: unknown key '{sorted(unknown)[0]}'")
-        return replace(self, **validate("system", changes, table))
+        typed = tuple((k, type(v), v) for k, v in changes.items())  # True is not 1 here
+        try:
+            return _overridden(self, typed)
+        except TypeError:  # an unhashable value: checked (and refused) without remembering
+            return _overridden.__wrapped__(self, typed)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in FIELDS}
+
+
+@lru_cache(maxsize=64)
+def _overridden(system: System, typed: tuple[tuple[str, type, Any], ...]) -> System:
+    """:meth:`System.with_overrides` of (name, type, value) changes, remembered per process (a
+    search with ``nvs`` asks for the same copy each time; systems are frozen)."""
+    changes = {k: v for k, _, v in typed}
+    table = tuple(f for f in FIELDS if f.name in changes)
+    unknown = set(changes) - {f.name for f in table}
+    if unknown:
+        raise ModelError(f"system: unknown key '{sorted(unknown)[0]}'")
+    return replace(system, **validate("system", changes, table))
 
 
 def system_from_dict(data: Any, default_name: str = "system") -> System:
