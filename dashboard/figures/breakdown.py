@@ -23,6 +23,7 @@ from .common import (
     SMALL_MULTIPLE_LABELS,
     Columns,
     Hover,
+    Rows,
     axis_key,
     axis_ref,
     best_rows,
@@ -45,7 +46,7 @@ from .common import (
 
 
 def _stacked(frame: pd.DataFrame | None, parts: tuple[str, ...], what: str
-             ) -> tuple[list[tuple[str, pd.DataFrame]], list[str], str]:
+             ) -> tuple[list[tuple[str, Rows]], list[str], str]:
     """([(strategy, its best rows by GPU count)], component columns present, message if
     nothing to plot)."""
     msg = check_frame(frame, ("strategy", "gpus"), what)
@@ -60,7 +61,7 @@ def _stacked(frame: pd.DataFrame | None, parts: tuple[str, ...], what: str
     return by_strategy(rows), present, ""
 
 
-def _components(part: pd.DataFrame, comps: list[str]) -> dict[str, np.ndarray]:
+def _components(part: Rows, comps: list[str]) -> dict[str, np.ndarray]:
     """Each component column of ``part`` as floats, NaN as 0."""
     out = {}
     for c in comps:
@@ -69,7 +70,7 @@ def _components(part: pd.DataFrame, comps: list[str]) -> dict[str, np.ndarray]:
     return out
 
 
-def _layout(title: str, groups: list[tuple[str, pd.DataFrame]], presentation: bool) -> dict:
+def _layout(title: str, groups: list[tuple[str, Rows]], presentation: bool) -> dict:
     """One subplot per strategy (shared y), categorical GPU-count x axes; at most
     ``SMALL_MULTIPLE_LABELS`` compact, horizontal tick labels each ('16K'), so none is cut."""
     strategies = [s for s, _ in groups]
@@ -90,7 +91,7 @@ def _layout(title: str, groups: list[tuple[str, pd.DataFrame]], presentation: bo
     return layout
 
 
-def _gpu_labels(part: pd.DataFrame) -> list[str]:
+def _gpu_labels(part: Rows) -> list[str]:
     return [fmt_int(g) for g in part["gpus"].tolist()]
 
 
@@ -202,7 +203,7 @@ def memory_figure(scaling: pd.DataFrame, hbm_capacity_gb: float | None = None,
     return make_figure(data, layout)
 
 
-def _capacity(groups: list[tuple[str, pd.DataFrame]], given: float | None) -> float | None:
+def _capacity(groups: list[tuple[str, Rows]], given: float | None) -> float | None:
     """The HBM capacity to draw: the argument if finite, else the frame's column, else None."""
     try:
         if given is not None and math.isfinite(float(given)):

@@ -40,9 +40,17 @@ def config_columns(frame: Mapping) -> list[str]:
             return False
         if column not in EXPERT_FIELDS:
             return True
-        values = pd.to_numeric(pd.Series(_as_list(frame[column])), errors="coerce")
-        return bool((values.fillna(1) != 1).any())
+        values = _numbers(frame[column])
+        return bool((values[~np.isnan(values)] != 1).any())
     return [column for column, _ in CONFIG_FIELDS if shown(column)]
+
+
+def _numbers(values: object) -> np.ndarray:
+    """Values as floats, NaN where not a number (``pd.to_numeric(errors="coerce")``)."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        return values.astype(float)
+    return pd.to_numeric(pd.Series(_as_list(values)), errors="coerce").to_numpy(
+        dtype=float, na_value=np.nan)
 
 
 def _as_list(values: object) -> list:

@@ -32,8 +32,8 @@ from ..theme import (
 )
 from .common import (
     SMALL_MULTIPLE_LABELS,
-    Columns,
     Hover,
+    Rows,
     axis_key,
     axis_ref,
     best_rows,
@@ -68,7 +68,7 @@ def _scaling_rows(scaling: pd.DataFrame | None, value: str) -> tuple[pd.DataFram
     return rows, ""
 
 
-def _config_hover(rows: pd.DataFrame | Columns, header: str) -> Hover:
+def _config_hover(rows: Rows, header: str) -> Hover:
     return (Hover(rows, header)
             .add("train_days", "training time", ".4g", " days")
             .add("iteration_time_s", "iteration", ".4g", " s")
@@ -111,8 +111,7 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
     plotted: list[float] = []
     for s, part in by_strategy(rows):
         color, label = strategy_color(s), strategy_name(s)
-        gpus = part["gpus"].to_numpy(dtype=float)
-        days = part["train_days"].to_numpy(dtype=float)
+        gpus, days = floats(part["gpus"]), floats(part["train_days"])
         hover = _config_hover(part, f"<b>{label}</b><br>GPUs %{{x}}")
         data.append(dict(
             type="scatter", x=gpus, y=days, name=label, mode="lines+markers", legendgroup=s,
@@ -171,9 +170,9 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
     baselines: list[str] = []
     for s, part in by_strategy(eff_rows):
         color, label = strategy_color(s), strategy_name(s)
-        gpus = part["gpus"].to_numpy(dtype=float)
+        gpus = floats(part["gpus"])
         speedup, ideal = floats(part["speedup"]), floats(part["ideal_speedup"])
-        baselines.append(f"{label}: {count_label(part['baseline_gpus'].iloc[0])} GPUs")
+        baselines.append(f"{label}: {count_label(part['baseline_gpus'][0])} GPUs")
         plotted += [*speedup, *ideal]
         common = dict(type="scatter", mode="lines+markers", legendgroup=s,
                       line=dict(color=color, width=lw), marker=_marker(s, color, ms))
@@ -242,7 +241,7 @@ def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> 
     values = values[np.isfinite(values) & (values > 0)]
     data: list[dict] = []
     for col, (s, part) in enumerate(groups, start=1):
-        gpus = part["gpus"].to_numpy()
+        gpus = part["gpus"]
         xref, yref = axis_ref("x", col), axis_ref("y", col)
         # one hover (customdata) for the strategy's traces; each names its dimension
         hover = Hover(part).add("train_days", "training time", ".4g", " days").config()
