@@ -24,12 +24,18 @@ def config_values(frame: Mapping) -> dict[str, list[str]]:
     """The parallel configuration of each row as text, by column ('dp': ['8', ...]), and the
     NVLink placement ('placement'); only the columns ``frame`` has. For :meth:`Hover.config`,
     computed once when several traces share the rows."""
-    out = {column: [fmt_int(v) for v in _as_list(frame[column])]
-           for column in config_columns(frame)}
+    out = {column: _int_texts(frame[column]) for column in config_columns(frame)}
     if all(c in frame for c in PLACEMENT_COLUMNS):
-        cols = [_as_list(frame[c]) for c in PLACEMENT_COLUMNS]
-        out["placement"] = ["×".join(fmt_int(v) for v in row) for row in zip(*cols)]
+        cols = [_int_texts(frame[c]) for c in PLACEMENT_COLUMNS]
+        out["placement"] = ["×".join(row) for row in zip(*cols)]
     return out
+
+
+def _int_texts(values: object) -> list[str]:
+    """:func:`fmt_int` of each value; an integer array's values are their own text."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        return [str(v) for v in values.tolist()]
+    return [fmt_int(v) for v in _as_list(values)]
 
 
 def config_columns(frame: Mapping) -> list[str]:

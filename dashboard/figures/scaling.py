@@ -141,12 +141,17 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
     return make_figure(data, layout)
 
 
-def _knee_row(rows: pd.DataFrame, knee: tuple[int, str] | None) -> pd.Series | None:
-    """The plotted row of the knee (GPUs, strategy), or None."""
+def _knee_row(rows: pd.DataFrame, knee: tuple[int, str] | None) -> dict[str, float] | None:
+    """The GPUs, training days and (when there) efficiency of the knee's (GPUs, strategy)
+    plotted row, or None."""
     if knee is None:
         return None
-    hit = rows[(rows["gpus"] == knee[0]) & (rows["strategy"] == knee[1])]
-    return hit.iloc[0] if len(hit) else None
+    hit = np.flatnonzero((floats(rows["gpus"]) == knee[0])
+                         & (rows["strategy"].to_numpy(dtype=object) == knee[1]))
+    if not hit.size:
+        return None
+    names = [c for c in ("gpus", "train_days", "efficiency") if c in rows.columns]
+    return {c: rows[c].to_numpy()[hit[0]] for c in names}
 
 
 def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
