@@ -22,7 +22,8 @@ from ..specs.execution import Execution, execution_columns, resolve_execution
 from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
-from .evaluate import ShapeCounts, evaluate_space, shape_memory
+from .cells import cell_column, chunk_cells, merge_cells
+from .evaluate import ShapeCounts, evaluate_space, fits_on, shape_memory
 from .report import GB, MEMORY_COLUMNS, result_frame
 from .search import DEFAULT_BUDGET, check_args, with_stack
 from .space import COLUMNS, Space, build_shapes, build_space, placement_mask
@@ -62,6 +63,9 @@ def _frame(model: Transformer, system: System, strat, space: Space, gpus: int,
                         np.arange(len(space)), execution_columns(ex))
 
 
+# a cell's best row: these result columns (iteration_time_s named best_time_s)
+BEST_COLUMNS = {"iteration_time_s": "best_time_s", "samples_per_s": "samples_per_s",
+                "train_days": "train_days", "memory_gb": "memory_gb"}
 CHUNK = 20_000  # candidates evaluated at once by design_cells (a few kB of arrays each)
 
 
@@ -85,34 +89,27 @@ def design_cells(model: Transformer, system: System, gpus: int, global_batch: in
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, {}, mode,
                         budget, interleave=ex.interleave,
                         ends_count_as_layers=ex.ends_count_as_layers)
+    if len(space) == 0:
+        return best_per_cell(_frame(model, system, strat, space, gpus, global_batch, mode, ex),
+                             x, y)
     parts = []
-    for start in range(0, max(len(space), 1), chunk):
+    for start in range(0, len(space), chunk):
         if deadline is not None and time.monotonic() > deadline:
             raise ModelError(
                 f"the design space ran out of its time budget after {start:,} of "
                 f"{len(space):,} configurations; choose a GPU count with fewer divisors, "
                 "another strategy, or fewer GPUs")
         part = Space({k: v[start:start + chunk] for k, v in space.cols.items()})
-        parts.append(best_per_cell(_frame(model, system, strat, part, gpus, global_batch,
-                                          mode, ex), x, y))
-    return _merge_cells(parts, x, y)
-
-
-def _merge_cells(parts: list[pd.DataFrame], x: str, y: str) -> pd.DataFrame:
-    """One row per cell from the chunks' cells: counts summed, the fastest best row kept (the
-    first chunk's on a tie, as one frame's ``idxmin`` would)."""
-    if len(parts) == 1:
-        return parts[0]
-    cells = pd.concat(parts, ignore_index=True)
-    totals = cells.groupby([x, y])[["candidates", "feasible"]].sum()
-    timed = cells[cells["best_time_s"].notna()]
-    best = timed.loc[timed.groupby([x, y])["best_time_s"].idxmin()] if len(timed) else timed
-    rest = best.drop(columns=["candidates", "feasible"]).set_index([x, y])
-    out = totals.join(rest, how="left").reset_index()
-    for col in COLUMNS:  # integer columns come back as floats from chunks with empty cells
-        if col in out and out[col].dtype.kind == "f" and out[col].notna().all():
-            out[col] = out[col].astype(np.int64)
-    return out
+        res = evaluate_space(model, system, strat, part, global_batch, mode, execution=ex)
+        parts.append(chunk_cells(res, fits_on(res, system), x, y))
+    cells = merge_cells(parts)
+    has = ~np.isnan(cells.time_s)
+    best = result_frame(model, system, strat.name, gpus, global_batch, cells.rows,
+                        np.arange(int(has.sum())), execution_columns(ex))
+    data = {x: cells.x, y: cells.y, "candidates": cells.candidates, "feasible": cells.feasible}
+    for col in [c for c in COLUMNS if c not in (x, y)] + list(BEST_COLUMNS):
+        data[BEST_COLUMNS.get(col, col)] = cell_column(best[col].to_numpy(), has)
+    return pd.DataFrame(data)
 
 
 def _check_axes(x: str, y: str) -> None:
@@ -133,9 +130,8 @@ def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     counts = frame.groupby([x, y]).agg(candidates=("fits", "size"), feasible=("fits", "sum"))
     fit = frame[frame["fits"]]
     best = fit.loc[fit.groupby([x, y])["iteration_time_s"].idxmin()] if len(fit) else fit
-    keep = [c for c in COLUMNS if c not in (x, y)] + ["iteration_time_s", "samples_per_s",
-                                                       "train_days", "memory_gb"]
-    best = best.set_index([x, y])[keep].rename(columns={"iteration_time_s": "best_time_s"})
+    keep = [c for c in COLUMNS if c not in (x, y)] + list(BEST_COLUMNS)
+    best = best.set_index([x, y])[keep].rename(columns=BEST_COLUMNS)
     return counts.join(best, how="left").reset_index()
 
 
