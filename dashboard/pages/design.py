@@ -125,8 +125,8 @@ def build_space(scn: dict[str, Any]) -> tuple:
                                     "explanation above.", pres)
     else:
         heat = figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres)
-    top = compute.top(scn)
-    return heat, _rows(top), ([_rows(top)[0]] if len(top) else []), why
+    rows = _rows(compute.top(scn))
+    return heat, rows, rows[:1], why
 
 
 @callback(
