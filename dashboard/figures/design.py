@@ -148,11 +148,14 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             text[i, j] = fmt_num(v) if show_text else ""
 
     size = font_size(presentation)
+    # object arrays as lists: the same JSON, which the encoder writes at once (an object array
+    # sends plotly's to_json_plotly through a per-element clean-up of the callback's outputs)
+    listed = custom.tolist()
     data: list[dict] = [dict(
         type="heatmap", x=xs, y=ys, z=bad, name="does not fit", showscale=False,
         hoverongaps=False, colorscale=[[0, LIGHT_GREY], [1, LIGHT_GREY]], zmin=0, zmax=1,
-        xgap=1, ygap=1, text=np.where(np.isnan(bad), "", text), texttemplate="%{text}",
-        textfont=dict(color="#777777", size=size), customdata=custom,
+        xgap=1, ygap=1, text=np.where(np.isnan(bad), "", text).tolist(), texttemplate="%{text}",
+        textfont=dict(color="#777777", size=size), customdata=listed,
         hovertemplate=(f"{x} = %{{x}} · {y} = %{{y}}<br><b>does not fit</b> in HBM"
                        + _candidates_line(names) + "<extra></extra>"),
         meta={"group": "does not fit", "customdata": names})]
@@ -160,10 +163,10 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     data.append(dict(
         type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=SEQUENTIAL_SCALE,
         reversescale=True, hoverongaps=False, xgap=1, ygap=1,
-        text=np.where(np.isnan(z), "", text), texttemplate="%{text}",
+        text=np.where(np.isnan(z), "", text).tolist(), texttemplate="%{text}",
         textfont=dict(size=size * 0.8),
         colorbar=_colorbar(lo, hi, value_title + (" · log scale" if log else ""), log),
-        customdata=custom, hovertemplate=cell_hover,
+        customdata=listed, hovertemplate=cell_hover,
         meta={"group": "feasible", "customdata": names, "log10": bool(log)}))
     layout = base_layout(f"Design space: best per ({x}, {y}) cell", presentation)
     # the categorical axes span exactly the cells: no padding for the star
@@ -181,7 +184,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             cliponaxis=False,
             marker=dict(symbol="star", size=22, color="white", line=dict(color=TEXT, width=2)),
             hovertemplate="<b>optimum</b> " + cell_hover,
-            meta={"group": "optimum", "customdata": names}, customdata=[custom[i, j]]))
+            meta={"group": "optimum", "customdata": names}, customdata=[listed[i][j]]))
         # above the plot, right-aligned, never over a cell: the star marks the cell
         unit = " days" if value_col == "train_days" else " s"
         layout["annotations"].append(dict(
