@@ -36,14 +36,9 @@ from dashboard import background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 from polling import until  # noqa: E402 - tests/ is on sys.path (pytest rootdir)
+from ports import free_port  # noqa: E402
 
 LOST_WITHIN = background.LOST_AFTER_S + 15.0  # the heartbeat expires, then the next poll sees it
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(path: Path) -> str:

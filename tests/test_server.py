@@ -37,6 +37,7 @@ if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/backgroun
 
 import diskcache  # noqa: E402
 import pytest  # noqa: E402
+from ports import free_port  # noqa: E402
 
 import app as dash_app  # noqa: E402
 from dashboard import background  # noqa: E402
@@ -50,12 +51,6 @@ ENV_KEYS = ("HOST", "PORT", "GUNICORN_BIND", "WEB_CONCURRENCY", "GUNICORN_THREAD
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def until(check: Callable[[], Any], what: str, timeout: float = START_TIMEOUT) -> Any:
@@ -404,7 +399,7 @@ def test_pages_run_under_the_content_security_policy(dash_duo):
     """Every page loads and runs its callbacks in Chromium with the policy enforced: no console
     error at all (a blocked script, style, image or eval is reported there). With a policy
     that forbids inline styles, the same check does catch the violations."""
-    dash_duo.start_server(dash_app.app)
+    dash_duo.start_server(dash_app.app, port=free_port())  # ports.py: not a shared sequence
     driver = dash_duo.driver
     status, headers, _ = http(dash_duo.server_url + "/")
     assert status == 200 and "script-src 'self' 'sha256-" in headers["Content-Security-Policy"]

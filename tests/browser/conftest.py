@@ -31,6 +31,7 @@ if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/backgroun
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "artifacts" / "screenshots"
 from polling import TIMEOUT, until  # noqa: E402 - tests/ is on sys.path (pytest rootdir)
+from ports import free_port  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -261,7 +262,7 @@ class UI:
 @pytest.fixture
 def ui(dash_duo, dash_app) -> UI:
     """The app served and opened on the scaling page, its training-time plot drawn."""
-    dash_duo.start_server(dash_app)
+    dash_duo.start_server(dash_app, port=free_port())  # not dash.testing's shared sequence
     page = UI(dash_duo)
     page.wait_data("scaling-time")
     return page
