@@ -45,6 +45,7 @@ from .hover import (  # noqa: F401 - re-exported
     Hover,
     config_columns,
     config_values,
+    floats,
 )
 from .maker import make_figure, plain, plain_figures  # noqa: F401 - re-exported
 
@@ -90,16 +91,6 @@ def check_frame(frame: pd.DataFrame | None, columns: Iterable[str], what: str) -
     if lacking:
         return f"No {what} to show: missing column(s) {', '.join(lacking)}."
     return None
-
-
-def floats(values: object) -> np.ndarray:
-    """A column (Series, array, list) as a float array, NaN where it is not a number."""
-    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
-        return values.astype(float)
-    if isinstance(values, pd.Series) and pd.api.types.is_numeric_dtype(values.dtype):
-        return values.to_numpy(dtype=float, na_value=np.nan)
-    return pd.to_numeric(pd.Series(values) if not isinstance(values, pd.Series) else values,
-                         errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 def _finite(frame: pd.DataFrame, columns: Iterable[str], positive: bool) -> np.ndarray:

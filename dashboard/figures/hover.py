@@ -46,17 +46,19 @@ def config_columns(frame: Mapping) -> list[str]:
             return False
         if column not in EXPERT_FIELDS:
             return True
-        values = _numbers(frame[column])
+        values = floats(frame[column])
         return bool((values[~np.isnan(values)] != 1).any())
     return [column for column, _ in CONFIG_FIELDS if shown(column)]
 
 
-def _numbers(values: object) -> np.ndarray:
-    """Values as floats, NaN where not a number (``pd.to_numeric(errors="coerce")``)."""
+def floats(values: object) -> np.ndarray:
+    """A column (Series, array, list) as a float array, NaN where it is not a number."""
     if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
         return values.astype(float)
-    return pd.to_numeric(pd.Series(_as_list(values)), errors="coerce").to_numpy(
-        dtype=float, na_value=np.nan)
+    if isinstance(values, pd.Series) and pd.api.types.is_numeric_dtype(values.dtype):
+        return values.to_numpy(dtype=float, na_value=np.nan)
+    return pd.to_numeric(pd.Series(values) if not isinstance(values, pd.Series) else values,
+                         errors="coerce").to_numpy(dtype=float, na_value=np.nan)
 
 
 def _as_list(values: object) -> list:
