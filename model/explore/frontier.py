@@ -30,6 +30,7 @@ import pandas as pd
 
 from ..specs.execution import Execution
 from ..specs.hardware import COST_FIELDS, System
+from ..specs.memo import remembered
 from ..specs.modes import Mode
 from ..specs.transformer import Transformer
 from .report import result_frame
@@ -47,12 +48,8 @@ def frontier_key(model: Transformer, system: System, counts: list[int], global_b
                  strategy: str, mode: Mode, execution: Execution, pins: dict) -> str:
     """Every input of a search except the HBM capacity, power and prices (and ``top_k``,
     ``budget``), as text."""
-    try:
-        specs = _specs_text(model, system)
-    except TypeError:  # an unhashable field somewhere: not remembered
-        specs = _specs_text.__wrapped__(model, system)
-    return repr((specs, [int(n) for n in counts], int(global_batch), strategy, mode, execution,
-                 sorted(pins.items())))
+    return repr((remembered(_specs_text, model, system), [int(n) for n in counts],
+                 int(global_batch), strategy, mode, execution, sorted(pins.items())))
 
 
 @lru_cache(maxsize=64)

@@ -16,6 +16,7 @@ from functools import cached_property, lru_cache
 
 from ..errors import ModelError
 from ..specs.execution import Execution, resolve_execution
+from ..specs.memo import remembered
 from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
 from . import moe
@@ -343,10 +344,7 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
                          f"('{model.name}'); use 1d or context")
     mode = resolve_mode(compat)
     ex = resolve_execution(execution)
-    try:
-        return _built(key, model, mode, ex)
-    except TypeError:  # an unhashable field somewhere: built, not remembered
-        return _built.__wrapped__(key, model, mode, ex)
+    return remembered(_built, key, model, mode, ex)
 
 
 @lru_cache(maxsize=256)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ModelError
 from .cost import DEFAULT_COSTS, Costs, resolve_costs
+from .memo import remembered
 from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
 SYSTEMS_DIR = DATA_DIR / "systems"
@@ -270,10 +271,7 @@ class System:
         if all(getattr(self, k, None) == v for k, v in changes.items()):
             return self  # nothing changes (a frequent case: --nvs equal to the preset's)
         typed = tuple((k, type(v), v) for k, v in changes.items())  # True is not 1 here
-        try:
-            return _overridden(self, typed)
-        except TypeError:  # an unhashable value: checked (and refused) without remembering
-            return _overridden.__wrapped__(self, typed)
+        return remembered(_overridden, self, typed)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in FIELDS}
