@@ -14,7 +14,7 @@ from dash import Input, Output, State, callback, html, no_update
 from model import ModelError
 from model.physics.strategies import STRATEGIES
 
-from .. import compute, figures, notes
+from .. import compute, figures, notes, selected
 from ..explain import no_configuration_text
 from ..export import graph_card, register_exports
 from ..figures.common import strategy_name
@@ -84,6 +84,15 @@ layout = html.Div(className="page-body", children=[
                    grow=True),
         graph_card("design-roofline", "Roofline of the selected configuration's ops",
                    note="Marker area ∝ the op's time per iteration; colour: what bounds it."),
+        html.P(id="design-timeline-summary", className="summary wide"),
+        graph_card("design-timeline", "One iteration, stage by stage (selected configuration)",
+                   note=("The pipeline schedule (1F1B, or interleaved with V virtual stages) "
+                         "played out from the estimator's own stage times; grey: each stage's "
+                         "idle time, the bubble; then the data-parallel sync and the optimizer "
+                         "step.")),
+        graph_card("design-memory", "Memory per GPU (selected configuration)", note=(
+            "The binding stage's weights, gradients, optimizer state and activations, the "
+            "reserve the software stack keeps, and what is left of the HBM.")),
         html.Div(className="card wide", children=[
             html.H3("Per-op breakdown (selected configuration)"),
             dag.AgGrid(id="design-ops-table", columnDefs=OPS_COLUMNS, rowData=[],
@@ -203,6 +212,22 @@ def _ops_figures(scn: dict[str, Any], context: Any) -> dict[str, Any]:
     return {"design-ops": ops_fig, "design-roofline": roof}
 
 
+@callback(
+    *[Output({"type": "graph", "name": g}, "figure") for g in selected.GRAPHS],
+    Output("design-timeline-summary", "children"),
+    *[Output({"type": "export-context", "name": g}, "data") for g in selected.GRAPHS],
+    Input("design-top", "selectedRows"), State("scenario", "data"),
+)
+@page_callback(1, lambda message: (no_update, no_update, message, None, None))
+def update_selected_views(selected_rows: list[dict[str, Any]] | None,
+                          scn: dict[str, Any]) -> tuple:
+    """The selected configuration's iteration timeline and memory breakdown."""
+    rows = checked_rows(selected_rows)
+    return (*selected.build(scn, rows), rows, rows)
+
+
+register_exports(selected.GRAPHS,
+                 lambda scn, context: selected.exported(scn, context, checked_rows))
 register_exports(["design-heatmap"],
                  lambda scn, _context: {"design-heatmap": space_outputs(scn)[0]})
 register_exports(["design-ops", "design-roofline"], _ops_figures)
