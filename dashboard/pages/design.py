@@ -84,7 +84,7 @@ layout = html.Div(className="page-body", children=[
                    grow=True),
         graph_card("design-roofline", "Roofline of the selected configuration's ops",
                    note="Marker area ∝ the op's time per iteration; colour: what bounds it."),
-        html.P(id="design-timeline-summary", className="summary wide"),
+        html.P(id="design-timeline-summary", className="summary card wide"),
         graph_card("design-timeline", "One iteration, stage by stage (selected configuration)",
                    note=("The pipeline schedule (1F1B, or interleaved with V virtual stages) "
                          "played out from the estimator's own stage times; grey: each stage's "

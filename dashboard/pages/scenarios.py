@@ -1,0 +1,278 @@
+"""Scenarios page: named scenarios kept in this browser and in a file, any two of them (or the
+control panel's) compared side by side with their deltas, and which hardware input moves the
+current scenario's training time most (a tornado chart of ±x % on each)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import dash
+import dash_ag_grid as dag
+from dash import Input, Output, State, callback, dcc, html, no_update
+
+from model import ModelError
+from model.explore.sensitivity import MAX_FRACTION
+
+from .. import saved, scenarios_view
+from ..controls import HEADER, PANEL, to_widget
+from ..export import graph_card, register_exports
+from ..grid import number_column, text_column
+from ..guard import checked_scenario, page_callback
+from ..scenario import PRESET_OF
+from ..state import CONTROLS_OUT, HEADER_OUT
+
+dash.register_page(__name__, path="/scenarios", name="Scenarios", order=3.8,
+                   title="Scenarios — transformer training what-if")
+
+DEFAULT_CHANGE_PCT = 10
+COMPARE_COLUMNS = [
+    text_column("label", "", 230, filter=False, sortable=False),
+    number_column("a", "A", ",.4g", 140), number_column("b", "B", ",.4g", 140),
+    number_column("delta", "B − A", "+,.4g", 140),
+    number_column("delta_pct", "Δ %", "+.2f", 110),
+    text_column("unit", "unit", 200, filter=False, sortable=False),
+]
+
+
+def _button(text: str, ident: str) -> html.Button:
+    return html.Button(text, id=ident, className="btn-small")
+
+
+def _saved_card() -> html.Div:
+    return html.Div(className="card wide", children=[
+        html.H3("Saved scenarios (kept in this browser)"),
+        html.Div(className="compare-form", children=[
+            dcc.Input(id="scenarios-name", type="text", placeholder="name of the current "
+                      "scenario", maxLength=saved.MAX_NAME, debounce=False),
+            _button("Save current", "scenarios-save"),
+            dcc.Dropdown(id="scenarios-pick", options=[], placeholder="a saved scenario",
+                         style={"minWidth": "260px"}),
+            _button("Load into the controls", "scenarios-load"),
+            _button("Delete", "scenarios-delete"),
+            _button("Download all (JSON)", "scenarios-download-btn"),
+            dcc.Upload(id="scenarios-upload", max_size=saved.MAX_FILE_BYTES,
+                       accept=".json,application/json",
+                       children=_button("Upload scenarios (JSON)", "scenarios-upload-btn")),
+        ]),
+        html.Div(id="scenarios-message", className="ctl-error", role="alert"),
+        dcc.Download(id="scenarios-download"),
+    ])
+
+
+def _compare_card() -> html.Div:
+    pick = dict(options=[], clearable=False, style={"minWidth": "260px"})
+    return html.Div(className="card wide", children=[
+        html.H3("Two scenarios side by side"),
+        html.P(className="card-note", children=(
+            "Each scenario's fastest configuration at its Design GPUs count, of its Run "
+            "strategies (the production ones when it has any), costed with its own Plan & "
+            "cost inputs.")),
+        html.Div(className="compare-form", children=[
+            html.Label(["A", dcc.Dropdown(id="scenarios-a", value=saved.CURRENT, **pick)]),
+            html.Label(["B", dcc.Dropdown(id="scenarios-b", value=saved.CURRENT, **pick)]),
+        ]),
+        html.Div(id="scenarios-compare-message", className="alert", role="status"),
+        dag.AgGrid(id="scenarios-compare-table", columnDefs=COMPARE_COLUMNS, rowData=[],
+                   defaultColDef={"resizable": True}, style={"height": "360px"},
+                   className="ag-theme-alpine"),
+        html.P(id="scenarios-layouts", className="summary"),
+    ])
+
+
+layout = html.Div(className="page-body", children=[
+    dcc.Store(id="scenarios-saved", storage_type="local", data=[]),
+    _saved_card(),
+    html.Div(className="grid", children=[
+        _compare_card(),
+        graph_card("scenarios-compare", "B against A: change of each headline number",
+                   note="Green: B is better (less time, memory or cost; more throughput)."),
+        html.Div(className="card", children=[
+            html.H3("What moves the training time (current scenario)"),
+            html.Label(className="knee-control", htmlFor="scenarios-change", children=[
+                "change of each input (± %)",
+                dcc.Input(id="scenarios-change", type="number", value=DEFAULT_CHANGE_PCT,
+                          min=1, max=100 * MAX_FRACTION, step="any", debounce=True,
+                          className="ctl-input")]),
+            html.Div(id="scenarios-change-error", className="ctl-error", role="alert"),
+            html.P(id="scenarios-sensitivity-text", className="summary"),
+        ]),
+        graph_card("scenarios-sensitivity", "Sensitivity of the training time", height=480,
+                   note=("Each hardware input of the system scaled on its own, the search run "
+                         "again (the best layout may change); the current scenario's headline "
+                         "strategy at its Design GPUs.")),
+    ]),
+])
+
+
+# --------------------------------------------------------------------------- saved scenarios
+
+
+def _entry_options(entries: list[dict[str, Any]]) -> tuple[list, list]:
+    names = saved.names(entries)
+    plain = [{"label": n, "value": n} for n in names]
+    return plain, [{"label": "current (the control panel)", "value": saved.CURRENT}, *plain]
+
+
+@callback(Output("scenarios-pick", "options"), Output("scenarios-a", "options"),
+          Output("scenarios-b", "options"), Input("scenarios-saved", "data"))
+def options(data: Any) -> tuple:
+    plain, compared = _entry_options(saved.entries(data))
+    return plain, compared, compared
+
+
+@callback(Output("scenarios-saved", "data"), Output("scenarios-message", "children"),
+          Input("scenarios-save", "n_clicks"), State("scenarios-name", "value"),
+          State("scenario", "data"), State("scenarios-saved", "data"),
+          prevent_initial_call=True)
+@page_callback(2, lambda message: (no_update, message))
+def save(_clicks: int, name: Any, scn: dict[str, Any], data: Any) -> tuple:
+    entries = saved.save(saved.entries(data), name, scn)
+    return entries, f"Saved '{saved.clean_name(name)}' ({len(entries)} kept in this browser)."
+
+
+@callback(Output("scenarios-saved", "data", allow_duplicate=True),
+          Output("scenarios-message", "children", allow_duplicate=True),
+          Input("scenarios-delete", "n_clicks"), State("scenarios-pick", "value"),
+          State("scenarios-saved", "data"), prevent_initial_call=True)
+def delete(_clicks: int, name: Any, data: Any) -> tuple:
+    try:
+        return saved.delete(saved.entries(data), name), f"Deleted '{name}'."
+    except ModelError as exc:
+        return no_update, str(exc)
+
+
+@callback(Output("scenarios-saved", "data", allow_duplicate=True),
+          Output("scenarios-message", "children", allow_duplicate=True),
+          Input("scenarios-upload", "contents"), State("scenarios-upload", "filename"),
+          State("scenarios-saved", "data"), prevent_initial_call=True)
+def upload(contents: Any, filename: Any, data: Any) -> tuple:
+    """Add an uploaded file's scenarios (checked; a bad file changes nothing and says why)."""
+    if not isinstance(contents, str) or "," not in contents:
+        return no_update, "The upload could not be read."
+    try:
+        raw = base64.b64decode(contents.split(",", 1)[1], validate=False)
+        new = saved.from_file(raw, filename if isinstance(filename, str) else None)
+        entries = saved.merged(saved.entries(data), new)
+    except ValueError:
+        return no_update, "The upload could not be read."
+    except ModelError as exc:
+        return no_update, f"Upload rejected — {exc}"
+    return entries, f"Added {len(new)} scenario{'s' if len(new) > 1 else ''} from the file."
+
+
+@callback(Output("scenarios-download", "data"),
+          Output("scenarios-message", "children", allow_duplicate=True),
+          Input("scenarios-download-btn", "n_clicks"), State("scenarios-saved", "data"),
+          prevent_initial_call=True)
+def download(_clicks: int, data: Any) -> tuple:
+    entries = saved.entries(data)
+    if not entries:
+        return no_update, "Nothing saved yet: save a scenario first."
+    return dcc.send_string(saved.to_file(entries), "scenarios.json"), ""
+
+
+@callback(*CONTROLS_OUT, *HEADER_OUT, Output("applied-presets", "data", allow_duplicate=True),
+          Output("scenarios-message", "children", allow_duplicate=True),
+          Input("scenarios-load", "n_clicks"), State("scenarios-pick", "value"),
+          State("scenarios-saved", "data"), prevent_initial_call=True)
+def load(_clicks: int, name: Any, data: Any) -> tuple:
+    """A saved scenario into the control panel (the panel validates it as any edit)."""
+    keep = (no_update,) * (len(PANEL) + len(HEADER) + 1)
+    try:
+        scn = saved.find(saved.entries(data), name)
+    except ModelError as exc:
+        return (*keep, str(exc))
+    return (*[scn[c.key] for c in PANEL], *[to_widget(c, scn[c.key]) for c in HEADER],
+            {p.key: scn[p.key] for p in PRESET_OF.values()}, f"Loaded '{name}'.")
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def picked(value: Any, current: dict[str, Any], entries: list[dict[str, Any]]
+           ) -> tuple[dict[str, Any], str]:
+    """(scenario, its name) of a compare picker's value."""
+    if value == saved.CURRENT or value is None:
+        return current, "current"
+    return saved.find(entries, value), str(value)
+
+
+def compare_outputs(scn: dict[str, Any], a: Any, b: Any, data: Any) -> tuple:
+    entries = saved.entries(data)
+    (sa, na), (sb, nb) = picked(a, scn, entries), picked(b, scn, entries)
+    if na == nb == "current" and not entries:
+        note = "Save a scenario, change the controls, and pick it as A to see the deltas."
+    else:
+        note = ""
+    rows, fig, layouts = scenarios_view.compare(sa, sb, (na, nb),
+                                                bool(scn.get("presentation")))
+    return rows, fig, layouts, note, {"a": sa, "b": sb, "names": [na, nb]}
+
+
+@callback(Output("scenarios-compare-table", "rowData"),
+          Output({"type": "graph", "name": "scenarios-compare"}, "figure"),
+          Output("scenarios-layouts", "children"),
+          Output("scenarios-compare-message", "children"),
+          Output({"type": "export-context", "name": "scenarios-compare"}, "data"),
+          Input("scenario", "data"), Input("scenarios-a", "value"),
+          Input("scenarios-b", "value"), Input("scenarios-saved", "data"))
+@page_callback(0, lambda message: (no_update, no_update, "", message, None))
+def update_compare(scn: dict[str, Any], a: Any, b: Any, data: Any) -> tuple:
+    return compare_outputs(scn, a, b, data)
+
+
+def _compare_export(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The compare figure from its context: both scenarios validated again."""
+    if not isinstance(context, dict):
+        raise ModelError("pick two scenarios first")
+    pair = []
+    for key in ("a", "b"):
+        clean, message = checked_scenario(context.get(key))
+        if clean is None:
+            raise ModelError(message)
+        pair.append(clean)
+    names = context.get("names")
+    names = tuple(str(n)[:saved.MAX_NAME] for n in names) if isinstance(names, list) and len(
+        names) == 2 else ("A", "B")
+    _, fig, _ = scenarios_view.compare(pair[0], pair[1], names, bool(scn.get("presentation")))
+    return {"scenarios-compare": fig}
+
+
+register_exports(["scenarios-compare"], _compare_export)
+
+
+# --------------------------------------------------------------------------- sensitivity
+
+
+def parse_change(value: Any) -> float | None:
+    """The change (a fraction) from the page's percent box, None unless 0 < it ≤ 90 %."""
+    try:
+        pct = float(value)
+    except (TypeError, ValueError):
+        return None
+    return pct / 100 if 0 < pct <= 100 * MAX_FRACTION else None
+
+
+@callback(Output({"type": "graph", "name": "scenarios-sensitivity"}, "figure"),
+          Output("scenarios-sensitivity-text", "children"),
+          Output("scenarios-change-error", "children"),
+          Output({"type": "export-context", "name": "scenarios-sensitivity"}, "data"),
+          Input("scenario", "data"), Input("scenarios-change", "value"))
+@page_callback(0, lambda message: (no_update, message, "", None))
+def update_sensitivity(scn: dict[str, Any], change: Any) -> tuple:
+    fraction = parse_change(change)
+    if fraction is None:
+        return (no_update, no_update, f"the change must be a number above 0 and at most "
+                f"{100 * MAX_FRACTION:g} (%); the chart keeps the last valid one", no_update)
+    fig, text = scenarios_view.sensitivity_outputs(scn, fraction)
+    return fig, text, "", fraction
+
+
+def _sensitivity_export(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    fraction = parse_change(100 * context) if isinstance(context, (int, float)) else None
+    fig, _ = scenarios_view.sensitivity_outputs(scn, fraction or DEFAULT_CHANGE_PCT / 100)
+    return {"scenarios-sensitivity": fig}
+
+
+register_exports(["scenarios-sensitivity"], _sensitivity_export)
