@@ -62,7 +62,7 @@ def layout_text(row: Mapping[str, Any]) -> str:
 def compare_frame(a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
     """One row per metric: ``metric``, ``label``, ``unit``, ``a``, ``b``, ``delta`` (B − A)
     and ``delta_pct`` (100·(B/A − 1); NaN where A is 0 or missing)."""
-    if not a or not b:
+    if a is None or b is None or len(a) == 0 or len(b) == 0:
         raise ModelError("two configurations are needed to compare")
     ha, hb = headline(a), headline(b)
     rows = []
