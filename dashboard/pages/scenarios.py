@@ -154,10 +154,10 @@ def upload(contents: Any, filename: Any, data: Any) -> tuple:
         raw = base64.b64decode(contents.split(",", 1)[1], validate=False)
         new = saved.from_file(raw, filename if isinstance(filename, str) else None)
         entries = saved.merged(saved.entries(data), new)
-    except ValueError:
-        return no_update, "The upload could not be read."
-    except ModelError as exc:
+    except ModelError as exc:  # before ValueError: a ModelError is one
         return no_update, f"Upload rejected — {exc}"
+    except ValueError:  # not base64
+        return no_update, "The upload could not be read."
     return entries, f"Added {len(new)} scenario{'s' if len(new) > 1 else ''} from the file."
 
 
