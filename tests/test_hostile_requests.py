@@ -539,7 +539,7 @@ def check_page_answer(status: int, text: str, store: Any) -> None:
         assert "Fastest:" not in text  # nothing computed from the invalid store
 
 
-SCENARIO_CALLBACKS = 18  # callbacks reading the store the test below reaches (indexes)
+SCENARIO_CALLBACKS = 24  # callbacks reading the store the test below reaches (indexes)
 
 
 @pytest.mark.parametrize("index", range(SCENARIO_CALLBACKS))
@@ -589,7 +589,7 @@ def junk() -> st.SearchStrategy:
         max_leaves=6)
 
 
-FUZZED = 28  # callbacks the fuzz test below reaches (indexes); the app has fewer
+FUZZED = 40  # callbacks the fuzz test below reaches (indexes); the app has fewer
 
 
 def test_the_fuzz_test_reaches_every_callback(cbs):
