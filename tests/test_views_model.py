@@ -106,7 +106,7 @@ def test_timeline_of_a_row_adds_up_to_its_iteration(which, request) -> None:
     fwd = frame[frame["phase"] == FORWARD].groupby("stage")["duration_s"].sum()
     local = sum(row[c] for c in ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_ep_comm_s"))
     assert np.allclose(fwd, share * local + row["t_pp_comm_s"] / 2, rtol=1e-9)
-    tail = frame[frame["phase"] == "data-parallel sync"]
+    tail = frame[frame["phase"] == "data-parallel sync (exposed)"]
     assert len(tail) == pp and np.allclose(tail["duration_s"], row["t_dp_comm_s"])
     assert (frame[frame["phase"] == IDLE]["duration_s"] > 0).all()
 

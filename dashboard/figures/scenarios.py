@@ -75,8 +75,7 @@ def tornado_figure(frame: pd.DataFrame, fraction: float, presentation: bool = Fa
                          textposition="outside", cliponaxis=False,
                          **hover.trace_kwargs(group=side)))
     base = float(frame["base_days"].iloc[0])
-    layout = base_layout(f"What moves the training time (baseline {base:.4g} days)",
-                         presentation, legend="top")
+    layout = base_layout(f"Baseline {base:.4g} days", presentation, legend="top")
     layout.update(
         barmode="overlay",
         xaxis=dict(title=dict(text="change of the training time (%)"), zeroline=True,

@@ -14,9 +14,9 @@ from ..theme import AXIS_LINE, COMPONENT_COLORS, GREY, LIGHT_GREY, MEMORY_COLORS
 from .common import Columns, Hover, check_frame, empty_figure, fmt_num, make_figure
 
 PHASE_COLORS = {FORWARD: "#0072B2", BACKWARD: "#56B4E9", IDLE: LIGHT_GREY,
-                "data-parallel sync": COMPONENT_COLORS["t_dp_comm_s"],
+                "data-parallel sync (exposed)": COMPONENT_COLORS["t_dp_comm_s"],
                 "optimizer step": COMPONENT_COLORS["t_optimizer_s"],
-                "offload": COMPONENT_COLORS["t_offload_s"]}
+                "offload (exposed)": COMPONENT_COLORS["t_offload_s"]}
 PHASE_LABELS = {FORWARD: "forward", BACKWARD: "backward", IDLE: "idle (bubble)"}
 PHASES = (FORWARD, BACKWARD, IDLE, *(phase for phase, _ in TAIL))
 PART_COLORS = {"weights": MEMORY_COLORS["weights_gb"],
@@ -96,6 +96,9 @@ def memory_parts_figure(parts: pd.DataFrame, title: str = "",
     used = float(hbm.loc[~hbm["part"].isin([FREE, OVER]), "memory_gb"].sum())
     layout = base_layout(title or "Memory per GPU (binding stage)", presentation,
                          legend="top")
+    # below the axis (seven long names), in the bars' order
+    layout["legend"].update(y=-0.3, yanchor="top", traceorder="normal")
+    layout["margin"].update(t=60, b=150)
     layout.update(
         barmode="stack",
         xaxis=dict(title=dict(text="GB per GPU")),

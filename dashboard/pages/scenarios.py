@@ -10,6 +10,7 @@ from typing import Any
 import dash
 import dash_ag_grid as dag
 from dash import Input, Output, State, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from model import ModelError
 from model.explore.sensitivity import MAX_FRACTION
@@ -39,6 +40,12 @@ def _button(text: str, ident: str) -> html.Button:
     return html.Button(text, id=ident, className="btn-small")
 
 
+def _entry_options(entries: list[dict[str, Any]]) -> tuple[list, list]:
+    names = saved.names(entries)
+    plain = [{"label": n, "value": n} for n in names]
+    return plain, [{"label": "current (the control panel)", "value": saved.CURRENT}, *plain]
+
+
 def _saved_card() -> html.Div:
     return html.Div(className="card wide", children=[
         html.H3("Saved scenarios (kept in this browser)"),
@@ -61,7 +68,8 @@ def _saved_card() -> html.Div:
 
 
 def _compare_card() -> html.Div:
-    pick = dict(options=[], clearable=False, style={"minWidth": "260px"})
+    # the current scenario offered from the start: a value missing from the options is cleared
+    pick = dict(options=_entry_options([])[1], clearable=False, style={"minWidth": "260px"})
     return html.Div(className="card wide", children=[
         html.H3("Two scenarios side by side"),
         html.P(className="card-note", children=(
@@ -74,9 +82,21 @@ def _compare_card() -> html.Div:
         ]),
         html.Div(id="scenarios-compare-message", className="alert", role="status"),
         dag.AgGrid(id="scenarios-compare-table", columnDefs=COMPARE_COLUMNS, rowData=[],
-                   defaultColDef={"resizable": True}, style={"height": "360px"},
+                   defaultColDef={"resizable": True}, style={"height": "430px"},
                    className="ag-theme-alpine"),
         html.P(id="scenarios-layouts", className="summary"),
+    ])
+
+
+def _change_box() -> html.Div:
+    return html.Div(children=[
+        html.Label(className="knee-control", htmlFor="scenarios-change", children=[
+            "change of each input (± %)",
+            dcc.Input(id="scenarios-change", type="number", value=DEFAULT_CHANGE_PCT, min=0.1,
+                      max=100 * MAX_FRACTION, step="any", debounce=True,
+                      className="ctl-input")]),
+        html.Div(id="scenarios-change-error", className="ctl-error", role="alert"),
+        html.P(id="scenarios-sensitivity-text", className="card-note"),
     ])
 
 
@@ -87,20 +107,11 @@ layout = html.Div(className="page-body", children=[
         _compare_card(),
         graph_card("scenarios-compare", "B against A: change of each headline number",
                    note="Green: B is better (less time, memory or cost; more throughput)."),
-        html.Div(className="card", children=[
-            html.H3("What moves the training time (current scenario)"),
-            html.Label(className="knee-control", htmlFor="scenarios-change", children=[
-                "change of each input (± %)",
-                dcc.Input(id="scenarios-change", type="number", value=DEFAULT_CHANGE_PCT,
-                          min=1, max=100 * MAX_FRACTION, step="any", debounce=True,
-                          className="ctl-input")]),
-            html.Div(id="scenarios-change-error", className="ctl-error", role="alert"),
-            html.P(id="scenarios-sensitivity-text", className="summary"),
-        ]),
-        graph_card("scenarios-sensitivity", "Sensitivity of the training time", height=480,
-                   note=("Each hardware input of the system scaled on its own, the search run "
-                         "again (the best layout may change); the current scenario's headline "
-                         "strategy at its Design GPUs.")),
+        graph_card("scenarios-sensitivity", "What moves the training time (current scenario)",
+                   height=480, extra=_change_box(), note=(
+                       "Each hardware input of the system scaled on its own, the search run "
+                       "again (the best layout may change); the current scenario's headline "
+                       "strategy at its Design GPUs.")),
     ]),
 ])
 
@@ -108,10 +119,10 @@ layout = html.Div(className="page-body", children=[
 # --------------------------------------------------------------------------- saved scenarios
 
 
-def _entry_options(entries: list[dict[str, Any]]) -> tuple[list, list]:
-    names = saved.names(entries)
-    plain = [{"label": n, "value": n} for n in names]
-    return plain, [{"label": "current (the control panel)", "value": saved.CURRENT}, *plain]
+def _clicked(clicks: Any) -> None:
+    """Only a click acts: a button drawn again (the page re-rendered) has no clicks."""
+    if not clicks:
+        raise PreventUpdate
 
 
 @callback(Output("scenarios-pick", "options"), Output("scenarios-a", "options"),
@@ -126,7 +137,8 @@ def options(data: Any) -> tuple:
           State("scenario", "data"), State("scenarios-saved", "data"),
           prevent_initial_call=True)
 @page_callback(2, lambda message: (no_update, message))
-def save(_clicks: int, name: Any, scn: dict[str, Any], data: Any) -> tuple:
+def save(clicks: Any, name: Any, scn: dict[str, Any], data: Any) -> tuple:
+    _clicked(clicks)
     entries = saved.save(saved.entries(data), name, scn)
     return entries, f"Saved '{saved.clean_name(name)}' ({len(entries)} kept in this browser)."
 
@@ -135,7 +147,8 @@ def save(_clicks: int, name: Any, scn: dict[str, Any], data: Any) -> tuple:
           Output("scenarios-message", "children", allow_duplicate=True),
           Input("scenarios-delete", "n_clicks"), State("scenarios-pick", "value"),
           State("scenarios-saved", "data"), prevent_initial_call=True)
-def delete(_clicks: int, name: Any, data: Any) -> tuple:
+def delete(clicks: Any, name: Any, data: Any) -> tuple:
+    _clicked(clicks)
     try:
         return saved.delete(saved.entries(data), name), f"Deleted '{name}'."
     except ModelError as exc:
@@ -165,7 +178,8 @@ def upload(contents: Any, filename: Any, data: Any) -> tuple:
           Output("scenarios-message", "children", allow_duplicate=True),
           Input("scenarios-download-btn", "n_clicks"), State("scenarios-saved", "data"),
           prevent_initial_call=True)
-def download(_clicks: int, data: Any) -> tuple:
+def download(clicks: Any, data: Any) -> tuple:
+    _clicked(clicks)
     entries = saved.entries(data)
     if not entries:
         return no_update, "Nothing saved yet: save a scenario first."
@@ -176,8 +190,9 @@ def download(_clicks: int, data: Any) -> tuple:
           Output("scenarios-message", "children", allow_duplicate=True),
           Input("scenarios-load", "n_clicks"), State("scenarios-pick", "value"),
           State("scenarios-saved", "data"), prevent_initial_call=True)
-def load(_clicks: int, name: Any, data: Any) -> tuple:
+def load(clicks: Any, name: Any, data: Any) -> tuple:
     """A saved scenario into the control panel (the panel validates it as any edit)."""
+    _clicked(clicks)
     keep = (no_update,) * (len(PANEL) + len(HEADER) + 1)
     try:
         scn = saved.find(saved.entries(data), name)

@@ -36,8 +36,8 @@ from ..errors import ModelError
 MAX_PASSES = 40_000  # forward and backward chunks drawn (2·pp·n_mb·V): a figure's worth
 FORWARD, BACKWARD, IDLE = "forward", "backward", "idle"
 # the tail after the pipeline drains, in order: (phase, the result row's column)
-TAIL = (("data-parallel sync", "t_dp_comm_s"), ("optimizer step", "t_optimizer_s"),
-        ("offload", "t_offload_s"))
+TAIL = (("data-parallel sync (exposed)", "t_dp_comm_s"), ("optimizer step", "t_optimizer_s"),
+        ("offload (exposed)", "t_offload_s"))
 LOCAL_COLUMNS = ("t_compute_s", "t_memory_s", "t_tp_comm_s", "t_ep_comm_s")
 COLUMNS = ("stage", "phase", "microbatch", "virtual_stage", "start_s", "end_s", "duration_s")
 
