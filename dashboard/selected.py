@@ -55,6 +55,9 @@ def summary(timeline: pd.DataFrame, row: pd.Series) -> str:
     pp, n_mb, v = int(row["pp"]), int(row["n_microbatches"]), int(row["interleave"])
     bubble = float(bubble_s(timeline).max())
     total = float(row["iteration_time_s"])
+    if pp == 1:
+        return (f"One stage (no pipeline parallelism), {n_mb} microbatches: no bubble; "
+                f"iteration {total:.3g} s.")
     return (f"{pp} stage{'s' if pp > 1 else ''} × {n_mb} microbatches"
             + (f" × {v} virtual stages" if v > 1 else "")
             + f": iteration {total:.3g} s, of it the bubble {bubble:.3g} s "
