@@ -34,7 +34,7 @@ GPUS, BATCH = 64, 256
 
 
 @pytest.mark.parametrize(("pp", "n_mb", "v"), [
-    (p, n, v) for p, n, v in itertools.product((1, 2, 4, 6), (1, 3, 8, 12), (1, 2, 3))
+    (p, n, v) for p, n, v in itertools.product((1, 2, 4, 6), (1, 3, 4, 6, 8, 12), (1, 2, 3))
     if v == 1 or (p > 1 and n % p == 0)])
 def test_schedule_makespan_and_bubble_are_the_pipeline_formula(pp, n_mb, v) -> None:
     """(n_mb·V + pp − 1)·(τ_f + τ_b) in all, (pp − 1)·(τ_f + τ_b) idle on every stage (the
@@ -69,6 +69,11 @@ def test_one_f_one_b_warms_up_pp_minus_rank_minus_one_forwards() -> None:
     assert [p for p, _, _ in order[:4]] == [FORWARD] * 3 + [FORWARD]
     assert order[4][0] == BACKWARD and order[3][0] == FORWARD
     assert [p for p, _, _ in stage_order(4, 8, 1, 3)[:2]] == [FORWARD, BACKWARD]
+    # interleaved: (pp − r − 1)·2 + (V − 1)·pp; with n_mb = pp every forward comes first
+    assert [p for p, _, _ in stage_order(4, 8, 2, 1)].index(BACKWARD) == 2 * 2 + 4
+    assert [p for p, _, _ in stage_order(4, 4, 2, 3)].index(BACKWARD) == 8
+    assert stage_order(4, 8, 2, 0)[:6] == [(FORWARD, m, v) for v, m in
+                                           ((0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1))]
 
 
 def test_a_timeline_too_large_to_draw_is_refused_by_its_size() -> None:

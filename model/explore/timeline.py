@@ -11,10 +11,12 @@ passes: one chunk (a microbatch through one of the V virtual stages of a GPU) ta
 τ_f = (s·T_loc + t_pp/2) / (n_mb·V) forward and τ_b = ((1 − s)·T_loc + t_pp/2) / (n_mb·V)
 backward, s the forward share.
 
-The schedule is Megatron-LM's (``megatron/core/pipeline_parallel/schedules.py``:
-``forward_backward_pipelining_without_interleaving`` and ``…_with_interleaving``): stage r runs
-W_r = (pp − r − 1)·2 + (V − 1)·pp warm-up forward chunks (pp − r − 1 without interleaving), then
-one forward and one backward chunk at a time, then the remaining backward chunks. Chunk k of a
+The schedule is Megatron-LM's (NVIDIA/Megatron-LM at 4dabc62,
+``megatron/core/pipeline_parallel/schedules.py``: ``forward_backward_pipelining_without_
+interleaving`` and ``…_with_interleaving``, its ``get_model_chunk_id``): stage r runs
+W_r = (pp − r − 1)·2 + (V − 1)·pp warm-up forward chunks (pp − r − 1 without interleaving; every
+chunk when interleaving with n_mb = pp), then one forward and one backward chunk at a time,
+then the remaining backward chunks. Chunk k of a
 stage is microbatch (k // (pp·V))·pp + k % pp of virtual stage (k // pp) % V (backward: the
 virtual stages in reverse). A chunk starts when its stage is free and its input has arrived:
 the previous stage's forward (the last stage's, one virtual stage down, for stage 0) or the next
@@ -64,8 +66,12 @@ def forward_share(ops: pd.DataFrame, pp: int) -> float:
 def stage_order(pp: int, n_mb: int, interleave: int, rank: int) -> list[tuple[str, int, int]]:
     """(phase, microbatch, virtual stage) of each chunk stage ``rank`` runs, in order."""
     total = n_mb * interleave
-    warmup = (pp - rank - 1) * 2 + (interleave - 1) * pp if interleave > 1 else pp - rank - 1
-    warmup = min(warmup, total)
+    if interleave > 1 and n_mb == pp:  # Megatron: every forward, then every backward
+        warmup = total
+    elif interleave > 1:
+        warmup = min((pp - rank - 1) * 2 + (interleave - 1) * pp, total)
+    else:
+        warmup = min(pp - rank - 1, total)
 
     def chunk(k: int, phase: str) -> tuple[str, int, int]:
         in_group = k % (pp * interleave)
