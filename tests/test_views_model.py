@@ -69,8 +69,9 @@ def test_one_f_one_b_warms_up_pp_minus_rank_minus_one_forwards() -> None:
     assert [p for p, _, _ in order[:4]] == [FORWARD] * 3 + [FORWARD]
     assert order[4][0] == BACKWARD and order[3][0] == FORWARD
     assert [p for p, _, _ in stage_order(4, 8, 1, 3)[:2]] == [FORWARD, BACKWARD]
-    # interleaved: (pp − r − 1)·2 + (V − 1)·pp; with n_mb = pp every forward comes first
-    assert [p for p, _, _ in stage_order(4, 8, 2, 1)].index(BACKWARD) == 2 * 2 + 4
+    # interleaved: (pp − r − 1)·2 + (V − 1)·pp warm-up forwards, then one more before the
+    # first backward; with n_mb = pp every forward comes first
+    assert [p for p, _, _ in stage_order(4, 8, 2, 1)].index(BACKWARD) == 2 * 2 + 4 + 1
     assert [p for p, _, _ in stage_order(4, 4, 2, 3)].index(BACKWARD) == 8
     assert stage_order(4, 8, 2, 0)[:6] == [(FORWARD, m, v) for v, m in
                                            ((0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1))]
