@@ -86,7 +86,15 @@ def compare(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str],
     frame = compare_frame(ra, rb)
     layouts = (f"Layout — {names[0]}: {layout_text(ra)} on {int(ra['gpus']):,} GPUs; "
                f"{names[1]}: {layout_text(rb)} on {int(rb['gpus']):,} GPUs.")
-    return frame.to_dict("records"), compare_figure(frame, names, presentation), layouts
+    caption = " vs ".join(f"{n}: {_described(scn)}" for n, scn in zip(names, (a, b)))
+    return (frame.to_dict("records"), compare_figure(frame, names, presentation, caption),
+            layouts)
+
+
+def _described(scn: dict[str, Any]) -> str:
+    """A scenario in a few words (an exported comparison's caption)."""
+    return (f"{scn['model']} on {scn['gpus']:,} {scn['system']} ({scn['hbm_gb']:g} GB, "
+            f"{scn['precision']}, {scn['stack']}), batch {scn['global_batch']}")
 
 
 def sensitivity(scn: dict[str, Any], fraction: float) -> pd.DataFrame:

@@ -17,9 +17,10 @@ BETTER_LOWER = ("train_days", "train_days_with_failures", "memory_gb", "cost_usd
 
 
 def compare_figure(frame: pd.DataFrame, names: tuple[str, str] = ("A", "B"),
-                   presentation: bool = False) -> go.Figure:
+                   presentation: bool = False, caption: str = "") -> go.Figure:
     """Δ % of scenario B against A for each headline metric (horizontal bars; green where B is
-    better: lower time, memory, cost; higher throughput and MFU)."""
+    better: lower time, memory, cost; higher throughput and MFU). ``caption``: what the two
+    scenarios are, for an exported figure (``layout.meta``: :func:`dashboard.export.caption`)."""
     msg = check_frame(frame, ("metric", "label", "unit", "a", "b", "delta_pct"),
                       "scenario comparison")
     if msg:
@@ -47,6 +48,8 @@ def compare_figure(frame: pd.DataFrame, names: tuple[str, str] = ("A", "B"),
         xaxis=dict(title=dict(text=f"change of {b} from {a} (%)"), zeroline=True,
                    zerolinecolor=AXIS_LINE, range=[-1.3 * span - 1, 1.3 * span + 1]),
         yaxis=dict(autorange="reversed"), margin=dict(l=200, r=40, t=70, b=60))
+    if caption:
+        layout["meta"] = {"caption": caption}
     return make_figure(data, layout)
 
 
