@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -113,6 +114,15 @@ def test_sensitivity_saved_scenarios_and_compare(ui, tmp_path) -> None:
     assert any(t["x"] and t["x"][0] == pytest.approx(pct, abs=0.01) for t in deltas)
     ui.wait_text("#scenarios-layouts", lambda t: "H200 base:" in t and "B200-ish:" in t,
                  "both layouts in words")
+    # its CSV export is rebuilt on the server from the two scenarios: the same deltas
+    button = next(b for b in ui.driver.find_elements(
+        "css selector", "#card-scenarios-compare .export button") if b.text.strip() == "CSV")
+    button.click()
+    csv = Path(ui.duo.download_path) / "scenarios-compare.csv"
+    text = ui.until(lambda: csv.is_file() and csv.stat().st_size > 100 and csv.read_text(),
+                    "the CSV download", timeout=60)
+    line = next(r for r in text.splitlines() if ",training time," in r)
+    assert f"{pct:+.1f} %" in line
 
     # a reload keeps the saved scenarios (local storage), offered again in the pickers
     ui.driver.refresh()
