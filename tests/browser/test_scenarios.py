@@ -124,6 +124,19 @@ def test_sensitivity_saved_scenarios_and_compare(ui, tmp_path) -> None:
     line = next(r for r in text.splitlines() if ",training time," in r)
     assert f"{pct:+.1f} %" in line
 
+    # both saved scenarios download as one file; one loads back into the control panel
+    ui.duo.find_element("#scenarios-download-btn").click()
+    saved_file = Path(ui.duo.download_path) / "scenarios.json"
+    doc = ui.until(lambda: saved_file.is_file() and saved_file.stat().st_size > 100
+                   and json.loads(saved_file.read_text()), "the scenarios download", timeout=60)
+    assert [e["name"] for e in doc["scenarios"]] == ["H200 base", "B200-ish"]
+    _pick(ui, "scenarios-pick", "B200-ish")
+    ui.duo.find_element("#scenarios-load").click()
+    ui.until(lambda: ui.duo.find_element("#ctl-hbm_gb").get_attribute("value") == "192",
+             "the loaded scenario's HBM in the control panel")
+    ui.until(lambda: ui.fragment().get("hbm_gb") in ("192", "192.0"),
+             "the loaded scenario in the link")
+
     # a reload keeps the saved scenarios (local storage), offered again in the pickers
     ui.driver.refresh()
     ui.until(lambda: len(_stored(ui)) == 2, "the saved scenarios after a reload")
