@@ -187,6 +187,8 @@ def test_compare_two_rows(evaluation, interleaved) -> None:
     assert headline(a)["tokens_per_s_per_gpu"] == pytest.approx(a["tokens_per_s"] / GPUS)
     assert frame.loc["gpus", "delta"] == 0
     assert layout_text(b) == "1d · dp 4 · tp1 4 · pp 4 · mb 2 · V 2"
+    assert layout_text({**a.to_dict(), "strategy": "context", "tp2": 2}) == \
+        "context · dp 4 · tp1 4 · cp 2 · pp 4 · mb 1"
     same = compare_frame(a, a)
     assert (same["delta"].abs() < 1e-12).all()
     assert math.isnan(compare_frame({**a, "cost_usd": 0.0}, b).set_index("metric").loc[

@@ -49,11 +49,14 @@ def headline(row: Mapping[str, Any]) -> dict[str, float]:
 
 def layout_text(row: Mapping[str, Any]) -> str:
     """The configuration in words: 'summa · dp 32 · tp1 8 · pp 16 · mb 1' (dimensions of 1
-    left out but dp, tp1, pp and mb)."""
+    left out but dp, tp1, pp and mb). The context strategy's tp2 splits the sequence: 'cp'."""
     keep = {"dp", "tp1", "pp", "microbatch"}
-    parts = [str(row.get("strategy", ""))]
+    strategy = str(row.get("strategy", ""))
+    parts = [strategy]
     for key, short in LAYOUT_KEYS:
         value = row.get(key)
+        if key == "tp2" and strategy == "context":
+            short = "cp"
         if value is not None and (key in keep or int(value) > 1):
             parts.append(f"{short} {int(value)}")
     return " · ".join(p for p in parts if p)
