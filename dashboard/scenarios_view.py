@@ -8,6 +8,7 @@ cost columns of its own Plan & cost inputs (pricing, failures)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
@@ -113,13 +114,18 @@ def sensitivity(scn: dict[str, Any], fraction: float) -> pd.DataFrame:
     return compute.cached_frame("sensitivity", payload, run)
 
 
+def _change(pct: float) -> str:
+    """A change of the training time in words (infinite: nothing fits any more)."""
+    return f"{pct:+.2f} %" if math.isfinite(pct) else "nothing fits"
+
+
 def sensitivity_outputs(scn: dict[str, Any], fraction: float) -> tuple[Any, str]:
     """(tornado figure, the input that moves the time most in words)."""
     frame = sensitivity(scn, fraction)
     top = frame.iloc[0]
     pct = 100 * fraction
     text = (f"{top['label'][0].upper() + top['label'][1:]} moves the training time most: "
-            f"−{pct:g} % → {top['low_change_pct']:+.2f} %, +{pct:g} % → "
-            f"{top['high_change_pct']:+.2f} % (baseline {top['base_days']:.4g} days; "
+            f"−{pct:g} % → {_change(top['low_change_pct'])}, +{pct:g} % → "
+            f"{_change(top['high_change_pct'])} (baseline {top['base_days']:.4g} days; "
             f"{len(frame)} inputs, each a new search).")
     return tornado_figure(frame, fraction, bool(scn.get("presentation"))), text

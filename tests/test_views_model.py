@@ -164,6 +164,25 @@ def test_sensitivity_closed_form_with_a_time_inverse_to_the_peak() -> None:
         sensitivity_frame(MODEL, SYSTEM, GPUS, BATCH, "1d", 0.95, run=run)
 
 
+def test_an_input_that_leaves_nothing_fitting_ranks_first() -> None:
+    """Less HBM than the best configuration needs: no configuration (infinite days), shown as
+    the largest swing and labelled, not dropped."""
+    from dashboard.figures.scenarios import tornado_figure
+
+    class Result:
+        def __init__(self, days: float | None):
+            self.top = pd.DataFrame({"train_days": [] if days is None else [days]})
+
+    def run(model, system, gpus, batch, strategy, top_k, **_):
+        return Result(None if system.hbm_capacity_gb < SYSTEM.hbm_capacity_gb else 10.0)
+
+    frame = sensitivity_frame(MODEL, SYSTEM, GPUS, BATCH, "1d", 0.1, run=run)
+    assert frame["input"].iloc[0] == "hbm_capacity"
+    assert math.isinf(frame["low_days"].iloc[0]) and frame["high_change_pct"].iloc[0] == 0
+    low = tornado_figure(frame, 0.1).data[0]
+    assert low.text[0] == "nothing fits" and low.x[0] == 0
+
+
 def test_sensitivity_reruns_the_search() -> None:
     frame = sensitivity_frame(MODEL, SYSTEM, GPUS, BATCH, "1d", 0.1, stack="none")
     rows = frame.set_index("input")
