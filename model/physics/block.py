@@ -20,7 +20,7 @@ import numpy as np
 
 from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
-from . import moe, ops
+from . import gemm, moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .context import Ctx
 from .optable import MATMULS, TOKEN_KERNELS, CommSpec
@@ -71,18 +71,30 @@ def _linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     d, s = ctx.dims, ELEMENT_BYTES
     n = _local(d[spec.n], sh, spec.n_shard)
     counts = ops.linear(b, rows, k, n, s)
-    sysm = ctx.system
-    if sysm.sm_count > 0:  # forward Y [b·r, n]; backward dX [b·r, k] and dW [k, n]
-        tile, units = sysm.gemm_tile, sysm.sm_count
-        counts.wave_fwd = ops.wave_efficiency(b * rows, n, tile, units)
-        counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k, tile, units)
-                                 + ops.wave_efficiency(k, n, tile, units))
     precision = PRECISIONS[ctx.execution.precision]
+    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, n, ctx,
+                                                         precision.peak_field)
     kept_rows = rows if spec.act_rows is None else _local(d["l"], sh, spec.act_rows)
     counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k
     if precision.quantised:
         counts = ops.quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
     return counts
+
+
+def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str):
+    """(forward, backward) shape efficiency of a matmul X[m, k]·W[k, n] (model.physics.gemm):
+    forward Y [m, n] with reduction k; backward dX [m, k] (reduction n) and dW [k, n]
+    (reduction m), their harmonic mean — each GEMM's wave quantisation times its depth
+    efficiency."""
+    k0 = gemm.depth_overhead(peak_field)
+    fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
+    sysm = ctx.system
+    if sysm.sm_count > 0:
+        tile, units = sysm.gemm_tile, sysm.sm_count
+        fwd = fwd * ops.wave_efficiency(m, n, tile, units)
+        dx = dx * ops.wave_efficiency(m, k, tile, units)
+        dw = dw * ops.wave_efficiency(k, n, tile, units)
+    return fwd, gemm.backward_efficiency(dx, dw)
 
 
 def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
+from . import gemm
 from .ops import OpCounts, bias, linear, quantisation, wave_efficiency
 from .optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
 
@@ -165,19 +166,36 @@ def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     n = np.asarray(ctx.dims[spec.n] // sh.size(spec.n_shard), dtype=float)
     experts = local_experts(ctx, sh)
     counts = grouped_linear(b, rows, k, n, experts, s)
-    sysm = ctx.system
-    if sysm.sm_count > 0:  # forward Y and backward dX grouped by expert; dW per expert [k, n]
-        tile, units = sysm.gemm_tile, sysm.sm_count
-        counts.wave_fwd = grouped_wave_efficiency(b * rows, experts, n, tile, units)
-        counts.wave_bwd = 0.5 * (grouped_wave_efficiency(b * rows, experts, k, tile, units)
-                                 + wave_efficiency(experts * k, n, tile, units))
     precision = PRECISIONS[ctx.execution.precision]
+    counts.wave_fwd, counts.wave_bwd = expert_shape_efficiency(
+        b * rows, experts, k, n, ctx, precision.peak_field)
     counts.act_bytes = precision.kept_bytes_per_element * b * rows * k
     if precision.quantised:
         counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
     counts.launches_fwd, counts.launches_bwd = expert_launches(
         experts, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
     return counts
+
+
+def expert_shape_efficiency(tokens, experts, k, n, ctx: Ctx, peak_field: str):
+    """(forward, backward) shape efficiency of the local experts' GEMMs on ``tokens`` routed
+    rows, m = tokens/E_l per expert (model.physics.gemm): forward Y [m, n] per expert with
+    reduction k, backward dX [m, k] (reduction n) and dW [k, n] (reduction m, the expert's
+    tokens), each its depth efficiency times the wave quantisation of the tiles of the experts
+    that run together on the stack's kernel path (``Execution.expert_gemm``:
+    :func:`model.physics.gemm.concurrent_experts`)."""
+    e = np.maximum(np.asarray(experts, dtype=float), 1.0)
+    m = np.asarray(tokens, dtype=float) / e
+    k0 = gemm.depth_overhead(peak_field)
+    fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
+    sysm = ctx.system
+    if sysm.sm_count > 0:
+        tile, units = sysm.gemm_tile, sysm.sm_count
+        c = gemm.concurrent_experts(e, ctx.execution.expert_gemm)
+        fwd = fwd * grouped_wave_efficiency(m * c, c, n, tile, units)
+        dx = dx * grouped_wave_efficiency(m * c, c, k, tile, units)
+        dw = dw * wave_efficiency(c * k, n, tile, units)
+    return fwd, gemm.backward_efficiency(dx, dw)
 
 
 def expert_bias(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
