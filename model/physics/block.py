@@ -323,7 +323,8 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
             v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
             piece = v if panels is None else v / panels
             t = ctx.pricing.collective(cs.collective, piece, sh.size(cs.axes),
-                                       sh.tau(cs.axes), fanout=float(ctx.model.top_k))
+                                       sh.tau(cs.axes), fanout=float(ctx.model.top_k),
+                                       max_domains=float(ctx.execution.ep_max_domains))
             memo[key] = (v, t) if share == 1.0 else (share * v, share * t)
         v, t = memo[key]
         comm = comm + t

@@ -174,7 +174,25 @@ def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
         counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
     counts.launches_fwd, counts.launches_bwd = expert_launches(
         experts, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
+    if precision.quantised and not ctx.execution.moe_router_padding:
+        # the layer's input padded before fc1, its output unpadded after fc2
+        padded = fp8_padding(b, rows, k if spec.k == "e" else n, s)
+        counts.extra_bytes_fwd = counts.extra_bytes_fwd + padded
+        counts.extra_bytes_bwd = counts.extra_bytes_bwd + padded
     return counts
+
+
+def fp8_padding(b: Array, rows: Array, feats: Array, s: float) -> Array:
+    """HBM bytes of one explicit FP8 padding copy of the b·rows routed rows of ``feats``
+    features: read and write, 2·s·b·rows·feats. Without ``moe_router_padding``
+    (Megatron-Core ``moe_router_padding_for_fp8``, whose docstring says it "can remove the
+    explicit padding in the GroupedMLP layer"), Megatron-Core's ``TEGroupedMLP`` under FP8
+    copies its input into per-expert segments padded to the GEMM alignment (16 rows, 32 for
+    MXFP8; Transformer Engine ``Fp8Padding``) before fc1 and its output back
+    (``Fp8Unpadding``) after fc2; the backward copies the gradients the other way. Counted
+    once each way for fc1 (its input, e features) and fc2 (its output, e features); the
+    padding rows themselves (< 32 per expert) are not counted."""
+    return 2.0 * s * b * rows * feats
 
 
 def expert_shape_efficiency(tokens, experts, k, n, ctx: Ctx, peak_field: str):
@@ -306,6 +324,6 @@ def moe_dims(model: Transformer) -> dict[str, int]:
             "kv_up": model.heads * (model.qk_nope_head_dim + model.value_head_dim)}
 
 
-__all__ = ["NONE", "dense_mlp_rows", "expert_launches", "grouped_linear",
+__all__ = ["NONE", "dense_mlp_rows", "expert_launches", "fp8_padding", "grouped_linear",
            "grouped_wave_efficiency", "mla_rows", "moe_dims", "moe_rows", "mtp_rows", "permute",
            "router"]
