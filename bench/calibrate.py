@@ -142,9 +142,9 @@ def main() -> None:
     print(moe_table.to_string(index=False, float_format="%.2f"))
     print("# MoE leave-one-model-out (fitted on the other model's runs)")
     print(lomo_table.to_string(index=False, float_format="%.2f"))
-    for by, rows in populations["populations"].items():
+    for by, table_rows in populations["populations"].items():
         print(f"# MoE errors by {by}")
-        print(pd.DataFrame(rows).to_string(index=False))
+        print(pd.DataFrame(table_rows).to_string(index=False))
     if args.write:
         write_stacks(fits, pooled_fit(curves), moe_fits)
         CV_PATH.write_text(json.dumps({

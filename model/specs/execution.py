@@ -180,6 +180,9 @@ class Execution:
         if r != AUTO and not _whole(r, 10_000):
             raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
                              f"got {r!r}")
+        if self.pipeline_schedule == "dualpipe" and self.interleave > 1:
+            raise ModelError(f"DualPipe is not interleaved: interleave {self.interleave} needs "
+                             "pipeline_schedule '1f1b'")
         if not _whole(self.ep_max_domains, 10_000):
             raise ModelError("ep_max_domains must be an integer in [0, 10000] (0: tokens "
                              f"routed to any domain), got {self.ep_max_domains!r}")
@@ -208,6 +211,12 @@ class Execution:
         if r and r != AUTO and self.recompute == "full":
             raise ModelError("recompute_layers applies with recompute none or selective "
                              "(full already recomputes every layer)")
+
+    @property
+    def stage_interleave(self) -> int:
+        """The virtual stages a search asks for: ``interleave`` (0: every count), 1 under
+        DualPipe (two chunks per GPU in opposite directions, not interleaved)."""
+        return 1 if self.pipeline_schedule == "dualpipe" else self.interleave
 
     @property
     def fewest_recomputed(self) -> bool:
