@@ -85,8 +85,8 @@ def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str):
     """(forward, backward) shape efficiency of a matmul X[m, k]·W[k, n] (model.physics.gemm):
     forward Y [m, n] with reduction k; backward dX [m, k] (reduction n) and dW [k, n]
     (reduction m), their harmonic mean — each GEMM's wave quantisation times its depth
-    efficiency."""
-    k0 = gemm.depth_overhead(peak_field)
+    efficiency (none in the paper mode: the paper's code prices waves only)."""
+    k0 = 0.0 if ctx.mode.is_paper else gemm.depth_overhead(peak_field)
     fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
     sysm = ctx.system
     if sysm.sm_count > 0:
@@ -95,6 +95,17 @@ def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str):
         dx = dx * ops.wave_efficiency(m, k, tile, units)
         dw = dw * ops.wave_efficiency(k, n, tile, units)
     return fwd, gemm.backward_efficiency(dx, dw)
+
+
+def _router(ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """The router (:func:`model.physics.moe.router`) with its logits GEMM [b·r, e]·[e, E]
+    priced by its shape like any BF16 matmul (:func:`_shape_efficiency`): a small hidden size
+    e makes it shallow, few experts E a narrow output."""
+    experts = float(ctx.dims["E"])
+    counts = moe.router(b, rows, k, experts, ELEMENT_BYTES)
+    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, experts, ctx,
+                                                         "matrix_tflops_fp16")
+    return counts
 
 
 def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
@@ -130,8 +141,7 @@ _COUNTERS = {
     Kind.EMBEDDING: lambda spec, sh, ctx, b, rows, k: ops.embedding(
         b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES),
     Kind.LOSS: lambda spec, sh, ctx, b, rows, k: ops.cross_entropy(b, rows, k, ELEMENT_BYTES),
-    Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: moe.router(
-        b, rows, k, float(ctx.dims["E"]), ELEMENT_BYTES),
+    Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: _router(ctx, b, rows, k),
     # the sender's side, on its own T·k routed copies (the busiest GPU's load shows in the
     # all-to-all it receives and in its expert GEMMs)
     Kind.PERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
