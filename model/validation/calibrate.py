@@ -26,7 +26,9 @@ only: the fraction of the HBM bandwidth the MoE layer's token kernels reach — 
 permutation into expert order and the unpermutation (:data:`model.physics.optable.
 TOKEN_KERNELS`). Everything else of those runs is priced with the stack's dense values, fitted
 on its dense runs (inherited from the base release where a release published no dense run); the
-experts' grouped GEMMs run at the dense GEMM efficiency. Why the MoE-specific cost is charged
+experts' grouped GEMMs run at the dense GEMM efficiency times their shape efficiency (waves over
+the experts on the stack's kernel path, depth k/(k + k0): :mod:`model.physics.gemm`, fitted on
+DeepGEMM's published table, never on these runs). Why the MoE-specific cost is charged
 per routed byte and not per expert FLOP: grouped GEMMs with a thousand rows or more per expert
 run close to a dense GEMM of the same shape (DeepGEMM's grouped FP8 kernels on H800: 1233 TFLOP/s
 at 1024 rows per group, README 2025-03; its dense ones 1300–1550), and the recipes give every
@@ -35,7 +37,8 @@ and sort kernels, synchronising the per-expert token counts with the host — sc
 routed copies T·k and the hidden size e, not with the expert FFN. η_t absorbs those costs: a
 value far below 1 says the release's MoE layers lose that much time outside the GEMMs and the
 all-to-alls, not that a permutation kernel runs at that bandwidth. Its cross-validation leaves
-one release (its patch release with it) out of the MoE runs.
+one release (its patch release with it) out of the MoE runs; leave-one-model-out
+(:func:`by_model`) fits it on one model's runs and predicts the other's.
 """
 
 from __future__ import annotations
