@@ -12,7 +12,6 @@ import pytest
 from model import evaluate, load_model, load_system, search
 from model.errors import ModelError
 from model.explore.space import expert_placement
-from model.physics import gemm
 from model.physics.collectives import Collective, collective_lower_bound_s, collective_time_s
 from model.physics.moe import expert_launches, grouped_wave_efficiency
 
@@ -179,7 +178,8 @@ def test_expert_launches_per_local_expert():
 
 @pytest.mark.parametrize(("precision", "per_expert"), [("bf16", 3), ("fp8", 5),
                                                        ("mxfp8", 5), ("fp8-delayed", 3)])
-def test_fewer_experts_per_gpu_fewer_launches_same_flops(precision, per_expert, monkeypatch):
+def test_fewer_experts_per_gpu_fewer_launches_same_flops(precision, per_expert,
+                                                         without_gemm_depth):
     """Qwen3-30B-A3B (128 experts) at EP 8 (16 local experts) and EP 64 (2): the same routed
     tokens and FLOPs per GPU; without wave quantisation (sm_count 0) and without the GEMMs'
     depth effect (k0 = 0: fewer tokens per expert make a shallower weight gradient,
@@ -187,7 +187,6 @@ def test_fewer_experts_per_gpu_fewer_launches_same_flops(precision, per_expert, 
     experts' launches, forward and backward, each at the system's kernel_overhead_s — 3 per
     expert in BF16 and delayed-scaling FP8 (its per-expert inputs quantised by one fused
     kernel), 5 where each expert is quantised on its own."""
-    monkeypatch.setattr(gemm, "DEPTH_OVERHEAD_FP8", 0.0)
     system = load_system("b200").with_overrides(sm_count=0)
     m = _qwen30b()
     ops = [evaluate(m, system, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=ep, microbatch=1,
