@@ -161,6 +161,8 @@ def test_dualpipe_holds_two_stages_and_shrinks_the_bubble():
     assert dual["weights_gb"] == pytest.approx(2 * plain["weights_gb"])
     assert dual["optimizer_gb"] == pytest.approx(2 * plain["optimizer_gb"])
     assert 0 < dual["t_bubble_s"] < plain["t_bubble_s"] / 2
+    # pp + 1 = 9 microbatches' activations on every GPU against 1F1B's pp = 8 on the first
+    assert dual["activations_gb"] == pytest.approx(plain["activations_gb"] * 9 / 8, rel=0.02)
 
 
 def test_deepseek_stack_preset():

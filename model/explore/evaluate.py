@@ -175,7 +175,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                          grad_factor=grad_factor, end_layers=end_layers,
                          expert_weight_bytes=expert_w,
                          expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
-                         opt_factor=optimizer_factor(ex))
+                         opt_factor=optimizer_factor(ex),
+                         dualpipe=ex.pipeline_schedule == "dualpipe")
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)

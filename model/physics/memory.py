@@ -107,7 +107,7 @@ class StageMemory:
     def __init__(self, *, block_weight_bytes, pre_weight, post_weight, n_mb, layers, pp,
                  dp_group, interleave=1, zero: int = 1, grad_factor: float = 1.0,
                  end_layers=None, expert_weight_bytes=0.0, expert_group=1,
-                 opt_factor: float = OPTIMIZER_FACTOR) -> None:
+                 opt_factor: float = OPTIMIZER_FACTOR, dualpipe: bool = False) -> None:
         d = layers.astype(float)
         ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
         self.single, self.d, self.ends = pp == 1, d, ends
@@ -129,6 +129,8 @@ class StageMemory:
         self.static = [sum(p) + self.gathered for p in self.parts]
         ranks = (0, np.maximum(pp - 1, 0), np.minimum(1, pp))[:len(blocks)]
         self.in_flight = tuple(in_flight_microbatches(pp, n_mb, interleave, r) for r in ranks)
+        if dualpipe:  # every GPU holds pp + 1 microbatches' activations (DualPipe README)
+            self.in_flight = tuple(np.minimum(pp + 1, n_mb).astype(float) for _ in ranks)
 
     def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
         """Activation bytes of the first, last and (when it can bind) second stage."""
