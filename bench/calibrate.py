@@ -33,12 +33,44 @@ from model.validation import time_cases  # noqa: E402
 from model.validation.calibrate import (  # noqa: E402
     FP8_RATIO,
     Curve,
+    by_model,
     cross_validate,
     error_table,
     stack_efficiencies,
 )
 
 CV_PATH = ROOT / "model" / "data" / "reference" / "cross_validation.json"
+POPULATIONS_PATH = ROOT / "model" / "data" / "reference" / "moe_error_populations.json"
+POPULATIONS = ("generation", "precision", "model")  # what the MoE error bars are split by
+KERNEL_CALIBRATED = "from kernel benchmarks"  # a stack left alone (deepseek-v3-2024)
+
+
+def moe_populations(loro: pd.DataFrame, lomo: pd.DataFrame) -> dict:
+    """The MoE runs' errors per population (GPU generation, precision, model): in sample,
+    leave-one-release-out and leave-one-model-out, mean and max |error| (%) over the firm runs
+    of each value — the MoE rows of a population error-bar lookup."""
+    out: dict = {
+        "description": "Mixture-of-experts prediction errors by population (bench/calibrate.py "
+                       "--write): per GPU generation, precision and model, the mean and max "
+                       "|error| (%) of the firm Megatron-Bridge MoE runs "
+                       "(reference/moe_measurements.json) in sample, leaving their release out "
+                       "(LORO) and leaving their model out (LOMO: fitted on the other of the "
+                       "two models only, the honest generalisation figure with two models). "
+                       "error = 100·(1 − predicted / measured) of the iteration time.",
+        "populations": {}}
+    for by in POPULATIONS:
+        a, b = (error_table(f[~f["uncertain"]].to_dict("records"), by=by) for f in (loro, lomo))
+        rows = []
+        for (_, ra), (_, rb) in zip(a.iterrows(), b.iterrows()):
+            rows.append({"value": ra["source"], "runs": int(ra["runs"]),
+                         "in_sample_mean_pct": round(ra["in_sample_mean_pct"], 2),
+                         "in_sample_max_pct": round(ra["in_sample_max_pct"], 2),
+                         "loro_mean_pct": round(ra["cross_validated_mean_pct"], 2),
+                         "loro_max_pct": round(ra["cross_validated_max_pct"], 2),
+                         "lomo_mean_pct": round(rb["cross_validated_mean_pct"], 2),
+                         "lomo_max_pct": round(rb["cross_validated_max_pct"], 2)})
+        out["populations"][by] = rows
+    return out
 
 
 def _gemm(table: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -54,6 +86,8 @@ def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
     none."""
     for path in sorted((ROOT / "model" / "data" / "stacks").glob("*.json")):
         data = json.loads(path.read_text())
+        if str(data.get("calibration", "")).startswith(KERNEL_CALIBRATED):
+            continue  # its efficiencies come from kernel benchmarks, not from training runs
         own = fits.get(data["name"])
         for key in ("gemm_efficiency", "attention_efficiency", "expert_gemm_efficiency"):
             data.pop(key, None)
@@ -98,11 +132,19 @@ def main() -> None:
     moe_rows = pd.DataFrame(cross_validate(moe))
     moe_fits = stack_efficiencies(moe)
     moe_table = error_table(moe_rows)
+    lomo_rows = pd.DataFrame(cross_validate(moe, held_out=by_model))
+    lomo_table = error_table(lomo_rows, by="held_out")
+    populations = moe_populations(moe_rows, lomo_rows)
     print(f"# {len(moe)} MoE runs (MoE token-kernel efficiency), "
           f"{time.perf_counter() - start:.1f} s")
     for stack, fit in moe_fits.items():
         print(f"{stack:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(fit.items())))
     print(moe_table.to_string(index=False, float_format="%.2f"))
+    print("# MoE leave-one-model-out (fitted on the other model's runs)")
+    print(lomo_table.to_string(index=False, float_format="%.2f"))
+    for by, table_rows in populations["populations"].items():
+        print(f"# MoE errors by {by}")
+        print(pd.DataFrame(table_rows).to_string(index=False))
     if args.write:
         write_stacks(fits, pooled_fit(curves), moe_fits)
         CV_PATH.write_text(json.dumps({
@@ -112,8 +154,14 @@ def main() -> None:
             "moe": {"method": "leave-one-release-out of the MoE runs: the MoE token "
                               "kernels' efficiency (dense values: the stacks')",
                     "sources": moe_table.to_dict("records"),
-                    "runs": moe_rows.replace({np.nan: None}).to_dict("records")}},
+                    "runs": moe_rows.replace({np.nan: None}).to_dict("records"),
+                    "leave_one_model_out": {
+                        "method": "leave-one-model-out of the MoE runs: the token kernels' "
+                                  "efficiency fitted on the other model's runs only",
+                        "models": lomo_table.to_dict("records"),
+                        "runs": lomo_rows.replace({np.nan: None}).to_dict("records")}}},
             indent=1) + "\n")
+        POPULATIONS_PATH.write_text(json.dumps(populations, indent=1) + "\n")
         print(f"wrote model/data/stacks/*.json and {CV_PATH.relative_to(ROOT)}")
 
 

@@ -63,3 +63,20 @@ def no_stack_module():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(stack, "DEFAULT", "none")
         yield
+
+
+@pytest.fixture
+def without_gemm_depth(monkeypatch):
+    """The GEMMs' depth efficiency switched off (k0 = 0, model/physics/gemm.py), for tests of
+    other terms; the search caches are emptied before and after, so no result priced without
+    it outlives the test."""
+    from model.explore.frontier import CACHE
+    from model.explore.search import clear_shape_spaces
+    from model.physics import gemm
+
+    CACHE.clear()
+    clear_shape_spaces()
+    monkeypatch.setattr(gemm, "DEPTH_OVERHEAD_FP8", 0.0)
+    yield
+    CACHE.clear()
+    clear_shape_spaces()

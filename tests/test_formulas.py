@@ -408,7 +408,7 @@ def test_flash_attention_compute_time_in_the_op_table(h200):
 
 
 # ---------------------------------------------------------------------------------------------
-# Roofline of a plain linear (docs/model.md §4, §6)
+# Roofline of a plain linear (docs/model.md §4, §6), with its shape's depth efficiency
 
 
 def test_linear_roofline_in_the_op_table(h200):
@@ -424,8 +424,16 @@ def test_linear_roofline_in_the_op_table(h200):
     assert fc1["flop_fwd"] == f_fwd and fc1["flop_bwd"] == f_bwd
     assert fc1["hbm_bytes_fwd"] == m_fwd and fc1["hbm_bytes_bwd"] == m_bwd
     assert fc1["weight_bytes"] == S * e * f and fc1["activation_bytes"] == S * b * l * e
-    t_fwd = max(OVERHEAD + f_fwd / (ETA * P_MAT), m_fwd / B_HBM)
-    t_bwd = max(OVERHEAD + f_bwd / (ETA * P_MAT), m_bwd / B_HBM)
+    # depth efficiency k/(k + k0), k0 = 380/2 in BF16 (model/physics/gemm.py): the forward
+    # reduces over e, the backward's dX over f and dW over the b·l rows (harmonic mean)
+    k0 = 380.0 / 2
+
+    def depth(k):
+        return k / (k + k0)
+
+    w_bwd = 2 / (1 / depth(f) + 1 / depth(b * l))
+    t_fwd = max(OVERHEAD + f_fwd / (ETA * P_MAT * depth(e)), m_fwd / B_HBM)
+    t_bwd = max(OVERHEAD + f_bwd / (ETA * P_MAT * w_bwd), m_bwd / B_HBM)
     assert fc1["t_fwd_s"] == pytest.approx(t_fwd, rel=REL)
     assert fc1["t_bwd_s"] == pytest.approx(t_bwd, rel=REL)
     assert fc1["t_iteration_s"] == pytest.approx((t_fwd + t_bwd) * 2 * m.layers, rel=REL)

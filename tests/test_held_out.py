@@ -104,9 +104,11 @@ def test_moe_held_out_without_the_moe_fit():
     """The diagnostic of the README: without the MoE token-kernel fit (the token kernels at the
     full HBM rate) the BF16 Mixtral runs land within 3.2 % and block-wise FP8 15.1 % too fast
     (measured; bounds one point above): the fit, charged per routed byte, barely touches these
-    models of few large experts (2 of 8 experts per token, expert FFN 14,336–16,384)."""
+    models of few large experts (2 of 8 experts per token, expert FFN 14,336–16,384). With the
+    shape-aware GEMMs (model/physics/gemm.py, issue 24) the BF16 runs are within 4.3 % (the
+    dropless 8x22B +4.26 %) and block-wise FP8 +14.1 %: the BF16 bound is 5.3."""
     errors = {r["id"]: moe.error_pct(r, moe.predict(r, without_moe_fit=True))
               for r in OTHER_MODELS}
     bf16 = [abs(e) for k, e in errors.items() if "bf16" in k]
-    assert max(bf16) <= 4.2
+    assert max(bf16) <= 5.3
     assert 0 < errors["modelzoo_mixtral8x22b_h100_fp8_forcebalanced"] <= 16.1

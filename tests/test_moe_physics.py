@@ -178,12 +178,15 @@ def test_expert_launches_per_local_expert():
 
 @pytest.mark.parametrize(("precision", "per_expert"), [("bf16", 3), ("fp8", 5),
                                                        ("mxfp8", 5), ("fp8-delayed", 3)])
-def test_fewer_experts_per_gpu_fewer_launches_same_flops(precision, per_expert):
+def test_fewer_experts_per_gpu_fewer_launches_same_flops(precision, per_expert,
+                                                         without_gemm_depth):
     """Qwen3-30B-A3B (128 experts) at EP 8 (16 local experts) and EP 64 (2): the same routed
-    tokens and FLOPs per GPU; without wave quantisation (sm_count 0) the experts' compute time
-    differs by exactly the 14 extra experts' launches, forward and backward, each at the
-    system's kernel_overhead_s — 3 per expert in BF16 and delayed-scaling FP8 (its per-expert
-    inputs quantised by one fused kernel), 5 where each expert is quantised on its own."""
+    tokens and FLOPs per GPU; without wave quantisation (sm_count 0) and without the GEMMs'
+    depth effect (k0 = 0: fewer tokens per expert make a shallower weight gradient,
+    tests/test_moe_kernels.py) the experts' compute time differs by exactly the 14 extra
+    experts' launches, forward and backward, each at the system's kernel_overhead_s — 3 per
+    expert in BF16 and delayed-scaling FP8 (its per-expert inputs quantised by one fused
+    kernel), 5 where each expert is quantised on its own."""
     system = load_system("b200").with_overrides(sm_count=0)
     m = _qwen30b()
     ops = [evaluate(m, system, 64, 512, "1d", tp1=1, pp=1, dp=64, ep=ep, microbatch=1,

@@ -135,7 +135,10 @@ def test_zero_stages_shard_more_and_more():
     assert mem[3]["t_dp_comm_s"] > mem[1]["t_dp_comm_s"]  # weights gathered every microbatch
 
 
-def test_fp8_speeds_up_the_linear_layers_only():
+def test_fp8_speeds_up_the_linear_layers_only(without_gemm_depth):
+    # without the GEMMs' depth effect, whose fixed cost per tile is twice as many reduction
+    # elements in FP8 as in BF16 (tests/test_moe_kernels.py), the ratio is the peaks' and
+    # efficiencies' alone
     m, s = load_model("llama3-8b"), load_system("h100")
     cfg = dict(tp1=1, pp=1, dp=8, microbatch=1)
     bf16 = evaluate(m, s, 8, 64, "1d", **cfg).ops.set_index("op")

@@ -51,7 +51,7 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
     ex = resolve_execution(execution)
     strat = build_strategy(strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,
-                        budget, interleave=ex.interleave,
+                        budget, interleave=ex.stage_interleave,
                         ends_count_as_layers=ex.ends_count_as_layers)
     return _frame(model, system, strat, space, gpus, global_batch, mode, ex)
 
@@ -87,7 +87,7 @@ def design_cells(model: Transformer, system: System, gpus: int, global_batch: in
     ex = resolve_execution(execution)
     strat = build_strategy(strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, {}, mode,
-                        budget, interleave=ex.interleave,
+                        budget, interleave=ex.stage_interleave,
                         ends_count_as_layers=ex.ends_count_as_layers)
     if len(space) == 0:
         return best_per_cell(_frame(model, system, strat, space, gpus, global_batch, mode, ex),
@@ -150,7 +150,7 @@ def leanest(model: Transformer, system: System, gpus: int, global_batch: int,
     ctx = Ctx.make(model, system, mode, execution)
     ex = ctx.execution
     strat = build_strategy(strategy, model, mode, ex)
-    shapes = build_shapes(model, strat, gpus, global_batch, {}, ex.interleave,
+    shapes = build_shapes(model, strat, gpus, global_batch, {}, ex.stage_interleave,
                           mode.equal_pipeline_stages, ex.ends_count_as_layers)
     mask, _ = placement_mask(shapes, gpus, system.nvlink_domain_size, {},
                              mode.exact_domain_fill)

@@ -21,6 +21,7 @@ from ..physics.memory import (
     fewest_recomputed_layers,
     fits_in_memory,
     offload_memory,
+    optimizer_factor,
 )
 from ..physics.ops import OpCounts
 from ..physics.optable import ALLTOALL_OPS
@@ -164,6 +165,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
         head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
     grad_factor = 2.0 if ex.fp32_gradients else 1.0
+    if ex.pipeline_schedule == "dualpipe":  # two stages' parameters per GPU (DualPipe README)
+        block_w, expert_w = 2.0 * block_w, 2.0 * expert_w
 
     stages = StageMemory(block_weight_bytes=block_w, pre_weight=pre_w, post_weight=post_w,
                          n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
@@ -171,7 +174,9 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                          interleave=cols["interleave"], zero=ex.zero,
                          grad_factor=grad_factor, end_layers=end_layers,
                          expert_weight_bytes=expert_w,
-                         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1)
+                         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
+                         opt_factor=optimizer_factor(ex),
+                         dualpipe=ex.pipeline_schedule == "dualpipe")
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)

@@ -256,10 +256,11 @@ def evaluate(
     ex = resolve_execution(execution)
     strat = build_strategy(key, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode,
-                        interleave=ex.interleave, ends_count_as_layers=ex.ends_count_as_layers)
+                        interleave=ex.stage_interleave,
+                        ends_count_as_layers=ex.ends_count_as_layers)
     if len(space) == 0:
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
-                                 mode, ex.interleave, ex.ends_count_as_layers))
+                                 mode, ex.stage_interleave, ex.ends_count_as_layers))
     res = evaluate_space(model, sysm, strat, space, global_batch, mode, execution=ex)
     fits = fits_on(res, sysm)
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])

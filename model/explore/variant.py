@@ -180,14 +180,14 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     Read-only: callers index them, never write into them."""
     mode = ctx.mode
     ex = ctx.execution
-    key = repr((model, strat.name, mode, ex.interleave, ex.ends_count_as_layers,
+    key = repr((model, strat.name, mode, ex.stage_interleave, ex.ends_count_as_layers,
                 [int(n) for n in counts], int(global_batch), sorted(pins.items()), int(nvs)))
     with _shape_lock:
         found = _shape_spaces.get(key)
         if found is not None:
             _shape_spaces.move_to_end(key)
             return found
-    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
+    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.stage_interleave,
                            mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers)
               for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
-from . import moe, ops
+from . import gemm, moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .context import Ctx
 from .optable import MATMULS, TOKEN_KERNELS, CommSpec
@@ -71,17 +71,40 @@ def _linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     d, s = ctx.dims, ELEMENT_BYTES
     n = _local(d[spec.n], sh, spec.n_shard)
     counts = ops.linear(b, rows, k, n, s)
-    sysm = ctx.system
-    if sysm.sm_count > 0:  # forward Y [b·r, n]; backward dX [b·r, k] and dW [k, n]
-        tile, units = sysm.gemm_tile, sysm.sm_count
-        counts.wave_fwd = ops.wave_efficiency(b * rows, n, tile, units)
-        counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k, tile, units)
-                                 + ops.wave_efficiency(k, n, tile, units))
     precision = PRECISIONS[ctx.execution.precision]
+    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, n, ctx,
+                                                         precision.peak_field)
     kept_rows = rows if spec.act_rows is None else _local(d["l"], sh, spec.act_rows)
     counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k
     if precision.quantised:
         counts = ops.quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+    return counts
+
+
+def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str):
+    """(forward, backward) shape efficiency of a matmul X[m, k]·W[k, n] (model.physics.gemm):
+    forward Y [m, n] with reduction k; backward dX [m, k] (reduction n) and dW [k, n]
+    (reduction m), their harmonic mean — each GEMM's wave quantisation times its depth
+    efficiency (none in the paper mode: the paper's code prices waves only)."""
+    k0 = 0.0 if ctx.mode.is_paper else gemm.depth_overhead(peak_field)
+    fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
+    sysm = ctx.system
+    if sysm.sm_count > 0:
+        tile, units = sysm.gemm_tile, sysm.sm_count
+        fwd = fwd * ops.wave_efficiency(m, n, tile, units)
+        dx = dx * ops.wave_efficiency(m, k, tile, units)
+        dw = dw * ops.wave_efficiency(k, n, tile, units)
+    return fwd, gemm.backward_efficiency(dx, dw)
+
+
+def _router(ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """The router (:func:`model.physics.moe.router`) with its logits GEMM [b·r, e]·[e, E]
+    priced by its shape like any BF16 matmul (:func:`_shape_efficiency`): a small hidden size
+    e makes it shallow, few experts E a narrow output."""
+    experts = float(ctx.dims["E"])
+    counts = moe.router(b, rows, k, experts, ELEMENT_BYTES)
+    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, experts, ctx,
+                                                         "matrix_tflops_fp16")
     return counts
 
 
@@ -118,8 +141,7 @@ _COUNTERS = {
     Kind.EMBEDDING: lambda spec, sh, ctx, b, rows, k: ops.embedding(
         b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES),
     Kind.LOSS: lambda spec, sh, ctx, b, rows, k: ops.cross_entropy(b, rows, k, ELEMENT_BYTES),
-    Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: moe.router(
-        b, rows, k, float(ctx.dims["E"]), ELEMENT_BYTES),
+    Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: _router(ctx, b, rows, k),
     # the sender's side, on its own T·k routed copies (the busiest GPU's load shows in the
     # all-to-all it receives and in its expert GEMMs)
     Kind.PERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
@@ -311,7 +333,8 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
             v = comm_volume_bytes(cs.volume, spec, cs.axes, sh, ctx)
             piece = v if panels is None else v / panels
             t = ctx.pricing.collective(cs.collective, piece, sh.size(cs.axes),
-                                       sh.tau(cs.axes), fanout=float(ctx.model.top_k))
+                                       sh.tau(cs.axes), fanout=float(ctx.model.top_k),
+                                       max_domains=float(ctx.execution.ep_max_domains))
             memo[key] = (v, t) if share == 1.0 else (share * v, share * t)
         v, t = memo[key]
         comm = comm + t

@@ -82,6 +82,7 @@ def collective_time_s(
     system: System,
     paper: bool = False,
     fanout: float = 1.0,
+    max_domains: float = 0.0,
 ) -> np.ndarray:
     """Time (s) of one collective of ``kind`` over ``group`` GPUs, ``tau`` per NVLink domain.
 
@@ -99,7 +100,8 @@ def collective_time_s(
         return np.where(live, np.where(t < n, l_s + v / b_s, l_f + v / b_f), 0.0)
     if kind in (Collective.ALLTOALL, Collective.DISPATCH):
         dedup = fanout if kind == Collective.DISPATCH else 0.0
-        return np.where(live, alltoall_s(v, n, np.minimum(t, n), system, dedup), 0.0)
+        return np.where(live, alltoall_s(v, n, np.minimum(t, n), system, dedup, max_domains),
+                        0.0)
     cv = _ring_volume(kind, v, n)
     k = np.floor(n / t)  # domains spanned (τ divides n)
     # small messages do not reach full bandwidth: ×(m + m_½)/m with m = V/n per ring step
@@ -124,29 +126,41 @@ def _fall_off(v, n, system: System):
     return b_f, b_s
 
 
-def _shares(n, tau, fanout: float):
+def _shares(n, tau, fanout: float, max_domains: float = 0.0):
     """(NVLink, NIC) bytes per byte of V of an all-to-all (``fanout`` 0) or of a deduplicating
-    dispatch of ``fanout`` copies per token (module docstring)."""
+    dispatch of ``fanout`` copies per token (module docstring), its experts in at most
+    ``max_domains`` domains (0: any; :func:`remote_domains`)."""
     if not fanout:
         return (tau - 1) / n, (n - tau) / n
-    domains = n / tau
-    reached = (domains - 1) * (1 - (1 - 1 / domains) ** fanout)
-    return (tau - 1) / tau, reached / fanout
+    return (tau - 1) / tau, remote_domains(n / tau, fanout, max_domains) / fanout
 
 
-def alltoall_s(v, n, tau, system: System, fanout: float = 0.0):
+def remote_domains(domains, fanout: float, max_domains: float = 0.0):
+    """Other NVLink domains a token's k = ``fanout`` copies reach, on average, over D =
+    ``domains`` with its experts drawn uniformly: (D − 1)·(1 − (1 − 1/D)^k). Node-limited
+    routing (DeepSeek-V3 report §2.1.2: each token's experts on at most M = 4 nodes; Megatron-
+    Core ``moe_router_num_groups`` = nodes with ``moe_router_group_topk`` = M) draws M of the
+    D domains, its own among them with probability M/D, then the k experts in those: m·(1 −
+    (1 − 1/m)^k)·(1 − 1/D), m = min(M, D) — the unlimited figure when m = D."""
+    d = np.asarray(domains, dtype=float)
+    m = np.minimum(max_domains, d) if max_domains else d
+    m = np.maximum(m, 1.0)
+    return m * (1 - (1 - 1 / m) ** fanout) * (1 - 1 / d)
+
+
+def alltoall_s(v, n, tau, system: System, fanout: float = 0.0, max_domains: float = 0.0):
     """All-to-all of V bytes per member over n members, τ per NVLink domain, or with
     ``fanout`` k a deduplicating dispatch (module docstring): the NVLink share and the NIC
     share in parallel, plus one step's latency."""
     b_f, b_s = _fall_off(v, n, system)
-    fast, slow = _shares(n, tau, fanout)
+    fast, slow = _shares(n, tau, fanout, max_domains)
     inside = v * fast / b_f
     across = v * slow / (system.nics_per_gpu * b_s)
     latency = np.where(tau >= n, system.nvlink_latency_s, system.network_latency_s)
     return np.maximum(inside, across) + latency
 
 
-def _dispatch_floor(n, fanout: float, system: System):
+def _dispatch_floor(n, fanout: float, system: System, max_domains: float = 0.0):
     """min over τ = 1 … n of the deduplicating dispatch's seconds per byte, per member count
     (full bandwidth, no latency)."""
     n = np.asarray(n, dtype=float)
@@ -154,7 +168,7 @@ def _dispatch_floor(n, fanout: float, system: System):
     b_f, b_s = system.fast_bytes_per_s, system.nics_per_gpu * system.slow_bytes_per_s
     for size in np.unique(n):
         tau = np.arange(1, int(size) + 1, dtype=float)
-        fast, slow = _shares(size, tau, fanout)
+        fast, slow = _shares(size, tau, fanout, max_domains)
         out[n == size] = np.min(np.maximum(fast / b_f, slow / b_s))
     return out
 
@@ -206,7 +220,8 @@ def overlapped_s(t_comm, t_compute, slowdown: float):
 
 
 def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: System,
-                             paper: bool = False, fanout: float = 1.0) -> np.ndarray:
+                             paper: bool = False, fanout: float = 1.0,
+                             max_domains: float = 0.0) -> np.ndarray:
     """A lower bound of :func:`collective_time_s` at every placement τ of the group: the
     smaller of the flat slow ring (τ = 1) and full NVLink bandwidth with the cheaper latency on
     every step (the hierarchical and single-domain rings cost at least that), at full bandwidth
@@ -222,7 +237,8 @@ def collective_lower_bound_s(kind: Collective, volume_bytes, group, system: Syst
         both = b_f + system.nics_per_gpu * b_s  # the two tiers at once, at full bandwidth
         return np.where(live, v * (n - 1) / np.maximum(n, 1.0) / both + min(l_f, l_s), 0.0)
     if kind == Collective.DISPATCH:
-        floor = _dispatch_floor(np.broadcast_to(n, np.broadcast(v, n).shape), fanout, system)
+        floor = _dispatch_floor(np.broadcast_to(n, np.broadcast(v, n).shape), fanout, system,
+                                max_domains)
         return np.where(live, v * floor + min(l_f, l_s), 0.0)
     cv = _ring_volume(kind, v, n)
     flat = l_s * (n - 1) + cv / max(b_s, system.nics_per_gpu * b_s)

@@ -32,6 +32,15 @@ import numpy as np
 from ..specs.execution import Execution
 
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
+# Megatron-Core's precision-aware optimizer with BF16 moments (--use-precision-aware-optimizer
+# --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16): fp32 master + bf16 m, v = 8 B/param
+OPTIMIZER_FACTOR_BF16_MOMENTS = 4.0
+
+
+def optimizer_factor(ex: Execution) -> float:
+    """Optimizer-state bytes per 2-byte weight byte: 6 (fp32 master, m, v), 4 with BF16
+    moments (``Execution.optimizer_bf16_moments``)."""
+    return OPTIMIZER_FACTOR_BF16_MOMENTS if ex.optimizer_bf16_moments else OPTIMIZER_FACTOR
 
 
 def block_activation_bytes(ex: Execution, block_act_bytes, boundary_act_bytes, layers,
@@ -64,11 +73,13 @@ def in_flight_microbatches(pp, n_mb, interleave, rank=0):
     return np.minimum(ahead, n_mb).astype(float)
 
 
-def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0):
+def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0,
+                 opt_factor: float = OPTIMIZER_FACTOR):
     """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
-    2020): optimizer state (6× the 2-byte weights) sharded from stage 1, gradients (``grad_factor``
-    × the weights: 2 for fp32 gradients) from 2, weights from 3."""
-    optimizer = OPTIMIZER_FACTOR * weights / (dp_group if zero >= 1 else 1)
+    2020): optimizer state (``opt_factor`` × the 2-byte weights: 6, or 4 with BF16 moments)
+    sharded from stage 1, gradients (``grad_factor`` × the weights: 2 for fp32 gradients) from
+    2, weights from 3."""
+    optimizer = opt_factor * weights / (dp_group if zero >= 1 else 1)
     grads = grad_factor * weights / (dp_group if zero >= 2 else 1)
     held = weights / dp_group if zero >= 3 else weights
     return held, grads, optimizer
@@ -95,7 +106,8 @@ class StageMemory:
 
     def __init__(self, *, block_weight_bytes, pre_weight, post_weight, n_mb, layers, pp,
                  dp_group, interleave=1, zero: int = 1, grad_factor: float = 1.0,
-                 end_layers=None, expert_weight_bytes=0.0, expert_group=1) -> None:
+                 end_layers=None, expert_weight_bytes=0.0, expert_group=1,
+                 opt_factor: float = OPTIMIZER_FACTOR, dualpipe: bool = False) -> None:
         d = layers.astype(float)
         ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
         self.single, self.d, self.ends = pp == 1, d, ends
@@ -108,14 +120,17 @@ class StageMemory:
         self.has_experts = bool(np.any(expert_weight_bytes))
         self.experts = tuple(b * expert_weight_bytes for b in blocks) if self.has_experts else ()
         self.gathered = 2 * (block_weight_bytes + expert_weight_bytes) if zero >= 3 else 0.0
-        self.parts = [zero_sharded(w, dp_group, zero, grad_factor) for w in self.weights]
+        self.parts = [zero_sharded(w, dp_group, zero, grad_factor, opt_factor)
+                      for w in self.weights]
         if self.has_experts:
             self.parts = [tuple(a + b for a, b in zip(p, zero_sharded(e, expert_group, zero,
-                                                                      grad_factor)))
+                                                                      grad_factor, opt_factor)))
                           for p, e in zip(self.parts, self.experts)]
         self.static = [sum(p) + self.gathered for p in self.parts]
         ranks = (0, np.maximum(pp - 1, 0), np.minimum(1, pp))[:len(blocks)]
         self.in_flight = tuple(in_flight_microbatches(pp, n_mb, interleave, r) for r in ranks)
+        if dualpipe:  # every GPU holds pp + 1 microbatches' activations (DualPipe README)
+            self.in_flight = tuple(np.minimum(pp + 1, n_mb).astype(float) for _ in ranks)
 
     def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
         """Activation bytes of the first, last and (when it can bind) second stage."""

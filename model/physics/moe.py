@@ -35,6 +35,7 @@ import numpy as np
 
 from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
+from . import gemm
 from .ops import OpCounts, bias, linear, quantisation, wave_efficiency
 from .optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
 
@@ -165,19 +166,54 @@ def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     n = np.asarray(ctx.dims[spec.n] // sh.size(spec.n_shard), dtype=float)
     experts = local_experts(ctx, sh)
     counts = grouped_linear(b, rows, k, n, experts, s)
-    sysm = ctx.system
-    if sysm.sm_count > 0:  # forward Y and backward dX grouped by expert; dW per expert [k, n]
-        tile, units = sysm.gemm_tile, sysm.sm_count
-        counts.wave_fwd = grouped_wave_efficiency(b * rows, experts, n, tile, units)
-        counts.wave_bwd = 0.5 * (grouped_wave_efficiency(b * rows, experts, k, tile, units)
-                                 + wave_efficiency(experts * k, n, tile, units))
     precision = PRECISIONS[ctx.execution.precision]
+    counts.wave_fwd, counts.wave_bwd = expert_shape_efficiency(
+        b * rows, experts, k, n, ctx, precision.peak_field)
     counts.act_bytes = precision.kept_bytes_per_element * b * rows * k
     if precision.quantised:
         counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
     counts.launches_fwd, counts.launches_bwd = expert_launches(
         experts, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
+    if precision.quantised and not ctx.execution.moe_router_padding:
+        # the layer's input padded before fc1, its output unpadded after fc2
+        padded = fp8_padding(b, rows, k if spec.k == "e" else n, s)
+        counts.extra_bytes_fwd = counts.extra_bytes_fwd + padded
+        counts.extra_bytes_bwd = counts.extra_bytes_bwd + padded
     return counts
+
+
+def fp8_padding(b: Array, rows: Array, feats: Array, s: float) -> Array:
+    """HBM bytes of one explicit FP8 padding copy of the b·rows routed rows of ``feats``
+    features: read and write, 2·s·b·rows·feats. Without ``moe_router_padding``
+    (Megatron-Core ``moe_router_padding_for_fp8``, whose docstring says it "can remove the
+    explicit padding in the GroupedMLP layer"), Megatron-Core's ``TEGroupedMLP`` under FP8
+    copies its input into per-expert segments padded to the GEMM alignment (16 rows, 32 for
+    MXFP8; Transformer Engine ``Fp8Padding``) before fc1 and its output back
+    (``Fp8Unpadding``) after fc2; the backward copies the gradients the other way. Counted
+    once each way for fc1 (its input, e features) and fc2 (its output, e features); the
+    padding rows themselves (< 32 per expert) are not counted."""
+    return 2.0 * s * b * rows * feats
+
+
+def expert_shape_efficiency(tokens, experts, k, n, ctx: Ctx, peak_field: str):
+    """(forward, backward) shape efficiency of the local experts' GEMMs on ``tokens`` routed
+    rows, m = tokens/E_l per expert (model.physics.gemm): forward Y [m, n] per expert with
+    reduction k, backward dX [m, k] (reduction n) and dW [k, n] (reduction m, the expert's
+    tokens), each its depth efficiency times the wave quantisation of the tiles of the experts
+    that run together on the stack's kernel path (``Execution.expert_gemm``:
+    :func:`model.physics.gemm.concurrent_experts`)."""
+    e = np.maximum(np.asarray(experts, dtype=float), 1.0)
+    m = np.asarray(tokens, dtype=float) / e
+    k0 = gemm.depth_overhead(peak_field)
+    fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
+    sysm = ctx.system
+    if sysm.sm_count > 0:
+        tile, units = sysm.gemm_tile, sysm.sm_count
+        c = gemm.concurrent_experts(e, ctx.execution.expert_gemm)
+        fwd = fwd * grouped_wave_efficiency(m * c, c, n, tile, units)
+        dx = dx * grouped_wave_efficiency(m * c, c, k, tile, units)
+        dw = dw * wave_efficiency(c * k, n, tile, units)
+    return fwd, gemm.backward_efficiency(dx, dw)
 
 
 def expert_bias(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
@@ -288,6 +324,6 @@ def moe_dims(model: Transformer) -> dict[str, int]:
             "kv_up": model.heads * (model.qk_nope_head_dim + model.value_head_dim)}
 
 
-__all__ = ["NONE", "dense_mlp_rows", "expert_launches", "grouped_linear",
+__all__ = ["NONE", "dense_mlp_rows", "expert_launches", "fp8_padding", "grouped_linear",
            "grouped_wave_efficiency", "mla_rows", "moe_dims", "moe_rows", "mtp_rows", "permute",
            "router"]

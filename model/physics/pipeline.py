@@ -95,6 +95,7 @@ def edge_weight_bytes(pre_weight, post_weight, pp: np.ndarray) -> np.ndarray:
 
 
 ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, m, v, bf16 weight
+BF16_MOMENTS_SAVED_BYTES = 8.0  # m and v read and written in bf16: 4 × 2 B fewer
 
 
 def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
@@ -127,6 +128,8 @@ def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, executi
         local_params = np.asarray(params_bytes, dtype=float) / (
             dp_group if zero >= 1 else 1) / 2.0
     adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
+    if execution.optimizer_bf16_moments:  # m and v read and written in 2 B instead of 4
+        adam = adam - BF16_MOMENTS_SAVED_BYTES
     if mode.no_optimizer_step:
         return 0.0
     if execution.offloads("optimizer"):
@@ -134,6 +137,24 @@ def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, executi
                                      system.host_bandwidth_gb_per_s * 1e9,
                                      system.host_memory_bandwidth_gb_per_s * 1e9)
     return adam * local_params / system.hbm_bytes_per_s
+
+
+# the weight-gradient share W/(B + W) of a backward chunk: a matmul's dX and dW take equal
+# FLOPs (model.physics.gemm.backward_efficiency prices them alike)
+WGRAD_SHARE = 0.5
+
+
+def dualpipe_bubble_s(pp, t_fwd_s, t_bwd_s, p2p_s=0.0):
+    """DualPipe's bubble (DeepSeek-V3 report §3.2.1, Table 2; deepseek-ai/DualPipe README @
+    3da1bbe): (pp/2 − 1)·(F&B + B − 3W), F a forward chunk's time, B a full backward chunk's,
+    W its backward-for-weights part and F&B the time of a forward and a backward chunk run
+    overlapped (the compute of both, F + B, their communication hidden). With W = w·B
+    (w = :data:`WGRAD_SHARE`): (pp/2 − 1)·(F + (2 − 3w)·B) — with w = ½, (pp/2 − 1)·(F + B/2),
+    against 1F1B's (pp − 1)·(F + B). A chunk is one stage's layers (the same number of stages;
+    each GPU holds two of them). ``p2p_s``: a chunk's pipeline message, added to F. Zero for
+    pp ≤ 2 (DualPipe needs pp even)."""
+    half = np.maximum(np.asarray(pp, dtype=float) / 2.0 - 1.0, 0.0)
+    return half * (t_fwd_s + p2p_s + (2.0 - 3.0 * WGRAD_SHARE) * t_bwd_s)
 
 
 def iteration_time(
@@ -170,9 +191,17 @@ def iteration_time(
     middle_binds = d * t_block > t_end if lighter else None
     t_loc = n_mb * (np.where(middle_binds, d * t_block, t_end) if lighter else t_end)
     t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
-    bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
+    dualpipe = execution.pipeline_schedule == "dualpipe"
+    if dualpipe:  # two stages' parameters per GPU, each chunk's forward on the bubble
+        t_f = d_end * block.t_fwd + edge.t_fwd  # the binding stage's forward chunk
+        if lighter:
+            t_f = np.where(middle_binds, d * block.t_fwd, t_f)
+        bubble = dualpipe_bubble_s(pp, t_f, t_loc / n_mb - t_f, t_pp / (2 * n_mb))
+    else:
+        bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
+    copies = 2.0 if dualpipe else 1.0
     bucket = execution.dp_bucket_mb * 1e6
-    experts = (block.expert_weight_bytes, expert_group, expert_tau) if np.any(
+    experts = (copies * block.expert_weight_bytes, expert_group, expert_tau) if np.any(
         block.expert_weight_bytes) else None
     gather = param_gather_factor(execution)
     if zero >= 3:
@@ -180,8 +209,9 @@ def iteration_time(
                            n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts,
                            gather)
     else:
-        t_dp = dp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                         pricing, grad_factor, execution.dp_overlap, bucket, experts, gather)
+        t_dp = dp_time_s(copies * block.weight_bytes, dp_group, dp_tau, block.t_fwd,
+                         block.t_bwd, d, pricing, grad_factor, execution.dp_overlap, bucket,
+                         experts, gather)
     if np.any(edge_weight > 0):  # embedding/head (BF16) gradients: exposed, nothing to hide behind
         t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
                                 grad_factor)

@@ -54,8 +54,9 @@ class Pricing:
     breakdown = True  # whether results carry the time breakdown and FLOPs (a bound: time only)
 
     def collective(self, kind: Collective, volume_bytes, group, tau,
-                   fanout: float = 1.0) -> np.ndarray:
-        """``fanout``: copies per token of a deduplicating dispatch (its top_k)."""
+                   fanout: float = 1.0, max_domains: float = 0.0) -> np.ndarray:
+        """``fanout``: copies per token of a deduplicating dispatch (its top_k);
+        ``max_domains``: the NVLink domains its experts may lie in (0: any)."""
         raise NotImplementedError
 
     def p2p(self, volume_bytes, pp, nv_pp) -> np.ndarray:
@@ -72,9 +73,9 @@ class Exact(Pricing):
     """The time of a placed configuration."""
 
     def collective(self, kind: Collective, volume_bytes, group, tau,
-                   fanout: float = 1.0) -> np.ndarray:
+                   fanout: float = 1.0, max_domains: float = 0.0) -> np.ndarray:
         return collective_time_s(kind, volume_bytes, group, tau, self.system,
-                                 self.mode.allreduce_half_counted, fanout)
+                                 self.mode.allreduce_half_counted, fanout, max_domains)
 
     def p2p(self, volume_bytes, pp, nv_pp) -> np.ndarray:
         return p2p_time_s(volume_bytes, pp, nv_pp, self.system,
@@ -93,9 +94,9 @@ class Bound(Pricing):
     breakdown = False
 
     def collective(self, kind: Collective, volume_bytes, group, tau,
-                   fanout: float = 1.0) -> np.ndarray:
+                   fanout: float = 1.0, max_domains: float = 0.0) -> np.ndarray:
         return collective_lower_bound_s(kind, volume_bytes, group, self.system,
-                                        self.mode.allreduce_half_counted, fanout)
+                                        self.mode.allreduce_half_counted, fanout, max_domains)
 
     def p2p(self, volume_bytes, pp, nv_pp) -> np.ndarray:
         if self.mode.free_slow_pipeline_links:

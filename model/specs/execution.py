@@ -25,12 +25,17 @@ ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
 CONTEXT_ATTENTION = ("allgather", "ring")
 EP_DISPATCHERS = ("alltoall", "flex")
+EXPERT_GEMMS = ("multi-stream", "grouped")  # model.physics.gemm.EXPERT_GEMM_STREAMS
+PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-         "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather")
+         "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
+         "moe_router_padding", "optimizer_bf16_moments")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
-                              "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS}
+                              "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS,
+                              "expert_gemm": EXPERT_GEMMS,
+                              "pipeline_schedule": PIPELINE_SCHEDULES}
 # numbers in a range: (lowest, highest)
 RANGES: dict[str, tuple[float, float]] = {"moe_capacity_factor": (0.0, 64.0),
                                           "moe_imbalance": (1.0, 64.0),
@@ -112,6 +117,26 @@ class Execution:
     * ``moe_imbalance``: dropless routing, the tokens of the busiest GPU's experts over the mean
       (1.0: force-balanced, as published benchmarks run; real routing is not): the step waits
       for that GPU's expert GEMMs and all-to-alls.
+    * ``expert_gemm``: the experts' GEMM kernels (model.physics.gemm): ``multi-stream``
+      (Transformer Engine's ``GroupedLinear``: one cuBLASLt GEMM per local expert on 4 streams,
+      so at most 4 experts' tiles share a wave) or ``grouped`` (one grouped kernel over every
+      local expert: CUTLASS grouped GEMM, DeepGEMM's M-grouped layout).
+    * ``moe_router_padding``: the router pads each expert's token count to the FP8 GEMM
+      alignment (Megatron-Core ``moe_router_padding_for_fp8``: "This can remove the explicit
+      padding in the GroupedMLP layer"); off, under an FP8/FP4 precision the experts' input is
+      copied into a padded buffer and the output back (Transformer Engine ``Fp8Padding`` /
+      ``Fp8Unpadding``), each way: model.physics.moe.fp8_padding.
+    * ``optimizer_bf16_moments``: Adam's m and v kept in BF16 (Megatron-Core's precision-aware
+      optimizer, ``--use-precision-aware-optimizer`` with ``--exp-avg-dtype bf16
+      --exp-avg-sq-dtype bf16``): 8 instead of 12 optimizer bytes per parameter, 20 instead
+      of 28 bytes of optimizer-step traffic.
+    * ``pipeline_schedule``: ``1f1b`` (with ``interleave``) or ``dualpipe`` (DeepSeek-V3
+      report §3.2.1, deepseek-ai/DualPipe: two pipelines in opposite directions, each GPU
+      holding two stages' parameters; bubble (pp/2 − 1)·(F&B + B − 3W):
+      model.physics.pipeline.dualpipe_bubble_s).
+    * ``ep_max_domains``: node-limited routing — each token's experts lie in at most this many
+      NVLink domains (DeepSeek-V3 §2.1.2: at most 4 nodes; Megatron-Core
+      ``moe_router_num_groups`` = nodes, ``moe_router_group_topk``); 0: unlimited.
     """
 
     recompute: str = "selective"
@@ -134,6 +159,11 @@ class Execution:
     ep_dispatcher: str = "alltoall"
     moe_capacity_factor: float = 0.0
     moe_imbalance: float = 1.0
+    expert_gemm: str = "multi-stream"
+    moe_router_padding: bool = True
+    optimizer_bf16_moments: bool = False
+    pipeline_schedule: str = "1f1b"
+    ep_max_domains: int = 0
 
     def __post_init__(self) -> None:
         self._check_values()
@@ -150,6 +180,12 @@ class Execution:
         if r != AUTO and not _whole(r, 10_000):
             raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
                              f"got {r!r}")
+        if self.pipeline_schedule == "dualpipe" and self.interleave > 1:
+            raise ModelError(f"DualPipe is not interleaved: interleave {self.interleave} needs "
+                             "pipeline_schedule '1f1b'")
+        if not _whole(self.ep_max_domains, 10_000):
+            raise ModelError("ep_max_domains must be an integer in [0, 10000] (0: tokens "
+                             f"routed to any domain), got {self.ep_max_domains!r}")
         if not _whole(self.offload_layers, 10_000):
             raise ModelError("offload_layers must be an integer in [0, 10000], got "
                              f"{self.offload_layers!r}")
@@ -175,6 +211,12 @@ class Execution:
         if r and r != AUTO and self.recompute == "full":
             raise ModelError("recompute_layers applies with recompute none or selective "
                              "(full already recomputes every layer)")
+
+    @property
+    def stage_interleave(self) -> int:
+        """The virtual stages a search asks for: ``interleave`` (0: every count), 1 under
+        DualPipe (two chunks per GPU in opposite directions, not interleaved)."""
+        return 1 if self.pipeline_schedule == "dualpipe" else self.interleave
 
     @property
     def fewest_recomputed(self) -> bool:
@@ -247,7 +289,8 @@ MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
            "dp_overlap", "dp_bucket_mb", "fp8_param_gather", "offload_layers", "ep_overlap",
-           "ep_dispatcher", "moe_capacity_factor", "moe_imbalance")
+           "ep_dispatcher", "moe_capacity_factor", "moe_imbalance", "expert_gemm",
+           "moe_router_padding", "optimizer_bf16_moments", "pipeline_schedule", "ep_max_domains")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 

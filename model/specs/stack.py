@@ -8,7 +8,10 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
   explicitly override them.
 * ``gemm_efficiency``: per GPU generation (``System.generation``) or system preset name (which
   wins) and precision family (bf16, fp8, mxfp8, nvfp4), the achievable fraction of the matmul
-  peak, calibrated on the stack's published runs (``bench/calibrate.py``, docs/model.md).
+  peak, calibrated on the stack's published runs (``bench/calibrate.py``, docs/model.md) — or,
+  for a stack whose ``calibration`` starts "from kernel benchmarks" (``deepseek-v3-2024``:
+  DeepGEMM's published table, docs/moe.md), taken from its kernels' benchmarks and left alone
+  by the calibration.
 * ``attention_efficiency``: per generation, the fraction of the tensor-core peak its fused
   attention reaches (the exponentials are priced apart at the special-function rate).
 * ``expert_gemm_efficiency``: per generation or system and precision family, the fraction of

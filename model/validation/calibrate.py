@@ -26,7 +26,9 @@ only: the fraction of the HBM bandwidth the MoE layer's token kernels reach — 
 permutation into expert order and the unpermutation (:data:`model.physics.optable.
 TOKEN_KERNELS`). Everything else of those runs is priced with the stack's dense values, fitted
 on its dense runs (inherited from the base release where a release published no dense run); the
-experts' grouped GEMMs run at the dense GEMM efficiency. Why the MoE-specific cost is charged
+experts' grouped GEMMs run at the dense GEMM efficiency times their shape efficiency (waves over
+the experts on the stack's kernel path, depth k/(k + k0): :mod:`model.physics.gemm`, fitted on
+DeepGEMM's published table, never on these runs). Why the MoE-specific cost is charged
 per routed byte and not per expert FLOP: grouped GEMMs with a thousand rows or more per expert
 run close to a dense GEMM of the same shape (DeepGEMM's grouped FP8 kernels on H800: 1233 TFLOP/s
 at 1024 rows per group, README 2025-03; its dense ones 1300–1550), and the recipes give every
@@ -35,7 +37,8 @@ and sort kernels, synchronising the per-expert token counts with the host — sc
 routed copies T·k and the hidden size e, not with the expert FFN. η_t absorbs those costs: a
 value far below 1 says the release's MoE layers lose that much time outside the GEMMs and the
 all-to-alls, not that a permutation kernel runs at that bandwidth. Its cross-validation leaves
-one release (its patch release with it) out of the MoE runs.
+one release (its patch release with it) out of the MoE runs; leave-one-model-out
+(:func:`by_model`) fits it on one model's runs and predicts the other's.
 """
 
 from __future__ import annotations
@@ -136,23 +139,37 @@ def _eta_for(case: Case, table: dict[str, float]) -> float | None:
     return table.get(_key(case), table.get(case.system.generation))
 
 
-def cross_validate(curves: list[Curve]) -> list[dict]:
-    """Per run: its source, measured time, in-sample and leave-one-source-out predictions (s).
+def by_source(case: Case) -> str:
+    """What leave-one-source-out holds out: the run's paper or release."""
+    return case.source
+
+
+def by_model(case: Case) -> str:
+    """What leave-one-model-out holds out: the run's model (DeepSeek-V3, Qwen3-235B-A22B)."""
+    return case.model.name
+
+
+def cross_validate(curves: list[Curve], held_out=by_source) -> list[dict]:
+    """Per run: its source, measured time, in-sample and held-out predictions (s).
 
     In-sample: η fitted on its own stack's firm runs on its GPU (pooled over every source where
-    its stack has none). Cross-validated: η fitted on the other sources only."""
+    its stack has none). Cross-validated: η fitted only on the runs whose ``held_out`` key (the
+    source by default; :func:`by_model` for leave-one-model-out) differs from the run's."""
     firm = [c for c in curves if not c.case.uncertain]
     by_stack = {}
     for stack in {c.case.stack for c in curves}:
         own = [c for c in firm if c.case.stack == stack]
         by_stack[stack] = {**fit_by_gpu(firm), **fit_by_gpu(own)}
     rows = []
-    for source in sorted({c.case.source for c in curves}):
-        others = _training_fit([c for c in curves if c.case.source != source])
-        for c in (c for c in curves if c.case.source == source):
+    for source in sorted({held_out(c.case) for c in curves}):
+        others = _training_fit([c for c in curves if held_out(c.case) != source])
+        for c in (c for c in curves if held_out(c.case) == source):
             eta_in, eta_cv = _eta_for(c.case, by_stack[c.case.stack]), _eta_for(c.case, others)
             rows.append({
-                "id": c.case.id, "source": source, "stack": c.case.stack,
+                "id": c.case.id, "source": c.case.source, "stack": c.case.stack,
+                "held_out": source, "model": c.case.model.name,
+                "generation": c.case.system.generation,
+                "precision": c.case.execution.get("precision", "bf16"),
                 "system": c.case.system.name, "uncertain": c.case.uncertain,
                 "measured_s": c.case.measured,
                 "in_sample_s": np.nan if eta_in is None else c.time_s(eta_in),
@@ -174,14 +191,16 @@ def pooled_fit(curves: list[Curve]) -> dict[str, float]:
     return fit_by_gpu([c for c in curves if not c.case.uncertain])
 
 
-def error_table(rows) -> pd.DataFrame:
-    """Per source (and over all firm runs): runs, mean and max |error| (%) in sample and
-    cross-validated; error = 100·(1 − predicted / measured)."""
+def error_table(rows, by: str = "source") -> pd.DataFrame:
+    """Per ``by`` value (the source; or a population: ``generation``, ``precision``, ``model``)
+    and over all firm runs: runs, mean and max |error| (%) in sample and cross-validated;
+    error = 100·(1 − predicted / measured). The first column is named ``source`` whatever
+    ``by`` is (the value's name)."""
     frame = pd.DataFrame(rows)
     frame["in_sample_pct"] = 100.0 * (1.0 - frame["in_sample_s"] / frame["measured_s"])
     frame["cross_validated_pct"] = 100.0 * (1.0 - frame["cross_validated_s"]
                                             / frame["measured_s"])
-    parts = [(src, g) for src, g in frame.groupby("source")]
+    parts = [(src, g) for src, g in frame.groupby(by)]
     parts.append(("all firm runs", frame[~frame["uncertain"]]))
     out = []
     for name, g in parts:
