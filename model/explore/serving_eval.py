@@ -1,0 +1,179 @@
+"""Every serving metric of a set of candidate layouts at once (numpy arrays over candidates);
+the modes and the formulas are in :mod:`model.explore.serving_modes` (docs/serving.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..physics import energy
+from ..physics import serving_ops as so
+from ..physics.serving_step import Engine
+from .economics import power_and_prices
+from .serving_modes import (
+    decode_keys,
+    decode_step_s,
+    max_batch,
+    md1_wait_s,
+    memory,
+    prefill_s,
+    solve_batch,
+)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Layouts as arrays: tp, pp, ep, attention DP, instances (aggregated replicas, or the
+    decode instances y of xPyD), prefill instances x (0: aggregated) and a batch cap (inf:
+    none)."""
+
+    tp: np.ndarray
+    pp: np.ndarray
+    ep: np.ndarray
+    adp: np.ndarray
+    instances: np.ndarray
+    prefill: np.ndarray
+    batch_cap: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.tp)
+
+    @property
+    def gpus(self) -> np.ndarray:
+        return (self.instances + self.prefill) * self.tp * self.pp
+
+    def take(self, idx: np.ndarray) -> Candidates:
+        return Candidates(*(getattr(self, f)[idx] for f in FIELDS))
+
+
+FIELDS = ("tp", "pp", "ep", "adp", "instances", "prefill", "batch_cap")
+
+
+def candidates(**columns) -> Candidates:
+    """Candidates from scalars or arrays, broadcast to one length (typed: floats, adp bool)."""
+    arrays = np.broadcast_arrays(*(np.asarray(columns[f], dtype=bool if f == "adp" else float)
+                                   for f in FIELDS))
+    return Candidates(*(a.ravel().copy() for a in arrays))
+
+
+def _kv_transfer_s(engine: Engine, lay: so.Layout, gpus: np.ndarray) -> np.ndarray:
+    """Seconds to move one prompt's KV cache from a prefill GPU to its decode GPU: its bytes
+    per GPU over NVLink when the whole deployment fits one NVLink domain, else over the GPU's
+    NICs, plus one latency (every GPU of the instance sends its own share at once)."""
+    sysm = engine.system
+    volume = so.kv_bytes_per_sequence(engine.model, engine.workload, lay,
+                                      engine.workload.input_tokens)
+    inside = gpus <= sysm.nvlink_domain_size
+    return np.where(inside, sysm.nvlink_latency_s + volume / sysm.fast_bytes_per_s,
+                    sysm.network_latency_s + volume / (sysm.nics_per_gpu * sysm.slow_bytes_per_s))
+
+
+def _batch_and_wait(engine: Engine, c: Candidates, rate_of, b_max, capacity_p):
+    """(B, wait before the first token, stable) per candidate in the workload's mode."""
+    wl = engine.workload
+    agg = c.prefill == 0
+    mu = rate_of(b_max)  # requests/s of one (decode) instance at its largest batch
+    prefill_cap = np.where(agg, np.inf, c.prefill * capacity_p / c.instances)
+    if wl.mode == "offline":
+        target = np.minimum(mu, prefill_cap)
+        batch = np.where(agg, b_max, solve_batch(rate_of, target, b_max))
+        return batch, np.zeros(len(c)), np.ones(len(c), bool)
+    if wl.mode == "concurrency":
+        users = wl.concurrency / (c.instances + np.where(agg, 0.0, c.prefill))
+        batch = np.minimum(users, b_max)
+        rate = np.minimum(rate_of(batch), prefill_cap)
+        batch = np.where(agg, batch, solve_batch(rate_of, rate, batch))
+        wait = np.maximum(users - batch, 0.0) / np.maximum(rate, 1e-300)
+        return batch, wait, np.ones(len(c), bool)
+    rate = wl.request_rate_per_s / c.instances
+    batch = solve_batch(rate_of, rate, b_max)
+    wait = md1_wait_s(rate, mu)
+    wait = wait + np.where(agg, 0.0, md1_wait_s(wl.request_rate_per_s / np.maximum(c.prefill, 1),
+                                                 capacity_p))
+    return batch, wait, np.isfinite(wait)
+
+
+def evaluate_candidates(engine: Engine, c: Candidates) -> dict[str, np.ndarray]:
+    """Columns (units in the names) for every candidate; see :mod:`serving_modes`."""
+    wl, m = engine.workload, engine.model
+    lay = so.layout(c.tp, c.pp, c.ep, c.adp)
+    mem = memory(engine, lay)
+    b_max = np.where(mem["fits"], max_batch(engine, lay, mem["kv"], c.batch_cap), 0.0)
+    keys = decode_keys(engine)
+    t_p, t_p0 = prefill_s(engine, lay)
+    a, out_len, in_len = wl.tokens_per_step, float(wl.output_tokens), float(wl.input_tokens)
+    agg = c.prefill == 0
+
+    def step_s(batch):
+        dec = decode_step_s(engine, lay, batch, keys)
+        return np.where(agg, dec + batch * a / out_len * t_p, dec), dec
+
+    def rate_of(batch):
+        return batch * a / (step_s(batch)[0] * out_len)
+
+    batch, wait, stable = _batch_and_wait(engine, c, rate_of, np.maximum(b_max, 0.0), 1.0 / t_p)
+    stable &= b_max >= 1
+    tau, dec = step_s(np.maximum(batch, 1e-9))
+    tpot = tau / a
+    chunks = np.ceil(in_len / engine.stack.max_num_tokens)
+    gpus = c.gpus
+    ttft = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus)) + wait
+    rate = np.where(stable, c.instances * batch * a / (tau * out_len), 0.0)
+    if wl.mode == "request-rate":
+        rate = np.where(stable, float(wl.request_rate_per_s), 0.0)
+    out_tps = rate * out_len
+    ttft, tpot = np.where(stable, ttft, np.inf), np.where(stable, tpot, np.inf)
+    cols = {"tp": c.tp, "pp": c.pp, "ep": c.ep, "attention_dp": c.adp,
+            "replicas": np.where(agg, c.instances, 0), "prefill_instances": c.prefill,
+            "decode_instances": np.where(agg, 0, c.instances), "gpus": gpus,
+            "batch": batch, "max_batch": b_max, "ttft_s": ttft, "tpot_s": tpot,
+            "itl_s": np.where(stable, tau, np.inf), "e2e_s": ttft + (out_len - 1) * tpot,
+            "tokens_per_s_per_user": np.where(stable, 1.0 / tpot, 0.0),
+            "output_tokens_per_s": out_tps, "output_tokens_per_s_per_gpu": out_tps / gpus,
+            "total_tokens_per_s": rate * (in_len + out_len),
+            "total_tokens_per_s_per_gpu": rate * (in_len + out_len) / gpus,
+            "requests_per_s": rate, "fits": mem["fits"] & (b_max >= 1), "stable": stable,
+            "weights_gb": mem["weights"] / 1e9, "activations_gb": mem["activations"] / 1e9,
+            "kv_cache_gb": mem["kv"] / 1e9, "free_gb": mem["free"] / 1e9,
+            "kv_used_gb": so.kv_bytes_per_sequence(m, wl, lay, in_len + out_len) * batch
+            / lay.attention_groups / 1e9,
+            "prefill_s_per_request": t_p, "decode_step_s": dec}
+    cols["memory_gb"] = cols["weights_gb"] + cols["activations_gb"] + cols["kv_cache_gb"]
+    share = np.where(agg, batch * a / out_len * t_p / tau, c.prefill / (c.prefill + c.instances))
+    cols.update(_costs(engine, gpus, out_tps, rate * in_len, share))
+    cols["meets_sla"] = _sla(wl, cols)
+    return cols
+
+
+def _costs(engine: Engine, gpus, out_tps, in_tps, prefill_share) -> dict[str, np.ndarray]:
+    """$ per second of the GPUs (rental, or amortized purchase plus electricity, the training
+    inputs of :mod:`model.physics.energy`), split between input and output tokens by the
+    share of GPU time spent on prefill; energy per output token at rated power."""
+    sysm = engine.system
+    p = power_and_prices(sysm)
+    hours_per_s = gpus / 3600.0
+    mwh_per_s = energy.energy_mwh(hours_per_s, p["tdp_w"] or np.nan, p["node_power_factor"],
+                                  sysm.costs.pue)
+    if sysm.costs.pricing == "rental":
+        usd_per_s = energy.rental_usd(hours_per_s, p["usd_per_gpu_hour"])
+    else:
+        usd_per_s = energy.purchase_usd(hours_per_s, p["purchase_usd_per_gpu"],
+                                        sysm.costs.amortization_years, mwh_per_s,
+                                        sysm.costs.usd_per_kwh)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"usd_per_hour": usd_per_s * 3600.0,
+                "usd_per_million_output_tokens": usd_per_s * (1 - prefill_share) / out_tps * 1e6,
+                "usd_per_million_input_tokens": usd_per_s * prefill_share / in_tps * 1e6,
+                "usd_per_million_output_tokens_all_in": usd_per_s / out_tps * 1e6,
+                "energy_j_per_output_token": mwh_per_s * 3.6e9 / out_tps}
+
+
+def _sla(wl, cols) -> np.ndarray:
+    """Fits, stable, and within the TTFT and TPOT limits that are set."""
+    ok = cols["fits"] & cols["stable"] & (cols["output_tokens_per_s"] > 0)
+    if wl.ttft_max_s is not None:
+        ok &= cols["ttft_s"] <= wl.ttft_max_s
+    if wl.tpot_max_s is not None:
+        ok &= cols["tpot_s"] <= wl.tpot_max_s
+    return ok
