@@ -29,6 +29,7 @@ from .listings import add_listings
 from .options import add_execution_args
 from .planning import add_parsers
 from .runs import run_ablation, run_evaluate, run_search, run_validate
+from .serve import add_serve
 
 
 def build_parser(prog: str = "python -m model") -> Parser:
@@ -79,6 +80,7 @@ def build_parser(prog: str = "python -m model") -> Parser:
     a.add_argument("--json", action="store_true", help="print a JSON list of rows")
     a.set_defaults(run=run_ablation)
     add_parsers(sub)
+    add_serve(sub)
     add_listings(sub)
     return parser
 

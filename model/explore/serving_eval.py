@@ -12,6 +12,7 @@ from ..physics import serving_ops as so
 from ..physics.serving_step import Engine
 from .economics import power_and_prices
 from .serving_modes import (
+    chunk_tokens,
     decode_keys,
     decode_step_s,
     max_batch,
@@ -76,14 +77,17 @@ def _batch_and_wait(engine: Engine, c: Candidates, rate_of, b_max, capacity_p):
     mu = rate_of(b_max)  # requests/s of one (decode) instance at its largest batch
     prefill_cap = np.where(agg, np.inf, c.prefill * capacity_p / c.instances)
     if wl.mode == "offline":
-        target = np.minimum(mu, prefill_cap)
-        batch = np.where(agg, b_max, solve_batch(rate_of, target, b_max))
+        batch = b_max
+        if not agg.all():  # decode instances fed at the prefill instances' rate
+            batch = np.where(agg, b_max, solve_batch(rate_of, np.minimum(mu, prefill_cap),
+                                                     b_max))
         return batch, np.zeros(len(c)), np.ones(len(c), bool)
     if wl.mode == "concurrency":
         users = wl.concurrency / (c.instances + np.where(agg, 0.0, c.prefill))
         batch = np.minimum(users, b_max)
         rate = np.minimum(rate_of(batch), prefill_cap)
-        batch = np.where(agg, batch, solve_batch(rate_of, rate, batch))
+        if not agg.all():
+            batch = np.where(agg, batch, solve_batch(rate_of, rate, batch))
         wait = np.maximum(users - batch, 0.0) / np.maximum(rate, 1e-300)
         return batch, wait, np.ones(len(c), bool)
     rate = wl.request_rate_per_s / c.instances
@@ -101,7 +105,8 @@ def evaluate_candidates(engine: Engine, c: Candidates) -> dict[str, np.ndarray]:
     mem = memory(engine, lay)
     b_max = np.where(mem["fits"], max_batch(engine, lay, mem["kv"], c.batch_cap), 0.0)
     keys = decode_keys(engine)
-    t_p, t_p0 = prefill_s(engine, lay)
+    chunk = chunk_tokens(engine, b_max, lay)
+    t_p, t_p0 = prefill_s(engine, lay, chunk)
     a, out_len, in_len = wl.tokens_per_step, float(wl.output_tokens), float(wl.input_tokens)
     agg = c.prefill == 0
 
@@ -116,7 +121,7 @@ def evaluate_candidates(engine: Engine, c: Candidates) -> dict[str, np.ndarray]:
     stable &= b_max >= 1
     tau, dec = step_s(np.maximum(batch, 1e-9))
     tpot = tau / a
-    chunks = np.ceil(in_len / engine.stack.max_num_tokens)
+    chunks = np.ceil(in_len / chunk)
     gpus = c.gpus
     ttft = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus)) + wait
     rate = np.where(stable, c.instances * batch * a / (tau * out_len), 0.0)

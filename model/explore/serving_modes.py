@@ -34,6 +34,7 @@ import numpy as np
 from ..physics import serving_ops as so
 from ..physics.serving_step import Engine, step_times
 
+ACTIVATION_TOKENS = 8192  # tokens the activations are sized for when the chunk is tuned
 BISECTIONS = 40  # halvings of the batch interval: 2^-40 of B_max, far below one request
 
 
@@ -53,12 +54,24 @@ def decode_step_s(engine: Engine, lay: so.Layout, batch: np.ndarray, keys) -> np
     return verify + k * (per_layer + head)
 
 
-def prefill_s(engine: Engine, lay: so.Layout) -> tuple[np.ndarray, np.ndarray]:
-    """(t_p, t_p0): GPU time per request of prefill in full chunks of ``max_num_tokens`` per
+def chunk_tokens(engine: Engine, b_max: np.ndarray, lay: so.Layout) -> np.ndarray:
+    """Tokens of one step per attention rank: the stack's ``max_num_tokens``, or with 0
+    trtllm-bench's tuning B·(1 + I/O) within [2048, 32768] for the batch B of a rank
+    (tensorrt_llm/bench/build/tuning.py: finetune_setting)."""
+    wl = engine.workload
+    if engine.stack.max_num_tokens:
+        return np.full(len(b_max), float(engine.stack.max_num_tokens))
+    per_rank = b_max / lay.attention_groups
+    return np.clip(per_rank * (1 + wl.input_tokens / wl.output_tokens), 2048.0, 32768.0)
+
+
+def prefill_s(engine: Engine, lay: so.Layout, tokens: np.ndarray,
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(t_p, t_p0): GPU time per request of prefill in full chunks of ``tokens`` per
     attention rank, and the time of one prompt alone (its TTFT on an idle instance)."""
     prompt = float(engine.workload.input_tokens)
     groups = lay.attention_groups
-    chunk = groups * max(float(engine.stack.max_num_tokens), prompt)
+    chunk = groups * np.maximum(tokens, prompt)
     t_chunk = step_times(engine, lay, chunk, chunk / prompt, prompt, False, prompt,
                          head_rows=chunk / prompt).total_s
     alone = step_times(engine, lay, prompt * groups, groups, prompt, False, prompt,
@@ -76,7 +89,7 @@ def memory(engine: Engine, lay: so.Layout) -> dict[str, np.ndarray]:
     width = 3.0 * m.hidden + (m.heads + 2 * m.kv_heads) * m.head_dim / g
     mlp = m.ffn if m.layers > m.moe_layers else 0
     hidden = max(mlp, m.top_k * m.expert_ffn + m.shared_ffn) * (3 if m.mlp == "swiglu" else 2)
-    n = float(st.max_num_tokens)
+    n = float(st.max_num_tokens or ACTIVATION_TOKENS)
     act = so.ACT_BYTES * n * (width + hidden / g) + so.LOGIT_BYTES * min(
         n, st.max_batch) * m.vocab / g
     usable = engine.system.usable_hbm_bytes
@@ -89,13 +102,15 @@ def memory(engine: Engine, lay: so.Layout) -> dict[str, np.ndarray]:
 def max_batch(engine: Engine, lay: so.Layout, kv_bytes: np.ndarray,
               pinned: np.ndarray | None = None) -> np.ndarray:
     """The largest batch of one instance: sequences of I + O tokens whose KV the cache holds
-    (per attention rank with attention DP), at most ``max_batch`` per rank and
+    (per attention rank with attention DP), at most ``max_batch``/pp per rank and
     ``max_num_tokens`` / (K + 1) decode tokens per rank, or the pinned batch if smaller."""
     wl, st = engine.workload, engine.stack
     context = wl.input_tokens + wl.output_tokens
     per_seq = so.kv_bytes_per_sequence(engine.model, wl, lay, context)
     per_rank = np.floor(kv_bytes / per_seq)
-    limit = min(st.max_batch, st.max_num_tokens // (wl.mtp_depth + 1))
+    limit = np.floor(st.max_batch / lay.pp)
+    if st.max_num_tokens:
+        limit = np.minimum(limit, st.max_num_tokens // (wl.mtp_depth + 1))
     out = np.minimum(per_rank, limit) * lay.attention_groups
     return out if pinned is None else np.minimum(out, pinned)
 

@@ -9,7 +9,8 @@ step's activations over tp (Megatron TP: after the attention output and after th
 attention DP, the MoE layer's dispatch and combine all-to-alls over ep. A pipeline of pp stages
 runs pp microbatches of the step at once: each sequence advances by one step every
 pp·(t_stage + t_p2p), t_stage the slowest (last) stage's ⌈layers/pp⌉ layers and the LM head.
-The engine adds ``step_overhead_s`` per step (:mod:`model.specs.serving_stack`).
+The engine's host adds ``step_overhead_s`` per step and ``sequence_overhead_s`` per sequence a
+rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch.
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ class Engine:
     stack: ServingStack
     ctx: Ctx
     step_overhead_s: float
+    sequence_overhead_s: float = 0.0
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
              stack: ServingStack) -> Engine:
         applied = stack.apply(system)
         ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
-        return cls(model, applied, workload, stack, ctx, stack.step_overhead_s(system))
+        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system))
 
 
 @dataclass
@@ -128,5 +130,6 @@ def step_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarray
     hop = np.where(pp > 1, p2p_s(engine, lay, tokens / pp), 0.0)
     by_op = {k: pp * v for k, v in stage.by_op_s.items()}
     by_op["comm/pipeline"] = pp * hop
-    by_op["engine/step"] = np.full(len(pp), engine.step_overhead_s)
+    per_rank = seqs / pp / lay.attention_groups  # sequences one rank's host handles per step
+    by_op["engine/step"] = pp * (engine.step_overhead_s + engine.sequence_overhead_s * per_rank)
     return StepTimes(sum(by_op.values(), np.zeros(len(pp))), by_op)

@@ -3,10 +3,12 @@
 A preset (``model/data/serving_stacks/*.json``) names an engine release and holds its
 scheduler limits (``max_batch`` requests and ``max_num_tokens`` tokens per step, the share of
 free HBM given to the KV cache), the launch overhead of one kernel inside a CUDA graph, and per
-GPU generation the three efficiencies fitted on that engine's published offline throughput
-(:mod:`model.validation.serving`): ``gemm`` (fraction of the matmul peak of every precision),
-``hbm`` (fraction of the HBM bandwidth) and ``step_overhead_s`` (host work per step: scheduling,
-sampling, detokenising). A generation the preset does not list keeps the system's own fields
+GPU generation the five values fitted on that engine's published offline throughput
+(:mod:`model.validation.serving`): ``gemm`` (fraction of the matmul peak of every precision in
+the dense matmuls), ``expert_gemm`` (… in the routed experts' grouped GEMMs, which run many small
+GEMMs of a few tokens each), ``hbm`` (fraction of the HBM bandwidth), ``step_overhead_s`` (host work per step) and
+``sequence_overhead_s`` (host work per sequence in the step: the PyTorch executor's scheduling,
+sampling and detokenising of each request, which bounds short requests at large batches). A generation the preset does not list keeps the system's own fields
 and a zero step overhead. The stack ``none`` applies nothing.
 """
 
@@ -29,10 +31,12 @@ FIELDS = (
     Field("source", str, "where the limits and the fitted values come from", required=True,
           max_len=8000),
     Field("engine", str, "serving engine and version", default=""),
-    Field("max_batch", int, "largest batch of one attention rank, requests", 1, 10_000_000,
-          default=2048),
-    Field("max_num_tokens", int, "largest tokens of one step (prefill chunk plus decode "
-          "tokens)", 1, 10_000_000, default=8192),
+    Field("max_batch", int, "largest batch of one attention rank, requests (divided by the "
+          "pipeline stages, as trtllm-bench does)", 1, 10_000_000, default=2048),
+    Field("max_num_tokens", int, "largest tokens of one step per attention rank (prefill "
+          "chunk plus decode tokens); 0: trtllm-bench's tuning, B·(1 + I/O) within [2048, "
+          "32768] for the batch B (tensorrt_llm/bench/build/tuning.py: finetune_setting)",
+          0, 10_000_000, default=8192),
     Field("kv_cache_memory_fraction", float, "share of the HBM left after weights and "
           "activations that the KV cache takes", 0.01, 1, default=0.9),
     Field("kernel_overhead_s", float, "launch overhead of one kernel, s", 0, 1e-2,
@@ -40,7 +44,7 @@ FIELDS = (
     Field("efficiency", dict, "per GPU generation: gemm, hbm, step_overhead_s", default=None),
     Field("fit", dict, "what the fit reports (errors, data, commit)", default=None),
 )
-EFFICIENCY_KEYS = ("gemm", "hbm", "step_overhead_s")
+EFFICIENCY_KEYS = ("gemm", "expert_gemm", "hbm", "step_overhead_s", "sequence_overhead_s")
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,8 @@ class ServingStack:
 
     def apply(self, system: System) -> System:
         """The system with this stack's kernel overhead and, where fitted, its GEMM and HBM
-        efficiencies (every precision's GEMM efficiency, dense and expert, set to ``gemm``)."""
+        efficiencies (every precision's dense GEMM efficiency set to ``gemm``, the grouped
+        expert GEMMs' to ``expert_gemm``)."""
         if self.name == NONE:
             return system
         changes: dict[str, Any] = {"kernel_overhead_s": self.kernel_overhead_s}
@@ -77,14 +82,18 @@ class ServingStack:
             gemm = values["gemm"]
             changes.update(hbm_efficiency=values["hbm"], flop_efficiency=gemm,
                            flop_efficiency_fp8=gemm, flop_efficiency_mxfp8=gemm,
-                           flop_efficiency_fp4=gemm, expert_flop_efficiency=gemm,
-                           expert_flop_efficiency_fp8=gemm)
+                           flop_efficiency_fp4=gemm,
+                           expert_flop_efficiency=values["expert_gemm"],
+                           expert_flop_efficiency_fp8=values["expert_gemm"])
         return system.with_overrides(**changes)
 
-    def step_overhead_s(self, system: System) -> float:
-        """Host time per engine step on this system (0 where the stack has no fit)."""
+    def overheads_s(self, system: System) -> tuple[float, float]:
+        """Host time per engine step and per sequence in a step on this system (0 where the
+        stack has no fit)."""
         values = self.values_for(system)
-        return float(values["step_overhead_s"]) if values else 0.0
+        if not values:
+            return 0.0, 0.0
+        return float(values["step_overhead_s"]), float(values["sequence_overhead_s"])
 
     def with_efficiency(self, table: dict[str, dict[str, float]]) -> ServingStack:
         """A copy with other per-generation efficiencies (the fit tries candidates)."""
@@ -104,11 +113,13 @@ def _efficiency_table(data: Any) -> dict[str, dict[str, float]]:
         if not isinstance(values, dict) or set(values) != set(EFFICIENCY_KEYS):
             raise ModelError(f"serving stack: efficiency of '{gen}' needs exactly "
                              f"{', '.join(EFFICIENCY_KEYS)}")
-        gemm, hbm, step = (float(values[k]) for k in EFFICIENCY_KEYS)
-        if not (0 < gemm <= 1 and 0 < hbm <= 1 and 0 <= step < 1):
+        gemm, expert, hbm, step, seq = (float(values[k]) for k in EFFICIENCY_KEYS)
+        if not (0 < gemm <= 1 and 0 < expert <= 1 and 0 < hbm <= 1 and 0 <= step < 1
+                and 0 <= seq < 1):
             raise ModelError(f"serving stack: efficiency of '{gen}' out of range "
-                             "(gemm, hbm in (0, 1], step_overhead_s in [0, 1))")
-        out[gen] = {"gemm": gemm, "hbm": hbm, "step_overhead_s": step}
+                             "(gemm, expert_gemm, hbm in (0, 1], overheads in [0, 1) s)")
+        out[gen] = {"gemm": gemm, "expert_gemm": expert, "hbm": hbm, "step_overhead_s": step,
+                    "sequence_overhead_s": seq}
     return out
 
 
