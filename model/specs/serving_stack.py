@@ -5,11 +5,12 @@ scheduler limits (``max_batch`` requests and ``max_num_tokens`` tokens per step,
 free HBM given to the KV cache), the launch overhead of one kernel inside a CUDA graph, and per
 GPU generation the five values fitted on that engine's published offline throughput
 (:mod:`model.validation.serving`): ``gemm`` (fraction of the matmul peak of every precision in
-the dense matmuls), ``expert_gemm`` (… in the routed experts' grouped GEMMs, which run many small
-GEMMs of a few tokens each), ``hbm`` (fraction of the HBM bandwidth), ``step_overhead_s`` (host work per step) and
-``sequence_overhead_s`` (host work per sequence in the step: the PyTorch executor's scheduling,
-sampling and detokenising of each request, which bounds short requests at large batches). A generation the preset does not list keeps the system's own fields
-and a zero step overhead. The stack ``none`` applies nothing.
+the dense matmuls), ``expert_gemm`` (… in the routed experts' grouped GEMMs, many small GEMMs
+of a few tokens each), ``hbm`` (fraction of the HBM bandwidth), ``step_overhead_s`` (host work
+per step) and ``sequence_overhead_s`` (host work per sequence in the step: the PyTorch
+executor's scheduling, sampling and detokenising of each request, which bounds short requests
+at large batches). A generation the preset does not list keeps the system's own fields and no
+host overhead. The stack ``none`` applies nothing.
 """
 
 from __future__ import annotations

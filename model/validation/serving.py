@@ -7,8 +7,8 @@ model is fitted to (other releases of that page, MLPerf Inference, engine blogs 
 are for judging it and are never read here). Each run is one instance of tp GPUs, offline
 (every request queued), fixed input/output lengths; MoE runs with ep = tp and attention DP.
 
-Fit: per GPU generation, the (gemm, expert_gemm, hbm, step_overhead_s) of :mod:`model.specs.serving_stack`
-minimising the mean squared log error of the predicted output tokens/s, by coordinate descent
+Fit: per GPU generation, the five values of :mod:`model.specs.serving_stack` minimising the
+mean squared log error of the predicted output tokens/s, by coordinate descent
 over a geometric grid that halves its step each round (no gradients: the roofline's max makes
 the error piecewise smooth). Leave-one-out: refit without one model (or one GPU) and predict
 its runs.
@@ -102,8 +102,8 @@ def _with(stack: ServingStack, gen: str, values: dict[str, float]) -> ServingSta
 
 def fit_generation(selected: list[Run], stack: ServingStack, gen: str,
                    rounds: int = 3, step: float = 0.4) -> dict[str, float]:
-    """The (gemm, expert_gemm, hbm, step_overhead_s) of ``gen`` minimising the mean squared log error on
-    ``selected`` (coordinate descent, module docstring)."""
+    """The stack values (:data:`START`'s keys) of ``gen`` minimising the mean squared log
+    error on ``selected`` (coordinate descent, module docstring)."""
     best = dict(stack.efficiency.get(gen, START))  # the full fit and every refit start alike
     loss = float(np.mean(log_errors(selected, _with(stack, gen, best)) ** 2))
     keys = [k for k in START if k != "expert_gemm" or any(_model(r.model).moe
