@@ -69,9 +69,11 @@ def build_parser(prog: str = "python -m model") -> Parser:
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: the published runs in the package, model/data/reference)")
-    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe"),
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe",
+                                     "serving"),
                    default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; moe: "
-                                       "its DeepSeek-V3 and Qwen3-235B runs")
+                                       "its DeepSeek-V3 and Qwen3-235B runs; serving: "
+                                       "TensorRT-LLM's offline throughput (the serving fit)")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,

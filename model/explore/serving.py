@@ -164,3 +164,46 @@ def decode_breakdown(engine: Engine, c: Candidates, batch: float) -> dict[str, f
     b = np.array([max(batch, 1e-9)])
     st = step_times(engine, lay, b * (k + 1), b, decode_keys(engine), True)
     return {name: float(v[0]) for name, v in st.by_op_s.items()}
+
+
+KNEE_UTILISATION = 2.0 / 3.0  # M/D/1: the mean wait equals one service time 1/μ at ρ = 2/3
+
+
+def load_curve(model: Transformer, system: System, workload: ServingWorkload | dict,
+               row: dict, stack: ServingStack | str | None = None,
+               points: int = 40) -> tuple[pd.DataFrame, float]:
+    """Latency against Poisson load for the layout of ``row`` (a :func:`serve` row): TTFT,
+    TPOT and e2e at request rates from 2 % to 110 % of its saturated rate μ, and the knee
+    rate ρ = 2/3·μ where the M/D/1 wait equals one service time. Rows past μ are unstable
+    (infinite latency): shown, not hidden."""
+    if not 2 <= points <= 400:
+        raise ModelError(f"points must be in [2, 400], got {points}")
+    wl = serving_workload(workload)
+    base = wl.with_overrides(mode="request-rate", concurrency=None, request_rate_per_s=1.0)
+    engine = Engine.make(model, system, base, load_serving_stack(stack))
+    one = candidates(tp=row["tp"], pp=row["pp"], ep=row["ep"], adp=bool(row["attention_dp"]),
+                     instances=row["replicas"] or row["decode_instances"],
+                     prefill=row["prefill_instances"], batch_cap=np.inf)
+    saturated = evaluate_candidates(engine.__class__.make(
+        model, system, base.with_overrides(mode="offline", request_rate_per_s=None),
+        engine.stack), one)["requests_per_s"][0]
+    rho = np.linspace(0.02, 1.1, points)
+    many = one.take(np.zeros(points, dtype=int))
+    cols = evaluate_candidates(engine, many, rho * saturated)
+    frame = pd.DataFrame({"request_rate_per_s": rho * saturated, "utilisation": rho,
+                          **{k: cols[k] for k in ("ttft_s", "tpot_s", "e2e_s", "batch",
+                                                  "stable", "output_tokens_per_s_per_gpu")}})
+    return frame, float(KNEE_UTILISATION * saturated)
+
+
+def cost_versus_sla(frame: pd.DataFrame, tpot_limits_s: np.ndarray) -> pd.DataFrame:
+    """The lowest $ per million output tokens among the fitting, stable candidates of a
+    :func:`serve` frame whose TPOT is within each limit (NaN where none is)."""
+    ok = (frame["fits"] & frame["stable"]).to_numpy()
+    tpot = frame["tpot_s"].to_numpy()
+    usd = frame["usd_per_million_output_tokens_all_in"].to_numpy()
+    within = ok[None, :] & (tpot[None, :] <= np.asarray(tpot_limits_s)[:, None])  # (L, N)
+    best = np.where(within, usd[None, :], np.inf).min(axis=1)
+    return pd.DataFrame({"tpot_max_s": tpot_limits_s,
+                         "usd_per_million_output_tokens": np.where(np.isfinite(best), best,
+                                                                   np.nan)})

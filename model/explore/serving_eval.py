@@ -70,8 +70,9 @@ def _kv_transfer_s(engine: Engine, lay: so.Layout, gpus: np.ndarray) -> np.ndarr
                     sysm.network_latency_s + volume / (sysm.nics_per_gpu * sysm.slow_bytes_per_s))
 
 
-def _batch_and_wait(engine: Engine, c: Candidates, rate_of, b_max, capacity_p):
-    """(B, wait before the first token, stable) per candidate in the workload's mode."""
+def _batch_and_wait(engine: Engine, c: Candidates, rate_of, b_max, capacity_p, lam):
+    """(B, wait before the first token, stable) per candidate in the workload's mode (``lam``
+    the request rate of each candidate in the request-rate mode)."""
     wl = engine.workload
     agg = c.prefill == 0
     mu = rate_of(b_max)  # requests/s of one (decode) instance at its largest batch
@@ -90,20 +91,43 @@ def _batch_and_wait(engine: Engine, c: Candidates, rate_of, b_max, capacity_p):
             batch = np.where(agg, batch, solve_batch(rate_of, rate, batch))
         wait = np.maximum(users - batch, 0.0) / np.maximum(rate, 1e-300)
         return batch, wait, np.ones(len(c), bool)
-    rate = wl.request_rate_per_s / c.instances
+    rate = lam / c.instances
     batch = solve_batch(rate_of, rate, b_max)
     wait = md1_wait_s(rate, mu)
-    wait = wait + np.where(agg, 0.0, md1_wait_s(wl.request_rate_per_s / np.maximum(c.prefill, 1),
-                                                 capacity_p))
+    wait = wait + np.where(agg, 0.0, md1_wait_s(lam / np.maximum(c.prefill, 1), capacity_p))
     return batch, wait, np.isfinite(wait)
 
 
-def evaluate_candidates(engine: Engine, c: Candidates) -> dict[str, np.ndarray]:
-    """Columns (units in the names) for every candidate; see :mod:`serving_modes`."""
+def evaluate_candidates(engine: Engine, c: Candidates,
+                        request_rate_per_s: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Columns (units in the names) for every candidate; see :mod:`serving_modes`. In the
+    request-rate mode ``request_rate_per_s`` may give each candidate its own rate (default: the
+    workload's). The aggregated and the disaggregated candidates are evaluated apart, so that
+    only the latter pay the bisection of their decode batch."""
+    lam = np.broadcast_to(np.asarray(
+        engine.workload.request_rate_per_s if request_rate_per_s is None
+        else request_rate_per_s, dtype=float), (len(c),))
+    split = c.prefill > 0
+    if split.all() or not split.any():
+        return _evaluate(engine, c, lam)
+    parts = [np.flatnonzero(~split), np.flatnonzero(split)]
+    done = [_evaluate(engine, c.take(idx), lam[idx]) for idx in parts]
+    out = {}
+    for key, first in done[0].items():
+        column = np.empty(len(c), dtype=np.result_type(first, done[1][key]))
+        for idx, part in zip(parts, done):
+            column[idx] = part[key]
+        out[key] = column
+    return out
+
+
+def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`evaluate_candidates` of candidates all aggregated or all disaggregated."""
     wl, m = engine.workload, engine.model
     lay = so.layout(c.tp, c.pp, c.ep, c.adp)
     mem = memory(engine, lay)
-    b_max = np.where(mem["fits"], max_batch(engine, lay, mem["kv"], c.batch_cap), 0.0)
+    b_max = np.where(mem["fits"], np.maximum(max_batch(engine, lay, mem["kv"], c.batch_cap),
+                                             0.0), 0.0)
     keys = decode_keys(engine)
     chunk = chunk_tokens(engine, b_max, lay)
     t_p, t_p0 = prefill_s(engine, lay, chunk)
@@ -114,19 +138,22 @@ def evaluate_candidates(engine: Engine, c: Candidates) -> dict[str, np.ndarray]:
         dec = decode_step_s(engine, lay, batch, keys)
         return np.where(agg, dec + batch * a / out_len * t_p, dec), dec
 
-    def rate_of(batch):
-        return batch * a / (step_s(batch)[0] * out_len)
+    full = step_s(np.maximum(b_max, 1e-9))  # the largest batch's step, asked for twice
 
-    batch, wait, stable = _batch_and_wait(engine, c, rate_of, np.maximum(b_max, 0.0), 1.0 / t_p)
+    def rate_of(batch):
+        tau_ = full[0] if batch is b_max else step_s(batch)[0]
+        return batch * a / (tau_ * out_len)
+
+    batch, wait, stable = _batch_and_wait(engine, c, rate_of, b_max, 1.0 / t_p, lam)
     stable &= b_max >= 1
-    tau, dec = step_s(np.maximum(batch, 1e-9))
+    tau, dec = full if batch is b_max else step_s(np.maximum(batch, 1e-9))
     tpot = tau / a
     chunks = np.ceil(in_len / chunk)
     gpus = c.gpus
     ttft = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus)) + wait
     rate = np.where(stable, c.instances * batch * a / (tau * out_len), 0.0)
     if wl.mode == "request-rate":
-        rate = np.where(stable, float(wl.request_rate_per_s), 0.0)
+        rate = np.where(stable, lam, 0.0)
     out_tps = rate * out_len
     ttft, tpot = np.where(stable, ttft, np.inf), np.where(stable, tpot, np.inf)
     cols = {"tp": c.tp, "pp": c.pp, "ep": c.ep, "attention_dp": c.adp,

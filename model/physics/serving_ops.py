@@ -173,13 +173,14 @@ class StepOp:
 
 def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR,
             weight_rows=None) -> StepOp:
-    """Y[rows, n] = X[rows, k]·W[k, n] (:func:`model.physics.ops.linear`, forward) with BF16
-    activations and weights at the workload's precision: M = 2(r·k + r·n) + s_w·k·n; the
-    weights read are ``weight_rows``·n when only some of them are touched."""
-    c = ops.linear(1.0, rows, k, n, ACT_BYTES)
+    """Y[rows, n] = X[rows, k]·W[k, n], the forward of :func:`model.physics.ops.linear`
+    (F = r·n·(2k − 1)) with BF16 activations and weights at the workload's precision:
+    M = 2(r·k + r·n) + s_w·k·n; the weights read are ``weight_rows``·n when only some of them
+    are touched. Only the forward fields are computed: inference has no backward."""
     read = k * n if weight_rows is None else weight_rows * n
-    c.bytes_fwd = ACT_BYTES * rows * (k + n) + wl.weight_bytes * read
-    c.weight_bytes = wl.weight_bytes * k * n
+    c = ops.OpCounts(flop_mat_fwd=rows * n * (2 * k - 1),
+                     bytes_fwd=ACT_BYTES * rows * (k + n) + wl.weight_bytes * read,
+                     weight_bytes=wl.weight_bytes * k * n)
     return StepOp(OpSpec(name, kind), c, 1.0)
 
 
@@ -206,16 +207,21 @@ def _attention_decode(m: Transformer, seqs, queries: float, keys, g, wl) -> Step
 
 def _attention_prefill(m: Transformer, tokens, prompt: float, g) -> StepOp:
     """Causal flash attention over prompts of ``prompt`` tokens, ``tokens`` of them on this
-    GPU (:func:`model.physics.ops.flash_attention` forward with the masked half skipped, and
-    windows by :func:`model.specs.params.attention_keys`)."""
+    GPU: the forward of :func:`model.physics.ops.flash_attention` (H = sequences · local
+    heads, r = L = prompt, w = q_k + q_v: F_mat = H·r·L·(2q_k − 1) + H·r·q_v·(2L − 1),
+    F_vec = 2·H·r·L + H·r·(L − 1), one exp per score, M = s(H·r·w + b·kv·L·w + H·r)) with the
+    masked half skipped (:func:`model.physics.ops.skip_masked_half`) and windows by
+    :func:`model.specs.params.attention_keys`."""
     seqs = tokens / prompt
     kv = np.maximum(m.kv_heads / g, 1.0)
-    c = ops.flash_attention(seqs, m.heads / g, kv, prompt, prompt, float(m.qk_head_dim),
-                            ACT_BYTES, dropout_on=False, v=float(m.value_head_dim))
-    c = ops.skip_masked_half(c)
-    share = params.attention_keys(m, prompt) / (prompt / 2.0)
-    c.flop_mat_fwd, c.flop_vec_fwd = c.flop_mat_fwd * share, c.flop_vec_fwd * share
-    c.exp_fwd = c.exp_fwd * share
+    qk, v = float(m.qk_head_dim), float(m.value_head_dim)
+    hh, rows, seq = seqs * (m.heads / g), prompt, prompt
+    share = 0.5 * params.attention_keys(m, prompt) / (prompt / 2.0)  # causal half, windows
+    c = ops.OpCounts(
+        flop_mat_fwd=share * (hh * rows * seq * (2 * qk - 1) + hh * rows * v * (2 * seq - 1)),
+        flop_vec_fwd=share * (2 * hh * rows * seq + hh * rows * (seq - 1)),
+        bytes_fwd=ACT_BYTES * (hh * rows * (qk + v) + seqs * kv * seq * (qk + v) + hh * rows),
+        exp_fwd=share * hh * rows * seq)
     return StepOp(OpSpec("attn/core", Kind.ATTENTION), c, 1.0)
 
 
@@ -245,10 +251,11 @@ def layer_ops(m: Transformer, wl: ServingWorkload, lay: Layout, tokens: np.ndarr
 
 
 def _norms(rows, e: float) -> ops.OpCounts:
-    """The layer's two RMSNorms (a LayerNorm's counts, :func:`model.physics.ops.layer_norm`)."""
-    c = ops.layer_norm(1.0, rows, e, ACT_BYTES)
-    c.flop_vec_fwd, c.bytes_fwd, c.launches_fwd = 2 * c.flop_vec_fwd, 2 * c.bytes_fwd, 2.0
-    return c
+    """The layer's two RMSNorms, each a LayerNorm's forward counts
+    (:func:`model.physics.ops.layer_norm`: F = 9N, M = s(2N + 2r + 2e), N = r·e)."""
+    return ops.OpCounts(flop_vec_fwd=2 * 9 * rows * e,
+                        bytes_fwd=2 * ACT_BYTES * (2 * rows * e + 2 * rows + 2 * e),
+                        launches_fwd=2.0)
 
 
 def _mlp(name: str, m: Transformer, rows, f_local, wl, share: float) -> list[StepOp]:

@@ -164,3 +164,16 @@ def records(stack: ServingStack | str | None = None) -> list[dict]:
         out.append({**r.__dict__, "predicted_tokens_per_s": p,
                     "error_pct": (p / r.output_tokens_per_s - 1) * 100})
     return out
+
+
+def summary(frame) -> dict:
+    """The in-sample error of ``frame`` (:func:`records`) and the leave-one-out errors the
+    default stack's fit recorded (bench/serve_fit.py writes them into the preset)."""
+    stack = load_serving_stack()
+    errors = np.log(frame["predicted_tokens_per_s"] / frame["output_tokens_per_s"]).to_numpy()
+    errors = np.where(np.isfinite(errors), errors, np.log(100.0))
+    fit_info = stack.fit or {}
+    return {"stack": stack.name, "source": fit_info.get("data", str(DATA)),
+            "in_sample": error_summary(errors),
+            "leave_one_model_out": fit_info.get("leave_one_model_out", {}),
+            "leave_one_gpu_out": fit_info.get("leave_one_gpu_out", {})}
