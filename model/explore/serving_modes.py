@@ -35,7 +35,7 @@ from ..physics import serving_ops as so
 from ..physics.serving_step import Engine, step_times
 
 ACTIVATION_TOKENS = 8192  # tokens the activations are sized for when the chunk is tuned
-BISECTIONS = 40  # halvings of the batch interval: 2^-40 of B_max, far below one request
+BISECTIONS = 24  # halvings of the batch interval: 2^-24 of B_max, far below one request
 
 
 def decode_step_s(engine: Engine, lay: so.Layout, batch: np.ndarray, keys) -> np.ndarray:
