@@ -46,3 +46,21 @@ def test_in_sample_error_is_what_the_fit_recorded(capsys):
     got = out["summary"]["in_sample"]
     assert got["mean_abs_error_pct"] == pytest.approx(recorded["mean_abs_error_pct"], rel=1e-6)
     assert got["mean_abs_error_pct"] < 30.0
+
+
+def test_validation_page_shows_the_serving_fit():
+    import os
+    import tempfile
+
+    os.environ.setdefault("PERF_CACHE_DIR", tempfile.mkdtemp(prefix="perf-serve-val-"))
+    import app  # noqa: F401 - registers the pages
+    from dashboard import serve_validation
+
+    fig, text = serve_validation.draw(True)
+    data = fig["data"] if isinstance(fig, dict) else fig.to_plotly_json()["data"]
+    models = {t["name"] for t in data} - {"y = x"}
+    assert models == {r.model for r in sv.runs()}
+    assert sum(len(t["x"]) for t in data if t["name"] != "y = x") == 210
+    recorded = load_serving_stack("trtllm-1.0").fit
+    assert f"mean |error| {recorded['in_sample']['mean_abs_error_pct']:.1f} %" in text
+    assert "Leaving one model out" in text and "Leaving one GPU out" in text
