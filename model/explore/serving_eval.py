@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ..physics import energy
 from ..physics import serving_ops as so
@@ -49,6 +50,7 @@ class Candidates:
 
 
 FIELDS = ("tp", "pp", "ep", "adp", "instances", "prefill", "batch_cap")
+MEMORY = ("weights", "activations", "kv", "free", "fits")
 
 
 def candidates(**columns) -> Candidates:
@@ -72,23 +74,27 @@ def _kv_transfer_s(engine: Engine, lay: so.Layout, gpus: np.ndarray) -> np.ndarr
 
 def _batch_and_wait(engine: Engine, c: Candidates, rate_of, b_max, capacity_p, lam):
     """(B, wait before the first token, stable) per candidate in the workload's mode (``lam``
-    the request rate of each candidate in the request-rate mode)."""
+    the request rate of each candidate in the request-rate mode). ``rate_of(B, rows)`` is the
+    requests/s of the candidates ``rows`` (None: all) at batch B; only the disaggregated rows
+    bisect in the offline and concurrency modes."""
     wl = engine.workload
     agg = c.prefill == 0
+    split = np.flatnonzero(~agg)
     mu = rate_of(b_max)  # requests/s of one (decode) instance at its largest batch
     prefill_cap = np.where(agg, np.inf, c.prefill * capacity_p / c.instances)
     if wl.mode == "offline":
         batch = b_max
-        if not agg.all():  # decode instances fed at the prefill instances' rate
-            batch = np.where(agg, b_max, solve_batch(rate_of, np.minimum(mu, prefill_cap),
-                                                     b_max))
+        if split.size:  # decode instances fed at the prefill instances' rate
+            batch = b_max.copy()
+            batch[split] = solve_batch(lambda b: rate_of(b, split),
+                                       np.minimum(mu, prefill_cap)[split], b_max[split])
         return batch, np.zeros(len(c)), np.ones(len(c), bool)
     if wl.mode == "concurrency":
         users = wl.concurrency / (c.instances + np.where(agg, 0.0, c.prefill))
         batch = np.minimum(users, b_max)
         rate = np.minimum(rate_of(batch), prefill_cap)
-        if not agg.all():
-            batch = np.where(agg, batch, solve_batch(rate_of, rate, batch))
+        if split.size:
+            batch[split] = solve_batch(lambda b: rate_of(b, split), rate[split], batch[split])
         wait = np.maximum(users - batch, 0.0) / np.maximum(rate, 1e-300)
         return batch, wait, np.ones(len(c), bool)
     rate = lam / c.instances
@@ -102,46 +108,58 @@ def evaluate_candidates(engine: Engine, c: Candidates,
                         request_rate_per_s: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """Columns (units in the names) for every candidate; see :mod:`serving_modes`. In the
     request-rate mode ``request_rate_per_s`` may give each candidate its own rate (default: the
-    workload's). The aggregated and the disaggregated candidates are evaluated apart, so that
-    only the latter pay the bisection of their decode batch."""
+    workload's)."""
     lam = np.broadcast_to(np.asarray(
         engine.workload.request_rate_per_s if request_rate_per_s is None
         else request_rate_per_s, dtype=float), (len(c),))
-    split = c.prefill > 0
-    if split.all() or not split.any():
-        return _evaluate(engine, c, lam)
-    parts = [np.flatnonzero(~split), np.flatnonzero(split)]
-    done = [_evaluate(engine, c.take(idx), lam[idx]) for idx in parts]
-    out = {}
-    for key, first in done[0].items():
-        column = np.empty(len(c), dtype=np.result_type(first, done[1][key]))
-        for idx, part in zip(parts, done):
-            column[idx] = part[key]
-        out[key] = column
-    return out
+    return _evaluate(engine, c, lam)
+
+
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, first): each row's distinct value's index and each distinct value's first row
+    (a hash table, pandas.factorize: linear time, unlike a sort)."""
+    codes, uniques = pd.factorize(key, sort=False)
+    first = np.empty(len(uniques), dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(key) - 1, -1, -1)  # the last write is the first row
+    return codes, first
+
+
+def _per_distinct(fn, lay: so.Layout, value: np.ndarray):
+    """``fn(layout, value)`` evaluated once per distinct (layout, value) pair and gathered
+    back to every row (a step's time depends on nothing else: the search's instances, splits
+    and batch caps repeat the same few)."""
+    codes, first = _distinct(lay.key + 1j * value)
+    out = fn(lay.take(first), value[first])
+    return tuple(o[codes] for o in out) if isinstance(out, tuple) else out[codes]
 
 
 def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.ndarray]:
     """:func:`evaluate_candidates` of candidates all aggregated or all disaggregated."""
     wl, m = engine.workload, engine.model
     lay = so.layout(c.tp, c.pp, c.ep, c.adp)
-    mem = memory(engine, lay)
+    zero = np.zeros(len(c))
+    mem = _per_distinct(lambda lay_, _: tuple(memory(engine, lay_)[k] for k in MEMORY), lay,
+                        zero)
+    mem = dict(zip(MEMORY, mem))
     b_max = np.where(mem["fits"], np.maximum(max_batch(engine, lay, mem["kv"], c.batch_cap),
                                              0.0), 0.0)
     keys = decode_keys(engine)
     chunk = chunk_tokens(engine, b_max, lay)
-    t_p, t_p0 = prefill_s(engine, lay, chunk)
+    t_p, t_p0 = _per_distinct(lambda lay_, n: prefill_s(engine, lay_, n), lay, chunk)
     a, out_len, in_len = wl.tokens_per_step, float(wl.output_tokens), float(wl.input_tokens)
     agg = c.prefill == 0
 
-    def step_s(batch):
-        dec = decode_step_s(engine, lay, batch, keys)
-        return np.where(agg, dec + batch * a / out_len * t_p, dec), dec
+    def step_s(batch, rows=None):
+        """(τ, τ_d) of the candidates ``rows`` (None: all) at batch ``batch``."""
+        lay_, agg_, t_p_ = (lay, agg, t_p) if rows is None else (
+            lay.take(rows), agg[rows], t_p[rows])
+        dec = _per_distinct(lambda l_, b: decode_step_s(engine, l_, b, keys), lay_, batch)
+        return np.where(agg_, dec + batch * a / out_len * t_p_, dec), dec
 
     full = step_s(np.maximum(b_max, 1e-9))  # the largest batch's step, asked for twice
 
-    def rate_of(batch):
-        tau_ = full[0] if batch is b_max else step_s(batch)[0]
+    def rate_of(batch, rows=None):
+        tau_ = full[0] if batch is b_max else step_s(np.maximum(batch, 1e-9), rows)[0]
         return batch * a / (tau_ * out_len)
 
     batch, wait, stable = _batch_and_wait(engine, c, rate_of, b_max, 1.0 / t_p, lam)

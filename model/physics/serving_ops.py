@@ -59,6 +59,14 @@ class Layout:
     def gpus(self) -> np.ndarray:
         return self.tp * self.pp
 
+    def take(self, idx: np.ndarray) -> Layout:
+        return Layout(self.tp[idx], self.pp[idx], self.ep[idx], self.adp[idx])
+
+    @property
+    def key(self) -> np.ndarray:
+        """One exact float per layout (tp, pp, ep < 2048): equal keys, equal layouts."""
+        return ((self.tp * 2048.0 + self.pp) * 2048.0 + self.ep) * 2.0 + self.adp
+
 
 def layout(tp, pp, ep, adp) -> Layout:
     """A :class:`Layout` from scalars or arrays (broadcast to one length)."""
