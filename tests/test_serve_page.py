@@ -104,3 +104,21 @@ def test_callback_is_quick():
         outputs(SCN, {**FORM, "load": int(load)})
         times.append(time.perf_counter() - start)
     assert np.percentile(times, 95) < 1.0
+
+
+@pytest.mark.parametrize("card", CARDS)
+def test_every_card_exports_its_data_as_csv(card):
+    from dashboard.export import card_figure, render
+
+    figure = card_figure(card, SCN, FORM)
+    text, ext = render(figure, "csv")
+    assert ext == "csv" and len(text.splitlines()) >= 2
+
+
+def test_export_refuses_a_form_it_cannot_check():
+    from dashboard.export import card_figure
+
+    with pytest.raises(ModelError, match="GPUs must be"):
+        card_figure("serve-pareto", SCN, {**FORM, "gpus": -1})
+    with pytest.raises(ModelError, match="draw the figure first"):
+        card_figure("serve-pareto", SCN, None)
