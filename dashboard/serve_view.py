@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
@@ -84,6 +85,34 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
         if value != "auto":
             pins[key] = _int(form, key, 1, MAX_GPUS, key)
     return gpus, workload, ServingLayout(**pins)
+
+
+def form_query(form: dict[str, Any]) -> str:
+    """The form as a URL query (``?gpus=8&mode=offline…``; empty fields left out), so a copied
+    link reproduces the page."""
+    items = {k: form.get(k) for k in DEFAULT_FORM if form.get(k) not in (None, "")}
+    return "?" + urlencode({k: str(v)[:40] for k, v in items.items()})
+
+
+def _typed(text: str) -> Any:
+    """A query value as the control holds it: an integer, a number, or the text."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text
+    return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() \
+        else number
+
+
+def form_from_query(search: Any) -> dict[str, Any]:
+    """The form's fields a URL query gives (unknown keys and overlong values ignored; the
+    values are checked as typed ones are, by :func:`checked_form`)."""
+    if not isinstance(search, str) or len(search) > 2000:
+        return {}
+    return {k: _typed(v) for k, v in parse_qsl(search.lstrip("?"))[:50]
+            if k in DEFAULT_FORM and len(v) <= 40}
 
 
 def headline(best: dict, message: str) -> str:

@@ -122,3 +122,13 @@ def test_export_refuses_a_form_it_cannot_check():
         card_figure("serve-pareto", SCN, {**FORM, "gpus": -1})
     with pytest.raises(ModelError, match="draw the figure first"):
         card_figure("serve-pareto", SCN, None)
+
+
+def test_the_form_round_trips_through_the_url():
+    from dashboard.serve_view import form_from_query, form_query
+
+    form = {**FORM, "tpot_max_s": 0.05, "tp": 4, "mode": "request-rate", "load": 2.5}
+    assert form_from_query(form_query(form)) == {k: v for k, v in form.items()
+                                                 if v is not None}
+    assert form_from_query("?gpus=16&evil=1&mode=" + "x" * 80) == {"gpus": 16}
+    assert form_from_query(12) == {}

@@ -9,14 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
 
 from model import ModelError
 from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
 
 from ..export import graph_card, register_exports
 from ..guard import page_callback
-from ..serve_view import CARDS, DEFAULT_FORM, build
+from ..serve_view import CARDS, DEFAULT_FORM, build, form_from_query, form_query
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")
@@ -87,6 +88,29 @@ def update(scn: dict[str, Any], *values: Any) -> tuple:
     form = form_of(values)
     figs, text = build(scn, form)
     return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+
+
+@callback(*(Output(f"serve-{k}", "value") for k in FORM_KEYS), Input("url", "search"),
+          *(State(f"serve-{k}", "value") for k in FORM_KEYS))
+def from_url(search: Any, *current: Any) -> tuple:
+    """A link's query fills the form (at load, or when the query changes); the rest stays."""
+    given = form_from_query(search)
+    form = form_of(current)
+    if not given or all(form.get(k) == v for k, v in given.items()):
+        raise PreventUpdate
+    return tuple(given[k] if k in given else no_update for k in FORM_KEYS)
+
+
+@callback(Output("url", "search", allow_duplicate=True),
+          *(Input(f"serve-{k}", "value") for k in FORM_KEYS), State("url", "search"),
+          prevent_initial_call=True)
+def to_url(*args: Any) -> str:
+    """The form into the URL's query, so that a copied link reproduces the page."""
+    *values, search = args
+    query = form_query(form_of(tuple(values)))
+    if query == search:
+        raise PreventUpdate
+    return query
 
 
 def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:

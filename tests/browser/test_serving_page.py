@@ -48,3 +48,15 @@ def test_more_gpus_move_the_answer(ui) -> None:
         "serve-pareto", lambda t: star(t) is not None and star(t)["x"][0] == pytest.approx(
             best["output_tokens_per_s_per_gpu"]), "the 16-GPU answer", timeout=90)
     assert star(traces)["y"][0] == pytest.approx(best["tokens_per_s_per_user"])
+
+
+def test_a_link_reproduces_the_page(ui) -> None:
+    from urllib.parse import parse_qsl, urlsplit
+
+    ui.driver.get("about:blank")
+    ui.driver.get(f"{ui.duo.server_url}/serving?gpus=16&mode=offline&tpot_max_s=0.08")
+    best = api_best(gpus=16, mode="offline", load=None, tpot_max_s=0.08)
+    ui.wait_figure("serve-pareto", lambda t: star(t) is not None and star(t)["x"][0] == (
+        pytest.approx(best["output_tokens_per_s_per_gpu"])), "the linked answer", timeout=90)
+    query = dict(parse_qsl(urlsplit(ui.driver.current_url).query))
+    assert query["gpus"] == "16" and query["mode"] == "offline"
