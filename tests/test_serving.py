@@ -161,3 +161,30 @@ def test_more_batch_more_throughput_less_speed_per_user():
     assert len(front) >= 3
     assert np.all(np.diff(front["output_tokens_per_s_per_gpu"]) > 0)
     assert np.all(np.diff(front["tokens_per_s_per_user"]) < 0)
+
+
+def test_disaggregated_pays_the_kv_transfer_and_spares_decode_the_prefills():
+    m, s = load_model("llama3-70b"), load_system("h200")
+    wl = _wl(input_tokens=4000, output_tokens=500, weight_precision="fp8", mode="concurrency",
+             concurrency=64)
+    agg = serve(m, s, 8, wl, {"tp": 4, "pp": 1, "replicas": 2}).best
+    split = serve(m, s, 8, wl, {"tp": 4, "pp": 1, "prefill_instances": 1,
+                                "decode_instances": 1}).best
+    assert split["gpus"] == agg["gpus"] == 8
+    assert (split["prefill_instances"], split["decode_instances"]) == (1, 1)
+    assert split["tpot_s"] < agg["tpot_s"]  # no prompt chunks inside the decode steps
+    engine = Engine.make(m, s, wl, load_serving_stack("trtllm-1.0"))
+    kv = so.kv_bytes_per_sequence(m, wl, so.layout(4, 1, 1, False), 4000.0)[0]
+    assert kv == pytest.approx(80 * 2 * 2 * 128 * 1.0 * 4000)  # 8 KV heads over tp 4, FP8
+    # the KV cache crosses NVLink (all 8 GPUs in one domain): at least its bytes / bandwidth
+    assert split["ttft_s"] > kv / engine.system.fast_bytes_per_s
+
+
+def test_mtp_speeds_up_memory_bound_decode():
+    m, s = load_model("deepseek-v3"), load_system("b200")
+    pins = {"tp": 8, "pp": 1, "attention_dp": True, "replicas": 1}
+    base = _wl(weight_precision="nvfp4", mode="concurrency", concurrency=8)
+    plain = serve(m, s, 8, base, pins).best
+    mtp = serve(m, s, 8, base.with_overrides(mtp_depth=2, mtp_acceptance=0.85), pins).best
+    assert mtp["tpot_s"] < 0.75 * plain["tpot_s"]
+    assert mtp["itl_s"] == pytest.approx(mtp["tpot_s"] * (1 + 0.85 + 0.85**2))
