@@ -280,8 +280,9 @@ def _mlp(name: str, m: Transformer, rows, f_local, wl, share: float) -> list[Ste
 
 
 def _moe(m: Transformer, wl, lay: Layout, tokens, t_a, g, share: float) -> list[StepOp]:
-    """Router (BF16), the routed experts' grouped GEMMs on the T_i·k/ep tokens routed to one
-    GPU reading only the experts they touch, and the shared experts."""
+    """Router (BF16), the permutation of the tokens to their experts' rows and back, the
+    routed experts' grouped GEMMs on the T_i·k/ep tokens routed to one GPU reading only the
+    experts they touch, and the shared experts."""
     router = _linear("moe/router", t_a, float(m.hidden), float(m.experts), wl)
     router.counts.bytes_fwd = ACT_BYTES * (t_a * (m.hidden + m.experts) + m.hidden * m.experts)
     router.spec = OpSpec("moe/router", Kind.ROUTER)
@@ -293,7 +294,11 @@ def _moe(m: Transformer, wl, lay: Layout, tokens, t_a, g, share: float) -> list[
     experts = _linear("moe/experts", routed, float(m.hidden), width, wl, Kind.EXPERT_LINEAR,
                       weight_rows=touched * m.hidden)
     experts.counts.launches_fwd = 2.0  # a grouped GEMM each for fc1 and fc2
-    out = [router, experts]
+    # permute each token into its k experts' rows and combine them back (TensorRT-LLM's fused
+    # MoE: expandInputRows and finalizeMoeRouting): read T_a·e, write T·k/ep·e, and back
+    permute = StepOp(OpSpec("moe/permute", Kind.PERMUTE), ops.OpCounts(
+        bytes_fwd=2.0 * ACT_BYTES * (t_a + routed) * m.hidden, launches_fwd=2.0), 1.0)
+    out = [router, permute, experts]
     if m.shared_ffn:
         out += _mlp("moe/shared", m, t_a, m.shared_ffn / g, wl, 1.0)
     for op in out:
