@@ -66,3 +66,12 @@ def test_nvfp4_needs_an_fp4_gpu(capsys):
     argv = [a if a != "fp8" else "nvfp4" for a in BASE] + ["--offline"]
     assert main(argv) == 2
     assert "NVFP4" in capsys.readouterr().err
+
+
+def test_saturated_and_unfit_are_said(capsys):
+    out = _json(capsys, BASE + ["--tp", "8", "--request-rate", "1e6", "--json"])
+    assert out["stable"] is False and out["ttft_s"] is None and "saturated" in out["message"]
+    big = _json(capsys, ["serve", "--model", "llama3-405b", "--system", "h100", "--gpus", "1",
+                         "--precision", "bf16", "--input-tokens", "100", "--output-tokens",
+                         "100", "--offline", "--json"])
+    assert big["fits"] is False and big["message"] == "no layout fits in memory"

@@ -139,8 +139,13 @@ def serve(model: Transformer, system: System, gpus: int,
     message = ""
     if not ok.any():
         fitting = cols["fits"] & cols["stable"]
-        message = ("no layout meets the SLAs; the fastest that fits is shown" if fitting.any()
-                   else "no layout fits in memory with a stable queue")
+        if fitting.any():
+            message = "no layout meets the SLAs; the fastest that fits is shown"
+        elif cols["fits"].any():
+            message = ("the request rate exceeds every layout's capacity: the queue grows "
+                       "without bound (saturated)")
+        else:
+            message = "no layout fits in memory"
         score = np.where(fitting, cols["output_tokens_per_s_per_gpu"], -np.inf)
         if not fitting.any():
             score = cols["kv_cache_gb"].astype(float)
