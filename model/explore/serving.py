@@ -189,9 +189,10 @@ def load_curve(model: Transformer, system: System, workload: ServingWorkload | d
     one = candidates(tp=row["tp"], pp=row["pp"], ep=row["ep"], adp=bool(row["attention_dp"]),
                      instances=row["replicas"] or row["decode_instances"],
                      prefill=row["prefill_instances"], batch_cap=np.inf)
-    saturated = evaluate_candidates(engine.__class__.make(
-        model, system, base.with_overrides(mode="offline", request_rate_per_s=None),
-        engine.stack), one)["requests_per_s"][0]
+    offline = Engine.make(model, system, base.with_overrides(mode="offline",
+                                                             request_rate_per_s=None),
+                          engine.stack)
+    saturated = evaluate_candidates(offline, one)["requests_per_s"][0]
     rho = np.linspace(0.02, 1.1, points)
     many = one.take(np.zeros(points, dtype=int))
     cols = evaluate_candidates(engine, many, rho * saturated)
