@@ -132,3 +132,13 @@ def test_the_form_round_trips_through_the_url():
                                                  if v is not None}
     assert form_from_query("?gpus=16&evil=1&mode=" + "x" * 80) == {"gpus": 16}
     assert form_from_query(12) == {}
+
+
+def test_fp4_what_if():
+    """NVFP4 weights on H200 need an FP4 rate: none by default (an inline message), and a
+    what-if rate makes the page answer."""
+    form = {**FORM, "precision": "nvfp4"}
+    assert "NVFP4" in outputs(SCN, form)["error"]
+    out = outputs(SCN, {**form, "fp4_tflops": 4000})
+    assert out["error"] == "" and "output tokens/s per GPU" in out["headline"]
+    assert "FP4 rate must be" in outputs(SCN, {**form, "fp4_tflops": -1})["error"]
