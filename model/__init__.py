@@ -9,6 +9,7 @@ Public API::
     ev = evaluate(m, s, 4096, 4096, "1d", tp1=8, pp=64, dp=8, microbatch=1)
     ev.row, ev.ops     # the configuration's numbers and its per-op breakdown
     plan(m, s, 4096, days=30).summary()   # the fewest GPUs that train within 30 days
+    serve(m, s, 8, ServingWorkload(1000, 1000, weight_precision="fp8"))  # serving (docs/serving.md)
 
 ``compat="paper"`` reproduces arXiv 2410.00273's public code, bugs included
 (docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
@@ -19,9 +20,11 @@ from .explore.codesign import codesign
 from .explore.design import best_per_cell, design_space
 from .explore.plan import PlanResult, plan
 from .explore.search import Evaluation, SearchResult, evaluate, search
+from .explore.serving import ServeResult, serve
 from .explore.sweep import sweep
 from .physics.strategies import canonical_strategy
 from .specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
+from .specs.serving import ServingLayout, ServingWorkload
 from .specs.transformer import (
     WORKLOADS_DIR,
     Transformer,
@@ -34,8 +37,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "ModelError", "PlanResult", "SearchResult",
-    "System", "Transformer", "best_per_cell",
+    "ServeResult", "ServingLayout", "ServingWorkload", "System", "Transformer", "best_per_cell",
     "canonical_strategy", "codesign", "design_space", "evaluate", "list_models", "list_systems",
-    "load_model", "load_system", "plan", "search", "sweep", "system_from_dict",
+    "load_model", "load_system", "plan", "search", "serve", "sweep", "system_from_dict",
     "transformer_from_dict", "__version__",
 ]

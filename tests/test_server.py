@@ -391,7 +391,7 @@ def test_restart_serves_the_cached_results(tmp_path):
 
 
 PAGES = {"/": "scaling-time", "/design": "design-heatmap", "/systems": "systems-compare",
-         "/validation": "validation-time", "/hbm": None}
+         "/validation": "validation-time", "/hbm": None, "/serving": "serve-pareto"}
 
 
 @pytest.mark.browser

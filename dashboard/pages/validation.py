@@ -23,7 +23,7 @@ from model.errors import ModelError
 from model.validation import summary
 from model.validation.cross_validation import cross_validation_runs, cross_validation_sources
 
-from .. import compute, figures
+from .. import compute, figures, serve_validation
 from ..export import graph_card, register_exports
 from ..figures.validation import (
     MEMORY_METRICS,
@@ -195,6 +195,7 @@ layout = html.Div(className="page-body", children=[
                          "parallelism + selective recompute; shaded: within ±10%.")),
         _error_card(),
         _records_card(),
+        serve_validation.section(),
     ]),
 ])
 

@@ -29,6 +29,7 @@ from .listings import add_listings
 from .options import add_execution_args
 from .planning import add_parsers
 from .runs import run_ablation, run_evaluate, run_search, run_validate
+from .serve import add_serve
 
 
 def build_parser(prog: str = "python -m model") -> Parser:
@@ -68,9 +69,11 @@ def build_parser(prog: str = "python -m model") -> Parser:
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: the published runs in the package, model/data/reference)")
-    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe"),
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe",
+                                     "serving"),
                    default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; moe: "
-                                       "its DeepSeek-V3 and Qwen3-235B runs")
+                                       "its DeepSeek-V3 and Qwen3-235B runs; serving: "
+                                       "TensorRT-LLM's offline throughput (the serving fit)")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,
@@ -79,6 +82,7 @@ def build_parser(prog: str = "python -m model") -> Parser:
     a.add_argument("--json", action="store_true", help="print a JSON list of rows")
     a.set_defaults(run=run_ablation)
     add_parsers(sub)
+    add_serve(sub)
     add_listings(sub)
     return parser
 

@@ -151,6 +151,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
+    if args.set == "serving":
+        return run_validate_serving(args)
     sets = ("korthikanti", "measurements", "extra", "moe") if args.set == "all" else (args.set,)
     frame = run_validation(args.reference, sets)
     stats = validation_summary(frame)
@@ -169,6 +171,31 @@ def run_validate(args: argparse.Namespace) -> int:
             print(f"  {row.id}: {row.skipped}")
     print("\nerror % = 100·(1 − predicted/measured); peer = Calculon's published prediction")
     print(stats.to_string(index=False, float_format="%.2f"))
+    return 0
+
+
+def run_validate_serving(args: argparse.Namespace) -> int:
+    """Predicted vs measured offline tokens/s on TensorRT-LLM's perf overview (the data the
+    trtllm-1.0 serving stack is fitted to), the in-sample error and the leave-one-out errors
+    the fit recorded (bench/serve_fit.py)."""
+    from ..validation import serving as sv  # the serving validation only when asked for
+
+    frame = pd.DataFrame(sv.records())
+    summary = sv.summary(frame)
+    if args.json:
+        print_json({"records": cli_format.records(frame), "summary": summary})
+        return 0
+    cols = ["model", "system", "tp", "weight_precision", "input_tokens", "output_tokens",
+            "output_tokens_per_s", "predicted_tokens_per_s", "error_pct"]
+    print(frame[cols].to_string(index=False, float_format="%.1f"))
+    print(f"\nerror % = 100·(predicted/measured − 1); stack {summary['stack']}, fitted on these "
+          f"{summary['in_sample']['runs']} runs ({summary['source']})")
+    print(f"in-sample mean |error| {summary['in_sample']['mean_abs_error_pct']:.1f} %, "
+          f"max {summary['in_sample']['max_abs_error_pct']:.1f} %")
+    for name in ("leave_one_model_out", "leave_one_gpu_out"):
+        for key, row in summary.get(name, {}).items():
+            print(f"{name} {key}: mean |error| {row['mean_abs_error_pct']:.1f} % over "
+                  f"{row['runs']} runs")
     return 0
 
 

@@ -1,0 +1,113 @@
+"""Figures of the Serving page: the Pareto front, latency against load with its knee, memory
+per GPU, the decode step by op, and $ per million tokens against the TPOT limit. Frames in
+(``model.explore.serving``), plain figures out; an empty figure with a message when there is
+nothing to draw."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from ..theme import base_layout
+from .common import empty_figure
+from .maker import make_figure
+
+
+def _finite(values) -> list:
+    """A column as a list with infinities and NaN as None (a gap, never a huge number)."""
+    arr = np.asarray(values, dtype=float)
+    return [float(v) if np.isfinite(v) else None for v in arr]
+
+
+def pareto_figure(front: pd.DataFrame, best: dict, presentation: bool = False) -> go.Figure:
+    """Tokens/s per user against output tokens/s per GPU: the front, and the chosen layout."""
+    if front is None or front.empty:
+        return empty_figure("No layout fits: nothing on the front.", presentation)
+    text = [f"tp {r.tp:.0f} · pp {r.pp:.0f} · ep {r.ep:.0f}"
+            f"{' · attention DP' if r.attention_dp else ''} · batch {r.batch:.0f}"
+            for r in front.itertuples()]
+    data = [dict(type="scatter", mode="lines+markers", name="Pareto front",
+                 x=_finite(front["output_tokens_per_s_per_gpu"]),
+                 y=_finite(front["tokens_per_s_per_user"]), text=text,
+                 hovertemplate="%{x:.4g} tok/s/GPU<br>%{y:.4g} tok/s/user<br>%{text}"
+                               "<extra></extra>"),
+            dict(type="scatter", mode="markers", name="best within the SLAs",
+                 x=[best["output_tokens_per_s_per_gpu"]], y=[best["tokens_per_s_per_user"]],
+                 marker=dict(size=14, symbol="star"))]
+    layout = base_layout(None, presentation, legend="top")
+    layout.update(xaxis=dict(title="output tokens/s per GPU"),
+                  yaxis=dict(title="tokens/s per user (1 / TPOT)"))
+    return make_figure(data, layout)
+
+
+def load_figure(curve: pd.DataFrame, knee_rate: float, presentation: bool = False) -> go.Figure:
+    """TTFT and TPOT against the Poisson request rate, the knee (ρ = 2/3) marked and the
+    saturated rate past which latency is unbounded."""
+    if curve is None or curve.empty:
+        return empty_figure("No stable layout to load.", presentation)
+    x = _finite(curve["request_rate_per_s"])
+    data = [dict(type="scatter", mode="lines", name="TTFT (s)", x=x, y=_finite(curve["ttft_s"])),
+            dict(type="scatter", mode="lines", name="TPOT (s)", x=x,
+                 y=_finite(curve["tpot_s"]), yaxis="y2")]
+    layout = base_layout(None, presentation, legend="top")
+    saturated = knee_rate * 1.5
+    layout.update(xaxis=dict(title="request rate (requests/s, Poisson)"),
+                  yaxis=dict(title="TTFT (s)", type="log"),
+                  yaxis2=dict(title="TPOT (s)", overlaying="y", side="right"),
+                  shapes=[dict(type="line", x0=knee_rate, x1=knee_rate, yref="paper", y0=0, y1=1,
+                               line=dict(dash="dash")),
+                          dict(type="line", x0=saturated, x1=saturated, yref="paper", y0=0,
+                               y1=1, line=dict(dash="dot"))],
+                  annotations=[dict(x=knee_rate, y=1, yref="paper", showarrow=False,
+                                    text="knee: wait = service time", yanchor="bottom"),
+                               dict(x=saturated, y=0.9, yref="paper", showarrow=False,
+                                    text="saturated", xanchor="left")])
+    return make_figure(data, layout)
+
+
+MEMORY_PARTS = (("weights_gb", "weights"), ("activations_gb", "activations"),
+                ("kv_used_gb", "KV cache in use"), ("kv_free_gb", "KV cache free"),
+                ("free_gb", "free"))
+
+
+def memory_figure(best: dict, capacity_gb: float, presentation: bool = False) -> go.Figure:
+    """One GPU's HBM: weights, activations, the KV cache in use and free, the rest."""
+    if not best.get("fits"):
+        return empty_figure("The layout does not fit in HBM.", presentation)
+    values = dict(best, kv_free_gb=max(best["kv_cache_gb"] - best["kv_used_gb"], 0.0))
+    data = [dict(type="bar", orientation="h", name=label, y=["GPU"], x=[values[key]],
+                 hovertemplate=f"{label}: %{{x:.3g}} GB<extra></extra>")
+            for key, label in MEMORY_PARTS]
+    layout = base_layout(None, presentation, legend="top")
+    layout.update(barmode="stack", xaxis=dict(title=f"GB (capacity {capacity_gb:.4g})"),
+                  yaxis=dict(visible=False))
+    return make_figure(data, layout)
+
+
+def step_figure(by_op_s: dict[str, float], presentation: bool = False) -> go.Figure:
+    """One decode step by op (ms, the whole stage's layers on one GPU)."""
+    items = [(k, v * 1e3) for k, v in by_op_s.items() if v > 0]
+    if not items:
+        return empty_figure("No decode step to break down.", presentation)
+    items.sort(key=lambda kv: kv[1])
+    data = [dict(type="bar", orientation="h", y=[k for k, _ in items], x=[v for _, v in items],
+                 hovertemplate="%{y}: %{x:.3g} ms<extra></extra>", showlegend=False)]
+    layout = base_layout(None, presentation)
+    layout.update(xaxis=dict(title="ms per decode step"), margin=dict(l=120, r=30, t=40, b=60))
+    return make_figure(data, layout)
+
+
+def cost_figure(costs: pd.DataFrame, presentation: bool = False) -> go.Figure:
+    """The cheapest $ per million output tokens (all GPU time charged to output) within each
+    TPOT limit."""
+    if costs is None or costs["usd_per_million_output_tokens"].isna().all():
+        return empty_figure("No layout meets any of these TPOT limits.", presentation)
+    data = [dict(type="scatter", mode="lines+markers", name="$ per million output tokens",
+                 x=_finite(costs["tpot_max_s"] * 1e3),
+                 y=_finite(costs["usd_per_million_output_tokens"]),
+                 hovertemplate="TPOT ≤ %{x:.3g} ms: $%{y:.3g}/M<extra></extra>")]
+    layout = base_layout(None, presentation)
+    layout.update(xaxis=dict(title="TPOT limit (ms)", type="log"),
+                  yaxis=dict(title="$ per million output tokens", type="log"))
+    return make_figure(data, layout)

@@ -1,0 +1,124 @@
+"""Serving: the scenario's model on its system (the control panel's hardware what-ifs included)
+served under the form's workload — the best layout within the SLAs, the Pareto front of tokens/s
+per user against tokens/s per GPU, latency against Poisson load with its knee, memory per GPU,
+the decode step by op and $ per million tokens against the TPOT limit (docs/serving.md). The
+work is in :mod:`dashboard.serve_view`; this module only wires it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from model import ModelError
+from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+
+from ..export import graph_card, register_exports
+from ..guard import page_callback
+from ..serve_view import CARDS, DEFAULT_FORM, build, form_from_query, form_query
+
+dash.register_page(__name__, path="/serving", name="Serving", order=6,
+                   title="Serving — transformer inference what-if")
+
+FORM_KEYS = tuple(DEFAULT_FORM)
+_AUTO = [{"label": "search", "value": "auto"}]
+
+
+def _number(key: str, label: str, step: str = "any") -> html.Label:
+    return html.Label([label, dcc.Input(id=f"serve-{key}", type="number", step=step,
+                                        value=DEFAULT_FORM[key], debounce=True)])
+
+
+def _choice(key: str, label: str, options: list) -> html.Label:
+    return html.Label([label, dcc.Dropdown(id=f"serve-{key}", options=options,
+                                           value=DEFAULT_FORM[key], clearable=False)])
+
+
+layout = html.Div(className="page-body", children=[
+    html.P(className="summary", children=(
+        "The model and system of the control panel served under the workload below: the "
+        "layout with the most output tokens/s per GPU within the SLAs (TTFT: arrival to first "
+        "token; TPOT = (end-to-end − TTFT)/(output tokens − 1)), on the TensorRT-LLM 1.0 "
+        "serving stack fitted to its published throughput.")),
+    html.Div(className="card sweep-form", children=[
+        _number("gpus", "GPUs", "1"), _number("input_tokens", "Input tokens", "1"),
+        _number("output_tokens", "Output tokens", "1"),
+        _choice("mode", "Mode", [{"label": "offline (max throughput)", "value": "offline"},
+                                 {"label": "concurrent users", "value": "concurrency"},
+                                 {"label": "request rate (Poisson)",
+                                  "value": "request-rate"}]),
+        _number("load", "Users or requests/s"),
+        _choice("precision", "Weights", [{"label": p, "value": p} for p in WEIGHT_PRECISIONS]),
+        _choice("kv_precision", "KV cache", [{"label": "auto", "value": "auto"}]
+                + [{"label": p, "value": p} for p in KV_PRECISIONS]),
+        _number("ttft_max_s", "TTFT limit (s)"), _number("tpot_max_s", "TPOT limit (s)"),
+        _choice("tp", "TP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
+        _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
+        _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
+        _number("fp4_tflops", "FP4 peak (TFLOP/s; empty: the system's)"),
+        html.Div(id="serve-error", className="ctl-error", role="alert"),
+    ]),
+    html.P(id="serve-headline", className="headline", role="status"),
+    html.Div(className="grid", children=[
+        graph_card("serve-pareto", "Pareto front: tokens/s per user vs per GPU"),
+        graph_card("serve-load", "Latency against load (Poisson), with the knee"),
+        graph_card("serve-memory", "Memory per GPU", height=260),
+        graph_card("serve-step", "One decode step by op", grow=True, height=360),
+        graph_card("serve-cost", "$ per million output tokens against the TPOT limit"),
+    ]),
+])
+
+
+def form_of(values: tuple) -> dict[str, Any]:
+    """The form as a dict of its controls' values (checked by serve_view.checked_form)."""
+    return dict(zip(FORM_KEYS, values))
+
+
+def _failed(message: str) -> tuple:
+    return (*(no_update for _ in CARDS), no_update, message, *(no_update for _ in CARDS))
+
+
+@callback(*(Output({"type": "graph", "name": n}, "figure") for n in CARDS),
+          Output("serve-headline", "children"), Output("serve-error", "children"),
+          *(Output({"type": "export-context", "name": n}, "data") for n in CARDS),
+          Input("scenario", "data"), *(Input(f"serve-{k}", "value") for k in FORM_KEYS))
+@page_callback(0, _failed)
+def update(scn: dict[str, Any], *values: Any) -> tuple:
+    form = form_of(values)
+    figs, text = build(scn, form)
+    return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+
+
+@callback(*(Output(f"serve-{k}", "value") for k in FORM_KEYS), Input("url", "search"),
+          *(State(f"serve-{k}", "value") for k in FORM_KEYS))
+def from_url(search: Any, *current: Any) -> tuple:
+    """A link's query fills the form (at load, or when the query changes); the rest stays."""
+    given = form_from_query(search)
+    form = form_of(current)
+    if not given or all(form.get(k) == v for k, v in given.items()):
+        raise PreventUpdate
+    return tuple(given[k] if k in given else no_update for k in FORM_KEYS)
+
+
+@callback(Output("url", "search", allow_duplicate=True),
+          *(Input(f"serve-{k}", "value") for k in FORM_KEYS), State("url", "search"),
+          prevent_initial_call=True)
+def to_url(*args: Any) -> str:
+    """The form into the URL's query, so that a copied link reproduces the page."""
+    *values, search = args
+    query = form_query(form_of(tuple(values)))
+    if query == search:
+        raise PreventUpdate
+    return query
+
+
+def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The page's figures for the form the card was drawn with (checked again)."""
+    if not isinstance(context, dict):
+        raise ModelError("draw the figure first")
+    return build(scn, context)[0]
+
+
+register_exports(CARDS, _exported)

@@ -1,0 +1,134 @@
+"""``python -m model serve``: the serving estimate of one layout, or the search of what is not
+pinned (docs/serving.md, "Command line"). Bad input: one line ``error: ...``, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ..explore.serving import serve
+from ..specs.hardware import load_system
+from ..specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+from ..specs.serving_stack import DEFAULT, list_serving_stacks
+from ..specs.transformer import load_model
+from .args import CliError, positive_int, print_json
+
+# DeepSeek-V3 technical report (arXiv 2412.19437) §5.4.3: the second token its MTP module
+# predicts is accepted 85-90 % of the time; the default when --mtp is given alone
+DEFAULT_MTP_ACCEPTANCE = 0.85
+KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
+        "ttft_s", "tpot_s", "itl_s", "e2e_s", "batch", "requests_per_s", "kv_cache_gb",
+        "memory_gb", "weights_gb", "fits", "meets_sla", "usd_per_million_output_tokens",
+        "usd_per_million_input_tokens", "energy_j_per_output_token")
+
+
+def _number(lo: float, hi: float, what: str):
+    """An argparse type: a finite number in [lo, hi]."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not (lo <= value <= hi):
+            raise argparse.ArgumentTypeError(f"expected {what} in [{lo:g}, {hi:g}], got "
+                                             f"{text!r}")
+        return value
+    parse.__name__ = what
+    return parse
+
+
+def add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", allow_abbrev=False,
+                       help="serving: tokens/s, latency, memory and $ per million tokens")
+    p.add_argument("--model", required=True, metavar="NAME|CONFIG.json")
+    p.add_argument("--system", required=True, metavar="S")
+    p.add_argument("--gpus", type=positive_int, required=True, metavar="N",
+                   help="GPUs of the deployment (instances of tp·pp GPUs)")
+    for flag, help_ in (("--tp", "tensor-parallel GPUs per instance"),
+                        ("--pp", "pipeline stages per instance"),
+                        ("--ep", "expert-parallel GPUs (divides tp)"),
+                        ("--replicas", "aggregated instances"),
+                        ("--prefill-instances", "disaggregated: prefill instances x"),
+                        ("--decode-instances", "disaggregated: decode instances y"),
+                        ("--batch", "largest batch per instance")):
+        p.add_argument(flag, type=positive_int, help=help_ + " (default: searched)")
+    p.add_argument("--attention-dp", action="store_true", default=None,
+                   help="attention data-parallel over the tp GPUs (MoE models)")
+    p.add_argument("--precision", required=True, choices=WEIGHT_PRECISIONS)
+    p.add_argument("--kv-precision", choices=KV_PRECISIONS,
+                   help="KV cache (default: fp8 with fp8/mxfp8/nvfp4 weights, else as weights)")
+    p.add_argument("--input-tokens", type=positive_int, required=True, metavar="I")
+    p.add_argument("--output-tokens", type=positive_int, required=True, metavar="O")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--offline", action="store_true", help="max throughput: all queued")
+    mode.add_argument("--concurrency", type=positive_int, metavar="C", help="users")
+    mode.add_argument("--request-rate", type=_number(1e-9, 1e9, "requests/s"), metavar="R",
+                      help="Poisson arrivals, requests/s")
+    p.add_argument("--mtp", type=int, choices=range(0, 17), default=0, metavar="K",
+                   help="tokens drafted per step (MTP / speculative decoding)")
+    p.add_argument("--mtp-acceptance", type=_number(1e-6, 1.0, "an acceptance rate"),
+                   metavar="A", help=f"acceptance of each drafted token (default "
+                                     f"{DEFAULT_MTP_ACCEPTANCE}, DeepSeek-V3's)")
+    p.add_argument("--ttft-max", type=_number(1e-6, 1e6, "seconds"), metavar="S")
+    p.add_argument("--tpot-max", type=_number(1e-7, 1e4, "seconds"), metavar="S")
+    p.add_argument("--stack", default=DEFAULT, choices=list_serving_stacks(),
+                   help="serving stack (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(run=run_serve)
+
+
+def _workload(args: argparse.Namespace) -> dict[str, Any]:
+    mode = "offline" if args.offline else ("concurrency" if args.concurrency else
+                                           "request-rate")
+    if args.mtp_acceptance is not None and not args.mtp:
+        raise CliError("--mtp-acceptance needs --mtp K")
+    return {"input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
+            "mode": mode, "concurrency": args.concurrency,
+            "request_rate_per_s": args.request_rate, "weight_precision": args.precision,
+            "kv_precision": args.kv_precision, "mtp_depth": args.mtp,
+            "mtp_acceptance": (args.mtp_acceptance or DEFAULT_MTP_ACCEPTANCE) if args.mtp
+            else 0.0, "ttft_max_s": args.ttft_max, "tpot_max_s": args.tpot_max}
+
+
+def _layout(args: argparse.Namespace) -> dict[str, Any]:
+    return {"tp": args.tp, "pp": args.pp, "ep": args.ep, "attention_dp": args.attention_dp,
+            "replicas": args.replicas, "prefill_instances": args.prefill_instances,
+            "decode_instances": args.decode_instances, "max_batch": args.batch}
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities as null, whole floats of counts as they are."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    model = load_model(args.model, seq_len=args.input_tokens + args.output_tokens)
+    system = load_system(args.system)
+    result = serve(model, system, args.gpus, _workload(args), _layout(args), args.stack)
+    best = {k: _clean(v) for k, v in result.best.items()}
+    if args.json:
+        front = result.pareto[["output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "tp",
+                               "pp", "ep", "attention_dp", "batch"]].head(200)
+        print_json({**best, "message": result.message,
+                    "decode_step_by_op_s": result.step_by_op_s,
+                    "pareto_front": [{k: _clean(v.item() if hasattr(v, "item") else v)
+                                      for k, v in row.items()}
+                                     for row in front.to_dict("records")]})
+        return 0
+    print(f"{model.name} on {args.gpus} × {system.name}, {best['mode']}, "
+          f"{best['weight_precision']} weights, {best['kv_precision']} KV, stack {best['stack']}"
+          f" ({best['candidates']} layouts evaluated)")
+    layout = (f"tp {best['tp']:.0f}, pp {best['pp']:.0f}, ep {best['ep']:.0f}"
+              f"{', attention DP' if best['attention_dp'] else ''}, " + (
+                  f"{best['prefill_instances']:.0f}P{best['decode_instances']:.0f}D"
+                  if best['prefill_instances'] else f"{best['replicas']:.0f} replica(s)"))
+    print(f"layout: {layout}, batch {best['batch']:.0f}")
+    for key in KEYS:
+        value = best.get(key)
+        print(f"  {key:34s} {value if not isinstance(value, float) else f'{value:.4g}'}")
+    if result.message:
+        print(f"note: {result.message}")
+    return 0

@@ -1,0 +1,135 @@
+"""The time of one serving step: the ops of :mod:`model.physics.serving_ops` priced by the
+training roofline (:func:`model.physics.block._kernel_times`), their collectives on the two-tier
+network (:func:`model.physics.collectives.collective_time_s`), the pipeline and the engine's
+host overhead (docs/serving.md, "Step time").
+
+Per GPU and per layer: t_op = n_k·overhead + max(F_mat/(η·P_mat) + F_vec/(η·P_vec) + N_exp/R_exp,
+M/B_hbm) (the roofline of docs/model.md §4, forward only), plus per layer two all-reduces of the
+step's activations over tp (Megatron TP: after the attention output and after the MLP) or, with
+attention DP, the MoE layer's dispatch and combine all-to-alls over ep. A pipeline of pp stages
+runs pp microbatches of the step at once: each sequence advances by one step every
+pp·(t_stage + t_p2p), t_stage the slowest (last) stage's ⌈layers/pp⌉ layers and the LM head.
+The engine's host adds ``step_overhead_s`` per step and ``sequence_overhead_s`` per sequence a
+rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..specs.execution import Execution
+from ..specs.hardware import System
+from ..specs.serving import ServingWorkload
+from ..specs.serving_stack import ServingStack
+from ..specs.transformer import Transformer
+from .block import _kernel_times
+from .collectives import Collective, collective_time_s
+from .context import Ctx
+from .serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
+
+DISPATCH_BYTES = 2.0  # tokens dispatched to their experts in BF16
+
+
+@dataclass
+class Engine:
+    """What a step is priced with: the model, the system with the stack applied, the pricing
+    context (precision, efficiencies) and the stack's limits and step overhead."""
+
+    model: Transformer
+    system: System
+    workload: ServingWorkload
+    stack: ServingStack
+    ctx: Ctx
+    step_overhead_s: float
+    sequence_overhead_s: float = 0.0
+
+    @classmethod
+    def make(cls, model: Transformer, system: System, workload: ServingWorkload,
+             stack: ServingStack) -> Engine:
+        applied = stack.apply(system)
+        ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
+        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system))
+
+
+@dataclass
+class StepTimes:
+    """Seconds of one step per sequence advance (arrays over candidates) and its parts per op
+    (per GPU, the whole stage's layers; ``comm/…`` the collectives)."""
+
+    total_s: np.ndarray
+    by_op_s: dict[str, np.ndarray]
+
+
+def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
+    """One op's seconds: the training roofline of its forward counts, times its share."""
+    *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)
+    return t * op.share
+
+
+def _tau(group: np.ndarray, inner: np.ndarray | float, domain: int) -> np.ndarray:
+    """Members of a group inside one NVLink domain when the instance is packed tp first:
+    a group of ``group`` GPUs strided by ``inner`` has min(group, max(domain // inner, 1))."""
+    return np.minimum(group, np.maximum(np.floor(domain / np.asarray(inner, float)), 1.0))
+
+
+def layer_comm_s(engine: Engine, lay: Layout, tokens: np.ndarray) -> np.ndarray:
+    """Collectives of one average layer for a step of ``tokens`` tokens on the stage: two
+    all-reduces of s·T·e bytes over tp without attention DP; with it, the MoE layers' dispatch
+    and combine all-to-alls, each GPU sending its T_a·k routed copies of e values."""
+    m, sysm = engine.model, engine.system
+    domain = sysm.nvlink_domain_size
+    tau_tp = _tau(lay.tp, 1.0, domain)
+    ar = collective_time_s(Collective.ALLREDUCE, ACT_BYTES * tokens * m.hidden, lay.tp,
+                           tau_tp, sysm)
+    out = np.where(lay.adp, 0.0, 2.0 * ar)
+    if m.moe:
+        moe_share = m.moe_layers / m.layers
+        sent = DISPATCH_BYTES * tokens / lay.tp * m.top_k * m.hidden
+        a2a = collective_time_s(Collective.ALLTOALL, sent, lay.ep, _tau(lay.ep, 1.0, domain),
+                                sysm)
+        out = out + np.where(lay.adp, 2.0 * moe_share * a2a, 0.0)
+    return out
+
+
+def stage_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarray,
+                keys: np.ndarray | float, decode: bool, prompt: float, head_rows: np.ndarray,
+                ) -> StepTimes:
+    """One pipeline stage's time for a microbatch of ``tokens`` tokens of ``seqs`` sequences:
+    ⌈layers/pp⌉ layers (ops and collectives) and the LM head on ``head_rows`` positions."""
+    zero = np.zeros(len(lay.tp))
+    depth = np.ceil(engine.model.layers / lay.pp)
+    by_op: dict[str, np.ndarray] = {}
+    for op in layer_ops(engine.model, engine.workload, lay, tokens, seqs, keys, decode, prompt):
+        by_op[op.spec.name] = by_op.get(op.spec.name, zero) + depth * _priced(op, engine, zero)
+    by_op["comm/layers"] = depth * layer_comm_s(engine, lay, tokens)
+    for op in head_ops(engine.model, engine.workload, lay, head_rows):
+        by_op[op.spec.name] = _priced(op, engine, zero)
+    total = sum(by_op.values(), zero)
+    return StepTimes(total, by_op)
+
+
+def p2p_s(engine: Engine, lay: Layout, tokens: np.ndarray) -> np.ndarray:
+    """A stage boundary's message: the microbatch's s·T·e activations, each of the tp GPUs
+    sending its share (one hop of :func:`collective_time_s` P2P over pp)."""
+    v = ACT_BYTES * tokens * engine.model.hidden / lay.tp
+    tau = _tau(lay.pp, lay.tp, engine.system.nvlink_domain_size)
+    return collective_time_s(Collective.P2P, v, lay.pp, tau, engine.system)
+
+
+def step_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarray,
+               keys: np.ndarray | float, decode: bool, prompt: float = 1.0,
+               head_rows: np.ndarray | None = None) -> StepTimes:
+    """Seconds between two advances of the same sequence for a step of ``tokens`` tokens of
+    ``seqs`` sequences on the instance: pp·(t_stage(T/pp) + t_p2p) + the step overhead, per
+    op scaled alike (so the parts add up to the total)."""
+    pp = lay.pp
+    rows = tokens if head_rows is None else head_rows
+    stage = stage_times(engine, lay, tokens / pp, seqs / pp, keys, decode, prompt, rows / pp)
+    hop = np.where(pp > 1, p2p_s(engine, lay, tokens / pp), 0.0)
+    by_op = {k: pp * v for k, v in stage.by_op_s.items()}
+    by_op["comm/pipeline"] = pp * hop
+    per_rank = seqs / pp / lay.attention_groups  # sequences one rank's host handles per step
+    by_op["engine/step"] = pp * (engine.step_overhead_s + engine.sequence_overhead_s * per_rank)
+    return StepTimes(sum(by_op.values(), np.zeros(len(pp))), by_op)

@@ -1,0 +1,147 @@
+"""Serving stacks as inputs: the engine a serving estimate assumes (docs/serving.md, "Stack").
+
+A preset (``model/data/serving_stacks/*.json``) names an engine release and holds its
+scheduler limits (``max_batch`` requests and ``max_num_tokens`` tokens per step, the share of
+free HBM given to the KV cache), the launch overhead of one kernel inside a CUDA graph, and per
+GPU generation the five values fitted on that engine's published offline throughput
+(:mod:`model.validation.serving`): ``gemm`` (fraction of the matmul peak of every precision in
+the dense matmuls), ``expert_gemm`` (… in the routed experts' grouped GEMMs, many small GEMMs
+of a few tokens each), ``hbm`` (fraction of the HBM bandwidth), ``step_overhead_s`` (host work
+per step) and ``sequence_overhead_s`` (host work per sequence in the step: the PyTorch
+executor's scheduling, sampling and detokenising of each request, which bounds short requests
+at large batches). A generation the preset does not list keeps the system's own fields and no
+host overhead. The stack ``none`` applies nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError
+from .hardware import GENERATIONS, System
+from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
+
+SERVING_STACKS_DIR = DATA_DIR / "serving_stacks"
+NONE = "none"
+DEFAULT = "trtllm-1.0"
+
+FIELDS = (
+    Field("name", str, "stack name (default: the file name)"),
+    Field("source", str, "where the limits and the fitted values come from", required=True,
+          max_len=8000),
+    Field("engine", str, "serving engine and version", default=""),
+    Field("max_batch", int, "largest batch of one attention rank, requests (divided by the "
+          "pipeline stages, as trtllm-bench does)", 1, 10_000_000, default=2048),
+    Field("max_num_tokens", int, "largest tokens of one step per attention rank (prefill "
+          "chunk plus decode tokens); 0: trtllm-bench's tuning, B·(1 + I/O) within [2048, "
+          "32768] for the batch B (tensorrt_llm/bench/build/tuning.py: finetune_setting)",
+          0, 10_000_000, default=8192),
+    Field("kv_cache_memory_fraction", float, "share of the HBM left after weights and "
+          "activations that the KV cache takes", 0.01, 1, default=0.9),
+    Field("kernel_overhead_s", float, "launch overhead of one kernel, s", 0, 1e-2,
+          default=20e-6),
+    Field("efficiency", dict, "per GPU generation: gemm, hbm, step_overhead_s", default=None),
+    Field("fit", dict, "what the fit reports (errors, data, commit)", default=None),
+)
+EFFICIENCY_KEYS = ("gemm", "expert_gemm", "hbm", "step_overhead_s", "sequence_overhead_s")
+
+
+@dataclass(frozen=True)
+class ServingStack:
+    """A validated serving-stack preset (see the module docstring)."""
+
+    name: str
+    source: str
+    engine: str = ""
+    max_batch: int = 2048
+    max_num_tokens: int = 8192
+    kv_cache_memory_fraction: float = 0.9
+    kernel_overhead_s: float = 20e-6
+    efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
+    fit: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.max_batch, self.max_num_tokens,
+                     tuple(sorted((g, tuple(sorted(v.items())))
+                                  for g, v in self.efficiency.items()))))
+
+    def values_for(self, system: System) -> dict[str, float] | None:
+        """The fitted efficiencies of the system's generation (or name), None without."""
+        return self.efficiency.get(system.name) or self.efficiency.get(system.generation)
+
+    def apply(self, system: System) -> System:
+        """The system with this stack's kernel overhead and, where fitted, its GEMM and HBM
+        efficiencies (every precision's dense GEMM efficiency set to ``gemm``, the grouped
+        expert GEMMs' to ``expert_gemm``)."""
+        if self.name == NONE:
+            return system
+        changes: dict[str, Any] = {"kernel_overhead_s": self.kernel_overhead_s}
+        values = self.values_for(system)
+        if values:
+            gemm = values["gemm"]
+            changes.update(hbm_efficiency=values["hbm"], flop_efficiency=gemm,
+                           flop_efficiency_fp8=gemm, flop_efficiency_mxfp8=gemm,
+                           flop_efficiency_fp4=gemm,
+                           expert_flop_efficiency=values["expert_gemm"],
+                           expert_flop_efficiency_fp8=values["expert_gemm"])
+        return system.with_overrides(**changes)
+
+    def overheads_s(self, system: System) -> tuple[float, float]:
+        """Host time per engine step and per sequence in a step on this system (0 where the
+        stack has no fit)."""
+        values = self.values_for(system)
+        if not values:
+            return 0.0, 0.0
+        return float(values["step_overhead_s"]), float(values["sequence_overhead_s"])
+
+    def with_efficiency(self, table: dict[str, dict[str, float]]) -> ServingStack:
+        """A copy with other per-generation efficiencies (the fit tries candidates)."""
+        return ServingStack(self.name, self.source, self.engine, self.max_batch,
+                            self.max_num_tokens, self.kv_cache_memory_fraction,
+                            self.kernel_overhead_s, table, self.fit)
+
+
+def _efficiency_table(data: Any) -> dict[str, dict[str, float]]:
+    """Check the per-generation table: known keys, fractions in (0, 1], overhead ≥ 0."""
+    if data is None:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for gen, values in data.items():
+        if gen not in GENERATIONS and not isinstance(gen, str):
+            raise ModelError(f"serving stack: unknown generation {gen!r}")
+        if not isinstance(values, dict) or set(values) != set(EFFICIENCY_KEYS):
+            raise ModelError(f"serving stack: efficiency of '{gen}' needs exactly "
+                             f"{', '.join(EFFICIENCY_KEYS)}")
+        gemm, expert, hbm, step, seq = (float(values[k]) for k in EFFICIENCY_KEYS)
+        if not (0 < gemm <= 1 and 0 < expert <= 1 and 0 < hbm <= 1 and 0 <= step < 1
+                and 0 <= seq < 1):
+            raise ModelError(f"serving stack: efficiency of '{gen}' out of range "
+                             "(gemm, expert_gemm, hbm in (0, 1], overheads in [0, 1) s)")
+        out[gen] = {"gemm": gemm, "expert_gemm": expert, "hbm": hbm, "step_overhead_s": step,
+                    "sequence_overhead_s": seq}
+    return out
+
+
+def serving_stack_from_dict(data: Any, default_name: str = "stack") -> ServingStack:
+    clean = validate("serving stack", data, FIELDS)
+    clean["name"] = clean["name"] or default_name
+    clean["efficiency"] = _efficiency_table(clean["efficiency"])
+    clean["fit"] = clean["fit"] or {}
+    return ServingStack(**clean)
+
+
+def list_serving_stacks() -> list[str]:
+    return preset_names(SERVING_STACKS_DIR) + [NONE]
+
+
+def load_serving_stack(name: str | Path | ServingStack | None = None) -> ServingStack:
+    """A preset by name (default :data:`DEFAULT`), a JSON file, or ``none``."""
+    if isinstance(name, ServingStack):
+        return name
+    name = DEFAULT if name is None else name
+    if str(name) == NONE:
+        return ServingStack(NONE, "no stack: the system's own efficiencies", kernel_overhead_s=0.0)
+    path = preset_path(name, SERVING_STACKS_DIR, "serving stack")
+    return serving_stack_from_dict(read_json(path, "serving stack"), Path(path).stem)

@@ -1,0 +1,179 @@
+"""Serving validation: predicted vs measured offline throughput on TensorRT-LLM's published
+performance overview, the fit of a serving stack's efficiencies, and leave-one-out errors
+(docs/serving.md, "Validation").
+
+Data: ``model/data/reference/trtllm_perf_overview.json`` — the only serving measurements this
+model is fitted to (other releases of that page, MLPerf Inference, engine blogs and other engines
+are for judging it and are never read here). Each run is one instance of tp GPUs, offline
+(every request queued), fixed input/output lengths; MoE runs with ep = tp and attention DP.
+
+Fit: per GPU generation, the five values of :mod:`model.specs.serving_stack` minimising the
+mean squared log error of the predicted output tokens/s, by coordinate descent
+over a geometric grid that halves its step each round (no gradients: the roofline's max makes
+the error piecewise smooth). Leave-one-out: refit without one model (or one GPU) and predict
+its runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..explore.serving_eval import candidates, evaluate_candidates
+from ..physics.serving_step import Engine
+from ..specs.hardware import load_system
+from ..specs.schema import DATA_DIR
+from ..specs.serving import ServingWorkload
+from ..specs.serving_stack import ServingStack, load_serving_stack
+from ..specs.transformer import load_model
+
+DATA = DATA_DIR / "reference" / "trtllm_perf_overview.json"
+START = {"gemm": 0.6, "expert_gemm": 0.6, "hbm": 0.8, "step_overhead_s": 2e-3,
+         "sequence_overhead_s": 5e-6}
+BOUNDS = {"gemm": (0.05, 1.0), "expert_gemm": (0.02, 1.0), "hbm": (0.2, 1.0),
+          "step_overhead_s": (0.0, 0.05), "sequence_overhead_s": (0.0, 1e-3)}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One published measurement: model, system, layout, workload, output tokens/s."""
+
+    model: str
+    system: str
+    tp: int
+    pp: int
+    weight_precision: str
+    input_tokens: int
+    output_tokens: int
+    output_tokens_per_s: float
+
+    @property
+    def generation(self) -> str:
+        return _system(self.system).generation
+
+
+@lru_cache(maxsize=1)
+def runs() -> tuple[Run, ...]:
+    """The published runs (model/data/reference/trtllm_perf_overview.json)."""
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    return tuple(Run(**r) for r in data["runs"])
+
+
+def predict(run: Run, stack: ServingStack) -> float:
+    """Predicted output tokens/s of the run's instance under ``stack`` (NaN if it does not
+    fit)."""
+    m, s = _model(run.model), _system(run.system)
+    wl = ServingWorkload(run.input_tokens, run.output_tokens,
+                         weight_precision=run.weight_precision)
+    engine = Engine.make(m, s, wl, stack)
+    adp = m.moe and run.tp > 1
+    c = candidates(tp=run.tp, pp=run.pp, ep=run.tp if m.moe else 1, adp=adp, instances=1,
+                   prefill=0, batch_cap=np.inf)
+    cols = evaluate_candidates(engine, c)
+    value = float(cols["output_tokens_per_s"][0])
+    return value if cols["fits"][0] and value > 0 else float("nan")
+
+
+@lru_cache(maxsize=64)
+def _model(name: str):
+    return load_model(name)
+
+
+@lru_cache(maxsize=64)
+def _system(name: str):
+    return load_system(name)
+
+
+def log_errors(selected: list[Run], stack: ServingStack) -> np.ndarray:
+    """log(predicted / measured) per run (a run that does not fit counts as a 100× miss)."""
+    out = []
+    for r in selected:
+        p = predict(r, stack)
+        out.append(np.log(p / r.output_tokens_per_s) if np.isfinite(p) else np.log(100.0))
+    return np.array(out)
+
+
+def _with(stack: ServingStack, gen: str, values: dict[str, float]) -> ServingStack:
+    return stack.with_efficiency({**stack.efficiency, gen: dict(values)})
+
+
+def fit_generation(selected: list[Run], stack: ServingStack, gen: str,
+                   rounds: int = 3, step: float = 0.4) -> dict[str, float]:
+    """The stack values (:data:`START`'s keys) of ``gen`` minimising the mean squared log
+    error on ``selected`` (coordinate descent, module docstring)."""
+    best = dict(stack.efficiency.get(gen, START))  # the full fit and every refit start alike
+    loss = float(np.mean(log_errors(selected, _with(stack, gen, best)) ** 2))
+    keys = [k for k in START if k != "expert_gemm" or any(_model(r.model).moe
+                                                         for r in selected)]
+    for _ in range(rounds):
+        for key in keys:
+            lo, hi = BOUNDS[key]
+            for factor in (1 - step, 1 + step):
+                trial = dict(best)
+                base = best[key] if best[key] > 0 else 1e-4
+                trial[key] = float(np.clip(base * factor, lo, hi))
+                trial_loss = float(np.mean(log_errors(selected, _with(stack, gen, trial)) ** 2))
+                if trial_loss < loss:
+                    best, loss = trial, trial_loss
+        step /= 2
+    return {k: round(v, 6) for k, v in best.items()}
+
+
+def fit(stack: ServingStack, selected: list[Run] | None = None, rounds: int = 3,
+        step: float = 0.4) -> ServingStack:
+    """The stack with every generation's efficiencies fitted on ``selected`` (all runs),
+    starting from the stack's own."""
+    selected = list(runs() if selected is None else selected)
+    table = dict(stack.efficiency)
+    for gen in sorted({r.generation for r in selected}):
+        mine = [r for r in selected if r.generation == gen]
+        table[gen] = fit_generation(mine, stack, gen, rounds, step)
+    return stack.with_efficiency(table)
+
+
+def error_summary(errors: np.ndarray) -> dict[str, float]:
+    """Mean and largest |predicted/measured − 1|, and the mean signed ratio error, %."""
+    ratio = np.exp(errors) - 1.0
+    return {"runs": int(len(errors)), "mean_abs_error_pct": float(np.mean(np.abs(ratio)) * 100),
+            "max_abs_error_pct": float(np.max(np.abs(ratio)) * 100),
+            "mean_error_pct": float(np.mean(ratio) * 100)}
+
+
+def leave_one_out(stack: ServingStack, by: str = "model") -> dict[str, dict[str, float]]:
+    """Per left-out model (or system): the same fit from the same start (:data:`START`) on the
+    other runs, and its error on the left-out runs."""
+    all_runs = list(runs())
+    out = {}
+    for key in sorted({getattr(r, by) for r in all_runs}):
+        held = [r for r in all_runs if getattr(r, by) == key]
+        rest = [r for r in all_runs if getattr(r, by) != key]
+        fitted = fit(stack.with_efficiency({}), rest)
+        out[key] = error_summary(log_errors(held, fitted))
+    return out
+
+
+def records(stack: ServingStack | str | None = None) -> list[dict]:
+    """Predicted vs measured for every published run under ``stack`` (default preset)."""
+    st = load_serving_stack(stack)
+    out = []
+    for r in runs():
+        p = predict(r, st)
+        out.append({**r.__dict__, "predicted_tokens_per_s": p,
+                    "error_pct": (p / r.output_tokens_per_s - 1) * 100})
+    return out
+
+
+def summary(frame) -> dict:
+    """The in-sample error of ``frame`` (:func:`records`) and the leave-one-out errors the
+    default stack's fit recorded (bench/serve_fit.py writes them into the preset)."""
+    stack = load_serving_stack()
+    errors = np.log(frame["predicted_tokens_per_s"] / frame["output_tokens_per_s"]).to_numpy()
+    errors = np.where(np.isfinite(errors), errors, np.log(100.0))
+    fit_info = stack.fit or {}
+    return {"stack": stack.name, "source": fit_info.get("data", str(DATA)),
+            "in_sample": error_summary(errors),
+            "leave_one_model_out": fit_info.get("leave_one_model_out", {}),
+            "leave_one_gpu_out": fit_info.get("leave_one_gpu_out", {})}

@@ -1,0 +1,77 @@
+"""``python -m model serve``: the contract's JSON keys, a pinned layout evaluated as given, a
+search within SLAs, and bad input as one line with exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model import ServingLayout, ServingWorkload, load_model, load_system, serve
+from model.cli.commands import main
+
+BASE = ["serve", "--model", "llama3-70b", "--system", "h200", "--gpus", "8", "--precision",
+        "fp8", "--input-tokens", "1000", "--output-tokens", "1000"]
+CONTRACT = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
+            "ttft_s", "tpot_s", "batch", "kv_cache_gb", "memory_gb", "fits",
+            "usd_per_million_output_tokens")
+
+
+def _json(capsys, argv):
+    assert main(argv) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_contract_keys_and_pinned_layout(capsys):
+    out = _json(capsys, BASE + ["--tp", "2", "--pp", "1", "--offline", "--json"])
+    for key in CONTRACT:
+        assert key in out, key
+    assert (out["tp"], out["pp"], out["replicas"]) == (2, 1, 4)
+    assert out["output_tokens_per_s"] == pytest.approx(8 * out["output_tokens_per_s_per_gpu"])
+    assert out["tpot_s"] == pytest.approx(1 / out["tokens_per_s_per_user"])
+    assert out["fits"] is True and out["memory_gb"] < 150.75
+
+
+def test_search_meets_the_slas(capsys):
+    out = _json(capsys, BASE + ["--concurrency", "256", "--tpot-max", "0.03", "--json"])
+    assert out["meets_sla"] is True and out["tpot_s"] <= 0.03
+    loose = _json(capsys, BASE + ["--concurrency", "256", "--json"])
+    assert loose["output_tokens_per_s_per_gpu"] >= out["output_tokens_per_s_per_gpu"]
+
+
+def test_api_matches_cli(capsys):
+    out = _json(capsys, BASE + ["--tp", "4", "--request-rate", "2", "--json"])
+    r = serve(load_model("llama3-70b"), load_system("h200"), 8,
+              ServingWorkload(1000, 1000, mode="request-rate", request_rate_per_s=2.0,
+                              weight_precision="fp8"), ServingLayout(tp=4))
+    assert r.best["ttft_s"] == pytest.approx(out["ttft_s"])
+    assert out["output_tokens_per_s"] == pytest.approx(2.0 * 1000)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--tp", "3", "--offline"], "no serving layout of 8 GPUs"),
+    (["--offline", "--tp", "2", "--replicas", "3"], "replicas 3"),
+    (["--concurrency", "0"], "expected a positive integer"),
+    (["--offline", "--mtp-acceptance", "0.5"], "--mtp-acceptance needs --mtp"),
+    (["--offline", "--ep", "2"], "ep"),
+    ([], "one of the arguments --offline --concurrency --request-rate is required"),
+])
+def test_bad_input_one_line_exit_2(capsys, extra, words):
+    assert main(BASE + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: ") and words in err
+
+
+def test_nvfp4_needs_an_fp4_gpu(capsys):
+    argv = [a if a != "fp8" else "nvfp4" for a in BASE] + ["--offline"]
+    assert main(argv) == 2
+    assert "NVFP4" in capsys.readouterr().err
+
+
+def test_saturated_and_unfit_are_said(capsys):
+    out = _json(capsys, BASE + ["--tp", "8", "--request-rate", "1e6", "--json"])
+    assert out["stable"] is False and out["ttft_s"] is None and "saturated" in out["message"]
+    big = _json(capsys, ["serve", "--model", "llama3-405b", "--system", "h100", "--gpus", "1",
+                         "--precision", "bf16", "--input-tokens", "100", "--output-tokens",
+                         "100", "--offline", "--json"])
+    assert big["fits"] is False and big["message"] == "no layout fits in memory"

@@ -1,0 +1,144 @@
+"""The Serving page without a browser (dashboard/pages/serve_page.py, dashboard/serve_view.py,
+dashboard/figures/serve.py): its answer is the API's for the same inputs, hardware what-ifs of
+the control panel move it, bad input is an inline message, and the figures plot the frames."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+_TMP_CACHE = tempfile.mkdtemp(prefix="perf-serve-page-test-")
+atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
+if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+    os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard import scenario as S  # noqa: E402
+from dashboard.pages import serve_page as page  # noqa: E402
+from dashboard.serve_view import CARDS, DEFAULT_FORM, checked_form  # noqa: E402
+from model import ModelError, ServingLayout, load_model, load_system, serve  # noqa: E402
+
+SCN = {**S.default_scenario(), **S.model_values("llama3-70b"), "model": "llama3-70b"}
+FORM = {**DEFAULT_FORM, "gpus": 8, "mode": "concurrency", "load": 64}
+
+
+def outputs(scn, form=FORM):
+    names = [*CARDS, "headline", "error", *(f"context-{n}" for n in CARDS)]
+    values = page.update(scn, *(form[k] for k in page.FORM_KEYS))
+    return dict(zip(names, values, strict=True))
+
+
+def _data(fig):
+    return fig["data"] if isinstance(fig, dict) else fig.to_plotly_json()["data"]
+
+
+def test_the_page_answers_as_the_api():
+    out = outputs(SCN)
+    assert out["error"] == ""
+    gpus, workload, pins = checked_form(FORM)
+    best = serve(load_model("llama3-70b"), load_system("h200"), gpus, workload, pins).best
+    assert f"{best['output_tokens_per_s_per_gpu']:,.0f} output tokens/s per GPU" in out["headline"]
+    star = next(t for t in _data(out["serve-pareto"]) if t["name"] == "best within the SLAs")
+    assert star["x"][0] == pytest.approx(best["output_tokens_per_s_per_gpu"])
+    step = _data(out["serve-step"])[0]
+    assert set(step["y"]) >= {"attn/core", "mlp/fc1", "attn/qkv"}
+    memory = {t["name"]: t["x"][0] for t in _data(out["serve-memory"])}
+    assert memory["weights"] == pytest.approx(best["weights_gb"])
+    assert out["context-serve-pareto"] == FORM
+
+
+def test_the_load_curve_has_its_knee_and_grows_past_it():
+    fig = outputs(SCN)["serve-load"]
+    ttft = next(t for t in _data(fig) if t["name"] == "TTFT (s)")
+    y = [v for v in ttft["y"] if v is not None]
+    assert y[-1] > 10 * y[0]  # near saturation the wait dominates
+    assert ttft["y"][-1] is None  # past μ: unstable, a gap, not a number
+    layout = fig["layout"] if isinstance(fig, dict) else fig.to_plotly_json()["layout"]
+    knee = layout["shapes"][0]["x0"]
+    assert ttft["x"][0] < knee < ttft["x"][-1]
+
+
+def test_hardware_what_if_moves_it():
+    base = outputs(SCN)["headline"]
+    faster = outputs({**SCN, "hbm_tb_per_s": SCN["hbm_tb_per_s"] * 2})["headline"]
+
+    def per_gpu(text):
+        return float(text.split(": ")[1].split(" output")[0].replace(",", ""))
+    assert per_gpu(faster) > 1.2 * per_gpu(base)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"gpus": 0}, "GPUs must be a whole number"),
+    ({"load": -3}, "concurrent users must be a whole number"),
+    ({"mode": "request-rate", "load": None}, "request rate must be"),
+    ({"tpot_max_s": -1}, "TPOT limit must be a positive number"),
+    ({"precision": "int2"}, "precision must be one of"),
+    ({"tp": 3}, "no serving layout of 8 GPUs"),
+])
+def test_bad_input_is_an_inline_message(change, words):
+    out = outputs(SCN, {**FORM, **change})
+    assert words in out["error"]
+
+
+def test_checked_form_refuses_a_bad_form():
+    with pytest.raises(ModelError, match="missing"):
+        checked_form(None)
+    gpus, wl, pins = checked_form({**FORM, "tp": 4, "pp": "auto"})
+    assert (gpus, wl.concurrency, pins) == (8, 64, ServingLayout(tp=4))
+
+
+def test_callback_is_quick():
+    """A loose bound for a shared test machine; bench/serve_page.py measures the p95 (the
+    target is 300 ms)."""
+    outputs(SCN)
+    times = []
+    for load in np.linspace(16, 512, 6).astype(int):
+        start = time.perf_counter()
+        outputs(SCN, {**FORM, "load": int(load)})
+        times.append(time.perf_counter() - start)
+    assert np.percentile(times, 95) < 1.0
+
+
+@pytest.mark.parametrize("card", CARDS)
+def test_every_card_exports_its_data_as_csv(card):
+    from dashboard.export import card_figure, render
+
+    figure = card_figure(card, SCN, FORM)
+    text, ext = render(figure, "csv")
+    assert ext == "csv" and len(text.splitlines()) >= 2
+
+
+def test_export_refuses_a_form_it_cannot_check():
+    from dashboard.export import card_figure
+
+    with pytest.raises(ModelError, match="GPUs must be"):
+        card_figure("serve-pareto", SCN, {**FORM, "gpus": -1})
+    with pytest.raises(ModelError, match="draw the figure first"):
+        card_figure("serve-pareto", SCN, None)
+
+
+def test_the_form_round_trips_through_the_url():
+    from dashboard.serve_view import form_from_query, form_query
+
+    form = {**FORM, "tpot_max_s": 0.05, "tp": 4, "mode": "request-rate", "load": 2.5}
+    assert form_from_query(form_query(form)) == {k: v for k, v in form.items()
+                                                 if v is not None}
+    assert form_from_query("?gpus=16&evil=1&mode=" + "x" * 80) == {"gpus": 16}
+    assert form_from_query(12) == {}
+
+
+def test_fp4_what_if():
+    """NVFP4 weights on H200 need an FP4 rate: none by default (an inline message), and a
+    what-if rate makes the page answer."""
+    form = {**FORM, "precision": "nvfp4"}
+    assert "NVFP4" in outputs(SCN, form)["error"]
+    out = outputs(SCN, {**form, "fp4_tflops": 4000})
+    assert out["error"] == "" and "output tokens/s per GPU" in out["headline"]
+    assert "FP4 rate must be" in outputs(SCN, {**form, "fp4_tflops": -1})["error"]
