@@ -157,6 +157,9 @@ def record_system(sysinfo: dict[str, Any]) -> System:
         over["nvlink_domain_size"] = nvl
     if "40GB" in gpu.upper().replace(" ", ""):
         over["hbm_capacity_gb"] = 42.94  # 40,960 MiB (NVML), as the 80 GB preset
+        # and its HBM2 at 1,555 GB/s (NVIDIA A100 datasheet: 40 GB SXM 1,555 GB/s, 80 GB
+        # SXM 2,039 GB/s): element-wise kernels and FSDP2 copies run at this bandwidth
+        over["hbm_bandwidth_gb_per_s"] = 1555.0
     return system.with_overrides(**over) if over else system
 
 
