@@ -48,8 +48,8 @@ def test_a_kernel_without_a_benchmark_is_refused():
         ak.pass_efficiencies("fa3", "ampere", True, 128, 4096)
 
 
-def _counts(ex: dict, op: str, seq: int = 4096):
-    m = transformer_from_dict({**LLAMA, "seq_len": seq})
+def _counts(ex: dict, op: str, seq: int = 4096, **spec):
+    m = transformer_from_dict({**LLAMA, "seq_len": seq, **spec})
     ctx = Ctx.make(m, model.load_system("h100"), "default", ex)
     strategy = build_strategy("1d", m, ctx.mode, ctx.execution)
     spec = next(s for s in strategy.block if s.name == op)
@@ -184,3 +184,33 @@ def test_calibrate_refuses_what_no_run_pins(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"runs": [{"model": "gpt3-175b"}]}))
     assert main(["calibrate", "--runs", str(bad), "--out", str(tmp_path / "y.json")]) == 2
+
+
+def test_sinks_fall_back_to_math_where_the_kernel_lacks_them():
+    """Learnable sinks: cuDNN runs them fused (Transformer Engine 2.8), FlashAttention-2/-3 and
+    the Triton kernel have no sink backward: the unfused math kernel runs instead."""
+    assert ak.kernel_used("fa2", True) == "math" and ak.kernel_used("fa3", True) == "math"
+    assert ak.kernel_used("cudnn", True) == "cudnn" and ak.kernel_used("fa2", False) == "fa2"
+    spec = {**LLAMA, "attention_sinks": True}
+    m, h100 = transformer_from_dict(spec), model.load_system("h100")
+    with_sinks = Ctx.make(m, h100, "default", {"attention_kernel": "fa2"}).attention_passes
+    plain_math = Ctx.make(transformer_from_dict(LLAMA), h100, "default",
+                          {"attention_kernel": "math"}).attention_passes
+    assert with_sinks == plain_math
+
+
+def test_windows_skip_blocks_only_in_kernels_that_have_them():
+    """A 512-token window over 4K: FA2 skips the blocks outside it (FLOPs × the window's share
+    of the keys) and runs at the rate of its effective length; the 2023 Triton kernel masks
+    the full causal attention."""
+    spec = {**LLAMA, "sliding_window": 512}
+    fa2, _ = _counts({"attention_kernel": "fa2"}, "attn/flash", sliding_window=512)
+    masked, _ = _counts({"attention_kernel": "triton"}, "attn/flash", sliding_window=512)
+    full, _ = _counts({"attention_kernel": "triton"}, "attn/flash")
+    m = transformer_from_dict(spec)
+    ctx = Ctx.make(m, model.load_system("h100"), "default", {"attention_kernel": "fa2"})
+    keys = 512 - 512 * 512 / (2 * 4096)  # mean keys of a sliding window (params.attention_keys)
+    want = ak.pass_efficiencies("fa2", "hopper", True, 128, 2 * keys)
+    assert ctx.attention_passes == pytest.approx(want)
+    assert masked.flop_mat_fwd == pytest.approx(full.flop_mat_fwd)  # masked, not skipped
+    assert fa2.flop_mat_fwd == pytest.approx(full.flop_mat_fwd * keys / 2048)

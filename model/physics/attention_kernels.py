@@ -19,7 +19,16 @@ Per pass, as a fraction of the benchmark GPU's dense BF16 peak (312 / 989 TFLOP/
   at the same shape on the same GPU — an assumption, stated in docs/stacks.md.
 
 Between tabulated points: linear in log2 L and in the head dimension, clamped at the ends
-(the curves are flat by 8–16K). A kernel runs where its table has a GPU of the system's
+(the curves are flat by 8–16K; head dimensions above 128 — MLA's 192 — take the 128 rates, the
+copied tables stopping there). GQA with few KV heads runs at the same rate (the kernels are
+compute-bound; their smaller K/V traffic shows in the op's HBM bytes). Sliding-window layers
+run at the rate of their effective length, 2 × the mean keys per query of causal attention
+(:func:`model.specs.params.attention_keys`), where the kernel skips the blocks outside the
+window (``features.sliding_window``); a kernel without windows computes the full causal
+attention and masks it. Learnable attention sinks (GPT-OSS) run fused only where the table's
+``features.sinks`` says so; elsewhere the unfused math kernel runs (:func:`kernel_used`).
+
+A kernel runs where its table has a GPU of the system's
 generation; Blackwell, which none of the copied benchmarks ran, takes Hopper's fractions; a
 kernel without a table for the generation (FA3 and cuDNN on Ampere) is refused.
 """
@@ -87,6 +96,19 @@ def pass_rates_tflops(kernel: str, gpu: str, causal: bool, head_dim: float, seq_
         return both, both
     ref_fwd, ref_bwd = pass_rates_tflops(REFERENCE_KERNEL, gpu, causal, head_dim, seq_len)
     return fwd, fwd * ref_bwd / ref_fwd
+
+
+def supports(kernel: str, feature: str) -> bool:
+    """Whether ``kernel`` runs ``feature`` (``sliding_window``, ``sinks``) fused in training
+    (the ``features`` of the table, with their sources); math runs everything, unfused."""
+    return kernel == "math" or kernel in _table()["features"][feature]
+
+
+def kernel_used(kernel: str, sinks: bool) -> str:
+    """The kernel that actually runs: with learnable attention sinks, a kernel without them
+    falls back to unfused math attention (Transformer Engine's UnfusedDotProductAttention
+    fallback; FlashAttention-2/-3 have no sink backward, Dao-AILab/flash-attention#1797)."""
+    return kernel if not sinks or supports(kernel, "sinks") else "math"
 
 
 def pass_efficiencies(kernel: str, generation: str, causal: bool, head_dim: float,

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
-from . import elementwise, moe, ops
+from . import attention_kernels, elementwise, moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .context import Ctx
 from .optable import MATMULS, TOKEN_KERNELS, CommSpec
@@ -91,7 +91,8 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     d, m, ex = ctx.dims, ctx.model, ctx.execution
     heads = _local(m.heads, sh, spec.heads_shard)
     kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
-    fused = ex.flash_attention and ex.attention_kernel != "math"
+    kernel = attention_kernels.kernel_used(ex.attention_kernel, m.attention_sinks)
+    fused = ex.flash_attention and kernel != "math"
     counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.qk_head_dim),
                                  ELEMENT_BYTES, m.dropout, keep_scores=ex.recompute == "none",
                                  fused=fused,
@@ -104,7 +105,8 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     tabled = ctx.attention_passes is not None
     if ctx.causal_attention and (ex.flash_attention or tabled):
         counts = ops.skip_masked_half(counts)
-        if m.sliding_window:  # window layers skip the blocks outside their window too
+        skips = kernel == "auto" or attention_kernels.supports(kernel, "sliding_window")
+        if m.sliding_window and skips:  # window layers skip the blocks outside their window
             counts = ops.score_share(counts, attention_keys(m, d["l"]) / (d["l"] / 2))
     return counts
 

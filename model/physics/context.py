@@ -11,9 +11,10 @@ from ..errors import ModelError
 from ..specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
+from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
-from .attention_kernels import pass_efficiencies
+from .attention_kernels import kernel_used, pass_efficiencies, supports
 from .pricing import Bound, Exact, Pricing
 from .strategies import OpSpec, model_dims
 
@@ -96,5 +97,8 @@ def attention_passes(model: Transformer, system: System, mode: Mode, ex: Executi
     if ex.attention_kernel == "auto":
         return None
     causal = model.causal and not mode.non_causal_attention
-    return pass_efficiencies(ex.attention_kernel, system.generation, causal,
-                             float(model.qk_head_dim), float(model.seq_len))
+    kernel = kernel_used(ex.attention_kernel, model.attention_sinks)
+    seq = float(model.seq_len)
+    if model.sliding_window and supports(kernel, "sliding_window"):  # the blocks it visits
+        seq = 2.0 * attention_keys(model, seq) if causal else attention_keys(model, seq)
+    return pass_efficiencies(kernel, system.generation, causal, float(model.qk_head_dim), seq)

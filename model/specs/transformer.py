@@ -77,6 +77,8 @@ FIELDS = (
     Field("window_kind", str, "sliding (each query sees the last W tokens) or chunked (the "
           "sequence is cut in W-token chunks, Llama 4)", default="sliding",
           choices=("sliding", "chunked")),
+    Field("attention_sinks", bool, "a learnable sink logit per head in the softmax "
+          "(GPT-OSS); kernels without it fall back to unfused attention", default=False),
     Field("norm", str, "layernorm (γ and β) or rmsnorm (γ only; Llama); how an eager stack "
           "runs it: model.physics.elementwise", default="layernorm",
           choices=("layernorm", "rmsnorm")),
@@ -134,6 +136,7 @@ class Transformer:
     global_batch_source: str = ""
     position_embedding: str = "rope"
     norm: str = "layernorm"
+    attention_sinks: bool = False
 
     @property
     def moe(self) -> bool:
