@@ -161,6 +161,8 @@ def _elementwise(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts, rows,
         kernels = ("residual_add", "attention_output") + (
             ("rmsnorm",) if m.norm == "rmsnorm" else ())
         return elementwise.add_passes(counts, mode, kernels, b * rows * k, share=0.5)
+    if spec.kind == Kind.LOSS:  # eager PyTorch's FP32 cross-entropy over the logits
+        return elementwise.add_passes(counts, mode, ("loss",), b * rows * k)
     if spec.kind == Kind.ACT and m.mlp == "swiglu":
         return elementwise.add_passes(counts, mode, ("swiglu",), b * rows * k)
     if spec.kind == Kind.ATTENTION and m.position_embedding == "rope":

@@ -14,7 +14,9 @@ Where each count lands (per microbatch, local shapes, s = 2 bytes):
   attention-output copy and (models with ``norm = rmsnorm``) the RMSNorm steps:
   passes·s·b·r·e / 2;
 * the activation (SwiGLU models): passes·s·b·r·f;
-* attention (``position_embedding = rope``): passes·s·b·r·(h + k)·q over its local heads.
+* attention (``position_embedding = rope``): passes·s·b·r·(h + k)·q over its local heads;
+* the loss (eager: its FP32 upcast, log-softmax and their backward): passes·s·b·r·V over
+  the local logits.
 
 The backward moves ``backward_factor`` × the forward passes of each kernel.
 """
