@@ -229,3 +229,17 @@ def test_eager_loss_in_fp32():
     logits = 2 * m.seq_len * m.vocab
     assert counts.extra_bytes_fwd == pytest.approx(5 * 2 * logits)
     assert counts.extra_bytes_bwd == pytest.approx(9 * 2 * logits)
+
+
+def test_calibrate_refuses_runs_that_do_not_depend_on_the_efficiency(tmp_path, monkeypatch):
+    """A run whose time the GEMM efficiency barely moves cannot pin it."""
+    from model.specs.stack import load_stack
+    from model.validation import user_runs
+    cases = read_runs(_synthetic_runs(tmp_path, 0.5), "torchtitan-2025")
+    curve = user_runs.Curve.of(cases[0])
+    assert 0.2 < user_runs.sensitivity(curve) < 0.55  # GEMM-bound in part: ~0.3 per doubling
+    flat = user_runs.Curve(cases[0], np.full_like(curve.log_time, curve.log_time[0]))
+    assert user_runs.sensitivity(flat) == 0.0
+    monkeypatch.setattr(user_runs.Curve, "of", classmethod(lambda cls, case: flat))
+    with pytest.raises(ModelError, match="do not pin it; add a compute-bound run on h100"):
+        calibrate_runs(cases, load_stack("torchtitan-2025"))

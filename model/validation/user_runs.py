@@ -11,8 +11,10 @@ peak the stack's GEMMs reach there (FP8 at 0.96 η, as bench/calibrate.py), by l
 of log time over that system's runs — the same machinery as the published stacks
 (:mod:`model.validation.calibrate`). Attention kernels, element-wise passes and FSDP come from
 the base stack's mechanisms, not from the fit. A parameter is determined by one run of its
-system; a system asked for (``fit``) with no run is refused, naming the runs that would pin
-it. Leave-one-out needs two runs of a system: each run predicted with η fitted on the others.
+system whose time depends on η (:func:`sensitivity`); a system asked for (``fit``) with no
+run, or whose runs' times barely depend on η (communication-bound), is refused, naming the
+runs that would pin it. Leave-one-out needs two runs of a system: each run predicted with η
+fitted on the others.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from . import Case
 from .calibrate import FP8_RATIO, Curve, fit
 
 MAX_RUNS = 200
+# a run pins η when doubling η changes its predicted time by at least this fraction
+MIN_SENSITIVITY = 0.05
 MAX_BYTES = 1_000_000
 LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "microbatch", "interleave")
 
@@ -115,6 +119,12 @@ def read_runs(path: str | Path, stack: str) -> list[Case]:
     return [run_case(r, i, stack) for i, r in enumerate(runs)]
 
 
+def sensitivity(curve: Curve) -> float:
+    """How much the run's predicted time falls when η doubles (0.4 → 0.8): 1 − t(0.8)/t(0.4);
+    about 0.5 for a compute-bound run, 0 for one whose time does not depend on η."""
+    return 1.0 - curve.time_s(0.8) / curve.time_s(0.4)
+
+
 def calibrate_runs(cases: list[Case], base: Stack, systems: list[str] | None = None
                    ) -> dict[str, Any]:
     """η per system fitted on ``cases`` (see the module docstring), with each run's in-sample
@@ -127,6 +137,14 @@ def calibrate_runs(cases: list[Case], base: Stack, systems: list[str] | None = N
                          f"run on {missing[0]} (any model and layout) — the runs are on "
                          f"{', '.join(have)}")
     curves = [Curve.of(c) for c in cases if c.system.name in wanted]
+    for system in wanted:
+        mine = [c for c in curves if c.case.system.name == system]
+        if max(sensitivity(c) for c in mine) < MIN_SENSITIVITY:
+            raise ModelError(
+                f"cannot fit {system}: its runs' times hardly depend on the GEMM efficiency "
+                f"(communication- or memory-bound: at most {100 * MIN_SENSITIVITY:.0f} % per "
+                "doubling), so they do not pin it; add a compute-bound run on "
+                f"{system} (a larger model or microbatch on fewer GPUs)")
     fitted = {s: fit([c for c in curves if c.case.system.name == s]) for s in wanted}
     rows = []
     for i, c in enumerate(curves):
