@@ -243,3 +243,24 @@ def test_calibrate_refuses_runs_that_do_not_depend_on_the_efficiency(tmp_path, m
     monkeypatch.setattr(user_runs.Curve, "of", classmethod(lambda cls, case: flat))
     with pytest.raises(ModelError, match="do not pin it; add a compute-bound run on h100"):
         calibrate_runs(cases, load_stack("torchtitan-2025"))
+
+
+def test_hsdp_shards_within_groups_and_replicates_across():
+    from model.physics.fsdp import gather_factor, shard_group
+    from model.specs.execution import Execution
+    group, tau, replicas = shard_group(np.array([8.0, 16.0]), np.array([8.0, 8.0]),
+                                       Execution(zero=3, fsdp_version=2, fsdp_shard_group=8))
+    assert group.tolist() == [8.0, 8.0] and tau.tolist() == [8.0, 8.0]
+    assert replicas.tolist() == [1.0, 2.0]
+    assert gather_factor(Execution(fsdp_gather_dtype="fp32"), 1.0) == 2.0
+    assert gather_factor(Execution(), 0.5) == 0.5  # auto: the precision's (FP8 gather)
+    m = transformer_from_dict(LLAMA)
+    system = model.load_system("h100")
+
+    def t_dp(**ex):
+        return model.evaluate(m, system, 16, 32, "1d", tp1=1, pp=1, dp=16, microbatch=1,
+                              execution={"zero": 3, "fsdp_version": 2, **ex},
+                              stack="none").row["t_dp_comm_s"]
+    # a shard group as large as the data-parallel group is plain FSDP
+    assert t_dp(fsdp_shard_group=16) == pytest.approx(t_dp())
+    assert t_dp(fsdp_shard_group=8) != pytest.approx(t_dp())
