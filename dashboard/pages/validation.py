@@ -36,6 +36,7 @@ from ..figures.validation import (
 from ..grid import number_column as _num
 from ..grid import text_column as _text
 from ..guard import page_callback
+from ..runs_upload import runs_card
 
 dash.register_page(__name__, path="/validation", name="Validation", order=4,
                    title="Validation — transformer training what-if")
@@ -195,6 +196,7 @@ layout = html.Div(className="page-body", children=[
                          "parallelism + selective recompute; shaded: within ±10%.")),
         _error_card(),
         _records_card(),
+        runs_card(),
     ]),
 ])
 

@@ -107,15 +107,21 @@ def read_runs(path: str | Path, stack: str) -> list[Case]:
         raise ModelError(f"runs file '{path}' not found")
     if p.stat().st_size > MAX_BYTES:
         raise ModelError(f"runs file '{path}' is over {MAX_BYTES // 1000} kB")
+    return runs_from_text(p.read_bytes(), stack)
+
+
+def runs_from_text(text: bytes | str, stack: str, max_runs: int = MAX_RUNS) -> list[Case]:
+    """The runs of a RUNS.json document (its bytes or text; schema-checked, at most
+    ``max_runs``): what the command line reads from a file and the dashboard from an upload."""
     try:
-        data = json.loads(p.read_text())
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelError(f"runs file '{path}' is not JSON: {exc}") from None
+        raise ModelError(f"runs file is not JSON: {exc}") from None
     runs = data.get("runs") if isinstance(data, dict) else None
     if not isinstance(runs, list) or not runs:
         raise ModelError("runs file: expected {\"runs\": [ … ]} with at least one run")
-    if len(runs) > MAX_RUNS:
-        raise ModelError(f"runs file: {len(runs)} runs; at most {MAX_RUNS}")
+    if len(runs) > max_runs:
+        raise ModelError(f"runs file: {len(runs)} runs; at most {max_runs}")
     return [run_case(r, i, stack) for i, r in enumerate(runs)]
 
 
