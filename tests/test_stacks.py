@@ -264,3 +264,22 @@ def test_hsdp_shards_within_groups_and_replicates_across():
     # a shard group as large as the data-parallel group is plain FSDP
     assert t_dp(fsdp_shard_group=16) == pytest.approx(t_dp())
     assert t_dp(fsdp_shard_group=8) != pytest.approx(t_dp())
+
+
+def test_fsdp_memory_of_gathered_blocks():
+    """ZeRO-3 holds two gathered blocks; FSDP without resharding after the forward holds every
+    block of the stage until its backward; FP32 gathers twice the bytes."""
+    m = transformer_from_dict(LLAMA)
+    system = model.load_system("h100")
+
+    def weights_gb(**ex):
+        return model.evaluate(m, system, 8, 16, "1d", tp1=1, pp=1, dp=8, microbatch=1,
+                              execution={"zero": 3, "recompute": "full", **ex},
+                              stack="none").row["weights_gb"]
+    block = 2.0 * m.params_per_block / 1e9  # GB of one gathered block
+    base = weights_gb(fsdp_version=2)
+    assert base == pytest.approx(weights_gb(), rel=1e-9)
+    held = weights_gb(fsdp_version=2, fsdp_reshard_after_forward=False)
+    assert held - base == pytest.approx((m.layers - 2) * block, rel=1e-3)
+    assert weights_gb(fsdp_version=1, fsdp_gather_dtype="fp32") - base == pytest.approx(
+        2 * block, rel=1e-3)

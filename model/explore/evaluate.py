@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..physics.block import Ctx, OpResult, Shards, evaluate_op, op_counts, take_counts
+from ..physics.fsdp import fsdp_memory
 from ..physics.memory import (
     StageMemory,
     block_activation_bytes,
@@ -171,7 +172,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                          interleave=cols["interleave"], zero=ex.zero,
                          grad_factor=grad_factor, end_layers=end_layers,
                          expert_weight_bytes=expert_w,
-                         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1)
+                         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
+                         **fsdp_memory(ex, layers))
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)

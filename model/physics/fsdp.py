@@ -80,3 +80,16 @@ def pytorch_fsdp_time_s(weight_bytes, dp_group, dp_tau, t_fwd, t_bwd, layers, n_
             np.asarray(weight_bytes, dtype=float) / group, replicas, 1, t_fwd, t_bwd, layers,
             pricing, grad_factor), 0.0)
     return out
+
+
+def fsdp_memory(execution: Execution, layers) -> dict:
+    """What PyTorch FSDP holds gathered beyond ZeRO-3's two blocks (the keyword arguments of
+    :class:`model.physics.memory.StageMemory`): without resharding after the forward every
+    block of the stage stays gathered until its backward; FP32 gathers hold 4 bytes per
+    parameter. Empty for the ZeRO-3 of DeepSpeed and Megatron (``fsdp_version`` 0)."""
+    if not execution.fsdp_version:
+        return {}
+    out: dict = {"gathered_factor": gather_factor(execution, 1.0)}
+    if not execution.fsdp_reshard_after_forward:
+        out["gathered_blocks"] = layers
+    return out
