@@ -59,7 +59,7 @@ def fit_upload(contents: str, base: str) -> tuple[html.Div, dict[str, Any]]:
         raise ModelError(f"the upload is over {MAX_BYTES // 1024} kB")
     stack = load_stack(base)
     cases = runs_from_text(raw, stack.name, MAX_RUNS)
-    result = calibrate_runs(cases, stack)
+    result = calibrate_runs(cases)
     fitted = fitted_stack(stack, "my-stack", result["efficiency"])
     rows = [html.Tr([html.Th(h) for h in ("run", "system", "measured s", "in sample %",
                                          "leave-one-out %")])]

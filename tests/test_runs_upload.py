@@ -9,7 +9,7 @@ import json
 import pytest
 
 from dashboard import runs_upload
-from model.specs.stack import load_stack, stack_from_dict
+from model.specs.stack import stack_from_dict
 from model.validation.user_runs import calibrate_runs, runs_from_text
 from tests.test_stacks import _synthetic_runs
 
@@ -21,8 +21,7 @@ def _contents(raw: bytes) -> str:
 def test_upload_fits_like_the_command_line(tmp_path):
     raw = _synthetic_runs(tmp_path, 0.55).read_bytes()
     shown, fitted = runs_upload.fit_upload(_contents(raw), "torchtitan-2025")
-    want = calibrate_runs(runs_from_text(raw, "torchtitan-2025"),
-                          load_stack("torchtitan-2025"))["efficiency"]["h100"]
+    want = calibrate_runs(runs_from_text(raw, "torchtitan-2025"))["efficiency"]["h100"]
     assert want == pytest.approx(0.55, abs=0.002)
     assert stack_from_dict(fitted).gemm_efficiency["h100"]["bf16"] == pytest.approx(want,
                                                                                    abs=1e-4)

@@ -165,7 +165,7 @@ def test_calibrate_recovers_a_known_efficiency(tmp_path, capsys):
     path = _synthetic_runs(tmp_path, 0.52)
     from model.specs.stack import load_stack
     cases = read_runs(path, "torchtitan-2025")
-    result = calibrate_runs(cases, load_stack("torchtitan-2025"))
+    result = calibrate_runs(cases)
     assert result["efficiency"]["h100"] == pytest.approx(0.52, abs=0.002)
     out = tmp_path / "mine.json"
     assert main(["calibrate", "--runs", str(path), "--base", "torchtitan-2025",
@@ -233,7 +233,6 @@ def test_eager_loss_in_fp32():
 
 def test_calibrate_refuses_runs_that_do_not_depend_on_the_efficiency(tmp_path, monkeypatch):
     """A run whose time the GEMM efficiency barely moves cannot pin it."""
-    from model.specs.stack import load_stack
     from model.validation import user_runs
     cases = read_runs(_synthetic_runs(tmp_path, 0.5), "torchtitan-2025")
     curve = user_runs.Curve.of(cases[0])
@@ -242,7 +241,7 @@ def test_calibrate_refuses_runs_that_do_not_depend_on_the_efficiency(tmp_path, m
     assert user_runs.sensitivity(flat) == 0.0
     monkeypatch.setattr(user_runs.Curve, "of", classmethod(lambda cls, case: flat))
     with pytest.raises(ModelError, match="do not pin it; add a compute-bound run on h100"):
-        calibrate_runs(cases, load_stack("torchtitan-2025"))
+        calibrate_runs(cases)
 
 
 def test_hsdp_shards_within_groups_and_replicates_across():

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError
-from ..validation.user_runs import calibrate_runs, fitted_stack, load_stack, read_runs
+from ..specs.stack import load_stack
+from ..validation.user_runs import calibrate_runs, fitted_stack, read_runs
 
 
 def _pct(measured: float, predicted: float) -> float:
@@ -20,7 +21,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     base = load_stack(args.base)
     cases = read_runs(args.runs, base.name)
     systems = [s.strip() for s in args.fit.split(",") if s.strip()] if args.fit else None
-    result = calibrate_runs(cases, base, systems)
+    result = calibrate_runs(cases, systems)
     name = Path(args.out).stem
     stack = fitted_stack(base, name, result["efficiency"])
     try:

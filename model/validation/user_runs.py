@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..specs.hardware import System, load_system, system_from_dict
-from ..specs.stack import Stack, load_stack, stack_from_dict
+from ..specs.stack import Stack, stack_from_dict
 from ..specs.transformer import Transformer, load_model, transformer_from_dict
 from . import Case
 from .calibrate import FP8_RATIO, Curve, fit
@@ -131,10 +131,10 @@ def sensitivity(curve: Curve) -> float:
     return 1.0 - curve.time_s(0.8) / curve.time_s(0.4)
 
 
-def calibrate_runs(cases: list[Case], base: Stack, systems: list[str] | None = None
-                   ) -> dict[str, Any]:
-    """η per system fitted on ``cases`` (see the module docstring), with each run's in-sample
-    and leave-one-out prediction; refuses systems no run pins."""
+def calibrate_runs(cases: list[Case], systems: list[str] | None = None) -> dict[str, Any]:
+    """η per system fitted on ``cases`` (each predicted with its stack's mechanisms: see the
+    module docstring), with each run's in-sample and leave-one-out prediction; refuses
+    systems no run pins."""
     have = sorted({c.system.name for c in cases})
     wanted = systems or have
     missing = [s for s in wanted if s not in have]
@@ -179,7 +179,3 @@ def fitted_stack(base: Stack, name: str, efficiency: dict[str, float]) -> Stack:
                        f"{base.name}: {base.source}")
     data.pop("base", None)
     return replace(stack_from_dict(data), name=name)
-
-
-def base_stack(name: str | None) -> Stack:
-    return load_stack(name)
