@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 import numpy as np
 
@@ -125,3 +126,17 @@ def pass_efficiencies(kernel: str, generation: str, causal: bool, head_dim: floa
     peak = _table()["peak_tflops"][gpu]
     fwd, bwd = pass_rates_tflops(kernel, gpu, causal, head_dim, seq_len)
     return fwd / peak, bwd / peak
+
+
+def tabled_times(c: Any, way: str, zero: np.ndarray, ctx: Any, overhead: float):
+    """(t_comp, t_mem, t_extra, compute) of an attention whose kernel has a published benchmark:
+    t_comp = overhead + F_mat / (η_way·P_bf16) with η_way its forward or backward fraction of
+    the peak (the module docstring: the measured rate already pays the
+    softmax, exponentials and the kernel's own HBM traffic); t_mem as any op (the unfused
+    math kernel's score passes)."""
+    eta = ctx.attention_passes[0 if way == "fwd" else 1]
+    t_comp = zero + overhead + getattr(c, f"flop_mat_{way}") / (
+        eta * ctx.system.matrix_flop_per_s)
+    t_mem = zero + getattr(c, f"bytes_{way}") / ctx.system.hbm_bytes_per_s
+    t_extra = zero + getattr(c, f"extra_bytes_{way}") / ctx.system.hbm_bytes_per_s  # RoPE
+    return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra

@@ -301,7 +301,8 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
     elif spec.kind == Kind.ATTENTION:
         eta_mat = ctx.attention_efficiency
         if ctx.attention_passes is not None:  # the kernel's measured rate: softmax included
-            return _tabled_attention(c, way, zero, ctx, sysm.kernel_overhead_s * launches)
+            return attention_kernels.tabled_times(c, way, zero, ctx,
+                                                  sysm.kernel_overhead_s * launches)
     # each of its kernels launched in a share of the layers
     overhead = sysm.kernel_overhead_s * launches * ctx.share(spec)
     t_comp = zero + (overhead + flop_mat / (eta_mat * wave * peak)
@@ -315,20 +316,6 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
     if not _nonzero(extra_bytes):  # no separate kernels (the common case): skip the arrays
         return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
     t_extra = zero + extra_bytes / bandwidth
-    return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
-
-
-def _tabled_attention(c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx, overhead: float):
-    """(t_comp, t_mem, t_extra, compute) of an attention whose kernel has a published benchmark:
-    t_comp = overhead + F_mat / (η_way·P_bf16) with η_way its forward or backward fraction of
-    the peak (:mod:`model.physics.attention_kernels`: the measured rate already pays the
-    softmax, exponentials and the kernel's own HBM traffic); t_mem as any op (the unfused
-    math kernel's score passes)."""
-    eta = ctx.attention_passes[0 if way == "fwd" else 1]
-    t_comp = zero + overhead + getattr(c, f"flop_mat_{way}") / (
-        eta * ctx.system.matrix_flop_per_s)
-    t_mem = zero + getattr(c, f"bytes_{way}") / ctx.system.hbm_bytes_per_s
-    t_extra = zero + getattr(c, f"extra_bytes_{way}") / ctx.system.hbm_bytes_per_s  # RoPE
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
 
 
