@@ -78,7 +78,7 @@ def _gemm(table: dict[str, float]) -> dict[str, dict[str, float]]:
                 "mxfp8": round(FP8_RATIO * v, 4)} for k, v in sorted(table.items())}
 
 
-def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
+def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, dict[str, float]],
                  expert_fits: dict[str, dict[str, float]]) -> None:
     """Each stack's fitted η (per GPU and generation) into its preset; a stack with no firm
     dense runs of its own inherits its base release's, or without a base takes the pooled fit
@@ -89,10 +89,11 @@ def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
         if str(data.get("calibration", "")).startswith(KERNEL_CALIBRATED):
             continue  # its efficiencies come from kernel benchmarks, not from training runs
         own = fits.get(data["name"])
+        family = data.get("family", "megatron")
         for key in ("gemm_efficiency", "attention_efficiency", "expert_gemm_efficiency"):
             data.pop(key, None)
         if own or not data.get("base"):
-            table = own if own else dict(pooled)
+            table = own if own else dict(pooled[family])
             data["gemm_efficiency"] = _gemm(table)
             data["attention_efficiency"] = {k: round(v, 4) for k, v in sorted(table.items())}
         data["calibration"] = (
@@ -106,6 +107,12 @@ def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, float],
             data["moe_token_efficiency"] = {k: round(v, 4) for k, v in sorted(experts.items())}
             data["expert_calibration"] = "MoE token kernels fitted on its own MoE runs"
         path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def _pooled(curves) -> dict[str, dict[str, float]]:
+    """Per family, the pooled fit of its firm runs (for its stacks without runs of their own)."""
+    from model.validation.calibrate import pooled_fit
+    return {f: pooled_fit(curves, f) for f in ("megatron", "pytorch")}
 
 
 def main() -> None:
@@ -124,8 +131,7 @@ def main() -> None:
         print(f"{stack:24s} " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(fit.items())))
     print(table.to_string(index=False, float_format="%.2f"))
     if args.write:  # the MoE runs are priced with the stacks' dense values: write them first
-        from model.validation.calibrate import pooled_fit
-        write_stacks(fits, pooled_fit(curves), {})
+        write_stacks(fits, _pooled(curves), {})
         _presets.cache_clear()
     start = time.perf_counter()
     moe = [Curve.of(c) for c in time_cases(sets=("moe",))]
@@ -146,7 +152,7 @@ def main() -> None:
         print(f"# MoE errors by {by}")
         print(pd.DataFrame(table_rows).to_string(index=False))
     if args.write:
-        write_stacks(fits, pooled_fit(curves), moe_fits)
+        write_stacks(fits, _pooled(curves), moe_fits)
         CV_PATH.write_text(json.dumps({
             "method": "leave-one-source-out (model/validation/calibrate.py, bench/calibrate.py)",
             "sources": table.to_dict("records"),

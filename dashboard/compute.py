@@ -357,13 +357,13 @@ def validation() -> pd.DataFrame:
     """The estimator against the published runs (``model.validation.run_validation``): one row
     per measured quantity, with Calculon's predictions where published. The reference files'
     size and modification time are part of the key (the estimator's version already is)."""
-    from model.validation import EXTRA_RUNS, SETS, reference_dir, run_validation
+    from model.validation import EXTRA_RUNS, PYTORCH_RUNS, SETS, reference_dir, run_validation
     from model.validation.moe import MOE_RUNS
 
     folder = reference_dir()
     stamp = {}
     for path in (folder / "korthikanti_validation.json", folder / "measurements.json",
-                 EXTRA_RUNS, MOE_RUNS):  # the last two: always the package's
+                 EXTRA_RUNS, PYTORCH_RUNS, MOE_RUNS):  # the last three: always the package's
         stat = path.stat()
         stamp[path.name] = [stat.st_mtime_ns, stat.st_size]
     return cached_frame("validation", {"folder": str(folder), "reference": stamp},

@@ -1,121 +1,284 @@
-"""Software stacks (model/specs/stack.py): presets, their base chain, what they change on a system
-and an execution, and how searches use them."""
+"""PyTorch-native stack mechanisms (issue 23): closed forms of the attention kernels, the
+element-wise passes, PyTorch FSDP and learned positions; the presets; ``calibrate``."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from model import ModelError, evaluate, load_model, load_system, search
-from model.specs.stack import (
-    NO_STACK,
-    default_stack_name,
-    list_stacks,
-    load_stack,
-    stack_from_dict,
-)
+import model
+from model.cli.commands import main
+from model.errors import ModelError
+from model.physics import attention_kernels as ak
+from model.physics.block import Shards, op_counts
+from model.physics.context import Ctx
+from model.physics.strategies import build_strategy
+from model.specs.transformer import transformer_from_dict
+from model.validation.user_runs import calibrate_runs, fitted_stack, read_runs
+
+LLAMA = {"name": "l", "layers": 4, "hidden": 1024, "heads": 8, "kv_heads": 2, "ffn": 3584,
+         "mlp": "swiglu", "seq_len": 4096, "vocab": 32000, "bias": False, "dropout": False,
+         "norm": "rmsnorm"}
 
 
-def test_presets_load_and_are_ordered_by_release():
-    names = list_stacks()
-    assert {"megatron-lm-2021", "megatron-lm-2022", "megatron-bridge-25.11"} <= set(names)
-    released = [load_stack(n).released for n in names]
-    assert released == sorted(released)
-    assert default_stack_name() == names[-1]
-    assert load_stack(None).name == names[-1]
-    for name in names:
+def test_kernel_rates_are_the_tables_at_their_points():
+    """At a tabulated point the forward rate is the table's; the backward follows from
+    t_fb = t_f + t_b with the benchmarks' 3.5× / 2.5× FLOP counts."""
+    fwd, bwd = ak.pass_rates_tflops("fa2", "h100", True, 128, 8192)
+    assert fwd == 333.0
+    assert bwd == pytest.approx(2.5 / (3.5 / 308.0 - 1.0 / 333.0))
+    # only forward + backward on A100: both passes at that rate
+    assert ak.pass_rates_tflops("triton", "a100", True, 128, 2048) == (68.0, 68.0)
+    # forward-only (FA3): FA2's backward/forward ratio at the same shape
+    f3, b3 = ak.pass_rates_tflops("fa3", "h100", False, 64, 1024)
+    f2, b2 = ak.pass_rates_tflops("fa2", "h100", False, 64, 1024)
+    assert f3 == 392.0 and b3 == pytest.approx(392.0 * b2 / f2)
+    # between points: linear in log2 L; beyond 16K: the last point
+    mid = ak.pass_rates_tflops("fa2", "a100", True, 64, 2048 * 2 ** 0.5)[0]
+    assert mid == pytest.approx((140 + 156) / 2)
+    assert ak.pass_rates_tflops("fa2", "a100", True, 64, 65536)[0] == 171.0
+    eff = ak.pass_efficiencies("fa2", "ampere", True, 64, 16384)
+    assert eff[0] == pytest.approx(171.0 / 312.0)
+
+
+def test_a_kernel_without_a_benchmark_is_refused():
+    with pytest.raises(ModelError, match="fa3.*ampere"):
+        ak.pass_efficiencies("fa3", "ampere", True, 128, 4096)
+
+
+def _counts(ex: dict, op: str, seq: int = 4096, **spec):
+    m = transformer_from_dict({**LLAMA, "seq_len": seq, **spec})
+    ctx = Ctx.make(m, model.load_system("h100"), "default", ex)
+    strategy = build_strategy("1d", m, ctx.mode, ctx.execution)
+    spec = next(s for s in strategy.block if s.name == op)
+    one = np.ones(1, dtype=int)
+    sh = Shards(b=one * 2, tp1=one, tp2=one, nb=one, nv_tp1=one, nv_tp2=one)
+    return op_counts(spec, sh, ctx), m
+
+
+def test_eager_passes_on_the_norms_and_the_activation():
+    """Eager adds (residual 6 + output copy 2 + RMSNorm 32) / 2 passes of 2·b·l·e bytes to each
+    block norm in the forward; SwiGLU 2 passes of its [b·l, f] output; compile fewer."""
+    fused, m = _counts({}, "attn/norm")
+    eager, _ = _counts({"elementwise": "eager"}, "attn/norm")
+    size = 2 * 2 * m.seq_len * m.hidden  # s·b·l·e
+    assert eager.extra_bytes_fwd - fused.extra_bytes_fwd == pytest.approx(20 * size)
+    assert eager.extra_bytes_bwd == pytest.approx((6 + 2 + 64) / 2 * size)
+    act, _ = _counts({"elementwise": "eager"}, "mlp/act")
+    assert act.extra_bytes_fwd == pytest.approx(2 * 2 * 2 * m.seq_len * m.ffn)
+    comp, _ = _counts({"elementwise": "compile"}, "attn/norm")
+    assert comp.extra_bytes_fwd == pytest.approx(2 * size)
+
+
+def test_benchmarked_attention_time_is_flops_over_rate():
+    m = transformer_from_dict(LLAMA)
+    system = model.load_system("h100")
+    ex = {"attention_kernel": "fa2", "recompute": "selective"}
+    ctx = Ctx.make(m, system, "default", ex)
+    fwd, bwd = ctx.attention_passes
+    assert fwd == pytest.approx(ak.pass_rates_tflops("fa2", "h100", True, 128, 4096)[0] / 989)
+    c, _ = _counts(ex, "attn/flash")
+    causal_flops = 2 * 8 * 4096 * 4096 * (2 * 128 - 1 + 2 * 128) / 2  # ≈ 4·L²·d·h·b / 2
+    assert c.flop_mat_fwd == pytest.approx(causal_flops, rel=0.01)
+
+
+def test_learned_positions_and_alibi():
+    base = transformer_from_dict(LLAMA)
+    learned = transformer_from_dict({**LLAMA, "position_embedding": "learned"})
+    assert learned.params - base.params == 4096 * 1024
+    alibi, _ = _counts({}, "attn/flash")
+    m = transformer_from_dict({**LLAMA, "position_embedding": "alibi"})
+    assert m.params == base.params
+    with pytest.raises(ModelError, match="position_embedding"):
+        transformer_from_dict({**LLAMA, "position_embedding": "sinusoid"})
+
+
+def test_fsdp2_copy_out_and_reshard():
+    """FSDP2 adds 2 copies × 2·W bytes per gathered block per microbatch over FSDP1; without
+    resharding the backward's gather is gone."""
+    m = transformer_from_dict(LLAMA)
+    system = model.load_system("h100")
+
+    def t_dp(**ex):
+        r = model.evaluate(m, system, 8, 16, "1d", tp1=1, pp=1, dp=8, microbatch=1,
+                           execution={"zero": 3, "recompute": "selective", **ex},
+                           stack="none").row
+        return r["t_dp_comm_s"]
+    w = 2.0 * m.params_per_block  # bytes of one block
+    n_mb, layers = 2, m.layers
+    diff = t_dp(fsdp_version=2) - t_dp(fsdp_version=1)
+    # W: the block weights the op table holds (its norms and biases aside: within 0.1 %)
+    assert diff == pytest.approx(n_mb * layers * 2 * 2 * w / system.hbm_bytes_per_s, rel=1e-3)
+    assert t_dp(fsdp_version=1, fsdp_reshard_after_forward=False) <= t_dp(fsdp_version=1)
+    assert t_dp(fsdp_version=1, fsdp_prefetch=0) >= t_dp(fsdp_version=1)
+    assert t_dp(fsdp_version=1, fsdp_gather_dtype="fp32") > t_dp(fsdp_version=1)
+
+
+def test_presets_name_their_sources_and_family():
+    for name in ("pytorch-fsdp-2023", "torchtitan-2025"):
+        s = model.load_stack(name) if hasattr(model, "load_stack") else None
+        from model.specs.stack import load_stack
         s = load_stack(name)
-        assert s.source and s.name == name
+        assert s.family == "pytorch" and "Calibration data" in s.source
+        assert s.execution["zero"] == 3 and s.execution["attention_kernel"] == "fa2"
+    assert model.load_system("h100-96gb-500w").hbm_capacity_gb == 96.0
 
 
-def test_a_release_inherits_what_it_does_not_set(tmp_path):
-    base = load_stack("megatron-bridge-25.09")
-    child = stack_from_dict({"name": "x", "released": "2030-01", "source": "test",
-                             "gemm_efficiency": {"hopper": {"fp8": 0.5}},
-                             "execution": {"tp_overlap": False}}, base)
-    assert child.gemm_efficiency["hopper"]["fp8"] == 0.5
-    assert child.gemm_efficiency["hopper"]["bf16"] == base.gemm_efficiency["hopper"]["bf16"]
-    assert child.gemm_efficiency["blackwell"] == base.gemm_efficiency["blackwell"]
-    assert child.execution["tp_overlap"] is False
-    assert child.execution["sequence_parallel"] is True  # from the base
+def test_contract_command(capsys, tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"name": "m", "layers": 8, "hidden": 2048, "heads": 16,
+                                "seq_len": 2048, "vocab": 50368, "bias": False,
+                                "position_embedding": "learned"}))
+    code = main(["evaluate", "--model", str(path), "--system", "h100", "--gpus", "8",
+                 "--global-batch", "48", "--strategy", "1d", "--tp", "1", "--pp", "1",
+                 "--dp", "8", "--microbatch", "6", "--zero", "3", "--recompute", "none",
+                 "--precision", "bf16", "--stack", "pytorch-fsdp-2023", "--json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["iteration_time_s"] > 0
 
 
-def test_apply_sets_the_generation_values_only():
-    stack = stack_from_dict({"name": "x", "released": "2030-01", "source": "test",
-                             "gemm_efficiency": {"hopper": {"bf16": 0.5, "fp8": 0.4,
-                                                            "mxfp8": 0.3}},
-                             "attention_efficiency": {"hopper": 0.6},
-                             "memory_reserve_gb": {"hopper": 7.0}})
-    h100 = stack.apply(load_system("h100"))
-    assert (h100.flop_efficiency, h100.flop_efficiency_fp8, h100.flop_efficiency_mxfp8,
-            h100.attention_efficiency, h100.memory_reserve_gb) == (0.5, 0.4, 0.3, 0.6, 7.0)
-    a100 = load_system("a100")
-    assert stack.apply(a100) == a100  # no ampere values: the system's own
+def _synthetic_runs(tmp_path, eta: float):
+    """Runs 'measured' with a stack whose H100 GEMM efficiency is ``eta``."""
+    from model.specs.stack import load_stack
+    truth = fitted_stack(load_stack("torchtitan-2025"), "truth", {"h100": eta})
+    runs = []
+    for layers, seq, mb in ((4, 2048, 2), (8, 4096, 1), (6, 2048, 4)):
+        spec = {**LLAMA, "layers": layers, "seq_len": seq}
+        m = transformer_from_dict(spec)
+        row = model.evaluate(m, model.load_system("h100"), 8, 8 * mb * 2, "1d", tp1=1, pp=1,
+                             dp=8, microbatch=mb, execution={"recompute": "selective",
+                                                             "recompute_layers": 0},
+                             stack=truth).row
+        runs.append({"model": {k: v for k, v in spec.items() if k != "seq_len"},
+                     "seq_len": seq, "system": "h100", "gpus": 8, "global_batch": 8 * mb * 2,
+                     "layout": {"tp": 1, "pp": 1, "dp": 8, "microbatch": mb},
+                     "execution": {"recompute": "selective", "recompute_layers": 0},
+                     "tokens_per_s_per_gpu": float(row["tokens_per_s"]) / 8})
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps({"runs": runs}))
+    return path
 
 
-def test_execution_defaults_under_explicit_options():
-    stack = load_stack("megatron-lm-2021")
-    assert stack.execution_for(None)["sequence_parallel"] is False
-    merged = stack.execution_for({"sequence_parallel": True, "recompute": ["full"]})
-    assert merged["sequence_parallel"] is True and merged["flash_attention"] is False
-    assert NO_STACK.execution_for(None) is None
+def test_calibrate_recovers_a_known_efficiency(tmp_path, capsys):
+    path = _synthetic_runs(tmp_path, 0.52)
+    from model.specs.stack import load_stack
+    cases = read_runs(path, "torchtitan-2025")
+    result = calibrate_runs(cases)
+    assert result["efficiency"]["h100"] == pytest.approx(0.52, abs=0.002)
+    out = tmp_path / "mine.json"
+    assert main(["calibrate", "--runs", str(path), "--base", "torchtitan-2025",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "h100: GEMM efficiency 0.52" in text and "leave-one-out" in text
+    assert load_stack(str(out)).gemm_efficiency["h100"]["bf16"] == pytest.approx(0.52, abs=0.002)
 
 
-@pytest.mark.parametrize("data,message", [
-    ({"name": "x", "released": "2025", "source": "s"}, "YYYY-MM"),
-    ({"name": "x", "released": "2025-13", "source": "s"}, "YYYY-MM"),
-    ({"name": "x", "released": "2025-01"}, "source"),
-    ({"name": "x", "released": "2025-01", "source": "s", "speed": 1}, "unknown key 'speed'"),
-    ({"name": "x", "released": "2025-01", "source": "s", "execution": {"warp": 1}},
-     "unknown execution option 'warp'"),
-    ({"name": "x", "released": "2025-01", "source": "s", "execution": {"zero": 7}}, "zero"),
-    ({"name": "x", "released": "2025-01", "source": "s",
-      "gemm_efficiency": {"volta": {"bf16": 0.5}}}, "unknown GPU generation or system .volta."),
-    ({"name": "x", "released": "2025-01", "source": "s",
-      "gemm_efficiency": {"hopper": {"bf16": 1.5}}}, "must be a number in"),
-    ({"name": "x", "released": "2025-01", "source": "s",
-      "gemm_efficiency": {"hopper": {"int8": 0.5}}}, "unknown key 'int8'"),
-])
-def test_bad_stacks_are_refused_by_name(data, message):
-    with pytest.raises(ModelError, match=message):
-        stack_from_dict(data)
+def test_calibrate_refuses_what_no_run_pins(tmp_path, capsys):
+    path = _synthetic_runs(tmp_path, 0.5)
+    code = main(["calibrate", "--runs", str(path), "--fit", "h100,b200", "--out",
+                 str(tmp_path / "x.json")])
+    assert code == 2
+    assert "no run pins its efficiency; add a run on b200" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"runs": [{"model": "gpt3-175b"}]}))
+    assert main(["calibrate", "--runs", str(bad), "--out", str(tmp_path / "y.json")]) == 2
 
 
-def test_a_stack_file_names_its_base_by_preset_name_only(tmp_path):
-    path = tmp_path / "mine.json"
-    path.write_text(json.dumps({"name": "mine", "released": "2030-01", "source": "s",
-                                "base": "/etc/passwd.json"}))
-    with pytest.raises(ModelError, match="must name a stack preset"):
-        load_stack(str(path))
-    path.write_text(json.dumps({"name": "mine", "released": "2030-01", "source": "s",
-                                "base": "megatron-lm-2022"}))
-    assert load_stack(str(path)).execution["flash_attention"] is False
+def test_sinks_fall_back_to_math_where_the_kernel_lacks_them():
+    """Learnable sinks: cuDNN runs them fused (Transformer Engine 2.8), FlashAttention-2/-3 and
+    the Triton kernel have no sink backward: the unfused math kernel runs instead."""
+    assert ak.kernel_used("fa2", True) == "math" and ak.kernel_used("fa3", True) == "math"
+    assert ak.kernel_used("cudnn", True) == "cudnn" and ak.kernel_used("fa2", False) == "fa2"
+    spec = {**LLAMA, "attention_sinks": True}
+    m, h100 = transformer_from_dict(spec), model.load_system("h100")
+    with_sinks = Ctx.make(m, h100, "default", {"attention_kernel": "fa2"}).attention_passes
+    plain_math = Ctx.make(transformer_from_dict(LLAMA), h100, "default",
+                          {"attention_kernel": "math"}).attention_passes
+    assert with_sinks == plain_math
 
 
-def test_searches_use_the_newest_stack_unless_told():
-    m, s = load_model("llama3-8b"), load_system("h100")
-    cfg = dict(tp1=1, pp=1, dp=8, microbatch=1)
-    newest = evaluate(m, s, 8, 128, "1d", **cfg)
-    named = evaluate(m, s, 8, 128, "1d", stack=default_stack_name(), **cfg)
-    assert newest.row["iteration_time_s"] == named.row["iteration_time_s"]
-    assert bool(newest.row["tp_overlap"]) is True  # the stack's default
-    own = evaluate(m, s, 8, 128, "1d", stack="none", **cfg)
-    assert bool(own.row["tp_overlap"]) is False  # the Execution default
-    old = evaluate(m, load_system("a100"), 8, 128, "1d", stack="megatron-lm-2021", **cfg)
-    assert bool(old.row["sequence_parallel"]) is False and int(old.row["zero"]) == 0
-    # an explicit option wins over the stack's default
-    mine = evaluate(m, s, 8, 128, "1d", execution={"tp_overlap": False}, **cfg)
-    assert bool(mine.row["tp_overlap"]) is False
+def test_windows_skip_blocks_only_in_kernels_that_have_them():
+    """A 512-token window over 4K: FA2 skips the blocks outside it (FLOPs × the window's share
+    of the keys) and runs at the rate of its effective length; the 2023 Triton kernel masks
+    the full causal attention."""
+    spec = {**LLAMA, "sliding_window": 512}
+    fa2, _ = _counts({"attention_kernel": "fa2"}, "attn/flash", sliding_window=512)
+    masked, _ = _counts({"attention_kernel": "triton"}, "attn/flash", sliding_window=512)
+    full, _ = _counts({"attention_kernel": "triton"}, "attn/flash")
+    m = transformer_from_dict(spec)
+    ctx = Ctx.make(m, model.load_system("h100"), "default", {"attention_kernel": "fa2"})
+    keys = 512 - 512 * 512 / (2 * 4096)  # mean keys of a sliding window (params.attention_keys)
+    want = ak.pass_efficiencies("fa2", "hopper", True, 128, 2 * keys)
+    assert ctx.attention_passes == pytest.approx(want)
+    assert masked.flop_mat_fwd == pytest.approx(full.flop_mat_fwd)  # masked, not skipped
+    assert fa2.flop_mat_fwd == pytest.approx(full.flop_mat_fwd * keys / 2048)
 
 
-def test_the_paper_mode_takes_no_stack():
-    m, s = load_model("gpt3-1t"), load_system("paper-h200")
-    a = search(m, s, 512, 4096, "1d", compat="paper", nvs=8).best
-    b = search(m, s, 512, 4096, "1d", compat="paper", nvs=8, stack="megatron-lm-2021").best
-    assert a["iteration_time_s"] == b["iteration_time_s"]
+def test_eager_loss_in_fp32():
+    """Eager PyTorch's FP32 cross-entropy: 5 extra passes of the BF16 logits forward, 9
+    backward (reference/elementwise_passes.json); compiled: none."""
+    m = transformer_from_dict(LLAMA)
+    ctx = Ctx.make(m, model.load_system("h100"), "default", {"elementwise": "eager"})
+    strategy = build_strategy("1d", m, ctx.mode, ctx.execution)
+    spec = next(s for s in strategy.post if s.name == "head/loss")
+    one = np.ones(1, dtype=int)
+    sh = Shards(b=one * 2, tp1=one, tp2=one, nb=one, nv_tp1=one, nv_tp2=one)
+    counts = op_counts(spec, sh, ctx)
+    logits = 2 * m.seq_len * m.vocab
+    assert counts.extra_bytes_fwd == pytest.approx(5 * 2 * logits)
+    assert counts.extra_bytes_bwd == pytest.approx(9 * 2 * logits)
 
 
-def test_unknown_stack_is_a_clear_error():
-    with pytest.raises(ModelError, match="unknown stack 'nemo-1999'"):
-        search(load_model("llama3-8b"), load_system("h100"), 8, 128, stack="nemo-1999")
+def test_calibrate_refuses_runs_that_do_not_depend_on_the_efficiency(tmp_path, monkeypatch):
+    """A run whose time the GEMM efficiency barely moves cannot pin it."""
+    from model.validation import user_runs
+    cases = read_runs(_synthetic_runs(tmp_path, 0.5), "torchtitan-2025")
+    curve = user_runs.Curve.of(cases[0])
+    assert 0.2 < user_runs.sensitivity(curve) < 0.55  # GEMM-bound in part: ~0.3 per doubling
+    flat = user_runs.Curve(cases[0], np.full_like(curve.log_time, curve.log_time[0]))
+    assert user_runs.sensitivity(flat) == 0.0
+    monkeypatch.setattr(user_runs.Curve, "of", classmethod(lambda cls, case: flat))
+    with pytest.raises(ModelError, match="do not pin it; add a compute-bound run on h100"):
+        calibrate_runs(cases)
+
+
+def test_hsdp_shards_within_groups_and_replicates_across():
+    from model.physics.fsdp import gather_factor, shard_group
+    from model.specs.execution import Execution
+    group, tau, replicas = shard_group(np.array([8.0, 16.0]), np.array([8.0, 8.0]),
+                                       Execution(zero=3, fsdp_version=2, fsdp_shard_group=8))
+    assert group.tolist() == [8.0, 8.0] and tau.tolist() == [8.0, 8.0]
+    assert replicas.tolist() == [1.0, 2.0]
+    assert gather_factor(Execution(fsdp_gather_dtype="fp32"), 1.0) == 2.0
+    assert gather_factor(Execution(), 0.5) == 0.5  # auto: the precision's (FP8 gather)
+    m = transformer_from_dict(LLAMA)
+    system = model.load_system("h100")
+
+    def t_dp(**ex):
+        return model.evaluate(m, system, 16, 32, "1d", tp1=1, pp=1, dp=16, microbatch=1,
+                              execution={"zero": 3, "fsdp_version": 2, **ex},
+                              stack="none").row["t_dp_comm_s"]
+    # a shard group as large as the data-parallel group is plain FSDP
+    assert t_dp(fsdp_shard_group=16) == pytest.approx(t_dp())
+    assert t_dp(fsdp_shard_group=8) != pytest.approx(t_dp())
+
+
+def test_fsdp_memory_of_gathered_blocks():
+    """ZeRO-3 holds two gathered blocks; FSDP without resharding after the forward holds every
+    block of the stage until its backward; FP32 gathers twice the bytes."""
+    m = transformer_from_dict(LLAMA)
+    system = model.load_system("h100")
+
+    def weights_gb(**ex):
+        return model.evaluate(m, system, 8, 16, "1d", tp1=1, pp=1, dp=8, microbatch=1,
+                              execution={"zero": 3, "recompute": "full", **ex},
+                              stack="none").row["weights_gb"]
+    block = 2.0 * m.params_per_block / 1e9  # GB of one gathered block
+    base = weights_gb(fsdp_version=2)
+    assert base == pytest.approx(weights_gb(), rel=1e-9)
+    held = weights_gb(fsdp_version=2, fsdp_reshard_after_forward=False)
+    assert held - base == pytest.approx((m.layers - 2) * block, rel=1e-3)
+    assert weights_gb(fsdp_version=1, fsdp_gather_dtype="fp32") - base == pytest.approx(
+        2 * block, rel=1e-3)

@@ -125,7 +125,8 @@ def test_time_scatter_points_are_measured_vs_predicted(frame, done):
         assert sorted(ids) == sorted(part["id"])
         assert "error" in t.hovertemplate and "predicted" in t.hovertemplate
         plotted += len(t.x)
-    assert plotted == len(rows) == 8 + 24 + 18 + 61  # Korthikanti, measurements, extra, MoE
+    # Korthikanti, measurements, extra, PyTorch (llm-foundry, torchtitan), MoE
+    assert plotted == len(rows) == 8 + 24 + 18 + 153 + 61
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "(s)" in fig.layout.xaxis.title.text and "(s)" in fig.layout.yaxis.title.text
 
@@ -261,7 +262,7 @@ def test_page_is_registered():
 def test_build_returns_summary_rows_figures_and_records(frame):
     summary_rows, time_fig, memory_fig, error_fig, records, message = page.build(frame)
     expected = mv.summary(frame)
-    assert len(summary_rows) == len(expected) == 7  # the MoE set too
+    assert len(summary_rows) == len(expected) == 9  # the MoE and PyTorch sets too
     for row, (_, exp) in zip(summary_rows, expected.iterrows()):
         assert (row["set"], row["metric"], row["n"]) == (exp["set"], exp["metric"], exp["n"])
         assert row["mean_abs_error_pct"] == pytest.approx(exp["mean_abs_error_pct"])

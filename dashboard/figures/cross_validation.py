@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from model.validation.calibrate import ALL_FIRM_PYTORCH
 from model.validation.cross_validation import ALL_FIRM
 
 from ..theme import AXIS_LINE, FONT_SIZE, GREY, PALETTE, base_layout, marker_size, scale
@@ -52,8 +53,16 @@ def _dots(sources: pd.DataFrame, runs: pd.DataFrame, kind: str, name: str, color
     """Each run's |error|, on its source's row (the summary row: every firm run)."""
     xs, ys, ids = [], [], []
     firm = ~runs["uncertain"].fillna(False).astype(bool) if "uncertain" in runs.columns else True
+    # the summary rows: the Megatron family's firm runs (ALL_FIRM), the PyTorch family's
+    pytorch = (runs["family"] == "pytorch" if "family" in runs.columns
+               else pd.Series(False, index=runs.index))
     for i, src in enumerate(sources["source"]):
-        part = runs[firm] if src == ALL_FIRM else runs[runs["source"] == src]
+        if src == ALL_FIRM:
+            part = runs[firm & ~pytorch]
+        elif src == ALL_FIRM_PYTORCH:
+            part = runs[firm & pytorch]
+        else:
+            part = runs[runs["source"] == src]
         err = np.abs(part[f"{kind}_error_pct"].to_numpy(float))
         xs.extend(err.tolist())
         ys.extend([i + sign * OFFSET] * len(err))

@@ -42,17 +42,18 @@ from .common import (
 
 COLUMNS = ("id", "set", "metric", "measured", "predicted", "error_pct", "skipped")
 SET_ORDER: tuple[str, ...] = ("korthikanti", "korthikanti-memory", "measurements",
-                               "megatron-bridge-extra")
+                               "megatron-bridge-extra", "pytorch")
 SET_LABELS: dict[str, str] = {
     "korthikanti": "Korthikanti 2022 (A100)",
     "korthikanti-memory": "Korthikanti 2022 memory (A100)",
     "measurements": "other published runs",
     "megatron-bridge-extra": "Megatron-Bridge 25.09/26.02",
     "moe": "Megatron-Bridge MoE (DeepSeek-V3, Qwen3)",
+    "pytorch": "PyTorch FSDP (llm-foundry A100, torchtitan H100)",
 }
 SET_COLORS: dict[str, str] = {"korthikanti": PALETTE[0], "korthikanti-memory": PALETTE[2],
                               "measurements": PALETTE[1], "megatron-bridge-extra": PALETTE[3],
-                              "moe": PALETTE[5]}
+                              "moe": PALETTE[5], "pytorch": PALETTE[7]}
 CALCULON_COLOR = PALETTE[4]
 CALCULON_LABEL = "Calculon (published)"
 METRIC_ORDER: tuple[str, ...] = ("iteration_time_s", "params_grads_optimizer_gib",

@@ -36,6 +36,7 @@ from ..figures.validation import (
 from ..grid import number_column as _num
 from ..grid import text_column as _text
 from ..guard import page_callback
+from ..runs_upload import runs_card
 
 dash.register_page(__name__, path="/validation", name="Validation", order=4,
                    title="Validation — transformer training what-if")
@@ -196,6 +197,7 @@ layout = html.Div(className="page-body", children=[
         _error_card(),
         _records_card(),
         serve_validation.section(),
+        runs_card(),
     ]),
 ])
 

@@ -30,6 +30,7 @@ from .options import add_execution_args
 from .planning import add_parsers
 from .runs import run_ablation, run_evaluate, run_search, run_validate
 from .serve import add_serve
+from .user_fit import run_calibrate
 
 
 def build_parser(prog: str = "python -m model") -> Parser:
@@ -69,10 +70,11 @@ def build_parser(prog: str = "python -m model") -> Parser:
     v.add_argument("--reference", metavar="DIR",
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: the published runs in the package, model/data/reference)")
-    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "moe",
-                                     "serving"),
-                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; moe: "
-                                       "its DeepSeek-V3 and Qwen3-235B runs; serving: "
+    v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "pytorch",
+                                     "moe", "serving"),
+                   default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; "
+                                       "pytorch: llm-foundry A100 and torchtitan H100 runs; "
+                                       "moe: its DeepSeek-V3 and Qwen3-235B runs; serving: "
                                        "TensorRT-LLM's offline throughput (the serving fit)")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
@@ -81,6 +83,16 @@ def build_parser(prog: str = "python -m model") -> Parser:
     add_workload(a, many_gpus=False)
     a.add_argument("--json", action="store_true", help="print a JSON list of rows")
     a.set_defaults(run=run_ablation)
+    c = sub.add_parser("calibrate", allow_abbrev=False,
+                       help="fit a stack's GEMM efficiency per GPU to your measured runs")
+    c.add_argument("--runs", required=True, metavar="RUNS.json",
+                   help="measured runs (docs/stacks.md: schema)")
+    c.add_argument("--base", default=None, metavar="STACK",
+                   help="the stack the fit starts from (default: the newest preset)")
+    c.add_argument("--out", required=True, metavar="STACK.json", help="where to write the stack")
+    c.add_argument("--fit", default=None, metavar="GPU[,GPU]",
+                   help="the systems whose efficiency to fit (default: every system of the runs)")
+    c.set_defaults(run=run_calibrate)
     add_parsers(sub)
     add_serve(sub)
     add_listings(sub)

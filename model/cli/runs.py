@@ -153,7 +153,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     if args.set == "serving":
         return run_validate_serving(args)
-    sets = ("korthikanti", "measurements", "extra", "moe") if args.set == "all" else (args.set,)
+    sets = (("korthikanti", "measurements", "extra", "pytorch", "moe") if args.set == "all"
+            else (args.set,))
     frame = run_validation(args.reference, sets)
     stats = validation_summary(frame)
     if args.json:

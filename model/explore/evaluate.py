@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..physics.block import Ctx, OpResult, Shards, evaluate_op, op_counts, take_counts
+from ..physics.fsdp import fsdp_memory
 from ..physics.memory import (
     StageMemory,
     block_activation_bytes,
@@ -176,7 +177,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                          expert_weight_bytes=expert_w,
                          expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
                          opt_factor=optimizer_factor(ex),
-                         dualpipe=ex.pipeline_schedule == "dualpipe")
+                         dualpipe=ex.pipeline_schedule == "dualpipe",
+                         **fsdp_memory(ex, layers))
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)

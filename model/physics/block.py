@@ -20,7 +20,7 @@ import numpy as np
 
 from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
-from . import gemm, moe, ops
+from . import attention_kernels, elementwise, gemm, moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .context import Ctx
 from .optable import MATMULS, TOKEN_KERNELS, CommSpec
@@ -114,15 +114,31 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     d, m, ex = ctx.dims, ctx.model, ctx.execution
     heads = _local(m.heads, sh, spec.heads_shard)
     kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
+    kernel = attention_kernels.kernel_used(ex.attention_kernel, m.attention_sinks)
+    fused = ex.flash_attention and kernel != "math"
     counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.qk_head_dim),
                                  ELEMENT_BYTES, m.dropout, keep_scores=ex.recompute == "none",
-                                 fused=ex.flash_attention,
+                                 fused=fused,
                                  keep_output=ctx.mode.attention_output_kept,
                                  v=float(m.value_head_dim))
-    if m.causal and ex.flash_attention and not ctx.mode.non_causal_attention:
+    if m.position_embedding == "alibi":  # one bias add per score, forward and backward
+        counts = ops.alibi_bias(counts, b * heads * rows * float(d["l"]))
+    # a benchmarked kernel's rate counts the causal FLOPs as half (its table's convention,
+    # model.physics.attention_kernels), unfused math attention included
+    tabled = ctx.attention_passes is not None
+    if ctx.causal_attention and (ex.flash_attention or tabled):
         counts = ops.skip_masked_half(counts)
-        if m.sliding_window:  # window layers skip the blocks outside their window too
+        skips = kernel == "auto" or attention_kernels.supports(kernel, "sliding_window")
+        if m.sliding_window and skips:  # window layers skip the blocks outside their window
             counts = ops.score_share(counts, attention_keys(m, d["l"]) / (d["l"] / 2))
+    return counts
+
+
+def _embedding(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """The token-embedding lookup, plus a learned position table where the model has one."""
+    counts = ops.embedding(b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES)
+    if ctx.model.position_embedding == "learned":
+        counts = ops.learned_positions(counts, b, rows, k, float(ctx.dims["l"]), ELEMENT_BYTES)
     return counts
 
 
@@ -138,8 +154,7 @@ _COUNTERS = {
                                                                MASK_BYTES),
     Kind.NORM: lambda spec, sh, ctx, b, rows, k: ops.layer_norm(b, rows, k, ELEMENT_BYTES),
     Kind.ATTENTION: _attention,
-    Kind.EMBEDDING: lambda spec, sh, ctx, b, rows, k: ops.embedding(
-        b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES),
+    Kind.EMBEDDING: lambda spec, sh, ctx, b, rows, k: _embedding(spec, sh, ctx, b, rows, k),
     Kind.LOSS: lambda spec, sh, ctx, b, rows, k: ops.cross_entropy(b, rows, k, ELEMENT_BYTES),
     Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: _router(ctx, b, rows, k),
     # the sender's side, on its own T·k routed copies (the busiest GPU's load shows in the
@@ -159,6 +174,27 @@ _SCALED = tuple(f for f in ("flop_mat_fwd", "flop_vec_fwd", "flop_mat_bwd", "flo
 
 
 
+def _elementwise(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts, rows, k
+                 ) -> ops.OpCounts:
+    """The extra HBM passes of an eager or compiled stack's element-wise kernels on the op
+    that carries them (:mod:`model.physics.elementwise`)."""
+    m, mode, b = ctx.model, ctx.execution.elementwise, sh.b.astype(float)
+    if spec.kind == Kind.NORM and spec.name in elementwise.BLOCK_NORMS:
+        kernels = ("residual_add", "attention_output") + (
+            ("rmsnorm",) if m.norm == "rmsnorm" else ())
+        return elementwise.add_passes(counts, mode, kernels, b * rows * k, share=0.5)
+    if spec.kind == Kind.LOSS:  # eager PyTorch's FP32 cross-entropy over the logits
+        return elementwise.add_passes(counts, mode, ("loss",), b * rows * k)
+    if spec.kind == Kind.ACT and m.mlp == "swiglu":
+        return elementwise.add_passes(counts, mode, ("swiglu",), b * rows * k)
+    if spec.kind == Kind.ATTENTION and m.position_embedding == "rope":
+        heads = _local(m.heads, sh, spec.heads_shard)
+        kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
+        return elementwise.add_passes(counts, mode, ("rope",),
+                                      b * rows * (heads + kv) * m.qk_head_dim)
+    return counts
+
+
 def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     """FLOPs and bytes of one op for every configuration in ``sh``: the op kind's formula
     (:data:`_COUNTERS`, :mod:`model.physics.ops`) on its local shapes — b the microbatch, rows
@@ -169,6 +205,8 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
         rows = moe.routed_rows(rows, sh, ctx)
     counter = (_ROUTED.get(spec.kind) if spec.routed else None) or _COUNTERS[spec.kind]
     counts = counter(spec, sh, ctx, sh.b.astype(float), rows, k)
+    if ctx.execution.elementwise in ("eager", "compile"):
+        counts = _elementwise(spec, sh, ctx, counts, rows, k)
     if spec.tied:  # its weights are another op's (counted there)
         counts.weight_bytes = 0.0
     if spec.routed and ctx.execution.moe_load != 1.0:  # beyond the mean load: not model FLOPs
@@ -284,6 +322,9 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
             eta_mat = ctx.expert_efficiency
     elif spec.kind == Kind.ATTENTION:
         eta_mat = ctx.attention_efficiency
+        if ctx.attention_passes is not None:  # the kernel's measured rate: softmax included
+            return attention_kernels.tabled_times(c, way, zero, ctx,
+                                                  sysm.kernel_overhead_s * launches)
     # each of its kernels launched in a share of the layers
     overhead = sysm.kernel_overhead_s * launches * ctx.share(spec)
     t_comp = zero + (overhead + flop_mat / (eta_mat * wave * peak)

@@ -11,8 +11,10 @@ from ..errors import ModelError
 from ..specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
+from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
+from .attention_kernels import kernel_used, pass_efficiencies, supports
 from .pricing import Bound, Exact, Pricing
 from .strategies import OpSpec, model_dims
 
@@ -32,6 +34,9 @@ class Ctx:
     pricing: Pricing | None = None  # exact times (default) or lower bounds (physics.pricing)
     expert_efficiency: float = 0.8  # … in the routed experts' grouped GEMMs
     token_efficiency: float = 1.0  # fraction of the HBM bandwidth the MoE token kernels reach
+    # (forward, backward) fractions of the BF16 peak of the execution's attention kernel, from
+    # its published benchmark (model.physics.attention_kernels); None: attention_efficiency
+    attention_passes: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.pricing is None:
@@ -67,7 +72,13 @@ class Ctx:
         expert = eta if own is None else own * precision.efficiency_scale
         return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention,
                    expert_efficiency=expert,
-                   token_efficiency=system.moe_token_efficiency or 1.0)
+                   token_efficiency=system.moe_token_efficiency or 1.0,
+                   attention_passes=attention_passes(model, system, mode, ex))
+
+    @property
+    def causal_attention(self) -> bool:
+        """Whether attention is causal (a kernel skips the masked blocks)."""
+        return self.model.causal and not self.mode.non_causal_attention
 
     def share(self, spec: OpSpec) -> float:
         """Share of the pipeline's layers an op runs in: all, the dense-MLP or the MoE ones."""
@@ -76,3 +87,18 @@ class Ctx:
         if spec.share == "dense":
             return 1.0 - self.model.moe_share
         return 1.0
+
+
+def attention_passes(model: Transformer, system: System, mode: Mode, ex: Execution
+                     ) -> tuple[float, float] | None:
+    """(forward, backward) efficiency of the execution's attention kernel for this model's
+    sequence length, query/key head dimension and mask on this system's generation; None for
+    ``auto`` (the stack's calibrated ``attention_efficiency``)."""
+    if ex.attention_kernel == "auto":
+        return None
+    causal = model.causal and not mode.non_causal_attention
+    kernel = kernel_used(ex.attention_kernel, model.attention_sinks)
+    seq = float(model.seq_len)
+    if model.sliding_window and supports(kernel, "sliding_window"):  # the blocks it visits
+        seq = 2.0 * attention_keys(model, seq) if causal else attention_keys(model, seq)
+    return pass_efficiencies(kernel, system.generation, causal, float(model.qk_head_dim), seq)

@@ -107,7 +107,8 @@ class StageMemory:
     def __init__(self, *, block_weight_bytes, pre_weight, post_weight, n_mb, layers, pp,
                  dp_group, interleave=1, zero: int = 1, grad_factor: float = 1.0,
                  end_layers=None, expert_weight_bytes=0.0, expert_group=1,
-                 opt_factor: float = OPTIMIZER_FACTOR, dualpipe: bool = False) -> None:
+                 opt_factor: float = OPTIMIZER_FACTOR, dualpipe: bool = False,
+                 gathered_blocks=None, gathered_factor: float = 1.0) -> None:
         d = layers.astype(float)
         ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
         self.single, self.d, self.ends = pp == 1, d, ends
@@ -119,7 +120,14 @@ class StageMemory:
                         d * block_weight_bytes)[:len(blocks)]
         self.has_experts = bool(np.any(expert_weight_bytes))
         self.experts = tuple(b * expert_weight_bytes for b in blocks) if self.has_experts else ()
-        self.gathered = 2 * (block_weight_bytes + expert_weight_bytes) if zero >= 3 else 0.0
+        # ZeRO-3 holds the block it computes and the one it prefetches (2), or — PyTorch FSDP
+        # without resharding after the forward — every block of the stage from its forward to
+        # its backward (``gathered_blocks`` = the stage's layers); gathered in FP32, twice the
+        # bytes (``gathered_factor``, model.physics.fsdp)
+        held = 2.0 if gathered_blocks is None else np.maximum(
+            np.asarray(gathered_blocks, dtype=float), 2.0)
+        self.gathered = (held * gathered_factor * (block_weight_bytes + expert_weight_bytes)
+                         if zero >= 3 else 0.0)
         self.parts = [zero_sharded(w, dp_group, zero, grad_factor, opt_factor)
                       for w in self.weights]
         if self.has_experts:

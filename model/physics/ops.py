@@ -257,6 +257,16 @@ def flash_attention(
     )
 
 
+def alibi_bias(c: OpCounts, scores: Array | float) -> OpCounts:
+    """ALiBi (Press et al. 2022, arXiv 2108.12409): a per-head linear bias added to each of the
+    H·r·L ``scores`` before the softmax, inside the fused kernel (FlashAttention-2 ≥ 2.4,
+    the Triton kernel's bias input): one vector FLOP per score forward, and again in the
+    backward's recomputed scores. No parameters, no HBM traffic beyond the per-head slopes."""
+    c.flop_vec_fwd = c.flop_vec_fwd + scores
+    c.flop_vec_bwd = c.flop_vec_bwd + scores
+    return c
+
+
 def skip_masked_half(c: OpCounts) -> OpCounts:
     """Causal flash attention skips the key blocks above the diagonal: about half the score
     FLOPs, forward and backward (the diagonal blocks are ignored); memory traffic is unchanged."""
@@ -290,6 +300,21 @@ def embedding(b: Array, rows: Array, cols: Array, vocab_local: Array, s: float) 
         bytes_bwd=2 * s * size,
         weight_bytes=s * vocab_local * cols,
     )
+
+
+def learned_positions(c: OpCounts, b: Array, rows: Array, cols: Array, seq: float,
+                      s: float) -> OpCounts:
+    """Learned position embeddings (GPT-2, MPT) added to a token embedding of b·r rows × c:
+    the table [l, c] is a weight (s·l·c); forward one add, reading both and writing the sum,
+    3s·b·r·c; backward the table's gradient summed over the batch, reading the output gradient
+    and writing the table's, s·(b·r·c + l·c)."""
+    size = b * rows * cols
+    c.weight_bytes = c.weight_bytes + s * seq * cols
+    c.flop_vec_fwd = c.flop_vec_fwd + size
+    c.flop_vec_bwd = c.flop_vec_bwd + size
+    c.bytes_fwd = c.bytes_fwd + 3 * s * size
+    c.bytes_bwd = c.bytes_bwd + s * (size + seq * cols)
+    return c
 
 
 def cross_entropy(b: Array, rows: Array, vocab_local: Array, s: float) -> OpCounts:

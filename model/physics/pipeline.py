@@ -24,6 +24,7 @@ from ..specs.hardware import System
 from ..specs.modes import Mode
 from ..specs.precision import PRECISIONS
 from .collectives import Collective
+from .fsdp import pytorch_fsdp_time_s
 from .offload import host_optimizer_time_s, offload_time_s
 from .pricing import Pricing
 from .totals import Totals
@@ -204,7 +205,11 @@ def iteration_time(
     experts = (copies * block.expert_weight_bytes, expert_group, expert_tau) if np.any(
         block.expert_weight_bytes) else None
     gather = param_gather_factor(execution)
-    if zero >= 3:
+    if zero >= 3 and execution.fsdp_version:  # PyTorch FSDP1/FSDP2 (model.physics.fsdp)
+        t_dp = pytorch_fsdp_time_s(block.weight_bytes + block.expert_weight_bytes, dp_group,
+                                   dp_tau, block.t_fwd, block.t_bwd, d, n_mb, pricing,
+                                   execution, system.hbm_bytes_per_s, grad_factor, gather)
+    elif zero >= 3:
         t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
                            n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts,
                            gather)

@@ -27,15 +27,27 @@ CONTEXT_ATTENTION = ("allgather", "ring")
 EP_DISPATCHERS = ("alltoall", "flex")
 EXPERT_GEMMS = ("multi-stream", "grouped")  # model.physics.gemm.EXPERT_GEMM_STREAMS
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
+# attention kernels priced from their published benchmarks (model.physics.attention_kernels);
+# "auto": the stack's calibrated attention efficiency (fused, or unfused without flash attention)
+ATTENTION_KERNELS = ("auto", "fa2", "fa3", "cudnn", "triton", "math")
+# element-wise kernels (norms, activations, residual adds, RoPE) between the matmuls: "auto"
+# counts one kernel per op of the op table (Megatron/Transformer Engine fusions); "eager" and
+# "compile" add the HBM passes of model/data/reference/elementwise_passes.json
+ELEMENTWISE = ("auto", "fused", "eager", "compile")
+FSDP_VERSIONS = (0, 1, 2)  # 0: ZeRO-3 as DeepSpeed/Megatron run it; 1, 2: PyTorch FSDP1/FSDP2
+GATHER_DTYPES = ("auto", "bf16", "fp32")
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
-         "moe_router_padding", "optimizer_bf16_moments")
+         "moe_router_padding", "optimizer_bf16_moments", "fsdp_reshard_after_forward")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
                               "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS,
                               "expert_gemm": EXPERT_GEMMS,
-                              "pipeline_schedule": PIPELINE_SCHEDULES}
+                              "pipeline_schedule": PIPELINE_SCHEDULES,
+                              "attention_kernel": ATTENTION_KERNELS,
+                              "elementwise": ELEMENTWISE, "fsdp_version": FSDP_VERSIONS,
+                              "fsdp_gather_dtype": GATHER_DTYPES, "fsdp_prefetch": (0, 1)}
 # numbers in a range: (lowest, highest)
 RANGES: dict[str, tuple[float, float]] = {"moe_capacity_factor": (0.0, 64.0),
                                           "moe_imbalance": (1.0, 64.0),
@@ -137,6 +149,33 @@ class Execution:
     * ``ep_max_domains``: node-limited routing — each token's experts lie in at most this many
       NVLink domains (DeepSeek-V3 §2.1.2: at most 4 nodes; Megatron-Core
       ``moe_router_num_groups`` = nodes, ``moe_router_group_topk``); 0: unlimited.
+    * ``attention_kernel``: the fused attention kernel the stack runs — ``fa2``
+      (FlashAttention-2), ``fa3`` (FlashAttention-3, Hopper only), ``cudnn`` (cuDNN fused
+      attention), ``triton`` (the Triton flash attention of 2023), ``math`` (unfused PyTorch
+      attention) — priced at its published TFLOP/s for the sequence length, head dimension,
+      causal mask and GPU, forward and backward apart (:mod:`model.physics.attention_kernels`,
+      docs/stacks.md); ``auto``: the stack's calibrated attention efficiency.
+    * ``elementwise``: how the element-wise kernels between the matmuls run — ``fused``/``auto``
+      (one kernel per op of the op table), ``eager`` (unfused PyTorch: every cast, norm step,
+      residual add and RoPE step a pass over HBM) or ``compile`` (``torch.compile``-fused):
+      the extra HBM passes per layer of ``reference/elementwise_passes.json``.
+    * ``fsdp_version``: with ZeRO-3, 0 prices the gathers as DeepSpeed and Megatron run them;
+      1 and 2 as PyTorch FSDP1 (flat parameters) and FSDP2 (per-parameter DTensor shards,
+      whose all-gather output is copied out into the parameters: 2 × the gathered bytes of
+      HBM traffic per gather, ``torch/distributed/_composable/fsdp/_fsdp_collectives.py``).
+    * ``fsdp_reshard_after_forward``: FSDP frees the gathered weights after each block's
+      forward and gathers them again for its backward (FULL_SHARD, FSDP2's default); off
+      (SHARD_GRAD_OP): one gather per microbatch, the weights held until the backward.
+    * ``fsdp_gather_dtype``: the dtype FSDP gathers the parameters in: ``fp32`` (FSDP1 with
+      ``param_dtype`` unset, Composer's DEFAULT mixed precision of 2023) moves 4 bytes per
+      parameter, ``bf16`` 2; ``auto``: the precision's (``fp8_param_gather``).
+    * ``fsdp_prefetch``: 1 issues the next block's all-gather before the current block's
+      compute (FSDP2's default, FSDP1 with BACKWARD_PRE), so it overlaps it; 0 issues the
+      backward's gather after the current block's gradient (FSDP1's BACKWARD_POST): exposed.
+    * ``fsdp_shard_group``: HSDP — shard over groups of this many GPUs and replicate across
+      them (gathers and reduce-scatters inside the group, an all-reduce of each shard's
+      gradients across the replicas once per step); 0: shard over the whole data-parallel
+      group.
     """
 
     recompute: str = "selective"
@@ -164,6 +203,13 @@ class Execution:
     optimizer_bf16_moments: bool = False
     pipeline_schedule: str = "1f1b"
     ep_max_domains: int = 0
+    attention_kernel: str = "auto"
+    elementwise: str = "auto"
+    fsdp_version: int = 0
+    fsdp_reshard_after_forward: bool = True
+    fsdp_gather_dtype: str = "auto"
+    fsdp_prefetch: int = 1
+    fsdp_shard_group: int = 0
 
     def __post_init__(self) -> None:
         self._check_values()
@@ -186,6 +232,9 @@ class Execution:
         if not _whole(self.ep_max_domains, 10_000):
             raise ModelError("ep_max_domains must be an integer in [0, 10000] (0: tokens "
                              f"routed to any domain), got {self.ep_max_domains!r}")
+        if not _whole(self.fsdp_shard_group, 1_000_000):
+            raise ModelError("fsdp_shard_group must be an integer >= 0 (0: shard over the whole "
+                             f"data-parallel group), got {self.fsdp_shard_group!r}")
         if not _whole(self.offload_layers, 10_000):
             raise ModelError("offload_layers must be an integer in [0, 10000], got "
                              f"{self.offload_layers!r}")

@@ -55,9 +55,11 @@ def mlp_params(m: Transformer, ffn: int) -> int:
 
 
 def norm_params(m: Transformer) -> int:
-    """Norm weights of one layer: two LayerNorms (γ, β), plus MLA's latent norms."""
+    """Norm weights of one layer: two LayerNorms (γ, β) or RMSNorms (γ), plus MLA's latent
+    norms."""
     latent = 2 * (m.q_lora_rank + m.kv_lora_rank) if m.mla else 0
-    return 4 * m.hidden + latent
+    per_norm = m.hidden if m.norm == "rmsnorm" else 2 * m.hidden
+    return 2 * per_norm + latent
 
 
 def router_params(m: Transformer) -> int:
@@ -77,10 +79,13 @@ def moe_active_params(m: Transformer) -> int:
 
 
 def embedding_params(m: Transformer) -> int:
-    """Embedding (V·e) plus an untied LM head (V·e) plus the final norm (2e); 0 for a ViT."""
+    """Embedding (V·e) plus an untied LM head (V·e) plus the final norm (2e), plus learned
+    position embeddings l·e (GPT-2, MPT: one row per position up to seq_len); 0 for a ViT.
+    RoPE and ALiBi have no parameters."""
     if m.vocab == 0:
         return 0
-    return m.vocab * m.hidden * (1 if m.tied_embeddings else 2) + 2 * m.hidden
+    positions = m.seq_len * m.hidden if m.position_embedding == "learned" else 0
+    return m.vocab * m.hidden * (1 if m.tied_embeddings else 2) + 2 * m.hidden + positions
 
 
 def _layers_params(m: Transformer, moe_part) -> int:

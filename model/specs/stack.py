@@ -22,6 +22,9 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
   MoE runs, where it absorbs what a MoE layer costs per routed byte outside the GEMMs and the
   all-to-alls (model/validation/calibrate.py).
 * ``memory_reserve_gb``: per generation, HBM a process of this stack cannot use.
+* ``family``: ``megatron`` (Megatron-LM, NeMo, Megatron-Bridge, DeepSpeed) or ``pytorch``
+  (PyTorch FSDP stacks: Composer/llm-foundry, torchtitan): the runs its cross-validation pools
+  (model/validation/calibrate.py).
 * ``base``: an earlier stack whose values it starts from (a release inherits what it does not
   re-measure).
 
@@ -49,7 +52,8 @@ NONE = "none"  # no stack: the system's own efficiencies and the Execution defau
 DEFAULT: str | None = None  # the stack of a search that names none (None: the newest preset)
 KEYS = ("name", "released", "source", "description", "base", "execution", "gemm_efficiency",
         "attention_efficiency", "memory_reserve_gb", "calibration", "expert_gemm_efficiency",
-        "expert_calibration", "moe_token_efficiency")
+        "expert_calibration", "moe_token_efficiency", "family")
+FAMILIES = ("megatron", "pytorch")  # whose runs a stack's cross-validation pools (calibrate)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class Stack:
     memory_reserve_gb: dict[str, float] = field(default_factory=dict)
     expert_gemm_efficiency: dict[str, dict[str, float]] = field(default_factory=dict)
     moe_token_efficiency: dict[str, float] = field(default_factory=dict)
+    family: str = "megatron"  # megatron (Megatron-LM, NeMo, Megatron-Bridge, DeepSpeed) | pytorch
 
     def apply(self, system: System) -> System:
         """``system`` with this stack's calibrated values for it: those of its preset name where
@@ -109,7 +114,8 @@ class Stack:
                 "memory_reserve_gb": dict(self.memory_reserve_gb),
                 "expert_gemm_efficiency": {g: dict(v)
                                            for g, v in self.expert_gemm_efficiency.items()},
-                "moe_token_efficiency": dict(self.moe_token_efficiency)}
+                "moe_token_efficiency": dict(self.moe_token_efficiency),
+                "family": self.family}
 
 
 NO_STACK = Stack(NONE, "", "no stack: the system's own efficiencies, the Execution defaults")
@@ -157,9 +163,12 @@ def stack_from_dict(data: Any, base: Stack | None = None) -> Stack:
         "stack: memory_reserve_gb", data.get("memory_reserve_gb") or {}, keys, 0.0, 1e4)}
     token = {**base.moe_token_efficiency, **_fraction_map(
         "stack: moe_token_efficiency", data.get("moe_token_efficiency") or {}, keys, 0.01, 1.0)}
+    family = data.get("family", base.family if base is not NO_STACK else "megatron")
+    if family not in FAMILIES:
+        raise ModelError(f"stack: 'family' must be one of {', '.join(FAMILIES)}, got {family!r}")
     return Stack(data["name"], data["released"], data["source"],
                  str(data.get("description", "")), execution, gemm, attention, reserve, expert,
-                 token)
+                 token, family)
 
 
 def _gemm_table(data: dict, key: str, base: dict[str, dict[str, float]],

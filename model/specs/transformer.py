@@ -77,6 +77,15 @@ FIELDS = (
     Field("window_kind", str, "sliding (each query sees the last W tokens) or chunked (the "
           "sequence is cut in W-token chunks, Llama 4)", default="sliding",
           choices=("sliding", "chunked")),
+    Field("attention_sinks", bool, "a learnable sink logit per head in the softmax "
+          "(GPT-OSS); kernels without it fall back to unfused attention", default=False),
+    Field("norm", str, "layernorm (γ and β) or rmsnorm (γ only; Llama); how an eager stack "
+          "runs it: model.physics.elementwise", default="layernorm",
+          choices=("layernorm", "rmsnorm")),
+    Field("position_embedding", str, "position information: rope (rotary, no parameters), "
+          "learned (a seq_len × hidden table added to the token embedding, GPT-2/MPT) or alibi "
+          "(a per-head bias on the attention scores, Press et al. 2022)", default="rope",
+          choices=("rope", "learned", "alibi")),
     Field("global_batch", int, "the published global batch, samples (sequences) per optimizer "
           "step (none: not published)", 1, 100_000_000),
     Field("global_batch_source", str, "where the published global batch comes from",
@@ -125,6 +134,9 @@ class Transformer:
 
     global_batch: int | None = None
     global_batch_source: str = ""
+    position_embedding: str = "rope"
+    norm: str = "layernorm"
+    attention_sinks: bool = False
 
     @property
     def moe(self) -> bool:
@@ -204,10 +216,9 @@ class Transformer:
 
     @property
     def params_embedding(self) -> int:
-        """Embedding (V·e) plus an untied LM head (V·e) plus the final norm (2e); 0 for a ViT."""
-        if self.vocab == 0:
-            return 0
-        return self.vocab * self.hidden * (1 if self.tied_embeddings else 2) + 2 * self.hidden
+        """Embedding (V·e) plus an untied LM head (V·e) plus the final norm (2e), plus a
+        learned position table (l·e); 0 for a ViT."""
+        return params.embedding_params(self)
 
     @property
     def params(self) -> int:

@@ -41,10 +41,14 @@ REFERENCE = DATA_DIR / "reference"  # the published runs, shipped with the packa
 # published runs of other Megatron-Bridge releases (each release a source of its own)
 EXTRA_RUNS = REFERENCE / "megatron_bridge_extra.json"
 REFERENCE_FILES = ("korthikanti_validation.json", "measurements.json")
+# PyTorch-native runs: llm-foundry's A100 tables and torchtitan's Llama 3.1 H100 tables
+# (bench/pytorch_runs.py writes it from the copied tables)
+PYTORCH_RUNS = REFERENCE / "pytorch_runs.json"
 GIB = 2.0**30
 # a record's GPU name → preset, first match wins (GB200 before B200): the names of other sources
 # ("H100 SXM", "NVIDIA B200", "GB300 NVL72", "A100-SXM4-40GB") map as well as this data's
-GPU_MATCH = (("GB300", "gb300-nvl72"), ("B300", "gb300-nvl72"), ("GB200", "gb200-nvl72"),
+GPU_MATCH = (("H100 96GB", "h100-96gb-500w"), ("GB300", "gb300-nvl72"), ("B300", "gb300-nvl72"),
+             ("GB200", "gb200-nvl72"),
              ("B200", "b200"), ("H200", "h200"), ("H100", "h100"), ("A100", "a100"),
              ("MI300X", "mi300x"))
 KORTHIKANTI_STACK = {"source": "korthikanti-2022", "stack": "megatron-lm-2022"}
@@ -153,6 +157,9 @@ def record_system(sysinfo: dict[str, Any]) -> System:
         over["nvlink_domain_size"] = nvl
     if "40GB" in gpu.upper().replace(" ", ""):
         over["hbm_capacity_gb"] = 42.94  # 40,960 MiB (NVML), as the 80 GB preset
+        # and its HBM2 at 1,555 GB/s (NVIDIA A100 datasheet: 40 GB SXM 1,555 GB/s, 80 GB
+        # SXM 2,039 GB/s): element-wise kernels and FSDP2 copies run at this bandwidth
+        over["hbm_bandwidth_gb_per_s"] = 1555.0
     return system.with_overrides(**over) if over else system
 
 
@@ -215,12 +222,14 @@ def _fill_case(base: Case, r: dict[str, Any]) -> None:
         base.skip = "no iteration time, tokens/s or TFLOP/s to compare"
         return
     llama = "llama" in m["name"].lower()
+    stated = {k: m[k] for k in ("mlp", "bias", "dropout", "tied_embeddings",
+                                "position_embedding", "norm") if k in m}
     model = transformer_from_dict({
         "name": m["name"], "layers": m["layers"], "hidden": m["hidden"], "heads": m["heads"],
         "kv_heads": m.get("kv_heads"), "ffn": m.get("ffn"), "seq_len": m["seq_len"],
         "vocab": m.get("vocab", 0), "mlp": "swiglu" if llama else "gelu", "bias": not llama,
         "dropout": not llama, "tied_embeddings": not llama and m.get("vocab", 0) > 0,
-        "tokens": 1e12})
+        "tokens": 1e12, **stated})
     tp, pp, cp = p["tp"], p["pp"], _int(p.get("cp"), 1)
     source, stack = source_and_stack(r)
     base.__dict__.update(source=source, stack=stack)
@@ -229,7 +238,7 @@ def _fill_case(base: Case, r: dict[str, Any]) -> None:
         gpus=gpus, global_batch=p["global_batch"], strategy="context" if cp > 1 else "1d",
         config={"tp1": tp, "tp2": cp, "pp": pp, "dp": gpus // (tp * pp * cp),
                 "microbatch": p["microbatch"]},
-        execution={**record_execution(p), **recipe_memory(base.id)})
+        execution={**record_execution(p), **recipe_memory(base.id), **r.get("execution", {})})
 
 
 def record_execution(p: dict[str, Any]) -> dict[str, Any]:
@@ -271,7 +280,13 @@ def extra_cases(path: Path = EXTRA_RUNS) -> list[Case]:
     return [measurement_case(r, "megatron-bridge-extra") for r in data["records"]]
 
 
-DENSE_SETS = ("korthikanti", "measurements", "extra")
+def pytorch_cases(path: Path = PYTORCH_RUNS) -> list[Case]:
+    """The PyTorch-native runs (set ``pytorch``): llm-foundry A100, torchtitan H100."""
+    data = json.loads(path.read_text())
+    return [measurement_case(r, "pytorch") for r in data["records"]]
+
+
+DENSE_SETS = ("korthikanti", "measurements", "extra", "pytorch")
 SETS = DENSE_SETS + ("moe",)
 
 
@@ -284,6 +299,8 @@ def _cases(path: Path, sets: tuple[str, ...]) -> list[Case]:
         cases += measurement_cases(path)
     if "extra" in sets:
         cases += extra_cases()
+    if "pytorch" in sets:
+        cases += pytorch_cases()
     if "moe" in sets:
         cases += moe_cases()
     return cases

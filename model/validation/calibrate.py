@@ -51,6 +51,7 @@ import pandas as pd
 from ..specs.stack import load_stack
 from . import Case, predict_row
 
+ALL_FIRM_PYTORCH = "all firm PyTorch-family runs"  # the second summary row of error_table
 FP8_RATIO = 0.96  # pre-quantised FP8 GEMM speed over BF16 / their peak ratio (1.92 / 2)
 GRID = np.array([0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 1.0])
 FINE = np.linspace(GRID[0], GRID[-1], 1501)
@@ -126,7 +127,7 @@ def fit_by_gpu(curves: list[Curve]) -> dict[str, float]:
     return out
 
 
-def _training_fit(curves: list[Curve]) -> dict[str, float]:
+def _training_fit(curves: list[Curve]) -> dict[str, float]:  # noqa: D401
     """η per GPU and generation from the firm runs; a GPU with none falls back to its uncertain
     runs (partly inferred configurations), those with ZeRO-3 left out: DeepSpeed's 2021 ZeRO-3
     costs are not captured by the model (docs/model.md, limits)."""
@@ -149,25 +150,37 @@ def by_model(case: Case) -> str:
     return case.model.name
 
 
+def family(case: Case) -> str:
+    """The family of a run's stack (``Stack.family``): megatron or pytorch."""
+    return load_stack(case.stack).family
+
+
 def cross_validate(curves: list[Curve], held_out=by_source) -> list[dict]:
     """Per run: its source, measured time, in-sample and held-out predictions (s).
 
-    In-sample: η fitted on its own stack's firm runs on its GPU (pooled over every source where
-    its stack has none). Cross-validated: η fitted only on the runs whose ``held_out`` key (the
-    source by default; :func:`by_model` for leave-one-model-out) differs from the run's."""
+    In-sample: η fitted on its own stack's firm runs on its GPU (pooled over every source of
+    its stack's family where its stack has none). Cross-validated: η fitted only on the runs
+    whose ``held_out`` key (the source by default; :func:`by_model` for leave-one-model-out)
+    differs from the run's — those of its family first (a PyTorch stack's η is another
+    quantity than a Megatron one: other kernels around the same GEMMs), then, for a GPU its
+    family has no other run of, every other run."""
     firm = [c for c in curves if not c.case.uncertain]
     by_stack = {}
     for stack in {c.case.stack for c in curves}:
         own = [c for c in firm if c.case.stack == stack]
-        by_stack[stack] = {**fit_by_gpu(firm), **fit_by_gpu(own)}
+        kin = [c for c in firm if family(c.case) == load_stack(stack).family]
+        by_stack[stack] = {**fit_by_gpu(kin), **fit_by_gpu(own)}
     rows = []
     for source in sorted({held_out(c.case) for c in curves}):
-        others = _training_fit([c for c in curves if held_out(c.case) != source])
+        rest = [c for c in curves if held_out(c.case) != source]
+        fam = family(next(c for c in curves if held_out(c.case) == source).case)
+        others = {**_training_fit(rest),
+                  **_training_fit([c for c in rest if family(c.case) == fam])}
         for c in (c for c in curves if held_out(c.case) == source):
             eta_in, eta_cv = _eta_for(c.case, by_stack[c.case.stack]), _eta_for(c.case, others)
             rows.append({
                 "id": c.case.id, "source": c.case.source, "stack": c.case.stack,
-                "held_out": source, "model": c.case.model.name,
+                "family": fam, "held_out": source, "model": c.case.model.name,
                 "generation": c.case.system.generation,
                 "precision": c.case.execution.get("precision", "bf16"),
                 "system": c.case.system.name, "uncertain": c.case.uncertain,
@@ -186,22 +199,30 @@ def stack_efficiencies(curves: list[Curve]) -> dict[str, dict[str, float]]:
             for stack in sorted({c.case.stack for c in firm})}
 
 
-def pooled_fit(curves: list[Curve]) -> dict[str, float]:
-    """η per GPU and generation over every firm run, whatever its stack."""
-    return fit_by_gpu([c for c in curves if not c.case.uncertain])
+def pooled_fit(curves: list[Curve], of_family: str = "megatron") -> dict[str, float]:
+    """η per GPU and generation over every firm run of a family's stacks (what a stack
+    without runs of its own carries)."""
+    return fit_by_gpu([c for c in curves if not c.case.uncertain
+                       and family(c.case) == of_family])
 
 
 def error_table(rows, by: str = "source") -> pd.DataFrame:
     """Per ``by`` value (the source; or a population: ``generation``, ``precision``, ``model``)
-    and over all firm runs: runs, mean and max |error| (%) in sample and cross-validated;
-    error = 100·(1 − predicted / measured). The first column is named ``source`` whatever
-    ``by`` is (the value's name)."""
+    and over the firm runs of each family ("all firm runs" for the Megatron family's stacks,
+    :data:`ALL_FIRM_PYTORCH` for the PyTorch ones): runs, mean and max |error| (%) in sample
+    and cross-validated; error = 100·(1 − predicted / measured). The first column is named
+    ``source`` whatever ``by`` is (the value's name)."""
     frame = pd.DataFrame(rows)
     frame["in_sample_pct"] = 100.0 * (1.0 - frame["in_sample_s"] / frame["measured_s"])
     frame["cross_validated_pct"] = 100.0 * (1.0 - frame["cross_validated_s"]
                                             / frame["measured_s"])
     parts = [(src, g) for src, g in frame.groupby(by)]
-    parts.append(("all firm runs", frame[~frame["uncertain"]]))
+    fam = frame["family"] if "family" in frame else pd.Series("megatron", index=frame.index)
+    if (fam == "pytorch").any():
+        parts.append((ALL_FIRM_PYTORCH, frame[~frame["uncertain"] & (fam == "pytorch")]))
+    # the Megatron family's summary keeps its name: every figure quoted before the PyTorch
+    # stacks came (README, error bars) is this row
+    parts.append(("all firm runs", frame[~frame["uncertain"] & (fam != "pytorch")]))
     out = []
     for name, g in parts:
         ins, cv = g["in_sample_pct"].abs(), g["cross_validated_pct"].abs()

@@ -32,6 +32,7 @@ import pandas as pd
 
 from .error_bars import CROSS_VALIDATION
 
+SUMMARY = "all firm"  # the summary rows start so (a family's runs; ALL_FIRM last)
 ALL_FIRM = "all firm runs"  # the summary row of the table (bench/calibrate.py: error_table)
 _RELEASE = re.compile(r"^(?P<family>.+)-(?P<release>\d{2}\.\d{2})$")
 
@@ -86,7 +87,7 @@ def cross_validation_sources(path: Path | None = None, part: str = "dense") -> p
     table["same_recipes"] = [
         [o for o, f in families.items() if f is not None and f == families[s] and o != s]
         for s in table["source"]]
-    table["fitted"] = [fitted.get(s, s == ALL_FIRM) for s in table["source"]]
+    table["fitted"] = [fitted.get(s, s.startswith(SUMMARY)) for s in table["source"]]
     table["reading"] = [_reading(row) for row in table.to_dict("records")]
     rest = table[table["source"] != ALL_FIRM]
     return pd.concat([rest, table[table["source"] == ALL_FIRM]], ignore_index=True)
@@ -104,6 +105,8 @@ def _reading(row: dict) -> str:
     """What a source's cross-validated error measures."""
     if row["source"] == ALL_FIRM:
         return "every firm run, each predicted without its own source"
+    if row["source"].startswith(SUMMARY):
+        return "every firm run of the PyTorch-family stacks, each without its own source"
     parts = []
     if row["uncertain"]:
         parts.append("uncertain transcriptions (layout or measurement partly inferred)")

@@ -5,8 +5,9 @@ iteration time predicted with efficiencies fitted *without* that run's source
 (``model/data/reference/cross_validation.json``). The relative error of those predictions is the
 honest spread of a prediction for a run the model has not seen; a prediction is shown with the
 mean |error| of the firm runs (published layout and execution; runs flagged ``uncertain`` are
-left out) of its software stack, or of every stack when the stack has fewer than
-:data:`MIN_RUNS` of them.
+left out) of its software stack, or of every stack of its family (``Stack.family``: the
+Megatron family, or the PyTorch-native one) when the stack has fewer than :data:`MIN_RUNS` of
+them — a PyTorch stack's errors say nothing of a Megatron release's, and the other way round.
 """
 
 from __future__ import annotations
@@ -56,22 +57,38 @@ class ErrorBar:
 
 
 @functools.cache
-def _firm_errors(moe: bool) -> tuple[tuple[str, float], ...]:
-    """(stack, |relative error| in percent) of every firm cross-validated run (dense, or the
-    mixture-of-experts runs)."""
+def _firm_errors(moe: bool) -> tuple[tuple[str, str, float], ...]:
+    """(stack, family, |relative error| in percent) of every firm cross-validated run (dense,
+    or the mixture-of-experts runs); runs written before families existed are Megatron's."""
     data = json.loads(CROSS_VALIDATION.read_text())
     runs = data["moe"]["runs"] if moe else data["runs"]
-    return tuple((run["stack"], 100 * abs(run["cross_validated_s"] / run["measured_s"] - 1))
+    return tuple((run["stack"], run.get("family", "megatron"),
+                  100 * abs(run["cross_validated_s"] / run["measured_s"] - 1))
                  for run in runs if not run["uncertain"])
+
+
+def _family(stack: str | None) -> str:
+    """The family of a stack preset (Megatron for no stack, an unknown name or a file)."""
+    from ..errors import ModelError
+    from ..specs.stack import list_stacks, load_stack
+    if stack is None or stack not in list_stacks():
+        return "megatron"
+    try:
+        return load_stack(stack).family
+    except ModelError:
+        return "megatron"
 
 
 def error_bar(stack: str | None = None, moe: bool = False) -> ErrorBar:
     """The error bar of a prediction made with ``stack`` (a preset name; None or one without
-    enough firm runs: every stack's runs) for a dense or a mixture-of-experts (``moe``) model."""
+    enough firm runs: every stack's runs of its family, or of every family where its own has
+    none — the PyTorch family has no MoE runs) for a dense or a mixture-of-experts (``moe``)
+    model."""
     runs = _firm_errors(moe)
     kind = "MoE " if moe else ""
-    own = [err for name, err in runs if name == stack]
+    own = [err for name, _, err in runs if name == stack]
     if len(own) >= MIN_RUNS:
         return ErrorBar(sum(own) / len(own), max(own), len(own), str(stack), kind)
-    every = [err for _, err in runs]
+    family = _family(stack)
+    every = [err for _, fam, err in runs if fam == family] or [err for *_, err in runs]
     return ErrorBar(sum(every) / len(every), max(every), len(every), ALL, kind)

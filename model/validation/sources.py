@@ -26,7 +26,10 @@ from ..specs.stack import list_stacks, load_stack
 
 RECIPES = DATA_DIR / "reference" / "recipes.json"
 
-_PREFIXES = (("korthikanti22", "korthikanti-2022", "megatron-lm-2022"),
+_PREFIXES = (("llmfoundry-a100-80gb", "llm-foundry-a100-80gb", "pytorch-fsdp-2023"),
+             ("llmfoundry-a100-40gb", "llm-foundry-a100-40gb", "pytorch-fsdp-2023"),
+             ("torchtitan2412", "torchtitan-2024-12", "torchtitan-2025"),
+             ("korthikanti22", "korthikanti-2022", "megatron-lm-2022"),
              ("narayanan21", "narayanan-2021", "megatron-lm-2021"),
              ("bloom", "bloom-2022", "megatron-lm-2021"))
 _RELEASE = re.compile(r"^mbridge(\d\d)(\d\d)")
@@ -57,7 +60,7 @@ def _known(name: str) -> str | None:
 def stack_by_date(date: str | None) -> str:
     """The newest stack released by ``date`` (YYYY-MM); a date between the last Megatron-LM
     paper stack and the first Megatron-Bridge one maps to the latter; None: the newest."""
-    stacks = [load_stack(n) for n in list_stacks()]
+    stacks = [s for s in (load_stack(n) for n in list_stacks()) if s.family == "megatron"]
     if date is None:
         return stacks[-1].name
     before = [s for s in stacks if s.released <= date]

@@ -1,0 +1,48 @@
+"""``python -m model calibrate``: a stack fitted to the user's runs (model.validation.user_runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelError
+from ..specs.stack import load_stack
+from ..validation.user_runs import calibrate_runs, fitted_stack, read_runs
+
+
+def _pct(measured: float, predicted: float) -> float:
+    return 100.0 * (1.0 - predicted / measured)
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    base = load_stack(args.base)
+    cases = read_runs(args.runs, base.name)
+    systems = [s.strip() for s in args.fit.split(",") if s.strip()] if args.fit else None
+    result = calibrate_runs(cases, systems)
+    name = Path(args.out).stem
+    stack = fitted_stack(base, name, result["efficiency"])
+    try:
+        Path(args.out).write_text(json.dumps(stack.to_dict(), indent=2) + "\n")
+    except OSError as exc:
+        raise ModelError(f"cannot write '{args.out}': {exc.strerror}") from None
+    print(f"fitted on {len(cases)} runs from stack {base.name}:")
+    for system, eta in result["efficiency"].items():
+        n = sum(r["system"] == system for r in result["runs"])
+        print(f"  {system}: GEMM efficiency {eta:.3f} of the BF16 peak ({n} runs)")
+    ins = [abs(_pct(r["measured_s"], r["in_sample_s"])) for r in result["runs"]]
+    loo = [abs(_pct(r["measured_s"], r["leave_one_out_s"])) for r in result["runs"]
+           if not np.isnan(r["leave_one_out_s"])]
+    print(f"in-sample |error|: mean {np.mean(ins):.1f} %, max {np.max(ins):.1f} %")
+    if loo:
+        print(f"leave-one-out |error|: mean {np.mean(loo):.1f} %, max {np.max(loo):.1f} % "
+              f"({len(loo)} runs)")
+    single = sorted({r["system"] for r in result["runs"]} - {
+        r["system"] for r in result["runs"] if not np.isnan(r["leave_one_out_s"])})
+    if single:
+        print(f"no leave-one-out for {', '.join(single)}: one run each; another run there "
+              "would test the fit")
+    print(f"wrote {args.out} (use it with --stack {args.out})")
+    return 0

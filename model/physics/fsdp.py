@@ -1,0 +1,95 @@
+"""PyTorch FSDP (FSDP1 and FSDP2) as it runs a step: per-block gathers, their prefetch, the
+per-microbatch reduce-scatter, the gather dtype, HSDP.
+
+Per microbatch and block (W the block's 2-byte weights over the shard group G of S GPUs):
+
+* forward: all-gather of g·W (g = gathered bytes per parameter / 2: ``fsdp_gather_dtype``
+  fp32 → 2, Composer's DEFAULT mixed precision of 2023, ``prepare_fsdp_module``:
+  param_dtype float32; bf16 → 1), issued one block ahead (FSDP1 issues the next block's
+  gather from its pre-forward hook while the current block's kernels run; FSDP2 prefetches
+  one block explicitly): exposed beyond the block's forward, h(T, T_f);
+* backward: with ``fsdp_reshard_after_forward`` (FULL_SHARD; FSDP2's default) the weights are
+  gathered again, and the gradients reduce-scattered (every microbatch: FSDP keeps only
+  sharded gradients). With ``fsdp_prefetch`` 1 (BACKWARD_PRE, FSDP2) the next block's gather
+  overlaps the current block's backward: h(T + T_rs, T_b); with 0 (FSDP1's BACKWARD_POST,
+  Composer's default) it is issued after the current block's gradient and waits in front of
+  the next block's backward: T + h(T_rs, T_b);
+* FSDP2 copies each gathered block out of the all-gather buffer into its parameters
+  (``foreach_all_gather_copy_out``, torch/distributed/_composable/fsdp/_fsdp_collectives.py):
+  2·g·W bytes of HBM traffic on the compute stream per gather;
+* the first block's forward gather is exposed (nothing to hide behind): + T.
+
+HSDP (``fsdp_shard_group`` S > 0): the gathers and reduce-scatters run inside groups of S GPUs
+(the placement's NVLink share, at most S), and each shard's gradients are all-reduced across
+the dp/S replicas once per step, overlapped with the last microbatch's backward as DDP's
+buckets are (:func:`model.physics.pipeline.dp_time_s` on W/S over the replicas).
+
+The time is t = T + n_mb·D·(h(T, T_f) + backward + copies) + t_replicas.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..specs.execution import Execution
+from .collectives import Collective
+from .pricing import Pricing
+
+GATHER_FACTOR = {"bf16": 1.0, "fp32": 2.0}  # gathered bytes per parameter / 2
+
+
+def gather_factor(execution: Execution, default: float) -> float:
+    """Gathered bytes per parameter over 2: the FSDP gather dtype's, else ``default`` (the
+    precision's, :func:`model.physics.pipeline.param_gather_factor`)."""
+    return GATHER_FACTOR.get(execution.fsdp_gather_dtype, default)
+
+
+def shard_group(dp_group, dp_tau, execution: Execution):
+    """(G, τ, replicas): the group FSDP shards over (HSDP: at most ``fsdp_shard_group``), its
+    members per NVLink domain, and the replicas across which the shards are all-reduced."""
+    group = np.asarray(dp_group, dtype=float)
+    if not execution.fsdp_shard_group:
+        return group, np.asarray(dp_tau, dtype=float), np.ones_like(group)
+    shard = np.minimum(group, float(execution.fsdp_shard_group))
+    return shard, np.minimum(np.asarray(dp_tau, dtype=float), shard), group / shard
+
+
+def pytorch_fsdp_time_s(weight_bytes, dp_group, dp_tau, t_fwd, t_bwd, layers, n_mb,
+                        pricing: Pricing, execution: Execution, hbm_bytes_per_s: float,
+                        grad_factor: float = 1.0, default_gather: float = 1.0):
+    """FSDP1/FSDP2 data-parallel time of one step (s) for arrays of configurations (module
+    docstring)."""
+    from .pipeline import dp_time_s  # the replicas' all-reduce is plain data parallelism
+    group, tau, replicas = shard_group(dp_group, dp_tau, execution)
+    g = gather_factor(execution, default_gather)
+    t = pricing.collective(Collective.ALLGATHER, g * weight_bytes, group, tau)
+    t_rs = pricing.collective(Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau)
+    gathers = 2.0 if execution.fsdp_reshard_after_forward else 1.0
+    if not execution.fsdp_reshard_after_forward:
+        backward = pricing.hidden(t_rs, t_bwd)
+    elif execution.fsdp_prefetch:
+        backward = pricing.hidden(t + t_rs, t_bwd)
+    else:
+        backward = t + pricing.hidden(t_rs, t_bwd)
+    copies = 0.0
+    if execution.fsdp_version == 2:
+        copies = gathers * 2.0 * g * np.asarray(weight_bytes, dtype=float) / hbm_bytes_per_s
+    out = t + n_mb * layers * (pricing.hidden(t, t_fwd) + backward + copies)
+    if execution.fsdp_shard_group:
+        out = out + np.where(replicas > 1, dp_time_s(
+            np.asarray(weight_bytes, dtype=float) / group, replicas, 1, t_fwd, t_bwd, layers,
+            pricing, grad_factor), 0.0)
+    return out
+
+
+def fsdp_memory(execution: Execution, layers) -> dict:
+    """What PyTorch FSDP holds gathered beyond ZeRO-3's two blocks (the keyword arguments of
+    :class:`model.physics.memory.StageMemory`): without resharding after the forward every
+    block of the stage stays gathered until its backward; FP32 gathers hold 4 bytes per
+    parameter. Empty for the ZeRO-3 of DeepSpeed and Megatron (``fsdp_version`` 0)."""
+    if not execution.fsdp_version:
+        return {}
+    out: dict = {"gathered_factor": gather_factor(execution, 1.0)}
+    if not execution.fsdp_reshard_after_forward:
+        out["gathered_blocks"] = layers
+    return out
