@@ -30,7 +30,7 @@ PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
-         "moe_router_padding", "optimizer_bf16_moments")
+         "moe_router_padding", "optimizer_bf16_moments", "recompute_norm_up_proj")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
                               "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS,
@@ -137,6 +137,9 @@ class Execution:
     * ``ep_max_domains``: node-limited routing — each token's experts lie in at most this many
       NVLink domains (DeepSeek-V3 §2.1.2: at most 4 nodes; Megatron-Core
       ``moe_router_num_groups`` = nodes, ``moe_router_group_topk``); 0: unlimited.
+    * ``recompute_norm_up_proj``: DeepSeek-V3's light recompute (report §3.2.3): every RMSNorm
+      and MLA's up-projections rerun in the backward, so the linears after a norm and the
+      attention core keep nothing of their outputs (model.physics.light_recompute).
     """
 
     recompute: str = "selective"
@@ -164,6 +167,7 @@ class Execution:
     optimizer_bf16_moments: bool = False
     pipeline_schedule: str = "1f1b"
     ep_max_domains: int = 0
+    recompute_norm_up_proj: bool = False
 
     def __post_init__(self) -> None:
         self._check_values()
@@ -290,7 +294,8 @@ COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", 
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
            "dp_overlap", "dp_bucket_mb", "fp8_param_gather", "offload_layers", "ep_overlap",
            "ep_dispatcher", "moe_capacity_factor", "moe_imbalance", "expert_gemm",
-           "moe_router_padding", "optimizer_bf16_moments", "pipeline_schedule", "ep_max_domains")
+           "moe_router_padding", "optimizer_bf16_moments", "pipeline_schedule", "ep_max_domains",
+           "recompute_norm_up_proj")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 
