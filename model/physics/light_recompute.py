@@ -19,6 +19,13 @@ recomputed op's output disappears from the memory of the ops that read it:
   part of :func:`model.physics.ops.flash_attention`'s kept bytes); K's rotary part comes from
   the down-projection's output, kept by the latent norm.
 
+The MoE SwiGLU (``Execution.swiglu_fp8_cache``; report §3.3.3, "Low-Precision Storage and
+Communication" (2): "we cache the inputs of the SwiGLU operator and recompute its output in the
+backward pass. These activations are also stored in FP8 with our fine-grained quantization
+method"): the routed experts' activation keeps its input in 1 byte instead of s
+(:data:`FP8_BYTES`; the 1×128 scales, 4 bytes per 128 elements, add 1/32), and ``moe/fc2``
+keeps nothing: the activation reruns in the backward.
+
 The time: each recomputed op's forward runs again at the start of its backward — its FLOPs,
 HBM bytes, quantisation bytes and launches added to the backward's (FLOPs counted as
 ``flop_recompute``: hardware, not model FLOPs), priced by the backward's roofline. Closed form
@@ -39,6 +46,7 @@ NORM_CONSUMERS = frozenset({"attn/qkv", "attn/down", "attn/q", "attn/q_up", "att
 UP_PROJECTIONS = frozenset({"attn/q_up", "attn/kv_up"})  # MLA's (model.physics.moe.mla_rows)
 # an op whose whole forward reruns: every norm of a block, and MLA's up-projections
 _BLOCK_NORMS = frozenset({"attn/norm", "mlp/norm", "attn/latent_norm"})
+FP8_BYTES = 1.0 + 4.0 / 128.0  # an FP8 element with its fp32 scale per 1×128 tile
 
 
 def rerun_forward(c: OpCounts) -> OpCounts:
@@ -64,6 +72,12 @@ def light_recompute(spec: OpSpec, c: OpCounts, sh, ctx: Ctx, s: float) -> OpCoun
     """``c`` (one op's counts, before its layer share) under the light recompute of the module
     docstring when the execution asks for it, else unchanged. ``sh``: the configurations'
     shards (``sh.b``, ``sh.size(axes)``); s: bytes of an activation element."""
+    if ctx.execution.swiglu_fp8_cache and spec.routed:
+        if spec.name == "moe/act":
+            c = rerun_forward(c)
+            c.act_bytes = c.act_bytes * (FP8_BYTES / s)
+        elif spec.name == "moe/fc2":
+            c.act_bytes = 0.0 * c.act_bytes
     if not ctx.execution.recompute_norm_up_proj:
         return c
     mla = ctx.model.mla
