@@ -29,7 +29,10 @@ keeps nothing: the activation reruns in the backward.
 The time: each recomputed op's forward runs again at the start of its backward — its FLOPs,
 HBM bytes, quantisation bytes and launches added to the backward's (FLOPs counted as
 ``flop_recompute``: hardware, not model FLOPs), priced by the backward's roofline. Closed form
-and test: tests/test_light_recompute.py.
+and test: tests/test_light_recompute.py. Under ``recompute: full`` both options do nothing
+(every layer reruns its whole forward); with ``recompute_layers`` r, the r fully recomputed
+layers of a stage count their norms', up-projections' and SwiGLU's forwards twice (about 2 %
+of such a layer's time for DeepSeek-V3's shapes).
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def light_recompute(spec: OpSpec, c: OpCounts, sh, ctx: Ctx, s: float) -> OpCoun
     """``c`` (one op's counts, before its layer share) under the light recompute of the module
     docstring when the execution asks for it, else unchanged. ``sh``: the configurations'
     shards (``sh.b``, ``sh.size(axes)``); s: bytes of an activation element."""
+    if ctx.execution.recompute == "full":  # every layer reruns its whole forward already
+        return c
     if ctx.execution.swiglu_fp8_cache and spec.routed:
         if spec.name == "moe/act":
             c = rerun_forward(c)
