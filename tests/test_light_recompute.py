@@ -91,3 +91,26 @@ def test_rerun_all_to_alls_paired_under_dualpipe():
     again, exposed = _paired_rerun_a2a(results, ctx)
     assert again == 2.0 and exposed == pytest.approx(1.2)
     assert _paired_rerun_a2a(results[1:2], ctx) is None
+
+
+def test_dualpipe_end_gpu_holds_the_head_for_one_microbatch():
+    """An end GPU under DualPipe: its blocks for pp + 1 microbatches, the embedding chunk's
+    ops for pp (stage 0 of one direction), the head chunk's (logits, loss, MTP) for one (stage
+    pp − 1 of the other): pp = 2, 8 microbatches."""
+    m = load_model(DS).with_overrides(layers=8)
+    ev = evaluate(m, load_system("h800"), 64, 256, "1d", tp1=1, pp=2, dp=32, ep=32,
+                  microbatch=1, execution={"precision": "fp8-blockwise", "interleave": 1,
+                                           "pipeline_schedule": "dualpipe",
+                                           "recompute_layers": 0})
+    o, row = ev.ops, ev.row
+    kept = {w: o[o["where"] == w]["activation_bytes"].sum() for w in ("pre", "block", "post")}
+    assert kept["post"] > 1e9  # the head's logits and loss: what pp + 1 copies would overcount
+    expected = row["layers_per_stage"] * kept["block"] * 3 + kept["pre"] * 2 + kept["post"]
+    assert row["activations_gb"] == pytest.approx(expected / 1e9)
+
+
+def test_deepseek_stack_runs_its_memory_savers():
+    from model.specs.stack import load_stack
+
+    ex = load_stack("deepseek-v3-2024").execution
+    assert ex["recompute_norm_up_proj"] and ex["swiglu_fp8_cache"]
