@@ -86,12 +86,15 @@ CASES = [
                                         "fp8_param_gather": True}),
     ("llama3-70b", "h100", None, {"precision": "fp8", "fp8_param_gather": True, "zero": 3}),
     # DeepSeek's own stack's terms: DualPipe, node-limited flex dispatch, grouped expert GEMMs,
-    # BF16 moments, and FP8 padding copies (router padding off)
+    # BF16 moments, and FP8 padding copies (router padding off); its light recompute and FP8
+    # SwiGLU cache, with recomputed layers' all-to-alls paired under DualPipe
     ("deepseek-v3-small", "h800", None, {"precision": "fp8-blockwise", "ep_dispatcher": "flex",
                                         "ep_overlap": True, "pipeline_schedule": "dualpipe",
                                         "ep_max_domains": 2, "expert_gemm": "grouped",
                                         "optimizer_bf16_moments": True,
-                                        "moe_router_padding": False}),
+                                        "moe_router_padding": False,
+                                        "recompute_norm_up_proj": True,
+                                        "swiglu_fp8_cache": True}),
 ]
 MOE_MODELS = {  # a few layers and experts of the presets: the same op tables, fewer candidates
     "deepseek-v3-small": lambda: load_model("deepseek-v3").with_overrides(

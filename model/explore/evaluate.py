@@ -213,21 +213,50 @@ def _p2p_bytes(boundary: OpResult, strategy: Strategy, sh: Shards) -> np.ndarray
     return np.asarray(boundary.counts.act_bytes, dtype=float) / sh.size(strategy.p2p_scatter)
 
 
-def _forward_rerun(results: list[OpResult], like: np.ndarray, breakdown: bool) -> Totals:
+def _forward_rerun(results: list[OpResult], like: np.ndarray, breakdown: bool,
+                   ctx: Ctx | None = None) -> Totals:
     """What rerunning a block's forward in its backward adds (recompute): T_f more backward time
-    (its collectives included) and the forward FLOPs again (hardware FLOPs only)."""
+    (its collectives included) and the forward FLOPs again (hardware FLOPs only).
+
+    Under DualPipe with ``ep_overlap`` the rerun belongs to a backward chunk, paired with another
+    microbatch's forward chunk (DeepSeek-V3 report §3.2.1): its all-to-alls A_r join the
+    block's A and its compute C_r the block's C, so it adds h(A + A_r, C + C_r) − h(A, C) of
+    exposed all-to-all (h = ``pricing.hidden``, as :func:`model.physics.totals.sum_ops`)
+    instead of A_r."""
     rerun = zero_totals(like, breakdown)
     rerun.t_bwd = rerun.t_bwd + sum(r.fwd.t for r in results)
+    a2a_rerun = None
+    if ctx is not None and ctx.execution.ep_overlap and (
+            ctx.execution.pipeline_schedule == "dualpipe"):
+        a2a_rerun = _paired_rerun_a2a(results, ctx)
+        if a2a_rerun is not None:
+            rerun.t_bwd = rerun.t_bwd - a2a_rerun[0] + a2a_rerun[1]
     if breakdown:
         rerun.t_comp, rerun.t_mem = (rerun.t_comp + sum(getattr(r.fwd, name) for r in results)
                                      for name in ("t_comp", "t_mem_exposed"))
         alltoall = [r.spec.kind in ALLTOALL_OPS for r in results]
         rerun.t_comm = rerun.t_comm + sum(r.fwd.t_comm for r, a in zip(results, alltoall)
                                           if not a)
-        rerun.t_ep = rerun.t_ep + sum(r.fwd.t_comm for r, a in zip(results, alltoall) if a)
+        rerun.t_ep = rerun.t_ep + (sum(r.fwd.t_comm for r, a in zip(results, alltoall) if a)
+                                   if a2a_rerun is None else a2a_rerun[1])
         rerun.flop = rerun.flop + sum(r.counts.flop_mat_fwd + r.counts.flop_vec_fwd
                                       for r in results)
     return rerun
+
+
+def _paired_rerun_a2a(results: list[OpResult], ctx: Ctx):
+    """(A_r, exposed) of a rerun forward's all-to-alls paired as :func:`_forward_rerun` says,
+    or None for a block without all-to-alls."""
+    a2a = [r.spec.kind in ALLTOALL_OPS for r in results]
+    if not any(a2a):
+        return None
+    total = sum(r.fwd.t_comm + r.bwd.t_comm for r, a in zip(results, a2a) if a)
+    busy = sum(r.fwd.t - r.fwd.t_comm + r.bwd.t - r.bwd.t_comm
+               for r, a in zip(results, a2a) if not a)
+    again = sum(r.fwd.t_comm for r, a in zip(results, a2a) if a)
+    busy_again = sum(r.fwd.t - r.fwd.t_comm for r, a in zip(results, a2a) if not a)
+    hidden = ctx.pricing.hidden
+    return again, hidden(total + again, busy + busy_again) - hidden(total, busy)
 
 
 def candidate_times(model: Transformer, system: System, strategy: Strategy,
@@ -259,7 +288,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     # recomputed layers rerun their forward
     share = ctx.execution.recompute_share(layers, cols.get("recompute_layers"))
     if np.any(share):
-        block_c = block_c + _forward_rerun(block_ops, block.t_fwd, breakdown).take(
+        block_c = block_c + _forward_rerun(block_ops, block.t_fwd, breakdown, ctx).take(
             inverse).scaled(share)
     edge, edge_weight = _pipeline_ends(model, strategy, totals, inverse, pp, breakdown)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]

@@ -23,6 +23,7 @@ from ..specs.precision import PRECISIONS
 from . import attention_kernels, elementwise, gemm, moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .context import Ctx
+from .light_recompute import light_recompute
 from .optable import MATMULS, TOKEN_KERNELS, CommSpec
 from .strategies import Axes, Kind, OpSpec
 
@@ -213,6 +214,7 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
         work = counts.flop_mat_fwd + counts.flop_vec_fwd + counts.flop_mat_bwd + (
             counts.flop_vec_bwd) - counts.flop_recompute
         counts.flop_padding = work * (1.0 - 1.0 / ctx.execution.moe_load)
+    counts = light_recompute(spec, counts, sh, ctx, ELEMENT_BYTES)
     share = ctx.share(spec)
     if share != 1.0:  # a block is the layers' mix: the op runs in a share of them
         for name in _SCALED + ("flop_padding",):

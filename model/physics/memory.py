@@ -118,6 +118,13 @@ class StageMemory:
                         + np.where(self.single, post_weight, 0.0),
                         ends * block_weight_bytes + post_weight,
                         d * block_weight_bytes)[:len(blocks)]
+        self.dualpipe = dualpipe and not np.all(self.single)
+        if self.dualpipe:  # an end GPU holds stage 0 of one direction and stage pp − 1 of the
+            # other: the embedding and the head (DeepSeek-V3 report §3.2.1, Figure 5)
+            both = np.where(self.single, 0.0, pre_weight + post_weight)
+            ends_w = ends * block_weight_bytes + both
+            self.weights = (np.where(self.single, self.weights[0], ends_w),
+                            np.where(self.single, self.weights[1], ends_w)) + self.weights[2:]
         self.has_experts = bool(np.any(expert_weight_bytes))
         self.experts = tuple(b * expert_weight_bytes for b in blocks) if self.has_experts else ()
         # ZeRO-3 holds the block it computes and the one it prefetches (2), or — PyTorch FSDP
@@ -139,10 +146,21 @@ class StageMemory:
         self.in_flight = tuple(in_flight_microbatches(pp, n_mb, interleave, r) for r in ranks)
         if dualpipe:  # every GPU holds pp + 1 microbatches' activations (DualPipe README)
             self.in_flight = tuple(np.minimum(pp + 1, n_mb).astype(float) for _ in ranks)
+            # … as a 1F1B pipeline in each direction: its stage r holds pp − r, the other
+            # direction's stage pp − 1 − r holds r + 1 (together pp + 1); an end GPU's
+            # embedding chunk is stage 0 (pp), its head chunk stage pp − 1 (1)
+            self.pre_flight = in_flight_microbatches(pp, n_mb, 1, 0)
+            self.post_flight = in_flight_microbatches(pp, n_mb, 1, np.maximum(pp - 1, 0))
 
     def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
         """Activation bytes of the first, last and (when it can bind) second stage."""
         f = self.in_flight
+        if self.dualpipe:  # each end GPU: its two chunks' blocks, the embedding and the head
+            ends = (self.ends * block_act_bytes * f[0] + pre_act * self.pre_flight
+                    + post_act * self.post_flight)
+            ends = np.where(self.single, (self.ends * block_act_bytes + pre_act) * f[0]
+                            + post_act, ends)
+            return (ends, ends) + ((self.d * block_act_bytes * f[2],) if self.middle else ())
         acts = ((self.ends * block_act_bytes + pre_act) * f[0]
                 + np.where(self.single, post_act, 0.0),
                 (self.ends * block_act_bytes + post_act) * f[1])

@@ -198,6 +198,9 @@ def iteration_time(
         if lighter:
             t_f = np.where(middle_binds, d * block.t_fwd, t_f)
         bubble = dualpipe_bubble_s(pp, t_f, t_loc / n_mb - t_f, t_pp / (2 * n_mb))
+        # the pipeline messages run beside the paired chunks' compute (report §3.2.1: "both
+        # all-to-all and PP communication can be fully hidden"), slowing it like any overlap
+        t_pp = pricing.hidden(t_pp, t_loc)
     else:
         bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
     copies = 2.0 if dualpipe else 1.0

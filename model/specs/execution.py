@@ -39,7 +39,8 @@ GATHER_DTYPES = ("auto", "bf16", "fp32")
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
-         "moe_router_padding", "optimizer_bf16_moments", "fsdp_reshard_after_forward")
+         "moe_router_padding", "optimizer_bf16_moments", "fsdp_reshard_after_forward",
+         "recompute_norm_up_proj", "swiglu_fp8_cache")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
                               "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS,
@@ -176,6 +177,11 @@ class Execution:
       them (gathers and reduce-scatters inside the group, an all-reduce of each shard's
       gradients across the replicas once per step); 0: shard over the whole data-parallel
       group.
+    * ``recompute_norm_up_proj``: DeepSeek-V3's light recompute (report §3.2.3): every RMSNorm
+      and MLA's up-projections rerun in the backward, so the linears after a norm and the
+      attention core keep nothing of their outputs (model.physics.light_recompute).
+    * ``swiglu_fp8_cache``: the routed experts' SwiGLU keeps its input in FP8 with 1×128
+      scales and reruns in the backward, so ``moe/fc2`` keeps nothing (DeepSeek-V3 §3.3.3).
     """
 
     recompute: str = "selective"
@@ -210,6 +216,8 @@ class Execution:
     fsdp_gather_dtype: str = "auto"
     fsdp_prefetch: int = 1
     fsdp_shard_group: int = 0
+    recompute_norm_up_proj: bool = False
+    swiglu_fp8_cache: bool = False
 
     def __post_init__(self) -> None:
         self._check_values()
@@ -339,7 +347,8 @@ COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", 
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
            "dp_overlap", "dp_bucket_mb", "fp8_param_gather", "offload_layers", "ep_overlap",
            "ep_dispatcher", "moe_capacity_factor", "moe_imbalance", "expert_gemm",
-           "moe_router_padding", "optimizer_bf16_moments", "pipeline_schedule", "ep_max_domains")
+           "moe_router_padding", "optimizer_bf16_moments", "pipeline_schedule", "ep_max_domains",
+           "recompute_norm_up_proj", "swiglu_fp8_cache")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 
