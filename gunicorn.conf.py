@@ -27,6 +27,9 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # holds no thread; a watchdog ends the worker when a request runs over GUNICORN_REQUEST_TIMEOUT;
 # gunicorn's own error answers carry the security headers)
 worker_class = "dashboard.serving.HardenedWorker"
+# responses are written through the worker's outbox (a slow reader holds no thread), which
+# sendfile(2) would bypass: static files are sent as ordinary writes
+sendfile = False
 threads = int(os.environ.get("GUNICORN_THREADS", "1"))
 worker_connections = 200  # open connections per worker (each buffers at most ~1 MiB)
 # a worker whose main thread is silent this long (a C call holding the GIL) is killed

@@ -1,12 +1,23 @@
 """The gunicorn worker of the deployment (``worker_class`` in ``gunicorn.conf.py``): gunicorn's
-gthread worker with three guards it lacks.
+gthread worker with the guards it lacks. In the documented deployment (``scripts/serve``) nginx
+sits in front and already buffers requests and responses per client (docs/deployment.md); these
+guards keep gunicorn safe on its own too (``gunicorn app:server`` without the proxy, or a client
+that reaches its port), and cover what nginx does not: a request that computes too long.
 
-* Slow clients. gthread hands a connection to a worker thread as soon as its first byte
+* Slow senders. gthread hands a connection to a worker thread as soon as its first byte
   arrives; the thread then reads the rest of the request blocking, so a client sending one byte
   a second holds it (with one thread per worker, the whole worker). Here the worker's event
   loop reads the request itself, without blocking — head and body up to ``BUFFER_BYTES`` — and
   hands it to a thread only once it is complete; a request not complete within
   ``READ_TIMEOUT_S`` is dropped. A slow client costs a socket and its buffer, not a thread.
+  The same holds for a request pipelined behind another (its first bytes arrived with the
+  previous request): it goes back to the event loop with those bytes, under a fresh deadline,
+  instead of to a thread that would read the rest blocking (gthread's own path for it).
+* Slow readers. A response is written without blocking: what the kernel's socket buffer does
+  not take at once is kept (``dashboard.outbox``) and sent by the event loop as the client
+  reads, so a client reading 2 kB every 2 s holds no thread; a response not fully sent within
+  ``WRITE_TIMEOUT_S`` is dropped. The bytes so kept are capped per worker
+  (``OUTBOX_BYTES``); past the cap a thread writes the rest itself, still within the deadline.
 * Stuck requests. gunicorn's ``timeout`` never fires for a request thread that loops: the main
   thread keeps heart-beating. Here a watchdog thread ends the worker process (``os._exit``,
   logged) when a request has run longer than ``REQUEST_TIMEOUT_S``; the arbiter starts a new one.
@@ -19,10 +30,12 @@ gthread worker with three guards it lacks.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import selectors
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -31,9 +44,16 @@ from functools import partial
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from .outbox import Budget, Outbox
+
 READ_TIMEOUT_S = float(os.environ.get("GUNICORN_READ_TIMEOUT", 10))
 REQUEST_TIMEOUT_S = float(os.environ.get("GUNICORN_REQUEST_TIMEOUT", 60))
+# the whole response, from the app's return to its last byte: the ~5 MB HTML export reaches a
+# client on a 2 Mbit/s link in 20 s
+WRITE_TIMEOUT_S = float(os.environ.get("GUNICORN_WRITE_TIMEOUT", 30))
 BUFFER_BYTES = (1 << 20) + (64 << 10)  # the app's request limit (1 MiB) plus a head
+# responses kept for slow readers, per worker: 12 HTML exports (within the worker's 4 GiB)
+OUTBOX_BYTES = int(os.environ.get("GUNICORN_OUTBOX_MB", 64)) << 20
 ERROR_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: SAMEORIGIN\r\n"
                  "Referrer-Policy: same-origin\r\n"
                  "Content-Security-Policy: default-src 'none'; frame-ancestors 'self'\r\n")
@@ -72,16 +92,23 @@ class HardenedWorker(ThreadWorker):
     def init_process(self) -> None:
         util.write_error = write_error  # gunicorn's error answers (base.handle_error)
         self.reading: deque = deque()  # connections whose request is being read
+        self.writing: deque = deque()  # connections whose response is being sent
+        self.outbox_budget = Budget(OUTBOX_BYTES)
         self.started: dict[int, float] = {}  # thread id → when its request started
         threading.Thread(target=self._watchdog, name="request-watchdog", daemon=True).start()
         super().init_process()
 
     # ---------------------------------------------------------------- buffering
     def enqueue_req(self, conn) -> None:
-        if self.cfg.is_ssl or getattr(conn, "buffered", None) is not None or (
-                conn.parser is not None and conn.parser.unreader.buf.getvalue()):
-            return super().enqueue_req(conn)  # already read, or read ahead by the parser
-        conn.buffered, conn.deadline = bytearray(), time.monotonic() + READ_TIMEOUT_S
+        if self.cfg.is_ssl or getattr(conn, "buffered", None) is not None:
+            return super().enqueue_req(conn)  # already read
+        # a request pipelined behind the last one: its first bytes were read with it
+        ahead = conn.parser.unreader.take_buffered() if conn.parser is not None else b""
+        if ahead and complete(ahead):
+            conn.parser.unreader.unread(ahead)
+            return super().enqueue_req(conn)
+        conn.buffered = bytearray(ahead)
+        conn.deadline = time.monotonic() + READ_TIMEOUT_S
         conn.sock.setblocking(False)
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
         self.reading.append(conn)
@@ -117,6 +144,9 @@ class HardenedWorker(ThreadWorker):
         for conn in [c for c in self.reading if c.deadline < now]:
             self.log.info("dropped a request not received within %g s", READ_TIMEOUT_S)
             self._drop(conn)
+        for conn in [w[0] for w in self.writing if w[1].deadline < now]:
+            self.log.info("dropped a response not read within %g s", WRITE_TIMEOUT_S)
+            self._drop_writer(conn)
 
     def handle(self, conn):
         data = getattr(conn, "buffered", None)
@@ -127,13 +157,59 @@ class HardenedWorker(ThreadWorker):
             conn.parser.unreader.unread(bytes(data))
             # a read past the buffer (a body over the limit, drained) waits this long at most
             # and a client that does not read its response blocks a send this long at most
-            for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
-                conn.sock.setsockopt(socket.SOL_SOCKET, option, _timeval(READ_TIMEOUT_S))
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                                 _timeval(READ_TIMEOUT_S))
         return super().handle(conn)
+
+    # ---------------------------------------------------------------- responses
+    def handle_request(self, req, conn):
+        """Serve one request with the response written to an :class:`Outbox`."""
+        real = conn.sock
+        conn.sock = out = Outbox(real, self.outbox_budget, WRITE_TIMEOUT_S)
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            conn.sock, conn.outbox = real, out
 
     def finish_request(self, conn, fs) -> None:
         conn.buffered = None
-        super().finish_request(conn, fs)
+        out, conn.outbox = getattr(conn, "outbox", None), None
+        if out is None or not out.pending:
+            return super().finish_request(conn, fs)
+        if fs.cancelled() or fs.exception() is not None:
+            out.release()
+            return super().finish_request(conn, fs)
+        # the rest of the response goes out from the event loop as the client reads it; then
+        # the connection carries on as gunicorn decided (kept alive or closed)
+        conn.sock.setblocking(False)
+        self.writing.append((conn, out, fs))
+        self.poller.register(conn.sock, selectors.EVENT_WRITE,
+                             partial(self._writable, conn, out, fs))
+
+    def _writable(self, conn, out: Outbox, fs, _sock) -> None:
+        try:
+            done = out.send_some()
+        except OSError:  # the client went away
+            self._drop_writer(conn)
+            return
+        if done:
+            self._stop_writing(conn)
+            super().finish_request(conn, fs)
+
+    def _stop_writing(self, conn) -> None:
+        self.poller.unregister(conn.sock)
+        entry = next(w for w in self.writing if w[0] is conn)
+        self.writing.remove(entry)
+        return entry[1]
+
+    def _drop_writer(self, conn) -> None:
+        """Give up a response: reset the connection (a plain close would leave the kernel
+        delivering its send buffer to the slow reader for minutes)."""
+        self._stop_writing(conn).release()
+        self.nr_conns -= 1
+        with contextlib.suppress(OSError):
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
 
     # ---------------------------------------------------------------- time limit
     def load_wsgi(self) -> None:
@@ -153,8 +229,9 @@ class HardenedWorker(ThreadWorker):
 
 class Timed:
     """The WSGI app, with the start of each call recorded per thread for the watchdog (only
-    the app's own time: sending the response to a slow reader is bounded by the socket's send
-    timeout instead). Other attributes are the app's (``post_worker_init`` uses them)."""
+    the app's own time: sending the response to a slow reader is bounded by
+    ``WRITE_TIMEOUT_S`` instead). Other attributes are the app's (``post_worker_init`` uses
+    them)."""
 
     def __init__(self, app, started: dict[int, float]):
         self.app, self.started = app, started
@@ -172,7 +249,5 @@ class Timed:
 
 
 def _timeval(seconds: float) -> bytes:
-    import struct
-
     whole = int(seconds)
     return struct.pack("ll", whole, int((seconds - whole) * 1e6))

@@ -1,0 +1,97 @@
+"""Issue 26, finding 2: two connections must not block every user. Ten hostile connections of
+each kind against real gunicorn on loopback (``gunicorn -c gunicorn.conf.py app:server``, two
+workers of one thread, short deadlines so each test is bounded), while a normal client is timed
+beside them:
+
+* pipelining: a complete request plus the first byte of a second, the rest trickled (2 such
+  connections once served 0 normal requests for 30 s, 4 for 75 s, and were never dropped);
+* slow reader: a ~5 MB response read 2 kB every 2 s (2 such connections: 0 normal requests).
+
+The same attacks against the proxied deployment (nginx in front) are in
+``tests/test_proxy.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import attacks
+import pytest
+from test_server import Server, gunicorn
+
+READ_S, WRITE_S = 3, 5  # the deadlines under test (defaults 10 s and 30 s)
+
+
+@pytest.fixture(scope="module")
+def direct(tmp_path_factory) -> Iterator[Server]:
+    work = tmp_path_factory.mktemp("connections")
+    server = gunicorn(work / "cache", work / "gunicorn.log",
+                      env={"GUNICORN_READ_TIMEOUT": str(READ_S),
+                           "GUNICORN_WRITE_TIMEOUT": str(WRITE_S)})
+    yield server
+    server.stop()
+
+
+def port_of(server: Server) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+def normal_latencies(url: str, seconds: float) -> list[float]:
+    """A normal client's GET / latencies, one request every 0.5 s for ``seconds``."""
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        out.append(attacks.timed_get(url + "/", timeout=5))
+        time.sleep(0.5)
+    return out
+
+
+def test_finding2a_pipelined_trickle_neither_blocks_nor_lingers(direct):
+    """Ten pipelining connections: a normal client is served throughout, and each hostile
+    connection is dropped at the read deadline (its pipelined request read in the event
+    loop, never by a thread)."""
+    stop, recs, threads = attacks.start(attacks.pipeliner, 10, port_of(direct))
+    try:
+        time.sleep(1.0)  # every hostile connection has sent its first request
+        latencies = normal_latencies(direct.url, READ_S + 1)
+        time.sleep(1.5)
+        ended = [r.dropped_after_s for r in recs]
+    finally:
+        attacks.finish(stop, threads)
+    assert max(latencies) < 2, latencies
+    assert all(r.moved > 0 for r in recs)  # they really were trickling
+    assert all(e is not None and e < READ_S + 3 for e in ended), ended
+    assert "dropped a request not received within" in direct.log.read_text()
+
+
+def test_finding2b_slow_readers_neither_block_nor_linger(direct):
+    """Ten connections reading a 4.8 MB response 2 kB every 2 s: a normal client is served
+    throughout (the responses wait in the workers' outboxes, not in threads), and each slow
+    reader is dropped at the write deadline."""
+    log_before = direct.log.read_text().count("dropped a response not read within")
+    stop, recs, threads = attacks.start(attacks.slow_reader, 10, port_of(direct))
+    try:
+        time.sleep(1.0)
+        latencies = normal_latencies(direct.url, WRITE_S)
+        time.sleep(2.5)
+    finally:
+        attacks.finish(stop, threads)  # each reader then looks whether it was dropped
+    ended = [r.dropped_after_s for r in recs]
+    assert max(latencies) < 2, latencies
+    assert all(r.moved > 0 for r in recs)
+    assert all(e is not None and e < WRITE_S + 6 for e in ended), ended
+    assert all(r.moved < 4_800_000 for r in recs)  # none read its whole response
+    drops = direct.log.read_text().count("dropped a response not read within") - log_before
+    assert drops == 10
+
+
+def test_a_big_response_to_a_normal_reader_is_whole(direct):
+    """The outbox changes nothing for a client that reads: the 4.8 MB file arrives whole."""
+    import urllib.request
+
+    import app
+
+    with urllib.request.urlopen(direct.url + attacks.BIG, timeout=20) as res:
+        body = res.read()
+    assert len(body) > 4_000_000
+    assert body == app.server.test_client().get(attacks.BIG).data
