@@ -40,9 +40,10 @@ from typing import Any
 
 import diskcache
 from dash import CeleryManager, DiskcacheManager, Input, Output
-from diskcache.core import DBNAME
+from dash.background_callback.managers import BaseBackgroundCallbackManager
 
 from . import compute
+from .stores import LazyStore
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip() or None
 HEARTBEAT_S = 2.0  # a running Celery job refreshes its heartbeat key this often …
@@ -63,35 +64,33 @@ def _failure(reason: str) -> dict[str, Any]:
 
 class DiskcacheJobs(DiskcacheManager):
     """``DiskcacheManager`` on ``directory`` that reports a job whose process ended without a
-    result, and re-creates its store if the directory is deleted while the app runs."""
+    result. Its store is opened at first use, not here (a damaged store cannot stop a worker
+    from booting), and recovered (:class:`dashboard.stores.LazyStore`): re-created if its
+    directory is deleted while the app runs, moved aside if corrupt, moved to the host's
+    temporary directory if it cannot be written."""
 
     def __init__(self, directory: Path):
-        self.directory, self._lock, self._secret = Path(directory), threading.Lock(), None
-        super().__init__(self._open())
+        self.directory, self._secret = Path(directory), None
+        self._store = LazyStore(self.directory, on_new=self._restore_secret)
+        self.expire = None
+        # DiskcacheManager.__init__ only checks and keeps an open cache: skipped (lazy)
+        BaseBackgroundCallbackManager.__init__(self, None)
 
-    def _open(self) -> diskcache.Cache:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return diskcache.Cache(str(self.directory))
+    def _restore_secret(self, cache: diskcache.Cache) -> None:
+        if self._secret is not None:  # handles already signed stay valid
+            cache.add(self.SIGNING_SECRET_KEY, self._secret)
 
-    def store(self) -> diskcache.Cache:
-        """The store, re-created if its directory was deleted while the app runs. A job process
-        opens its own connection to the same path, so jobs started afterwards use the new one."""
-        if not (self.directory / DBNAME).is_file():
-            with self._lock:
-                if not (self.directory / DBNAME).is_file():
-                    log.warning("background store %s was deleted: re-created", self.directory)
-                    self._cache = self._open()
-                    if self._secret is not None:  # handles already signed stay valid
-                        self._cache.add(self.SIGNING_SECRET_KEY, self._secret)
-        return self._cache
+    def store(self) -> LazyStore:
+        """The store (see the class)."""
+        return self._store
 
     @property
-    def handle(self) -> diskcache.Cache:  # what Dash's manager uses for everything
-        return self.store()
+    def handle(self) -> LazyStore:  # what Dash's manager uses for everything
+        return self._store
 
     @handle.setter
     def handle(self, cache: diskcache.Cache) -> None:
-        self._cache = cache
+        raise AttributeError("the job store is opened lazily by DiskcacheJobs")
 
     def call_job_fn(self, key, job_fn, args, context):
         """Start the job unless MAX_JOBS run already (then its result is :data:`BUSY` and its

@@ -126,8 +126,9 @@ class Server:
 
 def gunicorn(cache_dir: Path, log: Path, *extra: str, wait_http: bool = True,
              env: dict[str, str] | None = None, app: str = "app:server",
-             ready: str = "/") -> Server:
-    return Server([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
+             ready: str = "/", runner: list[str] | tuple = ()) -> Server:
+    """gunicorn with gunicorn.conf.py; ``runner``: a command prefix (e.g. setpriv)."""
+    return Server([*runner, sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
                    "--bind", "127.0.0.1:{port}", *extra, app], cache_dir, log,
                   wait_http, env, ready)
 
