@@ -42,7 +42,7 @@ import diskcache
 from dash import CeleryManager, DiskcacheManager, Input, Output
 from dash.background_callback.managers import BaseBackgroundCallbackManager
 
-from . import compute
+from . import compute, joblimits
 from .stores import LazyStore
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip() or None
@@ -109,7 +109,8 @@ class DiskcacheJobs(DiskcacheManager):
             store.set(RUNNING, [*running, slot])
         job = None
         try:
-            job = super().call_job_fn(key, job_fn, args, context)
+            # its process ends on its deadline or with this worker (dashboard.joblimits)
+            job = super().call_job_fn(key, joblimits.bounded(job_fn), args, context)
         finally:  # the reservation becomes the job's process id (or is freed)
             with store.transact():
                 others = [j for j in store.get(RUNNING, []) if j != slot and _alive(j)]
@@ -258,6 +259,10 @@ def make_celery(url: str):
         task_serializer="json", result_serializer="json", accept_content=["json"],
         result_accept_content=["json"], worker_prefetch_multiplier=1, result_expires=3600,
         broker_connection_retry_on_startup=True,
+        # a job's deadline inside its loops (SoftTimeLimitExceeded where it runs), then the
+        # task's process is killed (Celery's time limits: the diskcache path's, joblimits)
+        task_soft_time_limit=joblimits.JOB_TIMEOUT_S,
+        task_time_limit=joblimits.JOB_TIMEOUT_S + joblimits.HARD_GRACE_S,
     )
     return celery
 
