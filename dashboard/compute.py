@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
@@ -224,7 +225,14 @@ def frame_to_text(frame: pd.DataFrame) -> str:
         "columns": [str(c) for c in frame.columns],
         "dtypes": [str(t) for t in frame.dtypes],
         "data": [frame[c].tolist() for c in frame.columns],
-        "index": None if plain else frame.index.tolist()})
+        "index": None if plain else frame.index.tolist()}, default=_scalar)
+
+
+def _scalar(value: Any) -> Any:
+    """numpy scalars left in object columns (a bool of the lost-node frame) as Python's."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def frame_from_text(text: str) -> pd.DataFrame:
