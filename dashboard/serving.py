@@ -251,3 +251,14 @@ class Timed:
 def _timeval(seconds: float) -> bytes:
     whole = int(seconds)
     return struct.pack("ll", whole, int((seconds - whole) * 1e6))
+
+
+def fixed_host(wsgi_app, host: str):
+    """``wsgi_app`` seeing every request addressed to ``host``: the client's ``Host`` (and
+    ``X-Forwarded-Host``) never reaches the app, so no page can reflect it (Dash Pages wrote
+    it into its ``og:url``/``twitter:url`` meta tags)."""
+    def app(environ, start_response):
+        environ["HTTP_HOST"] = environ["SERVER_NAME"] = host
+        environ.pop("HTTP_X_FORWARDED_HOST", None)
+        return wsgi_app(environ, start_response)
+    return app
