@@ -20,8 +20,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from dash.exceptions import DashException
 from flask import Response, request
-from werkzeug.exceptions import BadRequest
+from werkzeug.exceptions import BadRequest, HTTPException
 
 from model import ModelError
 
@@ -80,6 +81,8 @@ def page_callback(scenario: int, error: Callable[[str], Any]) -> Callable:
             except MemoryError:
                 log.warning("a request ran out of memory (%s)", fn.__name__)
                 return error(MEMORY_MESSAGE)
+            except (HTTPException, DashException):
+                raise  # a 400 for a request no page sends; PreventUpdate: Dash's own
             except Exception as exc:  # noqa: BLE001 - a bug: an inline message, never a 500
                 return error(internal_error(fn.__name__, exc))
         return inner

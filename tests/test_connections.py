@@ -20,7 +20,7 @@ import attacks
 import pytest
 from test_server import Server, gunicorn
 
-READ_S, WRITE_S = 3, 5  # the deadlines under test (defaults 10 s and 30 s)
+READ_S, WRITE_S = 3, 3  # the deadlines under test (defaults 10 s and 30 s)
 
 
 @pytest.fixture(scope="module")

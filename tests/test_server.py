@@ -79,8 +79,8 @@ class Server:
     """A server subprocess on a free loopback port, stopped with SIGTERM (then SIGKILL)."""
 
     def __init__(self, args: list[str], cache_dir: Path, log: Path, wait_http: bool = True,
-                 env: dict[str, str] | None = None, ready: str = "/"):
-        self.port = free_port()
+                 env: dict[str, str] | None = None, ready: str = "/", port: int | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ready = ready
         extra = env or {}
