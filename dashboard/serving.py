@@ -44,6 +44,7 @@ from functools import partial
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from .fairqueue import FairQueue
 from .outbox import Budget, Outbox
 
 READ_TIMEOUT_S = float(os.environ.get("GUNICORN_READ_TIMEOUT", 10))
@@ -94,6 +95,7 @@ class HardenedWorker(ThreadWorker):
         self.reading: deque = deque()  # connections whose request is being read
         self.writing: deque = deque()  # connections whose response is being sent
         self.outbox_budget = Budget(OUTBOX_BYTES)
+        self.fair, self.busy = FairQueue(), 0  # complete requests waiting; threads working
         self.started: dict[int, float] = {}  # thread id → when its request started
         threading.Thread(target=self._watchdog, name="request-watchdog", daemon=True).start()
         super().init_process()
@@ -101,12 +103,12 @@ class HardenedWorker(ThreadWorker):
     # ---------------------------------------------------------------- buffering
     def enqueue_req(self, conn) -> None:
         if self.cfg.is_ssl or getattr(conn, "buffered", None) is not None:
-            return super().enqueue_req(conn)  # already read
+            return self._queue(conn, b"")  # already read
         # a request pipelined behind the last one: its first bytes were read with it
         ahead = conn.parser.unreader.take_buffered() if conn.parser is not None else b""
         if ahead and complete(ahead):
             conn.parser.unreader.unread(ahead)
-            return super().enqueue_req(conn)
+            return self._queue(conn, ahead)
         conn.buffered = bytearray(ahead)
         conn.deadline = time.monotonic() + READ_TIMEOUT_S
         conn.sock.setblocking(False)
@@ -127,6 +129,20 @@ class HardenedWorker(ThreadWorker):
         if complete(conn.buffered):
             self._stop_reading(conn)
             conn.data_ready = True
+            self._queue(conn, conn.buffered)
+
+    # ---------------------------------------------------------------- fair dispatch
+    def _queue(self, conn, head: bytes) -> None:
+        """Wait for a thread in the fair queue (dashboard.fairqueue), keyed by the client."""
+        conn.client_key = client_key(conn.client, head)
+        self.fair.push(conn, conn.client_key)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        while self.fair and self.busy < self.cfg.threads:
+            conn = self.fair.pop()
+            self.busy += 1
+            conn.started_s = time.monotonic()
             super().enqueue_req(conn)
 
     def _stop_reading(self, conn) -> None:
@@ -172,6 +188,12 @@ class HardenedWorker(ThreadWorker):
             conn.sock, conn.outbox = real, out
 
     def finish_request(self, conn, fs) -> None:
+        started = getattr(conn, "started_s", None)
+        if started is not None:  # a thread is free again: charge its client, serve the next
+            conn.started_s = None
+            self.busy -= 1
+            self.fair.charge(conn.client_key, time.monotonic() - started)
+            self._dispatch()
         conn.buffered = None
         out, conn.outbox = getattr(conn, "outbox", None), None
         if out is None or not out.pending:
@@ -251,6 +273,18 @@ class Timed:
 def _timeval(seconds: float) -> bytes:
     whole = int(seconds)
     return struct.pack("ll", whole, int((seconds - whole) * 1e6))
+
+
+_REAL_IP = re.compile(rb"\r\nx-real-ip:[ \t]*([0-9a-f.:]{1,45})[ \t]*\r\n", re.I)
+
+
+def client_key(client, head: bytes) -> str:
+    """The client's address: the peer's over TCP; behind nginx on the unix socket (no peer
+    address: only this host's processes can connect) the ``X-Real-IP`` nginx sets."""
+    if isinstance(client, tuple) and client:
+        return str(client[0])
+    found = _REAL_IP.search(bytes(head[:8192]))
+    return found.group(1).decode() if found else "local"
 
 
 def fixed_host(wsgi_app, host: str):

@@ -13,6 +13,8 @@ The same attacks against the proxied deployment (nginx in front) are in
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 
@@ -95,3 +97,63 @@ def test_a_big_response_to_a_normal_reader_is_whole(direct):
         body = res.read()
     assert len(body) > 4_000_000
     assert body == app.server.test_client().get(attacks.BIG).data
+
+
+def _heavy_client(url: str, source: str, stop, done: list[float]) -> None:
+    """Requests of 1 s of computing each, back to back on one kept-alive connection."""
+    import http.client
+
+    host, port = url.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30, source_address=(source, 0))
+    while not stop.is_set():
+        start = time.monotonic()
+        conn.request("GET", "/busy?s=1")
+        conn.getresponse().read()
+        done.append(time.monotonic() - start)
+
+
+def test_finding5_heavy_clients_do_not_starve_a_normal_one(tmp_path):
+    """Two clients (4 connections each) repeating a request that computes for 1 s, against
+    one worker (so that the queue is certain; with two, gunicorn's accept race sometimes
+    leaves one worker free by chance): a normal client's requests overtake their queue (least
+    recently busy client first) and wait at most for the one already running. First come,
+    first served, each waited for the whole queue (about 8 s)."""
+    import threading
+
+    from test_deployment import probe
+
+    server = probe(tmp_path, "-w", "1")
+    stop, done = threading.Event(), []
+    heavy = [threading.Thread(target=_heavy_client, args=(server.url, src, stop, done),
+                              daemon=True) for src in ["127.0.0.2"] * 4 + ["127.0.0.3"] * 4]
+    try:
+        for t in heavy:
+            t.start()
+        time.sleep(1.5)  # the queue has formed
+        latencies = []
+        for _ in range(5):
+            latencies.append(attacks.timed_get(server.url + "/ok", timeout=15,
+                                               source="127.0.0.4"))
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        os.killpg(server.proc.pid, signal.SIGINT)  # gunicorn's quick shutdown
+        server.stop()
+    assert len(done) >= 3  # the heavy clients were served too
+    assert max(latencies) < 1.6, latencies
+
+
+def test_fair_queue_serves_the_least_recently_busy_client_first():
+    from dashboard.fairqueue import HALF_LIFE_S, FairQueue
+
+    now = [0.0]
+    queue = FairQueue(clock=lambda: now[0])
+    queue.charge("heavy", 8.0)
+    for i in range(3):
+        queue.push(f"heavy-{i}", "heavy")
+    queue.push("light-0", "light")
+    queue.push("light-1", "light")
+    assert [queue.pop(), queue.pop()] == ["light-0", "light-1"]  # first come among equals
+    assert queue.pop() == "heavy-0"
+    now[0] = HALF_LIFE_S  # the charge halves every half-life
+    assert queue.usage("heavy") == 4.0 and queue.usage("nobody") == 0.0
