@@ -23,6 +23,9 @@ import pytest
 from test_server import Server, gunicorn
 
 READ_S, WRITE_S = 3, 3  # the deadlines under test (defaults 10 s and 30 s)
+# a normal request's bound while the attacks run: blocked, they waited 30 s and more; served,
+# well under a second on an idle machine (the margin is for a loaded shared one)
+LATENCY_S = 4.0
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def normal_latencies(url: str, seconds: float) -> list[float]:
     """A normal client's GET / latencies, one request every 0.5 s for ``seconds``."""
     out, end = [], time.monotonic() + seconds
     while time.monotonic() < end:
-        out.append(attacks.timed_get(url + "/", timeout=5))
+        out.append(attacks.timed_get(url + "/", timeout=8))
         time.sleep(0.5)
     return out
 
@@ -55,14 +58,14 @@ def test_finding2a_pipelined_trickle_neither_blocks_nor_lingers(direct):
     stop, recs, threads = attacks.start(attacks.pipeliner, 10, port_of(direct))
     try:
         time.sleep(1.0)  # every hostile connection has sent its first request
-        latencies = normal_latencies(direct.url, READ_S + 1)
+        latencies = normal_latencies(direct.url, READ_S)
         time.sleep(1.5)
         ended = [r.dropped_after_s for r in recs]
     finally:
         attacks.finish(stop, threads)
-    assert max(latencies) < 2, latencies
+    assert max(latencies) < LATENCY_S, latencies
     assert all(r.moved > 0 for r in recs)  # they really were trickling
-    assert all(e is not None and e < READ_S + 3 for e in ended), ended
+    assert all(e is not None and e < READ_S + 5 for e in ended), ended
     assert "dropped a request not received within" in direct.log.read_text()
 
 
@@ -74,12 +77,12 @@ def test_finding2b_slow_readers_neither_block_nor_linger(direct):
     stop, recs, threads = attacks.start(attacks.slow_reader, 10, port_of(direct))
     try:
         time.sleep(1.0)
-        latencies = normal_latencies(direct.url, WRITE_S)
-        time.sleep(2.5)
+        latencies = normal_latencies(direct.url, 2)
+        time.sleep(1.5)
     finally:
         attacks.finish(stop, threads)  # each reader then looks whether it was dropped
     ended = [r.dropped_after_s for r in recs]
-    assert max(latencies) < 2, latencies
+    assert max(latencies) < LATENCY_S, latencies
     assert all(r.moved > 0 for r in recs)
     assert all(e is not None and e < WRITE_S + 6 for e in ended), ended
     assert all(r.moved < 4_800_000 for r in recs)  # none read its whole response
@@ -117,7 +120,7 @@ def test_finding5_heavy_clients_do_not_starve_a_normal_one(tmp_path):
     one worker (so that the queue is certain; with two, gunicorn's accept race sometimes
     leaves one worker free by chance): a normal client's requests overtake their queue (least
     recently busy client first) and wait at most for the one already running. First come,
-    first served, each waited for the whole queue (about 8 s)."""
+    first served, each waited for the whole queue (7.5-8.2 s measured)."""
     import threading
 
     from test_deployment import probe
@@ -140,7 +143,8 @@ def test_finding5_heavy_clients_do_not_starve_a_normal_one(tmp_path):
         os.killpg(server.proc.pid, signal.SIGINT)  # gunicorn's quick shutdown
         server.stop()
     assert len(done) >= 3  # the heavy clients were served too
-    assert max(latencies) < 1.6, latencies
+    # at most the one heavy request running (1 s) and its own; first come, first served: 8 s
+    assert max(latencies) < 3.5, latencies
 
 
 def test_fair_queue_serves_the_least_recently_busy_client_first():

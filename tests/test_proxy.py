@@ -70,7 +70,7 @@ def test_nginx_errors_carry_the_security_headers(served):
 def normal_latencies(url: str, seconds: float) -> list[float]:
     out, end = [], time.monotonic() + seconds
     while time.monotonic() < end:
-        out.append(attacks.timed_get(url + "/", timeout=5))
+        out.append(attacks.timed_get(url + "/", timeout=8))
         time.sleep(0.5)
     return out
 
@@ -85,7 +85,7 @@ def test_finding2_ten_hostile_connections_do_not_block_normal_clients(served, at
     finally:
         attacks.finish(stop, threads)
     assert all(r.moved > 0 for r in recs), [r.error for r in recs]
-    assert max(latencies) < 2, latencies
+    assert max(latencies) < 4, latencies  # blocked: 30 s and more (issue 26)
 
 
 def test_finding2b_gunicorn_hands_big_responses_to_nginx_at_once(served):
@@ -121,7 +121,7 @@ def test_finding5_per_client_rate_limit(served):
     statuses = _callbacks_at_once(served.url, "127.0.0.3", 100)
     assert statuses.count(429) > 0 and set(statuses) <= {400, 429}, statuses
     assert statuses.count(400) <= proxy.CALLBACK_BURST + proxy.CALLBACK_RATE * 5
-    assert attacks.timed_get(served.url + "/", source="127.0.0.4") < 2
+    assert attacks.timed_get(served.url + "/", source="127.0.0.4") < 4
 
 
 def test_the_config_binds_loopback_by_default(tmp_path):

@@ -4,8 +4,8 @@ job store was opened when ``app`` was imported, with no recovery: a few random b
 worker failed to boot (gunicorn's master exited), again at every restart.
 
 Unit tests of :class:`dashboard.stores.LazyStore`, then real gunicorn on loopback started on a
-damaged cache: it serves pages, runs a background sweep (the job store at work), and logs the
-recovery once.
+damaged cache: it serves pages, runs a background sweep (the job store at work: its records
+written by the job's process, read by the polls), and logs the recovery once.
 """
 
 from __future__ import annotations
@@ -157,7 +157,6 @@ def test_finding1_gunicorn_boots_and_serves_on_a_corrupt_cache(tmp_path):
     try:
         assert http(server.url + "/")[0] == 200
         assert hbm_sweep(server.url) == "done"
-        assert hbm_sweep(server.url, 2) == "done"  # and again: the new store holds
         log = server.log.read_text()
     finally:
         server.stop()
@@ -185,7 +184,6 @@ def test_finding1_gunicorn_boots_and_serves_on_a_read_only_cache(tmp_path):
     try:
         assert http(server.url + "/")[0] == 200
         assert hbm_sweep(server.url) == "done"
-        assert hbm_sweep(server.url, 2) == "done"
         log = server.log.read_text()
     finally:
         server.stop()
