@@ -172,7 +172,6 @@ class HardenedWorker(ThreadWorker):
             conn.init()
             conn.parser.unreader.unread(bytes(data))
             # a read past the buffer (a body over the limit, drained) waits this long at most
-            # and a client that does not read its response blocks a send this long at most
             conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
                                  _timeval(READ_TIMEOUT_S))
         return super().handle(conn)
@@ -203,10 +202,16 @@ class HardenedWorker(ThreadWorker):
             return super().finish_request(conn, fs)
         # the rest of the response goes out from the event loop as the client reads it; then
         # the connection carries on as gunicorn decided (kept alive or closed)
-        conn.sock.setblocking(False)
+        try:
+            conn.sock.setblocking(False)
+            self.poller.register(conn.sock, selectors.EVENT_WRITE,
+                                 partial(self._writable, conn, out, fs))
+        except (OSError, ValueError):  # closed meanwhile (gunicorn gave up on the request)
+            out.release()
+            self.nr_conns -= 1
+            conn.close()
+            return
         self.writing.append((conn, out, fs))
-        self.poller.register(conn.sock, selectors.EVENT_WRITE,
-                             partial(self._writable, conn, out, fs))
 
     def _writable(self, conn, out: Outbox, fs, _sock) -> None:
         try:
