@@ -161,3 +161,30 @@ def test_fair_queue_serves_the_least_recently_busy_client_first():
     assert queue.pop() == "heavy-0"
     now[0] = HALF_LIFE_S  # the charge halves every half-life
     assert queue.usage("heavy") == 4.0 and queue.usage("nobody") == 0.0
+
+
+def test_fair_queue_is_first_come_within_a_client_and_starves_nobody():
+    """Found by bench/load.py (p99 15 s, max the whole run): charges read one by one from a
+    moving clock made ties last come, first served. And a heavy client's request waits at
+    most about its extra charge / AGING, however many lighter ones arrive."""
+    from dashboard.fairqueue import AGING, FairQueue
+
+    ticks = iter(range(10**6))
+    queue = FairQueue(clock=lambda: next(ticks) * 1e-3)  # every read of the clock moves it
+    queue.charge("same", 1.0)
+    for i in range(5):
+        queue.push(i, "same")
+    assert [queue.pop() for _ in range(5)] == [0, 1, 2, 3, 4]
+
+    now = [0.0]
+    queue = FairQueue(clock=lambda: now[0])
+    queue.charge("heavy", 4.0)
+    queue.push("heavy", "heavy")
+    served_at = None
+    for step in range(100):  # a light request every 0.1 s, one served every 0.1 s
+        now[0] = step * 0.1
+        queue.push(f"light-{step}", f"light-{step}")
+        if queue.pop() == "heavy":
+            served_at = now[0]
+            break
+    assert served_at is not None and served_at <= 4.0 / AGING * 1.1
