@@ -14,8 +14,9 @@
 
 At most ``PERF_MAX_JOBS`` jobs (default: the host's CPU count) run at once on one host with the
 diskcache manager — counted across the host's web workers in the shared store; one more is
-refused at once with a message (:data:`BUSY`). With Celery, the workers' ``--concurrency`` bounds
-them (further jobs wait in the queue).
+refused at once with a message (:data:`BUSY`); one client address may run at most
+``PERF_MAX_JOBS_PER_CLIENT`` of them (default half, at least one: :data:`BUSY_CLIENT`). With
+Celery, the workers' ``--concurrency`` bounds them (further jobs wait in the queue).
 
 Either way a job whose process died (worker killed, crashed, out of memory) is reported as a
 failed background callback (``BackgroundCallbackError``, message :data:`LOST`), which the
@@ -54,6 +55,11 @@ MAX_JOBS = int(os.environ.get("PERF_MAX_JOBS", os.cpu_count() or 1))
 BUSY = (f"the server is running its limit of {MAX_JOBS} background jobs: try again when one "
         "has finished")
 RUNNING = "perf-running-jobs"  # the store's list of the host's job process ids
+# jobs one client address may run at once: half the host's (at least one), so that one client
+# cannot take every slot (issue 26: two jobs of one client held a 2-core host's both slots)
+MAX_JOBS_PER_CLIENT = int(os.environ.get("PERF_MAX_JOBS_PER_CLIENT", max(1, MAX_JOBS // 2)))
+BUSY_CLIENT = (f"you are running {MAX_JOBS_PER_CLIENT} background job(s) already, the most one "
+               "address may: wait for one to finish, or cancel it")
 log = logging.getLogger(__name__)
 
 
@@ -98,13 +104,19 @@ class DiskcacheJobs(DiskcacheManager):
         the process started after it: a process forked inside the transaction would inherit
         the store's connection mid-transaction and never write its result."""
         store = self.store()  # before the job's process opens it
-        slot = [f"reserved-{os.getpid()}-{time.monotonic_ns()}", time.time()]
+        client = request_client()
+        slot = [f"reserved-{os.getpid()}-{time.monotonic_ns()}", time.time(), client]
         with store.transact():  # one web worker of the host at a time
             running = [j for j in store.get(RUNNING, []) if _alive(j)]
-            if len(running) >= MAX_JOBS:
+            mine = sum(self._client_of(store, j) == client for j in running)
+            # "local" (no request, or none through the proxy): this host's own processes
+            refusal = BUSY if len(running) >= MAX_JOBS else BUSY_CLIENT if (
+                mine >= MAX_JOBS_PER_CLIENT and client != "local") else None
+            if refusal:
                 store.set(RUNNING, running)
-                store.set(key, _failure(BUSY))
-                log.warning("background job refused: %d running", len(running))
+                store.set(key, _failure(refusal))
+                log.warning("background job refused: %d running, %d of them %s's",
+                            len(running), mine, client)
                 return 0
             store.set(RUNNING, [*running, slot])
         job = None
@@ -115,8 +127,17 @@ class DiskcacheJobs(DiskcacheManager):
             with store.transact():
                 others = [j for j in store.get(RUNNING, []) if j != slot and _alive(j)]
                 store.set(RUNNING, others + ([job] if job is not None else []))
+                if job is not None:
+                    store.set(_key("client", job), client, expire=MARKER_TTL_S)
         self.handle.delete(_key("cancelled", job))  # a pid reused from a cancelled job
         return job
+
+    @staticmethod
+    def _client_of(store, job: Any) -> str | None:
+        """The client address that started ``job`` (a process id or a reservation)."""
+        if isinstance(job, list):
+            return job[2] if len(job) > 2 else None
+        return store.get(_key("client", job))
 
     def terminate_job(self, job):
         if job is not None and int(job) <= 0:  # a refused job: no process
@@ -146,7 +167,7 @@ def _alive(job: Any) -> bool:
     """A job process that is running (not ended, not a zombie), or a fresh reservation."""
     import psutil
 
-    if isinstance(job, list) and len(job) == 2 and isinstance(job[1], (int, float)):
+    if isinstance(job, list) and len(job) >= 2 and isinstance(job[1], (int, float)):
         return time.time() - job[1] < RESERVED_S
     try:
         return isinstance(job, int) and job > 0 and psutil.Process(job).status() != \
@@ -155,8 +176,22 @@ def _alive(job: Any) -> bool:
         return False
 
 
+def request_client() -> str:
+    """The address of the request starting a job: the peer's, or behind nginx on gunicorn's
+    unix socket (no peer address) the ``X-Real-IP`` nginx sets; "local" outside a request."""
+    from flask import has_request_context, request
+
+    if not has_request_context():
+        return "local"
+    peer = request.environ.get("REMOTE_ADDR") or ""
+    if peer and not peer.startswith("/") and peer != "unix":
+        return peer
+    return (request.headers.get("X-Real-IP") or "local")[:45]
+
+
 def _key(what: str, job: Any) -> str:
-    """Name of a job's marker: ``started``, ``alive`` (heartbeat) or ``cancelled``."""
+    """Name of a job's marker: ``started``, ``alive`` (heartbeat), ``cancelled`` or
+    ``client`` (the address that started it)."""
     return f"perf-job-{what}-{job}"
 
 

@@ -122,3 +122,34 @@ def test_finding3_a_job_ends_with_its_worker(tmp_path):
             proc.kill()
         if _running(job):
             os.kill(job, signal.SIGKILL)
+
+
+def test_one_client_cannot_take_every_job_slot(tmp_path, monkeypatch):
+    """Issue 26: two jobs of one client held both slots of a 2-core host and every other
+    user's sweep was refused. Now one address runs at most PERF_MAX_JOBS_PER_CLIENT at once;
+    another address still gets a slot."""
+    from flask import Flask
+
+    monkeypatch.setattr(background, "MAX_JOBS", 3)
+    monkeypatch.setattr(background, "MAX_JOBS_PER_CLIENT", 1)
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    web = Flask(__name__)
+    started = []
+
+    def start(address: str, key: str) -> int:
+        with web.test_request_context(environ_base={"REMOTE_ADDR": address}):
+            return jobs.call_job_fn(key, _sleeping_job, None, {})
+    try:
+        started.append(start("10.0.0.1", "a1"))
+        assert started[0] > 0
+        assert start("10.0.0.1", "a2") == 0  # the same address: refused, with the reason
+        assert jobs.get_result("a2", 0)["background_callback_error"]["msg"] == \
+            background.BUSY_CLIENT
+        started.append(start("10.0.0.2", "b1"))  # another address: a slot
+        assert started[1] > 0
+        with web.test_request_context(environ_base={"REMOTE_ADDR": ""},
+                                      headers={"X-Real-IP": "10.0.0.1"}):
+            assert background.request_client() == "10.0.0.1"  # behind nginx (unix socket)
+    finally:
+        for pid in started:
+            jobs.terminate_job(pid)
