@@ -112,7 +112,10 @@ class Server:
             return False
 
     def _serving(self) -> bool:
-        return self._listening() and http(self.url + self.ready, timeout=10)[0] == 200
+        try:  # a worker still importing the app on a loaded machine: not yet, not a failure
+            return self._listening() and http(self.url + self.ready, timeout=10)[0] == 200
+        except (TimeoutError, ConnectionError):
+            return False
 
     def stop(self) -> None:
         if self.proc.poll() is None:
