@@ -59,13 +59,17 @@ def test_finding2a_pipelined_trickle_neither_blocks_nor_lingers(direct):
     try:
         time.sleep(1.0)  # every hostile connection has sent its first request
         latencies = normal_latencies(direct.url, READ_S)
-        time.sleep(1.5)
+        # each is dropped once its follow-up request is READ_S old (the first request of some
+        # is served late on a loaded machine, and the deadline starts after it): never, before
+        deadline = time.monotonic() + READ_S + 6
+        while time.monotonic() < deadline and any(r.dropped_after_s is None for r in recs):
+            time.sleep(0.2)
         ended = [r.dropped_after_s for r in recs]
     finally:
         attacks.finish(stop, threads)
     assert max(latencies) < LATENCY_S, latencies
     assert all(r.moved > 0 for r in recs)  # they really were trickling
-    assert all(e is not None and e < READ_S + 5 for e in ended), ended
+    assert all(e is not None for e in ended), ended
     assert "dropped a request not received within" in direct.log.read_text()
 
 
