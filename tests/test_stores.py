@@ -136,16 +136,16 @@ def hbm_sweep(url: str, clicks: int = 1) -> str:
     status, _, raw = http(url + "/_dash-update-component", data)
     if status != 200:
         return f"start: HTTP {status}"
-    handle = json.loads(raw)
+    job = last = json.loads(raw)
     deadline = time.monotonic() + 60
-    while "response" not in handle and time.monotonic() < deadline:
+    while "response" not in last and time.monotonic() < deadline:
         time.sleep(0.25)
-        status, _, raw = http(url + f"/_dash-update-component?cacheKey={handle['cacheKey']}"
-                                    f"&job={handle['job']}", data)
+        status, _, raw = http(url + f"/_dash-update-component?cacheKey={job['cacheKey']}"
+                                    f"&job={job['job']}", data)
         if status != 200:
             return f"poll: HTTP {status}"
-        handle = json.loads(raw) if raw.strip() else {}
-    text = json.dumps(handle)
+        last = json.loads(raw) if raw.strip() else {}  # empty or progress while it runs
+    text = json.dumps(last)
     return "done" if "hbm-contour" in text else f"no figure: {text[:300]}"
 
 
