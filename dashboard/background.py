@@ -58,6 +58,8 @@ RUNNING = "perf-running-jobs"  # the store's list of the host's job process ids
 # jobs one client address may run at once: half the host's (at least one), so that one client
 # cannot take every slot (issue 26: two jobs of one client held a 2-core host's both slots)
 MAX_JOBS_PER_CLIENT = int(os.environ.get("PERF_MAX_JOBS_PER_CLIENT", max(1, MAX_JOBS // 2)))
+# this host's own users and processes (a browser on the machine, the tests): the host's cap only
+THIS_HOST = frozenset({"local", "127.0.0.1", "::1"})
 BUSY_CLIENT = (f"you are running {MAX_JOBS_PER_CLIENT} background job(s) already, the most one "
                "address may: wait for one to finish, or cancel it")
 log = logging.getLogger(__name__)
@@ -109,9 +111,8 @@ class DiskcacheJobs(DiskcacheManager):
         with store.transact():  # one web worker of the host at a time
             running = [j for j in store.get(RUNNING, []) if _alive(j)]
             mine = sum(self._client_of(store, j) == client for j in running)
-            # "local" (no request, or none through the proxy): this host's own processes
             refusal = BUSY if len(running) >= MAX_JOBS else BUSY_CLIENT if (
-                mine >= MAX_JOBS_PER_CLIENT and client != "local") else None
+                mine >= MAX_JOBS_PER_CLIENT and client not in THIS_HOST) else None
             if refusal:
                 store.set(RUNNING, running)
                 store.set(key, _failure(refusal))
