@@ -21,6 +21,7 @@ from flask import Response
 from dashboard import compute, export, guard, state  # noqa: F401 - registers their callbacks
 from dashboard.background import background_manager, celery_app  # noqa: F401 - celery -A app
 from dashboard.layout import shell
+from dashboard.serving import fixed_host
 
 HERE = Path(__file__).resolve().parent
 # A request carries the callback's inputs; the largest is a figure sent back for export (about
@@ -39,6 +40,10 @@ app = Dash(
 )
 app.layout = shell
 server = app.server
+# the page never shows the client's Host header (Dash's page meta tags carried it): every
+# request is seen with the one host the deployment names (PERF_PUBLIC_HOST, default localhost)
+PUBLIC_HOST = os.environ.get("PERF_PUBLIC_HOST", "localhost")
+server.wsgi_app = fixed_host(server.wsgi_app, PUBLIC_HOST)
 server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
 guard.install(app)  # every callback request checked before Dash reads it (400 otherwise)
 
@@ -76,8 +81,9 @@ def security_headers(response: Response) -> Response:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Serve the transformer training what-if dashboard.")
-    ap.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"),
-                    help="interface to bind (default 127.0.0.1: this machine only)")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="interface to bind (default 127.0.0.1: this machine only; the HOST "
+                         "environment variable, which many shells set, is not read)")
     ap.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8050)))
     ap.add_argument("--debug", action="store_true", help="Dash debug mode (never in production)")
     args = ap.parse_args(argv)

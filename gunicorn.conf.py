@@ -1,12 +1,13 @@
 """gunicorn settings for ``gunicorn app:server`` (gunicorn reads ./gunicorn.conf.py by itself when
 started from the repository's root; ``-c gunicorn.conf.py`` names it explicitly).
 
-Environment: ``HOST`` (default 127.0.0.1: this machine only; put a TLS reverse proxy in front for
-others) and ``PORT`` (8050), or ``GUNICORN_BIND`` for a full bind address; ``WEB_CONCURRENCY``
-worker processes (2); ``GUNICORN_THREADS`` threads per worker (1); ``GUNICORN_REQUEST_TIMEOUT``
-seconds a request may compute (60); ``GUNICORN_READ_TIMEOUT`` seconds a client has to send its
-request (10); ``GUNICORN_WORKER_MEMORY_MB`` address space per worker (4096). Command-line options
-win.
+Environment: ``PORT`` (8050, on 127.0.0.1: this machine only; ``scripts/serve`` puts nginx in
+front for others), or ``GUNICORN_BIND`` for a full bind address (``HOST`` is not read);
+``WEB_CONCURRENCY`` worker processes (2); ``GUNICORN_THREADS`` threads per worker (1);
+``GUNICORN_REQUEST_TIMEOUT`` seconds a request may compute (60); ``GUNICORN_READ_TIMEOUT``
+seconds a client has to send its request (10); ``GUNICORN_WRITE_TIMEOUT`` seconds a client has
+to read its response (30); ``GUNICORN_WORKER_MEMORY_MB`` address space per worker (4096).
+Command-line options win.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import os
 import resource as _resource
 
-bind = os.environ.get("GUNICORN_BIND") or (
-    f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8050')}")
+# HOST is not read: many shells and container runtimes set it to the machine's name, which
+# silently made gunicorn listen on a public interface (issue 26)
+bind = os.environ.get("GUNICORN_BIND") or f"127.0.0.1:{os.environ.get('PORT', '8050')}"
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # the gthread worker, also with one thread: keep-alive connections, and a slow client's socket
 # waits in the worker's event loop instead of holding the process. One thread per worker by
@@ -27,6 +29,9 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # holds no thread; a watchdog ends the worker when a request runs over GUNICORN_REQUEST_TIMEOUT;
 # gunicorn's own error answers carry the security headers)
 worker_class = "dashboard.serving.HardenedWorker"
+# responses are written through the worker's outbox (a slow reader holds no thread), which
+# sendfile(2) would bypass: static files are sent as ordinary writes
+sendfile = False
 threads = int(os.environ.get("GUNICORN_THREADS", "1"))
 worker_connections = 200  # open connections per worker (each buffers at most ~1 MiB)
 # a worker whose main thread is silent this long (a C call holding the GIL) is killed

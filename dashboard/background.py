@@ -14,8 +14,9 @@
 
 At most ``PERF_MAX_JOBS`` jobs (default: the host's CPU count) run at once on one host with the
 diskcache manager — counted across the host's web workers in the shared store; one more is
-refused at once with a message (:data:`BUSY`). With Celery, the workers' ``--concurrency`` bounds
-them (further jobs wait in the queue).
+refused at once with a message (:data:`BUSY`); one client address may run at most
+``PERF_MAX_JOBS_PER_CLIENT`` of them (default half, at least one: :data:`BUSY_CLIENT`). With
+Celery, the workers' ``--concurrency`` bounds them (further jobs wait in the queue).
 
 Either way a job whose process died (worker killed, crashed, out of memory) is reported as a
 failed background callback (``BackgroundCallbackError``, message :data:`LOST`), which the
@@ -40,9 +41,10 @@ from typing import Any
 
 import diskcache
 from dash import CeleryManager, DiskcacheManager, Input, Output
-from diskcache.core import DBNAME
+from dash.background_callback.managers import BaseBackgroundCallbackManager
 
-from . import compute
+from . import compute, joblimits
+from .stores import LazyStore
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip() or None
 HEARTBEAT_S = 2.0  # a running Celery job refreshes its heartbeat key this often …
@@ -53,6 +55,13 @@ MAX_JOBS = int(os.environ.get("PERF_MAX_JOBS", os.cpu_count() or 1))
 BUSY = (f"the server is running its limit of {MAX_JOBS} background jobs: try again when one "
         "has finished")
 RUNNING = "perf-running-jobs"  # the store's list of the host's job process ids
+# jobs one client address may run at once: half the host's (at least one), so that one client
+# cannot take every slot (issue 26: two jobs of one client held a 2-core host's both slots)
+MAX_JOBS_PER_CLIENT = int(os.environ.get("PERF_MAX_JOBS_PER_CLIENT", max(1, MAX_JOBS // 2)))
+# this host's own users and processes (a browser on the machine, the tests): the host's cap only
+THIS_HOST = frozenset({"local", "127.0.0.1", "::1"})
+BUSY_CLIENT = (f"you are running {MAX_JOBS_PER_CLIENT} background job(s) already, the most one "
+               "address may: wait for one to finish, or cancel it")
 log = logging.getLogger(__name__)
 
 
@@ -63,35 +72,33 @@ def _failure(reason: str) -> dict[str, Any]:
 
 class DiskcacheJobs(DiskcacheManager):
     """``DiskcacheManager`` on ``directory`` that reports a job whose process ended without a
-    result, and re-creates its store if the directory is deleted while the app runs."""
+    result. Its store is opened at first use, not here (a damaged store cannot stop a worker
+    from booting), and recovered (:class:`dashboard.stores.LazyStore`): re-created if its
+    directory is deleted while the app runs, moved aside if corrupt, moved to the host's
+    temporary directory if it cannot be written."""
 
     def __init__(self, directory: Path):
-        self.directory, self._lock, self._secret = Path(directory), threading.Lock(), None
-        super().__init__(self._open())
+        self.directory, self._secret = Path(directory), None
+        self._store = LazyStore(self.directory, on_new=self._restore_secret)
+        self.expire = None
+        # DiskcacheManager.__init__ only checks and keeps an open cache: skipped (lazy)
+        BaseBackgroundCallbackManager.__init__(self, None)
 
-    def _open(self) -> diskcache.Cache:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        return diskcache.Cache(str(self.directory))
+    def _restore_secret(self, cache: diskcache.Cache) -> None:
+        if self._secret is not None:  # handles already signed stay valid
+            cache.add(self.SIGNING_SECRET_KEY, self._secret)
 
-    def store(self) -> diskcache.Cache:
-        """The store, re-created if its directory was deleted while the app runs. A job process
-        opens its own connection to the same path, so jobs started afterwards use the new one."""
-        if not (self.directory / DBNAME).is_file():
-            with self._lock:
-                if not (self.directory / DBNAME).is_file():
-                    log.warning("background store %s was deleted: re-created", self.directory)
-                    self._cache = self._open()
-                    if self._secret is not None:  # handles already signed stay valid
-                        self._cache.add(self.SIGNING_SECRET_KEY, self._secret)
-        return self._cache
+    def store(self) -> LazyStore:
+        """The store (see the class)."""
+        return self._store
 
     @property
-    def handle(self) -> diskcache.Cache:  # what Dash's manager uses for everything
-        return self.store()
+    def handle(self) -> LazyStore:  # what Dash's manager uses for everything
+        return self._store
 
     @handle.setter
     def handle(self, cache: diskcache.Cache) -> None:
-        self._cache = cache
+        raise AttributeError("the job store is opened lazily by DiskcacheJobs")
 
     def call_job_fn(self, key, job_fn, args, context):
         """Start the job unless MAX_JOBS run already (then its result is :data:`BUSY` and its
@@ -99,24 +106,39 @@ class DiskcacheJobs(DiskcacheManager):
         the process started after it: a process forked inside the transaction would inherit
         the store's connection mid-transaction and never write its result."""
         store = self.store()  # before the job's process opens it
-        slot = [f"reserved-{os.getpid()}-{time.monotonic_ns()}", time.time()]
+        client = request_client()
+        slot = [f"reserved-{os.getpid()}-{time.monotonic_ns()}", time.time(), client]
         with store.transact():  # one web worker of the host at a time
             running = [j for j in store.get(RUNNING, []) if _alive(j)]
-            if len(running) >= MAX_JOBS:
+            mine = sum(self._client_of(store, j) == client for j in running)
+            refusal = BUSY if len(running) >= MAX_JOBS else BUSY_CLIENT if (
+                mine >= MAX_JOBS_PER_CLIENT and client not in THIS_HOST) else None
+            if refusal:
                 store.set(RUNNING, running)
-                store.set(key, _failure(BUSY))
-                log.warning("background job refused: %d running", len(running))
+                store.set(key, _failure(refusal))
+                log.warning("background job refused: %d running, %d of them %s's",
+                            len(running), mine, client)
                 return 0
             store.set(RUNNING, [*running, slot])
         job = None
         try:
-            job = super().call_job_fn(key, job_fn, args, context)
+            # its process ends on its deadline or with this worker (dashboard.joblimits)
+            job = super().call_job_fn(key, joblimits.bounded(job_fn), args, context)
         finally:  # the reservation becomes the job's process id (or is freed)
             with store.transact():
                 others = [j for j in store.get(RUNNING, []) if j != slot and _alive(j)]
                 store.set(RUNNING, others + ([job] if job is not None else []))
+                if job is not None:
+                    store.set(_key("client", job), client, expire=MARKER_TTL_S)
         self.handle.delete(_key("cancelled", job))  # a pid reused from a cancelled job
         return job
+
+    @staticmethod
+    def _client_of(store, job: Any) -> str | None:
+        """The client address that started ``job`` (a process id or a reservation)."""
+        if isinstance(job, list):
+            return job[2] if len(job) > 2 else None
+        return store.get(_key("client", job))
 
     def terminate_job(self, job):
         if job is not None and int(job) <= 0:  # a refused job: no process
@@ -146,7 +168,7 @@ def _alive(job: Any) -> bool:
     """A job process that is running (not ended, not a zombie), or a fresh reservation."""
     import psutil
 
-    if isinstance(job, list) and len(job) == 2 and isinstance(job[1], (int, float)):
+    if isinstance(job, list) and len(job) >= 2 and isinstance(job[1], (int, float)):
         return time.time() - job[1] < RESERVED_S
     try:
         return isinstance(job, int) and job > 0 and psutil.Process(job).status() != \
@@ -155,8 +177,22 @@ def _alive(job: Any) -> bool:
         return False
 
 
+def request_client() -> str:
+    """The address of the request starting a job: the peer's, or behind nginx on gunicorn's
+    unix socket (no peer address) the ``X-Real-IP`` nginx sets; "local" outside a request."""
+    from flask import has_request_context, request
+
+    if not has_request_context():
+        return "local"
+    peer = request.environ.get("REMOTE_ADDR") or ""
+    if peer and not peer.startswith("/") and peer != "unix":
+        return peer
+    return (request.headers.get("X-Real-IP") or "local")[:45]
+
+
 def _key(what: str, job: Any) -> str:
-    """Name of a job's marker: ``started``, ``alive`` (heartbeat) or ``cancelled``."""
+    """Name of a job's marker: ``started``, ``alive`` (heartbeat), ``cancelled`` or
+    ``client`` (the address that started it)."""
     return f"perf-job-{what}-{job}"
 
 
@@ -259,6 +295,10 @@ def make_celery(url: str):
         task_serializer="json", result_serializer="json", accept_content=["json"],
         result_accept_content=["json"], worker_prefetch_multiplier=1, result_expires=3600,
         broker_connection_retry_on_startup=True,
+        # a job's deadline inside its loops (SoftTimeLimitExceeded where it runs), then the
+        # task's process is killed (Celery's time limits: the diskcache path's, joblimits)
+        task_soft_time_limit=joblimits.JOB_TIMEOUT_S,
+        task_time_limit=joblimits.JOB_TIMEOUT_S + joblimits.HARD_GRACE_S,
     )
     return celery
 

@@ -35,6 +35,8 @@ from model.specs.prices import (
 )
 
 from . import compute, studies
+from .control_table import BY_KEY
+from .inputs import check_value
 
 MAX_MODELS = 6
 MAX_FIELDS = 3
@@ -102,6 +104,10 @@ def _models(models: Any, batches: Any) -> tuple[list[str], list[int]]:
     if len(set(models)) != len(models):
         raise ValueError("models: each model once")
     sizes = _numbers(batches, "global batch", integer=True)
+    for size in sizes:  # what is physical: the main form's Global batch control's range
+        _, message = check_value(BY_KEY["global_batch"], size)
+        if message:
+            raise ValueError(message)
     if len(sizes) not in (1, len(models)):
         raise ValueError(f"global batch: give one for every model, or one per model "
                          f"({len(models)}), not {len(sizes)}")

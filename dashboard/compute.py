@@ -4,7 +4,7 @@ Every function takes a validated scenario (:mod:`dashboard.scenario`) and return
 Results are cached in ``diskcache`` under a key that hashes the inputs that matter plus the
 estimator's version and a digest of its source, so a changed model never serves stale results.
 Values are stored as JSON text, never pickled. A missing, deleted or corrupt cache only costs a
-recomputation.
+recomputation (a corrupt one is moved aside and re-created: :mod:`dashboard.stores`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import sqlite3
 import threading
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.io.json import to_json_plotly
@@ -34,7 +34,7 @@ from model.explore.space import COLUMNS as CONFIG_KEYS
 from model.explore.sweep import best_frame, sweep
 from model.physics.strategies import STRATEGIES
 
-from . import budget
+from . import budget, stores
 from .diskstore import BoundedCache
 from .figures.common import plain
 from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
@@ -168,9 +168,8 @@ def _reset_cache(exc: Exception | None = None) -> None:
     global _cache
     directory = _cache.directory if _cache is not None else str(CACHE_DIR / "results")
     _cache = None  # not closed: other threads may be inside it (they fail and recompute)
-    if directory and isinstance(exc, sqlite3.DatabaseError) and not isinstance(
-            exc, sqlite3.OperationalError):  # "file is not a database", "malformed"
-        shutil.rmtree(directory, ignore_errors=True)
+    if directory and exc is not None and stores.is_corrupt(exc):  # "not a database" …
+        stores.move_aside(Path(directory), exc)
 
 
 def _read(key: str) -> str | None:
@@ -226,7 +225,14 @@ def frame_to_text(frame: pd.DataFrame) -> str:
         "columns": [str(c) for c in frame.columns],
         "dtypes": [str(t) for t in frame.dtypes],
         "data": [frame[c].tolist() for c in frame.columns],
-        "index": None if plain else frame.index.tolist()})
+        "index": None if plain else frame.index.tolist()}, default=_scalar)
+
+
+def _scalar(value: Any) -> Any:
+    """numpy scalars left in object columns (a bool of the lost-node frame) as Python's."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def frame_from_text(text: str) -> pd.DataFrame:

@@ -20,8 +20,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from dash.exceptions import DashException
 from flask import Response, request
-from werkzeug.exceptions import BadRequest
+from werkzeug.exceptions import BadRequest, HTTPException
 
 from model import ModelError
 
@@ -80,8 +81,37 @@ def page_callback(scenario: int, error: Callable[[str], Any]) -> Callable:
             except MemoryError:
                 log.warning("a request ran out of memory (%s)", fn.__name__)
                 return error(MEMORY_MESSAGE)
+            except (HTTPException, DashException):
+                raise  # a 400 for a request no page sends; PreventUpdate: Dash's own
+            except Exception as exc:  # noqa: BLE001 - a bug: an inline message, never a 500
+                return error(internal_error(fn.__name__, exc))
         return inner
     return wrap
+
+
+INTERNAL = ("The server could not compute this view ({what}); it has been logged. Change an "
+            "input and try again.")
+_logged: set[tuple[str, str]] = set()  # (callback, exception type) with a traceback logged
+
+
+def internal_error(where: str, exc: Exception) -> str:
+    """The inline message for an unexpected exception in callback ``where``: logged in one
+    line each time, with its traceback the first time per (callback, kind) and process."""
+    key = (where, type(exc).__name__)
+    log.error("callback %s failed: %s: %.300s", where, type(exc).__name__, exc,
+              exc_info=key not in _logged)
+    _logged.add(key)
+    return INTERNAL.format(what=type(exc).__name__)
+
+
+def job_error(error: Callable[[str], Any], what: str) -> Callable[[Exception], Any]:
+    """A background callback's ``on_error``: the job was refused (the host's job limit), its
+    process died or ran past its deadline: ``error(message)`` in the page, never a 500."""
+    def on_error(exc: Exception) -> Any:
+        reason = str(exc).removeprefix("An error occurred inside a background callback: ")
+        reason = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
+        return error(f"{what} failed: {reason}")
+    return on_error
 
 
 # --------------------------------------------------------------------------- requests
@@ -93,12 +123,35 @@ def install(app) -> None:
     def check_callback_request() -> Response | None:
         if request.method != "POST" or not request.path.endswith("/_dash-update-component"):
             return None
-        body = request.get_json(silent=True)
-        problem = malformed(body, app.callback_map)
+        try:
+            body = request.get_json(silent=True)
+        except RecursionError:  # json's C scanner refuses to nest past the recursion limit
+            body = DEEP
+        problem = "the body is nested too deeply" if body is DEEP or too_deep(body) else \
+            malformed(body, app.callback_map)
         if problem is None:
             return None
         log.warning("bad callback request: %s", problem)
         return Response(f"Bad request: {problem}\n", status=400, mimetype="text/plain")
+
+
+DEEP = object()  # a body too deeply nested to parse
+MAX_DEPTH = 64  # JSON nesting of a request (a figure sent for export nests about 8 deep)
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests lists/objects deeper than ``limit`` (an iterative walk: a
+    recursive one is what such a body attacks)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
 
 
 def malformed(body: Any, callbacks: dict[str, dict]) -> str | None:
@@ -106,8 +159,8 @@ def malformed(body: Any, callbacks: dict[str, dict]) -> str | None:
     if not isinstance(body, dict):
         return "the body is not a JSON object"
     spec = body.get("output")
-    if not isinstance(spec, str) or spec not in callbacks:
-        return "no such callback"
+    if not isinstance(spec, str) or "callback" not in callbacks.get(spec, {}):
+        return "no such callback"  # nor a clientside one (it has no server function)
     known = callbacks[spec]
     problem = _outputs(body.get("outputs"), spec)
     for part in ("inputs", "state"):

@@ -79,8 +79,8 @@ class Server:
     """A server subprocess on a free loopback port, stopped with SIGTERM (then SIGKILL)."""
 
     def __init__(self, args: list[str], cache_dir: Path, log: Path, wait_http: bool = True,
-                 env: dict[str, str] | None = None, ready: str = "/"):
-        self.port = free_port()
+                 env: dict[str, str] | None = None, ready: str = "/", port: int | None = None):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ready = ready
         extra = env or {}
@@ -112,7 +112,10 @@ class Server:
             return False
 
     def _serving(self) -> bool:
-        return self._listening() and http(self.url + self.ready, timeout=10)[0] == 200
+        try:  # a worker still importing the app on a loaded machine: not yet, not a failure
+            return self._listening() and http(self.url + self.ready, timeout=10)[0] == 200
+        except (TimeoutError, ConnectionError):
+            return False
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -126,8 +129,9 @@ class Server:
 
 def gunicorn(cache_dir: Path, log: Path, *extra: str, wait_http: bool = True,
              env: dict[str, str] | None = None, app: str = "app:server",
-             ready: str = "/") -> Server:
-    return Server([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
+             ready: str = "/", runner: list[str] | tuple = ()) -> Server:
+    """gunicorn with gunicorn.conf.py; ``runner``: a command prefix (e.g. setpriv)."""
+    return Server([*runner, sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
                    "--bind", "127.0.0.1:{port}", *extra, app], cache_dir, log,
                   wait_http, env, ready)
 
@@ -189,9 +193,11 @@ def test_gunicorn_settings(monkeypatch):
 
 
 def test_gunicorn_settings_from_the_environment(monkeypatch):
-    conf = load_conf(monkeypatch, HOST="0.0.0.0", PORT="9000", WEB_CONCURRENCY="5",
-                     GUNICORN_THREADS="8")
-    assert (conf["bind"], conf["workers"], conf["threads"]) == ("0.0.0.0:9000", 5, 8)
+    conf = load_conf(monkeypatch, PORT="9000", WEB_CONCURRENCY="5", GUNICORN_THREADS="8")
+    assert (conf["bind"], conf["workers"], conf["threads"]) == ("127.0.0.1:9000", 5, 8)
+    # HOST (set by many shells to the machine's name) never changes the interface (issue 26)
+    assert load_conf(monkeypatch, HOST="0.0.0.0")["bind"] == "127.0.0.1:8050"
+    assert load_conf(monkeypatch, GUNICORN_BIND="0.0.0.0:9000")["bind"] == "0.0.0.0:9000"
     assert load_conf(monkeypatch, GUNICORN_BIND="unix:/run/whatif.sock")["bind"] == \
         "unix:/run/whatif.sock"
 
@@ -282,6 +288,28 @@ def test_oversized_request_is_refused_and_the_server_keeps_serving(served):
 
 
 # --------------------------------------------------------------------------- defaults
+
+
+def test_the_host_env_var_never_changes_the_interface(monkeypatch):
+    """Issue 26: HOST (set by many shells to the machine's name) made ``python app.py`` listen
+    on that interface without a word."""
+    calls: list[dict] = []
+    monkeypatch.setattr(dash_app.app, "run", lambda **kw: calls.append(kw))
+    monkeypatch.setenv("HOST", "0.0.0.0")
+    dash_app.main([])
+    assert calls[-1]["host"] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("path", ["/", "/plan", "/no-such-page"])
+def test_the_host_header_is_never_reflected(path):
+    """Issue 26: Dash Pages wrote the request's Host into its og:url/twitter:url meta tags."""
+    client = dash_app.server.test_client()
+    res = client.get(path, headers={"Host": "attacker.example",
+                                    "X-Forwarded-Host": "other.example"})
+    assert res.status_code == 200
+    body = res.get_data(as_text=True)
+    assert "attacker" not in body and "other.example" not in body
+    assert 'content="http://localhost' in body  # the deployment's own name instead
 
 
 def test_python_app_py_listens_on_loopback_without_debug(tmp_path):

@@ -19,7 +19,7 @@ from model.physics.goodput import job_mtbf_s
 
 from .. import codesign_view, compute, figures, notes, planner
 from ..export import graph_card
-from ..guard import page_callback
+from ..guard import job_error, page_callback
 from ..scenario import build_inputs, costs_of
 from ..theme import strategy_label
 
@@ -192,6 +192,7 @@ def failed(message: str, presentation: bool = False) -> tuple:
     Output({"type": "graph", "name": "plan-lost"}, "figure"),
     Input("scenario", "data"), background=True,
     running=[(Output("plan-busy", "children"), "Planning…", "")],
+    on_error=job_error(failed, "Planning"),  # job refused, died or late: a message, not 500
 )
 @page_callback(0, failed)
 def update(scn: dict[str, Any]) -> list | tuple:

@@ -111,6 +111,9 @@ def plan(model: Transformer, system: System, global_batch: int, *, days: float |
     _check(days, budget_usd, model)
     step = system.node_size if gpu_step is None else gpu_step
     counts = count_range(max_gpus, step)
+    if len(counts) == 0:
+        raise ModelError(f"the largest GPU count to plan ({max_gpus:,}) is smaller than one "
+                         f"node ({step:,} GPUs): nothing to search")
     if cost_unknown(system.with_costs(costs)) and budget_usd is not None:
         raise ModelError(f"system '{system.name}' has no price for its pricing; give "
                          "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")

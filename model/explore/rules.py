@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ModelError
 from ..physics.strategies import Strategy
 from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
@@ -241,8 +242,21 @@ def _placement_message(p: dict, gpus: int, nvs: int) -> str:
     return ""
 
 
+# the largest number whose divisors are listed: trial division takes √n steps (10^6 here,
+# about 0.1 s); a global batch of 10^300 once listed divisors for ever (issue 26)
+MAX_DIVISIBLE = 10**12
+
+
+def check_divisible(n: int) -> None:
+    """ModelError unless ``n``'s divisors can be listed in bounded time (sized first)."""
+    if n > MAX_DIVISIBLE:
+        raise ModelError(f"{n:.3g} is too large to search its divisors (a global batch or GPU "
+                         f"count above {MAX_DIVISIBLE:.0e} is not a training job)")
+
+
 def divisors(n: int) -> list[int]:
     """The divisors of ``n`` ≥ 1, ascending (trial division up to √n)."""
+    check_divisible(n)
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted({*small, *(n // d for d in small)})
 

@@ -34,7 +34,7 @@ from ..errors import ModelError
 from ..physics.strategies import Strategy
 from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
-from .rules import Problem, mask, stage_layout
+from .rules import Problem, check_divisible, mask, stage_layout
 
 COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2",
            "nv_dp", "nv_pp")
@@ -43,7 +43,8 @@ PIN_NAMES = COLUMNS
 
 @functools.lru_cache(maxsize=256)
 def divisors(n: int) -> np.ndarray:
-    """All positive divisors of n, increasing (read-only: remembered per n)."""
+    """All positive divisors of n, increasing (read-only: remembered per n; n sized first)."""
+    check_divisible(n)
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     out = np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
     out.flags.writeable = False

@@ -38,3 +38,14 @@ def hog() -> dict:
 
     block = np.ones(int(request.args["mb"]) * 2**20 // 8)
     return {"pid": os.getpid(), "sum": float(block.sum())}
+
+
+@server.get("/busy")
+def busy() -> dict:
+    """Hold the worker's thread computing for ``s`` seconds (as the largest accepted design
+    request does), then answer."""
+    end = time.monotonic() + float(request.args.get("s", "1"))
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return {"pid": os.getpid(), "n": n}

@@ -1,0 +1,155 @@
+"""Issue 26, finding 3: a co-design job that never ends. A global batch of ``1e300`` passed the
+form's checks; the job listed the batch's divisors one by one for ever, its 300 s budget was
+checked only between rows, and killing its web worker did not stop it (two such jobs held two
+cores for 336 s while every other job was refused). Now the batch is refused in the control's
+words, divisor lists are sized before they run, and a job process ends on its own deadline
+(inside its loops) or with its worker, whichever comes first."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+from test_server import ROOT, until
+
+from dashboard import background, codesign, joblimits
+from model import ModelError, load_model, load_system
+from model.explore import rules, space
+from model.explore.codesign import codesign as run_codesign
+
+
+@pytest.mark.parametrize("batches", ["1e300", "1e18", "100000001", "8, 1e300"])
+def test_finding3_an_absurd_global_batch_is_refused_in_the_controls_words(batches):
+    form = {**codesign.DEFAULTS, "batches": batches}
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="^Global batch must be at most 100,000,000 sequences$"):
+        codesign.study(form)
+    assert time.perf_counter() - start < 0.5
+    assert codesign.study({**codesign.DEFAULTS, "batches": "100000000"})["batches"][0] == \
+        100_000_000  # the bound itself is accepted
+
+
+@pytest.mark.parametrize("divisors", [rules.divisors, space.divisors.__wrapped__])
+def test_divisor_lists_are_sized_before_they_run(divisors):
+    start = time.perf_counter()
+    with pytest.raises(ModelError, match="too large to search its divisors"):
+        divisors(10**300)
+    assert time.perf_counter() - start < 0.1
+    assert list(divisors(rules.MAX_DIVISIBLE))[-1] == rules.MAX_DIVISIBLE  # the bound runs
+    assert list(divisors(12)) == [1, 2, 3, 4, 6, 12]
+
+
+def test_the_estimators_codesign_refuses_an_unsearchable_batch_at_once():
+    """The API path (``python -m model codesign`` too): a clear ModelError, not a hang."""
+    start = time.perf_counter()
+    with pytest.raises(ModelError, match="too large"):
+        run_codesign([load_model("gpt3-175b")], load_system("h100"), 1e8,
+                     {"hbm_capacity_gb": [80.0]}, {"base_usd": 30000,
+                                                   "hbm_capacity_gb": {"80": 0}},
+                     10**300)
+    assert time.perf_counter() - start < 5
+
+
+def _spinning_job(key, progress_key, args, context) -> None:
+    """A job looping in Python for ever (as the divisor listing did); it records how it
+    ended in the store."""
+    store = args
+    try:
+        n = 0
+        while True:
+            n += 1
+    except ModelError as exc:
+        store.set(key, str(exc))
+
+
+def _sleeping_job(key, progress_key, args, context) -> None:
+    time.sleep(120)
+
+
+def test_finding3_a_job_ends_on_its_deadline_inside_its_loop(tmp_path, monkeypatch):
+    monkeypatch.setattr(joblimits, "JOB_TIMEOUT_S", 1.0)
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    start = time.monotonic()
+    pid = jobs.call_job_fn("spin", _spinning_job, jobs.handle, {})
+    try:
+        message = until(lambda: jobs.handle.get("spin"), "the job's deadline", timeout=15)
+        assert message == joblimits.late_message(1.0)
+        until(lambda: not _running(pid), "the job process to end", timeout=10)
+        assert time.monotonic() - start < 10
+    finally:
+        jobs.terminate_job(pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+WORKER = textwrap.dedent("""
+    import sys, time
+    sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+    from dashboard import background
+    from test_job_limits import _sleeping_job
+    jobs = background.DiskcacheJobs(sys.argv[2])
+    print(jobs.call_job_fn("k", _sleeping_job, None, {}), flush=True)
+    time.sleep(120)
+""")
+
+
+def test_finding3_a_job_ends_with_its_worker(tmp_path):
+    """A web worker (here a plain process using the same manager) killed with SIGKILL, as
+    gunicorn's arbiter or the OOM killer does: its job process ends too."""
+    proc = subprocess.Popen([sys.executable, "-c", WORKER, str(ROOT), str(tmp_path / "bg")],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        job = int(proc.stdout.readline())
+        assert _running(job)
+        time.sleep(0.5)  # the job has set its limits
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        until(lambda: not _running(job), "the orphaned job to end", timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if _running(job):
+            os.kill(job, signal.SIGKILL)
+
+
+def test_one_client_cannot_take_every_job_slot(tmp_path, monkeypatch):
+    """Issue 26: two jobs of one client held both slots of a 2-core host and every other
+    user's sweep was refused. Now one address runs at most PERF_MAX_JOBS_PER_CLIENT at once;
+    another address still gets a slot."""
+    from flask import Flask
+
+    monkeypatch.setattr(background, "MAX_JOBS", 3)
+    monkeypatch.setattr(background, "MAX_JOBS_PER_CLIENT", 1)
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    web = Flask(__name__)
+    started = []
+
+    def start(address: str, key: str) -> int:
+        with web.test_request_context(environ_base={"REMOTE_ADDR": address}):
+            return jobs.call_job_fn(key, _sleeping_job, None, {})
+    try:
+        started.append(start("10.0.0.1", "a1"))
+        assert started[0] > 0
+        assert start("10.0.0.1", "a2") == 0  # the same address: refused, with the reason
+        assert jobs.get_result("a2", 0)["background_callback_error"]["msg"] == \
+            background.BUSY_CLIENT
+        started.append(start("10.0.0.2", "b1"))  # another address: a slot
+        assert started[1] > 0
+        with web.test_request_context(environ_base={"REMOTE_ADDR": ""},
+                                      headers={"X-Real-IP": "10.0.0.1"}):
+            assert background.request_client() == "10.0.0.1"  # behind nginx (unix socket)
+    finally:
+        for pid in started:
+            jobs.terminate_job(pid)
