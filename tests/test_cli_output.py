@@ -46,7 +46,7 @@ SEARCHES = [
     # an older stack: its defaults (no flash attention, replicated optimizer) are not evaluate's
     pytest.param(["--model", "gpt3-175b", "--system", "a100", "--gpus", "512", "--strategy", "1d",
                   "--stack", "megatron-lm-2021", "--global-batch", "1536"], id="stack-2021"),
-    pytest.param([*LLAMA70, "--stack", "none", "--precision", "mxfp8"], id="no-stack"),
+    pytest.param([*LLAMA70, "--stack", "none", "--precision", "fp8-delayed"], id="no-stack"),
 ]
 
 

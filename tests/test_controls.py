@@ -187,7 +187,12 @@ def test_the_panel_builds_from_any_table():
     ({"attention": "gqa", "kv_heads": 320}, "kv_heads",
      "KV heads (320) must divide the heads (160)"),
     ({"system": "a100", "precision": "fp8"}, "precision",
-     "a100 has no FP8 (current scaling) matrix rate; choose bf16 or fp16"),
+     "A100 SXM4 80GB (ampere) has no FP8 (current scaling) tensor cores: fp8 runs on "
+     "hopper, blackwell, blackwell-ultra, cdna3 GPUs only; choose bf16 or fp16"),
+    ({"system": "h100", "precision": "mxfp8"}, "precision",
+     "H100 SXM5 80GB (hopper) has no MXFP8 (32-element blocks) tensor cores: mxfp8 runs on "
+     "blackwell, blackwell-ultra GPUs only; choose bf16, fp16, fp8, fp8-delayed or "
+     "fp8-blockwise"),
 ])
 def test_messages_name_the_control_and_the_reason(over, key, message):
     errors = _error(**over)
