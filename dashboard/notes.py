@@ -11,7 +11,7 @@ from typing import Any
 from dash import html
 
 from model import ModelError, load_model
-from model.specs.batch import critical_batch
+from model.specs.batch import critical_batch_warning as batch_warning
 from model.specs.stack import NONE as NO_STACK
 from model.validation.error_bars import ErrorBar, error_bar
 
@@ -28,24 +28,13 @@ def tokens_text(tokens: float) -> str:
 
 
 def critical_batch_warning(scn: dict[str, Any]) -> str:
-    """A warning when the global batch exceeds Kaplan et al. 2020's critical batch at the loss
-    the model reaches at the end of its budget; '' below it (or without a vocabulary)."""
+    """The critical-batch warning of :func:`model.specs.batch.critical_batch_warning` (the
+    CLI prints the same words); '' below it, without a vocabulary or with invalid inputs."""
     try:
         model, _ = build_inputs(scn)
     except ModelError:
         return ""
-    crit = critical_batch(model)
-    batch_tokens = scn["global_batch"] * scn["seq_len"]
-    if crit is None or batch_tokens <= crit.tokens:
-        return ""
-    return (f"⚠ The global batch ({tokens_text(batch_tokens)} tokens) exceeds the critical "
-            f"batch estimated for this model at the end of its budget, about "
-            f"{tokens_text(crit.tokens)} tokens ({number_text(round(crit.samples(scn['seq_len'])))}"
-            f" sequences): past it a larger batch costs training tokens for the same loss, "
-            f"about {crit.token_cost(batch_tokens):.1f}× the fewest (Kaplan et al. 2020, "
-            f"§5.1: B_crit = 2·10⁸ tokens / L^(1/0.21) at their L(N, D) = "
-            f"{crit.loss_nats:.2f} nats; an order of magnitude). The speed shown is not "
-            "affected.")
+    return batch_warning(model, scn["global_batch"])
 
 
 def _preset_batch(scn: dict[str, Any]) -> str:

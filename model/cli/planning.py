@@ -17,6 +17,7 @@ from ..explore.codesign import codesign
 from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
 from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
 from ..physics.strategies import supported_strategies
+from ..specs.batch import critical_batch_warning
 from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
 from ..specs.transformer import load_model
@@ -33,8 +34,8 @@ from .costs import add_cost_args, costs_from_args
 from .options import add_execution_args, execution_from_args
 from .reproduce import evaluate_command
 
-CONFIG = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1", "nv_tp2",
-          "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage", *CHOICES)
+CONFIG = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb", "nv_tp1",
+          "nv_tp2", "nv_cp", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage", *CHOICES)
 
 
 def _positive_float(text: str) -> float:
@@ -209,6 +210,7 @@ def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
             "one_node_fewer": _fewer(res) if res.gpus > res.gpu_step else None,
             "max_gpus": res.max_gpus, "counts_searched": res.counts_searched,
             "elapsed_s": res.elapsed_s, "reproduce": evaluate_command(res.row, args),
+            "critical_batch_warning": critical_batch_warning(model, args.global_batch) or None,
             "best": row}
 
 
@@ -227,6 +229,9 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
              f"      {cli_format.config_line(row)}",
              f"      {cli_format.execution_line(row)}",
              f"      {cli_format.cost_line(row)}"]
+    warning = critical_batch_warning(model, args.global_batch)
+    if warning:
+        lines.insert(1, warning)
     if fewer is not None:
         days = "no configuration" if fewer["days"] is None else f"{fewer['days']:.1f} days"
         lines.append(f"      one node fewer ({fewer['gpus']:,} GPUs): {days}")

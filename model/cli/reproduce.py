@@ -63,6 +63,8 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
         if (col == "tp2" and row["strategy"] == "1d") or (col == "nb" and row["strategy"]
                                                           != "summa"):
             continue  # not a dimension of this strategy (evaluate takes 1)
+        if row["strategy"] == "context":  # context parallelism: --cp, --nv-cp
+            flag = {"--tp2": "--cp", "--nv-tp2": "--nv-cp"}.get(flag, flag)
         argv += [flag, str(int(row[col]))]
     if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1:  # expert layers (evaluate: 1)
         argv += ["--ep", str(int(row["ep"])), "--etp", str(int(row["etp"]))]

@@ -15,6 +15,7 @@ from ..explore.ablation import ablation
 from ..explore.rules import explain
 from ..explore.search import SearchResult, evaluate, search
 from ..physics.strategies import TRAITS, build_strategy, supported_strategies
+from ..specs.batch import critical_batch_warning
 from ..specs.hardware import System
 from ..specs.stack import NONE, load_stack
 from ..specs.transformer import Transformer
@@ -70,9 +71,10 @@ def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
     compat = ", paper compat" if args.compat else ""
     stack = _stack_name(args)
     stack = f", stack {stack}" if stack else ""
+    warning = critical_batch_warning(model, args.global_batch)
     return (f"{model.name} on {system.name} (NVLink domain {system.nvlink_domain_size}, "
             f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{stack}"
-            f"{compat}")
+            f"{compat}" + (f"\n{warning}" if warning else ""))
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -105,6 +107,8 @@ def run_search(args: argparse.Namespace) -> int:
                 "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
                 "max_gpus": args.max_gpus,
                 "stack": _stack_name(args), "searched": results[0].searched,
+                "critical_batch_warning": critical_batch_warning(model, args.global_batch)
+                or None,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
         bar = _error_bar(args, model)
         print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
@@ -128,7 +132,7 @@ def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     try:
-        frame.to_csv(path, index=False)
+        cli_format.with_cp(frame).to_csv(path, index=False)
     except OSError as exc:
         raise CliError(f"--csv: cannot write '{path}': {exc.strerror or exc}") from None
 
@@ -143,7 +147,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                   costs=costs_from_args(args), **pins)
     if args.json:
         print_json({**cli_format.evaluation_json(ev, _error_bar(args, model)),
-                     "stack": _stack_name(args)})
+                     "stack": _stack_name(args), "critical_batch_warning":
+                     critical_batch_warning(model, args.global_batch) or None})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
         print(cli_format.format_evaluation(ev, title, _error_bar(args, model)))
