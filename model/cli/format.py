@@ -97,8 +97,9 @@ def search_hint(result: SearchResult, reason: str | None) -> str | None:
 
 
 def ranges(row: pd.Series, bar: ErrorBar | None) -> dict[str, list[float]] | None:
-    """[low, high] of a row's predicted times and rates under the error bar (None: no bar)."""
-    if bar is None:
+    """[low, high] of a row's predicted times and rates under the error bar (None: no bar, or
+    a prediction not validated)."""
+    if bar is None or not bar.validated:
         return None
     out = {col: list(bar.time_range(float(row[col]))) for col in RANGED_TIMES}
     out.update({col: list(bar.rate_range(float(row[col]))) for col in RANGED_RATES})
@@ -206,7 +207,10 @@ def execution_line(row: pd.Series) -> str:
 
 
 def range_line(row: pd.Series, bar: ErrorBar) -> str:
-    """The row's iteration time and throughput as ranges, and where the error bar comes from."""
+    """The row's iteration time and throughput as ranges, and where the error bar comes from;
+    'not validated' and why when no run of its population was scored."""
+    if not bar.validated:
+        return f"range: none, {bar.text}"
     t_lo, t_hi = bar.time_range(float(row["iteration_time_s"]))
     r_lo, r_hi = bar.rate_range(float(row["samples_per_s"]))
     return (f"range: {t_lo:.3f}–{t_hi:.3f} s per iteration, {r_lo:.4g}–{r_hi:.4g} samples/s: "

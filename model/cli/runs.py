@@ -60,11 +60,14 @@ def _stack_name(args: argparse.Namespace) -> str | None:
     return load_stack(args.stack).name
 
 
-def _error_bar(args: argparse.Namespace, model: Transformer) -> ErrorBar | None:
-    """The cross-validated error bar of the command's predictions: none in the paper mode (the
-    paper's constants) or without a stack (the system's own, uncalibrated, efficiencies)."""
+def _error_bar(args: argparse.Namespace, model: Transformer, system: System
+               ) -> ErrorBar | None:
+    """The cross-validated error bar of the command's predictions, from the population they
+    belong to (dense or MoE, stack, system; "not validated" where none was scored): none in
+    the paper mode (the paper's constants) or without a stack (the system's own, uncalibrated,
+    efficiencies)."""
     name = _stack_name(args)
-    return None if name in (None, NONE) else error_bar(name, model.moe)
+    return None if name in (None, NONE) else error_bar(name, model.moe, system.name)
 
 
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
@@ -110,12 +113,12 @@ def run_search(args: argparse.Namespace) -> int:
                 "critical_batch_warning": critical_batch_warning(model, args.global_batch)
                 or None,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
-        bar = _error_bar(args, model)
+        bar = _error_bar(args, model, system)
         print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
-                                              _error_bar(args, model)))
+                                              _error_bar(args, model, system)))
     return 0
 
 
@@ -146,12 +149,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
                   execution=execution_from_args(args, searching=False), stack=args.stack,
                   costs=costs_from_args(args), **pins)
     if args.json:
-        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model)),
+        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system)),
                      "stack": _stack_name(args), "critical_batch_warning":
                      critical_batch_warning(model, args.global_batch) or None})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title, _error_bar(args, model)))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system)))
     return 0
 
 
