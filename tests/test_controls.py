@@ -321,7 +321,7 @@ def test_the_headline_carries_the_error_bar():
     """The error bar of the scenario's population (dense, its stack, its system: issue 21); the
     default system, H200, was never scored: 'not validated' (tests/test_error_bars.py)."""
     assert "not validated: no published dense run on h200" in notes.days_text(_valid(), 182.0)
-    scn = _valid(**S.system_values("gb200-nvl72"), system="gb200-nvl72")
+    scn = _valid(**{**S.system_values("gb200-nvl72"), "system": "gb200-nvl72"})
     bar = error_bar(scn["stack"], False, "gb200-nvl72")
     low, high = bar.time_range(182.0)
     assert notes.days_text(scn, 182.0) == f"182.0 days ({low:.1f}–{high:.1f}, {bar.text})"
