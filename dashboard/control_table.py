@@ -262,11 +262,12 @@ CONTROLS: tuple[Control, ...] = (
     Control("plan_failures", "Count failures", "plan", "switch", bool,
             "On: the days with failures (checkpoints every Young/Daly interval, restarts) must "
             "meet the target, and GPU-hours, cost and energy are the expected wall time's.",
-            choices=ON_OFF[0], names=ON_OFF[1], default=False),
+            choices=ON_OFF[0], names=ON_OFF[1], default=True),  # as tperf plan
     Control("plan_max_gpus", "Plan up to", "plan", "number", int,
             "The largest GPU count the plan searches (every multiple of the node size up to "
             "it); the Pareto figure samples at most 256 counts per system up to it.",
-            unit="GPUs", lo=1, hi=DEFAULT_MAX_GPUS, suggest=POWERS_OF_TWO, default=65_536),
+            unit="GPUs", lo=1, hi=DEFAULT_MAX_GPUS, suggest=POWERS_OF_TWO,
+            default=DEFAULT_MAX_GPUS),  # as tperf plan
     Control("lost_nodes", "Nodes lost", "plan", "number", int,
             "The lost-node view: the planned job after losing 1, 2, … this many nodes.",
             lo=0, hi=64, default=8),

@@ -20,8 +20,7 @@ import pandas as pd
 from model import ModelError, load_system
 from model.explore.lost_node import lost_node_frame
 from model.explore.pareto import pareto_frame
-from model.explore.plan import PlanResult, plan
-from model.physics.strategies import supported_strategies
+from model.explore.plan import PlanResult, plan, plan_execution, plan_strategies
 
 from . import budget, compute
 from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
@@ -45,14 +44,17 @@ def inputs(scn: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
         raise ModelError("Plan & cost needs the default model mode (the paper mode models no "
                          "cost): set Model mode to default")
     model, system = build_inputs(scn)
-    strategy = (supported_strategies(model) if scn["strategy"] == "all"
-                else (scn["strategy"],))
+    # the same strategies and execution as `tperf plan` (model.explore.plan): all = the
+    # production strategies; the interleaving and recomputed layers searched
+    strategy = plan_strategies(model, scn["strategy"])
+    strategy = (strategy,) if isinstance(strategy, str) else strategy
+    execution = plan_execution(execution_of(scn))
     # one search at the largest count must fit the request's budgets (a plan runs many such
     # searches, most of them smaller): a scenario too large for it is refused before any is built
     budget.check_searches(f"A search at the plan's largest count ({scn['plan_max_gpus']:,} GPUs)",
                           model, system, [scn["plan_max_gpus"]], scn["global_batch"], strategy,
-                          None, execution_of(scn), NARROW, stack=stack_of(scn))
-    return model, system, {"strategy": strategy, "execution": execution_of(scn),
+                          None, execution, NARROW, stack=stack_of(scn))
+    return model, system, {"strategy": strategy, "execution": execution,
                            "stack": stack_of(scn), "costs": costs_of(scn)}
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from ..errors import ModelError
 from ..explore.codesign import codesign
 from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
-from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
+from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan, plan_strategies
 from ..physics.strategies import supported_strategies
 from ..specs.batch import critical_batch_warning
 from ..specs.execution import CHOICES
@@ -85,10 +85,12 @@ def add_parsers(sub: Any) -> None:
                    help="GPU counts in multiples of K (default: the system's node size)")
     p.add_argument("--max-gpus", type=positive_int, default=DEFAULT_MAX_GPUS, metavar="N",
                    help="search counts up to N (default: %(default)s)")
-    p.add_argument("--with-failures", action="store_true",
+    p.add_argument("--with-failures", action=argparse.BooleanOptionalAction, default=True,
                    help="the days with failures (checkpoints, restarts) must meet --days; "
-                        "GPU-hours, cost and energy of the expected wall time")
-    p.set_defaults(run=run_plan)
+                        "GPU-hours, cost and energy of the expected wall time (default: on; "
+                        "--no-with-failures plans the failure-free days)")
+    # all: the production strategies (1d, context); SUMMA, idealised, only by name
+    p.set_defaults(run=run_plan, strategy="all")
     n = sub.add_parser("lost-node", allow_abbrev=False,
                        help="the best configuration as a job loses nodes (N, N - node, ...), "
                             "with the cliff marked")
@@ -165,7 +167,8 @@ def _strategy(args: argparse.Namespace, *models: Any) -> str | tuple[str, ...]:
 def run_plan(args: argparse.Namespace) -> int:
     model, system = load_workload(args)
     res = plan(model, system, args.global_batch, days=args.days, budget_usd=args.budget_usd,
-               strategy=_strategy(args, model), gpu_step=args.gpu_step, max_gpus=args.max_gpus,
+               strategy=plan_strategies(model, args.strategy), gpu_step=args.gpu_step,
+               max_gpus=args.max_gpus,
                failures=args.with_failures,
                execution=execution_from_args(args, searching=True), stack=args.stack,
                costs=costs_from_args(args))

@@ -1,0 +1,65 @@
+"""The Plan & cost page is ``tperf plan`` (issue 21): one code path (model.explore.plan: plan,
+plan_strategies, plan_execution) with the same defaults — failures counted, the production
+strategies, interleaving searched — so the page and the command line give one answer to one
+question. They once disagreed by 34 % (44,032 B200s at pipeline depth 43 and interleave 1 on
+the page, 32,768 from the CLI, both planning the failure-free days)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dashboard import planner
+from dashboard import scenario as S
+from model.cli import main
+
+QUESTIONS = [  # (name, scenario changes, CLI arguments)
+    ("fewest B200s for 1T params, 10T tokens, 30 days, batch 8192",
+     {"model": "gpt3-1t", "system": "b200", "budget": 1e13, "global_batch": 8192,
+      "plan_goal": "days", "target_days": 30.0},
+     ["--model", "gpt3-1t", "--system", "b200", "--tokens", "1e13", "--global-batch", "8192",
+      "--days", "30"]),
+    ("fastest H100 job for Llama 3 70B within $20M",
+     {"model": "llama3-70b", "system": "h100", "budget": 1e12, "global_batch": 1024,
+      "plan_goal": "budget", "budget_usd": 2e7, "plan_max_gpus": 8192},
+     ["--model", "llama3-70b", "--system", "h100", "--tokens", "1e12", "--global-batch",
+      "1024", "--budget-usd", "2e7", "--max-gpus", "8192"]),
+    ("fewest GB200s within 20 days and $50M",
+     {"model": "llama3-405b", "system": "gb200-nvl72", "budget": 2e12, "global_batch": 2048,
+      "plan_goal": "both", "target_days": 20.0, "budget_usd": 5e7, "plan_max_gpus": 32768},
+     ["--model", "llama3-405b", "--system", "gb200-nvl72", "--tokens", "2e12",
+      "--global-batch", "2048", "--days", "20", "--budget-usd", "5e7", "--max-gpus", "32768"]),
+]
+SAME = ("gpus", "strategy", "tp1", "pp", "dp", "microbatch", "interleave", "recompute")
+
+
+def _page(changes: dict) -> dict:
+    raw = {**S.default_scenario(), **S.model_values(changes["model"]),
+           **S.system_values(changes["system"]), **changes, "budget_kind": "tokens"}
+    scn, errors = S.validate_scenario(raw)
+    assert errors == {}, errors
+    frame = planner.answer(scn).set_index("role")
+    return frame.loc["answer"].to_dict()
+
+
+@pytest.mark.parametrize(("name", "changes", "argv"), QUESTIONS, ids=[q[0] for q in QUESTIONS])
+def test_the_page_and_the_cli_give_one_answer(capsys, name, changes, argv):
+    page = _page(changes)
+    assert main(["plan", *argv, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    best = cli["best"]
+    assert cli["target"]["with_failures"] is True  # the target the user means, by default
+    for key in SAME:
+        assert page[key] == best[key], key
+    assert page["plan_days"] == pytest.approx(cli["days_with_failures"], rel=1e-9)
+    assert page["plan_cost_usd"] == pytest.approx(cli["cost_usd"], rel=1e-9)
+    assert best["strategy"] in ("1d", "context")  # a production strategy, never SUMMA
+    if changes["plan_goal"] in ("days", "both"):
+        assert cli["days_with_failures"] <= changes["target_days"]
+
+
+def test_the_cli_says_it_plans_with_failures(capsys):
+    assert main(["plan", *QUESTIONS[0][2]]) == 0
+    out = capsys.readouterr().out
+    assert "within 30 days with failures" in out.splitlines()[0]
