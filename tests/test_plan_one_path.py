@@ -6,13 +6,25 @@ the page, 32,768 from the CLI, both planning the failure-free days)."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
+import sys
+import tempfile
 
-import pytest
+_TMP_CACHE = tempfile.mkdtemp(prefix="perf-plan-one-path-")
+atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
+if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+    os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
-from dashboard import planner
-from dashboard import scenario as S
-from model.cli import main
+import pytest  # noqa: E402
+
+import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard import planner  # noqa: E402
+from dashboard import scenario as S  # noqa: E402
+from dashboard.pages import plan as page  # noqa: E402
+from model.cli import main  # noqa: E402
 
 QUESTIONS = [  # (name, scenario changes, CLI arguments)
     ("fewest B200s for 1T params, 10T tokens, 30 days, batch 8192",
@@ -63,3 +75,18 @@ def test_the_cli_says_it_plans_with_failures(capsys):
     assert main(["plan", *QUESTIONS[0][2]]) == 0
     out = capsys.readouterr().out
     assert "within 30 days with failures" in out.splitlines()[0]
+
+
+def test_the_page_says_it_plans_with_failures_and_labels_summa_idealised():
+    scn = S.validate_scenario({**S.default_scenario(), "strategy": "1d"})[0]
+    frame = planner.answer(scn)
+    head, _ = page.headline(scn, frame)
+    assert "within 30 days with failures:" in head
+    row = frame.set_index("role").loc["answer"]
+    assert f"{row['plan_days']:.2f} days" in head and row["plan_days"] > row["train_days"]
+    summa = row.copy()
+    summa["strategy"] = "summa"
+    assert page.config_text(summa).startswith("2D SUMMA (idealised) · dp")
+    context = row.copy()
+    context["strategy"] = "context"
+    assert f"· cp {int(row['tp2'])} ·" in page.config_text(context)

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
-from ..physics.strategies import supported_strategies
+from ..physics.strategies import PRODUCTION, supported_strategies
 from ..specs.execution import DEFAULT_SEARCH, Execution
 from ..specs.hardware import System
 from ..specs.stack import Stack
@@ -43,7 +43,7 @@ from .counts import best_per_count, count_range
 from .economics import power_and_prices
 from .search import DEFAULT_BUDGET
 
-PRODUCTION_STRATEGIES = ("1d", "context")  # what Megatron-Core runs; SUMMA is idealised
+PRODUCTION_STRATEGIES = PRODUCTION  # what Megatron-Core runs (1d, context); SUMMA is idealised
 DEFAULT_MAX_GPUS = 131_072  # 2^17: beyond the largest training clusters built by 2025 (~100k)
 FIRST_WINDOW = 512  # node-size multiples in the first window of a days-only plan
 

@@ -66,22 +66,40 @@ def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
 
 
 def _linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
-    """A matmul: its counts, GEMM wave quantisation, the shard of its input it keeps (SP), and
-    under an FP8/FP4 recipe its quantisation kernels and quantised kept input."""
-    d, s = ctx.dims, ELEMENT_BYTES
+    """A matmul: its counts, then :func:`_gemm` (waves, kept input, quantisation)."""
+    n = _local(ctx.dims[spec.n], sh, spec.n_shard)
+    kept_rows = rows if spec.act_rows is None else _local(ctx.dims["l"], sh, spec.act_rows)
+    return _gemm(ops.linear(b, rows, k, n, ELEMENT_BYTES), ctx, b, rows, k, k, n, kept_rows)
+
+
+def _summa_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """A SUMMA matmul (``k`` = its local k_cols = K/tp1): its counts, then :func:`_gemm` on its
+    local GEMMs — forward Y [b·r, n], backward dX [b·r, K/tp1] and dW [K/tp2, n] — so that
+    with tp1 = tp2 = nb = 1 it is priced exactly as the 1D matmul of the same GEMM."""
+    d = ctx.dims
+    k_rows = _local(d[spec.k], sh, spec.rows)
     n = _local(d[spec.n], sh, spec.n_shard)
-    counts = ops.linear(b, rows, k, n, s)
+    counts = ops.linear_summa(b, rows, float(d[spec.k]), k_rows, k, n, sh.nb.astype(float),
+                              ELEMENT_BYTES, ctx.mode.summa_matmul_2k_flops)
+    return _gemm(counts, ctx, b, rows, k, k_rows, n, rows)
+
+
+def _gemm(counts: ops.OpCounts, ctx: Ctx, b, rows, k_dx, k_dw, n, kept_rows) -> ops.OpCounts:
+    """What every matmul shares, whatever its strategy: GEMM wave quantisation of its output
+    tiles (forward Y [b·r, n]; backward dX [b·r, k_dx] and dW [k_dw, n]), its input kept for
+    the backward (b·kept_rows·k_dx elements at the precision's kept bytes) and, under an FP8/FP4
+    recipe, its quantisation kernels (of X and dY)."""
     sysm = ctx.system
-    if sysm.sm_count > 0:  # forward Y [b·r, n]; backward dX [b·r, k] and dW [k, n]
+    if sysm.sm_count > 0:
         tile, units = sysm.gemm_tile, sysm.sm_count
         counts.wave_fwd = ops.wave_efficiency(b * rows, n, tile, units)
-        counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k, tile, units)
-                                 + ops.wave_efficiency(k, n, tile, units))
+        counts.wave_bwd = 0.5 * (ops.wave_efficiency(b * rows, k_dx, tile, units)
+                                 + ops.wave_efficiency(k_dw, n, tile, units))
     precision = PRECISIONS[ctx.execution.precision]
-    kept_rows = rows if spec.act_rows is None else _local(d["l"], sh, spec.act_rows)
-    counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k
+    counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k_dx
     if precision.quantised:
-        counts = ops.quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+        counts = ops.quantisation(counts, b, rows, k_dx, n,
+                                  precision.quantise_bytes_per_element)
     return counts
 
 
@@ -105,9 +123,7 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
 
 _COUNTERS = {
     Kind.LINEAR: _linear,
-    Kind.SUMMA_LINEAR: lambda spec, sh, ctx, b, rows, k: ops.linear_summa(
-        b, rows, float(ctx.dims[spec.k]), _local(ctx.dims[spec.k], sh, spec.rows), k,
-        _local(ctx.dims[spec.n], sh, spec.n_shard), sh.nb.astype(float), ELEMENT_BYTES),
+    Kind.SUMMA_LINEAR: _summa_linear,
     Kind.BIAS: lambda spec, sh, ctx, b, rows, k: ops.bias(b, rows, k, ELEMENT_BYTES),
     Kind.ACT: lambda spec, sh, ctx, b, rows, k: (
         ops.swiglu if ctx.model.mlp == "swiglu" else ops.gelu)(b * rows * k, ELEMENT_BYTES),
