@@ -202,8 +202,13 @@ CONTROLS: tuple[Control, ...] = (
             "moves FP8 bytes, about half of BF16 (Megatron's --fp8-param-gather, on in "
             "Megatron-Bridge's FP8 recipes).", choices=ON_OFF[0], names=ON_OFF[1],
             spec="fp8_param_gather"),
+    Control("production_layout", "Production layouts", "execution", "switch", bool,
+            "Only layouts a production stack runs: tensor parallelism inside one NVLink "
+            "domain and jobs of whole nodes (model/explore/production.py). Off: also TP "
+            "groups across domains and partial nodes, which no production run uses.",
+            choices=ON_OFF[0], names=ON_OFF[1], spec="production_layout"),
     Control("context_attention", "Context attention", "execution", "dropdown", str,
-            "Context parallelism (tp2 of the context strategy): all-gather K/V before "
+            "Context parallelism (cp, the context strategy's second axis): all-gather K/V before "
             "attending, or ring attention (K/V blocks passed around the ring under the "
             "attention compute).", choices=ex.CONTEXT_ATTENTION, spec="context_attention"),
     Control("offload", "Offload to host", "execution", "dropdown", str,

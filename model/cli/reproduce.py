@@ -24,7 +24,8 @@ CONFIG_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "d
 VALUE_OPTIONS = ("recompute", "recompute_layers", "interleave", "zero", "precision", "offload",
                  "context_attention", "offload_layers")
 PINNED = tuple(DEFAULT_SEARCH)  # searched unless given: the row's value is always given
-SWITCH_OPTIONS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients")
+SWITCH_OPTIONS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
+                  "production_layout")
 
 
 def _flag(name: str) -> str:

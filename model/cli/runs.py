@@ -129,8 +129,10 @@ def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace
     if r.max_gpus is not None:
         return (f"no {r.strategy} configuration on at most {r.max_gpus} GPUs (in steps of "
                 f"{args.gpu_step}) matches the inputs")
+    relaxed = args.production_layout is False  # the production rules apply unless relaxed
+    node = 0 if paper or relaxed else system.node_size
     return explain(model, build_strategy(r.strategy, model, paper), r.gpus, args.global_batch,
-                   system.nvlink_domain_size, pins, paper)
+                   system.nvlink_domain_size, pins, paper, production_node=node)
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:

@@ -27,7 +27,8 @@ CONTEXT_ATTENTION = ("allgather", "ring")
 EP_DISPATCHERS = ("alltoall", "flex")
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-         "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather")
+         "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
+         "production_layout")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
                               "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS}
@@ -73,6 +74,10 @@ class Execution:
       V: ``allgather`` (the paper's: gather all, then attend; not overlapped) or ``ring`` (ring
       attention: tp2 steps, each passing one K/V block to the next GPU under the attention
       compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
+    * ``production_layout``: only layouts a production stack runs (the rules of
+      :mod:`model.explore.production`): tensor parallelism inside one NVLink domain and jobs of
+      whole nodes; off, the search also tries TP groups across domains and partial nodes (the
+      paper mode models its own space and ignores it).
     * ``ends_count_as_layers``: the embedding and the loss each count as one layer when the
       layers are split over pipeline stages, where the layers plus two divide evenly: the first
       and last stages hold one layer fewer (Megatron's ``account_for_embedding_in_pipeline_split``
@@ -134,6 +139,7 @@ class Execution:
     ep_dispatcher: str = "alltoall"
     moe_capacity_factor: float = 0.0
     moe_imbalance: float = 1.0
+    production_layout: bool = True
 
     def __post_init__(self) -> None:
         self._check_values()
@@ -247,7 +253,7 @@ MAX_VARIANTS = 64
 COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", "offload",
            "flash_attention", "fp32_gradients", "context_attention", "ends_count_as_layers",
            "dp_overlap", "dp_bucket_mb", "fp8_param_gather", "offload_layers", "ep_overlap",
-           "ep_dispatcher", "moe_capacity_factor", "moe_imbalance")
+           "ep_dispatcher", "moe_capacity_factor", "moe_imbalance", "production_layout")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 
