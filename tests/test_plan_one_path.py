@@ -90,3 +90,13 @@ def test_the_page_says_it_plans_with_failures_and_labels_summa_idealised():
     context = row.copy()
     context["strategy"] = "context"
     assert f"· cp {int(row['tp2'])} ·" in page.config_text(context)
+
+
+def test_compare_systems_ranks_production_strategies_unless_summa_is_chosen():
+    """Its points were the best of every strategy, the idealised SUMMA included, unlabelled."""
+    from dashboard import studies
+    scn = S.validate_scenario({**S.default_scenario(), **S.model_values("llama3-8b"),
+                               "model": "llama3-8b", "gpus_min": 8, "gpus_max": 64})[0]
+    frame = studies.systems(scn, names=("h100",), domains=(0,))
+    assert len(frame) and set(frame["strategy"]) <= {"1d", "context"}
+    assert studies.production_strategies({**scn, "strategy": "summa"}) == ("summa",)
