@@ -65,7 +65,7 @@ def targets(scn: dict[str, Any]) -> dict[str, float | None]:
             "budget_usd": scn["budget_usd"] if goal in ("budget", "both") else None}
 
 
-def answer_frame(res: PlanResult) -> pd.DataFrame:
+def answer_frame(res: PlanResult, note: str = "") -> pd.DataFrame:
     """The plan's rows by ``role``: ``answer`` (none when nothing in range meets the target),
     ``fewer`` (the best of one node fewer, when it has a configuration) and ``fastest`` (the
     fastest count searched); each with :data:`META`. No row at all: one ``none`` row."""
@@ -84,7 +84,7 @@ def answer_frame(res: PlanResult) -> pd.DataFrame:
     frame = pd.DataFrame(rows).reset_index(drop=True) if rows else pd.DataFrame(index=[0])
     frame.insert(0, "role", roles or ["none"])
     return frame.assign(gpu_step=res.gpu_step, max_gpus=res.max_gpus,
-                        counts_searched=res.counts_searched)
+                        counts_searched=res.counts_searched, note=note)
 
 
 def answer(scn: dict[str, Any]) -> pd.DataFrame:
@@ -93,7 +93,7 @@ def answer(scn: dict[str, Any]) -> pd.DataFrame:
         model, system, kw = inputs(scn)
         res = plan(model, system, scn["global_batch"], **targets(scn),
                    max_gpus=scn["plan_max_gpus"], failures=scn["plan_failures"], **kw)
-        return answer_frame(res)
+        return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
     return compute.cached_frame("plan-answer", payload(scn), run)
 
 

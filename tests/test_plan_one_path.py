@@ -69,6 +69,7 @@ def test_the_page_and_the_cli_give_one_answer(capsys, name, changes, argv):
     assert best["strategy"] in ("1d", "context")  # a production strategy, never SUMMA
     if changes["plan_goal"] in ("days", "both"):
         assert cli["days_with_failures"] <= changes["target_days"]
+    assert (page["note"] or None) == cli["budget_note"]  # why a budget is not spent
 
 
 def test_the_cli_says_it_plans_with_failures(capsys):
@@ -100,3 +101,22 @@ def test_compare_systems_ranks_production_strategies_unless_summa_is_chosen():
     frame = studies.systems(scn, names=("h100",), domains=(0,))
     assert len(frame) and set(frame["strategy"]) <= {"1d", "context"}
     assert studies.production_strategies({**scn, "strategy": "summa"}) == ("summa",)
+
+
+def test_a_budget_left_unspent_is_explained():
+    """'Fastest within $2M' answered 49,152 H100s at 15.6 % MFU spending $504k without saying
+    why: the fastest any count reaches is all the money buys — the largest count searched
+    stops it, or the global batch (dp ≤ batch) makes every larger count slower."""
+    import pandas as pd
+
+    from model.explore.plan import PlanResult
+    rows = pd.DataFrame({"gpus": [1024, 2048, 4096], "plan_days": [4.0, 2.5, 3.0],
+                         "plan_cost_usd": [3e5, 4e5, 9e5], "mfu": [0.4, 0.3, 0.12]})
+    res = PlanResult(rows.iloc[1], 8, 4096, None, 2e6, True, rows, 512, 0.1)
+    note = res.budget_note(1024)
+    assert note.startswith("the fastest plan spends $400,000 of the $2,000,000 budget (20 %)")
+    assert "no count up to 4,096 GPUs is faster" in note and "MFU 30.0 %" in note
+    at_cap = PlanResult(rows.iloc[2], 8, 4096, None, 2e6, True, rows, 512, 0.1)
+    assert "uses the largest GPU count searched (4,096)" in at_cap.budget_note(1024)
+    spent = PlanResult(rows.iloc[2], 8, 4096, None, 1e6, True, rows, 512, 0.1)
+    assert spent.budget_note(1024) == ""  # 90 % spent: nothing to explain

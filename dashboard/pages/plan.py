@@ -128,8 +128,10 @@ def headline(scn: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
     roles = frame.set_index("role")
     if "answer" in roles.index:
         row = roles.loc["answer"]
+        note = str(frame["note"].iloc[0]) if "note" in frame else ""
+        note = note[0].upper() + note[1:] + "." if note and note != "nan" else ""
         return (f"{what}: {_count(row['gpus'])} GPUs, {row['plan_days']:.2f} days, "
-                f"{usd_text(float(row['plan_cost_usd']))}."), ""
+                f"{usd_text(float(row['plan_cost_usd']))}."), note
     top, step = int(frame["max_gpus"].iloc[0]), int(frame["gpu_step"].iloc[0])
     text = f"No GPU count up to {top:,} (multiples of {step}) trains {scn['model']} {goal}"
     if "fastest" not in roles.index:

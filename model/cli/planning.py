@@ -214,6 +214,7 @@ def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
             "max_gpus": res.max_gpus, "counts_searched": res.counts_searched,
             "elapsed_s": res.elapsed_s, "reproduce": evaluate_command(res.row, args),
             "critical_batch_warning": critical_batch_warning(model, args.global_batch) or None,
+            "budget_note": res.budget_note(args.global_batch) or None,
             "best": row}
 
 
@@ -235,6 +236,9 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
     warning = critical_batch_warning(model, args.global_batch)
     if warning:
         lines.insert(1, warning)
+    note = res.budget_note(args.global_batch)
+    if note:
+        lines.append(f"      note: {note}")
     if fewer is not None:
         days = "no configuration" if fewer["days"] is None else f"{fewer['days']:.1f} days"
         lines.append(f"      one node fewer ({fewer['gpus']:,} GPUs): {days}")

@@ -79,6 +79,30 @@ class PlanResult:
                 "mfu": float(r["mfu"])}
 
 
+    def budget_note(self, global_batch: int) -> str:
+        """Why a plan for the fastest within a budget spends less than 90 % of it ('' when it
+        spends more, or the plan has no budget or no answer): a faster job needs more GPUs,
+        and either the largest count searched stops it, or no larger count is faster — the
+        global batch caps data parallelism (dp ≤ the batch in sequences), so more GPUs go to
+        tensor and pipeline parallelism, which add communication and bubbles."""
+        if self.row is None or self.budget_usd is None or self.target_days is not None:
+            return ""
+        cost = float(self.row["plan_cost_usd"])
+        if not math.isfinite(cost) or cost >= 0.9 * self.budget_usd:
+            return ""
+        spent = (f"the fastest plan spends ${cost:,.0f} of the ${self.budget_usd:,.0f} "
+                 f"budget ({100 * cost / self.budget_usd:.0f} %)")
+        largest = int(self.per_count["gpus"].max())
+        if self.gpus >= largest:
+            return (f"{spent}: it uses the largest GPU count searched ({largest:,}); raise the "
+                    "largest count to buy more speed")
+        return (f"{spent}: no count up to {self.max_gpus:,} GPUs is faster — at a global "
+                f"batch of {global_batch:,} sequences data parallelism stops at "
+                f"{global_batch:,}, and more GPUs only add tensor and pipeline parallelism "
+                f"(MFU {100 * float(self.row['mfu']):.1f} % here); a larger batch scales "
+                "further, up to the critical batch")
+
+
 def _num(value: object) -> float | None:
     v = float(value)
     return v if math.isfinite(v) else None
