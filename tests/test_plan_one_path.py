@@ -52,7 +52,7 @@ def _page(changes: dict) -> dict:
     scn, errors = S.validate_scenario(raw)
     assert errors == {}, errors
     frame = planner.answer(scn).set_index("role")
-    return frame.loc["answer"].to_dict()
+    return {**frame.loc["answer"].to_dict(), "_scn": scn}
 
 
 @pytest.mark.parametrize(("name", "changes", "argv"), QUESTIONS, ids=[q[0] for q in QUESTIONS])
@@ -70,6 +70,8 @@ def test_the_page_and_the_cli_give_one_answer(capsys, name, changes, argv):
     if changes["plan_goal"] in ("days", "both"):
         assert cli["days_with_failures"] <= changes["target_days"]
     assert (page["note"] or None) == cli["budget_note"]  # why a budget is not spent
+    from dashboard import notes  # the page's error bar is the CLI's (its population's)
+    assert cli["error_bar"]["text"] in notes.days_text(page["_scn"], page["train_days"])
 
 
 def test_the_cli_says_it_plans_with_failures(capsys):

@@ -20,7 +20,9 @@ from ..physics.strategies import supported_strategies
 from ..specs.batch import critical_batch_warning
 from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
+from ..specs.stack import NONE, load_stack
 from ..specs.transformer import load_model
+from ..validation.error_bars import ErrorBar, error_bar
 from . import format as cli_format
 from .args import (
     DEFAULT_GLOBAL_BATCH,
@@ -203,9 +205,17 @@ def _fewer(res: PlanResult) -> dict[str, Any]:
         float(rows["plan_cost_usd"].iloc[0])) if len(rows) else None}
 
 
+def _bar(model: Any, system: Any, args: argparse.Namespace) -> ErrorBar | None:
+    """The plan's error bar: its population's (dense or MoE, stack, system), as the Plan page
+    shows it; None without a stack."""
+    stack = load_stack(args.stack).name
+    return None if stack == NONE else error_bar(stack, model.moe, system.name)
+
+
 def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
               ) -> dict[str, Any]:
     row = cli_format.row_dict(res.row)
+    bar = _bar(model, system, args)
     return {"model": model.name, "system": system.name, "global_batch": args.global_batch,
             "target": {"days": res.target_days, "budget_usd": res.budget_usd,
                        "with_failures": res.failures},
@@ -215,6 +225,7 @@ def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
             "elapsed_s": res.elapsed_s, "reproduce": evaluate_command(res.row, args),
             "critical_batch_warning": critical_batch_warning(model, args.global_batch) or None,
             "budget_note": res.budget_note(args.global_batch) or None,
+            "error_bar": bar.to_dict() if bar else None,
             "best": row}
 
 
@@ -230,6 +241,7 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
              f"plan: {s['gpus']:,} GPUs ({s['gpus'] // res.gpu_step:,} x {res.gpu_step}) train "
              f"in {s['days']:.1f} days ({s['days_with_failures']:.1f} with failures)",
              f"      {cli_format.throughput_line(row)}",
+             *([f"      error bar: {bar.text}"] if (bar := _bar(model, system, args)) else []),
              f"      {cli_format.config_line(row)}",
              f"      {cli_format.execution_line(row)}",
              f"      {cli_format.cost_line(row)}"]
