@@ -83,3 +83,21 @@ def test_the_dashboard_shows_the_same_message_inline():
     valid, errors = S.validate_scenario(scn)
     assert valid is None
     assert errors["precision"] == load_system("h100").precision_problem("nvfp4")
+
+
+@pytest.mark.parametrize("name", ["a100", "h100", "h200", "h800", "mi300x", "b200", "b300",
+                                  "gb200-nvl72", "gb300-nvl72"])
+def test_every_peak_a_format_runs_at_is_set_and_cited(name):
+    """Each format the generation runs has its dense peak in the preset, and the preset's
+    source names the format the peak comes from (the datasheet figure)."""
+    system = load_system(name)
+    for precision in PRECISIONS:
+        if system.precision_problem(precision):
+            continue
+        peak = system.matrix_peak_flop_per_s(precision) / 1e12
+        assert peak > 0
+        cited = {"matrix_tflops_fp8": "FP8", "matrix_tflops_fp4": "FP4"}.get(
+            PRECISIONS[precision].peak_field, "BF16")
+        assert cited in system.source, (name, precision)
+        text = system.source.replace(",", "")
+        assert f"{peak:g}" in text or f"{peak / 1000:g} P" in text, (name, precision, peak)
