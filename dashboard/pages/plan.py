@@ -22,6 +22,7 @@ from ..export import graph_card
 from ..figures.common import strategy_name
 from ..guard import page_callback
 from ..scenario import build_inputs, costs_of
+from ..theme import dimension_label
 
 dash.register_page(__name__, path="/plan", name="Plan & cost", order=3.5,
                    title="Plan & cost — transformer training what-if")
@@ -75,9 +76,9 @@ def config_text(row: pd.Series) -> str:
     """'1D TP · dp 43 · tp1 8 · pp 16 · microbatch 1 · interleave 2 (ep 8 · etp 1)': the
     context strategy's second axis as cp, SUMMA's as tp2, SUMMA marked idealised."""
     strategy = str(row["strategy"])
-    second = {"context": "cp", "summa": "tp2"}.get(strategy)
     parts = [strategy_name(strategy), f"dp {_count(row['dp'])}", f"tp1 {_count(row['tp1'])}"]
-    parts += [f"{second} {_count(row['tp2'])}"] if second else []
+    if strategy != "1d":  # 1D has no second axis
+        parts.append(f"{dimension_label('tp2', strategy)} {_count(row['tp2'])}")
     parts += [f"{k} {_count(row[k])}" for k in ("pp", "microbatch", "interleave") if k in row]
     if int(row.get("ep", 1) or 1) * int(row.get("etp", 1) or 1) > 1:
         parts.append(f"ep {_count(row['ep'])} · etp {_count(row['etp'])}")
