@@ -18,9 +18,10 @@ from typing import Any
 import pandas as pd
 
 from model import ModelError, load_system
+from model.explore.counts import count_range
 from model.explore.lost_node import lost_node_frame
 from model.explore.pareto import pareto_frame
-from model.explore.plan import PlanResult, plan, plan_execution, plan_strategies
+from model.explore.plan import FIRST_WINDOW, PlanResult, plan, plan_execution, plan_strategies
 
 from . import budget, compute
 from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
@@ -49,11 +50,14 @@ def inputs(scn: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     strategy = plan_strategies(model, scn["strategy"])
     strategy = (strategy,) if isinstance(strategy, str) else strategy
     execution = plan_execution(execution_of(scn))
-    # one search at the largest count must fit the request's budgets (a plan runs many such
-    # searches, most of them smaller): a scenario too large for it is refused before any is built
-    budget.check_searches(f"A search at the plan's largest count ({scn['plan_max_gpus']:,} GPUs)",
-                          model, system, [scn["plan_max_gpus"]], scn["global_batch"], strategy,
-                          None, execution, NARROW, stack=stack_of(scn))
+    # the plan's first batch of counts (every multiple of the node size in its first window,
+    # or up to the largest with a budget) must fit the request's budgets: a scenario too large
+    # is refused before any search is built
+    counts = count_range(scn["plan_max_gpus"], system.node_size)
+    first = counts if scn["plan_goal"] != "days" else counts[:FIRST_WINDOW]
+    budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
+                      model, system, first, scn["global_batch"], strategy, execution, NARROW,
+                      stack=stack_of(scn))
     return model, system, {"strategy": strategy, "execution": execution,
                            "stack": stack_of(scn), "costs": costs_of(scn)}
 
