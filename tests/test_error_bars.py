@@ -94,3 +94,12 @@ def test_another_stacks_sources_plug_in_as_data(tmp_path, monkeypatch):
         assert not error_bar("torchtitan", True, "h100").validated  # no MoE run of it
     finally:
         scored_runs.cache_clear()
+
+
+def test_an_inheriting_release_says_whose_runs_its_bar_comes_from():
+    """megatron-bridge-26.08 has no dense run of its own: its dense predictions use 26.02's
+    calibration (its base chain), so their bar is 26.02's runs, and it says so."""
+    bar = error_bar(STACK, False, None)
+    own = _errors("dense", "megatron-bridge-26.02")
+    assert (bar.scope, bar.runs) == ("megatron-bridge-26.02", len(own)) and len(own) >= MIN_RUNS
+    assert f"of megatron-bridge-26.02 (whose calibration {STACK} inherits)" in bar.text

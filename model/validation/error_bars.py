@@ -61,6 +61,7 @@ class ErrorBar:
     kind: str = ""  # "MoE " for the mixture-of-experts runs, else empty
     system: str = ""  # the system they come from ('' : every system)
     reason: str = ""  # not validated: why
+    asked: str = ""  # the stack the prediction was made with, when it inherits the scope's
 
     @property
     def validated(self) -> bool:
@@ -73,6 +74,8 @@ class ErrorBar:
         if not self.validated:
             return f"not validated: {self.reason}"
         where = " of every stack" if self.scope == ALL else f" of {self.scope}"
+        if self.asked and self.scope not in (ALL, self.asked):
+            where += f" (whose calibration {self.asked} inherits)"
         where += f" on {self.system}" if self.system else " on every system"
         return (f"±{self.mean_pct:.1f} % (max {self.max_pct:.0f} %) from leave-one-source-out "
                 f"cross-validation on {self.runs} {self.kind}runs{where}")
@@ -111,9 +114,10 @@ def scored_runs() -> tuple[Run, ...]:
                  for workload, runs in sections for run in runs if not run["uncertain"])
 
 
-def _bar(runs: list[Run], stack: str, system: str, kind: str) -> ErrorBar:
+def _bar(runs: list[Run], stack: str, system: str, kind: str, asked: str) -> ErrorBar:
     errors = [r.error_pct for r in runs]
-    return ErrorBar(sum(errors) / len(errors), max(errors), len(errors), stack, kind, system)
+    return ErrorBar(sum(errors) / len(errors), max(errors), len(errors), stack, kind, system,
+                    asked=asked)
 
 
 def error_bar(stack: str | None = None, moe: bool = False,
@@ -138,5 +142,5 @@ def error_bar(stack: str | None = None, moe: bool = False,
         members = [r for r in runs if (scope == ALL or r.stack == scope)
                    and (where is None or r.system == where)]
         if len(members) >= MIN_RUNS or (scope, where) == (ALL, None):
-            return _bar(members, scope, where or "", kind)
+            return _bar(members, scope, where or "", kind, stack or "")
     raise AssertionError("unreachable: the widest population is always returned")
