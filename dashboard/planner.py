@@ -38,9 +38,13 @@ def payload(scn: dict[str, Any], *extra: Any) -> dict[str, Any]:
     return {**compute.page_payload(scn, "strategy", *PLAN_KEYS), "extra": list(extra)}
 
 
-def inputs(scn: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dict[str, Any]]:
     """(model, system, the keyword arguments of plan/lost_node_frame/pareto_frame). Raises
-    ModelError in the paper mode, which models neither an execution nor a cost."""
+    ModelError in the paper mode, which models neither an execution nor a cost, and for a
+    scenario over the request's budgets: with ``whole_plan`` (the plan itself) the plan's
+    first batch of counts is sized — every multiple of the node size in its first window, or
+    up to the largest with a budget, one vectorized search per strategy; else (the lost-node
+    and Pareto views, which run after the plan) one search at the largest count."""
     if scn["compat"] == "paper":
         raise ModelError("Plan & cost needs the default model mode (the paper mode models no "
                          "cost): set Model mode to default")
@@ -50,14 +54,17 @@ def inputs(scn: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
     strategy = plan_strategies(model, scn["strategy"])
     strategy = (strategy,) if isinstance(strategy, str) else strategy
     execution = plan_execution(execution_of(scn))
-    # the plan's first batch of counts (every multiple of the node size in its first window,
-    # or up to the largest with a budget) must fit the request's budgets: a scenario too large
-    # is refused before any search is built
-    counts = count_range(scn["plan_max_gpus"], system.node_size)
-    first = counts if scn["plan_goal"] != "days" else counts[:FIRST_WINDOW]
-    budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
-                      model, system, first, scn["global_batch"], strategy, execution, NARROW,
-                      stack=stack_of(scn))
+    if whole_plan:
+        counts = count_range(scn["plan_max_gpus"], system.node_size)
+        first = counts if scn["plan_goal"] != "days" else counts[:FIRST_WINDOW]
+        budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
+                          model, system, first, scn["global_batch"], strategy, execution,
+                          NARROW, stack=stack_of(scn))
+    else:
+        budget.check_searches(f"A search at the plan's largest count "
+                              f"({scn['plan_max_gpus']:,} GPUs)", model, system,
+                              [scn["plan_max_gpus"]], scn["global_batch"], strategy, None,
+                              execution, NARROW, stack=stack_of(scn))
     return model, system, {"strategy": strategy, "execution": execution,
                            "stack": stack_of(scn), "costs": costs_of(scn)}
 
@@ -94,7 +101,7 @@ def answer_frame(res: PlanResult, note: str = "") -> pd.DataFrame:
 def answer(scn: dict[str, Any]) -> pd.DataFrame:
     """:func:`answer_frame` of the scenario's plan."""
     def run() -> pd.DataFrame:
-        model, system, kw = inputs(scn)
+        model, system, kw = inputs(scn, whole_plan=True)
         res = plan(model, system, scn["global_batch"], **targets(scn),
                    max_gpus=scn["plan_max_gpus"], failures=scn["plan_failures"], **kw)
         return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
