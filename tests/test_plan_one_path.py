@@ -37,11 +37,11 @@ QUESTIONS = [  # (name, scenario changes, CLI arguments)
       "plan_goal": "budget", "budget_usd": 2e7, "plan_max_gpus": 8192},
      ["--model", "llama3-70b", "--system", "h100", "--tokens", "1e12", "--global-batch",
       "1024", "--budget-usd", "2e7", "--max-gpus", "8192"]),
-    ("fewest GB200s within 20 days and $50M",
-     {"model": "llama3-405b", "system": "gb200-nvl72", "budget": 2e12, "global_batch": 2048,
-      "plan_goal": "both", "target_days": 20.0, "budget_usd": 5e7, "plan_max_gpus": 32768},
-     ["--model", "llama3-405b", "--system", "gb200-nvl72", "--tokens", "2e12",
-      "--global-batch", "2048", "--days", "20", "--budget-usd", "5e7", "--max-gpus", "32768"]),
+    ("fewest GB200s within 10 days and $50M",
+     {"model": "llama3-70b", "system": "gb200-nvl72", "budget": 2e12, "global_batch": 1024,
+      "plan_goal": "both", "target_days": 10.0, "budget_usd": 5e7, "plan_max_gpus": 8192},
+     ["--model", "llama3-70b", "--system", "gb200-nvl72", "--tokens", "2e12",
+      "--global-batch", "1024", "--days", "10", "--budget-usd", "5e7", "--max-gpus", "8192"]),
 ]
 SAME = ("gpus", "strategy", "tp1", "pp", "dp", "microbatch", "interleave", "recompute")
 
