@@ -121,6 +121,20 @@ def check_searches(what: str, model: Transformer, system: System, counts: Iterab
     return sized
 
 
+def check_plan(what: str, model: Transformer, system: System, counts: Iterable[int],
+               global_batch: int, strategies: Iterable[str], execution: dict | None,
+               narrow: str, stack: str | None = None) -> Size:
+    """Refuse a plan whose first batch of counts (one vectorized search per strategy over all
+    of them, :func:`model.explore.counts.best_per_count`) would not fit the budgets: the
+    candidates and shapes of every count, but one fixed search cost per strategy, not per
+    count. Returns their size."""
+    names = list(strategies)
+    sized = size(model, system, counts, global_batch, names, None, execution, stack)
+    need_s = SEARCH_FIXED_S * len(names) + SEARCH_S_PER_CANDIDATE * sized.candidates
+    check(what, sized.search_bytes(), need_s, sized, narrow)
+    return sized
+
+
 def check_design(what: str, model: Transformer, system: System, gpus: int, global_batch: int,
                  strategy: str, compat: str | None, execution: dict | None,
                  narrow: str, stack: str | None = None) -> Size:

@@ -202,8 +202,13 @@ CONTROLS: tuple[Control, ...] = (
             "moves FP8 bytes, about half of BF16 (Megatron's --fp8-param-gather, on in "
             "Megatron-Bridge's FP8 recipes).", choices=ON_OFF[0], names=ON_OFF[1],
             spec="fp8_param_gather"),
+    Control("production_layout", "Production layouts", "execution", "switch", bool,
+            "Only layouts a production stack runs: tensor parallelism inside one NVLink "
+            "domain and jobs of whole nodes (model/explore/production.py). Off: also TP "
+            "groups across domains and partial nodes, which no production run uses.",
+            choices=ON_OFF[0], names=ON_OFF[1], spec="production_layout"),
     Control("context_attention", "Context attention", "execution", "dropdown", str,
-            "Context parallelism (tp2 of the context strategy): all-gather K/V before "
+            "Context parallelism (cp, the context strategy's second axis): all-gather K/V before "
             "attending, or ring attention (K/V blocks passed around the ring under the "
             "attention compute).", choices=ex.CONTEXT_ATTENTION, spec="context_attention"),
     Control("offload", "Offload to host", "execution", "dropdown", str,
@@ -262,11 +267,12 @@ CONTROLS: tuple[Control, ...] = (
     Control("plan_failures", "Count failures", "plan", "switch", bool,
             "On: the days with failures (checkpoints every Young/Daly interval, restarts) must "
             "meet the target, and GPU-hours, cost and energy are the expected wall time's.",
-            choices=ON_OFF[0], names=ON_OFF[1], default=False),
+            choices=ON_OFF[0], names=ON_OFF[1], default=True),  # as tperf plan
     Control("plan_max_gpus", "Plan up to", "plan", "number", int,
             "The largest GPU count the plan searches (every multiple of the node size up to "
             "it); the Pareto figure samples at most 256 counts per system up to it.",
-            unit="GPUs", lo=1, hi=DEFAULT_MAX_GPUS, suggest=POWERS_OF_TWO, default=65_536),
+            unit="GPUs", lo=1, hi=DEFAULT_MAX_GPUS, suggest=POWERS_OF_TWO,
+            default=DEFAULT_MAX_GPUS),  # as tperf plan
     Control("lost_nodes", "Nodes lost", "plan", "number", int,
             "The lost-node view: the planned job after losing 1, 2, … this many nodes.",
             lo=0, hi=64, default=8),

@@ -11,7 +11,7 @@ from typing import Any
 from dash import html
 
 from model import ModelError, load_model
-from model.specs.batch import critical_batch
+from model.specs.batch import critical_batch_warning as batch_warning
 from model.specs.stack import NONE as NO_STACK
 from model.validation.error_bars import ErrorBar, error_bar
 
@@ -28,24 +28,13 @@ def tokens_text(tokens: float) -> str:
 
 
 def critical_batch_warning(scn: dict[str, Any]) -> str:
-    """A warning when the global batch exceeds Kaplan et al. 2020's critical batch at the loss
-    the model reaches at the end of its budget; '' below it (or without a vocabulary)."""
+    """The critical-batch warning of :func:`model.specs.batch.critical_batch_warning` (the
+    CLI prints the same words); '' below it, without a vocabulary or with invalid inputs."""
     try:
         model, _ = build_inputs(scn)
     except ModelError:
         return ""
-    crit = critical_batch(model)
-    batch_tokens = scn["global_batch"] * scn["seq_len"]
-    if crit is None or batch_tokens <= crit.tokens:
-        return ""
-    return (f"⚠ The global batch ({tokens_text(batch_tokens)} tokens) exceeds the critical "
-            f"batch estimated for this model at the end of its budget, about "
-            f"{tokens_text(crit.tokens)} tokens ({number_text(round(crit.samples(scn['seq_len'])))}"
-            f" sequences): past it a larger batch costs training tokens for the same loss, "
-            f"about {crit.token_cost(batch_tokens):.1f}× the fewest (Kaplan et al. 2020, "
-            f"§5.1: B_crit = 2·10⁸ tokens / L^(1/0.21) at their L(N, D) = "
-            f"{crit.loss_nats:.2f} nats; an order of magnitude). The speed shown is not "
-            "affected.")
+    return batch_warning(model, scn["global_batch"])
 
 
 def _preset_batch(scn: dict[str, Any]) -> str:
@@ -73,26 +62,38 @@ def batch_note(scn: dict[str, Any]) -> list[Any]:
 
 
 def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
-    """The error bar of the scenario's predictions: from the cross-validation of its software
-    stack; None in the paper mode and without a stack (uncalibrated)."""
+    """The error bar of the scenario's predictions: the cross-validated error of the population
+    they belong to (dense or MoE, its software stack, its system), or "not validated"
+    (:func:`model.validation.error_bars.error_bar`); None in the paper mode and without a
+    stack (uncalibrated)."""
     if scn.get("compat") == "paper" or scn.get("stack") in (None, NO_STACK):
         return None
-    return error_bar(scn["stack"])
+    try:
+        model, _ = build_inputs(scn)
+    except ModelError:
+        return None
+    return error_bar(scn["stack"], model.moe, scn["system"])
 
 
 def days_text(scn: dict[str, Any], days: float) -> str:
-    """'182.0 days (173.0–191.0, ±5.1 % … on 37 runs of every stack)', or '182.0 days'."""
+    """'182.0 days (173.0–191.0, ±5.1 % … on 10 runs of every stack on gb200-nvl72)', '182.0
+    days (not validated: no published dense run on mi300x was ever scored)', or '182.0 days'."""
     bar = error_bar_of(scn)
     if bar is None or not math.isfinite(days):
         return f"{days:.1f} days"
+    if not bar.validated:
+        return f"{days:.1f} days ({bar.text})"
     low, high = bar.time_range(days)
     return f"{days:.1f} days ({low:.1f}–{high:.1f}, {bar.text})"
 
 
 def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s") -> str:
-    """'12.3 samples/s (11.7–12.9)', or without a range when there is no error bar."""
+    """'12.3 samples/s (11.7–12.9)', '12.3 samples/s (not validated)', or without a range when
+    there is no error bar."""
     bar = error_bar_of(scn)
     if bar is None or not math.isfinite(per_s):
         return f"{per_s:.1f} {unit}"
+    if not bar.validated:
+        return f"{per_s:.1f} {unit} (not validated)"
     low, high = bar.rate_range(per_s)
     return f"{per_s:.1f} {unit} ({low:.1f}–{high:.1f})"

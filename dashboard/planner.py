@@ -18,10 +18,10 @@ from typing import Any
 import pandas as pd
 
 from model import ModelError, load_system
+from model.explore.counts import count_range
 from model.explore.lost_node import lost_node_frame
 from model.explore.pareto import pareto_frame
-from model.explore.plan import PlanResult, plan
-from model.physics.strategies import supported_strategies
+from model.explore.plan import FIRST_WINDOW, PlanResult, plan, plan_execution, plan_strategies
 
 from . import budget, compute
 from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
@@ -38,21 +38,34 @@ def payload(scn: dict[str, Any], *extra: Any) -> dict[str, Any]:
     return {**compute.page_payload(scn, "strategy", *PLAN_KEYS), "extra": list(extra)}
 
 
-def inputs(scn: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dict[str, Any]]:
     """(model, system, the keyword arguments of plan/lost_node_frame/pareto_frame). Raises
-    ModelError in the paper mode, which models neither an execution nor a cost."""
+    ModelError in the paper mode, which models neither an execution nor a cost, and for a
+    scenario over the request's budgets: with ``whole_plan`` (the plan itself) the plan's
+    first batch of counts is sized — every multiple of the node size in its first window, or
+    up to the largest with a budget, one vectorized search per strategy; else (the lost-node
+    and Pareto views, which run after the plan) one search at the largest count."""
     if scn["compat"] == "paper":
         raise ModelError("Plan & cost needs the default model mode (the paper mode models no "
                          "cost): set Model mode to default")
     model, system = build_inputs(scn)
-    strategy = (supported_strategies(model) if scn["strategy"] == "all"
-                else (scn["strategy"],))
-    # one search at the largest count must fit the request's budgets (a plan runs many such
-    # searches, most of them smaller): a scenario too large for it is refused before any is built
-    budget.check_searches(f"A search at the plan's largest count ({scn['plan_max_gpus']:,} GPUs)",
-                          model, system, [scn["plan_max_gpus"]], scn["global_batch"], strategy,
-                          None, execution_of(scn), NARROW, stack=stack_of(scn))
-    return model, system, {"strategy": strategy, "execution": execution_of(scn),
+    # the same strategies and execution as `tperf plan` (model.explore.plan): all = the
+    # production strategies; the interleaving and recomputed layers searched
+    strategy = plan_strategies(model, scn["strategy"])
+    strategy = (strategy,) if isinstance(strategy, str) else strategy
+    execution = plan_execution(execution_of(scn))
+    if whole_plan:
+        counts = count_range(scn["plan_max_gpus"], system.node_size)
+        first = counts if scn["plan_goal"] != "days" else counts[:FIRST_WINDOW]
+        budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
+                          model, system, first, scn["global_batch"], strategy, execution,
+                          NARROW, stack=stack_of(scn))
+    else:
+        budget.check_searches(f"A search at the plan's largest count "
+                              f"({scn['plan_max_gpus']:,} GPUs)", model, system,
+                              [scn["plan_max_gpus"]], scn["global_batch"], strategy, None,
+                              execution, NARROW, stack=stack_of(scn))
+    return model, system, {"strategy": strategy, "execution": execution,
                            "stack": stack_of(scn), "costs": costs_of(scn)}
 
 
@@ -63,7 +76,7 @@ def targets(scn: dict[str, Any]) -> dict[str, float | None]:
             "budget_usd": scn["budget_usd"] if goal in ("budget", "both") else None}
 
 
-def answer_frame(res: PlanResult) -> pd.DataFrame:
+def answer_frame(res: PlanResult, note: str = "") -> pd.DataFrame:
     """The plan's rows by ``role``: ``answer`` (none when nothing in range meets the target),
     ``fewer`` (the best of one node fewer, when it has a configuration) and ``fastest`` (the
     fastest count searched); each with :data:`META`. No row at all: one ``none`` row."""
@@ -82,16 +95,16 @@ def answer_frame(res: PlanResult) -> pd.DataFrame:
     frame = pd.DataFrame(rows).reset_index(drop=True) if rows else pd.DataFrame(index=[0])
     frame.insert(0, "role", roles or ["none"])
     return frame.assign(gpu_step=res.gpu_step, max_gpus=res.max_gpus,
-                        counts_searched=res.counts_searched)
+                        counts_searched=res.counts_searched, note=note)
 
 
 def answer(scn: dict[str, Any]) -> pd.DataFrame:
     """:func:`answer_frame` of the scenario's plan."""
     def run() -> pd.DataFrame:
-        model, system, kw = inputs(scn)
+        model, system, kw = inputs(scn, whole_plan=True)
         res = plan(model, system, scn["global_batch"], **targets(scn),
                    max_gpus=scn["plan_max_gpus"], failures=scn["plan_failures"], **kw)
-        return answer_frame(res)
+        return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
     return compute.cached_frame("plan-answer", payload(scn), run)
 
 

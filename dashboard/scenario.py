@@ -18,7 +18,6 @@ from urllib.parse import parse_qsl, urlencode
 from model import ModelError, list_models, list_systems, load_model, load_system
 from model.specs.execution import resolve_execution
 from model.specs.hardware import System
-from model.specs.precision import PRECISIONS
 from model.specs.schema import Field
 from model.specs.stack import load_stack
 from model.specs.transformer import Transformer
@@ -300,10 +299,9 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     except ModelError as exc:
         key, message = _labelled(str(exc))
         return {key or "_": message}
-    precision = PRECISIONS[scn["precision"]]
-    if getattr(system, precision.peak_field) <= 0:
-        errors["precision"] = (f"{scn['system']} has no {precision.label} matrix rate; choose "
-                               "bf16 or fp16")
+    problem = system.precision_problem(scn["precision"])  # the format × generation table
+    if problem:
+        errors["precision"] = problem
     if (scn["offload"] != "none" or scn["offload_layers"]) and system.host_memory_gb <= 0:
         key = "offload" if scn["offload"] != "none" else "offload_layers"
         errors[key] = f"{scn['system']} has no host memory tier; offload needs one"

@@ -17,6 +17,7 @@ import pandas as pd
 from model import ModelError, search
 from model.explore.design import leanest
 from model.explore.sweep import best_frame, sweep
+from model.physics.strategies import PRODUCTION
 
 from . import budget
 from .compute import _how, _inputs, _strategies, cached_frame
@@ -40,6 +41,13 @@ def system_label(name: str, nvs: int, scn: dict[str, Any]) -> str:
     return f"{scn['system'].upper()} ({'edited' if edited else 'control panel'}) · NVS {nvs}"
 
 
+def production_strategies(scn: dict[str, Any]) -> tuple[str, ...]:
+    """The strategies a comparison of systems ranks: with 'all', the production ones
+    (:data:`model.physics.strategies.PRODUCTION`; the idealised SUMMA only when chosen by
+    name, and then labelled so by the figure), else the one chosen."""
+    return PRODUCTION if scn["strategy"] == "all" else (scn["strategy"],)
+
+
 def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
             domains: tuple[int, ...] = COMPARE_NVS,
             time_budget_s: float | None = None) -> pd.DataFrame:
@@ -49,7 +57,7 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
     run on (e.g. FP8 on a GPU without an FP8 rate) is one row with the reason in ``skipped``.
     ModelError when over budget (``time_budget_s``: the request's by default)."""
     payload = {**_inputs(scn), "names": list(names), "domains": list(domains),
-               "counts": gpu_counts(scn), "strategies": _strategies(scn)}
+               "counts": gpu_counts(scn), "strategies": production_strategies(scn)}
     seconds = budget.TIME_BUDGET_S if time_budget_s is None else time_budget_s
 
     def compute() -> pd.DataFrame:
@@ -67,7 +75,7 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
             try:
                 budget.check_searches(f"The comparison ({system_label(name, nvs, scn)})", m,
                                       bases[name], counts, scn["global_batch"],
-                                      _strategies(scn), **_how(scn), narrow=narrow,
+                                      production_strategies(scn), **_how(scn), narrow=narrow,
                                       repeat=len(curves), time_budget_s=seconds, nvs=nvs)
             except budget.OverBudget:
                 raise
@@ -80,7 +88,7 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
                                  + narrow)
             try:
                 best = best_frame(sweep(m, bases[name], counts, scn["global_batch"],
-                                        _strategies(scn), **_how(scn), nvs=nvs))
+                                        production_strategies(scn), **_how(scn), nvs=nvs))
             except ModelError as exc:  # e.g. FP8 on a GPU without an FP8 rate: say so
                 frames.append(pd.DataFrame([{"system": system_label(name, nvs, scn),
                                              "skipped": str(exc)}]))

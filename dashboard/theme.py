@@ -151,6 +151,12 @@ def strategy_color(strategy: str) -> str:
     return PALETTE[3 + sum(map(ord, str(strategy))) % (len(PALETTE) - 3)]
 
 
+def dimension_label(key: str, strategy: str) -> str:
+    """A dimension's name in words for a strategy: the context strategy's second axis shards
+    the sequence, context parallelism, so its tp2 reads 'cp' (as in the CLI)."""
+    return "cp" if key == "tp2" and strategy == "context" else key
+
+
 def strategy_label(strategy: str) -> str:
     """The display name of a strategy ('1d' → '1D TP'); unknown ones are shown as given."""
     return STRATEGY_LABELS.get(strategy, str(strategy))

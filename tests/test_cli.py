@@ -27,8 +27,9 @@ PAPER_BEST = 28.62912724154006
 H200 = ["--model", "gpt3-1t", "--system", "h200"]
 CONFIG_KEYS = {"samples_per_s": float, "tokens_per_s": float, "iteration_time_s": float,
                "memory_gb": float, "train_days": float, "mfu": float, "strategy": str,
-               "fits": bool, **{k: int for k in ("gpus", "dp", "tp1", "tp2", "pp", "microbatch",
-                                                  "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")}}
+               "fits": bool, **{k: int for k in ("gpus", "dp", "tp1", "tp2", "cp", "pp",
+                                                  "microbatch", "nb", "nv_tp1", "nv_tp2",
+                                                  "nv_cp", "nv_dp", "nv_pp")}}
 
 
 def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict | list:
@@ -89,7 +90,8 @@ def test_search_pins_respected(capsys: pytest.CaptureFixture[str]) -> None:
                             "--tp", "8", "--tp2", "2", "--pp", "32", "--json"])
     [res] = out["results"]
     assert res["top"]
-    assert all((r["tp1"], r["tp2"], r["pp"]) == (8, 2, 32) for r in res["top"])
+    # context parallelism is named cp in the output (issue 21), tp2 1
+    assert all((r["tp1"], r["cp"], r["tp2"], r["pp"]) == (8, 2, 1, 32) for r in res["top"])
 
 
 def test_search_infeasible_has_hint(capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,7 +46,7 @@ SEARCHES = [
     # an older stack: its defaults (no flash attention, replicated optimizer) are not evaluate's
     pytest.param(["--model", "gpt3-175b", "--system", "a100", "--gpus", "512", "--strategy", "1d",
                   "--stack", "megatron-lm-2021", "--global-batch", "1536"], id="stack-2021"),
-    pytest.param([*LLAMA70, "--stack", "none", "--precision", "mxfp8"], id="no-stack"),
+    pytest.param([*LLAMA70, "--stack", "none", "--precision", "fp8-delayed"], id="no-stack"),
 ]
 
 
@@ -59,8 +59,8 @@ def test_the_printed_evaluate_command_reproduces_the_best_row(argv, capsys):
     ev = json.loads(run(capsys, [*command[3:], "--json"]))
     want = best["best"]
     assert ev["iteration_time_s"] == pytest.approx(want["iteration_time_s"], rel=1e-12)
-    for key in ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp",
-                "nv_pp", *EXECUTION_COLUMNS):
+    for key in ("tp1", "tp2", "cp", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2",
+                "nv_cp", "nv_dp", "nv_pp", *EXECUTION_COLUMNS):
         assert ev[key] == want[key], key
     assert ev["fits"] is True
 

@@ -50,9 +50,12 @@ def test_stacks_lists_every_preset_with_its_defaults_and_error_bar(capsys):
     for s in listed:
         assert f"{s['name']}{' (default)' if s['default'] else ''}: released {s['released']}" \
             in text
-    # each stack: the error bar of dense and of mixture-of-experts predictions
-    assert text.count("leave-one-source-out") == 2 * len(listed)
-    assert text.count("MoE runs") == len(listed)
+    # each stack: the error bar of dense and of mixture-of-experts predictions, or "not
+    # validated" where no firm run of the stack (or of the releases it inherits) was scored
+    bars = [b for s in listed for b in (s["error_bar"], s["moe_error_bar"])]
+    assert text.count("leave-one-source-out") == sum(b["validated"] for b in bars)
+    assert text.count("not validated") == sum(not b["validated"] for b in bars)
+    assert text.count("MoE runs") == sum(s["moe_error_bar"]["validated"] for s in listed)
 
 
 def test_the_error_bar_is_the_cross_validated_error_of_the_stack_or_of_all():
@@ -63,10 +66,12 @@ def test_the_error_bar_is_the_cross_validated_error_of_the_stack_or_of_all():
     assert bar.mean_pct == pytest.approx(sum(own) / len(own))
     assert bar.max_pct == pytest.approx(max(own))
     every = firm_errors_pct(None)
-    fallback = error_bar("megatron-lm-2021")  # its Narayanan runs are all flagged uncertain
+    fallback = error_bar(None)  # no stack named: every stack's runs
     assert fallback.runs == len(every) and fallback.mean_pct == pytest.approx(
         sum(every) / len(every))
     assert f"on {len(every)} runs of every stack" in fallback.text
+    # its Narayanan runs are all flagged uncertain: not validated (issue 21), not borrowed
+    assert not error_bar("megatron-lm-2021").validated
     low, high = bar.time_range(10.0)
     assert low < 10.0 < high and high - 10.0 == pytest.approx(10.0 * bar.mean_pct / 100)
     r_low, r_high = bar.rate_range(10.0)
@@ -76,7 +81,7 @@ def test_the_error_bar_is_the_cross_validated_error_of_the_stack_or_of_all():
 def test_search_json_gives_the_best_row_a_range(capsys):
     out = json.loads(run(capsys, ["search", *LLAMA8, "--json"]))
     assert out["stack"] == default_stack_name()
-    bar = error_bar(default_stack_name())
+    bar = error_bar(default_stack_name(), False, "h100")  # its population: dense, on h100
     assert out["error_bar"]["mean_pct"] == pytest.approx(bar.mean_pct)
     best, rng = out["results"][0]["best"], out["results"][0]["best_range"]
     low, high = rng["iteration_time_s"]
@@ -91,7 +96,7 @@ def test_search_text_shows_the_range_and_the_stack(capsys):
     text = run(capsys, ["search", *LLAMA8, "--stack", "megatron-bridge-25.09"])
     assert "stack megatron-bridge-25.09" in text.splitlines()[0]
     [line] = [ln for ln in text.splitlines() if ln.strip().startswith("range: ")]
-    assert error_bar("megatron-bridge-25.09").text in line
+    assert error_bar("megatron-bridge-25.09", False, "h100").text in line
 
 
 def test_the_stack_changes_the_prediction_as_the_api_does(capsys):

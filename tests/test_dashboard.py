@@ -476,7 +476,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
                "experts": 64, "top_k": 8, "expert_ffn": 2048, "shared_experts": 1,
                "dense_layers": 3, "ep_dispatcher": "alltoall", "ep_overlap": True,
-               "moe_capacity_factor": 1.25, "moe_imbalance": 1.3}
+               "moe_capacity_factor": 1.25, "moe_imbalance": 1.3, "production_layout": False}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value
@@ -647,10 +647,13 @@ def test_scaling_callback_sends_the_figures_json(over):
 
 
 def test_scaling_page_infeasible_explains():
+    # with the production rules relaxed, tp1 16 over two 8-GPU domains fits at 64 GPUs
+    # (model/explore/production.py); with them, no count up to 64x does
+    assert "64" in scaling.build(valid(**INFEASIBLE, production_layout=False))[3]
     out = scaling.build(valid(**INFEASIBLE))
     assert out[:3] == ("", "", "")
     text = out[3]
-    assert text and "GB" in text and "activations" in text and "64" in text
+    assert text and "GB" in text and "activations" in text
     for fig in out[TEXTS:]:
         assert len(fig.data) == 0
         assert any("No configuration fits" in (a.text or "") for a in fig.layout.annotations)

@@ -28,7 +28,7 @@ from dashboard.pages import plan as page  # noqa: E402
 from model import load_model, load_system  # noqa: E402
 from model.explore.lost_node import lost_node_frame  # noqa: E402
 from model.explore.pareto import pareto_frame  # noqa: E402
-from model.explore.plan import DEFAULT_MAX_GPUS, plan  # noqa: E402
+from model.explore.plan import DEFAULT_MAX_GPUS, plan, plan_execution  # noqa: E402
 from model.specs.cost import DEFAULT_COSTS  # noqa: E402
 from model.specs.stack import default_stack_name  # noqa: E402
 
@@ -38,8 +38,8 @@ EXECUTION = S.execution_of(S.default_scenario())  # what the panel shows for the
 
 def api_plan(**over):
     """model.explore.plan.plan for the default scenario's inputs, named without the dashboard."""
-    kw = dict(days=30.0, strategy=("1d",), execution=EXECUTION, stack=default_stack_name(),
-              max_gpus=65_536)
+    kw = dict(days=30.0, strategy=("1d",), execution=plan_execution(EXECUTION),
+              stack=default_stack_name(), max_gpus=DEFAULT_MAX_GPUS)  # the page's defaults
     return plan(load_model("gpt3-1t"), load_system("h200"), 4096, **{**kw, **over})
 
 
@@ -55,11 +55,12 @@ def test_the_answer_is_the_api_plan():
     out = outputs(SCN)
     assert out["message"] == ""
     assert out["gpus"].startswith(f"{res.gpus:,} (")
-    assert f"{res.summary()['days']:.2f} days" in out["headline"]
+    assert f"{res.row['plan_days']:.2f} days" in out["headline"]  # with failures (default)
     assert out["cost"] == f"${res.summary()['cost_usd']:,.0f} (rental)"
+    assert res.failures and res.summary()["cost_usd"] == res.row["plan_cost_usd"]
     assert out["energy"] == f"{res.summary()['energy_mwh']:,.0f} MWh"
     star = [t for t in out["pareto"]["data"] if str(t.get("name", "")).startswith("plan:")]
-    assert star and star[0]["y"][0] == pytest.approx(res.row["cost_usd"])
+    assert star and star[0]["y"][0] == pytest.approx(res.row["cost_usd"])  # failure-free axes
     assert out["lost"]["data"][0]["y"][0] == pytest.approx(1.0)  # the full job
 
 
@@ -99,7 +100,7 @@ def test_system_price_and_power_come_from_the_preset_and_override():
 
 def test_no_answer_and_bad_input_are_messages():
     out = outputs({**SCN, "target_days": 0.5})
-    assert out["message"].startswith("No GPU count up to 65,536 (multiples of 8) trains gpt3-1t")
+    assert out["message"].startswith("No GPU count up to 131,072 (multiples of 8) trains gpt3-1t")
     assert "the fastest takes" in out["message"] and out["gpus"] == "–"
     bad = outputs({**SCN, "budget_usd": -5})
     assert bad["message"] == ("The scenario is invalid (budget_usd: Budget must be positive); "
@@ -126,7 +127,7 @@ def test_searches_are_bounded_server_side():
 def test_every_plan_input_is_in_the_cache_key():
     base = compute.cache_key("page-plan", planner.payload(SCN))
     changed = {"plan_goal": "both", "target_days": 31.0, "budget_usd": 1e7,
-               "plan_failures": True, "plan_max_gpus": 4096, "lost_nodes": 2,
+               "plan_failures": False, "plan_max_gpus": 4096, "lost_nodes": 2,
                "pricing": "purchase", "pue": 1.3, "usd_per_kwh": 0.1,
                "amortization_years": 4.0, "failures_per_gpu_hour": 0.0, "strategy": "all",
                "usd_per_gpu_hour": 1.0}

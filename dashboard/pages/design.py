@@ -21,6 +21,7 @@ from ..figures.common import strategy_name
 from ..grid import number_column, text_column
 from ..guard import bad_request, page_callback
 from ..scenario import build_inputs
+from ..theme import dimension_label
 
 dash.register_page(__name__, path="/design", name="Design space", order=1,
                    title="Design space — transformer training what-if")
@@ -241,7 +242,8 @@ def selected_text(scn: dict[str, Any], selected: list[dict[str, Any]] | None) ->
     row = selected[0]
     keys = ["dp", "tp1", "tp2", "pp", "microbatch"]
     keys += [k for k in ("ep", "etp") if int(row.get(k, 1) or 1) > 1]  # experts spread (MoE)
-    config = " · ".join(f"{k} {int(row[k])}" for k in keys)
+    config = " · ".join(f"{dimension_label(k, str(row['strategy']))} {int(row[k])}"
+                        for k in keys)
     return (f"Selected: {strategy_name(row['strategy'])} on {int(row['gpus'])} GPUs ({config}) — "
             f"{notes.days_text(scn, float(row['train_days']))}, "
             f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.0f}%.")

@@ -19,9 +19,10 @@ from model.physics.goodput import job_mtbf_s
 
 from .. import codesign_view, compute, figures, notes, planner
 from ..export import graph_card
+from ..figures.common import strategy_name
 from ..guard import job_error, page_callback
 from ..scenario import build_inputs, costs_of
-from ..theme import strategy_label
+from ..theme import dimension_label
 
 dash.register_page(__name__, path="/plan", name="Plan & cost", order=3.5,
                    title="Plan & cost — transformer training what-if")
@@ -72,10 +73,13 @@ def _count(value: Any) -> str:
 
 
 def config_text(row: pd.Series) -> str:
-    """'1D · dp 43 · tp1 8 · tp2 1 · pp 16 · microbatch 1 · interleave 2 (ep 8 · etp 1)'."""
-    parts = [strategy_label(str(row["strategy"]))]
-    parts += [f"{k} {_count(row[k])}" for k in ("dp", "tp1", "tp2", "pp", "microbatch",
-                                                 "interleave") if k in row]
+    """'1D TP · dp 43 · tp1 8 · pp 16 · microbatch 1 · interleave 2 (ep 8 · etp 1)': the
+    context strategy's second axis as cp, SUMMA's as tp2, SUMMA marked idealised."""
+    strategy = str(row["strategy"])
+    parts = [strategy_name(strategy), f"dp {_count(row['dp'])}", f"tp1 {_count(row['tp1'])}"]
+    if strategy != "1d":  # 1D has no second axis
+        parts.append(f"{dimension_label('tp2', strategy)} {_count(row['tp2'])}")
+    parts += [f"{k} {_count(row[k])}" for k in ("pp", "microbatch", "interleave") if k in row]
     if int(row.get("ep", 1) or 1) * int(row.get("etp", 1) or 1) > 1:
         parts.append(f"ep {_count(row['ep'])} · etp {_count(row['etp'])}")
     return " · ".join(parts)
@@ -117,15 +121,18 @@ def answer_texts(scn: dict[str, Any], frame: pd.DataFrame) -> list[str]:
 def headline(scn: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
     """(the headline, a message when nothing in range meets the target)."""
     t = planner.targets(scn)
+    failures = " with failures" if scn.get("plan_failures") else " without failures"
     goal = " and ".join(x for x in (
-        f"within {t['days']:g} days" if t["days"] is not None else "",
+        f"within {t['days']:g} days{failures}" if t["days"] is not None else "",
         f"for at most {usd_text(t['budget_usd'])}" if t["budget_usd"] is not None else "") if x)
     what = f"{scn['model']} on {scn['system']}, {scn['budget']:.4g} {scn['budget_kind']} {goal}"
     roles = frame.set_index("role")
     if "answer" in roles.index:
         row = roles.loc["answer"]
+        note = str(frame["note"].iloc[0]) if "note" in frame else ""
+        note = note[0].upper() + note[1:] + "." if note and note != "nan" else ""
         return (f"{what}: {_count(row['gpus'])} GPUs, {row['plan_days']:.2f} days, "
-                f"{usd_text(float(row['plan_cost_usd']))}."), ""
+                f"{usd_text(float(row['plan_cost_usd']))}."), note
     top, step = int(frame["max_gpus"].iloc[0]), int(frame["gpu_step"].iloc[0])
     text = f"No GPU count up to {top:,} (multiples of {step}) trains {scn['model']} {goal}"
     if "fastest" not in roles.index:

@@ -22,6 +22,7 @@ from ..export import graph_card, register_exports
 from ..figures.common import strategy_name
 from ..guard import page_callback
 from ..scenario import build_inputs, gpu_counts
+from ..theme import dimension_label
 
 dash.register_page(__name__, path="/", name="Scaling", order=0,
                    title="Scaling — transformer training what-if")
@@ -110,7 +111,8 @@ def _config(row: pd.Series) -> str:
     """The configuration in words; ep and etp only when the experts are spread."""
     keys = ["dp", "tp1", "tp2", "pp", "microbatch"]
     keys += [k for k in ("ep", "etp") if pd.notna(row.get(k)) and int(row.get(k)) > 1]
-    return " · ".join(f"{k} {int(row[k])}" for k in keys)
+    return " · ".join(f"{dimension_label(k, str(row.get('strategy')))} {int(row[k])}"
+                      for k in keys)
 
 
 def _mfu(row: pd.Series) -> str:

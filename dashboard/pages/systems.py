@@ -35,7 +35,9 @@ layout = html.Div(className="page-body", children=[
     html.P(className="summary", children=(
         "The model and run settings on the left, on the systems picked here: presets, and the "
         "system as edited in the control panel, each at its own NVLink domain or at the domain "
-        "sizes ticked. Each point is the fastest strategy and configuration that fits.")),
+        "sizes ticked. Each point is the fastest production strategy (1D TP or context "
+        "parallelism) and configuration that fits; the idealised 2D SUMMA only when chosen as "
+        "the Strategy, and then labelled idealised.")),
     html.Div(className="card compare-form", children=[
         html.Label(className="compare-systems", htmlFor="systems-pick", children=[
             "Systems",

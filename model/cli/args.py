@@ -24,12 +24,13 @@ PIN_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp")
                ("--nv-tp2", "nv_tp2"), ("--nv-dp", "nv_dp"), ("--nv-pp", "nv_pp"))
 PIN_HELP = {
     "tp1": "tensor-parallel size (tp1: hidden features / heads)",
-    "tp2": "second tensor-parallel size (tp2: SUMMA rows / context sequence); summa, context",
+    "tp2": "second tensor-parallel size (tp2: SUMMA rows; summa) or context-parallel size "
+           "(cp: sequence shards; context)",
     "pp": "pipeline stages", "dp": "data-parallel replicas", "microbatch": "microbatch size",
     "ep": "expert parallel size (MoE layers; ep·etp divides tp·cp·dp)",
     "etp": "expert tensor parallel size (MoE layers)",
     "nb": "SUMMA panel count (summa only)",
-    "nv_tp1": "GPUs of one NVLink domain along tp1", "nv_tp2": "… along tp2",
+    "nv_tp1": "GPUs of one NVLink domain along tp1", "nv_tp2": "… along tp2 (cp)",
     "nv_dp": "… along dp", "nv_pp": "… along pp",
 }
 
@@ -126,7 +127,8 @@ def add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
 def add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:
     group = p.add_argument_group("configuration" if required else "pins (fix a dimension)")
     for flag, dest in PIN_OPTIONS:
-        flags = {"tp1": (flag, "--tp1"), "tp2": (flag, "--cp")}.get(dest, (flag,))
+        flags = {"tp1": (flag, "--tp1"), "tp2": (flag, "--cp"),
+                 "nv_tp2": (flag, "--nv-cp")}.get(dest, (flag,))
         default = 1 if dest == "tp2" and required else None
         extra = " (default: 1)" if default == 1 else ""
         if not required and dest in ("ep", "etp"):  # evaluate: the Megatron default 1

@@ -18,8 +18,9 @@ from ..explore.search import Evaluation, SearchResult
 from ..specs.execution import CHOICES as EXECUTION_COLUMNS
 from ..validation.error_bars import ErrorBar
 
-CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1",
-               "nv_tp2", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage")
+CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb",
+               "nv_tp1", "nv_tp2", "nv_cp", "nv_dp", "nv_pp", "n_microbatches",
+               "layers_per_stage")
 PLACEMENT_KEYS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 BREAKDOWN = (("compute", "t_compute_s"), ("memory", "t_memory_s"), ("tp_comm", "t_tp_comm_s"),
              ("ep_comm", "t_ep_comm_s"),
@@ -32,7 +33,10 @@ MS_COLUMNS = (("fwd ms", "t_fwd_s"), ("bwd ms", "t_bwd_s"), ("comm ms", "t_comm_
 # columns given as ranges under the error bar: durations, and rates (whose range is inverted)
 RANGED_TIMES = ("iteration_time_s", "train_days", "days_per_1t_tokens")
 RANGED_RATES = ("samples_per_s", "tokens_per_s", "tflops_per_gpu")
-PLACEMENT_LEGEND = "placement = GPUs of one NVLink domain along tp1 x tp2 x dp x pp"
+PLACEMENT_LEGEND = ("placement = GPUs of one NVLink domain along tp1 x tp2 x dp x pp "
+                    "(context: tp1 x cp x dp x pp)")
+# the context strategy's second axis shards the sequence: context parallelism, shown as cp
+CP_NAMES = {"tp2": "cp", "nv_tp2": "nv_cp"}
 MORE_GPUS_HINT = "hint: nothing fits in HBM; try more GPUs (--gpus)"
 EXECUTION_LABELS = {"recompute": "recompute", "recompute_layers": "rc layers",
                     "interleave": "V", "zero": "ZeRO", "precision": "precision",
@@ -52,14 +56,35 @@ def plain(value: Any) -> Any:
     return value
 
 
+def with_cp(frame: pd.DataFrame) -> pd.DataFrame:
+    """Result rows with context parallelism named ``cp``/``nv_cp``: the context strategy's
+    second axis (the model's ``tp2``, which shards the sequence) moves there and its tp2 reads
+    1; other strategies have cp 1. Frames without a strategy column come back as they are."""
+    if "strategy" not in frame.columns or "tp2" not in frame.columns:
+        return frame
+    context = (frame["strategy"] == "context").to_numpy()
+    out = frame.copy()
+    for old, new in CP_NAMES.items():
+        if old in out.columns:
+            values = out[old].to_numpy()
+            out.insert(out.columns.get_loc(old) + 1, new, np.where(context, values, 1))
+            out[old] = np.where(context, 1, values)
+    return out
+
+
+def row_cp(row: pd.Series) -> pd.Series:
+    """One result row with context parallelism named cp (:func:`with_cp`)."""
+    return with_cp(row.to_frame().T).iloc[0] if "strategy" in row.index else row
+
+
 def row_dict(row: pd.Series) -> dict[str, Any]:
-    """One result row (a configuration) as a dict of plain JSON values."""
-    return {str(k): plain(v) for k, v in row.items()}
+    """One result row (a configuration) as a dict of plain JSON values (cp named)."""
+    return {str(k): plain(v) for k, v in row_cp(row).items()}
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Every row of a DataFrame as a dict of plain JSON values."""
-    return [row_dict(row) for _, row in frame.iterrows()]
+    """Every row of a DataFrame as a dict of plain JSON values (cp named)."""
+    return [{str(k): plain(v) for k, v in row.items()} for _, row in with_cp(frame).iterrows()]
 
 
 def search_hint(result: SearchResult, reason: str | None) -> str | None:
@@ -72,8 +97,9 @@ def search_hint(result: SearchResult, reason: str | None) -> str | None:
 
 
 def ranges(row: pd.Series, bar: ErrorBar | None) -> dict[str, list[float]] | None:
-    """[low, high] of a row's predicted times and rates under the error bar (None: no bar)."""
-    if bar is None:
+    """[low, high] of a row's predicted times and rates under the error bar (None: no bar, or
+    a prediction not validated)."""
+    if bar is None or not bar.validated:
         return None
     out = {col: list(bar.time_range(float(row[col]))) for col in RANGED_TIMES}
     out.update({col: list(bar.rate_range(float(row[col]))) for col in RANGED_RATES})
@@ -117,13 +143,15 @@ def evaluation_json(ev: Evaluation, bar: ErrorBar | None = None) -> dict[str, An
 
 # --- readable text -------------------------------------------------------------------------------
 def placement(row: pd.Series) -> str:
+    """GPUs of one NVLink domain along tp1 x tp2 (cp for context) x dp x pp."""
     return "x".join(str(int(row[k])) for k in PLACEMENT_KEYS)
 
 
 def config_line(row: pd.Series) -> str:
     experts = (f", ep {int(row['ep'])} · etp {int(row['etp'])}"
                if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1 else "")
-    return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · tp2 {int(row['tp2'])} · "
+    second = "cp" if row.get("strategy") == "context" else "tp2"
+    return (f"dp {int(row['dp'])} · tp1 {int(row['tp1'])} · {second} {int(row['tp2'])} · "
             f"pp {int(row['pp'])}{experts}, microbatch {int(row['microbatch'])}, "
             f"nb {int(row['nb'])}, placement {placement(row)}")
 
@@ -179,11 +207,23 @@ def execution_line(row: pd.Series) -> str:
 
 
 def range_line(row: pd.Series, bar: ErrorBar) -> str:
-    """The row's iteration time and throughput as ranges, and where the error bar comes from."""
+    """The row's iteration time and throughput as ranges, and where the error bar comes from;
+    'not validated' and why when no run of its population was scored."""
+    if not bar.validated:
+        return f"range: none, {bar.text}"
     t_lo, t_hi = bar.time_range(float(row["iteration_time_s"]))
     r_lo, r_hi = bar.rate_range(float(row["samples_per_s"]))
     return (f"range: {t_lo:.3f}–{t_hi:.3f} s per iteration, {r_lo:.4g}–{r_hi:.4g} samples/s: "
             f"{bar.text}")
+
+
+def _second_axes(top: pd.DataFrame) -> dict[str, Any]:
+    """The tp2 and cp columns of a top table: only those its strategies have."""
+    named = with_cp(top)
+    strategies = set(top["strategy"])
+    keep = ["tp2"] if strategies - {"context"} else []
+    keep += ["cp"] if "context" in strategies else []
+    return {k: named[k].to_numpy() for k in keep}
 
 
 def top_table(top: pd.DataFrame) -> str:
@@ -195,7 +235,7 @@ def top_table(top: pd.DataFrame) -> str:
         "rank": range(1, len(top) + 1),
         "samples/s": top["samples_per_s"].map(lambda v: f"{v:.4g}"),
         days[0]: top[days[1]].map(lambda v: f"{v:.3g}" if no_budget else f"{v:.1f}"),
-        "dp": top["dp"], "tp1": top["tp1"], "tp2": top["tp2"], "pp": top["pp"],
+        "dp": top["dp"], "tp1": top["tp1"], **_second_axes(top), "pp": top["pp"],
         "mb": top["microbatch"], "nb": top["nb"],
         "placement": [placement(row) for _, row in top.iterrows()],
     })

@@ -69,6 +69,10 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
                    help="without --offload activations: move N layers' activations of each "
                         "pipeline stage to host memory (Megatron's cpu_offloading_num_layers; "
                         "default 0)")
+    g.add_argument("--production-layout", action=argparse.BooleanOptionalAction, default=None,
+                   help="only layouts a production stack runs: tensor parallelism inside one "
+                        "NVLink domain, whole nodes (default: on; --no-production-layout also "
+                        "tries TP across domains and partial nodes; model/explore/production.py)")
     g.add_argument("--context-attention", choices=("allgather", "ring"),
                    help="context parallelism (--cp): gather K/V, or ring attention (overlapped)")
 
@@ -80,7 +84,8 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
              "flash_attention": args.flash_attention, "fp32_gradients": args.fp32_gradients,
              "context_attention": args.context_attention, "offload": args.offload,
              "recompute_layers": args.recompute_layers, "offload_layers": args.offload_layers,
-             "fp8_param_gather": args.fp8_param_gather}
+             "fp8_param_gather": args.fp8_param_gather,
+             "production_layout": args.production_layout}
     given = {k: v for k, v in given.items() if v is not None}
     recompute, interleave = args.recompute, args.interleave
     if args.compat == "paper":

@@ -15,11 +15,14 @@ import pandas as pd
 from ..errors import ModelError
 from ..explore.codesign import codesign
 from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
-from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
+from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan, plan_strategies
 from ..physics.strategies import supported_strategies
+from ..specs.batch import critical_batch_warning
 from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
+from ..specs.stack import NONE, load_stack
 from ..specs.transformer import load_model
+from ..validation.error_bars import ErrorBar, error_bar
 from . import format as cli_format
 from .args import (
     DEFAULT_GLOBAL_BATCH,
@@ -33,8 +36,8 @@ from .costs import add_cost_args, costs_from_args
 from .options import add_execution_args, execution_from_args
 from .reproduce import evaluate_command
 
-CONFIG = ("gpus", "strategy", "dp", "tp1", "tp2", "pp", "microbatch", "nb", "nv_tp1", "nv_tp2",
-          "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage", *CHOICES)
+CONFIG = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb", "nv_tp1",
+          "nv_tp2", "nv_cp", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage", *CHOICES)
 
 
 def _positive_float(text: str) -> float:
@@ -84,10 +87,12 @@ def add_parsers(sub: Any) -> None:
                    help="GPU counts in multiples of K (default: the system's node size)")
     p.add_argument("--max-gpus", type=positive_int, default=DEFAULT_MAX_GPUS, metavar="N",
                    help="search counts up to N (default: %(default)s)")
-    p.add_argument("--with-failures", action="store_true",
+    p.add_argument("--with-failures", action=argparse.BooleanOptionalAction, default=True,
                    help="the days with failures (checkpoints, restarts) must meet --days; "
-                        "GPU-hours, cost and energy of the expected wall time")
-    p.set_defaults(run=run_plan)
+                        "GPU-hours, cost and energy of the expected wall time (default: on; "
+                        "--no-with-failures plans the failure-free days)")
+    # all: the production strategies (1d, context); SUMMA, idealised, only by name
+    p.set_defaults(run=run_plan, strategy="all")
     n = sub.add_parser("lost-node", allow_abbrev=False,
                        help="the best configuration as a job loses nodes (N, N - node, ...), "
                             "with the cliff marked")
@@ -164,7 +169,8 @@ def _strategy(args: argparse.Namespace, *models: Any) -> str | tuple[str, ...]:
 def run_plan(args: argparse.Namespace) -> int:
     model, system = load_workload(args)
     res = plan(model, system, args.global_batch, days=args.days, budget_usd=args.budget_usd,
-               strategy=_strategy(args, model), gpu_step=args.gpu_step, max_gpus=args.max_gpus,
+               strategy=plan_strategies(model, args.strategy), gpu_step=args.gpu_step,
+               max_gpus=args.max_gpus,
                failures=args.with_failures,
                execution=execution_from_args(args, searching=True), stack=args.stack,
                costs=costs_from_args(args))
@@ -199,9 +205,17 @@ def _fewer(res: PlanResult) -> dict[str, Any]:
         float(rows["plan_cost_usd"].iloc[0])) if len(rows) else None}
 
 
+def _bar(model: Any, system: Any, args: argparse.Namespace) -> ErrorBar | None:
+    """The plan's error bar: its population's (dense or MoE, stack, system), as the Plan page
+    shows it; None without a stack."""
+    stack = load_stack(args.stack).name
+    return None if stack == NONE else error_bar(stack, model.moe, system.name)
+
+
 def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
               ) -> dict[str, Any]:
     row = cli_format.row_dict(res.row)
+    bar = _bar(model, system, args)
     return {"model": model.name, "system": system.name, "global_batch": args.global_batch,
             "target": {"days": res.target_days, "budget_usd": res.budget_usd,
                        "with_failures": res.failures},
@@ -209,6 +223,9 @@ def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
             "one_node_fewer": _fewer(res) if res.gpus > res.gpu_step else None,
             "max_gpus": res.max_gpus, "counts_searched": res.counts_searched,
             "elapsed_s": res.elapsed_s, "reproduce": evaluate_command(res.row, args),
+            "critical_batch_warning": critical_batch_warning(model, args.global_batch) or None,
+            "budget_note": res.budget_note(args.global_batch) or None,
+            "error_bar": bar.to_dict() if bar else None,
             "best": row}
 
 
@@ -224,9 +241,16 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
              f"plan: {s['gpus']:,} GPUs ({s['gpus'] // res.gpu_step:,} x {res.gpu_step}) train "
              f"in {s['days']:.1f} days ({s['days_with_failures']:.1f} with failures)",
              f"      {cli_format.throughput_line(row)}",
+             *([f"      error bar: {bar.text}"] if (bar := _bar(model, system, args)) else []),
              f"      {cli_format.config_line(row)}",
              f"      {cli_format.execution_line(row)}",
              f"      {cli_format.cost_line(row)}"]
+    warning = critical_batch_warning(model, args.global_batch)
+    if warning:
+        lines.insert(1, warning)
+    note = res.budget_note(args.global_batch)
+    if note:
+        lines.append(f"      note: {note}")
     if fewer is not None:
         days = "no configuration" if fewer["days"] is None else f"{fewer['days']:.1f} days"
         lines.append(f"      one node fewer ({fewer['gpus']:,} GPUs): {days}")

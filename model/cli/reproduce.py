@@ -24,7 +24,8 @@ CONFIG_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "d
 VALUE_OPTIONS = ("recompute", "recompute_layers", "interleave", "zero", "precision", "offload",
                  "context_attention", "offload_layers")
 PINNED = tuple(DEFAULT_SEARCH)  # searched unless given: the row's value is always given
-SWITCH_OPTIONS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients")
+SWITCH_OPTIONS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
+                  "production_layout")
 
 
 def _flag(name: str) -> str:
@@ -63,6 +64,8 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
         if (col == "tp2" and row["strategy"] == "1d") or (col == "nb" and row["strategy"]
                                                           != "summa"):
             continue  # not a dimension of this strategy (evaluate takes 1)
+        if row["strategy"] == "context":  # context parallelism: --cp, --nv-cp
+            flag = {"--tp2": "--cp", "--nv-tp2": "--nv-cp"}.get(flag, flag)
         argv += [flag, str(int(row[col]))]
     if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1:  # expert layers (evaluate: 1)
         argv += ["--ep", str(int(row["ep"])), "--etp", str(int(row["etp"]))]

@@ -15,6 +15,7 @@ from ..explore.ablation import ablation
 from ..explore.rules import explain
 from ..explore.search import SearchResult, evaluate, search
 from ..physics.strategies import TRAITS, build_strategy, supported_strategies
+from ..specs.batch import critical_batch_warning
 from ..specs.hardware import System
 from ..specs.stack import NONE, load_stack
 from ..specs.transformer import Transformer
@@ -59,20 +60,24 @@ def _stack_name(args: argparse.Namespace) -> str | None:
     return load_stack(args.stack).name
 
 
-def _error_bar(args: argparse.Namespace, model: Transformer) -> ErrorBar | None:
-    """The cross-validated error bar of the command's predictions: none in the paper mode (the
-    paper's constants) or without a stack (the system's own, uncalibrated, efficiencies)."""
+def _error_bar(args: argparse.Namespace, model: Transformer, system: System
+               ) -> ErrorBar | None:
+    """The cross-validated error bar of the command's predictions, from the population they
+    belong to (dense or MoE, stack, system; "not validated" where none was scored): none in
+    the paper mode (the paper's constants) or without a stack (the system's own, uncalibrated,
+    efficiencies)."""
     name = _stack_name(args)
-    return None if name in (None, NONE) else error_bar(name, model.moe)
+    return None if name in (None, NONE) else error_bar(name, model.moe, system.name)
 
 
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
     compat = ", paper compat" if args.compat else ""
     stack = _stack_name(args)
     stack = f", stack {stack}" if stack else ""
+    warning = critical_batch_warning(model, args.global_batch)
     return (f"{model.name} on {system.name} (NVLink domain {system.nvlink_domain_size}, "
             f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{stack}"
-            f"{compat}")
+            f"{compat}" + (f"\n{warning}" if warning else ""))
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -105,13 +110,15 @@ def run_search(args: argparse.Namespace) -> int:
                 "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
                 "max_gpus": args.max_gpus,
                 "stack": _stack_name(args), "searched": results[0].searched,
+                "critical_batch_warning": critical_batch_warning(model, args.global_batch)
+                or None,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
-        bar = _error_bar(args, model)
+        bar = _error_bar(args, model, system)
         print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
-                                              _error_bar(args, model)))
+                                              _error_bar(args, model, system)))
     return 0
 
 
@@ -122,13 +129,15 @@ def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace
     if r.max_gpus is not None:
         return (f"no {r.strategy} configuration on at most {r.max_gpus} GPUs (in steps of "
                 f"{args.gpu_step}) matches the inputs")
+    relaxed = args.production_layout is False  # the production rules apply unless relaxed
+    node = 0 if paper or relaxed else system.node_size
     return explain(model, build_strategy(r.strategy, model, paper), r.gpus, args.global_batch,
-                   system.nvlink_domain_size, pins, paper)
+                   system.nvlink_domain_size, pins, paper, production_node=node)
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     try:
-        frame.to_csv(path, index=False)
+        cli_format.with_cp(frame).to_csv(path, index=False)
     except OSError as exc:
         raise CliError(f"--csv: cannot write '{path}': {exc.strerror or exc}") from None
 
@@ -142,11 +151,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
                   execution=execution_from_args(args, searching=False), stack=args.stack,
                   costs=costs_from_args(args), **pins)
     if args.json:
-        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model)),
-                     "stack": _stack_name(args)})
+        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system)),
+                     "stack": _stack_name(args), "critical_batch_warning":
+                     critical_batch_warning(model, args.global_batch) or None})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title, _error_bar(args, model)))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system)))
     return 0
 
 

@@ -24,6 +24,7 @@ from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
 from .cells import cell_column, chunk_cells, merge_cells
 from .evaluate import ShapeCounts, evaluate_space, fits_on, shape_memory
+from .production import production_node
 from .report import GB, MEMORY_COLUMNS, result_frame
 from .search import DEFAULT_BUDGET, check_args, with_stack
 from .space import COLUMNS, Space, build_shapes, build_space, placement_mask
@@ -52,7 +53,8 @@ def design_space(model: Transformer, system: System, gpus: int, global_batch: in
     strat = build_strategy(strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,
                         budget, interleave=ex.stage_interleave,
-                        ends_count_as_layers=ex.ends_count_as_layers)
+                        ends_count_as_layers=ex.ends_count_as_layers,
+                        production_node=production_node(ex, mode, system.node_size))
     return _frame(model, system, strat, space, gpus, global_batch, mode, ex)
 
 
@@ -88,7 +90,8 @@ def design_cells(model: Transformer, system: System, gpus: int, global_batch: in
     strat = build_strategy(strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, {}, mode,
                         budget, interleave=ex.stage_interleave,
-                        ends_count_as_layers=ex.ends_count_as_layers)
+                        ends_count_as_layers=ex.ends_count_as_layers,
+                        production_node=production_node(ex, mode, system.node_size))
     if len(space) == 0:
         return best_per_cell(_frame(model, system, strat, space, gpus, global_batch, mode, ex),
                              x, y)
@@ -150,10 +153,11 @@ def leanest(model: Transformer, system: System, gpus: int, global_batch: int,
     ctx = Ctx.make(model, system, mode, execution)
     ex = ctx.execution
     strat = build_strategy(strategy, model, mode, ex)
+    node = production_node(ex, mode, system.node_size)
     shapes = build_shapes(model, strat, gpus, global_batch, {}, ex.stage_interleave,
-                          mode.equal_pipeline_stages, ex.ends_count_as_layers)
+                          mode.equal_pipeline_stages, ex.ends_count_as_layers, node)
     mask, _ = placement_mask(shapes, gpus, system.nvlink_domain_size, {},
-                             mode.exact_domain_fill)
+                             mode.exact_domain_fill, node > 0)
     placed = np.flatnonzero(mask.any(axis=1))
     if len(placed) == 0:
         return None

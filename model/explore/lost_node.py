@@ -15,12 +15,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
-from ..specs.execution import Execution
+from ..specs.execution import Execution, execution_variants
 from ..specs.hardware import System
+from ..specs.modes import resolve_mode
 from ..specs.stack import Stack
 from ..specs.transformer import Transformer
 from .counts import best_per_count, count_range
-from .search import DEFAULT_BUDGET
+from .production import whole_nodes
+from .search import DEFAULT_BUDGET, with_stack
 
 DEFAULT_CLIFF_RATIO = 0.9  # a view's threshold (not a model input): 10 % worse per GPU left
 CONFIG = ("strategy", "tp1", "tp2", "pp", "dp", "microbatch", "interleave", "recompute_layers",
@@ -37,7 +39,7 @@ def lost_node_frame(model: Transformer, system: System, gpus: int, global_batch:
     (``gpus`` it uses, its columns and cost columns), ``all_used_samples_per_s`` (the best
     using every GPU left; NaN when none), ``relative_efficiency`` and ``cliff``."""
     node = system.node_size if node is None else node
-    counts = count_range(gpus, 1)  # validates gpus
+    counts = _counts(system, gpus, execution, stack)  # validates gpus
     if isinstance(lost, bool) or not isinstance(lost, int) or not 0 <= lost < gpus // node:
         raise ModelError(f"'lost' must be an integer in [0, {gpus // node - 1}] nodes of "
                          f"{node} GPUs, got {lost!r}")
@@ -58,6 +60,20 @@ def lost_node_frame(model: Transformer, system: System, gpus: int, global_batch:
         same = frame[frame["gpus"] == a]
         exact.append(float(same["samples_per_s"].max()) if len(same) else np.nan)
     return _frame(available, node, rows, exact, cliff_ratio)
+
+
+def _counts(system: System, gpus: int, execution: object, stack: str | Stack | None
+            ) -> list[int]:
+    """The counts whose best configurations the view compares: every count up to ``gpus``, or,
+    under the production rules (:mod:`model.explore.production`: whole nodes of the system's
+    node size, which also decide which counts have a configuration at all), the divisors of
+    one node and the multiples of it — the same answer from a fraction of the searches."""
+    every = count_range(gpus, 1)
+    _, ex = with_stack(system, execution, stack, resolve_mode(None))
+    node = system.node_size
+    if not all(v.production_layout for v in execution_variants(ex)) or node <= 1:
+        return every
+    return [n for n in every if whole_nodes(n, node)]
 
 
 def _names(strategy: str | tuple[str, ...]) -> str:

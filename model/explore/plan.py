@@ -8,6 +8,14 @@ Exact, not fitted: the best configuration of every GPU count that is a multiple 
 * ``budget_usd`` only: the fastest configuration whose cost is at most the budget;
 * both: the fewest GPUs within D days whose cost is at most the budget.
 
+One question, one answer: ``tperf plan`` (:mod:`model.cli.planning`) and the dashboard's Plan &
+cost page (:mod:`dashboard.planner`) both call :func:`plan` through :func:`plan_strategies` and
+:func:`plan_execution`, so they share its defaults: the days with failures meet the target
+(``failures`` True: "within 30 days" means the wall time a job with checkpoints and restarts
+takes, not the failure-free one), the production strategies (1D tensor parallelism and context
+parallelism, Megatron-Core's TP, CP, PP and DP; the idealised 2D SUMMA only when asked for by
+name), and the interleaving and recomputed layers searched, not fixed.
+
 For ``days`` alone counts are searched in windows that double (up to ``max_gpus``) until one
 meets it; with a budget every multiple up to ``max_gpus`` is searched. At each count the fastest
 configuration is also the cheapest (cost and energy are proportional to GPUs × days). With
@@ -26,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
-from ..specs.execution import Execution
+from ..physics.strategies import PRODUCTION, supported_strategies
+from ..specs.execution import DEFAULT_SEARCH, Execution
 from ..specs.hardware import System
 from ..specs.stack import Stack
 from ..specs.transformer import Transformer
@@ -34,6 +43,7 @@ from .counts import best_per_count, count_range
 from .economics import power_and_prices
 from .search import DEFAULT_BUDGET
 
+PRODUCTION_STRATEGIES = PRODUCTION  # what Megatron-Core runs (1d, context); SUMMA is idealised
 DEFAULT_MAX_GPUS = 131_072  # 2^17: beyond the largest training clusters built by 2025 (~100k)
 FIRST_WINDOW = 512  # node-size multiples in the first window of a days-only plan
 
@@ -69,6 +79,30 @@ class PlanResult:
                 "mfu": float(r["mfu"])}
 
 
+    def budget_note(self, global_batch: int) -> str:
+        """Why a plan for the fastest within a budget spends less than 90 % of it ('' when it
+        spends more, or the plan has no budget or no answer): a faster job needs more GPUs,
+        and either the largest count searched stops it, or no larger count is faster — the
+        global batch caps data parallelism (dp ≤ the batch in sequences), so more GPUs go to
+        tensor and pipeline parallelism, which add communication and bubbles."""
+        if self.row is None or self.budget_usd is None or self.target_days is not None:
+            return ""
+        cost = float(self.row["plan_cost_usd"])
+        if not math.isfinite(cost) or cost >= 0.9 * self.budget_usd:
+            return ""
+        spent = (f"the fastest plan spends ${cost:,.0f} of the ${self.budget_usd:,.0f} "
+                 f"budget ({100 * cost / self.budget_usd:.0f} %)")
+        largest = int(self.per_count["gpus"].max())
+        if self.gpus >= largest:
+            return (f"{spent}: it uses the largest GPU count searched ({largest:,}); raise the "
+                    "largest count to buy more speed")
+        return (f"{spent}: no count up to {self.max_gpus:,} GPUs is faster — at a global "
+                f"batch of {global_batch:,} sequences data parallelism stops at "
+                f"{global_batch:,}, and more GPUs only add tensor and pipeline parallelism "
+                f"(MFU {100 * float(self.row['mfu']):.1f} % here); a larger batch scales "
+                "further, up to the critical batch")
+
+
 def _num(value: object) -> float | None:
     v = float(value)
     return v if math.isfinite(v) else None
@@ -98,9 +132,25 @@ def _check(days: float | None, budget_usd: float | None, model: Transformer) -> 
                          "samples) to plan for")
 
 
+def plan_strategies(model: Transformer, strategy: str | tuple[str, ...] = "all"
+                    ) -> str | tuple[str, ...]:
+    """The strategies a plan searches: ``all`` (the default) means the production ones the
+    model supports (:data:`PRODUCTION_STRATEGIES`); a name or names, as given."""
+    if strategy != "all":
+        return strategy
+    return tuple(s for s in supported_strategies(model) if s in PRODUCTION_STRATEGIES)
+
+
+def plan_execution(execution: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A plan's execution: ``execution`` with the interleaving and the recomputed layers
+    searched (:data:`~model.specs.execution.DEFAULT_SEARCH`), as ``tperf plan`` does unless
+    told otherwise; None (the stack's defaults) stays None."""
+    return None if execution is None else {**execution, **DEFAULT_SEARCH}
+
+
 def plan(model: Transformer, system: System, global_batch: int, *, days: float | None = None,
-         budget_usd: float | None = None, strategy: str = "1d", gpu_step: int | None = None,
-         max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = False,
+         budget_usd: float | None = None, strategy: str | tuple[str, ...] = "1d",
+         gpu_step: int | None = None, max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = True,
          execution: Execution | dict | None = None, stack: str | Stack | None = None,
          costs: object = None, pins: dict | None = None, budget: int = DEFAULT_BUDGET
          ) -> PlanResult:

@@ -24,6 +24,7 @@ from ..errors import ModelError
 from ..physics.strategies import Strategy
 from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
+from .production import RELAX, WHOLE_NODES, placement_problem, whole_node_mask
 
 MIN_COLUMNS = 128  # tp1 must leave at least this many matmul columns per GPU
 MIN_ROWS = 128  # tp2 must leave at least this many sequence rows per GPU
@@ -40,6 +41,7 @@ class Problem:
     interleave: int = 1  # the virtual stages asked for (0: every count the stages allow)
     equal_stages: bool = False
     ends_count_as_layers: bool = False
+    production_node: int = 0  # >0: the production rules apply (model.explore.production)
 
     def constants(self) -> dict[str, Any]:
         m, st = self.model, self.strategy
@@ -47,7 +49,7 @@ class Problem:
                 "kv": m.kv_heads, "l": m.seq_len, "layers": m.pipeline_layers,
                 "strategy": st.name, "cols": st.tp1_columns_factor * m.hidden,
                 "min_cols": MIN_COLUMNS, "min_rows": MIN_ROWS, "E": m.experts,
-                "fe": m.expert_ffn, "model": m.name}
+                "fe": m.expert_ffn, "model": m.name, "node": self.production_node}
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,9 @@ def stage_layout(model: Transformer, pp: Any, ends_count_as_layers: bool) -> tup
 
 
 RULES: tuple[Rule, ...] = (
+    Rule("tp1", (), lambda d, p: whole_node_mask(d, p.gpus, p.production_node),
+         "{n} GPUs are not whole nodes of {node} GPUs (" + WHOLE_NODES + ": a " + RELAX + ")",
+         applies=lambda p: p.production_node > 0),
     Rule("tp1", ("tp1",), lambda d, p: p.gpus % d["tp1"] == 0, "tp={tp1} does not divide {n} GPUs"),
     Rule("tp1", ("tp1",), lambda d, p: p.model.heads % d["tp1"] == 0,
          "tp={tp1} does not divide heads={h}"),
@@ -200,7 +205,7 @@ def _derived(values: dict[str, int], p: Problem) -> dict[str, Any]:
 
 def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
             pins: dict, compat: object = None, interleave: int = 1,
-            ends_count_as_layers: bool = False) -> str:
+            ends_count_as_layers: bool = False, production_node: int = 0) -> str:
     """The first rule of the search space that the pinned values break (or a generic message)."""
     p = {k: v for k, v in pins.items() if v is not None}
     if not strategy.has_tp2:
@@ -210,13 +215,15 @@ def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int
     if interleave:  # 0: every interleaving is searched, none is pinned
         p.setdefault("interleave", interleave)
     problem = Problem(model, strategy, gpus, global_batch, interleave,
-                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers)
+                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers,
+                      production_node)
     words = {**problem.constants(), **p, **_derived(p, problem)}
     for rule in RULES:
         if rule.applies(problem) and all(k in p for k in rule.reads) and not bool(
                 np.all(rule.holds(p, problem))):
             return f"invalid configuration for {strategy.name}: {rule.message.format(**words)}"
-    placement = _placement_message(p, gpus, nvs)
+    placement = _placement_message(p, gpus, nvs) or (placement_problem(
+        p.get("tp1"), nvs, gpus, p.get("nv_tp1")) if production_node else "")
     if placement:
         return f"invalid configuration for {strategy.name}: {placement}"
     pinned = ", ".join(f"{k}={v}" for k, v in pins.items() if v is not None)
@@ -269,7 +276,8 @@ def _has_microbatch(tp1: int, tp2: int, dp: int, problem: Problem) -> bool:
 
 
 def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-                      nvs: int, compat: object = None, ends_count_as_layers: bool = False) -> str:
+                      nvs: int, compat: object = None, ends_count_as_layers: bool = False,
+                      production_node: int = 0) -> str:
     """Why ``strategy`` has no configuration at all on ``gpus`` GPUs, in words.
 
     The GPUs must factor as tp1·tp2·dp·pp. Of the factorisations whose tp1, tp2 and dp obey
@@ -279,7 +287,8 @@ def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_
     stages than layers).
     """
     problem = Problem(model, strategy, gpus, global_batch, 1,
-                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers)
+                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers,
+                      production_node)
     divs = np.array(divisors(gpus), dtype=np.int64)
     tp1 = divs[np.asarray(mask("tp1", {"tp1": divs}, problem), dtype=bool)].tolist()
     dps = divs[np.asarray(mask("dp", {"dp": divs}, problem), dtype=bool)].tolist()
@@ -298,7 +307,7 @@ def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_
     pp = gpus // (a * b * d)
     reason = explain(model, strategy, gpus, global_batch, nvs,
                      {"tp1": a, "tp2": b, "dp": d, "pp": pp}, compat,
-                     ends_count_as_layers=ends_count_as_layers)
+                     ends_count_as_layers=ends_count_as_layers, production_node=production_node)
     reason = reason.removeprefix(f"invalid configuration for {strategy.name}: ")
     return (f"no {strategy.name} configuration exists on {gpus} GPUs: dp must divide the global "
             f"batch ({global_batch}), tp1 the heads ({model.heads}) and the hidden size "

@@ -34,6 +34,7 @@ from ..specs.modes import Mode, resolve_mode
 from ..specs.stack import NO_STACK, Stack, load_stack
 from ..specs.transformer import Transformer
 from .evaluate import evaluate_ops, evaluate_space, fits_on, shards_of
+from .production import production_node
 from .report import op_table, result_frame
 from .rules import explain
 from .space import PIN_NAMES, build_space
@@ -255,12 +256,13 @@ def evaluate(
     sysm, execution = with_stack(sysm, execution, stack, mode)
     ex = resolve_execution(execution)
     strat = build_strategy(key, model, mode, ex)
+    node = production_node(ex, mode, sysm.node_size)
     space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode,
                         interleave=ex.stage_interleave,
-                        ends_count_as_layers=ex.ends_count_as_layers)
+                        ends_count_as_layers=ex.ends_count_as_layers, production_node=node)
     if len(space) == 0:
         raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
-                                 mode, ex.stage_interleave, ex.ends_count_as_layers))
+                                 mode, ex.stage_interleave, ex.ends_count_as_layers, node))
     res = evaluate_space(model, sysm, strat, space, global_batch, mode, execution=ex)
     fits = fits_on(res, sysm)
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])

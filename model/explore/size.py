@@ -31,7 +31,7 @@ _sizes_lock = threading.Lock()
 def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
                pins: dict | None = None, compat: object = None, interleave: int = 1,
                ends_count_as_layers: bool = False,
-               limit: int | None = None) -> tuple[int, int]:
+               limit: int | None = None, production_node: int = 0) -> tuple[int, int]:
     """(shapes, candidates) of ``strategy`` on ``gpus`` GPUs with NVLink domains of ``nvs``;
     with ``limit``, counting stops once more than ``limit`` candidates are found (the counts
     returned are then those found so far: both are lower bounds, candidates > limit)."""
@@ -39,14 +39,15 @@ def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
     mode = resolve_mode(compat)
     # the rules read the strategy's name-level traits, the model, the mode and these numbers
     key = repr((model, strategy.name, mode, int(gpus), int(global_batch), int(nvs),
-                sorted(pins.items()), int(interleave), bool(ends_count_as_layers), limit))
+                sorted(pins.items()), int(interleave), bool(ends_count_as_layers), limit,
+                int(production_node)))
     with _sizes_lock:
         found = _sizes.get(key)
         if found is not None:
             _sizes.move_to_end(key)
             return found
     found = _count(model, strategy, gpus, global_batch, nvs, pins, mode, interleave,
-                   ends_count_as_layers, limit)
+                   ends_count_as_layers, limit, production_node)
     with _sizes_lock:
         _sizes[key] = found
         while len(_sizes) > SIZES:
@@ -56,10 +57,10 @@ def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
 
 def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
            pins: dict, mode: Mode, interleave: int, ends_count_as_layers: bool,
-           limit: int | None) -> tuple[int, int]:
+           limit: int | None, production_node: int = 0) -> tuple[int, int]:
     """:func:`space_size`, counted."""
     rows, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
-                               mode.equal_pipeline_stages, ends_count_as_layers)
+                               mode.equal_pipeline_stages, ends_count_as_layers, production_node)
     steps = shape_steps(problem, pins)
     total = [0, 0]
 
@@ -74,7 +75,8 @@ def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                     return False
                 continue
             total[0] += len(block["tp1"])
-            total[1] += shape_placements(block, gpus, nvs, pins, mode.exact_domain_fill).total()
+            total[1] += shape_placements(block, gpus, nvs, pins, mode.exact_domain_fill,
+                                         production_node > 0).total()
             if limit is not None and total[1] > limit:
                 return False
         return True

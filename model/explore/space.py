@@ -34,6 +34,7 @@ from ..errors import ModelError
 from ..physics.strategies import Strategy
 from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
+from .production import tp_inside
 from .rules import Problem, check_divisible, mask, stage_layout
 
 COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2",
@@ -88,14 +89,17 @@ def _pin(values: np.ndarray, pins: dict, name: str) -> np.ndarray:
 def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                 nvs: int, pins: dict | None = None, compat: object = None,
                 budget: int = 20_000_000, interleave: int = 1,
-                ends_count_as_layers: bool = False) -> Space:
-    """All candidates of ``strategy`` on ``gpus`` GPUs that satisfy the rules and the ``pins``.
+                ends_count_as_layers: bool = False, production_node: int = 0) -> Space:
+    """All candidates of ``strategy`` on ``gpus`` GPUs that satisfy the rules and the ``pins``
+    (and the production rules with ``production_node`` > 0: :mod:`model.explore.production`).
 
     Raises ModelError when more than ``budget`` candidates would be built.
     """
     shapes = build_shapes(model, strategy, gpus, global_batch, pins, interleave,
-                          resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers)
-    mask, table = placement_mask(shapes, gpus, nvs, pins, resolve_mode(compat).exact_domain_fill)
+                          resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers,
+                          production_node)
+    mask, table = placement_mask(shapes, gpus, nvs, pins, resolve_mode(compat).exact_domain_fill,
+                                 production_node > 0)
     check_budget(int(mask.sum()), budget)
     return Space(expand_placements(shapes, mask, table))
 
@@ -128,8 +132,8 @@ MAX_INTERLEAVE = 64  # virtual stages per GPU searched at most
 
 def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                  pins: dict | None = None, interleave: int = 1,
-                 equal_stages: bool = True, ends_count_as_layers: bool = False
-                 ) -> dict[str, np.ndarray]:
+                 equal_stages: bool = True, ends_count_as_layers: bool = False,
+                 production_node: int = 0) -> dict[str, np.ndarray]:
     """Every (tp1, tp2, pp, dp, etp, ep, microbatch, interleave, nb) allowed on ``gpus`` GPUs,
     before
     placement (``interleave`` 0 searches every virtual-stage count the stages allow):
@@ -141,7 +145,7 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
     cols, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
-                               equal_stages, ends_count_as_layers)
+                               equal_stages, ends_count_as_layers, production_node)
     for step in shape_steps(problem, pins):
         cols = step(cols)
     return cols
@@ -149,12 +153,13 @@ def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch
 
 def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                pins: dict, interleave: int = 1, equal_stages: bool = True,
-               ends_count_as_layers: bool = False) -> tuple[dict[str, np.ndarray], Problem]:
+               ends_count_as_layers: bool = False, production_node: int = 0
+               ) -> tuple[dict[str, np.ndarray], Problem]:
     """The (tp1, tp2, pp, dp) rows allowed on ``gpus`` GPUs (``pins`` without None values):
     the shapes before the expert, microbatch, interleaving and panel dimensions multiply them
     (at most the ordered triples of divisors of the GPU count)."""
     problem = Problem(model, strategy, gpus, global_batch, interleave, equal_stages,
-                      ends_count_as_layers)
+                      ends_count_as_layers, production_node)
     div_n = divisors(gpus)
     tp1 = _pin(div_n, pins, "tp1")
     cols = {"tp1": tp1[_mask_of("tp1", {"tp1": tp1}, problem, tp1.shape)]}
@@ -270,14 +275,15 @@ class Placements:
         return self.ok[np.searchsorted(np.cumsum(self.lengths), shapes, side="right")]
 
 
-def shape_placements(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
-                     ) -> Placements:
+def shape_placements(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool,
+                     tp_inside_domain: bool = False) -> Placements:
     """Which placements each shape allows (:class:`Placements`).
 
     With n ≤ NVS the only placement is the identity (everything in one domain): the table is
     ``None`` and the mask has one column. Otherwise the table lists every ordered
     (nv_tp1, nv_tp2, nv_dp, nv_pp) with product NVS (unless ``exact``: the largest divisor of
-    n not above NVS, see :func:`filled_domain`).
+    n not above NVS, see :func:`filled_domain`). With ``tp_inside_domain`` (a production
+    rule, :mod:`model.explore.production`) only the placements with nv_tp1 = tp1.
     """
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
     names = ("tp1", "tp2", "dp", "pp")
@@ -301,14 +307,16 @@ def shape_placements(cols: dict, n: int, nvs: int, pins: dict | None, exact: boo
     ok = np.ones((len(starts), len(table)), dtype=bool)
     for i, dim in enumerate(dims):
         ok &= dim[:, None] % table[None, :, i] == 0
+    if tp_inside_domain:
+        ok &= tp_inside(table, dims[0])
     return Placements(ok, lengths, table)
 
 
-def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool
-                   ) -> tuple[np.ndarray, np.ndarray | None]:
+def placement_mask(cols: dict, n: int, nvs: int, pins: dict | None, exact: bool,
+                   tp_inside_domain: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Which placements each shape allows: a boolean [shapes, k] mask and the [k, 4] table
     (:func:`shape_placements`)."""
-    found = shape_placements(cols, n, nvs, pins, exact)
+    found = shape_placements(cols, n, nvs, pins, exact, tp_inside_domain)
     return found.mask(), found.table
 
 

@@ -32,6 +32,7 @@ from .evaluate import (
     shape_memory,
 )
 from .frontier import CACHE, CountShapes, Frontier, frontier_key
+from .production import production_node
 from .pruning import kept_rows, pruned
 from .space import (
     PLACEMENT,
@@ -180,7 +181,8 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     Read-only: callers index them, never write into them."""
     mode = ctx.mode
     ex = ctx.execution
-    key = repr((model, strat.name, mode, ex.stage_interleave, ex.ends_count_as_layers,
+    node = production_node(ex, mode, ctx.system.node_size)
+    key = repr((model, strat.name, mode, ex.stage_interleave, ex.ends_count_as_layers, node,
                 [int(n) for n in counts], int(global_batch), sorted(pins.items()), int(nvs)))
     with _shape_lock:
         found = _shape_spaces.get(key)
@@ -188,11 +190,11 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
             _shape_spaces.move_to_end(key)
             return found
     shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.stage_interleave,
-                           mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers)
+                           mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers, node)
               for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
-    places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill)
+    places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill, node > 0)
               for n, cols in zip(counts, shapes)]
     found = (shapes, merged, places)
     with _shape_lock:

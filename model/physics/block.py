@@ -67,26 +67,47 @@ def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
 
 
 def _linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
-    """A matmul: its counts, GEMM wave quantisation, the shard of its input it keeps (SP), and
-    under an FP8/FP4 recipe its quantisation kernels and quantised kept input."""
-    d, s = ctx.dims, ELEMENT_BYTES
+    """A matmul: its counts, then :func:`_gemm` (waves, kept input, quantisation)."""
+    n = _local(ctx.dims[spec.n], sh, spec.n_shard)
+    kept_rows = rows if spec.act_rows is None else _local(ctx.dims["l"], sh, spec.act_rows)
+    return _gemm(ops.linear(b, rows, k, n, ELEMENT_BYTES), ctx, b, rows, k, k, n, kept_rows)
+
+
+def _summa_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
+    """A SUMMA matmul (``k`` = its local k_cols = K/tp1): its counts, then :func:`_gemm` on its
+    local GEMMs — forward Y [b·r, n], backward dX [b·r, K/tp1] and dW [K/tp2, n] — so that
+    with tp1 = tp2 = nb = 1 it is priced exactly as the 1D matmul of the same GEMM."""
+    d = ctx.dims
+    k_rows = _local(d[spec.k], sh, spec.rows)
     n = _local(d[spec.n], sh, spec.n_shard)
-    counts = ops.linear(b, rows, k, n, s)
+    counts = ops.linear_summa(b, rows, float(d[spec.k]), k_rows, k, n, sh.nb.astype(float),
+                              ELEMENT_BYTES, ctx.mode.summa_matmul_2k_flops)
+    return _gemm(counts, ctx, b, rows, k, k_rows, n, rows)
+
+
+def _gemm(counts: ops.OpCounts, ctx: Ctx, b, rows, k_dx, k_dw, n, kept_rows) -> ops.OpCounts:
+    """What every matmul shares, whatever its strategy: its shape efficiency
+    (:func:`_shape_efficiency`: wave quantisation and depth of its forward Y [b·r, n] and
+    backward dX [b·r, k_dx] and dW [k_dw, n]), its input kept for the backward
+    (b·kept_rows·k_dx elements at the precision's kept bytes) and, under an FP8/FP4 recipe,
+    its quantisation kernels (of X and dY)."""
     precision = PRECISIONS[ctx.execution.precision]
-    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, n, ctx,
-                                                         precision.peak_field)
-    kept_rows = rows if spec.act_rows is None else _local(d["l"], sh, spec.act_rows)
-    counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k
+    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k_dx, n, ctx,
+                                                         precision.peak_field, k_dw)
+    counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k_dx
     if precision.quantised:
-        counts = ops.quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+        counts = ops.quantisation(counts, b, rows, k_dx, n,
+                                  precision.quantise_bytes_per_element)
     return counts
 
 
-def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str):
+def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str, k_dw=None):
     """(forward, backward) shape efficiency of a matmul X[m, k]·W[k, n] (model.physics.gemm):
-    forward Y [m, n] with reduction k; backward dX [m, k] (reduction n) and dW [k, n]
-    (reduction m), their harmonic mean — each GEMM's wave quantisation times its depth
-    efficiency (none in the paper mode: the paper's code prices waves only)."""
+    forward Y [m, n] with reduction k; backward dX [m, k] (reduction n) and dW [k_dw, n]
+    (reduction m; ``k_dw`` = k but for SUMMA, whose local dW has K/tp2 rows), their harmonic
+    mean — each GEMM's wave quantisation times its depth efficiency (none in the paper mode:
+    the paper's code prices waves only)."""
+    k_dw = k if k_dw is None else k_dw
     k0 = 0.0 if ctx.mode.is_paper else gemm.depth_overhead(peak_field)
     fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
     sysm = ctx.system
@@ -94,7 +115,7 @@ def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str):
         tile, units = sysm.gemm_tile, sysm.sm_count
         fwd = fwd * ops.wave_efficiency(m, n, tile, units)
         dx = dx * ops.wave_efficiency(m, k, tile, units)
-        dw = dw * ops.wave_efficiency(k, n, tile, units)
+        dw = dw * ops.wave_efficiency(k_dw, n, tile, units)
     return fwd, gemm.backward_efficiency(dx, dw)
 
 
@@ -145,9 +166,7 @@ def _embedding(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
 
 _COUNTERS = {
     Kind.LINEAR: _linear,
-    Kind.SUMMA_LINEAR: lambda spec, sh, ctx, b, rows, k: ops.linear_summa(
-        b, rows, float(ctx.dims[spec.k]), _local(ctx.dims[spec.k], sh, spec.rows), k,
-        _local(ctx.dims[spec.n], sh, spec.n_shard), sh.nb.astype(float), ELEMENT_BYTES),
+    Kind.SUMMA_LINEAR: _summa_linear,
     Kind.BIAS: lambda spec, sh, ctx, b, rows, k: ops.bias(b, rows, k, ELEMENT_BYTES),
     Kind.ACT: lambda spec, sh, ctx, b, rows, k: (
         ops.swiglu if ctx.model.mlp == "swiglu" else ops.gelu)(b * rows * k, ELEMENT_BYTES),

@@ -56,10 +56,7 @@ class Ctx:
                              "parallelism, 1F1B, distributed optimizer, bf16); drop the "
                              "execution options or use the default model")
         precision = PRECISIONS[ex.precision]
-        peak = getattr(system, precision.peak_field) * 1e12
-        if peak <= 0:
-            raise ModelError(f"system '{system.name}' has no {precision.label} matrix rate "
-                             f"({precision.peak_field} = 0); choose bf16 or fp16")
+        peak = system.matrix_peak_flop_per_s(ex.precision)  # ModelError if the GPU lacks it
         eta = system.gemm_efficiency(precision.efficiency_key) * precision.efficiency_scale
         attention = system.attention_efficiency or system.flop_efficiency
         if (ex.offload != "none" or ex.offload_layers) and (system.host_memory_gb <= 0

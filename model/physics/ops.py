@@ -95,19 +95,22 @@ def linear(b: Array, rows: Array, k: Array, n: Array, s: float) -> OpCounts:
 
 def linear_summa(
     b: Array, rows: Array, k_full: float, k_rows: Array, k_cols: Array, n: Array, panels: Array,
-    s: float,
+    s: float, two_k: bool = False,
 ) -> OpCounts:
     """SUMMA matmul on a tp2 × tp1 grid (docs/model.md §6, SUMMA linear), nb = ``panels``.
 
     X is [b·r, k] with r = l // tp2 rows and k split over tp1 (k_cols = k // tp1); W is [k // tp2,
     n] with n = F // tp1. Panels of X are broadcast along tp1 and panels of W along tp2.
-    fwd: F = 2·b·r·n·k, M = s(b·r·k + k·n + nb·b·r·n);
+    fwd: F = b·r·n·(2k − 1) — each output sums k products, panel by panel: nb partial sums of
+    k/nb products (2k/nb − 1 FLOPs) and nb − 1 additions, as one GEMM of :func:`linear` — or
+    2·b·r·n·k with ``two_k`` (the paper's code); M = s(b·r·k + k·n + nb·b·r·n);
     bwd: F = b·r·k·(2n − 1) + k·n·(2·b·r − 1), M = s(2n·k + 2·nb·b·r·n + 2·b·r·k);
-    act = s·b·r·k_cols, W = s·k_rows·n.
+    act = s·b·r·k_cols, W = s·k_rows·n. With tp1 = tp2 = nb = 1 every count equals
+    :func:`linear`'s for the same GEMM.
     """
     br = b * rows
     return OpCounts(
-        flop_mat_fwd=2 * br * n * k_full,
+        flop_mat_fwd=br * n * (2 * k_full - (0 if two_k else 1)),
         flop_mat_bwd=br * k_full * (2 * n - 1) + k_full * n * (2 * br - 1),
         bytes_fwd=s * (br * k_full + k_full * n + panels * br * n),
         bytes_bwd=s * (2 * n * k_full + 2 * panels * br * n + 2 * br * k_full),

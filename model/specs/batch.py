@@ -71,3 +71,29 @@ def critical_batch(model: Transformer) -> CriticalBatch | None:
     tokens = samples * model.seq_len if samples is not None else None
     loss = loss_nats(model.layers * model.params_per_block, tokens)
     return CriticalBatch(loss, critical_batch_tokens(loss))
+
+
+def _tokens_text(tokens: float) -> str:
+    """12,582,912 → '12.6M'."""
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if tokens >= size:
+            return f"{tokens / size:.3g}{suffix}"
+    return f"{tokens:,.0f}"
+
+
+def critical_batch_warning(model: Transformer, global_batch: int) -> str:
+    """The warning every front end shows (CLI text and JSON, dashboard) when a global batch of
+    ``global_batch`` samples exceeds the critical batch at the end of the model's budget;
+    '' below it or without an estimate (no vocabulary)."""
+    crit = critical_batch(model)
+    batch_tokens = global_batch * model.seq_len
+    if crit is None or batch_tokens <= crit.tokens:
+        return ""
+    return (f"⚠ The global batch ({_tokens_text(batch_tokens)} tokens) exceeds the critical "
+            f"batch estimated for this model at the end of its budget, about "
+            f"{_tokens_text(crit.tokens)} tokens ({round(crit.samples(model.seq_len)):,}"
+            f" sequences): past it a larger batch costs training tokens for the same loss, "
+            f"about {crit.token_cost(batch_tokens):.1f}× the fewest (Kaplan et al. 2020, "
+            f"§5.1: B_crit = 2·10⁸ tokens / L^(1/0.21) at their L(N, D) = "
+            f"{crit.loss_nats:.2f} nats; an order of magnitude). The speed shown is not "
+            "affected.")

@@ -40,7 +40,7 @@ GATHER_DTYPES = ("auto", "bf16", "fp32")
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
          "moe_router_padding", "optimizer_bf16_moments", "fsdp_reshard_after_forward",
-         "recompute_norm_up_proj", "swiglu_fp8_cache")
+         "recompute_norm_up_proj", "swiglu_fp8_cache", "production_layout")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
                               "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS,
@@ -91,6 +91,10 @@ class Execution:
       V: ``allgather`` (the paper's: gather all, then attend; not overlapped) or ``ring`` (ring
       attention: tp2 steps, each passing one K/V block to the next GPU under the attention
       compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
+    * ``production_layout``: only layouts a production stack runs (the rules of
+      :mod:`model.explore.production`): tensor parallelism inside one NVLink domain and jobs of
+      whole nodes; off, the search also tries TP groups across domains and partial nodes (the
+      paper mode models its own space and ignores it).
     * ``ends_count_as_layers``: the embedding and the loss each count as one layer when the
       layers are split over pipeline stages, where the layers plus two divide evenly: the first
       and last stages hold one layer fewer (Megatron's ``account_for_embedding_in_pipeline_split``
@@ -218,6 +222,7 @@ class Execution:
     fsdp_shard_group: int = 0
     recompute_norm_up_proj: bool = False
     swiglu_fp8_cache: bool = False
+    production_layout: bool = True
 
     def __post_init__(self) -> None:
         self._check_values()
@@ -348,7 +353,7 @@ COLUMNS = ("recompute", "sequence_parallel", "zero", "precision", "tp_overlap", 
            "dp_overlap", "dp_bucket_mb", "fp8_param_gather", "offload_layers", "ep_overlap",
            "ep_dispatcher", "moe_capacity_factor", "moe_imbalance", "expert_gemm",
            "moe_router_padding", "optimizer_bf16_moments", "pipeline_schedule", "ep_max_domains",
-           "recompute_norm_up_proj", "swiglu_fp8_cache")
+           "recompute_norm_up_proj", "swiglu_fp8_cache", "production_layout")
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 
 

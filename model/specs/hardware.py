@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import ModelError
 from .cost import DEFAULT_COSTS, Costs, resolve_costs
 from .memo import remembered
+from .precision import PRECISIONS, unsupported
 from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
 SYSTEMS_DIR = DATA_DIR / "systems"
@@ -222,11 +223,24 @@ class System:
         return self.matrix_tflops_fp16 * 1e12
 
     def matrix_peak_flop_per_s(self, precision: str) -> float:
-        """Dense tensor-core peak of the matmuls in ``precision``, FLOP/s: the FP8 rate for
-        fp8 (when the GPU has one), else the fp16/bf16 rate."""
-        if precision == "fp8" and self.matrix_tflops_fp8 > 0:
-            return self.matrix_tflops_fp8 * 1e12
-        return self.matrix_flop_per_s
+        """Dense tensor-core peak of the matmuls in ``precision``, FLOP/s: the field its
+        :class:`~model.specs.precision.Precision` names (BF16/FP16 for bf16 and fp16, the FP8
+        rate for every FP8 recipe and MXFP8, the FP4 rate for NVFP4; each preset cites its
+        datasheet). The rate the matmuls are priced at, so MFU divides by the peak of the
+        precision that runs; ModelError when the GPU lacks it (:meth:`precision_problem`)."""
+        problem = self.precision_problem(precision)
+        if problem:
+            raise ModelError(problem)
+        return getattr(self, PRECISIONS[precision].peak_field) * 1e12
+
+    def precision_problem(self, precision: str) -> str:
+        """Why this GPU cannot run ``precision`` ('' when it can): the format × generation
+        table of :mod:`model.specs.precision`, then a peak rate in the spec."""
+        if precision not in PRECISIONS:
+            return f"unknown precision {precision!r:.40}; choose {', '.join(PRECISIONS)}"
+        name = self.gpu or self.name
+        return unsupported(precision, self.generation,
+                           getattr(self, PRECISIONS[precision].peak_field), name)
 
     @property
     def vector_flop_per_s(self) -> float:

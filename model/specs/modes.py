@@ -29,6 +29,7 @@ class Mode:
     non_causal_attention: bool = False  # fused attention computes the masked half too
     equal_pipeline_stages: bool = False  # pp must divide the layers (no uneven stages)
     attention_output_kept: bool = False  # fused attention keeps O, which proj keeps too (twice)
+    summa_matmul_2k_flops: bool = False  # SUMMA matmuls: 2K FLOPs per output (1D: 2K − 1)
 
     @property
     def is_paper(self) -> bool:

@@ -45,6 +45,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Which matmul formats each GPU generation's tensor cores (or matrix cores) run, from the vendors'
+# datasheets and architecture papers:
+# * ampere (A100): FP16/BF16, TF32, INT8/INT4; no FP8 (NVIDIA A100 Tensor Core GPU Architecture
+#   whitepaper, 2020, table 1).
+# * hopper (H100/H200/H800): adds FP8 E4M3/E5M2 with a per-tensor scale (NVIDIA H100 Tensor Core
+#   GPU Architecture whitepaper, 2022, "FP8"); no block-scaled microscaling formats. Block-wise
+#   FP8 (1x128/128x128 scales) is an FP8 GEMM with software scales: cuBLAS 12.9's block-scaled
+#   FP8 matmuls on Hopper (NVIDIA technical blog, 2025), DeepSeek-V3 trained with it on H800s.
+# * blackwell, blackwell-ultra (B200/GB200, B300/GB300): fifth-generation tensor cores add the
+#   block-scaled MXFP8 (E8M0 scale per 32 values) and NVFP4 (E4M3 scale per 16 values) formats
+#   in hardware (NVIDIA Blackwell Architecture Technical Brief, 2024; "Inside NVIDIA Blackwell
+#   Ultra", NVIDIA technical blog, 2025).
+# * cdna3 (MI300X): FP8 (E4M3/E5M2 "FNUZ") matrix cores at 2,614.9 TFLOP/s dense (AMD CDNA 3
+#   Instinct MI300 architecture whitepaper, 2023); block-scaled FP8 GEMMs in software
+#   (ROCm/aiter csrc/ck_gemm_a8w8_blockscale, 128x128 scales); MX formats (MXFP8, MXFP4) arrive
+#   with CDNA 4 (MI350/MI355X, AMD CDNA 4 whitepaper, 2025), so none here.
+_FP16 = ("ampere", "hopper", "blackwell", "blackwell-ultra", "cdna3")
+_FP8 = ("hopper", "blackwell", "blackwell-ultra", "cdna3")
+_BLACKWELL = ("blackwell", "blackwell-ultra")
+
 
 @dataclass(frozen=True)
 class Precision:
@@ -59,6 +79,7 @@ class Precision:
     kept_bytes_per_element: float
     efficiency_scale: float = 1.0  # its GEMMs' speed relative to the efficiency key's
     gathered_bytes_per_param: float = 2.0  # a weight in the fp8_param_gather all-gather
+    generations: tuple[str, ...] = _FP16  # GPU generations whose tensor cores run the format
 
     @property
     def param_gather_factor(self) -> float:
@@ -74,15 +95,33 @@ PRECISIONS: dict[str, Precision] = {p.name: p for p in (
     Precision("bf16", "BF16", "matrix_tflops_fp16", "bf16", 0.0, 2.0),
     Precision("fp16", "FP16", "matrix_tflops_fp16", "bf16", 0.0, 2.0),
     Precision("fp8", "FP8 (current scaling)", "matrix_tflops_fp8", "fp8", 6.0, 1.0,
-              gathered_bytes_per_param=1.0),
+              gathered_bytes_per_param=1.0, generations=_FP8),
     Precision("fp8-delayed", "FP8 (delayed scaling)", "matrix_tflops_fp8", "fp8", 4.0, 1.0,
-              gathered_bytes_per_param=1.0),
+              gathered_bytes_per_param=1.0, generations=_FP8),
     Precision("fp8-blockwise", "FP8 (128-element blocks)", "matrix_tflops_fp8", "fp8",
               2.0 + 2 * (1.0 + 4 / 128), 1.0 + 4 / 128, efficiency_scale=1.75 / 1.92,
-              gathered_bytes_per_param=1.0 + 4 / 128**2),
+              gathered_bytes_per_param=1.0 + 4 / 128**2, generations=_FP8),
     Precision("mxfp8", "MXFP8 (32-element blocks)", "matrix_tflops_fp8", "mxfp8",
-              2.0 + 2 * (1.0 + 1 / 32), 1.0 + 1 / 32, gathered_bytes_per_param=1.0 + 1 / 32),
+              2.0 + 2 * (1.0 + 1 / 32), 1.0 + 1 / 32, gathered_bytes_per_param=1.0 + 1 / 32,
+              generations=_BLACKWELL),
     Precision("nvfp4", "NVFP4 (16-element blocks)", "matrix_tflops_fp4", "nvfp4",
-              4.0 + 2 * (0.5 + 1 / 16), 0.5 + 1 / 16),
+              4.0 + 2 * (0.5 + 1 / 16), 0.5 + 1 / 16, generations=_BLACKWELL),
 )}
 NAMES: tuple[str, ...] = tuple(PRECISIONS)
+
+
+def unsupported(name: str, generation: str, peak_tflops: float, gpu: str) -> str:
+    """Why a GPU cannot run matmuls in precision ``name`` ('' when it can): its generation's
+    tensor cores lack the format (the table above; a system without a generation is judged by
+    its peak alone), or its spec gives no peak rate for it (``peak_tflops`` = 0)."""
+    precision = PRECISIONS[name]
+    able = [p.name for p in PRECISIONS.values() if generation in p.generations]
+    if generation and generation not in precision.generations:
+        where = ", ".join(g for g in precision.generations)
+        choices = ", ".join(able[:-1]) + f" or {able[-1]}" if len(able) > 1 else able[0]
+        return (f"{gpu} ({generation}) has no {precision.label} tensor cores: {name} runs on "
+                f"{where} GPUs only; choose {choices}")
+    if peak_tflops <= 0:
+        return (f"{gpu} has no {precision.label} matrix rate ({precision.peak_field} = 0); "
+                "choose bf16 or fp16")
+    return ""

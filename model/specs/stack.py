@@ -223,6 +223,21 @@ def _read(name_or_path: str | Path, depth: int = 0) -> Stack:
     return stack_from_dict(data, base)
 
 
+@functools.cache
+def lineage(name: str) -> tuple[str, ...]:
+    """A preset and the presets whose values it inherits, newest first (``base`` after
+    ``base``): ``megatron-bridge-26.08`` → (26.08, 26.06, 26.04, 26.02, 25.11, 25.09). A name
+    that is no preset: itself alone."""
+    chain: list[str] = []
+    while name in preset_names(STACKS_DIR) and name not in chain and len(chain) <= 8:
+        chain.append(name)
+        data = read_json(preset_path(name, STACKS_DIR, "stack"), "stack")
+        name = data.get("base") if isinstance(data, dict) else None
+        if not isinstance(name, str):
+            break
+    return tuple(chain) or (name,)
+
+
 def load_stack(name_or_path: str | Path | Stack | None = None) -> Stack:
     """A stack by preset name or JSON path (its ``base``, a preset, resolved); None: the newest
     preset; ``"none"``: no stack."""
