@@ -303,7 +303,7 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
             return pd.DataFrame()
         budget.check_searches("The scaling views", m, s, counts,
                               scn["global_batch"], _strategies(scn), **_how(scn),
-                              narrow=NARROW_SCALING)
+                              narrow=NARROW_SCALING, sweep=True)
         results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
                         **_how(scn))
         return best_frame(results)

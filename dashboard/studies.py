@@ -68,7 +68,8 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
                 budget.check_searches(f"The comparison ({system_label(name, nvs, scn)})", m,
                                       bases[name], counts, scn["global_batch"],
                                       _strategies(scn), **_how(scn), narrow=narrow,
-                                      repeat=len(curves), time_budget_s=seconds, nvs=nvs)
+                                      repeat=len(curves), time_budget_s=seconds, nvs=nvs,
+                                      sweep=True)
             except budget.OverBudget:
                 raise
             except ModelError:  # the system cannot run the scenario: its sweep below says why
