@@ -47,6 +47,7 @@ from .scenario import (
     to_query,
     validate_scenario,
     with_presets,
+    with_supported_strategies,
 )
 
 ERROR_KEYS = (*CONTROL_KEYS, "_")
@@ -164,7 +165,7 @@ def apply_preset(*args: Any) -> tuple:
     if trigger == f"ctl-{preset.key}" and name == applied.get(preset.key):
         return (*KEEP_CONTROLS, no_update, no_update)
     try:
-        new = {**_current(scn), **preset_values(preset.group, name)}
+        new = with_supported_strategies({**_current(scn), **preset_values(preset.group, name)})
     except ModelError as exc:
         return (*KEEP_CONTROLS, no_update, f"Preset refused: {exc}.")
     return (*_control_values(new), _applied(new), "")
