@@ -13,19 +13,6 @@ process), rounded up: searches grew by at most about 590 B per shape and 80 B pe
 large spaces (about 20 MB fixed on small ones) and took at most 0.3 µs per candidate beyond
 their fixed cost; the chunked design cells (``model.explore.design.design_cells``) grew by at most
 about 110 B per candidate and took 2.0–2.3 µs per candidate.
-
-Each constant bounds every measured case's whole growth on its own (growth / shapes, and growth /
-candidates, each the largest over the cases, rounded up), so a sweep's estimate
-(:meth:`Size.sweep_bytes`: the scaling views, Compare systems) is the larger of the two, not
-their sum (which counted every byte twice and refused the MoE presets' default sweeps:
-deepseek-v3's context sweep over 4…16,384 GPUs with the dashboard's default stack, 448,363
-shapes and 4.87M candidates, was estimated at 1.19 GB and grew by 347 MB; with the interleave
-searched, ``bench/request_budget.py deepseek-v3``: 1.33M shapes, 15.3M candidates, 1,301 MB,
-i.e. 979 B per shape and 85 B per candidate, under both constants).
-A sweep's memory is that of the largest evaluation it holds at once (one strategy's search over
-every count: the strategies run one after the other), its time that of all of them. Other
-searches (the plan's, the design page's) keep the sum: their paths were not measured this way
-(a plan of a 7,560-layer model with the smaller estimate ran out of memory).
 """
 
 from __future__ import annotations
@@ -61,40 +48,20 @@ DESIGN_S_PER_CANDIDATE = 3e-6
 
 @dataclass(frozen=True)
 class Size:
-    """Shapes and candidates of one or several searches; ``peak_shapes`` and
-    ``peak_candidates``: those of the largest one evaluation holds in memory at once (one
-    strategy's :func:`~model.explore.search.search_counts` over every GPU count: the sweep runs
-    the strategies one after the other and keeps only their top rows)."""
+    """Shapes and candidates of one or several searches."""
 
     shapes: int = 0
     candidates: int = 0
     searches: int = 0
     more: bool = False  # counting stopped early: there are more than these
-    peak_shapes: int = 0
-    peak_candidates: int = 0
 
     def __add__(self, other: Size) -> Size:
         return Size(self.shapes + other.shapes, self.candidates + other.candidates,
                     self.searches + other.searches)
 
-    def then(self, other: Size) -> Size:
-        """This evaluation and then ``other`` (a separate one, after this one's memory is
-        freed): counts add, the peak is the larger one's."""
-        total = self + other
-        big = max((self, other), key=lambda s: s.peak_candidates)
-        return Size(total.shapes, total.candidates, total.searches, self.more or other.more,
-                    big.peak_shapes, big.peak_candidates)
-
     def search_bytes(self) -> int:
         return (FIXED_BYTES + SEARCH_BYTES_PER_SHAPE * self.shapes
                 + SEARCH_BYTES_PER_CANDIDATE * self.candidates)
-
-    def sweep_bytes(self) -> int:
-        """Memory of a :func:`~model.explore.sweep.sweep`: its largest evaluation (one
-        strategy over every count), the larger of the per-shape and per-candidate bounds
-        (measured on sweeps, dense and MoE: see the module's docstring)."""
-        return FIXED_BYTES + max(SEARCH_BYTES_PER_SHAPE * self.peak_shapes,
-                                 SEARCH_BYTES_PER_CANDIDATE * self.peak_candidates)
 
     def search_s(self) -> float:
         return SEARCH_FIXED_S * self.searches + SEARCH_S_PER_CANDIDATE * self.candidates
@@ -107,7 +74,7 @@ class Size:
         return DESIGN_S_PER_CANDIDATE * self.candidates
 
 
-# candidates past which any one evaluation is over the memory budget: counting stops there
+# candidates past which any request is over the memory budget: counting stops there
 COUNT_LIMIT = MEMORY_BUDGET_BYTES // SEARCH_BYTES_PER_CANDIDATE
 
 
@@ -118,7 +85,7 @@ def size(model: Transformer, system: System, counts: Iterable[int], global_batch
     with NVLink domains of ``nvs`` when given), with the execution the search runs (the
     stack's defaults and searched options included). Of several strategies, those that cannot
     model the model are left out, as the sweep does; a single one is an error. Counting stops
-    past :data:`COUNT_LIMIT` candidates of one strategy (``Size.more``)."""
+    past :data:`COUNT_LIMIT` candidates (``Size.more``)."""
     mode = resolve_mode(compat)
     _, execution = with_stack(system, execution, stack, mode)
     ex = resolve_execution(execution)
@@ -132,19 +99,13 @@ def size(model: Transformer, system: System, counts: Iterable[int], global_batch
             if len(names) == 1:
                 raise
             continue
-        one = Size()  # this strategy's sweep: all its counts are evaluated together
         for n in counts:
             shapes, candidates = space_size(model, strat, int(n), global_batch, nvs, None, mode,
                                             ex.interleave, ex.ends_count_as_layers,
-                                            limit=COUNT_LIMIT - one.candidates)
-            one = one + Size(shapes, candidates, 1)
-            if one.candidates > COUNT_LIMIT:
-                break
-        one = Size(one.shapes, one.candidates, one.searches, one.candidates > COUNT_LIMIT,
-                   one.shapes, one.candidates)
-        total = total.then(one)
-        if total.more:
-            return total
+                                            limit=COUNT_LIMIT - total.candidates)
+            total = total + Size(shapes, candidates, 1)
+            if total.candidates > COUNT_LIMIT:
+                return Size(total.shapes, total.candidates, total.searches, more=True)
     return total
 
 
@@ -152,14 +113,11 @@ def check_searches(what: str, model: Transformer, system: System, counts: Iterab
                    global_batch: int, strategies: Iterable[str], compat: str | None,
                    execution: dict | None, narrow: str, repeat: int = 1,
                    time_budget_s: float | None = None, stack: str | None = None,
-                   nvs: int | None = None, sweep: bool = False) -> Size:
+                   nvs: int | None = None) -> Size:
     """Refuse ``repeat`` runs of a search of each strategy at each count that would not fit
-    the budgets (memory: one run at a time; time: all of them). ``sweep``: the runs are
-    :func:`~model.explore.sweep.sweep` s (memory: :meth:`Size.sweep_bytes`). Returns their
-    size."""
+    the budgets (memory: one run at a time; time: all of them). Returns their size."""
     sized = size(model, system, counts, global_batch, strategies, compat, execution, stack, nvs)
-    need = sized.sweep_bytes() if sweep else sized.search_bytes()
-    check(what, need, repeat * sized.search_s(), sized, narrow, time_budget_s)
+    check(what, sized.search_bytes(), repeat * sized.search_s(), sized, narrow, time_budget_s)
     return sized
 
 

@@ -16,11 +16,12 @@ import pandas as pd
 
 from model import ModelError, search
 from model.explore.design import leanest
-from model.explore.sweep import best_frame, sweep
+from model.explore.sweep import best_frame
 
 from . import budget
 from .compute import _how, _inputs, _strategies, cached_frame
 from .scenario import build_inputs, gpu_counts, preset_system, system_values
+from .sweep_parts import check_sweep, sweep_in_parts
 
 COMPARE_SYSTEMS = ("a100", "h100", "b200", "b300", "gb200-nvl72", "mi300x")
 COMPARE_NVS = (0,)  # 0: each system's own NVLink domain
@@ -63,25 +64,26 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
                                            for n in domains)]
         narrow = "compare fewer systems or domain sizes, narrow the GPU range or choose one " \
             "strategy"
+        groups = {}
         for name, nvs in curves:  # each sweep on its own, the time of all of them together
             try:
-                budget.check_searches(f"The comparison ({system_label(name, nvs, scn)})", m,
-                                      bases[name], counts, scn["global_batch"],
-                                      _strategies(scn), **_how(scn), narrow=narrow,
-                                      repeat=len(curves), time_budget_s=seconds, nvs=nvs,
-                                      sweep=True)
+                groups[name, nvs] = check_sweep(
+                    f"The comparison ({system_label(name, nvs, scn)})", m, bases[name], counts,
+                    scn["global_batch"], _strategies(scn), **_how(scn), narrow=narrow,
+                    repeat=len(curves), time_budget_s=seconds, nvs=nvs).groups
             except budget.OverBudget:
                 raise
             except ModelError:  # the system cannot run the scenario: its sweep below says why
-                pass
+                groups[name, nvs] = (tuple(counts),)
         deadline, frames = time.monotonic() + seconds, []
         for name, nvs in curves:
             if time.monotonic() > deadline:
                 raise ModelError(f"the comparison ran out of its {seconds:g} s time budget; "
                                  + narrow)
             try:
-                best = best_frame(sweep(m, bases[name], counts, scn["global_batch"],
-                                        _strategies(scn), **_how(scn), nvs=nvs))
+                best = best_frame(sweep_in_parts(m, bases[name], groups[name, nvs],
+                                                 scn["global_batch"], _strategies(scn),
+                                                 **_how(scn), nvs=nvs))
             except ModelError as exc:  # e.g. FP8 on a GPU without an FP8 rate: say so
                 frames.append(pd.DataFrame([{"system": system_label(name, nvs, scn),
                                              "skipped": str(exc)}]))

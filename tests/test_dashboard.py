@@ -487,13 +487,15 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
 
 @pytest.fixture
 def sweep_calls(monkeypatch) -> list[int]:
+    from dashboard import sweep_parts  # the scaling views sweep through it
+
     calls: list[int] = []
-    real = compute.sweep
+    real = sweep_parts.sweep
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
-    monkeypatch.setattr(compute, "sweep", counting)
+    monkeypatch.setattr(sweep_parts, "sweep", counting)
     return calls
 
 
