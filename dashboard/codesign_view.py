@@ -18,7 +18,7 @@ from model.specs.prices import VARIABLE
 
 from . import codesign, figures
 from .background import job_callback
-from .export import graph_card
+from .export import graph_card, register_exports
 from .figures.codesign import METRICS, codesign_figure, config_text, design_label
 from .grid import number_column, text_column
 from .guard import page_callback
@@ -190,9 +190,25 @@ def caption(spec: dict[str, Any]) -> str:
 @callback(
     Output({"type": "graph", "name": "plan-codesign"}, "figure"),
     Output("cd-table", "columnDefs"), Output("cd-table", "rowData"),
+    Output({"type": "export-context", "name": "plan-codesign"}, "data"),
     Input("cd-rows", "data"), Input("cd-metric", "value"), State("scenario", "data"),
     prevent_initial_call=True,
 )
-@page_callback(2, lambda message: (figures.empty_figure(message), [], []))
+@page_callback(2, lambda message: (figures.empty_figure(message), [], [], None))
 def draw(stored: Any, metric: Any, scn: dict[str, Any]) -> tuple:
-    return rendered(stored, metric, bool(scn.get("presentation")))
+    """The map and the table; the export's context: the stored study and the metric (checked
+    again by :func:`exported`)."""
+    return (*rendered(stored, metric, bool(scn.get("presentation"))), [stored, metric])
+
+
+def exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The map as the page draws it, from the study the page holds (its shape and size checked
+    by :func:`rendered`); none before a study ran."""
+    stored, metric = context if isinstance(context, list) and len(context) == 2 else (None, None)
+    if not stored:
+        raise ModelError("run the co-design study first")
+    figure = rendered(stored, metric, bool(scn.get("presentation")))[0]
+    return {"plan-codesign": figure}
+
+
+register_exports(["plan-codesign"], exported)
