@@ -126,12 +126,14 @@ def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool
     prevent_initial_call="initial_duplicate",
 )
 def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
-    """At page load, fill the controls from the URL (a shared link); ignore later URL writes.
+    """At page load, and whenever the URL's fragment changes to another scenario (a shared
+    link pasted into a tab already showing the app: the browser only fires ``popstate``), fill
+    the controls from the URL; the app's own URL writes (the store's scenario) change nothing.
     Fields the link does not give come from the presets it names (``#system=h100``: H100's
     HBM), the others from the defaults."""
-    if hydrated:
-        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update)
     raw = from_query(fragment)
+    if hydrated and (not raw or validate_scenario(with_presets(raw))[0] == _current(current)):
+        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update)
     scn, errors = validate_scenario(with_presets(raw)) if raw else (_current(current), {})
     if scn is None:  # a broken link: keep the defaults and say why
         key, message = next(iter(errors.items()))
