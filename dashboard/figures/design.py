@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from ..theme import (
     FONT_SIZE,
@@ -24,16 +25,18 @@ from .common import (
     empty_figure,
     fmt_int,
     fmt_num,
-    fmt_tick,
     make_figure,
-    nice_log_ticks,
 )
 
 # Colour value of a cell, by preference: (column, label with unit).
 CELL_VALUES = (("best_time_s", "best iteration time (s)"),
                ("iteration_time_s", "best iteration time (s)"),
                ("train_days", "training time (days)"))
-LOG_SPAN = 10.0  # above this max/min ratio the colour scale is logarithmic
+# The colour of a cell: how much slower it is than the best cell, in bins whose edges are these
+# ratios to the best (+1 %, +2 %, +5 %, … 10×). A linear scale of the time painted every cell
+# within ~15 % of the best the same colour (issue 21), hiding the non-convexities the map is
+# for; equal steps of log(time / best) would still give +1 % and +5 % nearly one colour.
+RATIO_EDGES = (1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0)
 MAX_CELL_TEXT = 150  # write the value in each cell up to this many cells
 
 
@@ -46,14 +49,29 @@ def _categories(values: pd.Series) -> list[object]:
     return sorted(uniq, key=str)
 
 
-def _colorbar(lo: float, hi: float, title: str, log: bool) -> dict:
-    bar = dict(title=dict(text=title, side="right"), thickness=16, outlinewidth=0)
-    if log:  # 1-2-5 ticks, plus both ends unless a tick is already near them
-        ticks = nice_log_ticks(lo, hi)
-        ticks += [end for end in (lo, hi) if all(abs(math.log10(end / t)) > 0.08 for t in ticks)]
-        ticks.sort()
-        bar.update(tickvals=[math.log10(t) for t in ticks], ticktext=[fmt_tick(t) for t in ticks])
-    return bar
+def _edge_text(ratio: float) -> str:
+    """A bin edge as the colourbar writes it: '+5 %' up to 2×, then '5×'."""
+    return f"+{100 * (ratio - 1):.0f} %" if ratio < 2 else f"{ratio:g}×"
+
+
+def relative_colors(worst: float) -> tuple[list[list], dict, float]:
+    """(stepped colour scale, colour bar, zmax) for z = log10(time / best) in [0, zmax]: one
+    colour per bin of :data:`RATIO_EDGES` up to ``worst`` (the largest ratio), the best bin
+    the brightest; the bar's ticks at the bin edges, in percent slower."""
+    zmax = math.log10(max(worst, RATIO_EDGES[0]))
+    edges = [0.0, *[math.log10(r) for r in RATIO_EDGES if math.log10(r) < zmax], zmax]
+    bins = len(edges) - 1
+    # the best (smallest ratio) the brightest end of the scale, as before
+    colors = sample_colorscale(SEQUENTIAL_SCALE, [1.0 - i / max(bins - 1, 1)
+                                                  for i in range(bins)])
+    scale_steps: list[list] = []
+    for i, color in enumerate(colors):
+        scale_steps += [[edges[i] / zmax, color], [edges[i + 1] / zmax, color]]
+    inner = edges[1:-1]
+    bar = dict(title=dict(text="slower than the best cell (colour bins; text: time)",
+                          side="right"), thickness=16, outlinewidth=0,
+               tickvals=[0.0, *inner], ticktext=["best", *[_edge_text(10 ** e) for e in inner]])
+    return scale_steps, bar, zmax
 
 
 def _cell_values(frame: pd.DataFrame, value_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +107,10 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     """Design-space map from ``model.best_per_cell(frame, x, y)``: the best configuration that
     fits in each (x, y) cell, the remaining dimensions free.
 
-    Colour = best iteration time in seconds (``best_time_s``; training days only if no time
-    column exists), on a log scale with ticks in real units when the range spans more than
-    10×, so the non-convexity shows. Cells holding candidates of which none fits are grey
+    Colour = how much slower the cell's best is than the best cell: z = log10(time / best),
+    in the bins of :data:`RATIO_EDGES` (+1 %, +2 %, +5 %, …), so the non-convexity shows;
+    text = the best iteration time in seconds (``best_time_s``; training days only if no
+    time column exists). Cells holding candidates of which none fits are grey
     with a ✕ ("does not fit"); cells without candidates are blank. A star marks the optimum.
     The hover gives the best configuration's other dimensions.
     """
@@ -118,7 +137,6 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     if finite.size == 0 and not infeasible.any():
         return empty_figure("No design-space cells to show.", presentation)
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 1.0)
-    log = hi / lo > LOG_SPAN
 
     ix = {v: i for i, v in enumerate(xs)}
     iy = {v: i for i, v in enumerate(ys)}
@@ -143,7 +161,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             bad[i, j] = 1.0
             text[i, j] = "✕"
         else:
-            z[i, j] = math.log10(v) if log else v
+            z[i, j] = math.log10(v / lo)  # 0 for the best cell
             bad[i, j] = np.nan
             text[i, j] = fmt_num(v) if show_text else ""
 
@@ -160,14 +178,15 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
                        + _candidates_line(names) + "<extra></extra>"),
         meta={"group": "does not fit", "customdata": names})]
     cell_hover = _cell_hover(x, y, value_title, names, others, extra)
+    colorscale, colorbar, zmax = relative_colors(hi / lo)
     data.append(dict(
-        type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=SEQUENTIAL_SCALE,
-        reversescale=True, hoverongaps=False, xgap=1, ygap=1,
+        type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=colorscale,
+        zmin=0.0, zmax=zmax, hoverongaps=False, xgap=1, ygap=1,
         text=np.where(np.isnan(z), "", text).tolist(), texttemplate="%{text}",
-        textfont=dict(size=size * 0.8),
-        colorbar=_colorbar(lo, hi, value_title + (" · log scale" if log else ""), log),
-        customdata=listed, hovertemplate=cell_hover,
-        meta={"group": "feasible", "customdata": names, "log10": bool(log)}))
+        textfont=dict(size=size * 0.8), colorbar=colorbar, customdata=listed,
+        hovertemplate=cell_hover,
+        meta={"group": "feasible", "customdata": names, "z": "log10 of the time / the best",
+              "best": lo}))
     layout = base_layout(f"Design space: best per ({x}, {y}) cell", presentation)
     # the categorical axes span exactly the cells: no padding for the star
     layout.update(
