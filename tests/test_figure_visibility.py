@@ -70,7 +70,10 @@ def test_heatmap_cells_a_few_percent_apart_get_different_colours():
     assert len(colors) == len(times) and len(set(colors)) == len(times)
     assert "slower than the best" in bar.title.text
     assert list(bar.ticktext[:4]) == ["best", "+1 %", "+2 %", "+5 %"]
-    assert all(10 ** v == pytest.approx(r) for v, r in zip(bar.tickvals[1:], RATIO_EDGES))
+    # every edge up to 30× (9) and the best: ten bins, one unit each (equal heights)
+    assert list(bar.tickvals) == list(range(10))
+    assert list(bar.ticktext[4:]) == ["+10 %", "+20 %", "+50 %", "2×", "5×", "10×"]
+    assert RATIO_EDGES[:6] == (1.01, 1.02, 1.05, 1.1, 1.2, 1.5)
 
 
 def test_heatmap_of_one_cell_or_a_narrow_range():

@@ -54,24 +54,31 @@ def _edge_text(ratio: float) -> str:
     return f"+{100 * (ratio - 1):.0f} %" if ratio < 2 else f"{ratio:g}×"
 
 
-def relative_colors(worst: float) -> tuple[list[list], dict, float]:
-    """(stepped colour scale, colour bar, zmax) for z = log10(time / best) in [0, zmax]: one
-    colour per bin of :data:`RATIO_EDGES` up to ``worst`` (the largest ratio), the best bin
-    the brightest; the bar's ticks at the bin edges, in percent slower."""
-    zmax = math.log10(max(worst, RATIO_EDGES[0]))
-    edges = [0.0, *[math.log10(r) for r in RATIO_EDGES if math.log10(r) < zmax], zmax]
+def relative_colors(worst: float) -> tuple[list[list], dict, np.ndarray]:
+    """(stepped colour scale, colour bar, the bins' edges as log10 ratios) for the ratios to
+    the best up to ``worst``: one colour per bin of :data:`RATIO_EDGES`, the best bin the
+    brightest; z (:func:`bin_position`) runs 0…bins, one unit per bin, so that every bin
+    (+1 % as +50 %) has the same height on the colour bar, ticked at its edges."""
+    top = math.log10(max(worst, RATIO_EDGES[0]))
+    edges = np.array([0.0, *[math.log10(r) for r in RATIO_EDGES if math.log10(r) < top], top])
     bins = len(edges) - 1
     # the best (smallest ratio) the brightest end of the scale, as before
     colors = sample_colorscale(SEQUENTIAL_SCALE, [1.0 - i / max(bins - 1, 1)
                                                   for i in range(bins)])
     scale_steps: list[list] = []
     for i, color in enumerate(colors):
-        scale_steps += [[edges[i] / zmax, color], [edges[i + 1] / zmax, color]]
-    inner = edges[1:-1]
+        scale_steps += [[i / bins, color], [(i + 1) / bins, color]]
     bar = dict(title=dict(text="slower than the best cell (colour bins; text: time)",
                           side="right"), thickness=16, outlinewidth=0,
-               tickvals=[0.0, *inner], ticktext=["best", *[_edge_text(10 ** e) for e in inner]])
-    return scale_steps, bar, zmax
+               tickvals=list(range(bins)),
+               ticktext=["best", *[_edge_text(10 ** e) for e in edges[1:-1]]])
+    return scale_steps, bar, edges
+
+
+def bin_position(ratio: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """z of a cell: its bin's index plus how far into the bin its log10 ratio lies (0 for the
+    best; monotonic in the time)."""
+    return np.interp(np.log10(ratio), edges, np.arange(len(edges), dtype=float))
 
 
 def _cell_values(frame: pd.DataFrame, value_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -107,8 +114,9 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     """Design-space map from ``model.best_per_cell(frame, x, y)``: the best configuration that
     fits in each (x, y) cell, the remaining dimensions free.
 
-    Colour = how much slower the cell's best is than the best cell: z = log10(time / best),
-    in the bins of :data:`RATIO_EDGES` (+1 %, +2 %, +5 %, …), so the non-convexity shows;
+    Colour = how much slower the cell's best is than the best cell, in the bins of
+    :data:`RATIO_EDGES` (+1 %, +2 %, +5 %, …; z: :func:`bin_position`), so the non-convexity
+    shows;
     text = the best iteration time in seconds (``best_time_s``; training days only if no
     time column exists). Cells holding candidates of which none fits are grey
     with a ✕ ("does not fit"); cells without candidates are blank. A star marks the optimum.
@@ -161,7 +169,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             bad[i, j] = 1.0
             text[i, j] = "✕"
         else:
-            z[i, j] = math.log10(v / lo)  # 0 for the best cell
+            z[i, j] = v / lo  # the ratio to the best: its bin below
             bad[i, j] = np.nan
             text[i, j] = fmt_num(v) if show_text else ""
 
@@ -178,15 +186,16 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
                        + _candidates_line(names) + "<extra></extra>"),
         meta={"group": "does not fit", "customdata": names})]
     cell_hover = _cell_hover(x, y, value_title, names, others, extra)
-    colorscale, colorbar, zmax = relative_colors(hi / lo)
+    colorscale, colorbar, edges = relative_colors(hi / lo)
+    z = bin_position(z, edges)
     data.append(dict(
         type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=colorscale,
-        zmin=0.0, zmax=zmax, hoverongaps=False, xgap=1, ygap=1,
+        zmin=0.0, zmax=float(len(edges) - 1), hoverongaps=False, xgap=1, ygap=1,
         text=np.where(np.isnan(z), "", text).tolist(), texttemplate="%{text}",
         textfont=dict(size=size * 0.8), colorbar=colorbar, customdata=listed,
         hovertemplate=cell_hover,
-        meta={"group": "feasible", "customdata": names, "z": "log10 of the time / the best",
-              "best": lo}))
+        meta={"group": "feasible", "customdata": names, "best": lo,
+              "z": "bin of the time / the best (RATIO_EDGES), plus the position in it"}))
     layout = base_layout(f"Design space: best per ({x}, {y}) cell", presentation)
     # the categorical axes span exactly the cells: no padding for the star
     layout.update(
