@@ -36,6 +36,7 @@ from .controls import (
     to_widget,
 )
 from .guard import page_callback
+from .hf_upload import hf_config_of, scenario_from_hf
 from .inputs import batch_from_tokens
 from .scenario import (
     PRESET_OF,
@@ -176,10 +177,12 @@ def apply_preset(*args: Any) -> tuple:
 @callback(
     *CONTROLS_OUT, *HEADER_OUT, Output("applied-presets", "data", allow_duplicate=True),
     Output("err-_", "children", allow_duplicate=True),
-    Input("scenario-upload", "contents"), prevent_initial_call=True,
+    Input("scenario-upload", "contents"), State("scenario", "data"),
+    prevent_initial_call=True,
 )
-def upload(contents: str | None) -> tuple:
-    """Load an uploaded scenario JSON (validated; a bad file changes nothing and says why)."""
+def upload(contents: str | None, current: Any = None) -> tuple:
+    """Load an uploaded scenario JSON, or a Hugging Face config.json into the model controls
+    (:mod:`dashboard.hf_upload`); validated: a bad file changes nothing and says why."""
     keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update)
     if not contents:
         return (*keep, no_update)
@@ -187,6 +190,12 @@ def upload(contents: str | None) -> tuple:
         data = base64.b64decode(contents.split(",", 1)[1], validate=False)
     except (IndexError, ValueError):
         return (*keep, "The upload could not be read.")
+    config = hf_config_of(data)
+    if config is not None:
+        scn, note = scenario_from_hf(config, _current(current))
+        if scn is None:
+            return (*keep, note)
+        return (*_control_values(scn), *_header_values(scn), _applied(scn), note)
     scn, errors = from_json(data)
     if scn is None:
         key, message = next(iter(errors.items()))
