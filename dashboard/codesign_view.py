@@ -6,6 +6,7 @@ metric switch never re-runs the study."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dash
@@ -197,8 +198,28 @@ def caption(spec: dict[str, Any]) -> str:
 @page_callback(2, lambda message: (figures.empty_figure(message), [], [], None))
 def draw(stored: Any, metric: Any, scn: dict[str, Any]) -> tuple:
     """The map and the table; the export's context: the stored study and the metric (checked
-    again by :func:`exported`)."""
-    return (*rendered(stored, metric, bool(scn.get("presentation"))), [stored, metric])
+    again by :func:`exported`), only when it is plain JSON of a study's size (a store sent back
+    by the browser is never echoed otherwise: an integer past 2**53 cannot even be encoded)."""
+    context = [stored, metric] if plain_json(stored) and isinstance(metric, str) \
+        and metric in METRICS else None
+    return (*rendered(stored, metric, bool(scn.get("presentation"))), context)
+
+
+def plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON a study's store holds: numbers within ±2**53 and finite,
+    short strings, lists and objects at most 4 deep and of at most MAX_STORED_ROWS items."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return abs(value) < 2**53
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return len(value) <= 400
+    if depth >= 4 or not isinstance(value, (list, dict)) or len(value) > MAX_STORED_ROWS:
+        return False
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return all((isinstance(k, (str, int)) and plain_json(v, depth + 1)) for k, v in items)
 
 
 def exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
