@@ -17,6 +17,7 @@ import pandas as pd
 from model import ModelError, search
 from model.explore.design import leanest
 from model.explore.sweep import best_frame
+from model.physics.strategies import supports
 
 from . import budget
 from .compute import _how, _inputs, _strategies, cached_frame
@@ -177,7 +178,10 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
 def _hbm_point(m, s, scn: dict[str, Any], cap_gb: float, bw_tb_per_s: float) -> dict:
     sys_ij = s.with_overrides(hbm_capacity_gb=cap_gb, hbm_bandwidth_gb_per_s=bw_tb_per_s * 1e3)
     best = np.inf
-    for strategy in _strategies(scn):
+    strategies = _strategies(scn)
+    if len(strategies) > 1:  # as the sweep: leave out those that cannot model the model (SUMMA
+        strategies = tuple(x for x in strategies if supports(x, m))  # has no MoE op table)
+    for strategy in strategies:
         res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy, **_how(scn),
                      top_k=1)
         if res.best is not None:

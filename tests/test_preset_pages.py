@@ -55,7 +55,8 @@ def test_the_moe_presets_exist():
 def test_every_preset_passes_every_page_s_gates_on_its_defaults(name):
     """Design: a strategy the model supports; Scaling and Compare systems: the sweep (in parts
     of GPU counts) within the memory and time budgets on every compared system; Design: its
-    cells and table within budget; Plan: its search at the largest count within budget."""
+    cells and table within budget; HBM: its default grid's searches; Plan: its search at the
+    largest count within budget."""
     scn = preset(name)
     model, system = S.build_inputs(scn)
     assert supports(scn["design_strategy"], model), scn["design_strategy"]
@@ -72,6 +73,9 @@ def test_every_preset_passes_every_page_s_gates_on_its_defaults(name):
                         scn["design_strategy"], **how, narrow="")
     budget.check_searches("top", model, system, [scn["gpus"]], scn["global_batch"],
                           [scn["design_strategy"]], **how, narrow="")
+    budget.check_searches("hbm", model, system, [scn["gpus"]], scn["global_batch"],
+                          compute._strategies(scn), **how, narrow="", repeat=64,
+                          time_budget_s=studies.SWEEP_TIME_BUDGET_S)  # its default 8 × 8 grid
     planner.inputs(scn)
 
 
@@ -122,5 +126,12 @@ def test_the_page_callbacks_answer_on_a_preset_s_defaults(name, tmp_cache):
     assert all(has_data(f) for f in out[4:]), name
     heat, rows, selected, why = design.build_space(scn)
     assert why == "" and has_data(heat) and rows and selected
-    figure, error, _skipped = systems.build(scn, time_budget_s=studies.SWEEP_TIME_BUDGET_S)
+    # Compare systems: every default system for the dense model; for the MoE one (13 s for
+    # all seven) the largest, GB200 NVL72 (its 72-GPU domains: the most configurations)
+    names = None if name == "gpt3-1t" else ["gb200-nvl72"]
+    figure, error, _skipped = systems.build(scn, names,
+                                            time_budget_s=studies.SWEEP_TIME_BUDGET_S)
     assert error == "" and has_data(figure)
+    # the HBM page's sweep (a 2 × 2 grid; it searched SUMMA too and refused every MoE model)
+    frame = studies.hbm_sweep(scn, [80.0, 160.0], [2.0, 4.0])
+    assert len(frame) == 4 and frame["train_days"].notna().any()
