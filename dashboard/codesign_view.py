@@ -125,7 +125,7 @@ def rendered(stored: Any, metric: Any, presentation: bool = False) -> tuple:
     except (KeyError, TypeError, ValueError):
         return figures.empty_figure("The stored study is unreadable: run it again.",
                                     presentation), [], []
-    metric = metric if metric in METRICS else "samples_per_s_per_musd"
+    metric = metric if isinstance(metric, str) and metric in METRICS else "samples_per_s_per_musd"
     fig = codesign_figure(frame, varied, metric, presentation)
     if isinstance(stored.get("caption"), str):  # the export's caption (dashboard.export)
         fig.update_layout(meta={"caption": stored["caption"][:300]})
@@ -215,7 +215,7 @@ def plain_json(value: Any, depth: int = 0) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, str):
-        return len(value) <= 400
+        return len(value) <= 4000  # a caption names up to MAX_MODELS models
     if depth >= 4 or not isinstance(value, (list, dict)) or len(value) > MAX_STORED_ROWS:
         return False
     items = value.items() if isinstance(value, dict) else enumerate(value)
