@@ -37,6 +37,9 @@ CASES = [
                "mlp": "swiglu", "seq_len": 8192, "vocab": 128256}, 0, 4096, "context", 8),
     ("sweep", {"hidden": 98304, "heads": 768, "kv_heads": 768, "layers": 7560}, 0, 887040,
      "context", 72),
+    # a mixture of experts (dashboard/budget.py): its own preset ("preset" names it)
+    ("sweep", {"preset": "deepseek-v3"}, 0, 4096, "context", 8),
+    ("sweep", {"preset": "deepseek-v3"}, 0, 4096, "1d", 8),
     ("design", {}, 4096, 4096, "summa", 8),
     ("design", {}, 4608, 4608, "summa", 72),
     ("design", {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336,
@@ -60,11 +63,16 @@ from model.explore.size import space_size
 from model.physics.strategies import build_strategy
 
 kind, over, gpus, gbs, strategy, nvs = json.loads(sys.argv[2])
-model = load_model("gpt3-1t").with_overrides(**over)
+model = load_model(over.pop("preset", "gpt3-1t")).with_overrides(**over)
 system = load_system("h200").with_overrides(nvlink_domain_size=nvs)
-strat = build_strategy(strategy, model, resolve_mode(None), resolve_execution(None))
+from model.explore.search import with_stack
+# counted with the execution the search runs (the default stack's searched interleave), as
+# dashboard/budget.py counts
+ex = resolve_execution(with_stack(system, None, None, resolve_mode(None))[1])
+strat = build_strategy(strategy, model, resolve_mode(None), ex)
 counts = [2 ** k for k in range(2, 15)] if kind == "sweep" else [gpus]
-sizes = [space_size(model, strat, n, gbs, nvs) for n in counts]
+sizes = [space_size(model, strat, n, gbs, nvs, None, resolve_mode(None), ex.interleave,
+                    ex.ends_count_as_layers) for n in counts]
 shapes, candidates = sum(s for s, _ in sizes), sum(c for _, c in sizes)
 before = psutil.Process().memory_info().rss
 start = time.perf_counter()
@@ -82,9 +90,13 @@ print(json.dumps({"shapes": shapes, "candidates": candidates, "wall_s": wall,
 
 
 def main() -> None:
+    """Every case, or those whose model preset is named on the command line."""
+    only = set(sys.argv[1:])
     print(f"{'kind':7} {'gpus':>7} {'strategy':8} {'shapes':>10} {'candidates':>11} "
           f"{'wall_s':>7} {'growth_MB':>9} {'B/shape':>8} {'B/cand':>7} {'us/cand':>7}")
     for kind, over, gpus, gbs, strategy, nvs in CASES:
+        if only and over.get("preset", "gpt3-1t") not in only:
+            continue
         out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT),
                               json.dumps([kind, over, gpus, gbs, strategy, nvs])],
                              capture_output=True, text=True, timeout=900, check=True)

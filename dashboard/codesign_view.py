@@ -6,6 +6,7 @@ metric switch never re-runs the study."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import dash
@@ -18,7 +19,7 @@ from model.specs.prices import VARIABLE
 
 from . import codesign, figures
 from .background import job_callback
-from .export import graph_card
+from .export import graph_card, register_exports
 from .figures.codesign import METRICS, codesign_figure, config_text, design_label
 from .grid import number_column, text_column
 from .guard import page_callback
@@ -124,7 +125,7 @@ def rendered(stored: Any, metric: Any, presentation: bool = False) -> tuple:
     except (KeyError, TypeError, ValueError):
         return figures.empty_figure("The stored study is unreadable: run it again.",
                                     presentation), [], []
-    metric = metric if metric in METRICS else "samples_per_s_per_musd"
+    metric = metric if isinstance(metric, str) and metric in METRICS else "samples_per_s_per_musd"
     fig = codesign_figure(frame, varied, metric, presentation)
     if isinstance(stored.get("caption"), str):  # the export's caption (dashboard.export)
         fig.update_layout(meta={"caption": stored["caption"][:300]})
@@ -190,9 +191,45 @@ def caption(spec: dict[str, Any]) -> str:
 @callback(
     Output({"type": "graph", "name": "plan-codesign"}, "figure"),
     Output("cd-table", "columnDefs"), Output("cd-table", "rowData"),
+    Output({"type": "export-context", "name": "plan-codesign"}, "data"),
     Input("cd-rows", "data"), Input("cd-metric", "value"), State("scenario", "data"),
     prevent_initial_call=True,
 )
-@page_callback(2, lambda message: (figures.empty_figure(message), [], []))
+@page_callback(2, lambda message: (figures.empty_figure(message), [], [], None))
 def draw(stored: Any, metric: Any, scn: dict[str, Any]) -> tuple:
-    return rendered(stored, metric, bool(scn.get("presentation")))
+    """The map and the table; the export's context: the stored study and the metric (checked
+    again by :func:`exported`), only when it is plain JSON of a study's size (a store sent back
+    by the browser is never echoed otherwise: an integer past 2**53 cannot even be encoded)."""
+    context = [stored, metric] if plain_json(stored) and isinstance(metric, str) \
+        and metric in METRICS else None
+    return (*rendered(stored, metric, bool(scn.get("presentation"))), context)
+
+
+def plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is JSON a study's store holds: numbers within ±2**53 and finite,
+    short strings, lists and objects at most 4 deep and of at most MAX_STORED_ROWS items."""
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return abs(value) < 2**53
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, str):
+        return len(value) <= 4000  # a caption names up to MAX_MODELS models
+    if depth >= 4 or not isinstance(value, (list, dict)) or len(value) > MAX_STORED_ROWS:
+        return False
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return all((isinstance(k, (str, int)) and plain_json(v, depth + 1)) for k, v in items)
+
+
+def exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The map as the page draws it, from the study the page holds (its shape and size checked
+    by :func:`rendered`); none before a study ran."""
+    stored, metric = context if isinstance(context, list) and len(context) == 2 else (None, None)
+    if not stored:
+        raise ModelError("run the co-design study first")
+    figure = rendered(stored, metric, bool(scn.get("presentation")))[0]
+    return {"plan-codesign": figure}
+
+
+register_exports(["plan-codesign"], exported)

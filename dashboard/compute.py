@@ -31,10 +31,10 @@ import model as estimator
 from model import evaluate, search
 from model.explore.design import design_cells
 from model.explore.space import COLUMNS as CONFIG_KEYS
-from model.explore.sweep import best_frame, sweep
+from model.explore.sweep import best_frame
 from model.physics.strategies import STRATEGIES
 
-from . import budget, stores
+from . import budget, stores, sweep_parts
 from .diskstore import BoundedCache
 from .figures.common import plain
 from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
@@ -307,11 +307,11 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
-        budget.check_searches("The scaling views", m, s, counts,
-                              scn["global_batch"], _strategies(scn), **_how(scn),
-                              narrow=NARROW_SCALING)
-        results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
-                        **_how(scn))
+        sized = sweep_parts.check_sweep("The scaling views", m, s, counts,
+                                        scn["global_batch"], _strategies(scn), **_how(scn),
+                                        narrow=NARROW_SCALING)
+        results = sweep_parts.sweep_in_parts(m, s, sized.groups, scn["global_batch"],
+                                             _strategies(scn), **_how(scn))
         return best_frame(results)
     return cached_frame("scaling", payload, compute)
 

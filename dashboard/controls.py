@@ -171,6 +171,8 @@ def panel(scn: dict[str, Any], controls: Sequence[Control] = PANEL) -> html.Div:
             html.Button("Download scenario (JSON)", id="scenario-download-btn"),
             dcc.Download(id="scenario-download"),
             dcc.Upload(id="scenario-upload", max_size=16 * 1024, accept=".json,application/json",
-                       children=html.Button("Upload scenario (JSON)")),
+                       children=html.Button("Upload scenario or config.json",
+                                            title="A scenario JSON saved here, or a Hugging "
+                                                  "Face config.json (fills the model)")),
         ]),
     ])

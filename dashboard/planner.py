@@ -57,6 +57,9 @@ def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dic
     if whole_plan:
         counts = count_range(scn["plan_max_gpus"], system.node_size)
         first = counts if scn["plan_goal"] != "days" else counts[:FIRST_WINDOW]
+        if len(first) == 0:  # no whole node within the largest count: plan() says so
+            return model, system, {"strategy": strategy, "execution": execution,
+                                   "stack": stack_of(scn), "costs": costs_of(scn)}
         budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
                           model, system, first, scn["global_batch"], strategy, execution,
                           NARROW, stack=stack_of(scn))

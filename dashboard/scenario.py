@@ -25,6 +25,7 @@ from model.specs.transformer import Transformer
 from .control_table import BY_KEY as CONTROL
 from .control_table import CONTROLS, Control
 from .inputs import check_value, number_text
+from .strategy_choice import STRATEGY_KEYS, with_supported_strategies
 
 MAX_SCENARIO_BYTES = 16 * 1024  # an upload is a few hundred bytes; refuse anything larger
 
@@ -136,7 +137,8 @@ def with_presets(raw: dict[str, Any]) -> dict[str, Any]:
         name = raw.get(preset.key)
         if isinstance(name, str) and name in preset.choices:
             base.update(preset_values(group, name))
-    return {**base, **_attention_of_old(raw, base)}
+    return with_supported_strategies({**base, **_attention_of_old(raw, base)},
+                                     keep=tuple(k for k in STRATEGY_KEYS if k in raw))
 
 
 def _attention_of_old(raw: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from .controls import (
     to_widget,
 )
 from .guard import page_callback
+from .hf_upload import hf_config_of, scenario_from_hf
 from .inputs import batch_from_tokens
 from .scenario import (
     PRESET_OF,
@@ -47,6 +48,7 @@ from .scenario import (
     to_query,
     validate_scenario,
     with_presets,
+    with_supported_strategies,
 )
 
 ERROR_KEYS = (*CONTROL_KEYS, "_")
@@ -125,12 +127,14 @@ def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool
     prevent_initial_call="initial_duplicate",
 )
 def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
-    """At page load, fill the controls from the URL (a shared link); ignore later URL writes.
+    """At page load, and whenever the URL's fragment changes to another scenario (a shared
+    link pasted into a tab already showing the app: the browser only fires ``popstate``), fill
+    the controls from the URL; the app's own URL writes (the store's scenario) change nothing.
     Fields the link does not give come from the presets it names (``#system=h100``: H100's
     HBM), the others from the defaults."""
-    if hydrated:
-        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update)
     raw = from_query(fragment)
+    if hydrated and (not raw or validate_scenario(with_presets(raw))[0] == _current(current)):
+        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update)
     scn, errors = validate_scenario(with_presets(raw)) if raw else (_current(current), {})
     if scn is None:  # a broken link: keep the defaults and say why
         key, message = next(iter(errors.items()))
@@ -164,7 +168,7 @@ def apply_preset(*args: Any) -> tuple:
     if trigger == f"ctl-{preset.key}" and name == applied.get(preset.key):
         return (*KEEP_CONTROLS, no_update, no_update)
     try:
-        new = {**_current(scn), **preset_values(preset.group, name)}
+        new = with_supported_strategies({**_current(scn), **preset_values(preset.group, name)})
     except ModelError as exc:
         return (*KEEP_CONTROLS, no_update, f"Preset refused: {exc}.")
     return (*_control_values(new), _applied(new), "")
@@ -173,10 +177,12 @@ def apply_preset(*args: Any) -> tuple:
 @callback(
     *CONTROLS_OUT, *HEADER_OUT, Output("applied-presets", "data", allow_duplicate=True),
     Output("err-_", "children", allow_duplicate=True),
-    Input("scenario-upload", "contents"), prevent_initial_call=True,
+    Input("scenario-upload", "contents"), State("scenario", "data"),
+    prevent_initial_call=True,
 )
-def upload(contents: str | None) -> tuple:
-    """Load an uploaded scenario JSON (validated; a bad file changes nothing and says why)."""
+def upload(contents: str | None, current: Any = None) -> tuple:
+    """Load an uploaded scenario JSON, or a Hugging Face config.json into the model controls
+    (:mod:`dashboard.hf_upload`); validated: a bad file changes nothing and says why."""
     keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update)
     if not contents:
         return (*keep, no_update)
@@ -184,6 +190,12 @@ def upload(contents: str | None) -> tuple:
         data = base64.b64decode(contents.split(",", 1)[1], validate=False)
     except (IndexError, ValueError):
         return (*keep, "The upload could not be read.")
+    config = hf_config_of(data)
+    if config is not None:
+        scn, note = scenario_from_hf(config, _current(current))
+        if scn is None:
+            return (*keep, note)
+        return (*_control_values(scn), *_header_values(scn), _applied(scn), note)
     scn, errors = from_json(data)
     if scn is None:
         key, message = next(iter(errors.items()))

@@ -16,12 +16,13 @@ import pandas as pd
 
 from model import ModelError, search
 from model.explore.design import leanest
-from model.explore.sweep import best_frame, sweep
-from model.physics.strategies import PRODUCTION
+from model.explore.sweep import best_frame
+from model.physics.strategies import PRODUCTION, supports
 
 from . import budget
 from .compute import _how, _inputs, _strategies, cached_frame
 from .scenario import build_inputs, gpu_counts, preset_system, system_values
+from .sweep_parts import check_sweep, sweep_in_parts
 
 COMPARE_SYSTEMS = ("a100", "h100", "b200", "b300", "gb200-nvl72", "mi300x")
 COMPARE_NVS = (0,)  # 0: each system's own NVLink domain
@@ -71,24 +72,26 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
                                            for n in domains)]
         narrow = "compare fewer systems or domain sizes, narrow the GPU range or choose one " \
             "strategy"
+        groups = {}
         for name, nvs in curves:  # each sweep on its own, the time of all of them together
             try:
-                budget.check_searches(f"The comparison ({system_label(name, nvs, scn)})", m,
-                                      bases[name], counts, scn["global_batch"],
-                                      production_strategies(scn), **_how(scn), narrow=narrow,
-                                      repeat=len(curves), time_budget_s=seconds, nvs=nvs)
+                groups[name, nvs] = check_sweep(
+                    f"The comparison ({system_label(name, nvs, scn)})", m, bases[name], counts,
+                    scn["global_batch"], production_strategies(scn), **_how(scn), narrow=narrow,
+                    repeat=len(curves), time_budget_s=seconds, nvs=nvs).groups
             except budget.OverBudget:
                 raise
             except ModelError:  # the system cannot run the scenario: its sweep below says why
-                pass
+                groups[name, nvs] = (tuple(counts),)
         deadline, frames = time.monotonic() + seconds, []
         for name, nvs in curves:
             if time.monotonic() > deadline:
                 raise ModelError(f"the comparison ran out of its {seconds:g} s time budget; "
                                  + narrow)
             try:
-                best = best_frame(sweep(m, bases[name], counts, scn["global_batch"],
-                                        production_strategies(scn), **_how(scn), nvs=nvs))
+                best = best_frame(sweep_in_parts(m, bases[name], groups[name, nvs],
+                                                 scn["global_batch"], production_strategies(scn),
+                                                 **_how(scn), nvs=nvs))
             except ModelError as exc:  # e.g. FP8 on a GPU without an FP8 rate: say so
                 frames.append(pd.DataFrame([{"system": system_label(name, nvs, scn),
                                              "skipped": str(exc)}]))
@@ -182,7 +185,10 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
 def _hbm_point(m, s, scn: dict[str, Any], cap_gb: float, bw_tb_per_s: float) -> dict:
     sys_ij = s.with_overrides(hbm_capacity_gb=cap_gb, hbm_bandwidth_gb_per_s=bw_tb_per_s * 1e3)
     best = np.inf
-    for strategy in _strategies(scn):
+    strategies = _strategies(scn)
+    if len(strategies) > 1:  # as the sweep: leave out those that cannot model the model (SUMMA
+        strategies = tuple(x for x in strategies if supports(x, m))  # has no MoE op table)
+    for strategy in strategies:
         res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy, **_how(scn),
                      top_k=1)
         if res.best is not None:

@@ -186,3 +186,23 @@ def test_the_stored_rows_are_checked_and_exported_with_their_own_caption():
         {**stored, "varied": ["hbm_capacity_gb", "__class__"], "rows": stored["rows"] * 200},
         "evil")
     assert len(rows) == codesign_view.MAX_STORED_ROWS  # at most that many are drawn
+
+
+def test_the_map_s_export_is_the_study_the_page_holds():
+    """Issue 21: the map's export was a 400 (no builder). The draw callback hands the study to
+    the export as its context (only plain JSON of a study's size: a store the browser sends back
+    is never echoed otherwise), and the export draws the same map from it."""
+    from dashboard import export
+    from dashboard.scenario import default_scenario
+
+    stored, _ = codesign_view.run_study(lambda _: None, 1, *form_values(SMALL))
+    drawn = codesign_view.draw.__wrapped__(stored, "samples_per_s", default_scenario())
+    context = drawn[-1]
+    assert context == [stored, "samples_per_s"]
+    figure = export.card_figure("plan-codesign", default_scenario(), context)
+    np.testing.assert_array_equal(np.asarray(figure["data"][0]["z"], dtype=float),
+                                  np.asarray(drawn[0].data[0].z, dtype=float))
+    for junk in ([stored, ["samples_per_s"]], [{"rows": [2 ** 100]}, "samples_per_s"]):
+        assert codesign_view.draw.__wrapped__(*junk, default_scenario())[-1] is None
+    with pytest.raises(ModelError, match="run the co-design study first"):
+        export.card_figure("plan-codesign", default_scenario(), None)

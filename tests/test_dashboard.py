@@ -328,7 +328,7 @@ def test_collect_valid_value_stores_scenario_and_fragment():
     assert out[0]["layers"] == 96 and is_no_update(out[1])
 
 
-def test_hydrate_fills_controls_from_fragment_once():
+def test_hydrate_fills_controls_from_fragment_and_from_a_link_pasted_later():
     current = default()
     out = state.hydrate("#" + S.to_query(valid(layers=96, hbm_gb=80.0, presentation=True)),
                         False, current)
@@ -338,8 +338,11 @@ def test_hydrate_fills_controls_from_fragment_once():
     assert out[n] == ["on"] and out[n + 1] is True and out[n + 3] == ""
     assert out[n + 2] == {"model": current["model"], "system": current["system"],
                           "stack": current["stack"]}
+    own = state.hydrate("#" + S.to_query(current), True, current)  # the app's own URL write
+    assert len(own) == n + 4 and all(is_no_update(v) for v in own)
+    # a link pasted into the tab already showing the app (issue 21: it was ignored)
     later = state.hydrate("#layers=12", True, current)
-    assert len(later) == n + 4 and all(is_no_update(v) for v in later)
+    assert dict(zip(CONTROL_KEYS, later[:n]))["layers"] == 12 and later[n + 3] == ""
 
 
 def test_hydrate_broken_link_keeps_defaults_and_says_why():
@@ -487,13 +490,15 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
 
 @pytest.fixture
 def sweep_calls(monkeypatch) -> list[int]:
+    from dashboard import sweep_parts  # the scaling views sweep through it
+
     calls: list[int] = []
-    real = compute.sweep
+    real = sweep_parts.sweep
 
     def counting(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
-    monkeypatch.setattr(compute, "sweep", counting)
+    monkeypatch.setattr(sweep_parts, "sweep", counting)
     return calls
 
 

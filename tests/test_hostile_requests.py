@@ -574,8 +574,10 @@ def test_hostile_scenario_stores_to_background_jobs(cbs, store):
     for dep in deps:
         status, text = send(cbs, dep, {**defaults(), "scenario": store})
         assert status in (200, 204), text[:500]
-        if status == 200 and store is not None:
-            assert "scenario" in text.lower() or "configurations" in text, text[:500]
+        if status == 200 and store is not None:  # refused, or (finding 4's model, swept in
+            # parts of GPU counts that fit the memory budget) the answer that nothing fits
+            assert "scenario" in text.lower() or "configurations" in text \
+                or "No system fits" in text, text[:500]
     time.sleep(0.5)
     alive = [p for p in psutil.Process().children(recursive=True)
              if p.pid not in before and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 from ..theme import (
     FONT_SIZE,
@@ -24,16 +25,18 @@ from .common import (
     empty_figure,
     fmt_int,
     fmt_num,
-    fmt_tick,
     make_figure,
-    nice_log_ticks,
 )
 
 # Colour value of a cell, by preference: (column, label with unit).
 CELL_VALUES = (("best_time_s", "best iteration time (s)"),
                ("iteration_time_s", "best iteration time (s)"),
                ("train_days", "training time (days)"))
-LOG_SPAN = 10.0  # above this max/min ratio the colour scale is logarithmic
+# The colour of a cell: how much slower it is than the best cell, in bins whose edges are these
+# ratios to the best (+1 %, +2 %, +5 %, … 10×). A linear scale of the time painted every cell
+# within ~15 % of the best the same colour (issue 21), hiding the non-convexities the map is
+# for; equal steps of log(time / best) would still give +1 % and +5 % nearly one colour.
+RATIO_EDGES = (1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0)
 MAX_CELL_TEXT = 150  # write the value in each cell up to this many cells
 
 
@@ -46,14 +49,36 @@ def _categories(values: pd.Series) -> list[object]:
     return sorted(uniq, key=str)
 
 
-def _colorbar(lo: float, hi: float, title: str, log: bool) -> dict:
-    bar = dict(title=dict(text=title, side="right"), thickness=16, outlinewidth=0)
-    if log:  # 1-2-5 ticks, plus both ends unless a tick is already near them
-        ticks = nice_log_ticks(lo, hi)
-        ticks += [end for end in (lo, hi) if all(abs(math.log10(end / t)) > 0.08 for t in ticks)]
-        ticks.sort()
-        bar.update(tickvals=[math.log10(t) for t in ticks], ticktext=[fmt_tick(t) for t in ticks])
-    return bar
+def _edge_text(ratio: float) -> str:
+    """A bin edge as the colourbar writes it: '+5 %' up to 2×, then '5×'."""
+    return f"+{100 * (ratio - 1):.0f} %" if ratio < 2 else f"{ratio:g}×"
+
+
+def relative_colors(worst: float) -> tuple[list[list], dict, np.ndarray]:
+    """(stepped colour scale, colour bar, the bins' edges as log10 ratios) for the ratios to
+    the best up to ``worst``: one colour per bin of :data:`RATIO_EDGES`, the best bin the
+    brightest; z (:func:`bin_position`) runs 0…bins, one unit per bin, so that every bin
+    (+1 % as +50 %) has the same height on the colour bar, ticked at its edges."""
+    top = math.log10(max(worst, RATIO_EDGES[0]))
+    edges = np.array([0.0, *[math.log10(r) for r in RATIO_EDGES if math.log10(r) < top], top])
+    bins = len(edges) - 1
+    # the best (smallest ratio) the brightest end of the scale, as before
+    colors = sample_colorscale(SEQUENTIAL_SCALE, [1.0 - i / max(bins - 1, 1)
+                                                  for i in range(bins)])
+    scale_steps: list[list] = []
+    for i, color in enumerate(colors):
+        scale_steps += [[i / bins, color], [(i + 1) / bins, color]]
+    bar = dict(title=dict(text="slower than the best cell (colour bins; text: time)",
+                          side="right"), thickness=16, outlinewidth=0,
+               tickvals=list(range(bins)),
+               ticktext=["best", *[_edge_text(10 ** e) for e in edges[1:-1]]])
+    return scale_steps, bar, edges
+
+
+def bin_position(ratio: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """z of a cell: its bin's index plus how far into the bin its log10 ratio lies (0 for the
+    best; monotonic in the time)."""
+    return np.interp(np.log10(ratio), edges, np.arange(len(edges), dtype=float))
 
 
 def _cell_values(frame: pd.DataFrame, value_col: str) -> tuple[np.ndarray, np.ndarray]:
@@ -89,9 +114,11 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     """Design-space map from ``model.best_per_cell(frame, x, y)``: the best configuration that
     fits in each (x, y) cell, the remaining dimensions free.
 
-    Colour = best iteration time in seconds (``best_time_s``; training days only if no time
-    column exists), on a log scale with ticks in real units when the range spans more than
-    10×, so the non-convexity shows. Cells holding candidates of which none fits are grey
+    Colour = how much slower the cell's best is than the best cell, in the bins of
+    :data:`RATIO_EDGES` (+1 %, +2 %, +5 %, …; z: :func:`bin_position`), so the non-convexity
+    shows;
+    text = the best iteration time in seconds (``best_time_s``; training days only if no
+    time column exists). Cells holding candidates of which none fits are grey
     with a ✕ ("does not fit"); cells without candidates are blank. A star marks the optimum.
     The hover gives the best configuration's other dimensions.
     """
@@ -118,7 +145,6 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     if finite.size == 0 and not infeasible.any():
         return empty_figure("No design-space cells to show.", presentation)
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 1.0)
-    log = hi / lo > LOG_SPAN
 
     ix = {v: i for i, v in enumerate(xs)}
     iy = {v: i for i, v in enumerate(ys)}
@@ -143,7 +169,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             bad[i, j] = 1.0
             text[i, j] = "✕"
         else:
-            z[i, j] = math.log10(v) if log else v
+            z[i, j] = v / lo  # the ratio to the best: its bin below
             bad[i, j] = np.nan
             text[i, j] = fmt_num(v) if show_text else ""
 
@@ -160,14 +186,16 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
                        + _candidates_line(names) + "<extra></extra>"),
         meta={"group": "does not fit", "customdata": names})]
     cell_hover = _cell_hover(x, y, value_title, names, others, extra)
+    colorscale, colorbar, edges = relative_colors(hi / lo)
+    z = bin_position(z, edges)
     data.append(dict(
-        type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=SEQUENTIAL_SCALE,
-        reversescale=True, hoverongaps=False, xgap=1, ygap=1,
+        type="heatmap", x=xs, y=ys, z=z, name=value_title, colorscale=colorscale,
+        zmin=0.0, zmax=float(len(edges) - 1), hoverongaps=False, xgap=1, ygap=1,
         text=np.where(np.isnan(z), "", text).tolist(), texttemplate="%{text}",
-        textfont=dict(size=size * 0.8),
-        colorbar=_colorbar(lo, hi, value_title + (" · log scale" if log else ""), log),
-        customdata=listed, hovertemplate=cell_hover,
-        meta={"group": "feasible", "customdata": names, "log10": bool(log)}))
+        textfont=dict(size=size * 0.8), colorbar=colorbar, customdata=listed,
+        hovertemplate=cell_hover,
+        meta={"group": "feasible", "customdata": names, "best": lo,
+              "z": "bin of the time / the best (RATIO_EDGES), plus the position in it"}))
     layout = base_layout(f"Design space: best per ({x}, {y}) cell", presentation)
     # the categorical axes span exactly the cells: no padding for the star
     layout.update(

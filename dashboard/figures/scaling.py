@@ -78,10 +78,23 @@ def _config_hover(rows: Rows, header: str) -> Hover:
             .config())
 
 
-def _marker(strategy: str, color: str, size: float) -> dict:
-    """Filled markers for production strategies, hollow for idealised ones."""
-    return dict(color=color, size=size, symbol="circle-open" if strategy in IDEALISED else
-                "circle", line=dict(color=color, width=2))
+# (line dash, width factor, marker symbol, size factor) per strategy, drawn in this order: two
+# strategies often give the same best configuration (the context strategy with no context
+# parallelism is 1D), and a line drawn over an identical one hid it (issue 21: the 1D line
+# under the context line). The first drawn is solid, wide, with large markers; each later one
+# is narrower, dotted or dash-dotted, with smaller markers of another shape, so that where
+# they coincide both show.
+STRATEGY_LOOK = {"1d": ("solid", 1.6, "circle", 1.5), "summa": ("dashdot", 1.0, "square", 1.0),
+                 "context": ("dot", 0.9, "diamond", 0.8)}
+
+
+def _look(strategy: str, color: str, width: float, size: float) -> dict:
+    """The line and markers of a strategy's curve (:data:`STRATEGY_LOOK`); idealised
+    strategies get hollow markers."""
+    dash, w, symbol, m = STRATEGY_LOOK.get(strategy, ("solid", 1.0, "circle", 1.0))
+    return dict(line=dict(color=color, width=width * w, dash=dash),
+                marker=dict(color=color, size=size * m, line=dict(color=color, width=2),
+                            symbol=f"{symbol}-open" if strategy in IDEALISED else symbol))
 
 
 def _knee_trace(x: float, y: float, text: str, size: float, xaxis: str = "x",
@@ -115,8 +128,7 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
         hover = _config_hover(part, f"<b>{label}</b><br>GPUs %{{x}}")
         data.append(dict(
             type="scatter", x=gpus, y=days, name=label, mode="lines+markers", legendgroup=s,
-            line=dict(color=color, width=lw), marker=_marker(s, color, ms),
-            **hover.trace_kwargs(group=s)))
+            **_look(s, color, lw, ms), **hover.trace_kwargs(group=s)))
         ideal = days[0] * gpus[0] / gpus
         plotted += [*days, *ideal]
         data.append(dict(
@@ -180,7 +192,7 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
         baselines.append(f"{label}: {count_label(part['baseline_gpus'][0])} GPUs")
         plotted += [*speedup, *ideal]
         common = dict(type="scatter", mode="lines+markers", legendgroup=s,
-                      line=dict(color=color, width=lw), marker=_marker(s, color, ms))
+                      **_look(s, color, lw, ms))
         hover = (_config_hover(part, f"<b>{label}</b><br>GPUs %{{x}}")
                  .add("baseline_gpus", "baseline (most efficient) GPUs")
                  .add("speedup", "speedup", ".3g", "×").add("efficiency", "efficiency", ".1%"))

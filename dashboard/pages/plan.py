@@ -18,7 +18,7 @@ from model.explore.lost_node import DEFAULT_CLIFF_RATIO
 from model.physics.goodput import job_mtbf_s
 
 from .. import codesign_view, compute, figures, notes, planner
-from ..export import graph_card
+from ..export import graph_card, register_exports
 from ..figures.common import strategy_name
 from ..guard import job_error, page_callback
 from ..scenario import build_inputs, costs_of
@@ -205,7 +205,22 @@ def failed(message: str, presentation: bool = False) -> tuple:
 def update(scn: dict[str, Any]) -> list | tuple:
     """The callback: :func:`build` of the scenario (validated again on the server by
     ``page_callback``, which shows a ``ModelError`` as the message), outputs cached as JSON."""
-    def outputs() -> tuple:
+    return outputs(scn)
+
+
+def outputs(scn: dict[str, Any]) -> list:
+    """:func:`build` (figures as plain dicts), cached as JSON."""
+    def built() -> tuple:
         with figures.plain_figures():
             return build(scn)
-    return compute.cached_outputs("page-plan", planner.payload(scn), outputs)
+    return compute.cached_outputs("page-plan", planner.payload(scn), built)
+
+
+def _exported(scn: dict[str, Any], _context: Any) -> dict[str, Any]:
+    """The page's two figures for the scenario (from the results cache once the page showed
+    them), for the export buttons (they were never registered: every export was a 400)."""
+    *_, pareto, lost = outputs(scn)
+    return {"plan-pareto": pareto, "plan-lost": lost}
+
+
+register_exports(["plan-pareto", "plan-lost"], _exported)

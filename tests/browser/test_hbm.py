@@ -16,9 +16,13 @@ def _set(ui, selector: str, value) -> None:
 
 
 def _progress(ui) -> tuple[float, float, str]:
-    bar = ui.duo.find_element("#hbm-progress")
-    return (float(bar.get_attribute("value") or 0), float(bar.get_attribute("max") or 0),
-            ui.text("#hbm-progress-text"))
+    """The bar's value and max and the text, read in one script: separate reads straddled a
+    progress report under load (value 6 read, then the text "9 / 9 systems")."""
+    value, top, text = ui.driver.execute_script(
+        "const bar = document.querySelector('#hbm-progress');"
+        "return [bar.getAttribute('value'), bar.getAttribute('max'),"
+        " document.querySelector('#hbm-progress-text').innerText];")
+    return float(value or 0), float(top or 0), text.strip()
 
 
 def _run(ui, steps: int) -> list[tuple[float, float, str]]:
