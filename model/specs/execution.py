@@ -225,6 +225,50 @@ def _one_of(allowed: tuple) -> str:
 DEFAULT_EXECUTION = Execution()
 FIELDS = tuple(f.name for f in fields(Execution))
 
+# The field table every front end derives its options from (the command line's flags,
+# model.cli.options; the dashboard's controls and the scenario's keys cover the same fields,
+# tests/test_controls.py): each field's kind and a one-line help with its unit and default.
+INTEGERS: dict[str, tuple[int, int]] = {"interleave": (0, 64), "recompute_layers": (0, 10_000),
+                                        "offload_layers": (0, 10_000)}
+HELP: dict[str, str] = {
+    "recompute": "activation recompute: selective (flash attention's), full, or none",
+    "recompute_layers": "fully recompute N layers per pipeline stage, the rest as --recompute "
+                        "(Megatron's block method; 'auto': the fewest that fit)",
+    "sequence_parallel": "Megatron sequence parallelism for 1D/context",
+    "interleave": "virtual pipeline stages per GPU (0: every count the stages allow)",
+    "zero": "ZeRO stage: 0 replicated optimizer, 1 distributed optimizer, 2 + gradients, "
+            "3 + weights (FSDP)",
+    "precision": "matmul precision (fp8, mxfp8 and nvfp4 need the system's FP8/FP4 rate)",
+    "tp_overlap": "overlap tensor-parallel collectives with the matmuls",
+    "flash_attention": "fused attention",
+    "fp32_gradients": "accumulate and reduce gradients in fp32 (Megatron's main_grad)",
+    "context_attention": "context parallelism (--cp): gather K/V, or ring attention (overlapped)",
+    "offload": "keep these in the host memory tier (the system's host_* figures)",
+    "ends_count_as_layers": "the embedding and the loss each count as a layer in the "
+                            "pipeline split (lighter end stages)",
+    "dp_overlap": "overlap the data-parallel gradient reduction with the backward",
+    "dp_bucket_mb": "data-parallel collectives in buckets of at most this many MB, each "
+                    "paying the ring latency (0: one per block)",
+    "fp8_param_gather": "with an FP8 precision, all-gather parameters in FP8 (Megatron's "
+                        "--fp8-param-gather)",
+    "offload_layers": "without activation offload: move N layers' activations of each "
+                      "pipeline stage to host memory (Megatron's cpu_offloading_num_layers)",
+    "ep_overlap": "overlap the expert-parallel all-to-alls with another microbatch's compute",
+    "ep_dispatcher": "how tokens reach their experts: NCCL all-to-all, or flex (DeepEP/HybridEP)",
+    "moe_capacity_factor": "0: dropless routing; c > 0: c x the mean tokens per expert, "
+                           "dropped beyond, padded below",
+    "moe_imbalance": "dropless routing: the busiest GPU's expert tokens over the mean "
+                     "(1.0: force-balanced)",
+}
+
+
+def field_kind(name: str) -> str:
+    """How a field is given: ``switch`` (on/off), ``choice`` (one of :data:`LITERALS`),
+    ``integer`` (:data:`INTEGERS`) or ``number`` (:data:`RANGES`)."""
+    kinds = {"switch": FLAGS, "choice": LITERALS, "integer": INTEGERS, "number": RANGES}
+    [kind] = [k for k, names in kinds.items() if name in names]
+    return kind
+
 
 def resolve_execution(value: object) -> Execution:
     """An :class:`Execution` from None (default), a dict of fields, or an Execution."""
