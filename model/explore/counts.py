@@ -33,8 +33,16 @@ from ..specs.stack import Stack
 from ..specs.transformer import Transformer
 from .frontier import Frontier
 from .report import result_frame
+from .request import Request
 from .rules import MIN_ROWS, Problem, mask
-from .search import DEFAULT_BUDGET, SearchResult, check_args, search_counts, with_stack
+from .search import (
+    DEFAULT_BUDGET,
+    SearchResult,
+    check_args,
+    only_request,
+    search_counts,
+    with_stack,
+)
 from .space import divisors
 from .variant import variant_frontier
 
@@ -218,19 +226,35 @@ def _empty(model: Transformer, system: System, global_batch: int, strategy: Any,
                          costs=costs)[0].top.iloc[:0]
 
 
-def search_at_most(model: Transformer, system: System, max_gpus: int, global_batch: int,
+def search_at_most(model: Transformer | Request, system: System | None = None,
+                   max_gpus: int | None = None, global_batch: int | None = None,
                    strategy: str = "1d", *, gpu_step: int = 1, top_k: int = 10,
                    compat: object = None, pins: dict | None = None,
                    execution: Execution | dict | None = None, stack: str | Stack | None = None,
                    costs: object = None, budget: int = DEFAULT_BUDGET) -> SearchResult:
     """The ``top_k`` fastest configurations using at most ``max_gpus`` GPUs (any multiple of
     ``gpu_step``; the rest idle), fastest first; ``result.gpus`` is the count the best uses and
-    ``result.max_gpus`` the bound."""
+    ``result.max_gpus`` the bound. ``search_at_most(request)`` (its workload's ``max_gpus``), or
+    the keyword form, which builds the request."""
+    if not isinstance(model, Request):
+        model = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
+                              gpu_step=gpu_step, strategy=strategy, compat=compat, pins=pins,
+                              top_k=top_k, budget=budget, execution=execution, stack=stack,
+                              costs=costs)
+    return at_most(only_request(model, system, max_gpus, global_batch))
+
+
+def at_most(req: Request) -> SearchResult:
+    """:func:`search_at_most` of a request."""
+    max_gpus, strategy, top_k = req.workload.max_gpus, req.strategy, req.top_k
+    if max_gpus is None:
+        raise ModelError("give 'max_gpus' (at most that many GPUs)")
     start = time.perf_counter()
-    counts = count_range(max_gpus, gpu_step)
-    frame, done = best_per_count(model, system, counts, global_batch, strategy, top_k=top_k,
-                                 compat=compat, pins=pins, execution=execution, stack=stack,
-                                 costs=costs, budget=budget)
+    counts = count_range(max_gpus, req.workload.gpu_step)
+    frame, done = best_per_count(req.model, req.system, counts, req.global_batch, strategy,
+                                 top_k=top_k, compat=req.compat, pins=dict(req.pins),
+                                 execution=req.execution_given(), stack=req.stack,
+                                 budget=req.budget)
     if len(frame):
         frame = frame.sort_values("samples_per_s", ascending=False, kind="stable")
         frame = frame.head(top_k).reset_index(drop=True)

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
-from ..explore.search import evaluate, search
+from ..explore.api import search
+from ..explore.search import evaluate
 from ..specs.hardware import System, load_system
 from ..specs.schema import DATA_DIR
 from ..specs.transformer import Transformer, transformer_from_dict
