@@ -33,6 +33,8 @@ from model.explore.design import design_cells
 from model.explore.space import COLUMNS as CONFIG_KEYS
 from model.explore.sweep import best_frame, sweep
 from model.physics.strategies import STRATEGIES
+from model.validation import EXTRA_RUNS, SETS, reference_dir, run_validation
+from model.validation.moe import MOE_RUNS
 
 from . import budget
 from .diskstore import BoundedCache
@@ -357,9 +359,6 @@ def validation() -> pd.DataFrame:
     """The estimator against the published runs (``model.validation.run_validation``): one row
     per measured quantity, with Calculon's predictions where published. The reference files'
     size and modification time are part of the key (the estimator's version already is)."""
-    from model.validation import EXTRA_RUNS, SETS, reference_dir, run_validation
-    from model.validation.moe import MOE_RUNS
-
     folder = reference_dir()
     stamp = {}
     for path in (folder / "korthikanti_validation.json", folder / "measurements.json",

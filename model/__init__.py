@@ -24,11 +24,11 @@ from .explore.search import Evaluation, SearchResult, evaluate
 from .explore.sweep import sweep
 from .physics.strategies import canonical_strategy
 from .specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
+from .specs.models import load_model
 from .specs.transformer import (
     WORKLOADS_DIR,
     Transformer,
     list_models,
-    load_model,
     transformer_from_dict,
 )
 from .specs.workload import Training

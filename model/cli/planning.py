@@ -19,7 +19,7 @@ from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
 from ..physics.strategies import supported_strategies
 from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
-from ..specs.transformer import load_model
+from ..specs.models import load_model
 from . import format as cli_format
 from .args import (
     DEFAULT_GLOBAL_BATCH,

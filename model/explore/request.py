@@ -26,6 +26,7 @@ from ..specs.modes import Mode, resolve_mode
 from ..specs.stack import Stack
 from ..specs.transformer import Transformer
 from ..specs.workload import Training, positive_int
+from .pruning import DEFAULT_PRUNING, Pruning
 from .space import PIN_NAMES
 
 DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
@@ -71,6 +72,7 @@ class Request:
     pins: Mapping[str, int | None] = field(default_factory=lambda: EMPTY)
     top_k: int = 10
     budget: int = DEFAULT_BUDGET  # candidates
+    pruning: Pruning = DEFAULT_PRUNING  # when a search prunes (the same rows either way)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, Transformer):
@@ -91,6 +93,8 @@ class Request:
         object.__setattr__(self, "pins", _frozen_pins(self.pins))
         positive_int("top_k", self.top_k)
         positive_int("budget", self.budget)
+        if not isinstance(self.pruning, Pruning):
+            raise ModelError(f"pruning must be a Pruning, got {type(self.pruning).__name__}")
 
     @classmethod
     def build(cls, model: Transformer, system: System, *, global_batch: int,
@@ -98,7 +102,8 @@ class Request:
               gpu_step: int = 1, strategy: str = "1d", compat: object = None,
               nvs: int | None = None, pins: dict | None = None, top_k: int = 10,
               budget: int = DEFAULT_BUDGET, execution: object = None,
-              stack: str | Stack | None = None, costs: Costs | dict | None = None) -> Request:
+              stack: str | Stack | None = None, costs: Costs | dict | None = None,
+              pruning: Pruning = DEFAULT_PRUNING) -> Request:
         """A training request from the keywords the entry points have always taken: ``nvs``
         and ``costs`` are applied to the system here, once."""
         if not isinstance(system, System):
@@ -110,7 +115,7 @@ class Request:
             gpus, (str, bytes)) else tuple(gpus)
         workload = Training(global_batch, counts, max_gpus, gpu_step)
         return cls(model, system.with_costs(costs), workload, strategy, compat, stack,
-                   execution, pins, top_k, budget)
+                   execution, pins, top_k, budget, pruning)
 
     def replace(self, **changes: Any) -> Request:
         """A copy with other fields (validated again)."""

@@ -34,6 +34,7 @@ from ..specs.modes import Mode, resolve_mode
 from ..specs.stack import NO_STACK, Stack, load_stack
 from ..specs.transformer import Transformer
 from .evaluate import evaluate_ops, evaluate_space, fits_on, shards_of
+from .pruning import Pruning
 from .report import op_table, result_frame
 from .request import DEFAULT_BUDGET, Request
 from .rules import explain
@@ -156,7 +157,7 @@ def run_counts(req: Request) -> list[SearchResult]:
         used = sum(c for frames in per_variant for _, c, _ in frames)
         per_variant.append(_search_variant(req.model, system, counts, req.global_batch,
                                            strategy, req.compat, ex, pins, req.top_k,
-                                           req.budget - used))
+                                           req.budget - used, req.pruning))
     elapsed = time.perf_counter() - start
     total = max(sum(c for frames in per_variant for _, c, _ in frames), 1)
     out = []
@@ -178,10 +179,10 @@ def run_counts(req: Request) -> list[SearchResult]:
 
 def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                    budget: int) -> list[tuple[pd.DataFrame, int, int]]:
+                    budget: int, pruning: Pruning) -> list[tuple[pd.DataFrame, int, int]]:
     """(top frame, candidates, feasible) per GPU count for one execution choice."""
     front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex, pins,
-                                  top_k, budget)
+                                  top_k, budget, pruning)
     return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
 
 

@@ -32,7 +32,7 @@ from .evaluate import (
     shape_memory,
 )
 from .frontier import CACHE, CountShapes, Frontier, frontier_key
-from .pruning import kept_rows, pruned
+from .pruning import DEFAULT_PRUNING, Pruning, kept_rows, pruned
 from .space import (
     PLACEMENT,
     Placements,
@@ -42,18 +42,16 @@ from .space import (
     shape_placements,
 )
 
-PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
-PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
-
 
 def variant_frontier(model: Transformer, system: System, counts: list[int], global_batch: int,
                      strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                     budget: int) -> tuple[Frontier, Ctx]:
+                     budget: int, pruning: Pruning = DEFAULT_PRUNING) -> tuple[Frontier, Ctx]:
     """The search of one execution choice at every GPU count, as a
     :class:`~model.explore.frontier.Frontier` (rows fastest first per count, for any capacity up
     to the one evaluated), and its context. Answered from the process's
     :data:`~model.explore.frontier.CACHE` when the same search (any HBM capacity up to the one
-    evaluated) ran before; else evaluated and cached.
+    evaluated) ran before; else evaluated and cached (``pruning``: when the evaluation prunes;
+    the rows are the same either way, so both share the cache).
     """
     ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
     strat = build_strategy(strategy, model, mode, ctx.execution)
@@ -69,7 +67,7 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
                 if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
                     cover, depth = usable, top_k
                 front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
-                                          pins, budget, cover, depth, top_k)
+                                          pins, budget, cover, depth, top_k, pruning)
                 CACHE.put(key, front)
     totals = np.cumsum(front.candidates())  # the same refusal as an evaluation, at the same
     over = np.flatnonzero(totals > budget)   # count (the first whose running total is over)
@@ -80,7 +78,7 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
 
 def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                       strat: Strategy, ctx: Ctx, pins: dict, budget: int, usable: float,
-                      depth: int, top_k: int) -> Frontier:
+                      depth: int, top_k: int, pruning: Pruning) -> Frontier:
     """Evaluate the candidates that fit in ``usable`` HBM bytes, at every GPU count at once,
     and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``.
 
@@ -113,7 +111,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
 
     todo = np.flatnonzero(fits & (placed > 0))
     count_of = np.repeat(np.arange(len(counts)), [stop - start for _, start, stop, _ in placing])
-    if PRUNE and placed[todo].sum() >= PRUNE_FROM:
+    if pruning.applies(int(placed[todo].sum())):
         lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
         lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
                                         op_counts, mem["params_bytes"], todo,

@@ -13,8 +13,9 @@ from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
 from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
+from .dims import model_dims
+from .optable import OpSpec
 from .pricing import Bound, Exact, Pricing
-from .strategies import OpSpec, model_dims
 
 
 @dataclass

@@ -52,5 +52,5 @@ class Training:
             if counts:
                 raise ModelError("give 'gpus' (use exactly that many) or 'max_gpus' (at most), "
                                  "not both")
-            positive_int("max_gpus", self.max_gpus, MAX_GPUS)
+            positive_int("max_gpus", self.max_gpus)  # its range: explore.counts.count_range
         positive_int("gpu_step", self.gpu_step)
