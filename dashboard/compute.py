@@ -39,7 +39,14 @@ from model.validation.moe import MOE_RUNS
 from . import budget
 from .diskstore import BoundedCache
 from .figures.common import plain
-from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
+from .scenario import (
+    ESTIMATOR_KEYS,
+    build_inputs,
+    execution_of,
+    gpu_counts,
+    request_of,
+    stack_of,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
@@ -299,16 +306,14 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), "strategies": _strategies(scn), "counts": gpu_counts(scn)}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
-        budget.check_searches("The scaling views", m, s, counts,
+        request = request_of(scn, gpus=tuple(counts), strategy=_strategies(scn))
+        budget.check_searches("The scaling views", request.model, request.system, counts,
                               scn["global_batch"], _strategies(scn), **_how(scn),
                               narrow=NARROW_SCALING)
-        results = sweep(m, s, counts, scn["global_batch"], _strategies(scn),
-                        **_how(scn))
-        return best_frame(results)
+        return best_frame(sweep(request))
     return cached_frame("scaling", payload, compute)
 
 
@@ -334,12 +339,12 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), "gpus": scn["gpus"], "strategy": scn["design_strategy"]}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", m,
-                              s, [scn["gpus"]], scn["global_batch"],
+        request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"],
+                             top_k=TOP_K)
+        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", request.model,
+                              request.system, [scn["gpus"]], scn["global_batch"],
                               [scn["design_strategy"]], **_how(scn), narrow=NARROW_DESIGN)
-        return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                      **_how(scn), top_k=TOP_K).top
+        return search(request).top
     return cached_frame("top", payload, compute)
 
 
@@ -349,9 +354,8 @@ def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), "gpus": int(config["gpus"]), "strategy": config["strategy"], **cfg}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        return evaluate(m, s, int(config["gpus"]), scn["global_batch"], config["strategy"],
-                        **_how(scn), **cfg).ops
+        return evaluate(request_of(scn, gpus=(int(config["gpus"]),),
+                                   strategy=config["strategy"], pins=cfg)).ops
     return cached_frame("ops", payload, compute)
 
 

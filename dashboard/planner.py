@@ -24,7 +24,7 @@ from model.explore.plan import PlanResult, plan
 from model.physics.strategies import supported_strategies
 
 from . import budget, compute
-from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
+from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, request_of, stack_of
 
 PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
 PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
@@ -88,9 +88,10 @@ def answer_frame(res: PlanResult) -> pd.DataFrame:
 def answer(scn: dict[str, Any]) -> pd.DataFrame:
     """:func:`answer_frame` of the scenario's plan."""
     def run() -> pd.DataFrame:
-        model, system, kw = inputs(scn)
-        res = plan(model, system, scn["global_batch"], **targets(scn),
-                   max_gpus=scn["plan_max_gpus"], failures=scn["plan_failures"], **kw)
+        _, _, kw = inputs(scn)  # checks the mode and sizes the largest search
+        request = request_of(scn, strategy=kw["strategy"], max_gpus=scn["plan_max_gpus"],
+                             costs=True)
+        res = plan(request, **targets(scn), failures=scn["plan_failures"])
         return answer_frame(res)
     return compute.cached_frame("plan-answer", payload(scn), run)
 

@@ -15,7 +15,8 @@ import pandas as pd
 from ..errors import ModelError
 from ..explore.codesign import codesign
 from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
-from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan
+from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, check_targets, plan
+from ..explore.request import Request
 from ..physics.strategies import supported_strategies
 from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
@@ -163,11 +164,13 @@ def _strategy(args: argparse.Namespace, *models: Any) -> str | tuple[str, ...]:
 
 def run_plan(args: argparse.Namespace) -> int:
     model, system = load_workload(args)
-    res = plan(model, system, args.global_batch, days=args.days, budget_usd=args.budget_usd,
-               strategy=_strategy(args, model), gpu_step=args.gpu_step, max_gpus=args.max_gpus,
-               failures=args.with_failures,
-               execution=execution_from_args(args, searching=True), stack=args.stack,
-               costs=costs_from_args(args))
+    check_targets(args.days, args.budget_usd, model)  # before anything else, as plan() does
+    request = Request.build(model, system, global_batch=args.global_batch,
+                            max_gpus=args.max_gpus, gpu_step=args.gpu_step,
+                            strategy=_strategy(args, model),
+                            execution=execution_from_args(args, searching=True),
+                            stack=args.stack, costs=costs_from_args(args))
+    res = plan(request, days=args.days, budget_usd=args.budget_usd, failures=args.with_failures)
     if res.row is None:
         raise ModelError(_no_answer(res, model.name))
     if args.json:

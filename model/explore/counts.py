@@ -252,7 +252,7 @@ def at_most(req: Request) -> SearchResult:
     if max_gpus is None:
         raise ModelError("give 'max_gpus' (at most that many GPUs)")
     start = time.perf_counter()
-    counts = count_range(max_gpus, req.workload.gpu_step)
+    counts = count_range(max_gpus, req.workload.gpu_step or 1)
     frame, done = best_per_count(req.model, req.system, counts, req.global_batch, strategy,
                                  top_k=top_k, compat=req.compat, pins=dict(req.pins),
                                  execution=req.execution_given(), stack=req.stack,

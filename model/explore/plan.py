@@ -32,7 +32,8 @@ from ..specs.stack import Stack
 from ..specs.transformer import Transformer
 from .counts import best_per_count, count_range
 from .economics import power_and_prices
-from .search import DEFAULT_BUDGET
+from .request import Request
+from .search import DEFAULT_BUDGET, only_request
 
 DEFAULT_MAX_GPUS = 131_072  # 2^17: beyond the largest training clusters built by 2025 (~100k)
 FIRST_WINDOW = 512  # node-size multiples in the first window of a days-only plan
@@ -85,7 +86,8 @@ def plan_columns(frame: pd.DataFrame, failures: bool) -> pd.DataFrame:
     return out
 
 
-def _check(days: float | None, budget_usd: float | None, model: Transformer) -> None:
+def check_targets(days: float | None, budget_usd: float | None, model: Transformer) -> None:
+    """A plan's targets, and the budget of the model it plans for: a ModelError in their words."""
     if days is None and budget_usd is None:
         raise ModelError("plan needs a target: days (train within D days; --days) or "
                          "budget_usd (the fastest within a budget; --budget-usd), or both")
@@ -98,7 +100,8 @@ def _check(days: float | None, budget_usd: float | None, model: Transformer) -> 
                          "samples) to plan for")
 
 
-def plan(model: Transformer, system: System, global_batch: int, *, days: float | None = None,
+def plan(model: Transformer | Request, system: System | None = None,
+         global_batch: int | None = None, *, days: float | None = None,
          budget_usd: float | None = None, strategy: str = "1d", gpu_step: int | None = None,
          max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = False,
          execution: Execution | dict | None = None, stack: str | Stack | None = None,
@@ -106,20 +109,37 @@ def plan(model: Transformer, system: System, global_batch: int, *, days: float |
          ) -> PlanResult:
     """The fewest GPUs (multiples of ``gpu_step``, default the system's node size) that train
     ``model``'s budget within ``days``, or the fastest within ``budget_usd`` (see the module
-    docstring); searches counts up to ``max_gpus``."""
+    docstring); searches counts up to ``max_gpus``. ``plan(request, days=…)`` (its workload's
+    ``max_gpus`` and ``gpu_step``), or the keyword form, an adapter that builds the request."""
+    if isinstance(model, Request):
+        req = only_request(model, system, global_batch)
+    else:
+        check_targets(days, budget_usd, model)
+        req = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
+                            gpu_step=gpu_step, strategy=strategy, pins=pins, budget=budget,
+                            execution=execution, stack=stack, costs=costs)
+    return plan_request(req, days=days, budget_usd=budget_usd, failures=failures)
+
+
+def plan_request(req: Request, *, days: float | None = None, budget_usd: float | None = None,
+                 failures: bool = False) -> PlanResult:
+    """:func:`plan` of a request."""
     start = time.perf_counter()
-    _check(days, budget_usd, model)
-    step = system.node_size if gpu_step is None else gpu_step
+    model, system = req.model, req.system
+    check_targets(days, budget_usd, model)
+    step = system.node_size if req.workload.gpu_step is None else req.workload.gpu_step
+    max_gpus = req.workload.max_gpus or DEFAULT_MAX_GPUS
     counts = count_range(max_gpus, step)
-    if cost_unknown(system.with_costs(costs)) and budget_usd is not None:
+    if cost_unknown(system) and budget_usd is not None:
         raise ModelError(f"system '{system.name}' has no price for its pricing; give "
                          "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")
     windows = _windows(len(counts)) if budget_usd is None else [(0, len(counts))]
     frames, searched = [], 0
     for lo, hi in windows:
-        frame, _ = best_per_count(model, system, counts[lo:hi], global_batch, strategy,
-                                  pins=pins, execution=execution, stack=stack, costs=costs,
-                                  budget=budget)
+        frame, _ = best_per_count(model, system, counts[lo:hi], req.global_batch, req.strategy,
+                                  compat=req.compat, pins=dict(req.pins),
+                                  execution=req.execution_given(), stack=req.stack,
+                                  budget=req.budget, pruning=req.pruning)
         searched = hi
         frames.append(plan_columns(frame, failures) if len(frame) else frame)
         if budget_usd is None and len(frame) and (frames[-1]["plan_days"] <= days).any():

@@ -45,6 +45,15 @@ def _frozen_execution(execution: object) -> Execution | Mapping[str, Any] | None
     return MappingProxyType(frozen)
 
 
+def _strategies(strategy: object) -> str | tuple[str, ...]:
+    """A canonical name, "all", or a tuple of canonical names."""
+    if isinstance(strategy, (list, tuple)) and strategy:
+        return tuple(canonical_strategy(s) for s in strategy)
+    if not isinstance(strategy, str):
+        raise ModelError(f"strategy must be a name, got {strategy!r:.80}")
+    return strategy if strategy == "all" else canonical_strategy(strategy)
+
+
 def _frozen_pins(pins: object) -> Mapping[str, int | None]:
     if pins is None:
         return EMPTY
@@ -65,7 +74,8 @@ class Request:
     model: Transformer
     system: System
     workload: Training
-    strategy: str = "1d"  # a strategy name (canonical), or "all" where a study takes every one
+    # a strategy name (canonical); "all" or several names where a study takes several
+    strategy: str | tuple[str, ...] = "1d"
     compat: Mode = field(default_factory=lambda: resolve_mode(None))
     stack: str | Stack | None = None  # a stack name or record; None: the newest
     execution: Execution | Mapping[str, Any] | None = None  # over the stack's defaults
@@ -84,10 +94,7 @@ class Request:
         if not hasattr(self.workload, "kind"):
             raise ModelError(f"workload must be a workload record such as Training(...), got "
                              f"{type(self.workload).__name__}")
-        if not isinstance(self.strategy, str):
-            raise ModelError(f"strategy must be a name, got {self.strategy!r:.80}")
-        if self.strategy != "all":
-            object.__setattr__(self, "strategy", canonical_strategy(self.strategy))
+        object.__setattr__(self, "strategy", _strategies(self.strategy))
         object.__setattr__(self, "compat", resolve_mode(self.compat))
         object.__setattr__(self, "execution", _frozen_execution(self.execution))
         object.__setattr__(self, "pins", _frozen_pins(self.pins))
@@ -99,7 +106,8 @@ class Request:
     @classmethod
     def build(cls, model: Transformer, system: System, *, global_batch: int,
               gpus: int | list[int] | tuple[int, ...] | None = None, max_gpus: int | None = None,
-              gpu_step: int = 1, strategy: str = "1d", compat: object = None,
+              gpu_step: int | None = None, strategy: str | tuple[str, ...] = "1d",
+              compat: object = None,
               nvs: int | None = None, pins: dict | None = None, top_k: int = 10,
               budget: int = DEFAULT_BUDGET, execution: object = None,
               stack: str | Stack | None = None, costs: Costs | dict | None = None,

@@ -147,7 +147,9 @@ def run_counts(req: Request) -> list[SearchResult]:
     counts = list(req.workload.gpus)
     if not counts:
         raise ModelError("give at least one GPU count")
-    strategy = canonical_strategy(req.strategy)
+    if not isinstance(req.strategy, str) or req.strategy == "all":
+        canonical_strategy(str(req.strategy))  # a search takes one: the error names the others
+    strategy = req.strategy
     start = time.perf_counter()
     system, execution = with_stack(req.system, req.execution_given(), req.stack, req.compat)
     variants = execution_variants(execution)

@@ -24,7 +24,6 @@ pairs are kept, so memory stays proportional to the valid candidates. Order is d
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..physics.strategies import Strategy
+from ..specs import memo
 from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
 from .rules import Problem, mask, stage_layout
@@ -41,7 +41,7 @@ COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", 
 PIN_NAMES = COLUMNS
 
 
-@functools.lru_cache(maxsize=256)
+@memo.lru("divisors", 256)
 def divisors(n: int) -> np.ndarray:
     """All positive divisors of n, increasing (read-only: remembered per n)."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
@@ -50,7 +50,7 @@ def divisors(n: int) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=64)
+@memo.lru("NVLink placements", 64)
 def placements(domain: int) -> np.ndarray:
     """Every ordered 4-tuple of positive integers with product ``domain`` (shape [k, 4];
     read-only: remembered per domain)."""

@@ -30,7 +30,8 @@ def sweep(model: Transformer | Request, system: System | None = None,
     MLA or MTP op table); a single one that cannot is an error."""
     if isinstance(model, Request):
         req = only_request(model, system)
-        names = strategies or (STRATEGIES if req.strategy == "all" else (req.strategy,))
+        names = strategies or (STRATEGIES if req.strategy == "all" else (req.strategy,)
+                               if isinstance(req.strategy, str) else req.strategy)
         return sweep_request(req, names)
     if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
         raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")

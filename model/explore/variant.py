@@ -13,13 +13,11 @@ by k faster candidates needing no more memory) are not priced: see :mod:`model.e
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import numpy as np
 
 from ..physics.block import Ctx
 from ..physics.strategies import Strategy, build_strategy
+from ..specs import memo
 from ..specs.execution import Execution
 from ..specs.hardware import System
 from ..specs.modes import Mode
@@ -162,9 +160,8 @@ def _placed(merged: dict, placing: list[tuple], chosen: np.ndarray) -> dict:
     return out
 
 
-SHAPE_SPACES = 32  # shape spaces kept per process (a few hundred kB each)
-_shape_spaces: OrderedDict[str, tuple] = OrderedDict()
-_shape_lock = threading.Lock()
+# shape spaces kept per process (a few hundred kB each)
+SHAPE_SPACES = memo.Table("shape spaces", 32, memo.RESULTS)
 
 
 def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_batch: int,
@@ -180,11 +177,9 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     ex = ctx.execution
     key = repr((model, strat.name, mode, ex.interleave, ex.ends_count_as_layers,
                 [int(n) for n in counts], int(global_batch), sorted(pins.items()), int(nvs)))
-    with _shape_lock:
-        found = _shape_spaces.get(key)
-        if found is not None:
-            _shape_spaces.move_to_end(key)
-            return found
+    found = SHAPE_SPACES.get(key)
+    if found is not None:
+        return found
     shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.interleave,
                            mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers)
               for n in counts]
@@ -193,14 +188,10 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill)
               for n, cols in zip(counts, shapes)]
     found = (shapes, merged, places)
-    with _shape_lock:
-        _shape_spaces[key] = found
-        while len(_shape_spaces) > SHAPE_SPACES:
-            _shape_spaces.popitem(last=False)
+    SHAPE_SPACES.put(key, found)
     return found
 
 
 def clear_shape_spaces() -> None:
     """Forget the remembered shape spaces (benchmarks of searches from scratch)."""
-    with _shape_lock:
-        _shape_spaces.clear()
+    SHAPE_SPACES.clear()

@@ -12,11 +12,11 @@ name (``e``, ``f``, ``qkv``, …) refers to :func:`model_dims`. Volumes of colle
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from ..errors import ModelError
+from ..specs import memo
 from ..specs.execution import Execution, resolve_execution
-from ..specs.memo import remembered
 from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
 from . import moe
@@ -326,10 +326,10 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
                          f"('{model.name}'); use 1d or context")
     mode = resolve_mode(compat)
     ex = resolve_execution(execution)
-    return remembered(_built, key, model, mode, ex)
+    return _built(key, model, mode, ex)
 
 
-@lru_cache(maxsize=256)
+@memo.lru("strategy tables", 256)
 def _built(key: str, model: Transformer, mode: Mode, ex: Execution) -> Strategy:
     """:func:`build_strategy` of a canonical name, remembered per process: a strategy's table
     depends only on these (all frozen), and each search asks for it again."""

@@ -31,13 +31,13 @@ def positive_int(name: str, value: object, hi: int | None = None, hi_text: str =
 class Training:
     """Training at ``global_batch`` sequences per iteration on exactly ``gpus`` GPUs (one count
     or several: a strong-scaling sweep), or on at most ``max_gpus`` in steps of ``gpu_step``
-    (the rest idle). ``gpus`` empty with ``max_gpus`` None: a study that chooses its own counts
-    (a plan)."""
+    (the rest idle; None: 1, or the system's node size for a plan). ``gpus`` empty with
+    ``max_gpus`` None: a study that chooses its own counts (a plan)."""
 
     global_batch: int
     gpus: tuple[int, ...] = ()
     max_gpus: int | None = None
-    gpu_step: int = 1
+    gpu_step: int | None = None
 
     kind = "training"
 
@@ -53,4 +53,5 @@ class Training:
                 raise ModelError("give 'gpus' (use exactly that many) or 'max_gpus' (at most), "
                                  "not both")
             positive_int("max_gpus", self.max_gpus)  # its range: explore.counts.count_range
-        positive_int("gpu_step", self.gpu_step)
+        if self.gpu_step is not None:
+            positive_int("gpu_step", self.gpu_step)
