@@ -60,7 +60,7 @@ def search(
 
 def search_request(req: Request) -> SearchResult:
     """:func:`search` of a request: at most ``max_gpus``, or its one GPU count."""
-    if req.workload.max_gpus is not None:
+    if req.training().max_gpus is not None:
         return at_most(req)
     if len(req.workload.gpus) != 1:
         raise ModelError("give 'gpus' (a GPU count) or 'max_gpus' (at most that many)")

@@ -248,11 +248,11 @@ def search_at_most(model: Transformer | Request, system: System | None = None,
 
 def at_most(req: Request) -> SearchResult:
     """:func:`search_at_most` of a request."""
-    max_gpus, strategy, top_k = req.workload.max_gpus, req.strategy, req.top_k
+    max_gpus, strategy, top_k = req.training().max_gpus, req.strategy, req.top_k
     if max_gpus is None:
         raise ModelError("give 'max_gpus' (at most that many GPUs)")
     start = time.perf_counter()
-    counts = count_range(max_gpus, req.workload.gpu_step or 1)
+    counts = count_range(max_gpus, req.training().gpu_step or 1)
     frame, done = best_per_count(req.model, req.system, counts, req.global_batch, strategy,
                                  top_k=top_k, compat=req.compat, pins=dict(req.pins),
                                  execution=req.execution_given(), stack=req.stack,

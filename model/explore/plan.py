@@ -127,8 +127,9 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
     start = time.perf_counter()
     model, system = req.model, req.system
     check_targets(days, budget_usd, model)
-    step = system.node_size if req.workload.gpu_step is None else req.workload.gpu_step
-    max_gpus = req.workload.max_gpus or DEFAULT_MAX_GPUS
+    work = req.training()
+    step = system.node_size if work.gpu_step is None else work.gpu_step
+    max_gpus = work.max_gpus or DEFAULT_MAX_GPUS
     counts = count_range(max_gpus, step)
     if cost_unknown(system) and budget_usd is not None:
         raise ModelError(f"system '{system.name}' has no price for its pricing; give "

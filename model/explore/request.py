@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from ..errors import ModelError
 from ..physics.strategies import canonical_strategy
 from ..specs.cost import Costs
@@ -62,8 +64,9 @@ def _frozen_pins(pins: object) -> Mapping[str, int | None]:
     for key, value in pins.items():
         if key not in PIN_NAMES:
             raise ModelError(f"unknown pin '{key}'; allowed: {', '.join(PIN_NAMES)}")
-        if value is not None:
-            positive_int(f"pin '{key}'", value)
+        integer = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        if value is not None and (not integer or value < 1):
+            raise ModelError(f"pin '{key}' must be a positive integer, got {value!r:.80}")
     return MappingProxyType(dict(pins))
 
 
@@ -133,9 +136,17 @@ class Request:
         """A copy whose workload has other fields (``gpus=(64,)``, ``max_gpus=…``)."""
         return replace(self, workload=replace(self.workload, **changes))
 
+    def training(self) -> Training:
+        """The workload, which the search engine's entry points need to be training; a
+        ModelError naming the workload otherwise."""
+        if not isinstance(self.workload, Training):
+            raise ModelError(f"this estimate is for training; the request's workload is "
+                             f"{getattr(self.workload, 'kind', type(self.workload).__name__)}")
+        return self.workload
+
     @property
     def global_batch(self) -> int:
-        return self.workload.global_batch
+        return self.training().global_batch
 
     def execution_given(self) -> Execution | dict[str, Any] | None:
         """The execution as the search takes it: a record, or a plain dict whose lists are

@@ -144,7 +144,7 @@ def only_request(request: Request, *others: object) -> Request:
 
 def run_counts(req: Request) -> list[SearchResult]:
     """The top ``req.top_k`` configurations at each of ``req.workload.gpus``."""
-    counts = list(req.workload.gpus)
+    counts = list(req.training().gpus)
     if not counts:
         raise ModelError("give at least one GPU count")
     if not isinstance(req.strategy, str) or req.strategy == "all":
@@ -242,12 +242,13 @@ def _check_dimensions(pins: dict, strategy: str) -> None:
 
 def evaluate_request(req: Request) -> Evaluation:
     """The configuration ``req.pins`` names, on ``req.workload``'s one GPU count."""
+    work = req.training()
     pins = {**_EVALUATE_DEFAULTS, **req.pins}
     key = canonical_strategy(req.strategy)
     _check_dimensions(pins, key)
-    if len(req.workload.gpus) != 1:
+    if len(work.gpus) != 1:
         raise ModelError("evaluate takes one GPU count")
-    [gpus] = req.workload.gpus
+    [gpus] = work.gpus
     global_batch, mode = req.global_batch, req.compat
     tp1, tp2, pp, dp = (pins[k] for k in ("tp1", "tp2", "pp", "dp"))
     if tp1 * tp2 * pp * dp != gpus:
