@@ -143,8 +143,10 @@ def _claims():
         return f"on GB200 NVL72 the same 32,768 GPUs take {_days(s)} days"
 
     def purchased():
+        from model.specs.cost import Costs
         s = _plan("costs", {"pricing": "purchase"})
-        return f"cost ${s['cost_usd'] / 1e6:.2f}M"
+        return (f"amortized over {Costs().amortization_years:g} years plus electricity) cost "
+                f"${s['cost_usd'] / 1e6:.2f}M")
 
     def accuracy():
         c = _cross_validated()
@@ -190,3 +192,16 @@ def test_prose_figure_is_what_the_code_computes_now(document, claim):
     text = (ROOT / document).read_text(encoding="utf-8")
     phrase = claim()
     assert phrase in text, f"{document} should say {phrase!r} (the figure drifted)"
+
+
+def test_the_two_commands_are_the_quick_start_and_ci_runs_the_test_one():
+    """The README's first bash block is the two commands; .ci/run executes exactly the test
+    one, and the quick start's first estimate is on the first screen (within 40 lines)."""
+    first = _blocks("bash")[0]
+    commands = [line.split("#")[0].strip() for line in first.splitlines() if line.strip()]
+    assert commands == ["./scripts/run", "./scripts/test"]
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+          .splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == "exec ./scripts/test"
+    first_estimate = README.splitlines().index("```console")
+    assert first_estimate < 40 and len(README.splitlines()) <= 300
