@@ -100,11 +100,12 @@ def lost_nodes(scn: dict[str, Any], gpus: int) -> pd.DataFrame:
     """The lost-node view of a job of ``gpus`` GPUs: up to ``lost_nodes`` nodes lost (fewer
     when the job has fewer nodes left to lose)."""
     def run() -> pd.DataFrame:
-        model, system, kw = inputs(scn)
+        _, system, kw = inputs(scn)  # checks the mode and sizes the largest search
         lost = min(scn["lost_nodes"], gpus // system.node_size - 1)
         if lost < 1:
             return pd.DataFrame()
-        return lost_node_frame(model, system, gpus, scn["global_batch"], lost=lost, **kw)
+        request = request_of(scn, gpus=(gpus,), strategy=kw["strategy"], costs=True)
+        return lost_node_frame(request, lost=lost)
     return compute.cached_frame("plan-lost", payload(scn, gpus), run)
 
 

@@ -241,10 +241,12 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
 
 def run_lost_node(args: argparse.Namespace) -> int:
     model, system = load_workload(args)
-    frame = lost_node_frame(model, system, args.gpus, args.global_batch, _strategy(args, model),
-                            lost=args.lost, node=args.node, cliff_ratio=args.cliff_ratio,
+    request = Request.build(model, system, global_batch=args.global_batch, gpus=args.gpus,
+                            strategy=_strategy(args, model),
                             execution=execution_from_args(args, searching=True),
                             stack=args.stack, costs=costs_from_args(args))
+    frame = lost_node_frame(request, lost=args.lost, node=args.node,
+                            cliff_ratio=args.cliff_ratio)
     if args.json:
         print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
                      "global_batch": args.global_batch, "cliff_ratio": args.cliff_ratio,
