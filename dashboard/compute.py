@@ -41,7 +41,6 @@ from .diskstore import BoundedCache
 from .figures.common import plain
 from .scenario import (
     ESTIMATOR_KEYS,
-    build_inputs,
     execution_of,
     gpu_counts,
     request_of,
@@ -324,13 +323,12 @@ def design(scn: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), **{k: scn[k] for k in keys}}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", m,
-                            s, scn["gpus"], scn["global_batch"],
+        request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"])
+        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", request.model,
+                            request.system, scn["gpus"], scn["global_batch"],
                             scn["design_strategy"], **_how(scn), narrow=NARROW_DESIGN)
         deadline = time.monotonic() + 2 * budget.TIME_BUDGET_S
-        return design_cells(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                            scn["x_axis"], scn["y_axis"], **_how(scn), deadline=deadline)
+        return design_cells(request, x=scn["x_axis"], y=scn["y_axis"], deadline=deadline)
     return cached_frame("design", payload, compute)
 
 

@@ -122,3 +122,20 @@ def test_the_dashboard_builds_its_request_from_the_scenario():
     direct = search(model, system, 64, scn["global_batch"], "1d", top_k=compute.TOP_K,
                     execution=S.execution_of(scn), stack=S.stack_of(scn))
     pd.testing.assert_frame_equal(search(req).top, direct.top)
+
+
+def test_the_design_space_and_lost_node_studies_take_the_request_too():
+    from model.explore.design import design_cells, design_space, leanest
+    from model.explore.lost_node import lost_node_frame
+    req = _request(strategy="1d", execution={"recompute_layers": 0})
+    keywords = {"execution": {"recompute_layers": 0}}
+    pd.testing.assert_frame_equal(design_space(req), design_space(M, SYS, 64, 256, "1d",
+                                                                  **keywords))
+    pd.testing.assert_frame_equal(design_cells(req, x="tp1", y="pp"),
+                                  design_cells(M, SYS, 64, 256, "1d", "tp1", "pp", **keywords))
+    assert leanest(req) == leanest(M, SYS, 64, 256, "1d", **keywords)
+    job = Request.build(M, SYS, global_batch=256, gpus=64)
+    pd.testing.assert_frame_equal(lost_node_frame(job, lost=2),
+                                  lost_node_frame(M, SYS, 64, 256, lost=2))
+    with pytest.raises(ModelError, match="one GPU count and one strategy"):
+        design_space(req.with_workload(gpus=(64, 128)))
