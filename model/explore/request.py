@@ -27,7 +27,7 @@ from ..specs.hardware import System
 from ..specs.modes import Mode, resolve_mode
 from ..specs.stack import Stack
 from ..specs.transformer import Transformer
-from ..specs.workload import Training, positive_int
+from ..specs.workload import Training, Workload, positive_int
 from .pruning import DEFAULT_PRUNING, Pruning
 from .space import PIN_NAMES
 
@@ -76,7 +76,7 @@ class Request:
 
     model: Transformer
     system: System
-    workload: Training
+    workload: Workload  # Training, or another kind's record (serving's)
     # a strategy name (canonical); "all" or several names where a study takes several
     strategy: str | tuple[str, ...] = "1d"
     compat: Mode = field(default_factory=lambda: resolve_mode(None))

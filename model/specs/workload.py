@@ -9,6 +9,7 @@ built, so every front end (CLI, API, dashboard) gets the same errors in the same
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -25,6 +26,13 @@ def positive_int(name: str, value: object, hi: int | None = None, hi_text: str =
     if hi is not None and value > hi:
         raise ModelError(f"'{name}' = {value} is out of range; allowed [1, {hi_text or hi}]")
     return int(value)
+
+
+class Workload(Protocol):
+    """What a request's workload is: a frozen record that says its kind ("training",
+    "serving", …); each entry point takes the kinds it estimates."""
+
+    kind: str
 
 
 @dataclass(frozen=True)
