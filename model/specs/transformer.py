@@ -3,7 +3,7 @@ dense or a mixture of experts, with standard (MHA/GQA), multi-latent (MLA) or sl
 attention.
 
 A workload spec is a JSON object (presets in ``model/data/workloads/*.json``), or the
-``config.json`` a Hugging Face model is published with (:mod:`model.hf_config`). Only the
+``config.json`` a Hugging Face model is published with (read by :mod:`model.specs.models`). Only the
 dimensions are required; every default is listed in docs/model.md, "Inputs". Symbols used across
 the model (the glossary of docs/model.md): l = seq_len, e = hidden, h = heads, k = kv_heads,
 q = head_dim (default e // h), f = ffn, depth = layers, V = vocab.
@@ -295,12 +295,12 @@ def transformer_from_dict(data: Any, default_name: str = "model") -> Transformer
     Defaults: name ``default_name``, kv_heads = heads, head_dim = hidden // heads (then heads
     must divide hidden), ffn = 4·hidden, and the MoE / MLA / window fields of a dense model;
     no budget is allowed (throughput only). A Hugging Face
-    config.json is refused here with a pointer to :func:`load_model`, which reads it.
+    config.json is refused here with a pointer to :func:`model.specs.models.load_model`.
     """
     if isinstance(data, dict) and is_hf_config(data):
         raise ModelError("model: this is a Hugging Face config.json (it has 'model_type' or "
                          "'architectures'); load it with load_model(path, seq_len=...) or "
-                         "model.hf_config.spec_from_hf_config")
+                         "model.specs.hf_config.spec_from_hf_config")
     c = validate("model", data, FIELDS)
     c["name"] = c["name"] or default_name
     c["kv_heads"] = c["kv_heads"] or c["heads"]
