@@ -58,7 +58,8 @@ from model import load_model, load_system
 from model.explore.design import design_cells
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
-from model.explore.search import search, search_counts
+from model.explore.api import search
+from model.explore.search import search_counts
 from model.explore.size import space_size
 from model.physics.strategies import build_strategy
 

@@ -26,17 +26,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import load_model, load_system, search, sweep  # noqa: E402
-from model.explore.frontier import CACHE  # noqa: E402
-from model.explore.search import clear_shape_spaces  # noqa: E402
 from model.explore.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
+from model.specs import memo  # noqa: E402
 
 
 def _time(fn, repeat: int) -> tuple[float, int]:
     fn()  # warm-up: imports, lazily built tables
     best, count = float("inf"), 0
     for _ in range(repeat):
-        CACHE.clear()  # a search from scratch, not an answer from the previous run
-        clear_shape_spaces()
+        memo.clear(memo.RESULTS)  # a search from scratch: no searches, no shape spaces
         start = time.perf_counter()
         count = fn()
         best = min(best, time.perf_counter() - start)

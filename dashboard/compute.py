@@ -33,11 +33,19 @@ from model.explore.design import design_cells
 from model.explore.space import COLUMNS as CONFIG_KEYS
 from model.explore.sweep import best_frame
 from model.physics.strategies import STRATEGIES
+from model.validation import EXTRA_RUNS, PYTORCH_RUNS, SETS, reference_dir, run_validation
+from model.validation.moe import MOE_RUNS
 
 from . import budget, stores, sweep_parts
 from .diskstore import BoundedCache
 from .figures.common import plain
-from .scenario import ESTIMATOR_KEYS, build_inputs, execution_of, gpu_counts, stack_of
+from .scenario import (
+    ESTIMATOR_KEYS,
+    execution_of,
+    gpu_counts,
+    request_of,
+    stack_of,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
@@ -303,10 +311,11 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), "strategies": _strategies(scn), "counts": gpu_counts(scn)}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
+        request = request_of(scn, gpus=tuple(counts), strategy=_strategies(scn))
+        m, s = request.model, request.system
         sized = sweep_parts.check_sweep("The scaling views", m, s, counts,
                                         scn["global_batch"], _strategies(scn), **_how(scn),
                                         narrow=NARROW_SCALING)
@@ -323,13 +332,12 @@ def design(scn: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), **{k: scn[k] for k in keys}}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", m,
-                            s, scn["gpus"], scn["global_batch"],
+        request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"])
+        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", request.model,
+                            request.system, scn["gpus"], scn["global_batch"],
                             scn["design_strategy"], **_how(scn), narrow=NARROW_DESIGN)
         deadline = time.monotonic() + 2 * budget.TIME_BUDGET_S
-        return design_cells(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                            scn["x_axis"], scn["y_axis"], **_how(scn), deadline=deadline)
+        return design_cells(request, x=scn["x_axis"], y=scn["y_axis"], deadline=deadline)
     return cached_frame("design", payload, compute)
 
 
@@ -338,12 +346,12 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), "gpus": scn["gpus"], "strategy": scn["design_strategy"]}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", m,
-                              s, [scn["gpus"]], scn["global_batch"],
+        request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"],
+                             top_k=TOP_K)
+        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", request.model,
+                              request.system, [scn["gpus"]], scn["global_batch"],
                               [scn["design_strategy"]], **_how(scn), narrow=NARROW_DESIGN)
-        return search(m, s, scn["gpus"], scn["global_batch"], scn["design_strategy"],
-                      **_how(scn), top_k=TOP_K).top
+        return search(request).top
     return cached_frame("top", payload, compute)
 
 
@@ -353,9 +361,8 @@ def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
     payload = {**_inputs(scn), "gpus": int(config["gpus"]), "strategy": config["strategy"], **cfg}
 
     def compute() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        return evaluate(m, s, int(config["gpus"]), scn["global_batch"], config["strategy"],
-                        **_how(scn), **cfg).ops
+        return evaluate(request_of(scn, gpus=(int(config["gpus"]),),
+                                   strategy=config["strategy"], pins=cfg)).ops
     return cached_frame("ops", payload, compute)
 
 
@@ -363,9 +370,6 @@ def validation() -> pd.DataFrame:
     """The estimator against the published runs (``model.validation.run_validation``): one row
     per measured quantity, with Calculon's predictions where published. The reference files'
     size and modification time are part of the key (the estimator's version already is)."""
-    from model.validation import EXTRA_RUNS, PYTORCH_RUNS, SETS, reference_dir, run_validation
-    from model.validation.moe import MOE_RUNS
-
     folder = reference_dir()
     stamp = {}
     for path in (folder / "korthikanti_validation.json", folder / "measurements.json",

@@ -221,6 +221,28 @@ CONTROLS: tuple[Control, ...] = (
             "under the compute of other layers (Megatron-Core's cpu_offloading_num_layers); "
             "0: none. Not with activation offload, which moves every layer's.", unit="layers",
             lo=0, hi=10_000, spec="offload_layers"),
+    Control("flash_attention", "Flash attention", "execution", "switch", bool,
+            "Fused attention; off: the score matrices go through HBM (QKᵀ out, softmax, "
+            "dropout, PV in), as in Megatron-LM before flash attention.",
+            choices=ON_OFF[0], names=ON_OFF[1], spec="flash_attention"),
+    Control("fp32_gradients", "FP32 gradients", "execution", "switch", bool,
+            "Accumulate and reduce gradients in fp32 (Megatron's main_grad): 4 bytes per "
+            "parameter and twice the data-parallel reduce-scatter volume.",
+            choices=ON_OFF[0], names=ON_OFF[1], spec="fp32_gradients"),
+    Control("ends_count_as_layers", "Embedding and loss as layers", "execution", "switch",
+            bool, "The embedding and the loss each count as one layer in the pipeline split: "
+            "the first and last stages hold one layer fewer (Megatron's "
+            "account_for_embedding/loss_in_pipeline_split).",
+            choices=ON_OFF[0], names=ON_OFF[1], spec="ends_count_as_layers"),
+    Control("dp_overlap", "DP comm overlap", "execution", "switch", bool,
+            "Overlap each block's data-parallel gradient reduction (and parameter gather) with "
+            "the next block's compute; off: after the backward pass, exposed (Megatron-LM "
+            "2021).", choices=ON_OFF[0], names=ON_OFF[1], spec="dp_overlap"),
+    Control("dp_bucket_mb", "DP bucket size", "execution", "number", float,
+            "Data-parallel (and FSDP) collectives issued in buckets of at most this many MB, "
+            "each paying the ring's latency again; 0: one per block.", unit="MB",
+            lo=ex.RANGES["dp_bucket_mb"][0], hi=ex.RANGES["dp_bucket_mb"][1],
+            spec="dp_bucket_mb"),
     *MOE_EXECUTION_CONTROLS,
     # --- run ------------------------------------------------------------------------------
     Control("strategy", "Strategy", "run", "radio", str,

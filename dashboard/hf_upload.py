@@ -20,7 +20,8 @@ from typing import Any
 
 from model import ModelError, list_models
 from model.specs.hf_config import is_hf_config
-from model.specs.transformer import Transformer, hf_model
+from model.specs.models import hf_model
+from model.specs.transformer import Transformer
 
 from .control_table import CONTROLS
 from .scenario import (

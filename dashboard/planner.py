@@ -22,6 +22,7 @@ from model.explore.counts import count_range
 from model.explore.lost_node import lost_node_frame
 from model.explore.pareto import pareto_frame
 from model.explore.plan import FIRST_WINDOW, PlanResult, plan, plan_execution, plan_strategies
+from model.explore.request import Request
 
 from . import budget, compute
 from .scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
@@ -105,8 +106,9 @@ def answer(scn: dict[str, Any]) -> pd.DataFrame:
     """:func:`answer_frame` of the scenario's plan."""
     def run() -> pd.DataFrame:
         model, system, kw = inputs(scn, whole_plan=True)
-        res = plan(model, system, scn["global_batch"], **targets(scn),
-                   max_gpus=scn["plan_max_gpus"], failures=scn["plan_failures"], **kw)
+        request = Request.build(model, system, global_batch=scn["global_batch"],
+                                max_gpus=scn["plan_max_gpus"], **kw)
+        res = plan(request, **targets(scn), failures=scn["plan_failures"])
         return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
     return compute.cached_frame("plan-answer", payload(scn), run)
 
@@ -115,11 +117,14 @@ def lost_nodes(scn: dict[str, Any], gpus: int) -> pd.DataFrame:
     """The lost-node view of a job of ``gpus`` GPUs: up to ``lost_nodes`` nodes lost (fewer
     when the job has fewer nodes left to lose)."""
     def run() -> pd.DataFrame:
-        model, system, kw = inputs(scn)
+        model, system, kw = inputs(scn)  # checks the mode and sizes the largest search
         lost = min(scn["lost_nodes"], gpus // system.node_size - 1)
         if lost < 1:
             return pd.DataFrame()
-        return lost_node_frame(model, system, gpus, scn["global_batch"], lost=lost, **kw)
+        # the plan's own strategies and execution (plan_execution), as the plan answered with
+        request = Request.build(model, system, global_batch=scn["global_batch"], gpus=gpus,
+                                **kw)
+        return lost_node_frame(request, lost=lost)
     return compute.cached_frame("plan-lost", payload(scn, gpus), run)
 
 

@@ -8,7 +8,6 @@ from, in that control's words (:mod:`dashboard.inputs`).
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -16,6 +15,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from model import ModelError, list_models, list_systems, load_model, load_system
+from model.explore.request import Request
+from model.specs import memo
 from model.specs.execution import resolve_execution
 from model.specs.hardware import System
 from model.specs.schema import Field
@@ -88,7 +89,7 @@ def _read(c: Control, source: Any) -> Any:
     return value / c.scale if c.scale != 1.0 else value
 
 
-@functools.lru_cache(maxsize=64)
+@memo.lru("preset values", 64)
 def _preset_items(group: str, name: str) -> tuple[tuple[str, Any], ...]:
     source = _preset_object(group, name)
     return ((PRESET_OF[group].key, name),
@@ -178,6 +179,21 @@ def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
     if scn.get("compat") == "paper":
         return None
     return {CONTROL[k].spec: scn[k] for k in EXECUTION_KEYS}
+
+
+def request_of(scn: dict[str, Any], *, gpus: tuple[int, ...] = (),
+               strategy: str | tuple[str, ...] = "all", top_k: int = 1,
+               pins: dict[str, int] | None = None, max_gpus: int | None = None,
+               costs: bool = False) -> Request:
+    """The scenario's question as one :class:`~model.explore.request.Request` (model, system,
+    stack, execution, mode), built once per computation: the views differ only in the GPUs,
+    strategy, pins and rows they ask for (``costs``: with the Plan & cost page's inputs)."""
+    model, system = build_inputs(scn)
+    return Request.build(model, system, global_batch=scn["global_batch"], gpus=gpus,
+                         max_gpus=max_gpus, strategy=strategy, top_k=top_k, pins=pins,
+                         compat="paper" if scn["compat"] == "paper" else None,
+                         execution=execution_of(scn), stack=stack_of(scn),
+                         costs=costs_of(scn) if costs else None)
 
 
 def costs_of(scn: dict[str, Any]) -> dict[str, Any]:

@@ -5,12 +5,12 @@ the in-sample error and the leave-one-model-out and leave-one-GPU-out errors the
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
+from model.specs import memo
 from model.validation import serving as sv
 
 from .export import graph_card, register_exports
@@ -33,7 +33,7 @@ def section() -> html.Div:
     ])
 
 
-@functools.lru_cache(maxsize=1)
+@memo.lru("serving validation frame", 1)
 def _frame() -> pd.DataFrame:
     return pd.DataFrame(sv.records())
 

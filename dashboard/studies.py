@@ -21,7 +21,7 @@ from model.physics.strategies import PRODUCTION, supports
 
 from . import budget
 from .compute import _how, _inputs, _strategies, cached_frame
-from .scenario import build_inputs, gpu_counts, preset_system, system_values
+from .scenario import build_inputs, gpu_counts, preset_system, request_of, system_values
 from .sweep_parts import check_sweep, sweep_in_parts
 
 COMPARE_SYSTEMS = ("a100", "h100", "b200", "b300", "gb200-nvl72", "mi300x")
@@ -116,7 +116,7 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
     narrow = "narrow the GPU range"
     budget.check_searches("Explaining why nothing fits", m, s, [n],
                           scn["global_batch"], [strategy], **_how(scn), narrow=narrow)
-    lean = leanest(m, s, n, scn["global_batch"], strategy, **_how(scn))
+    lean = leanest(request_of(scn, gpus=(n,), strategy=strategy))
     out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
     if lean is None:  # no configuration at all: the GPU count does not factor
         # what dp (| GBS) and tp (| heads, hidden) cannot take is left to pp (≤ layers)

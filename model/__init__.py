@@ -16,28 +16,32 @@ Public API::
 """
 
 from .errors import ModelError
+from .explore.api import search
 from .explore.codesign import codesign
 from .explore.design import best_per_cell, design_space
 from .explore.plan import PlanResult, plan
-from .explore.search import Evaluation, SearchResult, evaluate, search
+from .explore.request import Request
+from .explore.search import Evaluation, SearchResult, evaluate
 from .explore.serving import ServeResult, serve
 from .explore.sweep import sweep
 from .physics.strategies import canonical_strategy
 from .specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
+from .specs.models import load_model
 from .specs.serving import ServingLayout, ServingWorkload
 from .specs.transformer import (
     WORKLOADS_DIR,
     Transformer,
     list_models,
-    load_model,
     transformer_from_dict,
 )
+from .specs.workload import Training
 
 __version__ = "0.1.0"
 
 __all__ = [
     "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "ModelError", "PlanResult", "SearchResult",
-    "ServeResult", "ServingLayout", "ServingWorkload", "System", "Transformer", "best_per_cell",
+    "Request", "ServeResult", "ServingLayout", "ServingWorkload", "System", "Training",
+    "Transformer", "best_per_cell",
     "canonical_strategy", "codesign", "design_space", "evaluate", "list_models", "list_systems",
     "load_model", "load_system", "plan", "search", "serve", "sweep", "system_from_dict",
     "transformer_from_dict", "__version__",

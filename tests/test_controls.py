@@ -300,7 +300,8 @@ def test_critical_batch_warning():
 
 def test_the_stack_reaches_the_estimator(tmp_cache):
     base = _valid(**S.model_values("llama3-8b"), strategy="1d", design_strategy="1d", gpus=64)
-    old = _valid(**{**base, "stack": "megatron-lm-2021"})
+    # choosing a stack loads its execution group (as the panel and a partial link do)
+    old = _valid(**{**base, **S.preset_values("execution", "megatron-lm-2021")})
     default, chosen = compute.top(base), compute.top(old)
     assert not np.allclose(default["iteration_time_s"].iloc[:5],
                            chosen["iteration_time_s"].iloc[:5])

@@ -475,6 +475,8 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "precision": "fp8", "tp_overlap": False, "fp8_param_gather": False,
                "context_attention": "ring",
                "offload": "optimizer", "recompute_layers": 2, "offload_layers": 2,
+               "flash_attention": False, "fp32_gradients": False,
+               "ends_count_as_layers": False, "dp_overlap": False, "dp_bucket_mb": 25.0,
                "attention": "gqa", "q_lora_rank": 1536, "kv_lora_rank": 512,
                "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
                "experts": 64, "top_k": 8, "expert_ffn": 2048, "shared_experts": 1,

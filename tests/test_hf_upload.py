@@ -13,7 +13,7 @@ import pytest
 from dashboard import scenario as S
 from dashboard import state
 from dashboard.controls import CONTROL_KEYS
-from model.specs.transformer import hf_model
+from model.specs.models import hf_model
 
 DATA = Path(__file__).resolve().parent / "data"
 N = len(CONTROL_KEYS)

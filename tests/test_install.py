@@ -114,3 +114,40 @@ def test_package_data_covers_every_data_file():
     assert files
     unmatched = [str(f) for f in files if not any(f.match(pat) for pat in patterns)]
     assert unmatched == []
+
+
+def _setup_venv_install_line() -> list[str]:
+    """The pip arguments scripts/setup-venv installs the checkout with (after the lock)."""
+    lines = (ROOT / "scripts" / "setup-venv").read_text(encoding="utf-8").splitlines()
+    [line] = [ln for ln in lines if " -e ." in ln and "pip install" in ln]
+    words = line.split()
+    return words[words.index("install"):]
+
+
+def test_setup_venv_puts_tperf_in_the_venv(tmp_path):
+    """scripts/setup-venv's editable install gives ``.venv/bin/tperf``, usable from any folder.
+
+    Run with the same pip arguments in a fresh venv (no pip of its own) that sees this
+    interpreter's packages (numpy, pandas, pip, setuptools: what the lock installed) through a
+    .pth file, on a copy of the checkout.
+    """
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    [site] = (venv / "lib").glob("python*/site-packages")
+    (site / "shared.pth").write_text(sysconfig.get_path("purelib") + "\n", encoding="utf-8")
+    src = tmp_path / "checkout"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "model", src / "model",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    args = _setup_venv_install_line()
+    assert args[-2:] == ["-e", "."] and "--no-deps" in args
+    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", *args[:-1], str(src)],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=src)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = subprocess.run([str(venv / "bin" / "tperf"), "systems", "--json"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "h100" in {s["name"] for s in json.loads(out.stdout)}

@@ -11,7 +11,8 @@ import pytest
 
 from model.errors import ModelError
 from model.specs.hf_moe import model_from_hf, moe_fields
-from model.specs.transformer import load_model, transformer_from_dict
+from model.specs.models import load_model
+from model.specs.transformer import transformer_from_dict
 
 DATA = Path(__file__).resolve().parent / "data" / "hf_moe_configs.json"
 CONFIGS = {e["repo"]: e for e in json.loads(DATA.read_text())["entries"]}

@@ -11,8 +11,9 @@ import pytest
 from model.errors import ModelError
 from model.specs.hardware import FIELDS as SYSTEM_FIELDS
 from model.specs.hardware import SYSTEMS_DIR, list_systems, load_system, system_from_dict
+from model.specs.models import load_model
 from model.specs.transformer import FIELDS as MODEL_FIELDS
-from model.specs.transformer import WORKLOADS_DIR, list_models, load_model, transformer_from_dict
+from model.specs.transformer import WORKLOADS_DIR, list_models, transformer_from_dict
 from model.validation import REFERENCE
 
 DIRS = {"systems": SYSTEMS_DIR, "workloads": WORKLOADS_DIR}

@@ -19,6 +19,8 @@ from model.explore.evaluate import (
     shape_memory,
 )
 from model.explore.frontier import CACHE
+from model.explore.pruning import ALWAYS, NEVER
+from model.explore.request import Request
 from model.explore.space import build_shapes, expand_placements, placement_mask
 from model.physics.block import Ctx
 from model.physics.strategies import build_strategy
@@ -140,26 +142,29 @@ def test_lower_bound_is_tight_enough_to_prune():
 
 
 def both(fn):
-    """``fn()`` with pruning (of any search, however small) and with every candidate priced,
-    each from an empty cache."""
+    """``fn(pruning)`` with pruning (of any search, however small) and with every candidate
+    priced, each from an empty cache."""
     out = []
-    for prune in (True, False):
-        saved = SEARCH.PRUNE, SEARCH.PRUNE_FROM
-        SEARCH.PRUNE, SEARCH.PRUNE_FROM = prune, 0
+    for pruning in (ALWAYS, NEVER):
         CACHE.clear()
         try:
-            out.append(fn())
+            out.append(fn(pruning))
         finally:
-            SEARCH.PRUNE, SEARCH.PRUNE_FROM = saved
             CACHE.clear()
     return out
+
+
+def _sweep(model, system, counts, global_batch, pruning, **kw):
+    """A sweep of every strategy as one request, pruned as ``pruning`` says."""
+    return sweep(Request.build(model, system, global_batch=global_batch, gpus=tuple(counts),
+                               strategy="all", pruning=pruning, **{"top_k": 1, **kw}))
 
 
 @pytest.mark.parametrize("model_name,system_name,compat,execution", CASES)
 def test_pruned_sweeps_equal_full_ones(model_name, system_name, compat, execution):
     model, system = _model(model_name), load_system(system_name)
-    pruned, full = both(lambda: sweep(model, system, COUNTS, 2048, compat=compat,
-                                      execution=execution))
+    pruned, full = both(lambda p: _sweep(model, system, COUNTS, 2048, p, compat=compat,
+                                         execution=execution))
     same(pruned, full)
 
 
@@ -169,16 +174,18 @@ def test_pruned_sweeps_equal_full_ones(model_name, system_name, compat, executio
 def test_pruned_searches_equal_full_ones(top_k, pins):
     model, system = load_model("gpt3-175b"), load_system("h200")
     for strategy in ("1d", "summa", "context"):
-        pruned, full = both(lambda strategy=strategy: [
-            search(model, system, n, 1024, strategy, pins=pins, top_k=top_k) for n in (64, 512)])
+        pruned, full = both(lambda p, strategy=strategy: [
+            search(Request.build(model, system, global_batch=1024, gpus=n, strategy=strategy,
+                                 pins=pins, top_k=top_k, pruning=p)) for n in (64, 512)])
         same(pruned, full)
 
 
 def test_pruned_search_with_execution_variants():
     model, system = load_model("gpt3-175b"), load_system("h200")
     execution = {"recompute": ["selective", "full"], "interleave": [1, 2]}
-    pruned, full = both(lambda: [search(model, system, 512, 1024, "1d", top_k=5,
-                                        execution=execution)])
+    pruned, full = both(lambda p: [search(Request.build(
+        model, system, global_batch=1024, gpus=512, top_k=5, execution=execution,
+        pruning=p))])
     same(pruned, full)
 
 
@@ -188,10 +195,10 @@ def test_pruned_frontier_answers_other_capacities_as_a_full_one():
     model, base = load_model("gpt3-175b"), load_system("h200")
     caps = (80.0, 79.5, 40.0, 24.0, 80.0, 85.0, 300.0, 20.0, 150.0)
     for top_k in (1, 4):
-        def run(top_k=top_k):
+        def run(pruning, top_k=top_k):
             return [r for cap in caps
-                    for r in sweep(model, base.with_overrides(hbm_capacity_gb=cap), COUNTS,
-                                   1024, top_k=top_k)]
+                    for r in _sweep(model, base.with_overrides(hbm_capacity_gb=cap), COUNTS,
+                                    1024, pruning, top_k=top_k)]
         pruned, full = both(run)
         same(pruned, full)
 
@@ -200,22 +207,27 @@ def test_nothing_fits_and_tiny_memory():
     model = load_model("gpt3-1t")
     for cap in (1.0, 5.0, 12.0):
         system = load_system("h200").with_overrides(hbm_capacity_gb=cap, memory_reserve_gb=0.0)
-        pruned, full = both(lambda system=system: sweep(model, system, COUNTS, 4096, top_k=2))
+        pruned, full = both(lambda p, system=system: _sweep(model, system, COUNTS, 4096, p,
+                                                             top_k=2))
         same(pruned, full)
 
 
 def test_pruning_prices_far_fewer_candidates(monkeypatch):
     """The point of it: a default sweep of gpt3-1t prices a small part of its candidates."""
-    real, priced = SEARCH.candidate_times, {True: 0, False: 0}
+    real, priced, now = SEARCH.candidate_times, {ALWAYS: 0, NEVER: 0}, []
 
     def counted(model, system, strategy, cols, *args, **kwargs):
-        priced[SEARCH.PRUNE] += len(cols["tp1"])
+        priced[now[-1]] += len(cols["tp1"])
         return real(model, system, strategy, cols, *args, **kwargs)
+
+    def run(pruning):
+        now.append(pruning)
+        return _sweep(model, system, counts, 4096, pruning, nvs=8)
 
     monkeypatch.setattr(SEARCH, "candidate_times", counted)
     model, system = load_model("gpt3-1t"), load_system("h200")
     counts = [2 ** k for k in range(2, 15)]
-    pruned, full = both(lambda: sweep(model, system, counts, 4096, nvs=8))
+    pruned, full = both(run)
     same(pruned, full)
-    assert priced[False] >= sum(r.feasible for r in full)  # every fitting candidate
-    assert 0 < priced[True] < priced[False] / 5
+    assert priced[NEVER] >= sum(r.feasible for r in full)  # every fitting candidate
+    assert 0 < priced[ALWAYS] < priced[NEVER] / 5

@@ -71,3 +71,137 @@ def test_python_api_example_runs_and_fits(monkeypatch):
     assert scope["ev"].fits
     assert scope["best"] is not None and bool(scope["best"]["fits"])
     assert scope["qwen"].name == "Qwen3-8B" and scope["qwen"].seq_len == 4096
+
+
+# -- output blocks and prose figures: re-run, so that what the README says cannot drift --------
+
+def _console_blocks() -> list[tuple[list[str], list[str]]]:
+    """Each ```console block: the ``$ tperf …`` command and the output lines it shows (a block
+    may leave lines out, never change one)."""
+    out = []
+    for block in _blocks("console"):
+        first, *shown = block.rstrip("\n").splitlines()
+        assert first.startswith("$ tperf "), first
+        out.append((shlex.split(first[2:])[1:], shown))
+    return out
+
+
+CONSOLE = _console_blocks()
+
+
+def _run(argv: list[str], capsys) -> str:
+    code = main(argv, prog="tperf")
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+@pytest.mark.parametrize("argv,shown", CONSOLE, ids=[" ".join(a)[:50] for a, _ in CONSOLE])
+def test_console_block_is_what_the_command_prints(argv, shown, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    printed = [line.rstrip() for line in _run(argv, capsys).splitlines()]
+    assert len(shown) >= 2
+    missing = [line for line in shown if line.rstrip() not in printed]
+    assert missing == [], f"the README shows lines the command no longer prints: {missing}"
+
+
+def _plan(*extra: str):
+    from model import load_model, load_system, plan
+    args = dict(zip(extra[::2], extra[1::2], strict=True))
+    system = load_system(args.pop("system", "b200"))
+    return plan(load_model("gpt3-1t", tokens=1e13), system, int(args.pop("batch", 8192)),
+                days=30, **args).summary()
+
+
+def _days(summary) -> str:
+    return f"{summary['days']:.1f}"
+
+
+def _cross_validated() -> dict[str, float]:
+    from model.validation.cross_validation import ALL_FIRM, cross_validation_sources
+    dense = cross_validation_sources().set_index("source").loc[ALL_FIRM]
+    moe = cross_validation_sources(part="moe").set_index("source").loc[ALL_FIRM]
+    return {"runs": dense["runs"], "cv_mean": dense["cross_validated_mean_pct"],
+            "cv_max": dense["cross_validated_max_pct"], "in_mean": dense["in_sample_mean_pct"],
+            "in_max": dense["in_sample_max_pct"], "moe_runs": moe["runs"],
+            "moe_cv_mean": moe["cross_validated_mean_pct"]}
+
+
+def _claims():
+    """(document, the phrase it must contain, computed now) for each figure of the prose."""
+    def batch_4096():
+        s = _plan("batch", 4096)
+        return f"it takes {s['gpus']:,} GPUs ({_days(s)} days)"
+
+    def with_failures():
+        s = _plan("failures", True)
+        return f"(`--with-failures`), {s['gpus']:,} GPUs"
+
+    def gb200():
+        s = _plan("system", "gb200-nvl72")
+        assert s["gpus"] == 32768
+        return f"on GB200 NVL72 the same 32,768 GPUs take {_days(s)} days"
+
+    def purchased():
+        from model.specs.cost import Costs
+        s = _plan("costs", {"pricing": "purchase"})
+        return (f"amortized over {Costs().amortization_years:g} years plus electricity) cost "
+                f"${s['cost_usd'] / 1e6:.2f}M")
+
+    def accuracy():
+        c = _cross_validated()
+        return (f"over the {c['runs']} firm dense\nruns is {c['cv_mean']:.1f} % mean, "
+                f"{c['cv_max']:.1f} % max (in sample {c['in_mean']:.1f} % / {c['in_max']:.1f} %); "
+                f"over the {c['moe_runs']} Megatron-Bridge MoE runs,\n{c['moe_cv_mean']:.1f} % "
+                "mean left out by release")
+
+    def paper_entries():
+        from model.validation import reference_dir
+        data = json.loads((reference_dir() / "paper_results.json").read_text(encoding="utf-8"))
+        return f"all {sum(len(f['results']) for f in data['files'])} entries"
+
+    def budget():
+        from model import load_model
+        return f"budget: {load_model('llama3-70b').tokens / 1e12:g}T tokens"
+
+    def lost_node():
+        from model import load_model, load_system
+        from model.explore.lost_node import lost_node_frame
+        m, s = load_model("gpt3-1t"), load_system("b200")
+        pow2 = lost_node_frame(m, s, 4096, 4096, lost=1).set_index("lost_nodes")
+        even = lost_node_frame(m, s, 4096, 4080, lost=1).set_index("lost_nodes")
+        loss = 1 - even.loc[1, "samples_per_s"] / even.loc[0, "samples_per_s"]
+        return (f"B200s ({pow2.loc[0, 'samples_per_s']:.1f} samples/s) that loses one node "
+                f"cannot use\n  4,088 GPUs at all, and the best fallback uses "
+                f"{pow2.loc[1, 'gpus']:,} ({pow2.loc[1, 'samples_per_s']:.1f} samples/s, "
+                f"{pow2.loc[1, 'relative_efficiency']:.0%} of the per-GPU\n  throughput: a "
+                f"*cliff*, `tperf lost-node`); with a batch of 4,080 the same loss costs "
+                f"{loss:.1%}").replace("%", " %")
+
+    readme, planning = "README.md", "docs/planning.md"
+    return [(readme, batch_4096), (readme, with_failures), (readme, gb200), (readme, purchased),
+            (readme, accuracy), (readme, paper_entries), (readme, budget),
+            (planning, lost_node)]
+
+
+CLAIMS = _claims()
+
+
+@pytest.mark.parametrize("document,claim", CLAIMS, ids=[f.__name__ for _, f in CLAIMS])
+def test_prose_figure_is_what_the_code_computes_now(document, claim):
+    text = (ROOT / document).read_text(encoding="utf-8")
+    phrase = claim()
+    assert phrase in text, f"{document} should say {phrase!r} (the figure drifted)"
+
+
+def test_the_two_commands_are_the_quick_start_and_ci_runs_the_test_one():
+    """The README's first bash block is the two commands; .ci/run executes exactly the test
+    one, and the quick start's first estimate is on the first screen (within 40 lines)."""
+    first = _blocks("bash")[0]
+    commands = [line.split("#")[0].strip() for line in first.splitlines() if line.strip()]
+    assert commands == ["./scripts/run", "./scripts/test"]
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+          .splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert ci[-1] == "exec ./scripts/test"
+    first_estimate = README.splitlines().index("```console")
+    assert first_estimate < 40 and len(README.splitlines()) <= 300

@@ -197,7 +197,8 @@ def test_cli_execution_flags(capsys):
     code = main(["search", *base, "--compat", "paper", "--recompute", "full"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error:") and "paper" in err
-    code = main(["search", *base, "--interleave", "0"])
+    # the flag takes what the Execution field takes (0: every count the stages allow)
+    code = main(["search", *base, "--interleave", "65"])
     assert code == 2 and "interleave" in capsys.readouterr().err
 
 

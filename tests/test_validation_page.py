@@ -86,8 +86,9 @@ def test_validation_frame_is_cached_and_keyed_on_the_reference_files(tmp_path, m
         calls.append(path)
         return frame
 
-    monkeypatch.setattr(mv, "reference_dir", lambda folder_=None: folder)
-    monkeypatch.setattr(mv, "run_validation", counting)
+    # compute imports them at module level (no import inside the function): patched where used
+    monkeypatch.setattr(compute, "reference_dir", lambda folder_=None: folder)
+    monkeypatch.setattr(compute, "run_validation", counting)
     first = compute.validation()
     again = compute.validation()
     assert len(calls) == 1  # the second call is a cache hit

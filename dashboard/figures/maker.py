@@ -10,13 +10,14 @@ figures get the plain dicts.
 from __future__ import annotations
 
 import contextvars
-import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from model.specs import memo
 
 _PLAIN = contextvars.ContextVar("plain_figures", default=False)
 
@@ -34,7 +35,7 @@ def plain_figures() -> Iterator[None]:
         _PLAIN.reset(token)
 
 
-@functools.lru_cache(maxsize=8)
+@memo.lru("figure templates", 8)
 def _template_dict(name: str, ident: int) -> dict:
     """The registered template ``name`` (object id ``ident``) as the dict a Figure holds; shared
     by the plain figures, which are serialised, never changed."""

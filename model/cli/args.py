@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 from ..errors import ModelError
 from ..physics.strategies import canonical_strategy
 from ..specs.hardware import System, load_system
-from ..specs.transformer import Transformer, load_model
+from ..specs.models import load_model
+from ..specs.transformer import Transformer
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1

@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 
 from ..specs.hardware import System, list_systems, load_system
+from ..specs.models import load_model
 from ..specs.stack import Stack, default_stack_name, list_stacks, load_stack
-from ..specs.transformer import Transformer, list_models, load_model
+from ..specs.transformer import Transformer, list_models
 from ..validation.error_bars import error_bar
 from .format import plain
 

@@ -15,13 +15,14 @@ import pandas as pd
 from ..errors import ModelError
 from ..explore.codesign import codesign
 from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
-from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, plan, plan_strategies
+from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, check_targets, plan, plan_strategies
+from ..explore.request import Request
 from ..physics.strategies import supported_strategies
 from ..specs.batch import critical_batch_warning
 from ..specs.execution import CHOICES
 from ..specs.hardware import load_system
+from ..specs.models import load_model
 from ..specs.stack import NONE, load_stack
-from ..specs.transformer import load_model
 from ..validation.error_bars import ErrorBar, error_bar
 from . import format as cli_format
 from .args import (
@@ -168,12 +169,13 @@ def _strategy(args: argparse.Namespace, *models: Any) -> str | tuple[str, ...]:
 
 def run_plan(args: argparse.Namespace) -> int:
     model, system = load_workload(args)
-    res = plan(model, system, args.global_batch, days=args.days, budget_usd=args.budget_usd,
-               strategy=plan_strategies(model, args.strategy), gpu_step=args.gpu_step,
-               max_gpus=args.max_gpus,
-               failures=args.with_failures,
-               execution=execution_from_args(args, searching=True), stack=args.stack,
-               costs=costs_from_args(args))
+    check_targets(args.days, args.budget_usd, model)  # before anything else, as plan() does
+    request = Request.build(model, system, global_batch=args.global_batch,
+                            max_gpus=args.max_gpus, gpu_step=args.gpu_step,
+                            strategy=plan_strategies(model, args.strategy),
+                            execution=execution_from_args(args, searching=True),
+                            stack=args.stack, costs=costs_from_args(args))
+    res = plan(request, days=args.days, budget_usd=args.budget_usd, failures=args.with_failures)
     if res.row is None:
         raise ModelError(_no_answer(res, model.name))
     if args.json:
@@ -262,10 +264,12 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
 
 def run_lost_node(args: argparse.Namespace) -> int:
     model, system = load_workload(args)
-    frame = lost_node_frame(model, system, args.gpus, args.global_batch, _strategy(args, model),
-                            lost=args.lost, node=args.node, cliff_ratio=args.cliff_ratio,
+    request = Request.build(model, system, global_batch=args.global_batch, gpus=args.gpus,
+                            strategy=_strategy(args, model),
                             execution=execution_from_args(args, searching=True),
                             stack=args.stack, costs=costs_from_args(args))
+    frame = lost_node_frame(request, lost=args.lost, node=args.node,
+                            cliff_ratio=args.cliff_ratio)
     if args.json:
         print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
                      "global_batch": args.global_batch, "cliff_ratio": args.cliff_ratio,

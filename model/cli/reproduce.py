@@ -12,24 +12,26 @@ import shlex
 
 import pandas as pd
 
-from ..specs.execution import DEFAULT_SEARCH, resolve_execution
+from ..specs.execution import DEFAULT_SEARCH, FIELDS, field_kind, resolve_execution
 from ..specs.stack import load_stack
 from .costs import cost_argv
+from .options import flag
 
 # (evaluate option, row column) of the configuration, in the order evaluate's help lists them
 CONFIG_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),
                   ("--microbatch", "microbatch"), ("--nb", "nb"), ("--nv-tp1", "nv_tp1"),
                   ("--nv-tp2", "nv_tp2"), ("--nv-dp", "nv_dp"), ("--nv-pp", "nv_pp"))
-# execution columns given as --name VALUE, and the on/off ones as --name / --no-name
-VALUE_OPTIONS = ("recompute", "recompute_layers", "interleave", "zero", "precision", "offload",
-                 "context_attention", "offload_layers")
+# execution columns given as --name VALUE, and the on/off ones as --name / --no-name: every
+# field of the execution table (model.specs.execution), these first in this order
+_FIRST = ("recompute", "recompute_layers", "interleave", "zero", "precision", "offload",
+          "context_attention", "offload_layers", "sequence_parallel", "tp_overlap",
+          "flash_attention", "fp32_gradients")
+_ORDER = (*_FIRST, *(f for f in FIELDS if f not in _FIRST))
+VALUE_OPTIONS = tuple(f for f in _ORDER if field_kind(f) != "switch")
 PINNED = tuple(DEFAULT_SEARCH)  # searched unless given: the row's value is always given
-SWITCH_OPTIONS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
-                  "production_layout")
+SWITCH_OPTIONS = tuple(f for f in _ORDER if field_kind(f) == "switch")
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def _execution_options(row: pd.Series, stack: str | None) -> list[str]:
@@ -41,11 +43,11 @@ def _execution_options(row: pd.Series, stack: str | None) -> list[str]:
     for name in VALUE_OPTIONS:
         value = row[name]
         if name in PINNED or value != getattr(defaults, name):
-            out += [_flag(name), str(value.item() if hasattr(value, "item") else value)]
+            out += [flag(name), str(value.item() if hasattr(value, "item") else value)]
     for name in SWITCH_OPTIONS:
         value = bool(row[name])
         if value != getattr(defaults, name):
-            out.append(_flag(name) if value else "--no-" + _flag(name)[2:])
+            out.append(flag(name) if value else "--no-" + flag(name)[2:])
     return out
 
 
@@ -60,13 +62,13 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
         argv += ["--tokens", format(args.tokens, ".17g")]  # exact, 15e12 → 15000000000000
     argv += ["--gpus", str(int(row["gpus"])), "--global-batch", str(args.global_batch),
              "--strategy", str(row["strategy"])]
-    for flag, col in CONFIG_OPTIONS:
+    for option, col in CONFIG_OPTIONS:
         if (col == "tp2" and row["strategy"] == "1d") or (col == "nb" and row["strategy"]
                                                           != "summa"):
             continue  # not a dimension of this strategy (evaluate takes 1)
         if row["strategy"] == "context":  # context parallelism: --cp, --nv-cp
-            flag = {"--tp2": "--cp", "--nv-tp2": "--nv-cp"}.get(flag, flag)
-        argv += [flag, str(int(row[col]))]
+            option = {"--tp2": "--cp", "--nv-tp2": "--nv-cp"}.get(option, option)
+        argv += [option, str(int(row[col]))]
     if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1:  # expert layers (evaluate: 1)
         argv += ["--ep", str(int(row["ep"])), "--etp", str(int(row["etp"]))]
     argv += cost_argv(args)  # the cost columns as the search computed them

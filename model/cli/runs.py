@@ -12,8 +12,10 @@ import pandas as pd
 
 from ..errors import ModelError
 from ..explore.ablation import ablation
+from ..explore.api import search
+from ..explore.request import Request
 from ..explore.rules import explain
-from ..explore.search import SearchResult, evaluate, search
+from ..explore.search import SearchResult, evaluate
 from ..physics.strategies import TRAITS, build_strategy, supported_strategies
 from ..specs.batch import critical_batch_warning
 from ..specs.hardware import System
@@ -90,11 +92,14 @@ def run_search(args: argparse.Namespace) -> int:
     execution = execution_from_args(args, searching=True)
     if (args.gpus is None) == (args.max_gpus is None):
         raise CliError("give --gpus N[,N...] (use exactly N GPUs) or --max-gpus N (at most N)")
-    counts = args.gpus or [None]
-    results = [search(model, system, n, args.global_batch, s, compat=args.compat, pins=pins,
-                      top_k=args.top, budget=args.budget, execution=execution, stack=args.stack,
-                      costs=costs_from_args(args), max_gpus=args.max_gpus,
-                      gpu_step=args.gpu_step)
+    # one request, built once; each search changes only its strategy and GPU count
+    request = Request.build(model, system, global_batch=args.global_batch,
+                            max_gpus=args.max_gpus, gpu_step=args.gpu_step,
+                            strategy=strategies[0], compat=args.compat, pins=pins,
+                            top_k=args.top, budget=args.budget, execution=execution,
+                            stack=args.stack, costs=costs_from_args(args))
+    counts = [(n,) for n in args.gpus] if args.gpus else [()]
+    results = [search(request.replace(strategy=s).with_workload(gpus=n))
                for s in strategies for n in counts]
     elapsed = time.perf_counter() - start
     reasons = [_no_candidates(model, r, args, system, pins) if r.candidates == 0 else None
@@ -147,9 +152,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     pins = _pins(args)
     _check_pins((args.strategy,), pins)
     pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
-    ev = evaluate(model, system, args.gpus, args.global_batch, args.strategy, compat=args.compat,
-                  execution=execution_from_args(args, searching=False), stack=args.stack,
-                  costs=costs_from_args(args), **pins)
+    ev = evaluate(Request.build(
+        model, system, global_batch=args.global_batch, gpus=args.gpus, strategy=args.strategy,
+        compat=args.compat, pins=pins, top_k=1,
+        execution=execution_from_args(args, searching=False), stack=args.stack,
+        costs=costs_from_args(args)))
     if args.json:
         print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system)),
                      "stack": _stack_name(args), "critical_batch_warning":

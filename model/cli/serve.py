@@ -9,9 +9,9 @@ from typing import Any
 
 from ..explore.serving import serve
 from ..specs.hardware import load_system
+from ..specs.models import load_model
 from ..specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
 from ..specs.serving_stack import DEFAULT, list_serving_stacks
-from ..specs.transformer import load_model
 from .args import CliError, positive_int, print_json
 
 # DeepSeek-V3 technical report (arXiv 2412.19437) §5.4.3: the second token its MTP module

@@ -14,7 +14,7 @@ import pandas as pd
 from ..specs.hardware import System
 from ..specs.modes import DEFAULT, PAPER, SWITCHES, Mode
 from ..specs.transformer import Transformer
-from .search import search
+from .api import search
 
 
 def ablation(model: Transformer, system: System, gpus: int, global_batch: int, strategy: str,

@@ -32,9 +32,18 @@ from ..specs.modes import resolve_mode
 from ..specs.stack import Stack
 from ..specs.transformer import Transformer
 from .frontier import Frontier
+from .pruning import DEFAULT_PRUNING, Pruning
 from .report import result_frame
+from .request import Request
 from .rules import MIN_ROWS, Problem, mask
-from .search import DEFAULT_BUDGET, SearchResult, check_args, search_counts, with_stack
+from .search import (
+    DEFAULT_BUDGET,
+    SearchResult,
+    check_args,
+    only_request,
+    search_counts,
+    with_stack,
+)
 from .space import divisors
 from .variant import variant_frontier
 
@@ -135,8 +144,8 @@ def best_per_count(model: Transformer, system: System, counts: Sequence[int], gl
                    strategy: str | Iterable[str] = "1d", *, top_k: int = 1,
                    compat: object = None, pins: dict | None = None,
                    execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                   costs: object = None, budget: int = DEFAULT_BUDGET
-                   ) -> tuple[pd.DataFrame, Searched]:
+                   costs: object = None, budget: int = DEFAULT_BUDGET,
+                   pruning: Pruning = DEFAULT_PRUNING) -> tuple[pd.DataFrame, Searched]:
     """The ``top_k`` best configurations of each of ``counts`` over the strategies (rows of
     every count that has one, by count then fastest first: the rows
     :func:`~model.explore.search.search_counts` gives for each count), and what was searched.
@@ -150,7 +159,8 @@ def best_per_count(model: Transformer, system: System, counts: Sequence[int], gl
             part, searched = _bests(model, system, todo[i:i + CHUNK], global_batch, strat,
                                     compat=compat, pins=pins, top_k=top_k,
                                     budget=max(budget - done.candidates, 1),
-                                    execution=execution, stack=stack, costs=costs)
+                                    execution=execution, stack=stack, costs=costs,
+                                    pruning=pruning)
             frames += part
             done = done + searched
     if not frames:
@@ -165,8 +175,8 @@ def best_per_count(model: Transformer, system: System, counts: Sequence[int], gl
 
 def _bests(model: Transformer, system: System, counts: list[int], global_batch: int,
            strategy: str, *, compat: object, pins: dict | None, top_k: int, budget: int,
-           execution: Execution | dict | None, stack: str | Stack | None, costs: object
-           ) -> tuple[list[pd.DataFrame], Searched]:
+           execution: Execution | dict | None, stack: str | Stack | None, costs: object,
+           pruning: Pruning) -> tuple[list[pd.DataFrame], Searched]:
     """search_counts' rows of every count (and what it searched), read from each execution's
     :class:`~model.explore.frontier.Frontier` as arrays: one result frame per execution."""
     pins = dict(pins or {})
@@ -179,7 +189,7 @@ def _bests(model: Transformer, system: System, counts: list[int], global_batch: 
     frames, done = [], Searched(executions=tuple(variants))
     for v, ex in enumerate(variants):
         front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex,
-                                      pins, top_k, budget - done.candidates)
+                                      pins, top_k, budget - done.candidates, pruning)
         done = done + Searched(sum(front.candidates()),
                                sum(c.feasible(usable) for c in front.shapes))
         pos, rank, gpus = _first_fitting(front, usable, top_k)
@@ -218,19 +228,35 @@ def _empty(model: Transformer, system: System, global_batch: int, strategy: Any,
                          costs=costs)[0].top.iloc[:0]
 
 
-def search_at_most(model: Transformer, system: System, max_gpus: int, global_batch: int,
+def search_at_most(model: Transformer | Request, system: System | None = None,
+                   max_gpus: int | None = None, global_batch: int | None = None,
                    strategy: str = "1d", *, gpu_step: int = 1, top_k: int = 10,
                    compat: object = None, pins: dict | None = None,
                    execution: Execution | dict | None = None, stack: str | Stack | None = None,
                    costs: object = None, budget: int = DEFAULT_BUDGET) -> SearchResult:
     """The ``top_k`` fastest configurations using at most ``max_gpus`` GPUs (any multiple of
     ``gpu_step``; the rest idle), fastest first; ``result.gpus`` is the count the best uses and
-    ``result.max_gpus`` the bound."""
+    ``result.max_gpus`` the bound. ``search_at_most(request)`` (its workload's ``max_gpus``), or
+    the keyword form, which builds the request."""
+    if not isinstance(model, Request):
+        model = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
+                              gpu_step=gpu_step, strategy=strategy, compat=compat, pins=pins,
+                              top_k=top_k, budget=budget, execution=execution, stack=stack,
+                              costs=costs)
+    return at_most(only_request(model, system, max_gpus, global_batch))
+
+
+def at_most(req: Request) -> SearchResult:
+    """:func:`search_at_most` of a request."""
+    max_gpus, strategy, top_k = req.training().max_gpus, req.strategy, req.top_k
+    if max_gpus is None:
+        raise ModelError("give 'max_gpus' (at most that many GPUs)")
     start = time.perf_counter()
-    counts = count_range(max_gpus, gpu_step)
-    frame, done = best_per_count(model, system, counts, global_batch, strategy, top_k=top_k,
-                                 compat=compat, pins=pins, execution=execution, stack=stack,
-                                 costs=costs, budget=budget)
+    counts = count_range(max_gpus, req.training().gpu_step or 1)
+    frame, done = best_per_count(req.model, req.system, counts, req.global_batch, strategy,
+                                 top_k=top_k, compat=req.compat, pins=dict(req.pins),
+                                 execution=req.execution_given(), stack=req.stack,
+                                 budget=req.budget, pruning=req.pruning)
     if len(frame):
         frame = frame.sort_values("samples_per_s", ascending=False, kind="stable")
         frame = frame.head(top_k).reset_index(drop=True)

@@ -20,42 +20,60 @@ from ..physics.block import Ctx
 from ..physics.strategies import build_strategy
 from ..specs.execution import Execution, execution_columns, resolve_execution
 from ..specs.hardware import System
-from ..specs.modes import Mode, resolve_mode
+from ..specs.modes import Mode
 from ..specs.transformer import Transformer
 from .cells import cell_column, chunk_cells, merge_cells
 from .evaluate import ShapeCounts, evaluate_space, fits_on, shape_memory
 from .production import production_node
 from .report import GB, MEMORY_COLUMNS, result_frame
-from .search import DEFAULT_BUDGET, check_args, with_stack
+from .request import Request
+from .search import DEFAULT_BUDGET, only_request, with_stack
 from .space import COLUMNS, Space, build_shapes, build_space, placement_mask
 
 AXES = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp",
         "nv_pp")  # ep, etp: expert (tensor) parallel, 1 for a dense model
 
 
-def design_space(model: Transformer, system: System, gpus: int, global_batch: int,
+def design_space(model: Transformer | Request, system: System | None = None,
+                 gpus: int | None = None, global_batch: int | None = None,
                  strategy: str = "1d", *, compat: str | Mode | None = None,
                  nvs: int | None = None, pins: dict | None = None,
                  budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
                  stack: str | None = None
                  ) -> pd.DataFrame:
     """Every candidate of ``strategy`` on ``gpus`` GPUs: one row each, result columns as in a
-    search (times are those of the configuration even when it does not fit; ``fits`` says)."""
-    if not isinstance(pins, (dict, type(None))):
-        raise ModelError(f"pins must be a dict of dimension → value, got {type(pins).__name__}")
-    pins = dict(pins or {})
-    check_args(gpus, global_batch, compat, 1, pins, budget)
-    mode = resolve_mode(compat)
-    if nvs is not None:
-        system = system.with_overrides(nvlink_domain_size=nvs)
-    system, execution = with_stack(system, execution, stack, mode)
+    search (times are those of the configuration even when it does not fit; ``fits`` says).
+    ``design_space(request)`` (its workload's one GPU count), or the keyword form, an adapter
+    that builds the request."""
+    req = _request(model, system, gpus, global_batch, strategy, compat=compat, nvs=nvs,
+                   pins=pins, budget=budget, execution=execution, stack=stack)
+    gpus, mode, pins = _one_count(req), req.compat, dict(req.pins)
+    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
     ex = resolve_execution(execution)
-    strat = build_strategy(strategy, model, mode, ex)
-    space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, pins, mode,
-                        budget, interleave=ex.stage_interleave,
+    strat = build_strategy(req.strategy, req.model, mode, ex)
+    space = build_space(req.model, strat, gpus, req.global_batch, system.nvlink_domain_size,
+                        pins, mode, req.budget, interleave=ex.stage_interleave,
                         ends_count_as_layers=ex.ends_count_as_layers,
                         production_node=production_node(ex, mode, system.node_size))
-    return _frame(model, system, strat, space, gpus, global_batch, mode, ex)
+    return _frame(req.model, system, strat, space, gpus, req.global_batch, mode, ex)
+
+
+def _request(model: Transformer | Request, system: System | None, gpus: int | None,
+             global_batch: int | None, strategy: str, **keywords: object) -> Request:
+    """The request a design-space function was given, or the one its keywords build."""
+    if isinstance(model, Request):
+        return only_request(model, system, gpus, global_batch)
+    if isinstance(gpus, (list, tuple)):
+        raise ModelError(f"'gpus' must be a positive integer, got {gpus!r:.80}")
+    return Request.build(model, system, global_batch=global_batch, gpus=gpus,
+                         strategy=strategy, top_k=1, **keywords)  # type: ignore[arg-type]
+
+
+def _one_count(req: Request) -> int:
+    work = req.training()
+    if len(work.gpus) != 1 or not isinstance(req.strategy, str) or req.strategy == "all":
+        raise ModelError("the design space takes one GPU count and one strategy")
+    return work.gpus[0]
 
 
 def _frame(model: Transformer, system: System, strat, space: Space, gpus: int,
@@ -71,25 +89,29 @@ BEST_COLUMNS = {"iteration_time_s": "best_time_s", "samples_per_s": "samples_per
 CHUNK = 20_000  # candidates evaluated at once by design_cells (a few kB of arrays each)
 
 
-def design_cells(model: Transformer, system: System, gpus: int, global_batch: int,
-                 strategy: str, x: str, y: str, *, compat: str | Mode | None = None,
+def design_cells(model: Transformer | Request, system: System | None = None,
+                 gpus: int | None = None, global_batch: int | None = None,
+                 strategy: str = "1d", x: str = "tp1", y: str = "pp", *,
+                 compat: str | Mode | None = None,
                  budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
                  stack: str | None = None, chunk: int = CHUNK,
                  deadline: float | None = None) -> pd.DataFrame:
     """``best_per_cell(design_space(...), x, y)`` evaluated ``chunk`` candidates at a time:
     the same rows, with memory bounded by the chunk instead of the whole space.
+    ``design_cells(request, x=…, y=…)``, or the keyword form, an adapter that builds it.
 
     ``deadline`` (a ``time.monotonic()`` value): ModelError once it has passed between chunks,
     saying how far the evaluation got.
     """
-    check_args(gpus, global_batch, compat, 1, {}, budget)
+    req = _request(model, system, gpus, global_batch, strategy, compat=compat, budget=budget,
+                   execution=execution, stack=stack)
     _check_axes(x, y)
-    mode = resolve_mode(compat)
-    system, execution = with_stack(system, execution, stack, mode)
+    gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
+    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
     ex = resolve_execution(execution)
-    strat = build_strategy(strategy, model, mode, ex)
-    space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size, {}, mode,
-                        budget, interleave=ex.stage_interleave,
+    strat = build_strategy(req.strategy, model, mode, ex)
+    space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size,
+                        dict(req.pins), mode, req.budget, interleave=ex.stage_interleave,
                         ends_count_as_layers=ex.ends_count_as_layers,
                         production_node=production_node(ex, mode, system.node_size))
     if len(space) == 0:
@@ -138,18 +160,22 @@ def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return counts.join(best, how="left").reset_index()
 
 
-def leanest(model: Transformer, system: System, gpus: int, global_batch: int,
-            strategy: str, *, compat: str | Mode | None = None,
+def leanest(model: Transformer | Request, system: System | None = None,
+            gpus: int | None = None, global_batch: int | None = None,
+            strategy: str = "1d", *, compat: str | Mode | None = None,
             execution: Execution | dict | None = None,
             stack: str | None = None) -> dict[str, float] | None:
     """The configuration needing the least memory per GPU on ``gpus`` GPUs (whether it fits or
     not): ``memory_gb`` and its parts (``weights_gb``, ``gradients_gb``, ``optimizer_gb``,
     ``activations_gb``) — the ``memory_gb``-minimal row of :func:`design_space`, computed per
     shape (memory does not depend on the NVLink placement). None when no configuration exists.
+    ``leanest(request)``, or the keyword form, an adapter that builds it.
     """
-    check_args(gpus, global_batch, compat, 1, {})
-    mode = resolve_mode(compat)
-    system, execution = with_stack(system, execution, stack, mode)
+    req = _request(model, system, gpus, global_batch, strategy, compat=compat,
+                   execution=execution, stack=stack)
+    gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
+    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
+    strategy = req.strategy
     ctx = Ctx.make(model, system, mode, execution)
     ex = ctx.execution
     strat = build_strategy(strategy, model, mode, ex)

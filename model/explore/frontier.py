@@ -22,15 +22,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..specs import memo
 from ..specs.execution import Execution
 from ..specs.hardware import COST_FIELDS, System
-from ..specs.memo import remembered
 from ..specs.modes import Mode
 from ..specs.transformer import Transformer
 from .report import result_frame
@@ -48,11 +47,11 @@ def frontier_key(model: Transformer, system: System, counts: list[int], global_b
                  strategy: str, mode: Mode, execution: Execution, pins: dict) -> str:
     """Every input of a search except the HBM capacity, power and prices (and ``top_k``,
     ``budget``), as text."""
-    return repr((remembered(_specs_text, model, system), [int(n) for n in counts],
+    return repr((_specs_text(model, system), [int(n) for n in counts],
                  int(global_batch), strategy, mode, execution, sorted(pins.items())))
 
 
-@lru_cache(maxsize=64)
+@memo.lru("search keys' specs text", 64)
 def _specs_text(model: Transformer, system: System) -> str:
     """The model and the system's timed fields as text, remembered per process (the same
     specs are searched again and again; both are frozen)."""
@@ -238,6 +237,9 @@ class FrontierCache:
         with self._lock:
             self._items.clear()
 
+    def __len__(self) -> int:
+        return len(self._items)
+
 
 def _grown(usable: float, factor: float) -> float:
     """``usable`` bytes with ``factor`` headroom (none when nothing is usable)."""
@@ -245,3 +247,4 @@ def _grown(usable: float, factor: float) -> float:
 
 
 CACHE = FrontierCache()
+memo.register("searches", memo.RESULTS, CACHE)

@@ -22,14 +22,16 @@ from ..specs.stack import Stack
 from ..specs.transformer import Transformer
 from .counts import best_per_count, count_range
 from .production import whole_nodes
-from .search import DEFAULT_BUDGET, with_stack
+from .request import Request
+from .search import DEFAULT_BUDGET, only_request, with_stack
 
 DEFAULT_CLIFF_RATIO = 0.9  # a view's threshold (not a model input): 10 % worse per GPU left
 CONFIG = ("strategy", "tp1", "tp2", "pp", "dp", "microbatch", "interleave", "recompute_layers",
           "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
 
-def lost_node_frame(model: Transformer, system: System, gpus: int, global_batch: int,
+def lost_node_frame(model: Transformer | Request, system: System | None = None,
+                    gpus: int | None = None, global_batch: int | None = None,
                     strategy: str = "1d", *, lost: int = 8, node: int | None = None,
                     cliff_ratio: float = DEFAULT_CLIFF_RATIO,
                     execution: Execution | dict | None = None, stack: str | Stack | None = None,
@@ -37,16 +39,39 @@ def lost_node_frame(model: Transformer, system: System, gpus: int, global_batch:
     """One row per number of nodes lost, 0 … ``lost`` (``node`` GPUs each; default the
     system's node size): ``available_gpus``, the best configuration using at most that many
     (``gpus`` it uses, its columns and cost columns), ``all_used_samples_per_s`` (the best
-    using every GPU left; NaN when none), ``relative_efficiency`` and ``cliff``."""
+    using every GPU left; NaN when none), ``relative_efficiency`` and ``cliff``.
+    ``lost_node_frame(request, lost=…)`` (the job: its workload's one GPU count), or the
+    keyword form, an adapter that builds the request."""
+    if isinstance(model, Request):
+        req = only_request(model, system, gpus, global_batch)
+    else:
+        count_range(gpus, 1)  # validates gpus in its own words first
+        req = Request.build(model, system, global_batch=global_batch, gpus=gpus,
+                            strategy=strategy, execution=execution, stack=stack, costs=costs,
+                            budget=budget)
+    return lost_node_request(req, lost=lost, node=node, cliff_ratio=cliff_ratio)
+
+
+def lost_node_request(req: Request, *, lost: int = 8, node: int | None = None,
+                      cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> pd.DataFrame:
+    """:func:`lost_node_frame` of a request."""
+    model, system = req.model, req.system
+    work = req.training()
+    if len(work.gpus) != 1:
+        raise ModelError("the lost-node view takes one GPU count: the job's")
+    [gpus] = work.gpus
     node = system.node_size if node is None else node
-    counts = _counts(system, gpus, execution, stack)  # validates gpus
+    counts = _counts(system, gpus, req.execution_given(), req.stack)  # validates gpus
     if isinstance(lost, bool) or not isinstance(lost, int) or not 0 <= lost < gpus // node:
         raise ModelError(f"'lost' must be an integer in [0, {gpus // node - 1}] nodes of "
                          f"{node} GPUs, got {lost!r}")
     if not 0 < cliff_ratio <= 1:
         raise ModelError(f"'cliff_ratio' must be in (0, 1], got {cliff_ratio!r}")
-    frame, _ = best_per_count(model, system, counts, global_batch, strategy,
-                              execution=execution, stack=stack, costs=costs, budget=budget)
+    frame, _ = best_per_count(model, system, counts, req.global_batch, req.strategy,
+                              compat=req.compat, pins=dict(req.pins),
+                              execution=req.execution_given(), stack=req.stack,
+                              budget=req.budget, pruning=req.pruning)
+    strategy = req.strategy
     if frame.empty:  # a question without an answer at any count: say so, not an empty view
         raise ModelError(f"no configuration of {model.name} fits on {gpus:,} GPUs of "
                          f"{system.name} or fewer (strategy {_names(strategy)}): there is no "

@@ -41,7 +41,8 @@ from ..specs.stack import Stack
 from ..specs.transformer import Transformer
 from .counts import best_per_count, count_range
 from .economics import power_and_prices
-from .search import DEFAULT_BUDGET
+from .request import Request
+from .search import DEFAULT_BUDGET, only_request
 
 PRODUCTION_STRATEGIES = PRODUCTION  # what Megatron-Core runs (1d, context); SUMMA is idealised
 DEFAULT_MAX_GPUS = 131_072  # 2^17: beyond the largest training clusters built by 2025 (~100k)
@@ -119,7 +120,8 @@ def plan_columns(frame: pd.DataFrame, failures: bool) -> pd.DataFrame:
     return out
 
 
-def _check(days: float | None, budget_usd: float | None, model: Transformer) -> None:
+def check_targets(days: float | None, budget_usd: float | None, model: Transformer) -> None:
+    """A plan's targets, and the budget of the model it plans for: a ModelError in their words."""
     if days is None and budget_usd is None:
         raise ModelError("plan needs a target: days (train within D days; --days) or "
                          "budget_usd (the fastest within a budget; --budget-usd), or both")
@@ -148,7 +150,8 @@ def plan_execution(execution: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if execution is None else {**execution, **DEFAULT_SEARCH}
 
 
-def plan(model: Transformer, system: System, global_batch: int, *, days: float | None = None,
+def plan(model: Transformer | Request, system: System | None = None,
+         global_batch: int | None = None, *, days: float | None = None,
          budget_usd: float | None = None, strategy: str | tuple[str, ...] = "1d",
          gpu_step: int | None = None, max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = True,
          execution: Execution | dict | None = None, stack: str | Stack | None = None,
@@ -156,23 +159,41 @@ def plan(model: Transformer, system: System, global_batch: int, *, days: float |
          ) -> PlanResult:
     """The fewest GPUs (multiples of ``gpu_step``, default the system's node size) that train
     ``model``'s budget within ``days``, or the fastest within ``budget_usd`` (see the module
-    docstring); searches counts up to ``max_gpus``."""
+    docstring); searches counts up to ``max_gpus``. ``plan(request, days=…)`` (its workload's
+    ``max_gpus`` and ``gpu_step``), or the keyword form, an adapter that builds the request."""
+    if isinstance(model, Request):
+        req = only_request(model, system, global_batch)
+    else:
+        check_targets(days, budget_usd, model)
+        req = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
+                            gpu_step=gpu_step, strategy=strategy, pins=pins, budget=budget,
+                            execution=execution, stack=stack, costs=costs)
+    return plan_request(req, days=days, budget_usd=budget_usd, failures=failures)
+
+
+def plan_request(req: Request, *, days: float | None = None, budget_usd: float | None = None,
+                 failures: bool = True) -> PlanResult:
+    """:func:`plan` of a request."""
     start = time.perf_counter()
-    _check(days, budget_usd, model)
-    step = system.node_size if gpu_step is None else gpu_step
+    model, system = req.model, req.system
+    check_targets(days, budget_usd, model)
+    work = req.training()
+    step = system.node_size if work.gpu_step is None else work.gpu_step
+    max_gpus = work.max_gpus or DEFAULT_MAX_GPUS
     counts = count_range(max_gpus, step)
     if len(counts) == 0:
         raise ModelError(f"the largest GPU count to plan ({max_gpus:,}) is smaller than one "
                          f"node ({step:,} GPUs): nothing to search")
-    if cost_unknown(system.with_costs(costs)) and budget_usd is not None:
+    if cost_unknown(system) and budget_usd is not None:
         raise ModelError(f"system '{system.name}' has no price for its pricing; give "
                          "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")
     windows = _windows(len(counts)) if budget_usd is None else [(0, len(counts))]
     frames, searched = [], 0
     for lo, hi in windows:
-        frame, _ = best_per_count(model, system, counts[lo:hi], global_batch, strategy,
-                                  pins=pins, execution=execution, stack=stack, costs=costs,
-                                  budget=budget)
+        frame, _ = best_per_count(model, system, counts[lo:hi], req.global_batch, req.strategy,
+                                  compat=req.compat, pins=dict(req.pins),
+                                  execution=req.execution_given(), stack=req.stack,
+                                  budget=req.budget, pruning=req.pruning)
         searched = hi
         frames.append(plan_columns(frame, failures) if len(frame) else frame)
         if budget_usd is None and len(frame) and (frames[-1]["plan_days"] <= days).any():

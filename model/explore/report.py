@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..physics.block import Ctx, OpResult, Shards, comm_volume_bytes
 from ..physics.memory import fits_in_memory
+from ..specs import memo
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
 from .economics import cost_columns
@@ -87,8 +88,8 @@ def result_frame(model: Transformer, system: System, strategy: str, gpus: int | 
     return _frame(data, rows)
 
 
-_TEXTS: dict[tuple[str, int], object] = {}  # text columns by (value, rows)
-_TEXTS_LIMIT = 256  # columns remembered, each of at most _TEXT_ROWS rows (a few MB in all)
+# text columns by (value, rows): 256 columns, each of at most _TEXT_ROWS rows (a few MB in all)
+_TEXTS = memo.Table("text columns", 256, memo.TABLES)
 _TEXT_ROWS = 1024
 
 
@@ -104,14 +105,12 @@ def _text(value: object, rows: int) -> object:
         found = pd.array(np.full(rows, value, dtype=object), dtype="str")
         if rows > _TEXT_ROWS:
             return found
-        if len(_TEXTS) >= _TEXTS_LIMIT:
-            _TEXTS.clear()
-        _TEXTS[(value, rows)] = found
+        _TEXTS.put((value, rows), found)
     return found
 
 
-_EMPTY_FRAMES: dict[tuple, pd.DataFrame] = {}  # zero-row frames by their columns' types
-_EMPTY_LIMIT = 64
+# zero-row frames by their columns' types
+_EMPTY_FRAMES = memo.Table("zero-row frames", 64, memo.TABLES)
 
 
 def _frame(data: dict[str, object], rows: int) -> pd.DataFrame:
@@ -129,9 +128,7 @@ def _frame(data: dict[str, object], rows: int) -> pd.DataFrame:
         return pd.DataFrame(data)
     if frame is None:
         frame = pd.DataFrame(data)
-        if len(_EMPTY_FRAMES) >= _EMPTY_LIMIT:
-            _EMPTY_FRAMES.clear()
-        _EMPTY_FRAMES[key] = frame
+        _EMPTY_FRAMES.put(key, frame)
     return frame.copy()
 
 

@@ -1,7 +1,7 @@
 """Search every parallel configuration for the fastest that fits, and evaluate one configuration.
 
-:func:`search` (one GPU count, or at most N: :mod:`model.explore.counts`) and
-:func:`search_counts` (several counts in one evaluation) apply the software stack
+:func:`run_counts` (several counts in one evaluation, under :func:`model.search` of
+:mod:`model.explore.api` and :func:`search_counts`) applies the software stack
 (:func:`with_stack`), run one :func:`~model.explore.variant.variant_frontier` per execution
 choice (the candidate space of :mod:`model.explore.space`, evaluated at once, pruned and cached:
 :mod:`model.explore.variant`) and return the top k as a DataFrame with every breakdown column
@@ -35,15 +35,16 @@ from ..specs.stack import NO_STACK, Stack, load_stack
 from ..specs.transformer import Transformer
 from .evaluate import evaluate_ops, evaluate_space, fits_on, shards_of
 from .production import production_node
+from .pruning import Pruning
 from .report import op_table, result_frame
+from .request import DEFAULT_BUDGET, Request
 from .rules import explain
 from .space import PIN_NAMES, build_space
 from .variant import clear_shape_spaces, variant_frontier
 
-__all__ = ["DEFAULT_BUDGET", "Evaluation", "SearchResult", "check_args", "clear_shape_spaces",
-           "evaluate", "search", "search_counts", "variant_frontier", "with_stack"]
-
-DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
+__all__ = ["DEFAULT_BUDGET", "Evaluation", "Request", "SearchResult", "check_args",
+           "clear_shape_spaces", "evaluate", "evaluate_request", "run_counts", "search_counts",
+           "variant_frontier", "with_stack"]
 
 
 def with_stack(system: System, execution: object, stack: str | Stack | None, mode: Mode
@@ -109,84 +110,57 @@ def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: d
             raise ModelError(f"pin '{key}' must be a positive integer, got {value!r}")
 
 
-def search(
-    model: Transformer, system: System, gpus: int | None, global_batch: int,
-    strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
-    pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
-    execution: Execution | dict | None = None, stack: str | Stack | None = None,
-    costs: object = None, max_gpus: int | None = None, gpu_step: int = 1,
-) -> SearchResult:
-    """The ``top_k`` fastest configurations of ``strategy`` on ``gpus`` GPUs that fit in HBM.
-
-    ``nvs`` overrides the system's NVLink domain size; ``pins`` fixes any of tp1, tp2, pp, dp,
-    ep, etp, microbatch, nb, nv_tp1, nv_tp2, nv_dp, nv_pp; ``compat='paper'`` reproduces the
-    paper's model with its bugs (docs/model.md, "The paper mode"); ``execution`` sets recompute,
-    sequence parallelism, interleaving, ZeRO stage, precision, TP and EP overlap, MoE routing
-    load … (:class:`~model.specs.execution.Execution`) over the software ``stack``'s defaults
-    and the default search (every interleaving, the fewest recomputed layers that fit), with
-    the stack's calibrated efficiencies (a name of ``model/data/stacks``; None: the newest;
-    "none": the system's own values and the one Execution default; :func:`with_stack`). A dict
-    whose values are lists searches every combination (``result.searched`` says what was
-    searched). Ties keep the deterministic candidate order. ``costs`` changes the site, pricing
-    or failure inputs of the cost columns (:class:`~model.specs.cost.Costs`, a dict of its
-    fields).
-
-    With ``max_gpus`` (and ``gpus`` None) the search covers every count up to it in steps of
-    ``gpu_step`` and returns the fastest configurations using at most that many GPUs, the rest
-    idle (:func:`model.explore.counts.search_at_most`); ``result.gpus`` is what the best uses.
-    """
-    if max_gpus is not None:
-        if gpus is not None:
-            raise ModelError("give 'gpus' (use exactly that many) or 'max_gpus' (at most), "
-                             "not both")
-        from .counts import search_at_most  # it searches through search_counts below
-        if nvs is not None:
-            system = system.with_overrides(nvlink_domain_size=nvs)
-        return search_at_most(model, system, max_gpus, global_batch, strategy,
-                              gpu_step=gpu_step, top_k=top_k, compat=compat, pins=pins,
-                              execution=execution, stack=stack, costs=costs, budget=budget)
-    if gpus is None:
-        raise ModelError("give 'gpus' (a GPU count) or 'max_gpus' (at most that many)")
-    return search_counts(model, system, [gpus], global_batch, strategy, compat=compat, nvs=nvs,
-                         pins=pins, top_k=top_k, budget=budget, execution=execution,
-                         stack=stack, costs=costs)[0]
-
-
 def search_counts(
-    model: Transformer, system: System, gpu_counts: list[int], global_batch: int,
+    model: Transformer | Request, system: System | None = None,
+    gpu_counts: list[int] | None = None, global_batch: int | None = None,
     strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
     pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
     execution: Execution | dict | None = None, stack: str | Stack | None = None,
     costs: object = None,
 ) -> list[SearchResult]:
-    """:func:`search` at several GPU counts in one evaluation (a strong-scaling sweep).
+    """:func:`model.search` at several GPU counts in one evaluation (a strong-scaling sweep):
+    ``search_counts(request)``, or the keyword form (an adapter that builds the
+    :class:`~model.explore.request.Request`).
 
     The candidates of every count are evaluated together, so a block shared by several counts is
     costed once. ``budget`` bounds the candidates of all counts together; each result's
     ``elapsed_s`` is its share (by candidates) of the batch's wall time.
     """
-    if not isinstance(pins, (dict, type(None))):
-        raise ModelError(f"pins must be a dict of dimension → value, got {type(pins).__name__}")
-    pins = dict(pins or {})
+    if isinstance(model, Request):
+        return run_counts(only_request(model, system, gpu_counts, global_batch))
     if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
         raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
-    counts = [int(n) if isinstance(n, (int, np.integer)) and not isinstance(n, bool) else n
-              for n in gpu_counts]
+    return run_counts(Request.build(
+        model, system, global_batch=global_batch, gpus=tuple(gpu_counts), strategy=strategy,
+        compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget, execution=execution,
+        stack=stack, costs=costs))
+
+
+def only_request(request: Request, *others: object) -> Request:
+    """The request, when an entry point was given one and nothing else positional."""
+    if any(o is not None for o in others):
+        raise ModelError("give a Request alone, or the model, system, GPUs and global batch")
+    return request
+
+
+def run_counts(req: Request) -> list[SearchResult]:
+    """The top ``req.top_k`` configurations at each of ``req.workload.gpus``."""
+    counts = list(req.training().gpus)
     if not counts:
         raise ModelError("give at least one GPU count")
-    for n in counts:
-        check_args(n, global_batch, compat, top_k, pins, budget)
+    if not isinstance(req.strategy, str) or req.strategy == "all":
+        canonical_strategy(str(req.strategy))  # a search takes one: the error names the others
+    strategy = req.strategy
     start = time.perf_counter()
-    mode = resolve_mode(compat)
-    if nvs is not None:
-        system = system.with_overrides(nvlink_domain_size=nvs)
-    system, execution = with_stack(system.with_costs(costs), execution, stack, mode)
+    system, execution = with_stack(req.system, req.execution_given(), req.stack, req.compat)
     variants = execution_variants(execution)
+    pins = dict(req.pins)
     per_variant = []
     for ex in variants:  # a few execution choices, each a vectorized search of its own
         used = sum(c for frames in per_variant for _, c, _ in frames)
-        per_variant.append(_search_variant(model, system, counts, global_batch, strategy, mode,
-                                           ex, pins, top_k, budget - used))
+        per_variant.append(_search_variant(req.model, system, counts, req.global_batch,
+                                           strategy, req.compat, ex, pins, req.top_k,
+                                           req.budget - used, req.pruning))
     elapsed = time.perf_counter() - start
     total = max(sum(c for frames in per_variant for _, c, _ in frames), 1)
     out = []
@@ -198,20 +172,20 @@ def search_counts(
         top = pd.concat(tops, ignore_index=True) if len(tops) > 1 else tops[0]
         if len(tops) > 1:
             top = top.sort_values("samples_per_s", ascending=False, kind="stable")
-            top = top.head(top_k).reset_index(drop=True)
+            top = top.head(req.top_k).reset_index(drop=True)
         count = sum(frames[i][1] for frames in per_variant)
         fit = sum(frames[i][2] for frames in per_variant)
-        out.append(SearchResult(n, canonical_strategy(strategy), top, count, fit,
-                                elapsed * count / total, tuple(variants)))
+        out.append(SearchResult(n, strategy, top, count, fit, elapsed * count / total,
+                                tuple(variants)))
     return out
 
 
 def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                    budget: int) -> list[tuple[pd.DataFrame, int, int]]:
+                    budget: int, pruning: Pruning) -> list[tuple[pd.DataFrame, int, int]]:
     """(top frame, candidates, feasible) per GPU count for one execution choice."""
     front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex, pins,
-                                  top_k, budget)
+                                  top_k, budget, pruning)
     return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
 
 
@@ -224,38 +198,68 @@ class Evaluation:
     fits: bool
 
 
+DIMENSIONS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp",
+              "ep", "etp")  # evaluate's pins: every one given, or its default below
+_EVALUATE_DEFAULTS = {"tp2": 1, "nb": None, "nv_tp1": None, "nv_tp2": None, "nv_dp": None,
+                      "nv_pp": None, "ep": 1, "etp": 1}
+
+
 def evaluate(
-    model: Transformer, system: System, gpus: int, global_batch: int, strategy: str = "1d", *,
-    tp1: int, pp: int, dp: int, microbatch: int, tp2: int = 1, nb: int | None = None,
+    model: Transformer | Request, system: System | None = None, gpus: int | None = None,
+    global_batch: int | None = None, strategy: str = "1d", *,
+    tp1: int | None = None, pp: int | None = None, dp: int | None = None,
+    microbatch: int | None = None, tp2: int = 1, nb: int | None = None,
     nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
     nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
     execution: Execution | dict | None = None, stack: str | Stack | None = None,
     ep: int = 1, etp: int = 1, costs: object = None,
 ) -> Evaluation:
-    """Evaluate one configuration; a placement or nb left out is the best one for it. ``ep``
-    and ``etp``: expert parallel and expert tensor parallel (a MoE model's expert layers).
+    """Evaluate one configuration: ``evaluate(request)`` (its pins give every dimension and its
+    workload one GPU count), or the keyword form (an adapter that builds the request). A
+    placement or nb left out is the best one for it; ``ep`` and ``etp``: expert parallel and
+    expert tensor parallel (a MoE model's expert layers).
 
     Raises ModelError naming the rule a configuration breaks (see :mod:`model.explore.space`).
     """
+    if isinstance(model, Request):
+        return evaluate_request(only_request(model, system, gpus, global_batch))
     pins = dict(tp1=tp1, tp2=tp2, pp=pp, dp=dp, microbatch=microbatch, nb=nb, nv_tp1=nv_tp1,
                 nv_tp2=nv_tp2, nv_dp=nv_dp, nv_pp=nv_pp, ep=ep, etp=etp)
-    key = canonical_strategy(strategy)
-    missing = [k for k in ("tp1", "tp2", "pp", "dp", "microbatch") if pins[k] is None]
+    _check_dimensions(pins, canonical_strategy(strategy))
+    if isinstance(gpus, (list, tuple)):
+        raise ModelError(f"'gpus' must be a positive integer, got {gpus!r:.80}")
+    return evaluate_request(Request.build(
+        model, system, global_batch=global_batch, gpus=gpus, strategy=strategy, compat=compat,
+        nvs=nvs, pins=pins, top_k=1, execution=execution, stack=stack, costs=costs))
+
+
+def _check_dimensions(pins: dict, strategy: str) -> None:
+    missing = [k for k in ("tp1", "tp2", "pp", "dp", "microbatch") if pins.get(k) is None]
     if missing:
         raise ModelError(f"evaluate needs every dimension; missing: {', '.join(missing)}")
-    if key == "1d" and tp2 != 1:
+    if strategy == "1d" and pins["tp2"] != 1:
         raise ModelError("the 1d strategy has no tp2; leave it at 1")
-    check_args(gpus, global_batch, compat, 1, pins)
+
+
+def evaluate_request(req: Request) -> Evaluation:
+    """The configuration ``req.pins`` names, on ``req.workload``'s one GPU count."""
+    work = req.training()
+    pins = {**_EVALUATE_DEFAULTS, **req.pins}
+    key = canonical_strategy(req.strategy)
+    _check_dimensions(pins, key)
+    if len(work.gpus) != 1:
+        raise ModelError("evaluate takes one GPU count")
+    [gpus] = work.gpus
+    global_batch, mode = req.global_batch, req.compat
+    tp1, tp2, pp, dp = (pins[k] for k in ("tp1", "tp2", "pp", "dp"))
     if tp1 * tp2 * pp * dp != gpus:
         raise ModelError(
             f"tp1·tp2·pp·dp = {tp1}·{tp2}·{pp}·{dp} = {tp1 * tp2 * pp * dp} must equal"
             f" gpus = {gpus}")
-    sysm = system if nvs is None else system.with_overrides(nvlink_domain_size=nvs)
-    sysm = sysm.with_costs(costs)
-    mode = resolve_mode(compat)
-    sysm, execution = with_stack(sysm, execution, stack, mode)
+    sysm, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
     ex = resolve_execution(execution)
-    strat = build_strategy(key, model, mode, ex)
+    strat = build_strategy(key, req.model, mode, ex)
+    model = req.model
     node = production_node(ex, mode, sysm.node_size)
     space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode,
                         interleave=ex.stage_interleave,

@@ -28,7 +28,7 @@ import pandas as pd
 from ..errors import ModelError
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
-from .search import search
+from .api import search
 
 MAX_FRACTION = 0.9  # ±90 %: a field scaled by 0.1…1.9; every field stays positive
 

@@ -12,10 +12,8 @@ not fit its memory budget before allocating them. The counts are remembered per 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 from ..physics.strategies import Strategy
+from ..specs import memo
 from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
 from .space import shape_placements, shape_steps, stage_rows
@@ -23,9 +21,7 @@ from .space import shape_placements, shape_steps, stage_rows
 BLOCK_ROWS = 4_096  # rows grown at once: a few MB of int64 columns at most per dimension
 # counts remembered per process: a what-if of a bandwidth or of the HBM capacity counts the
 # same spaces again (a few hundred bytes each)
-SIZES = 1_024
-_sizes: OrderedDict[str, tuple[int, int]] = OrderedDict()
-_sizes_lock = threading.Lock()
+SIZES = memo.Table("space sizes", 1_024, memo.TABLES)
 
 
 def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
@@ -41,17 +37,11 @@ def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
     key = repr((model, strategy.name, mode, int(gpus), int(global_batch), int(nvs),
                 sorted(pins.items()), int(interleave), bool(ends_count_as_layers), limit,
                 int(production_node)))
-    with _sizes_lock:
-        found = _sizes.get(key)
-        if found is not None:
-            _sizes.move_to_end(key)
-            return found
-    found = _count(model, strategy, gpus, global_batch, nvs, pins, mode, interleave,
-                   ends_count_as_layers, limit, production_node)
-    with _sizes_lock:
-        _sizes[key] = found
-        while len(_sizes) > SIZES:
-            _sizes.popitem(last=False)
+    found = SIZES.get(key)
+    if found is None:
+        found = _count(model, strategy, gpus, global_batch, nvs, pins, mode, interleave,
+                       ends_count_as_layers, limit, production_node)
+        SIZES.put(key, found)
     return found
 
 

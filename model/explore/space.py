@@ -24,7 +24,6 @@ pairs are kept, so memory stays proportional to the valid candidates. Order is d
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..physics.strategies import Strategy
+from ..specs import memo
 from ..specs.modes import resolve_mode
 from ..specs.transformer import Transformer
 from .production import tp_inside
@@ -42,7 +42,7 @@ COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", 
 PIN_NAMES = COLUMNS
 
 
-@functools.lru_cache(maxsize=256)
+@memo.lru("divisors", 256)
 def divisors(n: int) -> np.ndarray:
     """All positive divisors of n, increasing (read-only: remembered per n; n sized first)."""
     check_divisible(n)
@@ -52,7 +52,7 @@ def divisors(n: int) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=64)
+@memo.lru("NVLink placements", 64)
 def placements(domain: int) -> np.ndarray:
     """Every ordered 4-tuple of positive integers with product ``domain`` (shape [k, 4];
     read-only: remembered per domain)."""

@@ -11,30 +11,43 @@ from ..physics.strategies import STRATEGIES, canonical_strategy, supported_strat
 from ..specs.execution import Execution
 from ..specs.hardware import System
 from ..specs.transformer import Transformer
-from .search import DEFAULT_BUDGET, SearchResult, search_counts
+from .request import Request
+from .search import DEFAULT_BUDGET, SearchResult, only_request, run_counts
 
 PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the paper's figures
 
 
-def sweep(model: Transformer, system: System, gpu_counts: Iterable[int] = PAPER_GPU_COUNTS,
-          global_batch: int = 4096, strategies: Iterable[str] = STRATEGIES, *,
+def sweep(model: Transformer | Request, system: System | None = None,
+          gpu_counts: Iterable[int] = PAPER_GPU_COUNTS, global_batch: int = 4096,
+          strategies: Iterable[str] | None = None, *,
           compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
           execution: Execution | dict | None = None, stack: str | None = None,
           top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
-    """One :func:`~model.explore.search.search` per (strategy, GPU count), strategies outermost.
+    """One :func:`~model.explore.search.search` per (strategy, GPU count), strategies outermost:
+    ``sweep(request)`` (its workload's GPU counts; its strategy, or every one for "all"), or the
+    keyword form (default: every strategy), an adapter that builds the request.
     Of several strategies those that cannot model the model are left out (SUMMA has no MoE,
     MLA or MTP op table); a single one that cannot is an error."""
+    if isinstance(model, Request):
+        req = only_request(model, system)
+        names = strategies or (STRATEGIES if req.strategy == "all" else (req.strategy,)
+                               if isinstance(req.strategy, str) else req.strategy)
+        return sweep_request(req, names)
     if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
         raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
-    counts = list(gpu_counts)
-    strategies = [canonical_strategy(s) for s in strategies]
-    if len(strategies) > 1:
-        supported = supported_strategies(model)
-        strategies = [s for s in strategies if s in supported]
-    return [r for s in strategies
-            for r in search_counts(model, system, counts, global_batch, s,
-                                   compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget,
-                                   execution=execution, stack=stack)]
+    req = Request.build(model, system, global_batch=global_batch, gpus=tuple(gpu_counts),
+                        strategy="all", compat=compat, nvs=nvs, pins=pins, top_k=top_k,
+                        budget=budget, execution=execution, stack=stack)
+    return sweep_request(req, STRATEGIES if strategies is None else strategies)
+
+
+def sweep_request(req: Request, strategies: Iterable[str]) -> list[SearchResult]:
+    """:func:`sweep` of a request over ``strategies``."""
+    names = [canonical_strategy(s) for s in strategies]
+    if len(names) > 1:
+        supported = supported_strategies(req.model)
+        names = [s for s in names if s in supported]
+    return [r for s in names for r in run_counts(req.replace(strategy=s))]
 
 
 def best_frame(results: list[SearchResult]) -> pd.DataFrame:

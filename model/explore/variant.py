@@ -13,13 +13,11 @@ by k faster candidates needing no more memory) are not priced: see :mod:`model.e
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 import numpy as np
 
 from ..physics.block import Ctx
 from ..physics.strategies import Strategy, build_strategy
+from ..specs import memo
 from ..specs.execution import Execution
 from ..specs.hardware import System
 from ..specs.modes import Mode
@@ -33,7 +31,7 @@ from .evaluate import (
 )
 from .frontier import CACHE, CountShapes, Frontier, frontier_key
 from .production import production_node
-from .pruning import kept_rows, pruned
+from .pruning import DEFAULT_PRUNING, Pruning, kept_rows, pruned
 from .space import (
     PLACEMENT,
     Placements,
@@ -43,18 +41,16 @@ from .space import (
     shape_placements,
 )
 
-PRUNE = True  # price only the shapes that can be kept (tests compare with False: the same rows)
-PRUNE_FROM = 20_000  # fitting candidates; fewer are priced at once (as fast as a bound)
-
 
 def variant_frontier(model: Transformer, system: System, counts: list[int], global_batch: int,
                      strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                     budget: int) -> tuple[Frontier, Ctx]:
+                     budget: int, pruning: Pruning = DEFAULT_PRUNING) -> tuple[Frontier, Ctx]:
     """The search of one execution choice at every GPU count, as a
     :class:`~model.explore.frontier.Frontier` (rows fastest first per count, for any capacity up
     to the one evaluated), and its context. Answered from the process's
     :data:`~model.explore.frontier.CACHE` when the same search (any HBM capacity up to the one
-    evaluated) ran before; else evaluated and cached.
+    evaluated) ran before; else evaluated and cached (``pruning``: when the evaluation prunes;
+    the rows are the same either way, so both share the cache).
     """
     ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
     strat = build_strategy(strategy, model, mode, ctx.execution)
@@ -70,7 +66,7 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
                 if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
                     cover, depth = usable, top_k
                 front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
-                                          pins, budget, cover, depth, top_k)
+                                          pins, budget, cover, depth, top_k, pruning)
                 CACHE.put(key, front)
     totals = np.cumsum(front.candidates())  # the same refusal as an evaluation, at the same
     over = np.flatnonzero(totals > budget)   # count (the first whose running total is over)
@@ -81,7 +77,7 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
 
 def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                       strat: Strategy, ctx: Ctx, pins: dict, budget: int, usable: float,
-                      depth: int, top_k: int) -> Frontier:
+                      depth: int, top_k: int, pruning: Pruning) -> Frontier:
     """Evaluate the candidates that fit in ``usable`` HBM bytes, at every GPU count at once,
     and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``.
 
@@ -114,7 +110,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
 
     todo = np.flatnonzero(fits & (placed > 0))
     count_of = np.repeat(np.arange(len(counts)), [stop - start for _, start, stop, _ in placing])
-    if PRUNE and placed[todo].sum() >= PRUNE_FROM:
+    if pruning.applies(int(placed[todo].sum())):
         lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
         lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
                                         op_counts, mem["params_bytes"], todo,
@@ -165,9 +161,8 @@ def _placed(merged: dict, placing: list[tuple], chosen: np.ndarray) -> dict:
     return out
 
 
-SHAPE_SPACES = 32  # shape spaces kept per process (a few hundred kB each)
-_shape_spaces: OrderedDict[str, tuple] = OrderedDict()
-_shape_lock = threading.Lock()
+# shape spaces kept per process (a few hundred kB each)
+SHAPE_SPACES = memo.Table("shape spaces", 32, memo.RESULTS)
 
 
 def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_batch: int,
@@ -184,11 +179,9 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     node = production_node(ex, mode, ctx.system.node_size)
     key = repr((model, strat.name, mode, ex.stage_interleave, ex.ends_count_as_layers, node,
                 [int(n) for n in counts], int(global_batch), sorted(pins.items()), int(nvs)))
-    with _shape_lock:
-        found = _shape_spaces.get(key)
-        if found is not None:
-            _shape_spaces.move_to_end(key)
-            return found
+    found = SHAPE_SPACES.get(key)
+    if found is not None:
+        return found
     shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.stage_interleave,
                            mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers, node)
               for n in counts]
@@ -197,14 +190,10 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill, node > 0)
               for n, cols in zip(counts, shapes)]
     found = (shapes, merged, places)
-    with _shape_lock:
-        _shape_spaces[key] = found
-        while len(_shape_spaces) > SHAPE_SPACES:
-            _shape_spaces.popitem(last=False)
+    SHAPE_SPACES.put(key, found)
     return found
 
 
 def clear_shape_spaces() -> None:
     """Forget the remembered shape spaces (benchmarks of searches from scratch)."""
-    with _shape_lock:
-        _shape_spaces.clear()
+    SHAPE_SPACES.clear()

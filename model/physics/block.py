@@ -24,41 +24,11 @@ from . import attention_kernels, elementwise, gemm, moe, ops
 from .collectives import Collective, overlapped_s, summa_comm_time_s
 from .context import Ctx
 from .light_recompute import light_recompute
-from .optable import MATMULS, TOKEN_KERNELS, CommSpec
+from .optable import MATMULS, TOKEN_KERNELS, CommSpec, Shards
 from .strategies import Axes, Kind, OpSpec
 
 ELEMENT_BYTES = 2.0  # fp16/bf16 activations and weights
 MASK_BYTES = 1.0  # dropout mask element
-
-
-@dataclass
-class Shards:
-    """Per-configuration arrays that the block depends on (all the same length)."""
-
-    b: np.ndarray  # microbatch size (samples)
-    tp1: np.ndarray
-    tp2: np.ndarray
-    nb: np.ndarray  # SUMMA panel count (1 where unused)
-    nv_tp1: np.ndarray  # tp1 members inside one NVLink domain
-    nv_tp2: np.ndarray
-    ep: np.ndarray | int = 1  # expert parallel (MoE layers)
-    etp: np.ndarray | int = 1  # expert tensor parallel
-    nv_ep: np.ndarray | int = 1  # ep members inside one NVLink domain
-    nv_etp: np.ndarray | int = 1
-
-    def size(self, axes: Axes) -> np.ndarray | int:
-        """Product of the sizes of ``axes`` (1 for none)."""
-        out: np.ndarray | int = 1
-        for a in axes:
-            out = out * getattr(self, a)
-        return out
-
-    def tau(self, axes: Axes) -> np.ndarray | int:
-        """How many members of the group over ``axes`` sit in one NVLink domain."""
-        out: np.ndarray | int = 1
-        for a in axes:
-            out = out * getattr(self, "nv_" + a)
-        return out
 
 
 def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:

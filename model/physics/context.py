@@ -15,8 +15,9 @@ from ..specs.params import attention_keys
 from ..specs.precision import PRECISIONS
 from ..specs.transformer import Transformer
 from .attention_kernels import kernel_used, pass_efficiencies, supports
+from .dims import model_dims
+from .optable import OpSpec
 from .pricing import Bound, Exact, Pricing
-from .strategies import OpSpec, model_dims
 
 
 @dataclass

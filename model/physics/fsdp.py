@@ -56,10 +56,12 @@ def shard_group(dp_group, dp_tau, execution: Execution):
 
 def pytorch_fsdp_time_s(weight_bytes, dp_group, dp_tau, t_fwd, t_bwd, layers, n_mb,
                         pricing: Pricing, execution: Execution, hbm_bytes_per_s: float,
-                        grad_factor: float = 1.0, default_gather: float = 1.0):
+                        grad_factor: float = 1.0, default_gather: float = 1.0, *,
+                        dp_time_s):
     """FSDP1/FSDP2 data-parallel time of one step (s) for arrays of configurations (module
-    docstring)."""
-    from .pipeline import dp_time_s  # the replicas' all-reduce is plain data parallelism
+    docstring). ``dp_time_s``: :func:`model.physics.pipeline.dp_time_s`, the replicas'
+    all-reduce (HSDP), which is plain data parallelism (passed in: pipeline calls this
+    module, so importing it here would be a circle)."""
     group, tau, replicas = shard_group(dp_group, dp_tau, execution)
     g = gather_factor(execution, default_gather)
     t = pricing.collective(Collective.ALLGATHER, g * weight_bytes, group, tau)

@@ -40,7 +40,8 @@ from .ops import OpCounts, bias, linear, quantisation, wave_efficiency
 from .optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
 
 if TYPE_CHECKING:
-    from .block import Ctx, Shards
+    from .context import Ctx
+    from .optable import Shards
 
 Array = np.ndarray
 ELEMENT_BYTES = 2.0  # bf16 activations and weights
@@ -312,18 +313,6 @@ def mtp_rows(model: Transformer, base: Axes, seq: Axes, comms: dict,
     return ops
 
 
-def moe_dims(model: Transformer) -> dict[str, int]:
-    """The MoE and MLA feature sizes the rows name (see :func:`model_dims`)."""
-    gated = 2 if model.mlp == "swiglu" else 1
-    return {"E": model.experts, "fe": model.expert_ffn, "fe_in": gated * model.expert_ffn,
-            "fs": model.shared_ffn, "fs_in": gated * model.shared_ffn, "e2": 2 * model.hidden,
-            "q_lora": model.q_lora_rank, "kv_lora": model.kv_lora_rank,
-            "mla_down": model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim,
-            "mla_latent": model.q_lora_rank + model.kv_lora_rank,
-            "q_heads": model.heads * model.qk_head_dim,
-            "kv_up": model.heads * (model.qk_nope_head_dim + model.value_head_dim)}
-
-
 __all__ = ["NONE", "dense_mlp_rows", "expert_launches", "fp8_padding", "grouped_linear",
-           "grouped_wave_efficiency", "mla_rows", "moe_dims", "moe_rows", "mtp_rows", "permute",
+           "grouped_wave_efficiency", "mla_rows", "moe_rows", "mtp_rows", "permute",
            "router"]

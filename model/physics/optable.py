@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from .collectives import Collective
 
 Axes = tuple[str, ...]
@@ -103,3 +105,33 @@ def ar(volume: str, axes: Axes) -> CommSpec:
 def a2a(volume: str, axes: Axes, dedup: bool = False) -> CommSpec:
     """An all-to-all, or with ``dedup`` a deduplicating dispatch (DeepEP / HybridEP)."""
     return CommSpec(Collective.DISPATCH if dedup else Collective.ALLTOALL, volume, axes)
+
+
+@dataclass
+class Shards:
+    """Per-configuration arrays that the block depends on (all the same length)."""
+
+    b: np.ndarray  # microbatch size (samples)
+    tp1: np.ndarray
+    tp2: np.ndarray
+    nb: np.ndarray  # SUMMA panel count (1 where unused)
+    nv_tp1: np.ndarray  # tp1 members inside one NVLink domain
+    nv_tp2: np.ndarray
+    ep: np.ndarray | int = 1  # expert parallel (MoE layers)
+    etp: np.ndarray | int = 1  # expert tensor parallel
+    nv_ep: np.ndarray | int = 1  # ep members inside one NVLink domain
+    nv_etp: np.ndarray | int = 1
+
+    def size(self, axes: Axes) -> np.ndarray | int:
+        """Product of the sizes of ``axes`` (1 for none)."""
+        out: np.ndarray | int = 1
+        for a in axes:
+            out = out * getattr(self, a)
+        return out
+
+    def tau(self, axes: Axes) -> np.ndarray | int:
+        """How many members of the group over ``axes`` sit in one NVLink domain."""
+        out: np.ndarray | int = 1
+        for a in axes:
+            out = out * getattr(self, "nv_" + a)
+        return out

@@ -211,7 +211,8 @@ def iteration_time(
     if zero >= 3 and execution.fsdp_version:  # PyTorch FSDP1/FSDP2 (model.physics.fsdp)
         t_dp = pytorch_fsdp_time_s(block.weight_bytes + block.expert_weight_bytes, dp_group,
                                    dp_tau, block.t_fwd, block.t_bwd, d, n_mb, pricing,
-                                   execution, system.hbm_bytes_per_s, grad_factor, gather)
+                                   execution, system.hbm_bytes_per_s, grad_factor, gather,
+                                   dp_time_s=dp_time_s)
     elif zero >= 3:
         t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
                            n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts,

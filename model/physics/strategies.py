@@ -12,15 +12,16 @@ name (``e``, ``f``, ``qkv``, …) refers to :func:`model_dims`. Volumes of colle
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from ..errors import ModelError
+from ..specs import memo
 from ..specs.execution import Execution, resolve_execution
-from ..specs.memo import remembered
 from ..specs.modes import Mode, resolve_mode
 from ..specs.transformer import Transformer
 from . import moe
 from .collectives import Collective
+from .dims import model_dims
 from .optable import NONE, TP1, TP2, Axes, CommSpec, Kind, OpSpec
 from .optable import ag as _ag
 from .optable import ar as _ar
@@ -115,25 +116,6 @@ LABELS = {name: t.label for name, t in TRAITS.items()}
 SHORT_LABELS = {name: t.short for name, t in TRAITS.items()}
 STRATEGY_NAMES = {**{name: name for name in STRATEGIES}, "2d": "summa", "2d-seqp": "context",
                   "seqp": "context"}
-
-
-def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:
-    """Full (unsharded) sizes by name: e, f (MLP hidden), f_in (fc1 output: f or 2f for SwiGLU),
-    qkv ((h + 2k)·q), hq (h·q, the attention output the projection reads: e unless the head
-    dimension is set apart from e // h), l, V. In paper mode the LayerNorm2D feature dim is
-    ``ln2d`` = l (bug 1)."""
-    e, q = model.hidden, model.head_dim
-    return {
-        "e": e,
-        "f": model.ffn,
-        "f_in": model.ffn * (2 if model.mlp == "swiglu" else 1),
-        "qkv": (model.heads + 2 * model.kv_heads) * q,
-        "attn_out": model.heads * model.value_head_dim,
-        "l": model.seq_len,
-        "V": model.vocab,
-        "ln2d": model.seq_len if mode.layernorm2d_uses_seq_len else e,
-        **moe.moe_dims(model),
-    }
 
 
 def _mlp_tail(model: Transformer, mode: Mode, rows: Axes, hid: Axes) -> list[OpSpec]:
@@ -344,10 +326,10 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
                          f"('{model.name}'); use 1d or context")
     mode = resolve_mode(compat)
     ex = resolve_execution(execution)
-    return remembered(_built, key, model, mode, ex)
+    return _built(key, model, mode, ex)
 
 
-@lru_cache(maxsize=256)
+@memo.lru("strategy tables", 256)
 def _built(key: str, model: Transformer, mode: Mode, ex: Execution) -> Strategy:
     """:func:`build_strategy` of a canonical name, remembered per process: a strategy's table
     depends only on these (all frozen), and each search asks for it again."""

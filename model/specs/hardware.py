@@ -8,13 +8,12 @@ everything is SI: FLOP/s, bytes, bytes/s, seconds (see the properties of :class:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from . import memo
 from .cost import DEFAULT_COSTS, Costs, resolve_costs
-from .memo import remembered
 from .precision import PRECISIONS, unsupported
 from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
@@ -285,13 +284,13 @@ class System:
         if all(getattr(self, k, None) == v for k, v in changes.items()):
             return self  # nothing changes (a frequent case: --nvs equal to the preset's)
         typed = tuple((k, type(v), v) for k, v in changes.items())  # True is not 1 here
-        return remembered(_overridden, self, typed)
+        return _overridden(self, typed)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in FIELDS}
 
 
-@lru_cache(maxsize=64)
+@memo.lru("system copies", 64)
 def _overridden(system: System, typed: tuple[tuple[str, type, Any], ...]) -> System:
     """:meth:`System.with_overrides` of (name, type, value) changes, remembered per process (a
     search with ``nvs`` asks for the same copy each time; systems are frozen)."""

@@ -16,7 +16,7 @@ config says that the estimator leaves out, is in docs/model.md ("A Hugging Face 
 * no dropout unless attention_dropout > 0; causal attention; RMSNorm counted as LayerNorm.
 
 A config does not say the training sequence length (``max_position_embeddings`` is the longest
-the model supports) nor a training budget: :func:`model.transformer.load_model` takes them.
+the model supports) nor a training budget: :func:`model.specs.models.load_model` takes them.
 Mixture-of-experts configs of the types :mod:`model.specs.hf_moe` reads (DeepSeek-V3 / Kimi-K2,
 Qwen3-MoE, Mixtral, GPT-OSS, Llama 4) are parsed there; other MoE types are refused by name.
 """

@@ -25,10 +25,50 @@ causal attention (half the matrix), min-window averages for sliding and chunked 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .transformer import Transformer
+
+class Transformer(Protocol):
+    """The model fields these counts read (:class:`model.specs.transformer.Transformer` has
+    them; declared here so that the spec module imports this one and not the reverse)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    mlp: str
+    seq_len: int
+    vocab: int
+    causal: bool
+    tied_embeddings: bool
+    attention_bias: bool
+    mlp_bias: bool
+    experts: int
+    top_k: int
+    expert_ffn: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    mtp_layers: int
+    sliding_window: int
+    window_layers: int
+    shared_ffn: int
+    window_kind: str
+
+    @property
+    def moe(self) -> bool: ...
+    @property
+    def mla(self) -> bool: ...
+    @property
+    def moe_layers(self) -> int: ...
+    @property
+    def qk_head_dim(self) -> int: ...
+    @property
+    def value_head_dim(self) -> int: ...
 
 
 def _gates(m: Transformer) -> int:

@@ -3,7 +3,7 @@ dense or a mixture of experts, with standard (MHA/GQA), multi-latent (MLA) or sl
 attention.
 
 A workload spec is a JSON object (presets in ``model/data/workloads/*.json``), or the
-``config.json`` a Hugging Face model is published with (:mod:`model.hf_config`). Only the
+``config.json`` a Hugging Face model is published with (read by :mod:`model.specs.models`). Only the
 dimensions are required; every default is listed in docs/model.md, "Inputs". Symbols used across
 the model (the glossary of docs/model.md): l = seq_len, e = hidden, h = heads, k = kv_heads,
 q = head_dim (default e // h), f = ffn, depth = layers, V = vocab.
@@ -20,8 +20,8 @@ from typing import Any
 
 from ..errors import ModelError
 from . import params
-from .hf_config import is_hf_config, name_hf_key, spec_from_hf_config
-from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
+from .hf_config import is_hf_config
+from .schema import DATA_DIR, Field, preset_names, validate
 
 WORKLOADS_DIR = DATA_DIR / "workloads"
 
@@ -306,12 +306,12 @@ def transformer_from_dict(data: Any, default_name: str = "model") -> Transformer
     Defaults: name ``default_name``, kv_heads = heads, head_dim = hidden // heads (then heads
     must divide hidden), ffn = 4·hidden, and the MoE / MLA / window fields of a dense model;
     no budget is allowed (throughput only). A Hugging Face
-    config.json is refused here with a pointer to :func:`load_model`, which reads it.
+    config.json is refused here with a pointer to :func:`model.specs.models.load_model`.
     """
     if isinstance(data, dict) and is_hf_config(data):
         raise ModelError("model: this is a Hugging Face config.json (it has 'model_type' or "
                          "'architectures'); load it with load_model(path, seq_len=...) or "
-                         "model.hf_config.spec_from_hf_config")
+                         "model.specs.hf_config.spec_from_hf_config")
     c = validate("model", data, FIELDS)
     c["name"] = c["name"] or default_name
     c["kv_heads"] = c["kv_heads"] or c["heads"]
@@ -345,46 +345,3 @@ def default_name(path: Path) -> str:
     if path.stem == "config" and path.resolve().parent.name:
         return path.resolve().parent.name
     return path.stem
-
-
-def load_model(name_or_path: str | Path, *, seq_len: int | None = None,
-               tokens: float | None = None, samples: float | None = None) -> Transformer:
-    """Load a preset by name (``gpt3-1t``), a workload spec file, or a Hugging Face
-    ``config.json`` (which does not say the training sequence length: give ``seq_len``).
-
-    ``seq_len``, ``tokens`` and ``samples`` replace the file's values (a budget given as tokens
-    replaces one given as samples). Without a budget the results give throughput and days per
-    1T tokens, not days to train.
-    """
-    path = preset_path(name_or_path, WORKLOADS_DIR, "model")
-    data = read_json(path, "model")
-    given = {k: v for k, v in (("seq_len", seq_len), ("tokens", tokens), ("samples", samples))
-             if v is not None}
-    if isinstance(data, dict) and is_hf_config(data):
-        return hf_model(data, default_name(path), **given)
-    if isinstance(data, dict) and given:
-        data = {**data, **given}
-        if "tokens" in given and "samples" not in given:
-            data.pop("samples", None)
-        if "samples" in given and "tokens" not in given:
-            data.pop("tokens", None)
-    return transformer_from_dict(data, default_name(path))
-
-
-def hf_model(config: dict[str, Any], name: str, **given: Any) -> Transformer:
-    """A :class:`Transformer` from a Hugging Face config (``given``: seq_len, tokens, samples).
-
-    Errors name the config's own key where the value came from one."""
-    if given.get("seq_len") is None:
-        raise ModelError("model: a Hugging Face config.json does not say the training sequence "
-                         "length (max_position_embeddings is the longest it supports); give it: "
-                         "--seq-len N (command line) or load_model(path, seq_len=N)")
-    from .hf_moe import is_moe_config, model_from_hf  # it builds on this module
-
-    if is_moe_config(config):
-        return model_from_hf(config, name=name, **given)
-    spec, keys = spec_from_hf_config(config, name)
-    try:
-        return transformer_from_dict({**spec, **given}, name)
-    except ModelError as exc:
-        raise ModelError(name_hf_key(str(exc), keys)) from None

@@ -23,7 +23,6 @@ recomputation counted); tokens/s per GPU into iteration time by GBS·s/(n·token
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +30,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ModelError
-from ..explore.search import evaluate, search
+from ..explore.api import search
+from ..explore.search import evaluate
 from ..specs.hardware import System, load_system
+from ..specs.models import load_model
 from ..specs.schema import DATA_DIR
-from ..specs.transformer import Transformer, transformer_from_dict
+from ..specs.transformer import transformer_from_dict
+from .case import Case
+from .moe import moe_cases
 from .sources import recipe_memory, source_and_stack
 
 REFERENCE = DATA_DIR / "reference"  # the published runs, shipped with the package
@@ -54,28 +57,6 @@ GPU_MATCH = (("H100 96GB", "h100-96gb-500w"), ("GB300", "gb300-nvl72"), ("B300",
 KORTHIKANTI_STACK = {"source": "korthikanti-2022", "stack": "megatron-lm-2022"}
 KORTHIKANTI_MODELS = {"megatron-22B": "megatron-22b", "gpt3-175B": "gpt3-175b",
                       "turing-530B": "turing-530b", "megatron-1T": "megatron-1t"}
-
-
-@dataclass
-class Case:
-    """One measured quantity of one run, and how to predict it."""
-
-    id: str
-    set: str
-    metric: str  # iteration_time_s | params_grads_optimizer_gib | activations_gib
-    measured: float
-    model: Transformer | None = None
-    system: System | None = None
-    gpus: int = 0
-    global_batch: int = 0
-    strategy: str = "1d"
-    config: dict[str, int] = field(default_factory=dict)
-    execution: dict[str, Any] = field(default_factory=dict)
-    uncertain: bool = False
-    peer: float | None = None  # Calculon's prediction, where published
-    stack: str = "none"  # the software stack of the run (its calibrated efficiencies)
-    source: str = ""  # the paper or release it comes from (what cross-validation leaves out)
-    skip: str = ""
 
 
 def reference_dir(folder: str | Path | None = None) -> Path:
@@ -100,7 +81,6 @@ def _megatron_execution(mode: str, interleave: int) -> dict[str, Any]:
 
 def korthikanti_cases(folder: Path) -> list[Case]:
     """Iteration times and memory breakdowns of Korthikanti et al. 2022."""
-    from ..specs.transformer import load_model
     data = json.loads((folder / "korthikanti_validation.json").read_text())
     a100 = load_system("a100")
     cases = []
@@ -291,7 +271,6 @@ SETS = DENSE_SETS + ("moe",)
 
 
 def _cases(path: Path, sets: tuple[str, ...]) -> list[Case]:
-    from .moe import moe_cases  # the MoE set builds on this module's Case
     cases: list[Case] = []
     if "korthikanti" in sets:
         cases += korthikanti_cases(path)

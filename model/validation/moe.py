@@ -41,10 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from ..explore.rules import stage_layout
 from ..specs.hardware import load_system
 from ..specs.hf_moe import model_from_hf
 from ..specs.schema import DATA_DIR
-from . import Case
+from ..specs.stack import load_stack
+from .case import Case
 from .sources import source_and_stack
 
 MOE_RUNS = DATA_DIR / "reference" / "moe_measurements.json"
@@ -111,8 +113,6 @@ def _fill(base: Case, r: dict[str, Any]) -> None:
 def _uneven_chunks(case: Case, vp: int) -> bool:
     """Whether vp virtual stages do not divide the fullest stage's layers (the stack's
     pipeline split; Megatron-Core's custom pipeline layouts allow uneven chunks)."""
-    from ..explore.rules import stage_layout
-    from ..specs.stack import load_stack
     ends = bool(load_stack(case.stack).execution.get("ends_count_as_layers"))
     middle, _ = stage_layout(case.model, case.config["pp"], ends)
     return int(middle) % vp != 0

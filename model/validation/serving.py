@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from ..explore.serving_eval import candidates, evaluate_candidates
 from ..physics.serving_step import Engine
+from ..specs import memo
 from ..specs.hardware import load_system
+from ..specs.models import load_model
 from ..specs.schema import DATA_DIR
 from ..specs.serving import ServingWorkload
 from ..specs.serving_stack import ServingStack, load_serving_stack
-from ..specs.transformer import load_model
 
 DATA = DATA_DIR / "reference" / "trtllm_perf_overview.json"
 START = {"gemm": 0.6, "expert_gemm": 0.6, "hbm": 0.8, "step_overhead_s": 2e-3,
@@ -55,7 +55,7 @@ class Run:
         return _system(self.system).generation
 
 
-@lru_cache(maxsize=1)
+@memo.lru("serving runs", 1)
 def runs() -> tuple[Run, ...]:
     """The published runs (model/data/reference/trtllm_perf_overview.json)."""
     data = json.loads(DATA.read_text(encoding="utf-8"))
@@ -77,12 +77,12 @@ def predict(run: Run, stack: ServingStack) -> float:
     return value if cols["fits"][0] and value > 0 else float("nan")
 
 
-@lru_cache(maxsize=64)
+@memo.lru("serving validation models", 64)
 def _model(name: str):
     return load_model(name)
 
 
-@lru_cache(maxsize=64)
+@memo.lru("serving validation systems", 64)
 def _system(name: str):
     return load_system(name)
 

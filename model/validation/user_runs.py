@@ -28,8 +28,9 @@ import numpy as np
 
 from ..errors import ModelError
 from ..specs.hardware import System, load_system, system_from_dict
+from ..specs.models import load_model
 from ..specs.stack import Stack, stack_from_dict
-from ..specs.transformer import Transformer, load_model, transformer_from_dict
+from ..specs.transformer import Transformer, transformer_from_dict
 from . import Case
 from .calibrate import FP8_RATIO, Curve, fit
 
