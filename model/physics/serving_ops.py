@@ -177,6 +177,9 @@ class StepOp:
     spec: OpSpec
     counts: ops.OpCounts
     share: float
+    # (rows m, reduction k, columns n, local experts) of a GEMM, priced by its shape
+    # (model.physics.serving_step: the DeepGEMM-fitted depth and wave efficiencies); None: none
+    shape: tuple | None = None
 
 
 def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR,
@@ -189,7 +192,7 @@ def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR
     c = ops.OpCounts(flop_mat_fwd=rows * n * (2 * k - 1),
                      bytes_fwd=ACT_BYTES * rows * (k + n) + wl.weight_bytes * read,
                      weight_bytes=wl.weight_bytes * k * n)
-    return StepOp(OpSpec(name, kind), c, 1.0)
+    return StepOp(OpSpec(name, kind), c, 1.0, (rows, k, n, 0.0))
 
 
 def _attention_decode(m: Transformer, seqs, queries: float, keys, g, wl) -> StepOp:
@@ -294,10 +297,15 @@ def _moe(m: Transformer, wl, lay: Layout, tokens, t_a, g, share: float) -> list[
     experts = _linear("moe/experts", routed, float(m.hidden), width, wl, Kind.EXPERT_LINEAR,
                       weight_rows=touched * m.hidden)
     experts.counts.launches_fwd = 2.0  # a grouped GEMM each for fc1 and fc2
+    # one grouped kernel over the local experts (TensorRT-LLM's fused MoE: CUTLASS grouped
+    # GEMM); each expert's rows are padded to whole tiles, so few tokens per expert waste them
+    experts.shape = (routed, float(m.hidden), width, local_experts)
     # permute each token into its k experts' rows and combine them back (TensorRT-LLM's fused
-    # MoE: expandInputRows and finalizeMoeRouting): read T_a·e, write T·k/ep·e, and back
+    # MoE: expandInputRows and finalizeMoeRouting): with attention DP every GPU runs it on all
+    # T_i gathered tokens (model.physics.serving_step.layer_comm_s), so read T_i·e, write
+    # T_i·k/ep·e, and back (without attention DP, T_a = T_i)
     permute = StepOp(OpSpec("moe/permute", Kind.PERMUTE), ops.OpCounts(
-        bytes_fwd=2.0 * ACT_BYTES * (t_a + routed) * m.hidden, launches_fwd=2.0), 1.0)
+        bytes_fwd=2.0 * ACT_BYTES * (tokens + routed) * m.hidden, launches_fwd=2.0), 1.0)
     out = [router, permute, experts]
     if m.shared_ffn:
         out += _mlp("moe/shared", m, t_a, m.shared_ffn / g, wl, 1.0)
