@@ -177,8 +177,9 @@ class StepOp:
     spec: OpSpec
     counts: ops.OpCounts
     share: float
-    # (rows m, reduction k, columns n, local experts) of a GEMM, priced by its shape
-    # (model.physics.serving_step: the DeepGEMM-fitted depth and wave efficiencies); None: none
+    # the op's GEMMs as (rows m, reduction k, columns n, local experts) each, priced by their
+    # shape (model.physics.serving_step.shape_efficiency: the DeepGEMM-fitted depth and wave
+    # efficiencies; an op of several GEMMs takes their FLOP-weighted time); None: no GEMM
     shape: tuple | None = None
 
 
@@ -192,7 +193,7 @@ def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR
     c = ops.OpCounts(flop_mat_fwd=rows * n * (2 * k - 1),
                      bytes_fwd=ACT_BYTES * rows * (k + n) + wl.weight_bytes * read,
                      weight_bytes=wl.weight_bytes * k * n)
-    return StepOp(OpSpec(name, kind), c, 1.0, (rows, k, n, 0.0))
+    return StepOp(OpSpec(name, kind), c, 1.0, ((rows, k, n, 0.0),))
 
 
 def _attention_decode(m: Transformer, seqs, queries: float, keys, g, wl) -> StepOp:
@@ -297,9 +298,13 @@ def _moe(m: Transformer, wl, lay: Layout, tokens, t_a, g, share: float) -> list[
     experts = _linear("moe/experts", routed, float(m.hidden), width, wl, Kind.EXPERT_LINEAR,
                       weight_rows=touched * m.hidden)
     experts.counts.launches_fwd = 2.0  # a grouped GEMM each for fc1 and fc2
-    # one grouped kernel over the local experts (TensorRT-LLM's fused MoE: CUTLASS grouped
-    # GEMM); each expert's rows are padded to whole tiles, so few tokens per expert waste them
-    experts.shape = (routed, float(m.hidden), width, local_experts)
+    # one grouped kernel each for fc1 and fc2 (TensorRT-LLM's fused MoE: a CUTLASS grouped
+    # GEMM over the local experts; each expert's rows are padded to whole tiles, so few tokens
+    # per expert waste them. fc1 (reduction e, (g − 1)·f outputs) and fc2 (reduction f: a
+    # small expert FFN makes it shallow) priced apart
+    f_local = m.expert_ffn / etp
+    experts.shape = ((routed, float(m.hidden), (_gates(m) - 1) * f_local, local_experts),
+                     (routed, f_local, float(m.hidden), local_experts))
     # permute each token into its k experts' rows and combine them back (TensorRT-LLM's fused
     # MoE: expandInputRows and finalizeMoeRouting): with attention DP every GPU runs it on all
     # T_i gathered tokens (model.physics.serving_step.layer_comm_s), so read T_i·e, write

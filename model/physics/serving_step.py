@@ -67,9 +67,20 @@ def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
     """One op's seconds: the training roofline of its forward counts, times its share, a GEMM's
     FLOP time divided by its shape efficiency (:func:`shape_efficiency`)."""
     if op.shape is not None and engine.system.sm_count > 0:
-        op.counts.wave_fwd = shape_efficiency(engine, *op.shape)
+        op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
     *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)
     return t * op.share
+
+
+def gemms_efficiency(engine: Engine, gemms: tuple) -> np.ndarray:
+    """Shape efficiency of an op of one or more GEMMs run one after the other, each
+    (rows, k, n, experts) (:func:`shape_efficiency`): their FLOPs (∝ rows·k·n) over the sum of
+    each one's FLOPs / efficiency."""
+    if len(gemms) == 1:
+        return shape_efficiency(engine, *gemms[0])
+    flops = [np.asarray(r * k * n, dtype=float) for r, k, n, _ in gemms]
+    slow = sum(f / shape_efficiency(engine, *g) for f, g in zip(flops, gemms))
+    return np.where(slow > 0, sum(flops) / np.maximum(slow, 1e-300), 1.0)
 
 
 def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray) -> np.ndarray:
