@@ -21,10 +21,10 @@ import numpy as np
 
 from ..specs.execution import Execution
 from ..specs.hardware import System
+from ..specs.precision import PRECISIONS
 from ..specs.serving import ServingWorkload
 from ..specs.serving_stack import ServingStack
 from ..specs.transformer import Transformer
-from ..specs.precision import PRECISIONS
 from . import gemm
 from .block import _kernel_times
 from .collectives import Collective, collective_time_s
@@ -32,6 +32,7 @@ from .context import Ctx
 from .moe import grouped_wave_efficiency
 from .ops import wave_efficiency
 from .serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
+
 
 @dataclass
 class Engine:
