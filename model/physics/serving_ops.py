@@ -12,8 +12,9 @@ attention heads and MLP features (Megatron TP: an all-reduce after the attention
 after the MLP); ``ep`` of them hold a share of the routed experts each, the rest (etp = tp/ep)
 splitting each expert's features; with attention data parallelism (``adp``, MoE models) each
 of the tp GPUs runs attention on its own requests with the full attention weights and the
-tokens reach their experts by an all-to-all over the ep = tp GPUs (DeepSeek-V3 report §3.4,
-TensorRT-LLM's ``enable_attention_dp``); ``pp`` stages hold layers/pp layers each.
+MoE layer gathers every rank's tokens and scatters the results back over the ep = tp GPUs
+(TensorRT-LLM's ``enable_attention_dp`` with its CUTLASS fused MoE:
+:func:`model.physics.serving_step.layer_comm_s`); ``pp`` stages hold layers/pp layers each.
 
 Symbols: T_i tokens of the step on the instance, T_a = T_i / (tp if adp else 1) the tokens of
 one GPU's attention, g = 1 if adp else tp the attention's shard count, s_w / s_kv bytes per

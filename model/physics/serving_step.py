@@ -4,10 +4,11 @@ network (:func:`model.physics.collectives.collective_time_s`), the pipeline and 
 host overhead (docs/serving.md, "Step time").
 
 Per GPU and per layer: t_op = n_k·overhead + max(F_mat/(η·P_mat) + F_vec/(η·P_vec) + N_exp/R_exp,
-M/B_hbm) (the roofline of docs/model.md §4, forward only), plus per layer two all-reduces of the
-step's activations over tp (Megatron TP: after the attention output and after the MLP) or, with
-attention DP, the MoE layer's dispatch and combine all-to-alls over ep. A pipeline of pp stages
-runs pp microbatches of the step at once: each sequence advances by one step every
+M/B_hbm) (the roofline of docs/model.md §4, forward only; a GEMM's FLOP time over its shape
+efficiency, :func:`shape_efficiency`), plus per layer two all-reduces of the step's activations
+over tp (Megatron TP: after the attention output and after the MLP) or, with attention DP, the
+MoE layer's all-gather of the tokens and reduce-scatter of its outputs over ep. A pipeline of pp
+stages runs pp microbatches of the step at once: each sequence advances by one step every
 pp·(t_stage + t_p2p), t_stage the slowest (last) stage's ⌈layers/pp⌉ layers and the LM head.
 The engine's host adds ``step_overhead_s`` per step and ``sequence_overhead_s`` per sequence a
 rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch.
