@@ -136,6 +136,10 @@ CONTROLS: tuple[Control, ...] = (
     Control("matrix_tflops", "Peak bf16 matmul", "system", "number", float,
             "Dense fp16/bf16 tensor-core peak per GPU.", unit="TFLOP/s", lo=0.1, hi=100_000,
             spec="matrix_tflops_fp16"),
+    Control("matrix_tflops_fp4", "Peak FP4 matmul", "system", "number", float,
+            "Dense FP4 (NVFP4) tensor-core peak per GPU, what NVFP4 weights run at on the "
+            "Serving page; 0: no FP4 units (Hopper), and NVFP4 is refused.", unit="TFLOP/s",
+            lo=0, hi=100_000, spec="matrix_tflops_fp4"),
     Control("nvlink_gb_per_s", "NVLink bandwidth", "system", "number", float,
             "NVLink bandwidth per GPU per direction.", unit="GB/s", lo=0.1, hi=1e6,
             spec="nvlink_bandwidth_gb_per_s"),

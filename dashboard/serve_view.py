@@ -24,7 +24,7 @@ PINS = ("tp", "pp")
 DEFAULT_FORM: dict[str, Any] = {
     "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
     "load": 256, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
-    "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "fp4_tflops": None}
+    "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0}
 TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
@@ -44,19 +44,6 @@ def _optional(form: dict, key: str, what: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
             math.isfinite(value) and value > 0):
         raise ModelError(f"{what} must be a positive number of seconds (or empty: no limit)")
-    return float(value)
-
-
-def fp4_what_if(form: dict[str, Any]) -> float | None:
-    """The form's FP4 (NVFP4) dense peak, TFLOP/s, replacing the system's (None: the
-    system's; 0: no FP4 units)."""
-    value = form.get("fp4_tflops")
-    if value in (None, ""):
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and 0 <= value <= 1e5):
-        raise ModelError("the FP4 rate must be a number of TFLOP/s in [0, 100000] (or empty: "
-                         "the system's)")
     return float(value)
 
 
@@ -146,9 +133,6 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
     """(figures by card name, headline) of the page for a validated scenario and the form."""
     gpus, workload, pins = checked_form(form)
     model, system = build_inputs(scn)
-    fp4 = fp4_what_if(form)
-    if fp4 is not None:
-        system = system.with_overrides(matrix_tflops_fp4=fp4)
     pres = bool(scn.get("presentation"))
     result = serve(model, system, gpus, workload, pins)
     offline = result if workload.mode == "offline" else serve(

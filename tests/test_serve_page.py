@@ -135,10 +135,14 @@ def test_the_form_round_trips_through_the_url():
 
 
 def test_fp4_what_if():
-    """NVFP4 weights on H200 need an FP4 rate: none by default (an inline message), and a
-    what-if rate makes the page answer."""
+    """NVFP4 weights on H200 need an FP4 rate: none in the preset (an inline message), and the
+    hardware group's FP4 peak control makes the page answer; a negative rate is refused by the
+    scenario's validation, in the control's words."""
     form = {**FORM, "precision": "nvfp4"}
+    assert SCN["matrix_tflops_fp4"] == 0
     assert "NVFP4" in outputs(SCN, form)["error"]
-    out = outputs(SCN, {**form, "fp4_tflops": 4000})
+    out = outputs({**SCN, "matrix_tflops_fp4": 4000.0}, form)
     assert out["error"] == "" and "output tokens/s per GPU" in out["headline"]
-    assert "FP4 rate must be" in outputs(SCN, {**form, "fp4_tflops": -1})["error"]
+    _, errors = S.validate_scenario({**SCN, "matrix_tflops_fp4": -1.0})
+    assert "matrix_tflops_fp4" in errors and "Peak FP4 matmul" in errors["matrix_tflops_fp4"]
+

@@ -57,7 +57,6 @@ layout = html.Div(className="page-body", children=[
         _choice("tp", "TP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
         _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
         _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
-        _number("fp4_tflops", "FP4 peak (TFLOP/s; empty: the system's)"),
         html.Div(id="serve-error", className="ctl-error", role="alert"),
     ]),
     html.P(id="serve-headline", className="headline", role="status"),

@@ -12,8 +12,9 @@ attention heads and MLP features (Megatron TP: an all-reduce after the attention
 after the MLP); ``ep`` of them hold a share of the routed experts each, the rest (etp = tp/ep)
 splitting each expert's features; with attention data parallelism (``adp``, MoE models) each
 of the tp GPUs runs attention on its own requests with the full attention weights and the
-tokens reach their experts by an all-to-all over the ep = tp GPUs (DeepSeek-V3 report §3.4,
-TensorRT-LLM's ``enable_attention_dp``); ``pp`` stages hold layers/pp layers each.
+MoE layer gathers every rank's tokens and scatters the results back over the ep = tp GPUs
+(TensorRT-LLM's ``enable_attention_dp`` with its CUTLASS fused MoE:
+:func:`model.physics.serving_step.layer_comm_s`); ``pp`` stages hold layers/pp layers each.
 
 Symbols: T_i tokens of the step on the instance, T_a = T_i / (tp if adp else 1) the tokens of
 one GPU's attention, g = 1 if adp else tp the attention's shard count, s_w / s_kv bytes per
@@ -177,6 +178,10 @@ class StepOp:
     spec: OpSpec
     counts: ops.OpCounts
     share: float
+    # the op's GEMMs as (rows m, reduction k, columns n, local experts) each, priced by their
+    # shape (model.physics.serving_step.shape_efficiency: the DeepGEMM-fitted depth and wave
+    # efficiencies; an op of several GEMMs takes their FLOP-weighted time); None: no GEMM
+    shape: tuple | None = None
 
 
 def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR,
@@ -189,7 +194,7 @@ def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR
     c = ops.OpCounts(flop_mat_fwd=rows * n * (2 * k - 1),
                      bytes_fwd=ACT_BYTES * rows * (k + n) + wl.weight_bytes * read,
                      weight_bytes=wl.weight_bytes * k * n)
-    return StepOp(OpSpec(name, kind), c, 1.0)
+    return StepOp(OpSpec(name, kind), c, 1.0, ((rows, k, n, 0.0),))
 
 
 def _attention_decode(m: Transformer, seqs, queries: float, keys, g, wl) -> StepOp:
@@ -294,10 +299,19 @@ def _moe(m: Transformer, wl, lay: Layout, tokens, t_a, g, share: float) -> list[
     experts = _linear("moe/experts", routed, float(m.hidden), width, wl, Kind.EXPERT_LINEAR,
                       weight_rows=touched * m.hidden)
     experts.counts.launches_fwd = 2.0  # a grouped GEMM each for fc1 and fc2
+    # one grouped kernel each for fc1 and fc2 (TensorRT-LLM's fused MoE: a CUTLASS grouped
+    # GEMM over the local experts; each expert's rows are padded to whole tiles, so few tokens
+    # per expert waste them. fc1 (reduction e, (g − 1)·f outputs) and fc2 (reduction f: a
+    # small expert FFN makes it shallow) priced apart
+    f_local = m.expert_ffn / etp
+    experts.shape = ((routed, float(m.hidden), (_gates(m) - 1) * f_local, local_experts),
+                     (routed, f_local, float(m.hidden), local_experts))
     # permute each token into its k experts' rows and combine them back (TensorRT-LLM's fused
-    # MoE: expandInputRows and finalizeMoeRouting): read T_a·e, write T·k/ep·e, and back
+    # MoE: expandInputRows and finalizeMoeRouting): with attention DP every GPU runs it on all
+    # T_i gathered tokens (model.physics.serving_step.layer_comm_s), so read T_i·e, write
+    # T_i·k/ep·e, and back (without attention DP, T_a = T_i)
     permute = StepOp(OpSpec("moe/permute", Kind.PERMUTE), ops.OpCounts(
-        bytes_fwd=2.0 * ACT_BYTES * (t_a + routed) * m.hidden, launches_fwd=2.0), 1.0)
+        bytes_fwd=2.0 * ACT_BYTES * (tokens + routed) * m.hidden, launches_fwd=2.0), 1.0)
     out = [router, permute, experts]
     if m.shared_ffn:
         out += _mlp("moe/shared", m, t_a, m.shared_ffn / g, wl, 1.0)

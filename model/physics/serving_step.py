@@ -4,10 +4,11 @@ network (:func:`model.physics.collectives.collective_time_s`), the pipeline and 
 host overhead (docs/serving.md, "Step time").
 
 Per GPU and per layer: t_op = n_k·overhead + max(F_mat/(η·P_mat) + F_vec/(η·P_vec) + N_exp/R_exp,
-M/B_hbm) (the roofline of docs/model.md §4, forward only), plus per layer two all-reduces of the
-step's activations over tp (Megatron TP: after the attention output and after the MLP) or, with
-attention DP, the MoE layer's dispatch and combine all-to-alls over ep. A pipeline of pp stages
-runs pp microbatches of the step at once: each sequence advances by one step every
+M/B_hbm) (the roofline of docs/model.md §4, forward only; a GEMM's FLOP time over its shape
+efficiency, :func:`shape_efficiency`), plus per layer two all-reduces of the step's activations
+over tp (Megatron TP: after the attention output and after the MLP) or, with attention DP, the
+MoE layer's all-gather of the tokens and reduce-scatter of its outputs over ep. A pipeline of pp
+stages runs pp microbatches of the step at once: each sequence advances by one step every
 pp·(t_stage + t_p2p), t_stage the slowest (last) stage's ⌈layers/pp⌉ layers and the LM head.
 The engine's host adds ``step_overhead_s`` per step and ``sequence_overhead_s`` per sequence a
 rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch.
@@ -21,15 +22,17 @@ import numpy as np
 
 from ..specs.execution import Execution
 from ..specs.hardware import System
+from ..specs.precision import PRECISIONS
 from ..specs.serving import ServingWorkload
 from ..specs.serving_stack import ServingStack
 from ..specs.transformer import Transformer
+from . import gemm
 from .block import _kernel_times
 from .collectives import Collective, collective_time_s
 from .context import Ctx
+from .moe import grouped_wave_efficiency
+from .ops import wave_efficiency
 from .serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
-
-DISPATCH_BYTES = 2.0  # tokens dispatched to their experts in BF16
 
 
 @dataclass
@@ -63,9 +66,42 @@ class StepTimes:
 
 
 def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
-    """One op's seconds: the training roofline of its forward counts, times its share."""
+    """One op's seconds: the training roofline of its forward counts, times its share, a GEMM's
+    FLOP time divided by its shape efficiency (:func:`shape_efficiency`)."""
+    if op.shape is not None and engine.system.sm_count > 0:
+        op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
     *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)
     return t * op.share
+
+
+def gemms_efficiency(engine: Engine, gemms: tuple) -> np.ndarray:
+    """Shape efficiency of an op of one or more GEMMs run one after the other, each
+    (rows, k, n, experts) (:func:`shape_efficiency`): their FLOPs (∝ rows·k·n) over the sum of
+    each one's FLOPs / efficiency."""
+    if len(gemms) == 1:
+        return shape_efficiency(engine, *gemms[0])
+    flops = [np.asarray(r * k * n, dtype=float) for r, k, n, _ in gemms]
+    slow = sum(f / shape_efficiency(engine, *g) for f, g in zip(flops, gemms))
+    return np.where(slow > 0, sum(flops) / np.maximum(slow, 1e-300), 1.0)
+
+
+def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray) -> np.ndarray:
+    """Forward shape efficiency of a GEMM Y[rows, n] = X[rows, k]·W[k, n] (``experts`` > 0: a
+    grouped GEMM of that many local experts sharing ``rows``), the training model's
+    (:mod:`model.physics.gemm`): the depth efficiency k/(k + k₀) (k₀ fitted on DeepGEMM's
+    published FP8 kernels, scaled by the precision's MMA rate) times the wave quantisation of
+    the 128×128 output tiles over the SMs — per expert rows padded to whole tiles for a grouped
+    kernel (:func:`model.physics.moe.grouped_wave_efficiency`; TensorRT-LLM's fused MoE runs one
+    CUTLASS grouped GEMM over the local experts). Decode GEMMs have few rows: the tiles'
+    padding, not the FLOPs, sets their compute time."""
+    sysm, field = engine.system, PRECISIONS[engine.ctx.execution.precision].peak_field
+    depth = gemm.depth_efficiency(k, gemm.depth_overhead(field))
+    rows = np.maximum(np.asarray(rows, dtype=float), 1e-9)
+    e = np.asarray(experts, dtype=float)
+    if not np.any(e > 0):
+        return depth * wave_efficiency(rows, n, sysm.gemm_tile, sysm.sm_count)
+    e = np.maximum(e, 1.0)
+    return depth * grouped_wave_efficiency(rows, e, n, sysm.gemm_tile, sysm.sm_count)
 
 
 def _tau(group: np.ndarray, inner: np.ndarray | float, domain: int) -> np.ndarray:
@@ -76,8 +112,15 @@ def _tau(group: np.ndarray, inner: np.ndarray | float, domain: int) -> np.ndarra
 
 def layer_comm_s(engine: Engine, lay: Layout, tokens: np.ndarray) -> np.ndarray:
     """Collectives of one average layer for a step of ``tokens`` tokens on the stage: two
-    all-reduces of s·T·e bytes over tp without attention DP; with it, the MoE layers' dispatch
-    and combine all-to-alls, each GPU sending its T_a·k routed copies of e values."""
+    all-reduces of s·T·e bytes over tp without attention DP; with it, the MoE layers gather
+    every rank's tokens and scatter the results back over the ep = tp group, as TensorRT-LLM's
+    fused MoE does with attention DP (CutlassFusedMoE, tensorrt_llm/_torch/modules/fused_moe/
+    fused_moe_cutlass.py @ 000a01de: "routing [+ dynamic quant] [+ allgather] + FusedMoe Op +
+    reducescatter, with AttentionDP on"): an all-gather of the T_i tokens quantised to the
+    weights' format (s_w bytes per value: FP8 per tensor, NVFP4 with its scales) and a
+    reduce-scatter of the T_i·e BF16 outputs, each GPU computing its experts' share of every
+    token. It moves T_i·e·(s_w + 2)·(tp − 1)/tp per GPU whatever top_k, not the k routed copies
+    of an all-to-all."""
     m, sysm = engine.model, engine.system
     domain = sysm.nvlink_domain_size
     tau_tp = _tau(lay.tp, 1.0, domain)
@@ -86,10 +129,13 @@ def layer_comm_s(engine: Engine, lay: Layout, tokens: np.ndarray) -> np.ndarray:
     out = np.where(lay.adp, 0.0, 2.0 * ar)
     if m.moe:
         moe_share = m.moe_layers / m.layers
-        sent = DISPATCH_BYTES * tokens / lay.tp * m.top_k * m.hidden
-        a2a = collective_time_s(Collective.ALLTOALL, sent, lay.ep, _tau(lay.ep, 1.0, domain),
-                                sysm)
-        out = out + np.where(lay.adp, 2.0 * moe_share * a2a, 0.0)
+        tau_ep = _tau(lay.ep, 1.0, domain)
+        gather = collective_time_s(Collective.ALLGATHER,
+                                   engine.workload.weight_bytes * tokens * m.hidden, lay.ep,
+                                   tau_ep, sysm)
+        scatter = collective_time_s(Collective.REDUCESCATTER, ACT_BYTES * tokens * m.hidden,
+                                    lay.ep, tau_ep, sysm)
+        out = out + np.where(lay.adp, moe_share * (gather + scatter), 0.0)
     return out
 
 
