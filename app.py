@@ -2,9 +2,10 @@
 debug off, this machine only).
 
 ``server = app.server`` is the WSGI app for ``gunicorn app:server`` (settings in
-``gunicorn.conf.py``). Long sweeps run as Dash background callbacks (:mod:`dashboard.background`):
-in processes of this host through ``diskcache`` in ``cache/`` (``PERF_CACHE_DIR`` moves it), or on
-Celery workers when ``REDIS_URL`` is set (``celery -A app:celery_app worker``).
+``gunicorn.conf.py``). Long sweeps run as Dash background callbacks
+(:mod:`dashboard.jobs.background`): in processes of this host through ``diskcache`` in ``cache/``
+(``PERF_CACHE_DIR`` moves it), or on Celery workers when ``REDIS_URL`` is set (``celery -A
+app:celery_app worker``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from dash import Dash
 from dash.exceptions import DependencyException
 from flask import Response
 
-from dashboard import compute, export, guard, state  # noqa: F401 - registers their callbacks
-from dashboard.background import background_manager, celery_app  # noqa: F401 - celery -A app
+from dashboard import state  # noqa: F401 - registers their callbacks
+from dashboard.jobs import compute  # noqa: F401 - registers their callbacks
+from dashboard.jobs.background import background_manager, celery_app  # noqa: F401 - celery -A app
 from dashboard.layout import shell
-from dashboard.serving import fixed_host
+from dashboard.server import export, guard  # noqa: F401 - registers their callbacks
+from dashboard.server.worker import fixed_host
 
 HERE = Path(__file__).resolve().parent
 # A request carries the callback's inputs; the largest is a figure sent back for export (about

@@ -25,10 +25,10 @@ workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
 # (bench/load.py, 10 % new NIC what-ifs: 4 threads 61 req/s, p95 1.5 s; 2 threads 95 req/s,
 # p95 0.84 s; 1 thread see the README); serve more at once with more processes
 # (WEB_CONCURRENCY), not threads.
-# (dashboard.serving: gthread that reads each request in its event loop, so a slow client
+# (dashboard.server.worker: gthread that reads each request in its event loop, so a slow client
 # holds no thread; a watchdog ends the worker when a request runs over GUNICORN_REQUEST_TIMEOUT;
 # gunicorn's own error answers carry the security headers)
-worker_class = "dashboard.serving.HardenedWorker"
+worker_class = "dashboard.server.worker.HardenedWorker"
 # responses are written through the worker's outbox (a slow reader holds no thread), which
 # sendfile(2) would bypass: static files are sent as ordinary writes
 sendfile = False

@@ -9,11 +9,11 @@ five figures (or reads them from the cache): gpt3-1t on H200 (NVLink domain 8), 
 
 * uncached: every repetition is a scenario never seen before (HBM capacity 141.01, 141.02, …), a
   fresh, empty results cache directory: validation + sweep + figures. The estimator's
-  per-process search cache (``model.explore.frontier``) answers these sweeps from the candidates it
+  per-process search cache (``model.engine.frontier``) answers these sweeps from the candidates it
   evaluated for an earlier capacity, as a server does for a what-if of the HBM capacity;
 * uncached, cold estimator: the same, with that search cache emptied too (a what-if of any
   other input, e.g. NIC bandwidth: a search from scratch, pruned to the candidates that can be
-  among the best). The per-process shape spaces (``model.explore.variant``) stay, as they do for a
+  among the best). The per-process shape spaces (``model.engine.variant``) stay, as they do for a
   what-if of a bandwidth; a what-if of the model rebuilds them too (about 15 ms more);
 * cached: the same scenario again (after one warm-up): validation + a read of the page's cached
   outputs (figures as JSON);
@@ -50,11 +50,12 @@ from dash._callback_context import context_value  # noqa: E402
 from dash._utils import AttributeDict, to_json  # noqa: E402
 
 import app  # noqa: E402, F401 - the Dash app: pages register, callbacks are defined
-from dashboard import compute, state  # noqa: E402
-from dashboard.controls import CONTROL_KEYS  # noqa: E402
+from dashboard import state  # noqa: E402
+from dashboard.controls.panel import CONTROL_KEYS  # noqa: E402
+from dashboard.controls.scenario import default_scenario, gpu_counts, with_presets  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
 from dashboard.pages import design, scaling  # noqa: E402
-from dashboard.scenario import default_scenario, gpu_counts, with_presets  # noqa: E402
-from model.explore.frontier import CACHE as SEARCH_CACHE  # noqa: E402
+from model.engine.frontier import CACHE as SEARCH_CACHE  # noqa: E402
 
 TARGETS_MS = {"uncached": 300.0, "cached": 50.0}
 MOE_PRESET = "deepseek-v3"

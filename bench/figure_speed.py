@@ -41,7 +41,7 @@ from model import (  # noqa: E402
     load_system,
     sweep,
 )
-from model.explore.sweep import best_frame  # noqa: E402
+from model.studies.sweep import best_frame  # noqa: E402
 
 MODEL, SYSTEM, NVS, BATCH, GPUS = "gpt3-1t", "h200", 8, 4096, 4096
 COUNTS = [2 ** k for k in range(2, 15)]  # 4 … 16384

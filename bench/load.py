@@ -20,7 +20,7 @@ of ``--variants`` values, computed once before the run (so these requests are ca
 for a ``--fresh`` fraction of the requests — a scenario no one asked for before (a cache miss: the
 estimator's sweep and five figures). ``--fresh-input`` says what such a new scenario changes:
 ``hbm`` (default) a new HBM capacity, which each worker's search cache
-(``model/explore/frontier.py``) answers without evaluating candidates after its first evaluation;
+(``model/engine/frontier.py``) answers without evaluating candidates after its first evaluation;
 ``nic`` a new NIC bandwidth per GPU (``nic_gb_per_s``, the system's ``nic_bandwidth_gb_per_s``), a
 cold search every time. All clients start together and send their next request ``--think`` seconds
 after the previous answer (0: always one request in flight per client).
@@ -184,7 +184,7 @@ class WhatIf:
         end_id = json.loads(config.group(1)).get("end_id") if config else None
         # the renderer adds the page's signed endId to every callback request
         self.path = "/_dash-update-component" + (f"?endId={end_id}" if end_id else "")
-        from dashboard.scenario import default_scenario  # the store's value at page load
+        from dashboard.controls.scenario import default_scenario  # the store's value at page load
         self.base = default_scenario()
 
     def body(self, changes: dict[str, float]) -> bytes:

@@ -29,11 +29,11 @@ WORK = Path(tempfile.mkdtemp(prefix="perf-bench-plan-"))
 os.environ["PERF_CACHE_DIR"] = str(WORK / "import")  # never the repository's cache/
 
 import app  # noqa: E402, F401 - the Dash app: pages register, callbacks are defined
-from dashboard import compute  # noqa: E402
+from dashboard.controls.scenario import default_scenario  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
-from dashboard.scenario import default_scenario  # noqa: E402
-from model.explore.frontier import CACHE as SEARCH_CACHE  # noqa: E402
-from model.explore.search import clear_shape_spaces  # noqa: E402
+from model.engine.frontier import CACHE as SEARCH_CACHE  # noqa: E402
+from model.engine.search import clear_shape_spaces  # noqa: E402
 
 
 def fresh(tag: str) -> None:

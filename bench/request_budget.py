@@ -1,10 +1,10 @@
 """Memory and time of the dashboard's heavy computations per shape and per candidate: the
-measurements behind the constants of ``dashboard/budget.py``.
+measurements behind the constants of ``dashboard/jobs/budget.py``.
 
 Each case runs in a fresh process (so its peak resident memory is its own): the estimator's
 search at one GPU count (top 50, as the design page's table), a sweep over GPU counts (the
 scaling page) and the design heatmap's cells (chunked). Printed per case: shapes and candidates
-(``model.explore.size.space_size``), wall time, peak RSS growth over the process's resident memory
+(``model.engine.size.space_size``), wall time, peak RSS growth over the process's resident memory
 before the call, and that growth per shape and per candidate.
 
     .venv/bin/python bench/request_budget.py
@@ -37,7 +37,7 @@ CASES = [
                "mlp": "swiglu", "seq_len": 8192, "vocab": 128256}, 0, 4096, "context", 8),
     ("sweep", {"hidden": 98304, "heads": 768, "kv_heads": 768, "layers": 7560}, 0, 887040,
      "context", 72),
-    # a mixture of experts (dashboard/budget.py): its own preset ("preset" names it)
+    # a mixture of experts (dashboard/jobs/budget.py): its own preset ("preset" names it)
     ("sweep", {"preset": "deepseek-v3"}, 0, 4096, "context", 8),
     ("sweep", {"preset": "deepseek-v3"}, 0, 4096, "1d", 8),
     ("design", {}, 4096, 4096, "summa", 8),
@@ -55,20 +55,20 @@ import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import psutil
 from model import load_model, load_system
-from model.explore.design import design_cells
+from model.engine.design import design_cells
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
-from model.explore.api import search
-from model.explore.search import search_counts
-from model.explore.size import space_size
+from model.engine.api import search
+from model.engine.search import search_counts
+from model.engine.size import space_size
 from model.physics.strategies import build_strategy
 
 kind, over, gpus, gbs, strategy, nvs = json.loads(sys.argv[2])
 model = load_model(over.pop("preset", "gpt3-1t")).with_overrides(**over)
 system = load_system("h200").with_overrides(nvlink_domain_size=nvs)
-from model.explore.search import with_stack
+from model.engine.search import with_stack
 # counted with the execution the search runs (the default stack's searched interleave), as
-# dashboard/budget.py counts
+# dashboard/jobs/budget.py counts
 ex = resolve_execution(with_stack(system, None, None, resolve_mode(None))[1])
 strat = build_strategy(strategy, model, resolve_mode(None), ex)
 counts = [2 ** k for k in range(2, 15)] if kind == "sweep" else [gpus]

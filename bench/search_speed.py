@@ -9,8 +9,8 @@ models it (1D and context; SUMMA has no MoE table) with EP and ETP searched, in 
 model with the newest stack's defaults (every interleaving, the fewest recomputed layers).
 Each case reports the best of ``--repeat`` runs after one warm-up. The machine's BLAS threads
 are irrelevant (no BLAS is used); the process is single-threaded. The
-estimator's per-process search cache (``model.explore.frontier``) and its remembered shape spaces
-(``model.explore.search``) are emptied before every run, so each run is a search from scratch
+estimator's per-process search cache (``model.engine.frontier``) and its remembered shape spaces
+(``model.engine.search``) are emptied before every run, so each run is a search from scratch
 (pruned: only the candidates that can be among the best are priced; every candidate is counted).
 """
 
@@ -26,8 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import load_model, load_system, search, sweep  # noqa: E402
-from model.explore.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
 from model.specs import memo  # noqa: E402
+from model.studies.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
 
 
 def _time(fn, repeat: int) -> tuple[float, int]:
@@ -53,7 +53,7 @@ def main() -> None:
     def one(model, strategy, gpus):
         return lambda: search(model, h200, gpus, 4096, strategy, compat=compat, nvs=8).candidates
 
-    def figure():  # model.explore.sweep: one batched evaluation per strategy over the 13 GPU counts
+    def figure():  # model.studies.sweep: one batched evaluation per strategy over the 13 GPU counts
         results = sweep(gpt, h200, PAPER_GPU_COUNTS, 4096, STRATEGIES, compat=compat, nvs=8)
         return sum(r.candidates for r in results)
 

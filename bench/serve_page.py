@@ -19,9 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("PERF_CACHE_DIR", tempfile.mkdtemp(prefix="perf-serve-bench-"))
 
 import app  # noqa: E402, F401 - registers the pages
-from dashboard import scenario as S  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.pages import serve_page as page  # noqa: E402
-from dashboard.serve_view import DEFAULT_FORM  # noqa: E402
+from dashboard.views.serve_view import DEFAULT_FORM  # noqa: E402
 
 CASES = (("llama3-70b", "h200"), ("llama3-8b", "h100"), ("deepseek-v3", "gb200-nvl72"),
          ("qwen3-235b-a22b", "b200"))

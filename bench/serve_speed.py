@@ -3,7 +3,7 @@ time of whole searches (docs/serving.md, "Timings").
 
     .venv/bin/python bench/serve_speed.py [--candidates 1000000] [--repeat 3]
 
-Prints candidates/s of model.explore.serving_eval.evaluate_candidates on a grid of random
+Prints candidates/s of model.serving.evaluate.evaluate_candidates on a grid of random
 layouts of DeepSeek-V3 (MoE, MLA, attention DP) and Llama 3 70B (dense, GQA), and the wall
 time of model.serve searches.
 """
@@ -22,8 +22,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import ServingWorkload, load_model, load_system, serve  # noqa: E402
-from model.explore.serving_eval import candidates, evaluate_candidates  # noqa: E402
 from model.physics.serving_step import Engine  # noqa: E402
+from model.serving.evaluate import candidates, evaluate_candidates  # noqa: E402
 from model.specs.serving_stack import load_serving_stack  # noqa: E402
 
 

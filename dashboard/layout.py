@@ -6,8 +6,8 @@ from __future__ import annotations
 import dash
 from dash import dcc, html
 
-from .controls import HEADER, panel, widget
-from .scenario import PRESET_OF, default_scenario
+from dashboard.controls.panel import HEADER, panel, widget
+from dashboard.controls.scenario import PRESET_OF, default_scenario
 
 
 def shell() -> html.Div:

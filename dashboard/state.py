@@ -1,5 +1,5 @@
 """Callbacks that turn the controls into the validated scenario store, and back; all generated
-from the control table (:mod:`dashboard.control_table`).
+from the control table (:mod:`dashboard.controls.control_table`).
 
 * controls → scenario: validate every value; show each error next to its control; a bad value
   leaves the store (and so every view) as it was, and nothing the user typed is reset.
@@ -19,11 +19,10 @@ from typing import Any
 
 from dash import Input, Output, State, callback, ctx, dcc, no_update
 
-from model import ModelError
-
-from . import notes
-from .control_table import CONTROLS, SECTIONS, Control
-from .controls import (
+from dashboard.controls.control_table import CONTROLS, SECTIONS, Control
+from dashboard.controls.hf_upload import hf_config_of, scenario_from_hf
+from dashboard.controls.inputs import batch_from_tokens
+from dashboard.controls.panel import (
     CONDITIONAL,
     CONTROL_KEYS,
     HEADER,
@@ -35,10 +34,7 @@ from .controls import (
     slider_position,
     to_widget,
 )
-from .guard import page_callback
-from .hf_upload import hf_config_of, scenario_from_hf
-from .inputs import batch_from_tokens
-from .scenario import (
+from dashboard.controls.scenario import (
     PRESET_OF,
     default_scenario,
     from_json,
@@ -50,6 +46,9 @@ from .scenario import (
     with_presets,
     with_supported_strategies,
 )
+from dashboard.server.guard import page_callback
+from dashboard.views import notes
+from model import ModelError
 
 ERROR_KEYS = (*CONTROL_KEYS, "_")
 CONTROLS_OUT = [Output(f"ctl-{c.key}", "value", allow_duplicate=True) for c in PANEL]
@@ -182,7 +181,7 @@ def apply_preset(*args: Any) -> tuple:
 )
 def upload(contents: str | None, current: Any = None) -> tuple:
     """Load an uploaded scenario JSON, or a Hugging Face config.json into the model controls
-    (:mod:`dashboard.hf_upload`); validated: a bad file changes nothing and says why."""
+    (:mod:`dashboard.controls.hf_upload`); validated: a bad file changes nothing and says why."""
     keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update)
     if not contents:
         return (*keep, no_update)

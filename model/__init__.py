@@ -15,26 +15,26 @@ Public API::
 (docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
 """
 
-from .errors import ModelError
-from .explore.api import search
-from .explore.codesign import codesign
-from .explore.design import best_per_cell, design_space
-from .explore.plan import PlanResult, plan
-from .explore.request import Request
-from .explore.search import Evaluation, SearchResult, evaluate
-from .explore.serving import ServeResult, serve
-from .explore.sweep import sweep
-from .physics.strategies import canonical_strategy
-from .specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
-from .specs.models import load_model
-from .specs.serving import ServingLayout, ServingWorkload
-from .specs.transformer import (
+from model.engine.api import search
+from model.engine.design import best_per_cell, design_space
+from model.engine.request import Request
+from model.engine.search import Evaluation, SearchResult, evaluate
+from model.errors import ModelError
+from model.physics.strategies import canonical_strategy
+from model.serving.serve import ServeResult, serve
+from model.specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
+from model.specs.models import load_model
+from model.specs.serving import ServingLayout, ServingWorkload
+from model.specs.transformer import (
     WORKLOADS_DIR,
     Transformer,
     list_models,
     transformer_from_dict,
 )
-from .specs.workload import Training
+from model.specs.workload import Training
+from model.studies.codesign import codesign
+from model.studies.plan import PlanResult, plan
+from model.studies.sweep import sweep
 
 __version__ = "0.1.0"
 

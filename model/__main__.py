@@ -1,5 +1,5 @@
 """``python -m model``: the command line (see :mod:`model.cli`)."""
 
-from .cli import main
+from model.cli import main
 
 raise SystemExit(main())

@@ -35,8 +35,8 @@ def pytest_setup_options():
 
 @pytest.fixture
 def tmp_cache(tmp_path, monkeypatch):
-    """A fresh, private results cache (dashboard.compute) for one test; its directory."""
-    from dashboard import compute  # imported lazily: the model tests never load the dashboard
+    """A fresh, private results cache (dashboard.jobs.compute) for one test; its directory."""
+    from dashboard.jobs import compute  # imported lazily: the model tests never load the dashboard
 
     monkeypatch.setattr(compute, "CACHE_DIR", tmp_path / "cache")
     monkeypatch.setattr(compute, "_cache", None)
@@ -70,8 +70,8 @@ def without_gemm_depth(monkeypatch):
     """The GEMMs' depth efficiency switched off (k0 = 0, model/physics/gemm.py), for tests of
     other terms; the search caches are emptied before and after, so no result priced without
     it outlives the test."""
-    from model.explore.frontier import CACHE
-    from model.explore.search import clear_shape_spaces
+    from model.engine.frontier import CACHE
+    from model.engine.search import clear_shape_spaces
     from model.physics import gemm
 
     CACHE.clear()

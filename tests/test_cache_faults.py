@@ -1,7 +1,7 @@
 """Faults of the dashboard's caches: size limit, deletion, corruption, estimator version.
 
-The results cache (:mod:`dashboard.compute`, diskcache under ``$PERF_CACHE_DIR/results``) must stay
-within its size limit by evicting the least recently used entries; a deleted or corrupted cache
+The results cache (:mod:`dashboard.jobs.compute`, diskcache under ``$PERF_CACHE_DIR/results``) must
+stay within its size limit by evicting the least recently used entries; a deleted or corrupted cache
 directory, database or entry must cost only a recomputation (never an exception, never a wrong
 result) and the cache must work again afterwards; results are keyed by the estimator's version.
 The background-callback cache (``$PERF_CACHE_DIR/background``) deleted while the app runs: pages
@@ -30,7 +30,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-cache-faults-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -38,8 +38,8 @@ import pandas as pd  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
-from dashboard import compute  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LARGE = 2_000  # rows: about 28 kB of JSON, stored by diskcache in a file of its own
@@ -174,7 +174,7 @@ def test_outputs_and_frames_share_the_limit(monkeypatch):
 
 def test_size_limit_from_the_environment(tmp_path):
     """``PERF_CACHE_SIZE_BYTES`` (any number, e.g. 5e8) sets the limit of a new process."""
-    code = ("from dashboard import compute; s = compute.cache(); "
+    code = ("from dashboard.jobs import compute; s = compute.cache(); "
             "print(compute.CACHE_SIZE_BYTES, s.size_limit, s.eviction_policy)")
     env = {**os.environ, "PERF_CACHE_DIR": str(tmp_path), "PERF_CACHE_SIZE_BYTES": "5e5"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
@@ -240,7 +240,7 @@ STRESS_SCRIPT = textwrap.dedent('''
     import json, logging, os, shutil, sys, threading, time
     sys.path.insert(0, sys.argv[1])
     import numpy as np, pandas as pd
-    from dashboard import compute
+    from dashboard.jobs import compute
     logging.disable(logging.WARNING)  # the cache's own warnings: expected here
 
     def frame_of(i, rows):
@@ -350,8 +350,8 @@ def within(seconds: float, fn) -> Any:
 
 
 def bounded_cache(directory: Path | str):
-    """A cache object as :func:`dashboard.compute.cache` opens it (rollback journal)."""
-    from dashboard.diskstore import BoundedCache
+    """A cache object as :func:`dashboard.jobs.compute.cache` opens it (rollback journal)."""
+    from dashboard.jobs.diskstore import BoundedCache
 
     return BoundedCache(str(directory), timeout=1, sqlite_journal_mode="delete",
                         sqlite_mmap_size=0, sqlite_synchronous=0)
@@ -590,7 +590,7 @@ APP_SCRIPT = textwrap.dedent('''
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     import app
-    from dashboard.scenario import default_scenario
+    from dashboard.controls.scenario import default_scenario
 
     client = app.server.test_client()
     html = client.get("/").get_data(as_text=True)

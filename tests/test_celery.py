@@ -1,11 +1,11 @@
 """Scale-out: with ``REDIS_URL`` set, background callbacks run on Celery workers.
 
 A real ``redis-server`` (Debian's package; ``scripts/setup-services`` installs it) runs on a free
-loopback port without persistence, one worker runs ``celery -A dashboard.background:celery_app
+loopback port without persistence, one worker runs ``celery -A dashboard.jobs.background:celery_app
 worker`` (solo pool: the job runs in the worker's own process), and the app runs under gunicorn,
 both with that ``REDIS_URL`` and a temporary ``PERF_CACHE_DIR``. Headless Chromium drives the HBM
 page: a sweep runs on the worker and is drawn; a worker killed mid-sweep is reported in the page
-(``dashboard.background`` notices the job's heartbeat has stopped), and the app keeps working
+(``dashboard.jobs.background`` notices the job's heartbeat has stopped), and the app keeps working
 with a new worker. The manager's own rules (lost, queued, cancelled, failed jobs; the shared
 signing secret) are checked first against the same Redis. Without redis-server these tests fail:
 they are never skipped.
@@ -27,12 +27,12 @@ from pathlib import Path
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-celery-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
 
-from dashboard import background  # noqa: E402
+from dashboard.jobs import background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 from polling import until  # noqa: E402 - tests/ is on sys.path (pytest rootdir)
@@ -126,7 +126,7 @@ class Stack:
         self.workers += 1
         name = f"test{self.workers}@%h"
         self.worker = Process([sys.executable, "-m", "celery", "-A",
-                               "dashboard.background:celery_app", "worker", "--pool", "solo",
+                               "dashboard.jobs.background:celery_app", "worker", "--pool", "solo",
                                "--concurrency", "1", "-l", "warning", "-n", name,
                                "--without-mingle", "--without-gossip"],
                               self.env, self.work / f"worker{self.workers}.log")

@@ -54,8 +54,8 @@ def test_the_cli_warns_past_the_critical_batch_as_the_dashboard_does(capsys):
 
 
 def test_the_dashboard_warning_is_the_models():
-    from dashboard import notes
-    from dashboard.scenario import default_scenario
+    from dashboard.controls.scenario import default_scenario
+    from dashboard.views import notes
     scn = {**default_scenario(), "model": "llama3-8b", "global_batch": 4096, "seq_len": 8192}
     assert notes.critical_batch_warning(scn) == critical_batch_warning(
         notes.build_inputs(scn)[0], 4096)
@@ -63,7 +63,7 @@ def test_the_dashboard_warning_is_the_models():
 
 def test_the_dashboard_names_cp_too():
     """The headlines of the scaling, design and plan pages take the dimension names from
-    dashboard.theme.dimension_label (the plan page's text: tests/test_plan_one_path.py)."""
-    from dashboard.theme import dimension_label
+    dashboard.figures.theme.dimension_label (the plan page's text: tests/test_plan_one_path.py)."""
+    from dashboard.figures.theme import dimension_label
     assert [dimension_label("tp2", s) for s in ("context", "summa", "1d")] == ["cp", "tp2", "tp2"]
     assert dimension_label("tp1", "context") == "tp1"

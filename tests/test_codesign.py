@@ -1,4 +1,4 @@
-"""Co-design under a budget (model/explore/codesign.py, model/specs/prices.py, the codesign
+"""Co-design under a budget (model/studies/codesign.py, model/specs/prices.py, the codesign
 command): prices, the GPUs a budget buys, the best cluster size against searches of its own,
 offload where a design has host memory, the shared evaluation of HBM variants, bad input."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from model import ModelError, load_model, load_system, search
 from model.cli.commands import main
-from model.explore.codesign import codesign, designs
 from model.specs.prices import MAX_PRICE_BYTES, check_vary, load_prices
+from model.studies.codesign import codesign, designs
 
 PRICES = {"base_usd": 20000, "hbm_capacity_gb": {"40": 5000, "80": 10000},
           "host_memory_gb": {"0": 0, "256": 2500}}
@@ -75,7 +75,7 @@ def test_designs_vary_hbm_fastest_and_largest_first():
 
 
 def test_hbm_variants_share_one_evaluation(monkeypatch):
-    import model.explore.variant as search_module  # where a search evaluates
+    import model.engine.variant as search_module  # where a search evaluates
 
     evaluated = []
     real = search_module._evaluate_variant

@@ -1,6 +1,6 @@
-"""The co-design section of the Plan & cost page without a browser (dashboard/codesign.py,
-dashboard/codesign_view.py, dashboard/figures/codesign.py): its rows are the API's for the same
-inputs, its form is validated on the server with the estimator's validators and bounded, its
+"""The co-design section of the Plan & cost page without a browser (dashboard/jobs/codesign.py,
+dashboard/views/codesign_view.py, dashboard/figures/codesign.py): its rows are the API's for the
+same inputs, its form is validated on the server with the estimator's validators and bounded, its
 progress counts rows, and the map marks each model's best design."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-codesign-page-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -23,12 +23,13 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
-from dashboard import codesign, codesign_view  # noqa: E402
-from dashboard.export import caption  # noqa: E402
 from dashboard.figures import codesign_figure  # noqa: E402
+from dashboard.jobs import codesign  # noqa: E402
+from dashboard.server.export import caption  # noqa: E402
+from dashboard.views import codesign_view  # noqa: E402
 from model import ModelError, load_model, load_system  # noqa: E402
-from model.explore.codesign import codesign as api_codesign  # noqa: E402
 from model.specs import prices  # noqa: E402
+from model.studies.codesign import codesign as api_codesign  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"models": ["llama3-8b"], "batches": "256", "system": "h100", "host_gb_per_s": 100,
@@ -38,7 +39,7 @@ SMALL = {"models": ["llama3-8b"], "batches": "256", "system": "h100", "host_gb_p
 
 
 def api_rows() -> pd.DataFrame:
-    """model.explore.codesign.codesign for SMALL, named without the dashboard."""
+    """model.studies.codesign.codesign for SMALL, named without the dashboard."""
     system = load_system("h100").with_overrides(host_bandwidth_gb_per_s=100.0,
                                                 host_memory_bandwidth_gb_per_s=100.0)
     return api_codesign([load_model("llama3-8b")], system, 2e6, {"hbm_capacity_gb": [40, 80]},
@@ -192,8 +193,8 @@ def test_the_map_s_export_is_the_study_the_page_holds():
     """Issue 21: the map's export was a 400 (no builder). The draw callback hands the study to
     the export as its context (only plain JSON of a study's size: a store the browser sends back
     is never echoed otherwise), and the export draws the same map from it."""
-    from dashboard import export
-    from dashboard.scenario import default_scenario
+    from dashboard.controls.scenario import default_scenario
+    from dashboard.server import export
 
     stored, _ = codesign_view.run_study(lambda _: None, 1, *form_values(SMALL))
     drawn = codesign_view.draw.__wrapped__(stored, "samples_per_s", default_scenario())

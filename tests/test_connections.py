@@ -152,7 +152,7 @@ def test_finding5_heavy_clients_do_not_starve_a_normal_one(tmp_path):
 
 
 def test_fair_queue_serves_the_least_recently_busy_client_first():
-    from dashboard.fairqueue import HALF_LIFE_S, FairQueue
+    from dashboard.server.fairqueue import HALF_LIFE_S, FairQueue
 
     now = [0.0]
     queue = FairQueue(clock=lambda: now[0])
@@ -171,7 +171,7 @@ def test_fair_queue_is_first_come_within_a_client_and_starves_nobody():
     """Found by bench/load.py (p99 15 s, max the whole run): charges read one by one from a
     moving clock made ties last come, first served. And a heavy client's request waits at
     most about its extra charge / AGING, however many lighter ones arrive."""
-    from dashboard.fairqueue import AGING, FairQueue
+    from dashboard.server.fairqueue import AGING, FairQueue
 
     ticks = iter(range(10**6))
     queue = FairQueue(clock=lambda: next(ticks) * 1e-3)  # every read of the clock moves it

@@ -1,6 +1,6 @@
-"""The dashboard's controls declared once (dashboard/control_table.py) and honest inputs, without
-a browser: every record becomes a schema field, a URL key and a widget, and a new control is one
-record; every message names its control and the real reason; typed values are kept; partial
+"""The dashboard's controls declared once (dashboard/controls/control_table.py) and honest inputs,
+without a browser: every record becomes a schema field, a URL key and a widget, and a new control is
+one record; every message names its control and the real reason; typed values are kept; partial
 links fill from their preset; the batch in tokens and the critical-batch warning; the software
 stack reaches the estimator and the headline carries its error bar."""
 
@@ -18,7 +18,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-controls-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -26,10 +26,14 @@ import pytest  # noqa: E402
 from dash import no_update  # noqa: E402
 
 import app  # noqa: E402, F401 - creates the Dash app (use_pages), registers the callbacks
-from dashboard import compute, controls, notes, state, theme  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
-from dashboard.control_table import BY_KEY, CONTROLS, GROUPS, WIDGETS  # noqa: E402
-from dashboard.inputs import batch_from_tokens, check_value  # noqa: E402
+from dashboard import state  # noqa: E402
+from dashboard.controls import panel as controls  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls.control_table import BY_KEY, CONTROLS, GROUPS, WIDGETS  # noqa: E402
+from dashboard.controls.inputs import batch_from_tokens, check_value  # noqa: E402
+from dashboard.figures import theme  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
+from dashboard.views import notes  # noqa: E402
 from model import load_model, load_system, search  # noqa: E402
 from model.physics.strategies import SHORT_LABELS, STRATEGIES  # noqa: E402
 from model.specs.precision import NAMES as PRECISIONS  # noqa: E402
@@ -123,13 +127,15 @@ def test_choices_come_from_the_model_tables():
 NEW_CONTROL = """
 import json, os, sys
 os.environ["PERF_CACHE_DIR"] = sys.argv[1]
-import dashboard.control_table as table
+import dashboard.controls.control_table as table
 new = table.Control("dropout", "Dropout", "model", "switch", bool, "Dropout layers on or off.",
                     choices=(True, False), names=("on", "off"), spec="dropout")
 table.CONTROLS = (*table.CONTROLS, new)
 table.BY_KEY["dropout"] = new
 import app
-from dashboard import compute, controls, scenario as S, state
+from dashboard.jobs import compute
+from dashboard.controls import panel as controls, scenario as S
+from dashboard import state
 scn = S.default_scenario()
 off, errors = S.validate_scenario({**scn, "dropout": False})
 model, _ = S.build_inputs(off)
@@ -338,12 +344,12 @@ def test_the_headline_carries_the_error_bar():
 
 
 def test_one_grid_column_helper():
-    """Column definitions are written only by dashboard/grid.py; both tables use it."""
+    """Column definitions are written only by dashboard/views/grid.py; both tables use it."""
     from dashboard.pages import design, validation
 
     writers = [p for p in (ROOT / "dashboard").rglob("*.py")
                if '"headerName"' in p.read_text(encoding="utf-8")]
-    assert writers == [ROOT / "dashboard" / "grid.py"]
+    assert writers == [ROOT / "dashboard" / "views" / "grid.py"]
     for col in [*design.TOP_COLUMNS, *design.OPS_COLUMNS, *validation.RECORD_COLUMNS]:
         assert col["sortable"] in (True, False) and col["headerTooltip"] == col["headerName"]
 

@@ -60,7 +60,7 @@ def test_purchase_pricing_and_overrides_through_the_api():
 
 
 def test_costs_do_not_change_times_and_share_the_search_cache(monkeypatch):
-    import model.explore.variant as search_module  # where a search evaluates
+    import model.engine.variant as search_module  # where a search evaluates
 
     m, s = load_model("gpt3-175b"), load_system("h100")
     a = search(m, s, 512, 1536, "1d", top_k=3, execution={"recompute_layers": 0})

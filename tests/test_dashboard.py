@@ -24,7 +24,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-dashboard-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -38,10 +38,12 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import app as dash_app  # noqa: E402 - creates the Dash app (use_pages), registers callbacks
-from dashboard import compute, export, state, studies  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
-from dashboard.controls import CONTROL_KEYS  # noqa: E402
+from dashboard import state  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls.panel import CONTROL_KEYS  # noqa: E402
+from dashboard.jobs import compute, studies  # noqa: E402
 from dashboard.pages import design, hbm, scaling  # noqa: E402
+from dashboard.server import export  # noqa: E402
 
 NO_UPDATE = type(no_update)
 PROPERTY = settings(max_examples=150, deadline=None,
@@ -493,7 +495,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
 
 @pytest.fixture
 def sweep_calls(monkeypatch) -> list[int]:
-    from dashboard import sweep_parts  # the scaling views sweep through it
+    from dashboard.jobs import sweep_parts  # the scaling views sweep through it
 
     calls: list[int] = []
     real = sweep_parts.sweep
@@ -656,7 +658,7 @@ def test_scaling_callback_sends_the_figures_json(over):
 
 def test_scaling_page_infeasible_explains():
     # with the production rules relaxed, tp1 16 over two 8-GPU domains fits at 64 GPUs
-    # (model/explore/production.py); with them, no count up to 64x does
+    # (model/engine/production.py); with them, no count up to 64x does
     assert "64" in scaling.build(valid(**INFEASIBLE, production_layout=False))[3]
     out = scaling.build(valid(**INFEASIBLE))
     assert out[:3] == ("", "", "")
@@ -822,8 +824,8 @@ def test_no_configuration_at_all_is_explained_by_the_rule_it_breaks():
     has a factor 9 that neither the global batch (4096) nor the heads (160) can take, and 8
     layers cannot make 9 pipeline stages. Changed deliberately (issue 12): the default model's
     counts are powers of two for every domain now, and the explanation names the closest
-    factorisation and the rule it breaks (model.explore.rules.why_no_candidates)."""
-    from dashboard.scenario import system_values
+    factorisation and the rule it breaks (model.engine.rules.why_no_candidates)."""
+    from dashboard.controls.scenario import system_values
     scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608, layers=8,
                 compat="paper")
     text = scaling.build(scn)[3]
@@ -867,7 +869,7 @@ def test_hbm_sweep_stops_at_its_time_budget_with_a_clear_message():
 def test_a_cached_hbm_sweep_reports_its_progress_done():
     """A sweep the results cache already holds still reports n / n (the page waited for it:
     the Celery test's second sweep of the same grid)."""
-    from dashboard import studies
+    from dashboard.jobs import studies
 
     scn = valid(strategy="1d", gpus=64)
     studies.hbm_sweep(scn, [80.0, 141.0], [4.8])

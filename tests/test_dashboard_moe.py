@@ -16,7 +16,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-dashboard-moe-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -24,13 +24,15 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - creates the Dash app (use_pages), registers the callbacks
-from dashboard import compute, controls, figures, state  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
-from dashboard.control_table import BY_KEY, CONTROLS, SECTIONS  # noqa: E402
+from dashboard import figures, state  # noqa: E402
+from dashboard.controls import panel as controls  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls.control_table import BY_KEY, CONTROLS, SECTIONS  # noqa: E402
 from dashboard.figures import ops as ops_figures  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
 from dashboard.pages import design  # noqa: E402
 from model import list_models, load_model  # noqa: E402
-from model.explore.design import AXES  # noqa: E402
+from model.engine.design import AXES  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tmp_cache")
 MOE_PRESETS = ("deepseek-v3", "kimi-k2", "qwen3-235b-a22b", "qwen3-30b-a3b", "gpt-oss-120b",

@@ -16,8 +16,9 @@ import plotly.graph_objects as go
 import pytest
 
 import app  # noqa: F401 - creates the Dash app (use_pages) before the pages are imported
-from dashboard import compute, export, figures, studies, theme
-from dashboard import scenario as S
+from dashboard import figures
+from dashboard.controls import scenario as S
+from dashboard.figures import theme
 from dashboard.figures.common import (
     count_label,
     every_nth,
@@ -26,10 +27,12 @@ from dashboard.figures.common import (
     strategy_name,
     strategy_title,
 )
+from dashboard.jobs import compute, studies
 from dashboard.pages import hbm, scaling, systems, validation
+from dashboard.server import export
 from model import load_model, load_system
-from model.explore.efficiency import knee
-from model.explore.sweep import best_frame, sweep
+from model.engine.efficiency import knee
+from model.studies.sweep import best_frame, sweep
 from model.validation.cross_validation import cross_validation_runs, cross_validation_sources
 from model.validation.error_bars import CROSS_VALIDATION
 

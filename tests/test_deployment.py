@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from test_server import HEADERS, ROOT, Server, gunicorn, http, scenario_body, until
 
-from dashboard.scenario import default_scenario
+from dashboard.controls.scenario import default_scenario
 
 PROBE = {"app": "probe_app:server", "ready": "/ok"}
 

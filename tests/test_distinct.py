@@ -1,11 +1,11 @@
-"""Distinct rows without a sort (model/explore/distinct.py) give what sorting gives."""
+"""Distinct rows without a sort (model/engine/distinct.py) give what sorting gives."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from model.explore.distinct import distinct_rows
+from model.engine.distinct import distinct_rows
 
 
 def _by_sorting(cols: dict[str, np.ndarray], names: tuple[str, ...]):

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from model import ModelError, evaluate, load_model, load_system
-from model.explore.efficiency import best_per_count, knee, parallel_efficiency
-from model.explore.rules import divisors, why_no_candidates
-from model.explore.sweep import best_frame, sweep
+from model.engine.efficiency import best_per_count, knee, parallel_efficiency
+from model.engine.rules import divisors, why_no_candidates
 from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS, build_strategy
+from model.studies.sweep import best_frame, sweep
 from model.validation.calibrate import ALL_FIRM_PYTORCH
 from model.validation.cross_validation import (
     ALL_FIRM,

@@ -66,8 +66,8 @@ def test_not_validated_in_the_cli_text_and_json(capsys):
 
 
 def test_not_validated_in_the_dashboard_headline():
-    from dashboard import notes
-    from dashboard import scenario as S
+    from dashboard.controls import scenario as S
+    from dashboard.views import notes
     scn = {**S.default_scenario(), **S.system_values("mi300x"), "system": "mi300x"}
     assert notes.days_text(scn, 30.0) == (
         "30.0 days (not validated: no published dense run on mi300x was ever scored)")

@@ -13,9 +13,10 @@ import time
 import pytest
 from test_server import callback_body, dash_app, gunicorn, http
 
-from dashboard import guard, planner
+from dashboard.controls.scenario import default_scenario, validate_scenario
+from dashboard.jobs import planner
 from dashboard.pages import plan as page
-from dashboard.scenario import default_scenario, validate_scenario
+from dashboard.server import guard
 
 SCN = {**default_scenario(), "strategy": "1d"}
 
@@ -49,11 +50,11 @@ def test_finding4_any_failure_in_a_page_callback_is_an_inline_message(monkeypatc
 
     monkeypatch.setattr(planner, "answer", broken)
     guard._logged.clear()
-    with caplog.at_level(logging.ERROR, logger="dashboard.guard"):
+    with caplog.at_level(logging.ERROR, logger="dashboard.server.guard"):
         first, second = outputs(budget=1.23e12), outputs(budget=1.24e12)
     assert first["message"].startswith("The server could not compute this view (KeyError)")
     assert second["message"] == first["message"]
-    lines = [r for r in caplog.records if r.name == "dashboard.guard"]
+    lines = [r for r in caplog.records if r.name == "dashboard.server.guard"]
     assert len(lines) == 2 and lines[0].exc_info and not lines[1].exc_info  # traceback once
 
 

@@ -10,7 +10,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from dashboard import theme
 from dashboard.figures import (
     efficiency_figure,
     empty_figure,
@@ -23,13 +22,14 @@ from dashboard.figures import (
     parse_system_label,
     roofline_figure,
     systems_figure,
+    theme,
     time_breakdown_figure,
     training_time_figure,
 )
 from dashboard.figures.common import strategy_name, strategy_title
 from model import best_per_cell, design_space, evaluate, load_model, load_system, search, sweep
-from model.explore.report import MEMORY_COLUMNS, TIME_COLUMNS
-from model.explore.sweep import best_frame
+from model.engine.report import MEMORY_COLUMNS, TIME_COLUMNS
+from model.studies.sweep import best_frame
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -1,4 +1,4 @@
-"""The per-process search cache (model.explore.frontier): a search answered from a search at
+"""The per-process search cache (model.engine.frontier): a search answered from a search at
 another HBM capacity gives exactly what a search from scratch gives."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from model import load_model, load_system, search, sweep
-from model.explore.frontier import CACHE, FrontierCache, keep_positions, shape_leaders
+from model.engine.frontier import CACHE, FrontierCache, keep_positions, shape_leaders
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -133,7 +133,7 @@ def test_the_cache_is_bounded_and_least_recently_used_goes_first():
 
 
 def test_threads_asking_the_same_search_evaluate_it_once(monkeypatch):
-    module = sys.modules["model.explore.variant"]  # where a search evaluates
+    module = sys.modules["model.engine.variant"]  # where a search evaluates
     real, calls = module._evaluate_variant, []
 
     def counted(*args, **kwargs):

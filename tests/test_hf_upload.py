@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import scenario as S
 from dashboard import state
-from dashboard.controls import CONTROL_KEYS
+from dashboard.controls import scenario as S
+from dashboard.controls.panel import CONTROL_KEYS
 from model.specs.models import hf_model
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -31,7 +31,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-hostile-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
@@ -40,9 +40,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import app as dash_app  # noqa: E402
-from dashboard import compute  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
-from dashboard.controls import CONTROL_KEYS  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls.panel import CONTROL_KEYS  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FEW = settings(max_examples=40, deadline=None,
@@ -320,7 +320,7 @@ def test_finding3_export_never_renders_a_client_figure(cbs, counting_server, tmp
 def test_finding3_chromium_fetches_nothing(counting_server, tmp_path):
     """Defence in depth: the PNG renderer's Chromium fetches no URL and reads no ``file://``
     image even when a figure names them (the PNG equals the one without images)."""
-    from dashboard import export
+    from dashboard.server import export
 
     url, hits = counting_server
     red = tmp_path / "red.png"
@@ -344,7 +344,7 @@ MEMORY_SCRIPT = textwrap.dedent('''
     sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
     import app
     from callbacks import Callbacks
-    from dashboard.scenario import default_scenario
+    from dashboard.controls.scenario import default_scenario
     cbs = Callbacks.of_client(app.server.test_client())
     scn = {**default_scenario(), **json.loads(sys.argv[2])}
     out = {}
@@ -440,7 +440,7 @@ def test_finding7_csv_cells_are_escaped_against_formulas():
     import csv
     import io
 
-    from dashboard import export
+    from dashboard.server import export
 
     names = ["=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "plain"]
     fig = {"data": [{"type": "scatter", "x": [1, -2.5], "y": [3, 4], "name": n} for n in names]}

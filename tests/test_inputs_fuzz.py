@@ -43,7 +43,7 @@ from urllib.parse import quote
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-fuzz-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -57,9 +57,9 @@ from hypothesis import event as _event  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.errors import InvalidArgument  # noqa: E402
 
-from dashboard import scenario as S  # noqa: E402
 from dashboard import state  # noqa: E402
-from dashboard.controls import CONTROL_KEYS  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls.panel import CONTROL_KEYS  # noqa: E402
 from model import (  # noqa: E402
     ModelError,
     design_space,
@@ -74,8 +74,8 @@ from model import (  # noqa: E402
     transformer_from_dict,
 )
 from model.cli.commands import build_parser, main  # noqa: E402
-from model.explore.economics import power_and_prices  # noqa: E402
-from model.explore.space import PIN_NAMES  # noqa: E402
+from model.engine.economics import power_and_prices  # noqa: E402
+from model.engine.space import PIN_NAMES  # noqa: E402
 from model.specs import hardware, transformer  # noqa: E402
 from model.specs.execution import Execution  # noqa: E402
 from model.specs.schema import Field  # noqa: E402

@@ -18,10 +18,10 @@ import psutil
 import pytest
 from test_server import ROOT, until
 
-from dashboard import background, codesign, joblimits
+from dashboard.jobs import background, codesign, joblimits
 from model import ModelError, load_model, load_system
-from model.explore import rules, space
-from model.explore.codesign import codesign as run_codesign
+from model.engine import rules, space
+from model.studies.codesign import codesign as run_codesign
 
 
 @pytest.mark.parametrize("batches", ["1e300", "1e18", "100000001", "8, 1e300"])
@@ -96,7 +96,7 @@ def _running(pid: int) -> bool:
 WORKER = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
-    from dashboard import background
+    from dashboard.jobs import background
     from test_job_limits import _sleeping_job
     jobs = background.DiskcacheJobs(sys.argv[2])
     print(jobs.call_job_fn("k", _sleeping_job, None, {}), flush=True)

@@ -78,7 +78,7 @@ def test_rerun_all_to_alls_paired_under_dualpipe():
     h(6, 4) − h(4, 3) = 2.8 − 1.6 = 1.2 s instead of 2 s."""
     from types import SimpleNamespace as NS
 
-    from model.explore.evaluate import _paired_rerun_a2a
+    from model.engine.evaluate import _paired_rerun_a2a
     from model.physics.collectives import overlapped_s
     from model.physics.optable import Kind
 

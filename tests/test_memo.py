@@ -8,7 +8,7 @@ from pathlib import Path
 
 import app  # noqa: F401 - imports every module that declares a cache
 from model import load_model, load_system, search
-from model.explore import size  # noqa: F401 - the budget's space sizes
+from model.engine import size  # noqa: F401 - the budget's space sizes
 from model.specs import memo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +21,7 @@ def test_no_module_keeps_a_cache_of_its_own():
     found = {str(p.relative_to(ROOT)) for pkg in ("model", "dashboard")
              for p in (ROOT / pkg).rglob("*.py") if p.name != "memo.py"
              if OWN_CACHE.search(p.read_text(encoding="utf-8"))}
-    assert found == {"model/explore/frontier.py"}, found
+    assert found == {"model/engine/frontier.py"}, found
 
 
 def test_every_cache_is_listed_with_its_kind():

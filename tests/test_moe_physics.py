@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from model import evaluate, load_model, load_system, search
+from model.engine.space import expert_placement
 from model.errors import ModelError
-from model.explore.space import expert_placement
 from model.physics.collectives import Collective, collective_lower_bound_s, collective_time_s
 from model.physics.moe import expert_launches, grouped_wave_efficiency
 

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from dashboard import scenario as S
-from dashboard.control_table import CONTROLS
+from dashboard.controls import scenario as S
+from dashboard.controls.control_table import CONTROLS
 from model.cli.commands import build_parser
 from model.cli.options import execution_from_args, flag
 from model.specs import execution as ex

@@ -116,7 +116,7 @@ def test_fsdp_reduces_gradients_every_microbatch():
 
 def test_a_partly_filled_nvl72_rack_keeps_its_largest_even_share():
     """128 GPUs on NVL72 racks: 2 × 64 per NVLink domain (not gcd(128, 72) = 8)."""
-    from model.explore.space import filled_domain
+    from model.engine.space import filled_domain
     assert filled_domain(128, 72) == 64 and filled_domain(256, 72) == 64
     assert filled_domain(144, 72) == 72 and filled_domain(96, 8) == 8
     assert filled_domain(12, 8) == 6

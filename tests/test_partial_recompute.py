@@ -52,7 +52,7 @@ def test_the_search_takes_a_list_and_full_recompute_refuses_it():
 
 
 def test_the_dashboard_scenario_carries_it_and_names_the_control_on_error():
-    from dashboard.scenario import execution_of, validate_scenario
+    from dashboard.controls.scenario import execution_of, validate_scenario
 
     scn, errors = validate_scenario({"recompute_layers": 3})
     assert errors == {} and execution_of(scn)["recompute_layers"] == 3

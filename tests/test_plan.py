@@ -1,5 +1,5 @@
 """Any GPU count, at most N GPUs, the plan (fewest GPUs within D days, fastest within a budget),
-the lost-node view and the Pareto frame (model/explore/counts.py, plan.py, lost_node.py,
+the lost-node view and the Pareto frame (model/engine/counts.py, plan.py, lost_node.py,
 pareto.py): every answer checked against searches of single counts."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 from model import ModelError, load_model, load_system, search
-from model.explore.counts import best_per_count, count_range, possible
-from model.explore.lost_node import lost_node_frame
-from model.explore.pareto import pareto_frame, pareto_mask, sampled_counts
-from model.explore.plan import plan
-from model.explore.search import search_counts
-from model.explore.space import filled_domain
+from model.engine.counts import best_per_count, count_range, possible
+from model.engine.search import search_counts
+from model.engine.space import filled_domain
+from model.studies.lost_node import lost_node_frame
+from model.studies.pareto import pareto_frame, pareto_mask, sampled_counts
+from model.studies.plan import plan
 
 GBS = 1536
 
@@ -67,7 +67,7 @@ def test_best_per_count_equals_searches_of_single_counts(gpt3, h100):
 
 def test_odd_counts_and_partly_filled_domains(gpt3, h100):
     """1023 GPUs (3·11·31) and 4088 GPUs of NVL72 racks (56 per rack) have configurations."""
-    # partial nodes: only with the production rules relaxed (model/explore/production.py)
+    # partial nodes: only with the production rules relaxed (model/engine/production.py)
     loose = {"production_layout": False}
     assert search(gpt3, h100, 1023, 2046, "1d", top_k=1).candidates == 0
     odd = search(gpt3, h100, 1023, 2046, "1d", top_k=1, execution=loose).best

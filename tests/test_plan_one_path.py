@@ -1,4 +1,4 @@
-"""The Plan & cost page is ``tperf plan`` (issue 21): one code path (model.explore.plan: plan,
+"""The Plan & cost page is ``tperf plan`` (issue 21): one code path (model.studies.plan: plan,
 plan_strategies, plan_execution) with the same defaults — failures counted, the production
 strategies, interleaving searched — so the page and the command line give one answer to one
 question. They once disagreed by 34 % (44,032 B200s at pipeline depth 43 and interleave 1 on
@@ -15,14 +15,14 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-plan-one-path-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
-from dashboard import planner  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.jobs import planner  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
 from model.cli import main  # noqa: E402
 
@@ -70,7 +70,7 @@ def test_the_page_and_the_cli_give_one_answer(capsys, name, changes, argv):
     if changes["plan_goal"] in ("days", "both"):
         assert cli["days_with_failures"] <= changes["target_days"]
     assert (page["note"] or None) == cli["budget_note"]  # why a budget is not spent
-    from dashboard import notes  # the page's error bar is the CLI's (its population's)
+    from dashboard.views import notes  # the page's error bar is the CLI's (its population's)
     assert cli["error_bar"]["text"] in notes.days_text(page["_scn"], page["train_days"])
 
 
@@ -97,7 +97,7 @@ def test_the_page_says_it_plans_with_failures_and_labels_summa_idealised():
 
 def test_compare_systems_ranks_production_strategies_unless_summa_is_chosen():
     """Its points were the best of every strategy, the idealised SUMMA included, unlabelled."""
-    from dashboard import studies
+    from dashboard.jobs import studies
     scn = S.validate_scenario({**S.default_scenario(), **S.model_values("llama3-8b"),
                                "model": "llama3-8b", "gpus_min": 8, "gpus_max": 64})[0]
     frame = studies.systems(scn, names=("h100",), domains=(0,))
@@ -111,7 +111,7 @@ def test_a_budget_left_unspent_is_explained():
     stops it, or the global batch (dp ≤ batch) makes every larger count slower."""
     import pandas as pd
 
-    from model.explore.plan import PlanResult
+    from model.studies.plan import PlanResult
     rows = pd.DataFrame({"gpus": [1024, 2048, 4096], "plan_days": [4.0, 2.5, 3.0],
                          "plan_cost_usd": [3e5, 4e5, 9e5], "mfu": [0.4, 0.3, 0.12]})
     res = PlanResult(rows.iloc[1], 8, 4096, None, 2e6, True, rows, 512, 0.1)

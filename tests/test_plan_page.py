@@ -1,4 +1,4 @@
-"""The Plan & cost page without a browser (dashboard/pages/plan.py, dashboard/planner.py,
+"""The Plan & cost page without a browser (dashboard/pages/plan.py, dashboard/jobs/planner.py,
 dashboard/figures/plan.py): its answer is the API's plan for the same inputs, its controls come
 from the control table and are validated on the server, its searches are bounded, bad input and
 no answer are messages, and the figures plot the frames they are given."""
@@ -13,7 +13,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-plan-page-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -21,23 +21,24 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
-from dashboard import compute, figures, planner  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
-from dashboard.control_table import BY_KEY  # noqa: E402
+from dashboard import figures  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls.control_table import BY_KEY  # noqa: E402
+from dashboard.jobs import compute, planner  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
 from model import load_model, load_system  # noqa: E402
-from model.explore.lost_node import lost_node_frame  # noqa: E402
-from model.explore.pareto import pareto_frame  # noqa: E402
-from model.explore.plan import DEFAULT_MAX_GPUS, plan, plan_execution  # noqa: E402
 from model.specs.cost import DEFAULT_COSTS  # noqa: E402
 from model.specs.stack import default_stack_name  # noqa: E402
+from model.studies.lost_node import lost_node_frame  # noqa: E402
+from model.studies.pareto import pareto_frame  # noqa: E402
+from model.studies.plan import DEFAULT_MAX_GPUS, plan, plan_execution  # noqa: E402
 
 SCN = {**S.default_scenario(), "strategy": "1d"}  # one strategy: quick
 EXECUTION = S.execution_of(S.default_scenario())  # what the panel shows for the default stack
 
 
 def api_plan(**over):
-    """model.explore.plan.plan for the default scenario's inputs, named without the dashboard."""
+    """model.studies.plan.plan for the default scenario's inputs, named without the dashboard."""
     kw = dict(days=30.0, strategy=("1d",), execution=plan_execution(EXECUTION),
               stack=default_stack_name(), max_gpus=DEFAULT_MAX_GPUS)  # the page's defaults
     return plan(load_model("gpt3-1t"), load_system("h200"), 4096, **{**kw, **over})

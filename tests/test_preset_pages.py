@@ -18,14 +18,14 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-preset-pages-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
-from dashboard import budget, compute, planner, studies, sweep_parts  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.jobs import budget, compute, planner, studies, sweep_parts  # noqa: E402
 from dashboard.pages import design, scaling, systems  # noqa: E402
 from model import list_models, load_model  # noqa: E402
 from model.physics.strategies import supports  # noqa: E402

@@ -1,4 +1,4 @@
-"""Production rules as data (issue 21, model/explore/production.py): every search, plan and
+"""Production rules as data (issue 21, model/engine/production.py): every search, plan and
 headline keeps tensor parallelism inside one NVLink domain and takes whole nodes unless the
 user relaxes the rules (one switch: --no-production-layout, the API's execution field
 ``production_layout``, the dashboard's "Production layouts" control)."""
@@ -11,7 +11,7 @@ import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
 from model.cli import main
-from model.explore.plan import plan
+from model.studies.plan import plan
 
 RELAXED = {"production_layout": False}
 
@@ -62,7 +62,7 @@ def test_the_plan_is_a_production_layout_and_relaxing_never_needs_more_gpus():
 
 
 def test_the_dashboard_switch_reaches_the_execution():
-    from dashboard import scenario as S
+    from dashboard.controls import scenario as S
     scn, errors = S.validate_scenario({**S.default_scenario(), "production_layout": False})
     assert errors == {} and S.execution_of(scn)["production_layout"] is False
     assert S.execution_of(S.validate_scenario(S.default_scenario())[0])["production_layout"]

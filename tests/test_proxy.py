@@ -1,5 +1,5 @@
 """The deployment as documented: ``scripts/serve`` (Debian's nginx in front of gunicorn on a
-unix socket, configuration from :mod:`dashboard.proxy`), on loopback, under issue 26's
+unix socket, configuration from :mod:`dashboard.server.proxy`), on loopback, under issue 26's
 connection attacks. Hostile clients connect from 127.0.0.2 (and .3), the normal client from
 127.0.0.1: nginx keeps its per-client limits by address, as it would for users on a network."""
 
@@ -22,7 +22,7 @@ import pytest
 from ports import free_port
 from test_server import HEADERS, ROOT, Server, http
 
-from dashboard import proxy
+from dashboard.server import proxy
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 

@@ -1,7 +1,7 @@
-"""Exact pruning of a search (model.explore.pruning.pruned): the shapes' lower bounds never exceed a
+"""Exact pruning of a search (model.engine.pruning.pruned): the shapes' lower bounds never exceed a
 placed candidate's exact iteration time, and a pruned search returns exactly what pricing every
 candidate returns (rows, order, dtypes, candidate and feasible counts), also through the
-per-process search cache (model.explore.frontier)."""
+per-process search cache (model.engine.frontier)."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import pytest
 from test_frontier import same
 
 from model import load_model, load_system, search, sweep
-from model.explore.evaluate import (
+from model.engine.evaluate import (
     ShapeCounts,
     candidate_times,
     shape_lower_bound,
     shape_memory,
 )
-from model.explore.frontier import CACHE
-from model.explore.pruning import ALWAYS, NEVER
-from model.explore.request import Request
-from model.explore.space import build_shapes, expand_placements, placement_mask
+from model.engine.frontier import CACHE
+from model.engine.pruning import ALWAYS, NEVER
+from model.engine.request import Request
+from model.engine.space import build_shapes, expand_placements, placement_mask
 from model.physics.block import Ctx
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
@@ -33,7 +33,7 @@ def _without_stack(no_stack_module):
     """These tests check the model's mechanisms under the Execution defaults and the systems'
     own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
 
-SEARCH = sys.modules["model.explore.variant"]  # where a search prunes and prices
+SEARCH = sys.modules["model.engine.variant"]  # where a search prunes and prices
 COUNTS = [8, 16, 64, 256, 1024, 4096]
 
 

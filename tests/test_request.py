@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 
 import model as api
-from dashboard import compute
-from dashboard import scenario as S
+from dashboard.controls import scenario as S
+from dashboard.jobs import compute
 from model import Request, Training, evaluate, load_model, load_system, plan, search, sweep
 from model.cli import main
+from model.engine.search import search_counts
 from model.errors import ModelError
-from model.explore.search import search_counts
 
 M, SYS = load_model("llama3-8b"), load_system("h100")
 
@@ -125,8 +125,8 @@ def test_the_dashboard_builds_its_request_from_the_scenario():
 
 
 def test_the_design_space_and_lost_node_studies_take_the_request_too():
-    from model.explore.design import design_cells, design_space, leanest
-    from model.explore.lost_node import lost_node_frame
+    from model.engine.design import design_cells, design_space, leanest
+    from model.studies.lost_node import lost_node_frame
     req = _request(strategy="1d", execution={"recompute_layers": 0})
     keywords = {"execution": {"recompute_layers": 0}}
     pd.testing.assert_frame_equal(design_space(req), design_space(M, SYS, 64, 256, "1d",

@@ -1,4 +1,4 @@
-"""The Validation page's runs upload (dashboard/runs_upload.py): fitted like the CLI, refused
+"""The Validation page's runs upload (dashboard/views/runs_upload.py): fitted like the CLI, refused
 inline when bad or too large."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from dashboard import runs_upload
+from dashboard.views import runs_upload
 from model.specs.stack import stack_from_dict
 from model.validation.user_runs import calibrate_runs, runs_from_text
 from tests.test_stacks import _synthetic_runs

@@ -14,7 +14,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-scenarios-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pandas as pd  # noqa: E402
@@ -22,16 +22,17 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
-from dashboard import saved, selected  # noqa: E402
-from dashboard import scenario as S  # noqa: E402
-from dashboard.export import card_figure, render  # noqa: E402
+from dashboard.controls import saved  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.figures.scenarios import compare_figure, tornado_figure  # noqa: E402
 from dashboard.figures.timeline import memory_parts_figure, timeline_figure  # noqa: E402
 from dashboard.pages import design  # noqa: E402
 from dashboard.pages import scenarios as page  # noqa: E402
+from dashboard.server.export import card_figure, render  # noqa: E402
+from dashboard.views import selected  # noqa: E402
 from model import ModelError, load_model, load_system  # noqa: E402
-from model.explore.compare import compare_frame  # noqa: E402
-from model.explore.sensitivity import sensitivity_frame  # noqa: E402
+from model.studies.compare import compare_frame  # noqa: E402
+from model.studies.sensitivity import sensitivity_frame  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tmp_cache")
 

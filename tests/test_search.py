@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
-from model.explore.report import TIME_COLUMNS
+from model.engine.report import TIME_COLUMNS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -425,6 +425,6 @@ def test_uneven_pipeline_stages_outside_the_paper_mode():
     with pytest.raises(ModelError, match="does not divide layers"):
         evaluate(m, s, 1024, 512, "1d", tp1=8, pp=16, dp=8, microbatch=1, compat="paper")
     # without a stack only tp1 16 (two NVLink domains) fits: a layout the production rules
-    # refuse (model/explore/production.py), so relax them to see the uneven stages searched
+    # refuse (model/engine/production.py), so relax them to see the uneven stages searched
     assert search(m, s, 1024, 512, "1d", pins={"pp": 16},
                   execution={"production_layout": False}).best is not None

@@ -1,4 +1,4 @@
-"""The Serving page without a browser (dashboard/pages/serve_page.py, dashboard/serve_view.py,
+"""The Serving page without a browser (dashboard/pages/serve_page.py, dashboard/views/serve_view.py,
 dashboard/figures/serve.py): its answer is the API's for the same inputs, hardware what-ifs of
 the control panel move it, bad input is an inline message, and the figures plot the frames."""
 
@@ -13,16 +13,16 @@ import time
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-serve-page-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
-from dashboard import scenario as S  # noqa: E402
+from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.pages import serve_page as page  # noqa: E402
-from dashboard.serve_view import CARDS, DEFAULT_FORM, checked_form  # noqa: E402
+from dashboard.views.serve_view import CARDS, DEFAULT_FORM, checked_form  # noqa: E402
 from model import ModelError, ServingLayout, load_model, load_system, serve  # noqa: E402
 
 SCN = {**S.default_scenario(), **S.model_values("llama3-70b"), "model": "llama3-70b"}
@@ -108,7 +108,7 @@ def test_callback_is_quick():
 
 @pytest.mark.parametrize("card", CARDS)
 def test_every_card_exports_its_data_as_csv(card):
-    from dashboard.export import card_figure, render
+    from dashboard.server.export import card_figure, render
 
     figure = card_figure(card, SCN, FORM)
     text, ext = render(figure, "csv")
@@ -116,7 +116,7 @@ def test_every_card_exports_its_data_as_csv(card):
 
 
 def test_export_refuses_a_form_it_cannot_check():
-    from dashboard.export import card_figure
+    from dashboard.server.export import card_figure
 
     with pytest.raises(ModelError, match="GPUs must be"):
         card_figure("serve-pareto", SCN, {**FORM, "gpus": -1})
@@ -125,7 +125,7 @@ def test_export_refuses_a_form_it_cannot_check():
 
 
 def test_the_form_round_trips_through_the_url():
-    from dashboard.serve_view import form_from_query, form_query
+    from dashboard.views.serve_view import form_from_query, form_query
 
     form = {**FORM, "tpot_max_s": 0.05, "tp": 4, "mode": "request-rate", "load": 2.5}
     assert form_from_query(form_query(form)) == {k: v for k, v in form.items()

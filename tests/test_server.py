@@ -32,7 +32,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-server-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import diskcache  # noqa: E402
@@ -40,8 +40,8 @@ import pytest  # noqa: E402
 from ports import free_port  # noqa: E402
 
 import app as dash_app  # noqa: E402
-from dashboard import background  # noqa: E402
-from dashboard.scenario import default_scenario  # noqa: E402
+from dashboard.controls.scenario import default_scenario  # noqa: E402
+from dashboard.jobs import background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 30.0
@@ -174,8 +174,8 @@ def test_gunicorn_settings(monkeypatch):
     assert conf["bind"] == "127.0.0.1:8050"  # this machine only
     assert conf["workers"] == 2 and conf["threads"] == 1  # CPU-bound callbacks: processes
     # gthread that buffers requests in its event loop (slow clients hold no thread) and ends a
-    # worker whose request runs over its time limit (dashboard/serving.py)
-    assert conf["worker_class"] == "dashboard.serving.HardenedWorker"
+    # worker whose request runs over its time limit (dashboard/server/worker.py)
+    assert conf["worker_class"] == "dashboard.server.worker.HardenedWorker"
     assert callable(conf["post_fork"]) and conf["_WORKER_MEMORY_MB"] > 0
     assert conf["timeout"] == 120 and 0 < conf["graceful_timeout"] <= conf["timeout"]
     assert conf["max_requests"] > 0 and 0 < conf["max_requests_jitter"] < conf["max_requests"]

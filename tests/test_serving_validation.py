@@ -54,7 +54,7 @@ def test_validation_page_shows_the_serving_fit():
 
     os.environ.setdefault("PERF_CACHE_DIR", tempfile.mkdtemp(prefix="perf-serve-val-"))
     import app  # noqa: F401 - registers the pages
-    from dashboard import serve_validation
+    from dashboard.views import serve_validation
 
     fig, text = serve_validation.draw(True)
     data = fig["data"] if isinstance(fig, dict) else fig.to_plotly_json()["data"]

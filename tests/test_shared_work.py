@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from model import ModelError, load_model, load_system, search
-from model.explore.evaluate import ShapeCounts, evaluate_ops, shards_of
-from model.explore.frontier import CACHE
-from model.explore.space import build_space
+from model.engine.evaluate import ShapeCounts, evaluate_ops, shards_of
+from model.engine.frontier import CACHE
+from model.engine.space import build_space
 from model.physics.block import Ctx, evaluate_op, op_counts
 from model.physics.strategies import build_strategy
 

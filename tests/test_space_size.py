@@ -1,7 +1,7 @@
 """What the dashboard's budgets rely on: the size of a search space counted without building it
-(``model.explore.size.space_size``), the design heatmap's cells evaluated in chunks
-(``model.explore.design.design_cells``) and the leanest configuration computed per shape
-(``model.explore.design.leanest``) — each exactly equal to what the full construction gives."""
+(``model.engine.size.space_size``), the design heatmap's cells evaluated in chunks
+(``model.engine.design.design_cells``) and the leanest configuration computed per shape
+(``model.engine.design.leanest``) — each exactly equal to what the full construction gives."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model import ModelError, best_per_cell, design_space, list_models, load_model, load_system
-from model.explore.design import design_cells, leanest
-from model.explore.size import space_size
-from model.explore.space import build_shapes, build_space
+from model.engine.design import design_cells, leanest
+from model.engine.size import space_size
+from model.engine.space import build_shapes, build_space
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
@@ -33,7 +33,7 @@ PIN_NAMES = ["tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_dp"]
                             max_size=2))
 def test_space_size_counts_what_the_space_holds(model, strategy, compat, gpus, gbs, nvs,
                                                 interleave, block, pins):
-    from model.explore import size
+    from model.engine import size
 
     m = load_model(model)
     mode = resolve_mode(compat)
@@ -52,7 +52,7 @@ def test_space_size_counts_what_the_space_holds(model, strategy, compat, gpus, g
 
 
 def test_space_size_stops_past_its_limit(monkeypatch):
-    from model.explore import size
+    from model.engine import size
 
     monkeypatch.setattr(size, "BLOCK_ROWS", 8)
     m = load_model("gpt3-1t")

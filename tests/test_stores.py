@@ -3,7 +3,7 @@ job store was opened when ``app`` was imported, with no recovery: a few random b
 ``cache/background/cache.db`` overwritten, or the cache directory made read-only, and the next
 worker failed to boot (gunicorn's master exited), again at every restart.
 
-Unit tests of :class:`dashboard.stores.LazyStore`, then real gunicorn on loopback started on a
+Unit tests of :class:`dashboard.jobs.stores.LazyStore`, then real gunicorn on loopback started on a
 damaged cache: it serves pages, runs a background sweep (the job store at work: its records
 written by the job's process, read by the polls), and logs the recovery once.
 """
@@ -23,8 +23,8 @@ import diskcache
 import pytest
 from test_server import callback_body, gunicorn, http
 
-from dashboard import background, stores
-from dashboard.scenario import default_scenario
+from dashboard.controls.scenario import default_scenario
+from dashboard.jobs import background, stores
 
 
 def damage(database: Path, blocks: int = 6, seed: int = 26) -> None:
@@ -59,7 +59,7 @@ def test_a_corrupt_store_is_moved_aside_and_recreated_logged_once(tmp_path, capl
         stores.check_integrity(sqlite3.connect(home / "cache.db"))
     store = stores.LazyStore(home)
     assert not list(tmp_path.glob("background.corrupt-*"))  # nothing opened yet (lazy)
-    with caplog.at_level(logging.WARNING, logger="dashboard.stores"):
+    with caplog.at_level(logging.WARNING, logger="dashboard.jobs.stores"):
         store.set("k", "v")
         assert store.get("k") == "v"
         assert store.get("job-3") is None  # a new store
@@ -74,7 +74,7 @@ def test_corruption_found_while_running_recovers_on_the_failing_call(tmp_path, c
     store.set("before", 1)
     stores.close_quietly(store._cache)
     (home / "cache.db").write_bytes(b"this is not a sqlite database" * 200)
-    with caplog.at_level(logging.WARNING, logger="dashboard.stores"):
+    with caplog.at_level(logging.WARNING, logger="dashboard.jobs.stores"):
         assert store.get("before") is None  # recovered inside the call, no exception
         store.set("after", 2)
     assert store.get("after") == 2
@@ -102,7 +102,7 @@ def test_a_store_that_cannot_be_written_is_run_without_logged_once(tmp_path, cap
     monkeypatch.setattr(tempfile, "tempdir", None)
     (tmp_path / "cache").write_text("a file, not a directory")
     store = stores.LazyStore(tmp_path / "cache" / "background")
-    with caplog.at_level(logging.WARNING, logger="dashboard.stores"):
+    with caplog.at_level(logging.WARNING, logger="dashboard.jobs.stores"):
         for i in range(3):
             store.set(f"k{i}", i)
         assert store.get("k2") == 2

@@ -17,7 +17,7 @@ from pathlib import Path
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-validation-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import dash  # noqa: E402
@@ -29,8 +29,9 @@ from dash.exceptions import PreventUpdate  # noqa: E402
 
 import app  # noqa: E402, F401 - creates the Dash app (use_pages): the page can register
 import model.validation as mv  # noqa: E402
-from dashboard import compute, figures  # noqa: E402
+from dashboard import figures  # noqa: E402
 from dashboard.figures import validation as fv  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
 from dashboard.pages import validation as page  # noqa: E402
 from model.errors import ModelError  # noqa: E402
 

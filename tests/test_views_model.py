@@ -1,6 +1,6 @@
 """The model side of the inspection views against closed forms: the iteration timeline (the
 pipeline schedule played out), the memory breakdown, the sensitivity rows and the comparison
-of two rows (model/explore/timeline.py, memory_parts.py, sensitivity.py, compare.py)."""
+of two rows (model/studies/timeline.py, memory_parts.py, sensitivity.py, compare.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
-from model.explore.compare import compare_frame, headline, layout_text
-from model.explore.memory_parts import FREE, HOST, OVER, RESERVE, memory_frame
-from model.explore.report import TIME_COLUMNS
-from model.explore.sensitivity import INPUTS, present, searches, sensitivity_frame
-from model.explore.timeline import (
+from model.engine.report import TIME_COLUMNS
+from model.studies.compare import compare_frame, headline, layout_text
+from model.studies.memory_parts import FREE, HOST, OVER, RESERVE, memory_frame
+from model.studies.sensitivity import INPUTS, present, searches, sensitivity_frame
+from model.studies.timeline import (
     BACKWARD,
     FORWARD,
     IDLE,

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..theme import FONT_SIZE, scale
+from dashboard.figures.theme import FONT_SIZE, scale
 
 # GPU-count tick labels on one axis: horizontal and this few, none runs into the next (a small
 # multiple is a third of a card wide)

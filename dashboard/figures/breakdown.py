@@ -8,18 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import (
-    AXIS_LINE,
-    COMPONENT_COLORS,
-    COMPONENT_LABELS,
-    COMPONENT_ORDER,
-    MEMORY_COLORS,
-    MEMORY_LABELS,
-    MEMORY_ORDER,
-    base_layout,
-    strategy_color,
-)
-from .common import (
+from dashboard.figures.common import (
     SMALL_MULTIPLE_LABELS,
     Columns,
     Hover,
@@ -42,6 +31,17 @@ from .common import (
     strategy_name,
     strategy_title,
     subplots_layout,
+)
+from dashboard.figures.theme import (
+    AXIS_LINE,
+    COMPONENT_COLORS,
+    COMPONENT_LABELS,
+    COMPONENT_ORDER,
+    MEMORY_COLORS,
+    MEMORY_LABELS,
+    MEMORY_ORDER,
+    base_layout,
+    strategy_color,
 )
 
 

@@ -1,6 +1,6 @@
 """The co-design study as a map: one row per design (the varied system fields' values), one
 column per model, the best design of each model starred. ``frame``: the rows of
-:func:`model.explore.codesign.codesign`."""
+:func:`model.studies.codesign.codesign`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,15 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import SEQUENTIAL_SCALE, TEXT, base_layout, font_size
-from .common import check_frame, empty_figure, floats, fmt_int, fmt_num, make_figure
+from dashboard.figures.common import (
+    check_frame,
+    empty_figure,
+    floats,
+    fmt_int,
+    fmt_num,
+    make_figure,
+)
+from dashboard.figures.theme import SEQUENTIAL_SCALE, TEXT, base_layout, font_size
 
 # colour value: (column, label with unit)
 METRICS = {"samples_per_s_per_musd": "samples/s per $M (of the GPUs used)",

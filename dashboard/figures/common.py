@@ -15,10 +15,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.physics.strategies import IDEALISED
-
-from ..theme import FONT_SIZE, GREY, STRATEGY_ORDER, base_layout, scale, strategy_label
-from .axes import (  # noqa: F401 - re-exported
+from dashboard.figures.axes import (  # noqa: F401 - re-exported
     MAIN_LABELS,
     SMALL_MULTIPLE_LABELS,
     axis_key,
@@ -36,7 +33,7 @@ from .axes import (  # noqa: F401 - re-exported
     room_for_titles,
     subplots_layout,
 )
-from .hover import (  # noqa: F401 - re-exported
+from dashboard.figures.hover import (  # noqa: F401 - re-exported
     CONFIG_FIELDS,
     EXPERT_FIELDS,
     PLACEMENT_COLUMNS,
@@ -47,7 +44,16 @@ from .hover import (  # noqa: F401 - re-exported
     config_values,
     floats,
 )
-from .maker import make_figure, plain, plain_figures  # noqa: F401 - re-exported
+from dashboard.figures.maker import make_figure, plain, plain_figures  # noqa: F401 - re-exported
+from dashboard.figures.theme import (
+    FONT_SIZE,
+    GREY,
+    STRATEGY_ORDER,
+    base_layout,
+    scale,
+    strategy_label,
+)
+from model.physics.strategies import IDEALISED
 
 IDEALISED_SUFFIX = " (idealised)"
 

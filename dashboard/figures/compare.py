@@ -11,13 +11,7 @@ import re
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import (
-    DASHES,
-    base_layout,
-    line_width,
-    marker_size,
-)
-from .common import (
+from dashboard.figures.common import (
     Columns,
     Hover,
     best_rows,
@@ -28,6 +22,12 @@ from .common import (
     log_ticks,
     make_figure,
     strategy_name,
+)
+from dashboard.figures.theme import (
+    DASHES,
+    base_layout,
+    line_width,
+    marker_size,
 )
 
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "triangle-down", "star")

@@ -11,11 +11,18 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard.figures.common import Columns, Hover, check_frame, empty_figure, make_figure
+from dashboard.figures.theme import (
+    AXIS_LINE,
+    FONT_SIZE,
+    GREY,
+    PALETTE,
+    base_layout,
+    marker_size,
+    scale,
+)
 from model.validation.calibrate import ALL_FIRM_PYTORCH
 from model.validation.cross_validation import ALL_FIRM
-
-from ..theme import AXIS_LINE, FONT_SIZE, GREY, PALETTE, base_layout, marker_size, scale
-from .common import Columns, Hover, check_frame, empty_figure, make_figure
 
 SOURCE_COLUMNS = ("source", "runs", "uncertain", "in_sample_mean_pct", "cross_validated_mean_pct")
 RUN_COLUMNS = ("source", "in_sample_error_pct", "cross_validated_error_pct")

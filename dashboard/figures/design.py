@@ -9,16 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from ..theme import (
-    FONT_SIZE,
-    LIGHT_GREY,
-    SEQUENTIAL_SCALE,
-    TEXT,
-    base_layout,
-    font_size,
-    scale,
-)
-from .common import (
+from dashboard.figures.common import (
     CONFIG_FIELDS,
     check_frame,
     config_columns,
@@ -26,6 +17,15 @@ from .common import (
     fmt_int,
     fmt_num,
     make_figure,
+)
+from dashboard.figures.theme import (
+    FONT_SIZE,
+    LIGHT_GREY,
+    SEQUENTIAL_SCALE,
+    TEXT,
+    base_layout,
+    font_size,
+    scale,
 )
 
 # Colour value of a cell, by preference: (column, label with unit).

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .axes import fmt_int
+from dashboard.figures.axes import fmt_int
 
 # Parallel configuration shown in every hover: (column, label).
 CONFIG_FIELDS: tuple[tuple[str, str], ...] = (

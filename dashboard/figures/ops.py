@@ -1,5 +1,5 @@
 """Per-op views of one configuration (``model.evaluate(...).ops``, see
-model.explore.report.op_table)."""
+model.engine.report.op_table)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.physics.optable import ALLTOALL_OPS
-
-from ..theme import (
+from dashboard.figures.common import (
+    Columns,
+    Hover,
+    check_frame,
+    empty_figure,
+    fmt_num,
+    log_ticks,
+    make_figure,
+)
+from dashboard.figures.theme import (
     AXIS_LINE,
     BOUND_COLORS,
     FONT_SIZE,
@@ -24,10 +31,10 @@ from ..theme import (
     line_width,
     scale,
 )
-from .common import Columns, Hover, check_frame, empty_figure, fmt_num, log_ticks, make_figure
+from model.physics.optable import ALLTOALL_OPS
 
 ROOF_COLORS = {"matrix": "#000000", "vector": "#666666", "hbm": "#888888"}
-# legend names of what bounds an op (model.explore.report._bound)
+# legend names of what bounds an op (model.engine.report._bound)
 BOUND_LABELS = {"overhead": "launch-overhead-bound"}
 MIN_HEIGHT = 430  # px, the dashboard's graph card: the ops breakdown grows beyond it with the ops
 # op kinds whose collectives are the expert-parallel all-to-alls (MoE dispatch and combine)
@@ -45,7 +52,7 @@ def op_components(ops: pd.DataFrame) -> dict[str, np.ndarray]:
     """Each op's time split as the per-op views show it (seconds per call, NaN → 0): compute,
     exposed memory, and its communication — that of the MoE dispatch and combine ops (kinds
     ``ALLTOALL_KINDS``) as the EP all-to-all (``t_ep_comm_s``), the rest as ``t_comm_s`` —
-    as the iteration breakdown splits them (``model.explore.evaluate``)."""
+    as the iteration breakdown splits them (``model.engine.evaluate``)."""
     comm = _num(ops, "t_comm_s")
     kinds = ops["kind"].astype(str) if "kind" in ops.columns else pd.Series([""] * len(ops))
     alltoall = kinds.isin(ALLTOALL_KINDS).to_numpy()

@@ -7,9 +7,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import GREY, PALETTE, TEXT, base_layout, line_width, marker_size
-from .common import Hover, check_frame, empty_figure, finite_rows, floats, log_ticks, make_figure
-from .compare import SYSTEM_COLORS
+from dashboard.figures.common import (
+    Hover,
+    check_frame,
+    empty_figure,
+    finite_rows,
+    floats,
+    log_ticks,
+    make_figure,
+)
+from dashboard.figures.compare import SYSTEM_COLORS
+from dashboard.figures.theme import GREY, PALETTE, TEXT, base_layout, line_width, marker_size
 
 CLIFF_COLOR = PALETTE[1]  # vermillion: where the job falls off
 FRONT_COLOR = TEXT
@@ -84,7 +92,7 @@ def lost_node_figure(frame: pd.DataFrame, cliff_ratio: float,
     a reversed axis): the best configuration on at most the GPUs left, the best using all of
     them (gaps where none does), the cliff points (below ``cliff_ratio`` or nothing runs)
     marked, and the ratio as a dashed line. ``frame``:
-    :func:`model.explore.lost_node.lost_node_frame`."""
+    :func:`model.studies.lost_node.lost_node_frame`."""
     msg = check_frame(frame, ("available_gpus", "gpus", "samples_per_s", "relative_efficiency",
                               "all_used_samples_per_s", "cliff"), "lost-node view")
     if msg:

@@ -1,9 +1,9 @@
-"""Strong-scaling views of a sweep's best configurations (``model.explore.sweep.best_frame``).
+"""Strong-scaling views of a sweep's best configurations (``model.studies.sweep.best_frame``).
 
 Strategies no production stack ships (``model.physics.strategies.IDEALISED``) are named
 "(idealised)" and drawn with hollow markers; parallel efficiency is measured against each
-curve's most efficient count (``model.explore.efficiency``), and the recommended size (the
-knee, ``model.explore.efficiency.knee``) is marked when the caller gives it.
+curve's most efficient count (``model.engine.efficiency``), and the recommended size (the
+knee, ``model.engine.efficiency.knee``) is marked when the caller gives it.
 """
 
 from __future__ import annotations
@@ -12,25 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.explore.efficiency import parallel_efficiency
-from model.physics.strategies import IDEALISED
-
-from ..theme import (
-    AXIS_LINE,
-    DIMENSION_COLORS,
-    DIMENSION_LABELS,
-    DIMENSION_ORDER,
-    DIMENSION_SYMBOLS,
-    FONT_SIZE,
-    GREY,
-    TEXT,
-    base_layout,
-    line_width,
-    marker_size,
-    scale,
-    strategy_color,
-)
-from .common import (
+from dashboard.figures.common import (
     SMALL_MULTIPLE_LABELS,
     Hover,
     Rows,
@@ -53,6 +35,23 @@ from .common import (
     strategy_title,
     subplots_layout,
 )
+from dashboard.figures.theme import (
+    AXIS_LINE,
+    DIMENSION_COLORS,
+    DIMENSION_LABELS,
+    DIMENSION_ORDER,
+    DIMENSION_SYMBOLS,
+    FONT_SIZE,
+    GREY,
+    TEXT,
+    base_layout,
+    line_width,
+    marker_size,
+    scale,
+    strategy_color,
+)
+from model.engine.efficiency import parallel_efficiency
+from model.physics.strategies import IDEALISED
 
 KNEE_LABEL = "recommended (knee)"
 
@@ -172,7 +171,7 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
     """Strong-scaling speedup (left) and parallel efficiency (right) vs GPU count.
 
     Per strategy, against its most efficient count b (the highest samples/s per GPU; see
-    :mod:`model.explore.efficiency`): speedup = samples/s(n) / samples/s(b) (dashed: ideal
+    :mod:`model.engine.efficiency`): speedup = samples/s(n) / samples/s(b) (dashed: ideal
     n/b), efficiency = speedup / (n/b) ≤ 1 (dotted: 1). The baseline of each strategy is
     written under the plots. ``threshold`` (0…1) draws the efficiency the knee must keep;
     ``knee`` = (GPUs, strategy) marks the recommended size on the efficiency plot.

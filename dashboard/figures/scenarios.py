@@ -1,6 +1,6 @@
 """Scenarios against each other: two scenarios' headline numbers side by side
-(:func:`model.explore.compare.compare_frame`) and which hardware input moves the training time
-most (:func:`model.explore.sensitivity.sensitivity_frame`, a tornado chart)."""
+(:func:`model.studies.compare.compare_frame`) and which hardware input moves the training time
+most (:func:`model.studies.sensitivity.sensitivity_frame`, a tornado chart)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import AXIS_LINE, PALETTE, base_layout
-from .common import Hover, check_frame, empty_figure, make_figure
+from dashboard.figures.common import Hover, check_frame, empty_figure, make_figure
+from dashboard.figures.theme import AXIS_LINE, PALETTE, base_layout
 
 LOW_COLOR, HIGH_COLOR = PALETTE[1], PALETTE[0]  # vermillion: −x %, blue: +x %
 BETTER_LOWER = ("train_days", "train_days_with_failures", "memory_gb", "cost_usd", "gpu_hours",
@@ -20,7 +20,8 @@ def compare_figure(frame: pd.DataFrame, names: tuple[str, str] = ("A", "B"),
                    presentation: bool = False, caption: str = "") -> go.Figure:
     """Δ % of scenario B against A for each headline metric (horizontal bars; green where B is
     better: lower time, memory, cost; higher throughput and MFU). ``caption``: what the two
-    scenarios are, for an exported figure (``layout.meta``: :func:`dashboard.export.caption`)."""
+    scenarios are, for an exported figure (``layout.meta``:
+    :func:`dashboard.server.export.caption`)."""
     msg = check_frame(frame, ("metric", "label", "unit", "a", "b", "delta_pct"),
                       "scenario comparison")
     if msg:

@@ -1,6 +1,6 @@
 """Figures of the Serving page: the Pareto front, latency against load with its knee, memory
 per GPU, the decode step by op, and $ per million tokens against the TPOT limit. Frames in
-(``model.explore.serving``), plain figures out; an empty figure with a message when there is
+(``model.serving.serve``), plain figures out; an empty figure with a message when there is
 nothing to draw."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..theme import base_layout
-from .common import empty_figure
-from .maker import make_figure
+from dashboard.figures.common import empty_figure
+from dashboard.figures.maker import make_figure
+from dashboard.figures.theme import base_layout
 
 
 def _finite(values) -> list:

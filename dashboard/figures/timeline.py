@@ -1,5 +1,5 @@
 """One configuration up close: the timeline of one iteration (its pipeline schedule, stage by
-stage) and where its HBM goes (:mod:`model.explore.timeline`, :mod:`model.explore.memory_parts`
+stage) and where its HBM goes (:mod:`model.studies.timeline`, :mod:`model.studies.memory_parts`
 give the frames)."""
 
 from __future__ import annotations
@@ -7,11 +7,17 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.explore.memory_parts import FREE, HOST, OVER, RESERVE
-from model.explore.timeline import BACKWARD, FORWARD, IDLE, TAIL
-
-from ..theme import AXIS_LINE, COMPONENT_COLORS, GREY, LIGHT_GREY, MEMORY_COLORS, base_layout
-from .common import Columns, Hover, check_frame, empty_figure, fmt_num, make_figure
+from dashboard.figures.common import Columns, Hover, check_frame, empty_figure, fmt_num, make_figure
+from dashboard.figures.theme import (
+    AXIS_LINE,
+    COMPONENT_COLORS,
+    GREY,
+    LIGHT_GREY,
+    MEMORY_COLORS,
+    base_layout,
+)
+from model.studies.memory_parts import FREE, HOST, OVER, RESERVE
+from model.studies.timeline import BACKWARD, FORWARD, IDLE, TAIL
 
 PHASE_COLORS = {FORWARD: "#0072B2", BACKWARD: "#56B4E9", IDLE: LIGHT_GREY,
                 "data-parallel sync (exposed)": COMPONENT_COLORS["t_dp_comm_s"],

@@ -15,19 +15,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from model.validation.cross_validation import fitted_run_ids
-
-from ..theme import (
-    AXIS_LINE,
-    FONT_SIZE,
-    GREY,
-    PALETTE,
-    base_layout,
-    line_width,
-    marker_size,
-    scale,
-)
-from .common import (
+from dashboard.figures.common import (
     Columns,
     Hover,
     axis_key,
@@ -39,6 +27,17 @@ from .common import (
     make_figure,
     subplots_layout,
 )
+from dashboard.figures.theme import (
+    AXIS_LINE,
+    FONT_SIZE,
+    GREY,
+    PALETTE,
+    base_layout,
+    line_width,
+    marker_size,
+    scale,
+)
+from model.validation.cross_validation import fitted_run_ids
 
 COLUMNS = ("id", "set", "metric", "measured", "predicted", "error_pct", "skipped")
 SET_ORDER: tuple[str, ...] = ("korthikanti", "korthikanti-memory", "measurements",

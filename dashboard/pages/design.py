@@ -11,17 +11,18 @@ import dash
 import dash_ag_grid as dag
 from dash import Input, Output, State, callback, html, no_update
 
+from dashboard import figures
+from dashboard.controls.scenario import build_inputs
+from dashboard.figures.common import strategy_name
+from dashboard.figures.theme import dimension_label
+from dashboard.jobs import compute
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import bad_request, page_callback
+from dashboard.views import notes, selected
+from dashboard.views.explain import no_configuration_text
+from dashboard.views.grid import number_column, text_column
 from model import ModelError
 from model.physics.strategies import STRATEGIES
-
-from .. import compute, figures, notes, selected
-from ..explain import no_configuration_text
-from ..export import graph_card, register_exports
-from ..figures.common import strategy_name
-from ..grid import number_column, text_column
-from ..guard import bad_request, page_callback
-from ..scenario import build_inputs
-from ..theme import dimension_label
 
 dash.register_page(__name__, path="/design", name="Design space", order=1,
                    title="Design space — transformer training what-if")

@@ -10,12 +10,12 @@ import dash
 import numpy as np
 from dash import Input, Output, State, callback, dcc, html
 
+from dashboard import figures
+from dashboard.jobs import budget, studies
+from dashboard.jobs.background import job_callback
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import page_callback
 from model import ModelError
-
-from .. import budget, figures, studies
-from ..background import job_callback
-from ..export import graph_card, register_exports
-from ..guard import page_callback
 
 dash.register_page(__name__, path="/hbm", name="HBM sweep", order=3,
                    title="HBM sweep — transformer training what-if")
@@ -69,7 +69,7 @@ def grid(cap_min, cap_max, bw_min, bw_max, steps) -> tuple[list[float], list[flo
 
 
 def sweep_failed(exc: Exception) -> tuple:
-    """The sweep raised, or its worker died (``dashboard.background``): say why in the page and
+    """The sweep raised, or its worker died (``dashboard.jobs.background``): say why in the page and
     keep the figure shown."""
     reason = str(exc).removeprefix("An error occurred inside a background callback: ").strip()
     first = reason.splitlines()[0] if reason else repr(exc)

@@ -2,7 +2,7 @@
 their configuration, days (and with failures), GPU-hours, cost and energy — with the cost and
 energy inputs in use and their sources, cost against time to train over GPU counts and systems
 (the Pareto front), and what the planned job does when it loses nodes. The inputs are the panel's
-"Plan & cost" and "System" controls; the answer is :func:`model.explore.plan.plan`'s."""
+"Plan & cost" and "System" controls; the answer is :func:`model.studies.plan.plan`'s."""
 
 from __future__ import annotations
 
@@ -13,16 +13,17 @@ import dash
 import pandas as pd
 from dash import Input, Output, callback, html
 
-from model.explore.economics import power_and_prices
-from model.explore.lost_node import DEFAULT_CLIFF_RATIO
+from dashboard import figures
+from dashboard.controls.scenario import build_inputs, costs_of
+from dashboard.figures.common import strategy_name
+from dashboard.figures.theme import dimension_label
+from dashboard.jobs import compute, planner
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import job_error, page_callback
+from dashboard.views import codesign_view, notes
+from model.engine.economics import power_and_prices
 from model.physics.goodput import job_mtbf_s
-
-from .. import codesign_view, compute, figures, notes, planner
-from ..export import graph_card, register_exports
-from ..figures.common import strategy_name
-from ..guard import job_error, page_callback
-from ..scenario import build_inputs, costs_of
-from ..theme import dimension_label
+from model.studies.lost_node import DEFAULT_CLIFF_RATIO
 
 dash.register_page(__name__, path="/plan", name="Plan & cost", order=3.5,
                    title="Plan & cost — transformer training what-if")

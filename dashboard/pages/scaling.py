@@ -12,17 +12,18 @@ import pandas as pd
 from dash import Input, Output, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard import figures
+from dashboard.controls.scenario import build_inputs, gpu_counts
+from dashboard.figures.common import strategy_name
+from dashboard.figures.theme import dimension_label
+from dashboard.jobs import compute, studies
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import page_callback
+from dashboard.views import notes
+from dashboard.views.explain import no_configuration_text
 from model import ModelError
-from model.explore.efficiency import knee
+from model.engine.efficiency import knee
 from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS
-
-from .. import compute, figures, notes, studies
-from ..explain import no_configuration_text
-from ..export import graph_card, register_exports
-from ..figures.common import strategy_name
-from ..guard import page_callback
-from ..scenario import build_inputs, gpu_counts
-from ..theme import dimension_label
 
 dash.register_page(__name__, path="/", name="Scaling", order=0,
                    title="Scaling — transformer training what-if")

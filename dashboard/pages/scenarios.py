@@ -12,16 +12,16 @@ import dash_ag_grid as dag
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.controls import saved
+from dashboard.controls.panel import HEADER, PANEL, to_widget
+from dashboard.controls.scenario import PRESET_OF
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import checked_scenario, page_callback
+from dashboard.state import CONTROLS_OUT, HEADER_OUT
+from dashboard.views import scenarios_view
+from dashboard.views.grid import number_column, text_column
 from model import ModelError
-from model.explore.sensitivity import MAX_FRACTION
-
-from .. import saved, scenarios_view
-from ..controls import HEADER, PANEL, to_widget
-from ..export import graph_card, register_exports
-from ..grid import number_column, text_column
-from ..guard import checked_scenario, page_callback
-from ..scenario import PRESET_OF
-from ..state import CONTROLS_OUT, HEADER_OUT
+from model.studies.sensitivity import MAX_FRACTION
 
 dash.register_page(__name__, path="/scenarios", name="Scenarios", order=3.8,
                    title="Scenarios — transformer training what-if")

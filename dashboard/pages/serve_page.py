@@ -2,7 +2,7 @@
 served under the form's workload — the best layout within the SLAs, the Pareto front of tokens/s
 per user against tokens/s per GPU, latency against Poisson load with its knee, memory per GPU,
 the decode step by op and $ per million tokens against the TPOT limit (docs/serving.md). The
-work is in :mod:`dashboard.serve_view`; this module only wires it."""
+work is in :mod:`dashboard.views.serve_view`; this module only wires it."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import page_callback
+from dashboard.views.serve_view import CARDS, DEFAULT_FORM, build, form_from_query, form_query
 from model import ModelError
 from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
-
-from ..export import graph_card, register_exports
-from ..guard import page_callback
-from ..serve_view import CARDS, DEFAULT_FORM, build, form_from_query, form_query
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")

@@ -1,7 +1,7 @@
 """System comparison: the scenario's model on the systems picked here — presets and the system as
 edited in the control panel — at their own NVLink domains or any others, best strategy per
 point (the paper's 9-system figure, for any systems). A background job (a child process or a
-Celery worker), sized and time-limited like every study (:mod:`dashboard.studies`); the systems
+Celery worker), sized and time-limited like every study (:mod:`dashboard.jobs.studies`); the systems
 and domains picked are checked against the page's options on the server."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html, no_update
 
+from dashboard import figures
+from dashboard.jobs import studies
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import page_callback
 from model import ModelError, list_systems
-
-from .. import figures, studies
-from ..export import graph_card, register_exports
-from ..guard import page_callback
 
 dash.register_page(__name__, path="/systems", name="Compare systems", order=2,
                    title="Compare systems — transformer training what-if")

@@ -19,13 +19,8 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
-from model.errors import ModelError
-from model.validation import summary
-from model.validation.cross_validation import cross_validation_runs, cross_validation_sources
-
-from .. import compute, figures, serve_validation
-from ..export import graph_card, register_exports
-from ..figures.validation import (
+from dashboard import figures
+from dashboard.figures.validation import (
     MEMORY_METRICS,
     METRIC_LABELS,
     METRIC_UNITS,
@@ -33,10 +28,16 @@ from ..figures.validation import (
     calibration_role,
     predicted_rows,
 )
-from ..grid import number_column as _num
-from ..grid import text_column as _text
-from ..guard import page_callback
-from ..runs_upload import runs_card
+from dashboard.jobs import compute
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import page_callback
+from dashboard.views import serve_validation
+from dashboard.views.grid import number_column as _num
+from dashboard.views.grid import text_column as _text
+from dashboard.views.runs_upload import runs_card
+from model.errors import ModelError
+from model.validation import summary
+from model.validation.cross_validation import cross_validation_runs, cross_validation_sources
 
 dash.register_page(__name__, path="/validation", name="Validation", order=4,
                    title="Validation — transformer training what-if")

@@ -1,5 +1,5 @@
 """The command line: ``python -m model`` / ``tperf`` (see :mod:`model.cli.commands`)."""
 
-from .commands import console, main
+from model.cli.commands import console, main
 
 __all__ = ["console", "main"]

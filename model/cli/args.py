@@ -9,11 +9,11 @@ import json
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from ..errors import ModelError
-from ..physics.strategies import canonical_strategy
-from ..specs.hardware import System, load_system
-from ..specs.models import load_model
-from ..specs.transformer import Transformer
+from model.errors import ModelError
+from model.physics.strategies import canonical_strategy
+from model.specs.hardware import System, load_system
+from model.specs.models import load_model
+from model.specs.transformer import Transformer
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1

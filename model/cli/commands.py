@@ -12,10 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .. import __version__
-from ..errors import ModelError
-from ..explore.search import DEFAULT_BUDGET
-from .args import (
+from model import __version__
+from model.cli.args import (
     EXIT_INTERNAL,
     EXIT_USAGE,
     CliError,
@@ -24,13 +22,15 @@ from .args import (
     add_workload,
     positive_int,
 )
-from .costs import add_cost_args
-from .listings import add_listings
-from .options import add_execution_args
-from .planning import add_parsers
-from .runs import run_ablation, run_evaluate, run_search, run_validate
-from .serve import add_serve
-from .user_fit import run_calibrate
+from model.cli.costs import add_cost_args
+from model.cli.listings import add_listings
+from model.cli.options import add_execution_args
+from model.cli.planning import add_parsers
+from model.cli.runs import run_ablation, run_evaluate, run_search, run_validate
+from model.cli.serve import add_serve
+from model.cli.user_fit import run_calibrate
+from model.engine.search import DEFAULT_BUDGET
+from model.errors import ModelError
 
 
 def build_parser(prog: str = "python -m model") -> Parser:

@@ -1,8 +1,8 @@
 """Output of the command line (:mod:`model.cli`): plain-JSON conversion and readable tables.
 
 Nothing here computes a result; every number comes from a
-:class:`~model.explore.search.SearchResult` or an :class:`~model.explore.search.Evaluation`
-(columns described in :mod:`model.explore.report`).
+:class:`~model.engine.search.SearchResult` or an :class:`~model.engine.search.Evaluation`
+(columns described in :mod:`model.engine.report`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..explore.search import Evaluation, SearchResult
-from ..specs.execution import CHOICES as EXECUTION_COLUMNS
-from ..validation.error_bars import ErrorBar
+from model.engine.search import Evaluation, SearchResult
+from model.specs.execution import CHOICES as EXECUTION_COLUMNS
+from model.validation.error_bars import ErrorBar
 
 CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb",
                "nv_tp1", "nv_tp2", "nv_cp", "nv_dp", "nv_pp", "n_microbatches",

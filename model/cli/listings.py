@@ -10,12 +10,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..specs.hardware import System, list_systems, load_system
-from ..specs.models import load_model
-from ..specs.stack import Stack, default_stack_name, list_stacks, load_stack
-from ..specs.transformer import Transformer, list_models
-from ..validation.error_bars import error_bar
-from .format import plain
+from model.cli.format import plain
+from model.specs.hardware import System, list_systems, load_system
+from model.specs.models import load_model
+from model.specs.stack import Stack, default_stack_name, list_stacks, load_stack
+from model.specs.transformer import Transformer, list_models
+from model.validation.error_bars import error_bar
 
 WIDTH = 100  # columns of the stacks listing
 

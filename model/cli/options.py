@@ -16,9 +16,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ModelError
-from ..specs import execution as ex
-from ..specs.stack import NONE, list_stacks
+from model.errors import ModelError
+from model.specs import execution as ex
+from model.specs.stack import NONE, list_stacks
 
 ALL = "all"  # a choice field's every value (searching only)
 

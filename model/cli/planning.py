@@ -12,20 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ModelError
-from ..explore.codesign import codesign
-from ..explore.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
-from ..explore.plan import DEFAULT_MAX_GPUS, PlanResult, check_targets, plan, plan_strategies
-from ..explore.request import Request
-from ..physics.strategies import supported_strategies
-from ..specs.batch import critical_batch_warning
-from ..specs.execution import CHOICES
-from ..specs.hardware import load_system
-from ..specs.models import load_model
-from ..specs.stack import NONE, load_stack
-from ..validation.error_bars import ErrorBar, error_bar
-from . import format as cli_format
-from .args import (
+from model.cli import format as cli_format
+from model.cli.args import (
     DEFAULT_GLOBAL_BATCH,
     load_workload,
     positive_int,
@@ -33,9 +21,21 @@ from .args import (
     print_json,
     strategy_name,
 )
-from .costs import add_cost_args, costs_from_args
-from .options import add_execution_args, execution_from_args
-from .reproduce import evaluate_command
+from model.cli.costs import add_cost_args, costs_from_args
+from model.cli.options import add_execution_args, execution_from_args
+from model.cli.reproduce import evaluate_command
+from model.engine.request import Request
+from model.errors import ModelError
+from model.physics.strategies import supported_strategies
+from model.specs.batch import critical_batch_warning
+from model.specs.execution import CHOICES
+from model.specs.hardware import load_system
+from model.specs.models import load_model
+from model.specs.stack import NONE, load_stack
+from model.studies.codesign import codesign
+from model.studies.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
+from model.studies.plan import DEFAULT_MAX_GPUS, PlanResult, check_targets, plan, plan_strategies
+from model.validation.error_bars import ErrorBar, error_bar
 
 CONFIG = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb", "nv_tp1",
           "nv_tp2", "nv_cp", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage", *CHOICES)

@@ -12,10 +12,10 @@ import shlex
 
 import pandas as pd
 
-from ..specs.execution import DEFAULT_SEARCH, FIELDS, field_kind, resolve_execution
-from ..specs.stack import load_stack
-from .costs import cost_argv
-from .options import flag
+from model.cli.costs import cost_argv
+from model.cli.options import flag
+from model.specs.execution import DEFAULT_SEARCH, FIELDS, field_kind, resolve_execution
+from model.specs.stack import load_stack
 
 # (evaluate option, row column) of the configuration, in the order evaluate's help lists them
 CONFIG_OPTIONS = (("--tp", "tp1"), ("--tp2", "tp2"), ("--pp", "pp"), ("--dp", "dp"),

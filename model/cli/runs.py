@@ -10,25 +10,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import ModelError
-from ..explore.ablation import ablation
-from ..explore.api import search
-from ..explore.request import Request
-from ..explore.rules import explain
-from ..explore.search import SearchResult, evaluate
-from ..physics.strategies import TRAITS, build_strategy, supported_strategies
-from ..specs.batch import critical_batch_warning
-from ..specs.hardware import System
-from ..specs.stack import NONE, load_stack
-from ..specs.transformer import Transformer
-from ..validation import run_validation
-from ..validation import summary as validation_summary
-from ..validation.error_bars import ErrorBar, error_bar
-from . import format as cli_format
-from .args import PIN_OPTIONS, CliError, load_workload, print_json
-from .costs import costs_from_args
-from .options import execution_from_args
-from .reproduce import evaluate_command
+from model.cli import format as cli_format
+from model.cli.args import PIN_OPTIONS, CliError, load_workload, print_json
+from model.cli.costs import costs_from_args
+from model.cli.options import execution_from_args
+from model.cli.reproduce import evaluate_command
+from model.engine.api import search
+from model.engine.request import Request
+from model.engine.rules import explain
+from model.engine.search import SearchResult, evaluate
+from model.errors import ModelError
+from model.physics.strategies import TRAITS, build_strategy, supported_strategies
+from model.specs.batch import critical_batch_warning
+from model.specs.hardware import System
+from model.specs.stack import NONE, load_stack
+from model.specs.transformer import Transformer
+from model.studies.ablation import ablation
+from model.validation import run_validation
+from model.validation import summary as validation_summary
+from model.validation.error_bars import ErrorBar, error_bar
 
 
 def _pins(args: argparse.Namespace) -> dict[str, int | None]:
@@ -196,7 +196,7 @@ def run_validate_serving(args: argparse.Namespace) -> int:
     """Predicted vs measured offline tokens/s on TensorRT-LLM's perf overview (the data the
     trtllm-1.0 serving stack is fitted to), the in-sample error and the leave-one-out errors
     the fit recorded (bench/serve_fit.py)."""
-    from ..validation import serving as sv  # the serving validation only when asked for
+    from model.validation import serving as sv  # the serving validation only when asked for
 
     frame = pd.DataFrame(sv.records())
     summary = sv.summary(frame)

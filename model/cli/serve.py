@@ -7,12 +7,12 @@ import argparse
 import math
 from typing import Any
 
-from ..explore.serving import serve
-from ..specs.hardware import load_system
-from ..specs.models import load_model
-from ..specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
-from ..specs.serving_stack import DEFAULT, list_serving_stacks
-from .args import CliError, positive_int, print_json
+from model.cli.args import CliError, positive_int, print_json
+from model.serving.serve import serve
+from model.specs.hardware import load_system
+from model.specs.models import load_model
+from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+from model.specs.serving_stack import DEFAULT, list_serving_stacks
 
 # DeepSeek-V3 technical report (arXiv 2412.19437) §5.4.3: the second token its MTP module
 # predicts is accepted 85-90 % of the time; the default when --mtp is given alone

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelError
-from ..specs.stack import load_stack
-from ..validation.user_runs import calibrate_runs, fitted_stack, read_runs
+from model.errors import ModelError
+from model.specs.stack import load_stack
+from model.validation.user_runs import calibrate_runs, fitted_stack, read_runs
 
 
 def _pct(measured: float, predicted: float) -> float:

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
-from ..specs.schema import DATA_DIR
+from model.errors import ModelError
+from model.specs.schema import DATA_DIR
 
 TABLE = DATA_DIR / "reference" / "attention_kernels.json"
 GENERATION_GPU = {"ampere": "a100", "hopper": "h100", "blackwell": "h100",

@@ -18,14 +18,14 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..specs.params import attention_keys
-from ..specs.precision import PRECISIONS
-from . import attention_kernels, elementwise, gemm, moe, ops
-from .collectives import Collective, overlapped_s, summa_comm_time_s
-from .context import Ctx
-from .light_recompute import light_recompute
-from .optable import MATMULS, TOKEN_KERNELS, CommSpec, Shards
-from .strategies import Axes, Kind, OpSpec
+from model.physics import attention_kernels, elementwise, gemm, moe, ops
+from model.physics.collectives import Collective, overlapped_s, summa_comm_time_s
+from model.physics.context import Ctx
+from model.physics.light_recompute import light_recompute
+from model.physics.optable import MATMULS, TOKEN_KERNELS, CommSpec, Shards
+from model.physics.strategies import Axes, Kind, OpSpec
+from model.specs.params import attention_keys
+from model.specs.precision import PRECISIONS
 
 ELEMENT_BYTES = 2.0  # fp16/bf16 activations and weights
 MASK_BYTES = 1.0  # dropout mask element

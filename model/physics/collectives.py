@@ -44,7 +44,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from ..specs.hardware import System
+from model.specs.hardware import System
 
 
 class Collective(IntEnum):

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import ModelError
-from ..specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
-from ..specs.hardware import System
-from ..specs.modes import Mode, resolve_mode
-from ..specs.params import attention_keys
-from ..specs.precision import PRECISIONS
-from ..specs.transformer import Transformer
-from .attention_kernels import kernel_used, pass_efficiencies, supports
-from .dims import model_dims
-from .optable import OpSpec
-from .pricing import Bound, Exact, Pricing
+from model.errors import ModelError
+from model.physics.attention_kernels import kernel_used, pass_efficiencies, supports
+from model.physics.dims import model_dims
+from model.physics.optable import OpSpec
+from model.physics.pricing import Bound, Exact, Pricing
+from model.specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
+from model.specs.hardware import System
+from model.specs.modes import Mode, resolve_mode
+from model.specs.params import attention_keys
+from model.specs.precision import PRECISIONS
+from model.specs.transformer import Transformer
 
 
 @dataclass

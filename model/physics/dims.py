@@ -4,8 +4,8 @@ and by the pricing context (:mod:`model.physics.context`)."""
 
 from __future__ import annotations
 
-from ..specs.modes import Mode
-from ..specs.transformer import Transformer
+from model.specs.modes import Mode
+from model.specs.transformer import Transformer
 
 
 def model_dims(model: Transformer, mode: Mode) -> dict[str, int]:

@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import json
 
-from ..specs.schema import DATA_DIR
-from . import ops
+from model.physics import ops
+from model.specs.schema import DATA_DIR
 
 TABLE = DATA_DIR / "reference" / "elementwise_passes.json"
 BLOCK_NORMS = ("attn/norm", "mlp/norm")

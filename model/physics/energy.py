@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs.cost import HOURS_PER_YEAR
+from model.specs.cost import HOURS_PER_YEAR
 
 
 def gpu_hours(gpus, days):

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs.execution import Execution
-from .collectives import Collective
-from .pricing import Pricing
+from model.physics.collectives import Collective
+from model.physics.pricing import Pricing
+from model.specs.execution import Execution
 
 GATHER_FACTOR = {"bf16": 1.0, "fp32": 2.0}  # gathered bytes per parameter / 2
 

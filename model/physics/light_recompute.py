@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .context import Ctx
-from .ops import OpCounts
-from .optable import Kind, OpSpec
+from model.physics.context import Ctx
+from model.physics.ops import OpCounts
+from model.physics.optable import Kind, OpSpec
 
 # linears whose input is a norm's output (model.physics.strategies, model.physics.moe)
 NORM_CONSUMERS = frozenset({"attn/qkv", "attn/down", "attn/q", "attn/q_up", "attn/kv_up",

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs.execution import Execution
+from model.specs.execution import Execution
 
 OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte weights
 # Megatron-Core's precision-aware optimizer with BF16 moments (--use-precision-aware-optimizer

@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..specs.precision import PRECISIONS
-from ..specs.transformer import Transformer
-from . import gemm
-from .ops import OpCounts, bias, linear, quantisation, wave_efficiency
-from .optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
+from model.physics import gemm
+from model.physics.ops import OpCounts, bias, linear, quantisation, wave_efficiency
+from model.physics.optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
+from model.specs.precision import PRECISIONS
+from model.specs.transformer import Transformer
 
 if TYPE_CHECKING:
-    from .context import Ctx
-    from .optable import Shards
+    from model.physics.context import Ctx
+    from model.physics.optable import Shards
 
 Array = np.ndarray
 ELEMENT_BYTES = 2.0  # bf16 activations and weights

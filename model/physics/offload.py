@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs.execution import Execution
-from .pricing import Pricing
+from model.physics.pricing import Pricing
+from model.specs.execution import Execution
 
 ADAM_HOST_BYTES_PER_PARAM = 28.0  # the same Adam traffic as on the GPU, in host DRAM
 

@@ -15,7 +15,7 @@ from enum import Enum
 
 import numpy as np
 
-from .collectives import Collective
+from model.physics.collectives import Collective
 
 Axes = tuple[str, ...]
 TP1: Axes = ("tp1",)

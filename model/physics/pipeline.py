@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs.execution import DEFAULT_EXECUTION, Execution
-from ..specs.hardware import System
-from ..specs.modes import Mode
-from ..specs.precision import PRECISIONS
-from .collectives import Collective
-from .fsdp import pytorch_fsdp_time_s
-from .offload import host_optimizer_time_s, offload_time_s
-from .pricing import Pricing
-from .totals import Totals
+from model.physics.collectives import Collective
+from model.physics.fsdp import pytorch_fsdp_time_s
+from model.physics.offload import host_optimizer_time_s, offload_time_s
+from model.physics.pricing import Pricing
+from model.physics.totals import Totals
+from model.specs.execution import DEFAULT_EXECUTION, Execution
+from model.specs.hardware import System
+from model.specs.modes import Mode
+from model.specs.precision import PRECISIONS
 
 
 def _bucketed_s(kind: Collective, volume_bytes, group, tau, pricing: Pricing,

@@ -12,7 +12,7 @@ in terms of the four primitives of a :class:`Pricing`:
 
 :class:`Exact` prices a placed configuration (the model's times). :class:`Bound` prices a shape
 (a configuration without its NVLink placement) with a time that no placement of it beats: the
-exact pruning of a search (:mod:`model.explore.pruning`) needs it. Every term of the model is
+exact pruning of a search (:mod:`model.engine.pruning`) needs it. Every term of the model is
 non-decreasing in each primitive's value, so a bound of each primitive bounds the whole; a new
 cost term written with these primitives gets its bound for free, and the bound cannot drift from
 the model. The bound rules:
@@ -33,9 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..specs.hardware import System
-from ..specs.modes import Mode
-from .collectives import (
+from model.physics.collectives import (
     Collective,
     collective_lower_bound_s,
     collective_time_s,
@@ -43,6 +41,8 @@ from .collectives import (
     p2p_messages_s,
     p2p_time_s,
 )
+from model.specs.hardware import System
+from model.specs.modes import Mode
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..specs import params
-from ..specs.serving import ServingWorkload
-from ..specs.transformer import Transformer
-from . import ops
-from .optable import Kind, OpSpec
+from model.physics import ops
+from model.physics.optable import Kind, OpSpec
+from model.specs import params
+from model.specs.serving import ServingWorkload
+from model.specs.transformer import Transformer
 
 ACT_BYTES = 2.0  # activations between kernels stay in BF16 under every weight precision
 LOGIT_BYTES = 4.0  # FP32 logits of the sampled positions

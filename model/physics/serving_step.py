@@ -20,19 +20,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..specs.execution import Execution
-from ..specs.hardware import System
-from ..specs.precision import PRECISIONS
-from ..specs.serving import ServingWorkload
-from ..specs.serving_stack import ServingStack
-from ..specs.transformer import Transformer
-from . import gemm
-from .block import _kernel_times
-from .collectives import Collective, collective_time_s
-from .context import Ctx
-from .moe import grouped_wave_efficiency
-from .ops import wave_efficiency
-from .serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
+from model.physics import gemm
+from model.physics.block import _kernel_times
+from model.physics.collectives import Collective, collective_time_s
+from model.physics.context import Ctx
+from model.physics.moe import grouped_wave_efficiency
+from model.physics.ops import wave_efficiency
+from model.physics.serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
+from model.specs.execution import Execution
+from model.specs.hardware import System
+from model.specs.precision import PRECISIONS
+from model.specs.serving import ServingWorkload
+from model.specs.serving_stack import ServingStack
+from model.specs.transformer import Transformer
 
 
 @dataclass

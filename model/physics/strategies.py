@@ -14,18 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ..errors import ModelError
-from ..specs import memo
-from ..specs.execution import Execution, resolve_execution
-from ..specs.modes import Mode, resolve_mode
-from ..specs.transformer import Transformer
-from . import moe
-from .collectives import Collective
-from .dims import model_dims
-from .optable import NONE, TP1, TP2, Axes, CommSpec, Kind, OpSpec
-from .optable import ag as _ag
-from .optable import ar as _ar
-from .optable import rs as _rs
+from model.errors import ModelError
+from model.physics import moe
+from model.physics.collectives import Collective
+from model.physics.dims import model_dims
+from model.physics.optable import NONE, TP1, TP2, Axes, CommSpec, Kind, OpSpec
+from model.physics.optable import ag as _ag
+from model.physics.optable import ar as _ar
+from model.physics.optable import rs as _rs
+from model.specs import memo
+from model.specs.execution import Execution, resolve_execution
+from model.specs.modes import Mode, resolve_mode
+from model.specs.transformer import Transformer
 
 __all__ = ["Axes", "CommSpec", "Kind", "OpSpec", "Strategy", "build_strategy",
            "canonical_strategy", "model_dims", "supported_strategies", "supports"]
@@ -69,7 +69,7 @@ class Strategy:
 @dataclass(frozen=True)
 class Traits:
     """What a strategy is independently of the model: its label, its rules
-    (model.explore.rules) and which production training stacks ship it.
+    (model.engine.rules) and which production training stacks ship it.
 
     ``implemented_by`` names the mainstream stacks that run the strategy as its op table models
     it; empty for an idealised strategy (modelled, not shipped), whose results are an upper

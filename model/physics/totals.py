@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .optable import ALLTOALL_OPS
+from model.physics.optable import ALLTOALL_OPS
 
 if TYPE_CHECKING:
-    from .block import Ctx, OpResult
+    from model.physics.block import Ctx, OpResult
 
 
 @dataclass

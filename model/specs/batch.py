@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .transformer import Transformer
+from model.specs.transformer import Transformer
 
 B_STAR_TOKENS = 2e8  # Kaplan et al. 2020, Table 1
 ALPHA_B = 0.21

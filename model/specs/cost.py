@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..errors import ModelError
-from .schema import Field, validate
+from model.errors import ModelError
+from model.specs.schema import Field, validate
 
 HOURS_PER_YEAR = 8766.0  # 365.25 days
 # Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100s (arXiv 2407.21783)

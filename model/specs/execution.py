@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
-from .precision import NAMES
+from model.errors import ModelError
+from model.specs.precision import NAMES
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = NAMES  # model.specs.precision
@@ -92,7 +92,7 @@ class Execution:
       attention: tp2 steps, each passing one K/V block to the next GPU under the attention
       compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
     * ``production_layout``: only layouts a production stack runs (the rules of
-      :mod:`model.explore.production`): tensor parallelism inside one NVLink domain and jobs of
+      :mod:`model.engine.production`): tensor parallelism inside one NVLink domain and jobs of
       whole nodes; off, the search also tries TP groups across domains and partial nodes (the
       paper mode models its own space and ignores it).
     * ``ends_count_as_layers``: the embedding and the loss each count as one layer when the
@@ -422,7 +422,7 @@ def resolve_execution(value: object) -> Execution:
 
 MAX_VARIANTS = 64
 # every choice, so that a result row says exactly how it was executed (the interleaving and
-# the recomputed layers are columns of each configuration: model.explore.report)
+# the recomputed layers are columns of each configuration: model.engine.report)
 COLUMNS = tuple(f for f in FIELDS if f not in ("interleave", "recompute_layers"))
 CHOICES = ("interleave", "recompute_layers", *COLUMNS)  # every choice a result row carries
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
-from . import memo
-from .cost import DEFAULT_COSTS, Costs, resolve_costs
-from .precision import PRECISIONS, unsupported
-from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
+from model.errors import ModelError
+from model.specs import memo
+from model.specs.cost import DEFAULT_COSTS, Costs, resolve_costs
+from model.specs.precision import PRECISIONS, unsupported
+from model.specs.schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
 SYSTEMS_DIR = DATA_DIR / "systems"
 GENERATIONS = ("ampere", "hopper", "blackwell", "blackwell-ultra", "cdna3")

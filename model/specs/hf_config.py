@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import ModelError
+from model.errors import ModelError
 
 SUPPORTED = ("gemma", "gemma2", "gemma3_text", "llama", "mistral", "qwen2", "qwen3")
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ModelError
-from .transformer import Transformer, transformer_from_dict
+from model.errors import ModelError
+from model.specs.transformer import Transformer, transformer_from_dict
 
 MOE_TYPES = ("deepseek_v3", "kimi_k2", "qwen3_moe", "mixtral", "gpt_oss", "llama4")
 

@@ -2,7 +2,7 @@
 
 A cache is declared here — :func:`lru` for a pure function of frozen specs, :class:`Table` for
 a bounded table of results keyed by text, :func:`register` for a cache with its own policy (the
-search cache, :data:`model.explore.frontier.CACHE`) — and listed in :data:`REGISTRY` with its
+search cache, :data:`model.engine.frontier.CACHE`) — and listed in :data:`REGISTRY` with its
 kind: ``results`` (searches, shape spaces, space sizes: what a benchmark of searches from
 scratch empties, :func:`clear`) or ``tables`` (small tables any search reuses, which depend on
 no result: divisors and placements, strategy tables, system copies, text columns).

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
-from .hf_config import is_hf_config, name_hf_key, spec_from_hf_config
-from .hf_moe import is_moe_config, model_from_hf
-from .schema import preset_path, read_json
-from .transformer import WORKLOADS_DIR, Transformer, default_name, transformer_from_dict
+from model.errors import ModelError
+from model.specs.hf_config import is_hf_config, name_hf_key, spec_from_hf_config
+from model.specs.hf_moe import is_moe_config, model_from_hf
+from model.specs.schema import preset_path, read_json
+from model.specs.transformer import WORKLOADS_DIR, Transformer, default_name, transformer_from_dict
 
 
 def load_model(name_or_path: str | Path, *, seq_len: int | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..errors import ModelError
+from model.errors import ModelError
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
-from .hardware import FIELDS as SYSTEM_FIELDS
-from .schema import check_field, read_json
+from model.errors import ModelError
+from model.specs.hardware import FIELDS as SYSTEM_FIELDS
+from model.specs.schema import check_field, read_json
 
 MAX_PRICE_BYTES = 16 * 1024  # a price table is a few hundred bytes
 MAX_VALUES = 64  # values of one varied field

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
+from model.errors import ModelError
 
 MAX_SPEC_BYTES = 64 * 1024  # a spec file is a few hundred bytes; refuse anything absurd
 # presets (systems/, workloads/) and published reference data (reference/), shipped inside the

@@ -4,7 +4,7 @@
 requests arrive, the precisions of weights and KV cache, speculative decoding, the latency
 targets. It is self-contained (no model, no system) so that a request object can carry it as its
 ``workload`` beside a training workload. :class:`ServingLayout` holds the parallel layout of a
-serving instance; each field left ``None`` is searched (:mod:`model.explore.serving`).
+serving instance; each field left ``None`` is searched (:mod:`model.serving.serve`).
 
 Symbols (docs/serving.md): I input tokens, O output tokens, B requests in flight on one
 instance, C concurrent users, λ requests per second, K MTP / draft depth, α acceptance rate of
@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..errors import ModelError
-from .schema import Field, validate
+from model.errors import ModelError
+from model.specs.schema import Field, validate
 
 MODES = ("offline", "concurrency", "request-rate")
 WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "mxfp8", "nvfp4")

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
-from .hardware import GENERATIONS, System
-from .schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
+from model.errors import ModelError
+from model.specs.hardware import GENERATIONS, System
+from model.specs.schema import DATA_DIR, Field, preset_names, preset_path, read_json, validate
 
 SERVING_STACKS_DIR = DATA_DIR / "serving_stacks"
 NONE = "none"

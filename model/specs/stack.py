@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
-from .execution import FIELDS as EXECUTION_FIELDS
-from .execution import resolve_execution
-from .hardware import GENERATIONS, System, list_systems
-from .schema import DATA_DIR, preset_names, preset_path, read_json
+from model.errors import ModelError
+from model.specs.execution import FIELDS as EXECUTION_FIELDS
+from model.specs.execution import resolve_execution
+from model.specs.hardware import GENERATIONS, System, list_systems
+from model.specs.schema import DATA_DIR, preset_names, preset_path, read_json
 
 STACKS_DIR = DATA_DIR / "stacks"
 EFFICIENCY_KEYS = ("bf16", "fp8", "mxfp8", "nvfp4")

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
-from . import params
-from .hf_config import is_hf_config
-from .schema import DATA_DIR, Field, preset_names, validate
+from model.errors import ModelError
+from model.specs import params
+from model.specs.hf_config import is_hf_config
+from model.specs.schema import DATA_DIR, Field, preset_names, validate
 
 WORKLOADS_DIR = DATA_DIR / "workloads"
 

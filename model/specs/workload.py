@@ -1,5 +1,5 @@
 """What a request asks the estimator to run: the workload field of
-:class:`model.explore.request.Request`.
+:class:`model.engine.request.Request`.
 
 :class:`Training` is the first workload (pre-training at a global batch on some GPU counts);
 serving's record plugs into the same field. A workload is a frozen record validated when it is
@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..errors import ModelError
+from model.errors import ModelError
 
 MAX_GPUS = 10_000_000  # a GPU count above this is out of range for every front end
 MAX_GLOBAL_BATCH = 100_000_000  # sequences

@@ -29,16 +29,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ModelError
-from ..explore.api import search
-from ..explore.search import evaluate
-from ..specs.hardware import System, load_system
-from ..specs.models import load_model
-from ..specs.schema import DATA_DIR
-from ..specs.transformer import transformer_from_dict
-from .case import Case
-from .moe import moe_cases
-from .sources import recipe_memory, source_and_stack
+from model.engine.api import search
+from model.engine.search import evaluate
+from model.errors import ModelError
+from model.specs.hardware import System, load_system
+from model.specs.models import load_model
+from model.specs.schema import DATA_DIR
+from model.specs.transformer import transformer_from_dict
+from model.validation.case import Case
+from model.validation.moe import moe_cases
+from model.validation.sources import recipe_memory, source_and_stack
 
 REFERENCE = DATA_DIR / "reference"  # the published runs, shipped with the package
 # published runs of other Megatron-Bridge releases (each release a source of its own)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..specs.hardware import System
-from ..specs.transformer import Transformer
+from model.specs.hardware import System
+from model.specs.transformer import Transformer
 
 
 @dataclass

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .error_bars import CROSS_VALIDATION
+from model.validation.error_bars import CROSS_VALIDATION
 
 SUMMARY = "all firm"  # the summary rows start so (a family's runs; ALL_FIRM last)
 ALL_FIRM = "all firm runs"  # the summary row of the table (bench/calibrate.py: error_table)

@@ -35,9 +35,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ModelError
-from ..specs.schema import DATA_DIR
-from ..specs.stack import lineage, list_stacks, load_stack
+from model.errors import ModelError
+from model.specs.schema import DATA_DIR
+from model.specs.stack import lineage, list_stacks, load_stack
 
 CROSS_VALIDATION = DATA_DIR / "reference" / "cross_validation.json"
 ALL = "all stacks"

@@ -40,14 +40,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
-from ..explore.rules import stage_layout
-from ..specs.hardware import load_system
-from ..specs.hf_moe import model_from_hf
-from ..specs.schema import DATA_DIR
-from ..specs.stack import load_stack
-from .case import Case
-from .sources import source_and_stack
+from model.engine.rules import stage_layout
+from model.errors import ModelError
+from model.specs.hardware import load_system
+from model.specs.hf_moe import model_from_hf
+from model.specs.schema import DATA_DIR
+from model.specs.stack import load_stack
+from model.validation.case import Case
+from model.validation.sources import source_and_stack
 
 MOE_RUNS = DATA_DIR / "reference" / "moe_measurements.json"
 SYSTEMS = {"GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "b300", "B200": "b200",

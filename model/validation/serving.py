@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..explore.serving_eval import candidates, evaluate_candidates
-from ..physics.serving_step import Engine
-from ..specs import memo
-from ..specs.hardware import load_system
-from ..specs.models import load_model
-from ..specs.schema import DATA_DIR
-from ..specs.serving import ServingWorkload
-from ..specs.serving_stack import ServingStack, load_serving_stack
+from model.physics.serving_step import Engine
+from model.serving.evaluate import candidates, evaluate_candidates
+from model.specs import memo
+from model.specs.hardware import load_system
+from model.specs.models import load_model
+from model.specs.schema import DATA_DIR
+from model.specs.serving import ServingWorkload
+from model.specs.serving_stack import ServingStack, load_serving_stack
 
 DATA = DATA_DIR / "reference" / "trtllm_perf_overview.json"
 START = {"gemm": 0.6, "expert_gemm": 0.6, "hbm": 0.8, "step_overhead_s": 2e-3,

@@ -21,8 +21,8 @@ import json
 import re
 from typing import Any
 
-from ..specs.schema import DATA_DIR
-from ..specs.stack import list_stacks, load_stack
+from model.specs.schema import DATA_DIR
+from model.specs.stack import list_stacks, load_stack
 
 RECIPES = DATA_DIR / "reference" / "recipes.json"
 

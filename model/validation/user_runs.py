@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
-from ..specs.hardware import System, load_system, system_from_dict
-from ..specs.models import load_model
-from ..specs.stack import Stack, stack_from_dict
-from ..specs.transformer import Transformer, transformer_from_dict
-from . import Case
-from .calibrate import FP8_RATIO, Curve, fit
+from model.errors import ModelError
+from model.specs.hardware import System, load_system, system_from_dict
+from model.specs.models import load_model
+from model.specs.stack import Stack, stack_from_dict
+from model.specs.transformer import Transformer, transformer_from_dict
+from model.validation import Case
+from model.validation.calibrate import FP8_RATIO, Curve, fit
 
 MAX_RUNS = 200
 # a run pins η when doubling η changes its predicted time by at least this fraction

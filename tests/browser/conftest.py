@@ -25,7 +25,7 @@ import pytest
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-dashboard-browser-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def dash_app():
     """The app object of app.py, imported once with the session's private results cache."""
     import app as module
-    from dashboard import compute
+    from dashboard.jobs import compute
 
     assert compute.CACHE_DIR.resolve() != (ROOT / "cache").resolve(), \
         "the browser tests must not use the repository's cache/"

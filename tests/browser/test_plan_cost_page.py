@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard import scenario as S
+from dashboard.controls import scenario as S
 from model import load_model, load_system
-from model.explore.plan import DEFAULT_MAX_GPUS, plan, plan_execution
 from model.specs.stack import default_stack_name
+from model.studies.plan import DEFAULT_MAX_GPUS, plan, plan_execution
 
 FRAGMENT = "strategy=1d"  # one strategy: each plan takes well under a second
 
 
 def api_plan(**targets):
-    """model.explore.plan.plan for the default scenario (gpt3-1t, 1e12 tokens, H200, batch 4096,
+    """model.studies.plan.plan for the default scenario (gpt3-1t, 1e12 tokens, H200, batch 4096,
     the default stack with the execution its preset shows in the panel, the interleaving and
     recomputed layers searched as tperf plan does), one strategy, failures counted."""
     return plan(load_model("gpt3-1t"), load_system("h200"), 4096, strategy=("1d",),

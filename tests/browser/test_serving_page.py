@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.serve_view import DEFAULT_FORM, checked_form
+from dashboard.views.serve_view import DEFAULT_FORM, checked_form
 from model import load_model, load_system, serve
 
 

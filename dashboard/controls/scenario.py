@@ -1,0 +1,406 @@
+"""A what-if scenario: every input of the dashboard as one flat, validated dict.
+
+The schema is generated from the control table (:mod:`dashboard.controls.control_table`): the same
+keys serve the controls, the URL fragment (a copied link reproduces the view) and the scenario JSON
+download/upload. Keys carry units. Each bad value gets its reason next to the control it came
+from, in that control's words (:mod:`dashboard.controls.inputs`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from dashboard.controls.control_table import BY_KEY as CONTROL
+from dashboard.controls.control_table import CONTROLS, Control
+from dashboard.controls.inputs import check_value, number_text
+from dashboard.controls.strategy_choice import STRATEGY_KEYS, with_supported_strategies
+from model import ModelError, list_models, list_systems, load_model, load_system
+from model.engine.request import Request
+from model.specs import memo
+from model.specs.execution import resolve_execution
+from model.specs.hardware import System
+from model.specs.schema import Field
+from model.specs.stack import load_stack
+from model.specs.transformer import Transformer
+
+MAX_SCENARIO_BYTES = 16 * 1024  # an upload is a few hundred bytes; refuse anything larger
+
+FIELDS: tuple[Field, ...] = tuple(c.field for c in CONTROLS)
+KEYS = tuple(c.key for c in CONTROLS)
+BY_KEY = {f.name: f for f in FIELDS}
+PRESET_OF = {c.group: c for c in CONTROLS if c.preset}  # group → its preset control
+
+
+def group_keys(group: str) -> tuple[str, ...]:
+    """The keys a group's preset fills (every key of the group but the preset's own)."""
+    return tuple(c.key for c in CONTROLS if c.group == group and not c.preset)
+
+
+MODEL_KEYS, SYSTEM_KEYS, EXECUTION_KEYS, PLAN_KEYS = (
+    group_keys(g) for g in ("model", "system", "execution", "plan"))
+# what the estimator's results depend on (cache keys): the presets and their groups, the mode
+ESTIMATOR_KEYS = tuple(c.key for c in CONTROLS if c.group in PRESET_OF) + ("compat",)
+# scenario key → the estimator's spec key, to attribute the estimator's errors to a control
+SPEC_KEY = {c.key: c.spec for c in CONTROLS if c.spec and c.group in ("model", "system")}
+
+
+def preset_model(name: Any) -> Transformer:
+    """A model preset, by name only: the web app never loads a file a request names (the
+    error says nothing about the file system)."""
+    if not isinstance(name, str) or name not in list_models():
+        raise ModelError(f"not a model preset; presets: {', '.join(list_models())}")
+    return load_model(name)
+
+
+def preset_system(name: Any) -> System:
+    """A system preset, by name only."""
+    if not isinstance(name, str) or name not in list_systems():
+        raise ModelError(f"not a system preset; presets: {', '.join(list_systems())}")
+    return load_system(name)
+
+
+def preset_stack(name: Any) -> str:
+    """A software stack preset's name, checked (``load_stack`` would read a path too)."""
+    choices = CONTROL["stack"].choices
+    if not isinstance(name, str) or name not in choices:
+        raise ModelError(f"not a software stack preset; presets: {', '.join(choices)}")
+    return name
+
+
+def _preset_object(group: str, name: str) -> Any:
+    """What a group's preset reads from: the model, the system, or a stack's execution (by
+    preset name only)."""
+    if group == "model":
+        return preset_model(name)
+    if group == "system":
+        return preset_system(name)
+    return resolve_execution(load_stack(preset_stack(name)).execution)
+
+
+def _read(c: Control, source: Any) -> Any:
+    if c.read is not None:
+        return c.read(source)
+    value = getattr(source, c.spec)
+    return value / c.scale if c.scale != 1.0 else value
+
+
+@memo.lru("preset values", 64)
+def _preset_items(group: str, name: str) -> tuple[tuple[str, Any], ...]:
+    source = _preset_object(group, name)
+    return ((PRESET_OF[group].key, name),
+            *((c.key, _read(c, source)) for c in CONTROLS if c.group == group and not c.preset))
+
+
+def preset_values(group: str, name: str) -> dict[str, Any]:
+    """The values a preset gives its group (``group``: model, system or execution); a name
+    that is not a preset is a ModelError naming the presets."""
+    if group not in PRESET_OF:
+        raise ModelError(f"no preset group '{group:.40}'")
+    choices = PRESET_OF[group].choices
+    if not isinstance(name, str) or name not in choices:
+        raise ModelError(f"not a {PRESET_OF[group].label.lower()}; presets: "
+                         + ", ".join(choices))
+    return dict(_preset_items(group, name))
+
+
+def model_values(name: str) -> dict[str, Any]:
+    """The model-group values of a model preset (its published global batch included)."""
+    return preset_values("model", name)
+
+
+def system_values(name: str) -> dict[str, Any]:
+    """The system-group values of a system preset."""
+    return preset_values("system", name)
+
+
+def default_scenario() -> dict[str, Any]:
+    """Every control's default: gpt3-1t on H200 (NVLink domain 8) with the newest software
+    stack, every strategy, 4…16384 GPUs."""
+    scn: dict[str, Any] = {}
+    for group, preset in PRESET_OF.items():
+        scn.update(preset_values(group, preset.default))
+    for c in CONTROLS:
+        if c.default is not None or c.key not in scn:
+            scn[c.key] = c.default
+    return {k: scn[k] for k in KEYS}
+
+
+def with_presets(raw: dict[str, Any]) -> dict[str, Any]:
+    """A partial scenario (a link such as ``#system=h100``) completed: the fields it does not
+    give come from the presets it names, the rest from the defaults."""
+    base = default_scenario()
+    for group, preset in PRESET_OF.items():
+        name = raw.get(preset.key)
+        if isinstance(name, str) and name in preset.choices:
+            base.update(preset_values(group, name))
+    return with_supported_strategies({**base, **_attention_of_old(raw, base)},
+                                     keep=tuple(k for k in STRATEGY_KEYS if k in raw))
+
+
+def _attention_of_old(raw: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """A scenario saved before the attention type was a control: KV heads other than the heads
+    on a multi-head preset meant grouped-query attention."""
+    if "attention" in raw or "kv_heads" not in raw or base["attention"] != "mha":
+        return raw
+    grouped = raw["kv_heads"] != raw.get("heads", base["heads"])
+    return {**raw, "attention": "gqa"} if grouped else raw
+
+
+def _spec_value(c: Control, value: Any) -> Any:
+    return value * c.scale if c.scale != 1.0 else value
+
+
+def estimator_value(c: Control, scn: dict[str, Any]) -> Any:
+    """What the estimator receives for control ``c``: its value, or its ``off`` value while a
+    condition hides it (a hidden MoE size of a dense model: 0; hidden KV heads: the heads)."""
+    if c.off is not None and not c.applies(scn):
+        return c.off(scn)
+    return _spec_value(c, scn[c.key])
+
+
+def build_inputs(scn: dict[str, Any]) -> tuple[Transformer, System]:
+    """The estimator's model and system for a (field-valid) scenario. Raises ModelError."""
+    def overrides(group: str) -> dict[str, Any]:
+        return {c.spec: estimator_value(c, scn) for c in CONTROLS
+                if c.group == group and c.spec}
+    budget = {"tokens": None, "samples": None, scn["budget_kind"]: scn["budget"]}
+    model = preset_model(scn["model"]).with_overrides(**overrides("model"), **budget)
+    system = preset_system(scn["system"]).with_overrides(**overrides("system"))
+    return model, system
+
+
+def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
+    """The estimator's execution options (None in the paper mode: it models one execution)."""
+    if scn.get("compat") == "paper":
+        return None
+    return {CONTROL[k].spec: scn[k] for k in EXECUTION_KEYS}
+
+
+def request_of(scn: dict[str, Any], *, gpus: tuple[int, ...] = (),
+               strategy: str | tuple[str, ...] = "all", top_k: int = 1,
+               pins: dict[str, int] | None = None, max_gpus: int | None = None,
+               costs: bool = False) -> Request:
+    """The scenario's question as one :class:`~model.engine.request.Request` (model, system,
+    stack, execution, mode), built once per computation: the views differ only in the GPUs,
+    strategy, pins and rows they ask for (``costs``: with the Plan & cost page's inputs)."""
+    model, system = build_inputs(scn)
+    return Request.build(model, system, global_batch=scn["global_batch"], gpus=gpus,
+                         max_gpus=max_gpus, strategy=strategy, top_k=top_k, pins=pins,
+                         compat="paper" if scn["compat"] == "paper" else None,
+                         execution=execution_of(scn), stack=stack_of(scn),
+                         costs=costs_of(scn) if costs else None)
+
+
+def costs_of(scn: dict[str, Any]) -> dict[str, Any]:
+    """The site, pricing and failure inputs (``costs=`` of the estimator's calls)."""
+    return {CONTROL[k].spec: scn[k] for k in PLAN_KEYS if CONTROL[k].spec}
+
+
+def stack_of(scn: dict[str, Any]) -> str | None:
+    """The software stack of the estimator's calls (None in the paper mode: it takes none)."""
+    return None if scn.get("compat") == "paper" else preset_stack(scn["stack"])
+
+
+def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """(clean scenario, {}) or (None, {key: message}) — one message per offending control.
+
+    Missing keys take their defaults; unknown keys are an error under ``"_"``.
+    """
+    if not isinstance(raw, dict):
+        return None, {"_": "a scenario is a JSON object"}
+    errors: dict[str, str] = {}
+    unknown = sorted(set(raw) - set(KEYS), key=str)
+    if unknown:
+        name = unknown[0]
+        shown = f"'{name}'" if isinstance(name, str) and len(name) <= 80 else "(unreadable)"
+        errors["_"] = f"unknown key {shown}"
+    clean = default_scenario()
+    for c in CONTROLS:
+        if c.key in raw:
+            value, message = check_value(c, raw[c.key])
+            if message:
+                errors[c.key] = message
+            else:
+                clean[c.key] = value
+    if not errors:
+        errors.update(_cross_checks(clean))
+    return (None, errors) if errors else (clean, {})
+
+
+def _at_least_one(scn: dict[str, Any], keys: tuple[str, ...], why: str) -> dict[str, str]:
+    """The first of ``keys`` below 1, in its control's words."""
+    for key in keys:
+        if scn[key] < 1:
+            return {key: f"{CONTROL[key].label} must be at least 1 {why}"}
+    return {}
+
+
+def _moe_checks(scn: dict[str, Any]) -> dict[str, str]:
+    """A mixture of experts' sizes (none for a dense model: its MoE sizes do not apply)."""
+    if not scn["experts"]:
+        return {}
+    errors = _at_least_one(scn, ("top_k", "expert_ffn"), "in a mixture of experts")
+    if not errors and scn["top_k"] > scn["experts"]:
+        errors = {"top_k": f"Experts per token ({number_text(scn['top_k'])}) must not exceed "
+                           f"the routed experts ({number_text(scn['experts'])})"}
+    if not errors and scn["dense_layers"] >= scn["layers"]:
+        errors = {"dense_layers": f"Dense layers must be fewer than the layers "
+                                  f"({number_text(scn['layers'])}): a mixture of experts "
+                                  "needs at least one MoE layer"}
+    return errors
+
+
+def _attention_checks(scn: dict[str, Any]) -> dict[str, str]:
+    """The sizes the attention type uses: KV heads (GQA) or the MLA ranks and head dims."""
+    if scn["attention"] == "mla":
+        return _at_least_one(scn, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                   "v_head_dim"), "with MLA attention")
+    if scn["attention"] == "gqa" and scn["heads"] % scn["kv_heads"]:
+        return {"kv_heads": f"KV heads ({number_text(scn['kv_heads'])}) must divide the heads "
+                            f"({number_text(scn['heads'])})"}
+    return {}
+
+
+def _model_checks(scn: dict[str, Any]) -> dict[str, str]:
+    """The model's shape rules, in the controls' words (the first that fails)."""
+    if scn["hidden"] % scn["heads"]:
+        return {"heads": f"Heads ({number_text(scn['heads'])}) must divide the hidden size "
+                         f"({number_text(scn['hidden'])})"}
+    errors = _attention_checks(scn) or _moe_checks(scn)
+    if errors:
+        return errors
+    if scn["vocab"] == 0 and load_model(scn["model"]).tied_embeddings:
+        return {"vocab": f"Vocabulary must be at least 1: {scn['model']} ties its LM head to "
+                         "the embedding"}
+    return {}
+
+
+def _labelled(message: str) -> tuple[str | None, str]:
+    """An estimator message with its spec keys ('hbm_capacity_gb') replaced by the controls'
+    labels, and the scenario key of the first one (None when it names none)."""
+    first = None
+    for name in re.findall(r"'([a-z_0-9]+)'", message):
+        key = next((k for k, spec in SPEC_KEY.items() if spec == name), None)
+        if key is None and name in EXECUTION_KEYS:
+            key = name
+        if key is not None:
+            first = first or key
+            message = message.replace(f"'{name}'", CONTROL[key].label)
+    return first, re.sub(r"^(model|system|scenario): ", "", message)
+
+
+def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
+    """Checks that need several fields: GPU range, heatmap axes, and the specs themselves."""
+    errors: dict[str, str] = {}
+    if scn["gpus_min"] > scn["gpus_max"]:
+        errors["gpus_min"] = ("GPUs (from) must not be larger than the largest count, GPUs (to) "
+                              f"= {number_text(scn['gpus_max'])}")
+    if scn["x_axis"] == scn["y_axis"]:
+        errors["y_axis"] = "choose two different axes"
+    if scn["recompute_layers"] and scn["recompute"] == "full":
+        errors["recompute_layers"] = ("Recomputed layers per stage must be 0 with full "
+                                      "recompute (full already recomputes every layer)")
+    if scn["offload_layers"] and scn["offload"] in ("activations", "all"):
+        errors["offload_layers"] = ("Offloaded layers per stage must be 0 with activation "
+                                    f"offload ('{scn['offload']}' moves every layer's already)")
+    errors.update(_model_checks(scn))
+    if errors:
+        return errors
+    try:
+        _, system = build_inputs(scn)
+        resolve_execution(execution_of(scn))
+    except ModelError as exc:
+        key, message = _labelled(str(exc))
+        return {key or "_": message}
+    problem = system.precision_problem(scn["precision"])  # the format × generation table
+    if problem:
+        errors["precision"] = problem
+    if (scn["offload"] != "none" or scn["offload_layers"]) and system.host_memory_gb <= 0:
+        key = "offload" if scn["offload"] != "none" else "offload_layers"
+        errors[key] = f"{scn['system']} has no host memory tier; offload needs one"
+    return errors
+
+
+MAX_COUNTS = 24
+
+
+def gpu_counts(scn: dict[str, Any]) -> list[int]:
+    """The GPU counts of the scaling views: powers of two in [gpus_min, gpus_max] whatever the
+    NVLink domain, so that domains compare at equal counts (an NVL72 system at 1,024 GPUs uses
+    14 full domains and one partly filled). The paper mode cannot fill a domain partly: there,
+    multiples NVS·2^k when the domain is not a power of two. At most 24 counts.
+
+    Bounded for any input (the loop runs at most 64 times): ModelError unless nvs, gpus_min
+    and gpus_max are positive integers."""
+    nvs, lo, hi = (scn.get(k) for k in ("nvs", "gpus_min", "gpus_max"))
+    for key, value in (("nvs", nvs), ("gpus_min", lo), ("gpus_max", hi)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelError(f"'{key}' must be a positive integer, got {value!r:.40}")
+    unit = nvs if scn.get("compat") == "paper" and nvs & (nvs - 1) else 1
+    counts = []
+    for k in range(64):
+        n = unit * 2**k
+        if n > hi or len(counts) == MAX_COUNTS:
+            break
+        if n >= lo:
+            counts.append(n)
+    return counts
+
+
+def to_query(scn: dict[str, Any]) -> str:
+    """The scenario as a URL query ("layers=128&..."), keys in table order. The app puts it in
+    the URL's fragment (after #), which Dash's page router does not listen to."""
+    def text(v: Any) -> str:
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return str(v)
+    return urlencode([(k, text(scn[k])) for k in KEYS])
+
+
+def from_query(search: str) -> dict[str, Any]:
+    """Raw scenario values from a URL query or fragment (typed where the text parses; the
+    validator reports the rest). Unknown keys are ignored: old links keep working."""
+    raw: dict[str, Any] = {}
+    for key, value in parse_qsl((search or "").lstrip("?#"), keep_blank_values=True)[:200]:
+        if key not in CONTROL or len(value) > 200:
+            continue
+        raw[key] = _parse(CONTROL[key], value)
+    return raw
+
+
+def _parse(c: Control, value: str) -> Any:
+    if c.kind is bool:
+        return value.lower() in ("1", "true", "yes", "on")
+    if c.kind in (int, float):
+        try:
+            number = float(value)
+        except ValueError:
+            return value  # the validator says it is not a number
+        if c.kind is int and math.isfinite(number) and number.is_integer():
+            return int(number)
+        return number
+    return value
+
+
+def to_json(scn: dict[str, Any]) -> str:
+    """The scenario as pretty JSON (for download)."""
+    return json.dumps({k: scn[k] for k in KEYS}, indent=2)
+
+
+def from_json(text: str | bytes) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """Parse and validate an uploaded scenario (size-limited; JSON only, never pickle)."""
+    if len(text) > MAX_SCENARIO_BYTES:
+        return None, {"_": f"the file is larger than {MAX_SCENARIO_BYTES // 1024} KB"}
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # incl. huge numbers, depth
+        return None, {"_": f"not valid JSON ({type(exc).__name__})"}
+    if isinstance(data, dict):
+        data = with_presets(data)  # what an older file does not say comes from its presets
+    return validate_scenario(data)

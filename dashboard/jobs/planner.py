@@ -1,0 +1,138 @@
+"""What the Plan & cost page needs from the estimator, cached like every view
+(:func:`dashboard.jobs.compute.cached_frame`: JSON on disk, keyed by the inputs that matter).
+
+The answer is :func:`model.studies.plan.plan` for the scenario (exact: every multiple of the node
+size up to the plan's largest count), the lost-node view is
+:func:`model.studies.lost_node.lost_node_frame` of the planned job, and the Pareto figure's points
+are :func:`model.studies.pareto.pareto_frame` over the scenario's system and a few priced
+presets. Every search is bounded: counts by the ``plan_max_gpus`` control (at most the model's
+:data:`~model.studies.plan.DEFAULT_MAX_GPUS`), the Pareto figure by :data:`PARETO_COUNTS` counts
+per system, the lost-node view by the ``lost_nodes`` control, each search by the estimator's
+candidate budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dashboard.controls.scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
+from dashboard.jobs import budget, compute
+from model import ModelError, load_system
+from model.engine.counts import count_range
+from model.engine.request import Request
+from model.studies.lost_node import lost_node_frame
+from model.studies.pareto import pareto_frame
+from model.studies.plan import FIRST_WINDOW, PlanResult, plan, plan_execution, plan_strategies
+
+PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
+PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
+NARROW = "lower the plan's largest GPU count, or choose a smaller model or batch"
+META = ("gpu_step", "max_gpus", "counts_searched")  # columns every answer row carries
+
+
+def payload(scn: dict[str, Any], *extra: Any) -> dict[str, Any]:
+    """What decides the page's results: the estimator's inputs, the strategies, the plan and
+    cost inputs, and ``extra`` (e.g. the planned job's GPU count)."""
+    return {**compute.page_payload(scn, "strategy", *PLAN_KEYS), "extra": list(extra)}
+
+
+def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dict[str, Any]]:
+    """(model, system, the keyword arguments of plan/lost_node_frame/pareto_frame). Raises
+    ModelError in the paper mode, which models neither an execution nor a cost, and for a
+    scenario over the request's budgets: with ``whole_plan`` (the plan itself) the plan's
+    first batch of counts is sized — every multiple of the node size in its first window, or
+    up to the largest with a budget, one vectorized search per strategy; else (the lost-node
+    and Pareto views, which run after the plan) one search at the largest count."""
+    if scn["compat"] == "paper":
+        raise ModelError("Plan & cost needs the default model mode (the paper mode models no "
+                         "cost): set Model mode to default")
+    model, system = build_inputs(scn)
+    # the same strategies and execution as `tperf plan` (model.studies.plan): all = the
+    # production strategies; the interleaving and recomputed layers searched
+    strategy = plan_strategies(model, scn["strategy"])
+    strategy = (strategy,) if isinstance(strategy, str) else strategy
+    execution = plan_execution(execution_of(scn))
+    if whole_plan:
+        counts = count_range(scn["plan_max_gpus"], system.node_size)
+        first = counts if scn["plan_goal"] != "days" else counts[:FIRST_WINDOW]
+        if len(first) == 0:  # no whole node within the largest count: plan() says so
+            return model, system, {"strategy": strategy, "execution": execution,
+                                   "stack": stack_of(scn), "costs": costs_of(scn)}
+        budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
+                          model, system, first, scn["global_batch"], strategy, execution,
+                          NARROW, stack=stack_of(scn))
+    else:
+        budget.check_searches(f"A search at the plan's largest count "
+                              f"({scn['plan_max_gpus']:,} GPUs)", model, system,
+                              [scn["plan_max_gpus"]], scn["global_batch"], strategy, None,
+                              execution, NARROW, stack=stack_of(scn))
+    return model, system, {"strategy": strategy, "execution": execution,
+                           "stack": stack_of(scn), "costs": costs_of(scn)}
+
+
+def targets(scn: dict[str, Any]) -> dict[str, float | None]:
+    """plan's ``days`` and ``budget_usd`` for the scenario's goal."""
+    goal = scn["plan_goal"]
+    return {"days": scn["target_days"] if goal in ("days", "both") else None,
+            "budget_usd": scn["budget_usd"] if goal in ("budget", "both") else None}
+
+
+def answer_frame(res: PlanResult, note: str = "") -> pd.DataFrame:
+    """The plan's rows by ``role``: ``answer`` (none when nothing in range meets the target),
+    ``fewer`` (the best of one node fewer, when it has a configuration) and ``fastest`` (the
+    fastest count searched); each with :data:`META`. No row at all: one ``none`` row."""
+    rows, roles = [], []
+    per = res.per_count
+    if res.row is not None:
+        rows.append(res.row)
+        roles.append("answer")
+        fewer = per[per["gpus"] == res.gpus - res.gpu_step]
+        if len(fewer):
+            rows.append(fewer.iloc[0])
+            roles.append("fewer")
+    if len(per):
+        rows.append(per.loc[per["plan_days"].idxmin()])
+        roles.append("fastest")
+    frame = pd.DataFrame(rows).reset_index(drop=True) if rows else pd.DataFrame(index=[0])
+    frame.insert(0, "role", roles or ["none"])
+    return frame.assign(gpu_step=res.gpu_step, max_gpus=res.max_gpus,
+                        counts_searched=res.counts_searched, note=note)
+
+
+def answer(scn: dict[str, Any]) -> pd.DataFrame:
+    """:func:`answer_frame` of the scenario's plan."""
+    def run() -> pd.DataFrame:
+        model, system, kw = inputs(scn, whole_plan=True)
+        request = Request.build(model, system, global_batch=scn["global_batch"],
+                                max_gpus=scn["plan_max_gpus"], **kw)
+        res = plan(request, **targets(scn), failures=scn["plan_failures"])
+        return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
+    return compute.cached_frame("plan-answer", payload(scn), run)
+
+
+def lost_nodes(scn: dict[str, Any], gpus: int) -> pd.DataFrame:
+    """The lost-node view of a job of ``gpus`` GPUs: up to ``lost_nodes`` nodes lost (fewer
+    when the job has fewer nodes left to lose)."""
+    def run() -> pd.DataFrame:
+        model, system, kw = inputs(scn)  # checks the mode and sizes the largest search
+        lost = min(scn["lost_nodes"], gpus // system.node_size - 1)
+        if lost < 1:
+            return pd.DataFrame()
+        # the plan's own strategies and execution (plan_execution), as the plan answered with
+        request = Request.build(model, system, global_batch=scn["global_batch"], gpus=gpus,
+                                **kw)
+        return lost_node_frame(request, lost=lost)
+    return compute.cached_frame("plan-lost", payload(scn, gpus), run)
+
+
+def pareto(scn: dict[str, Any]) -> pd.DataFrame:
+    """Days and cost of the best configuration of every sampled count, on the scenario's
+    system (as the panel sets it) and the priced presets of :data:`PARETO_SYSTEMS`."""
+    def run() -> pd.DataFrame:
+        model, system, kw = inputs(scn)
+        others = [load_system(name) for name in PARETO_SYSTEMS if name != scn["system"]]
+        return pareto_frame(model, [system, *others], scn["global_batch"],
+                            scn["plan_max_gpus"], max_counts=PARETO_COUNTS, **kw)
+    return compute.cached_frame("plan-pareto", payload(scn), run)

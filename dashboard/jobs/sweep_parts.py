@@ -1,0 +1,137 @@
+"""A strong-scaling sweep (the scaling views, Compare systems) run in parts of GPU counts that
+each fit the request's memory budget, with the same answer as one sweep.
+
+:func:`~model.engine.search.search_counts` evaluates every GPU count of a strategy together,
+so a sweep holds the candidates of all its counts at once; the strategies run one after the
+other and keep only their top rows. The search of one count does not depend on the others, so
+splitting the counts into groups changes no result, only the peak memory (what a block shared
+by several counts costs is computed once per group instead of once). Before this, a sweep was
+priced as one evaluation of every strategy and count together, and every MoE preset's defaults
+were refused ("~5M configurations over this server's memory budget": deepseek-v3 estimated at
+1.37 GB on 4…16,384 GPUs).
+
+Memory of one evaluation: the larger of :data:`~dashboard.jobs.budget.SEARCH_BYTES_PER_SHAPE` ×
+shapes and :data:`~dashboard.jobs.budget.SEARCH_BYTES_PER_CANDIDATE` × candidates (plus the fixed
+cost). Each constant bounds every measured case's whole growth on its own (growth / shapes and
+growth / candidates, each the largest over ``bench/request_budget.py``'s cases, rounded up), so
+their sum counted every byte twice. The MoE cases (``bench/request_budget.py deepseek-v3``,
+the default stack's searched interleave): the context sweep over 4…16,384 GPUs, 1.33M shapes and
+15.3M candidates, grew by 1,301 MB (979 B per shape, 85 B per candidate); the 1D one, 277,106
+shapes and 1.80M candidates, by 210 MB (756 and 116 B). Time: every part's, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from dashboard.jobs import budget
+from model.engine.search import SearchResult, with_stack
+from model.engine.size import space_size
+from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy
+from model.specs.execution import resolve_execution
+from model.specs.hardware import System
+from model.specs.modes import resolve_mode
+from model.specs.transformer import Transformer
+from model.studies.sweep import sweep
+
+# the bytes one evaluation may take beyond the fixed cost
+ROOM_BYTES = budget.MEMORY_BUDGET_BYTES - budget.FIXED_BYTES
+
+
+def evaluation_bytes(shapes: int, candidates: int) -> int:
+    """Memory of one evaluation of ``shapes`` and ``candidates`` (beyond the fixed cost)."""
+    return max(budget.SEARCH_BYTES_PER_SHAPE * shapes,
+               budget.SEARCH_BYTES_PER_CANDIDATE * candidates)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A sweep's size and its groups of counts (each group: one evaluation per strategy)."""
+
+    size: budget.Size
+    groups: tuple[tuple[int, ...], ...]
+    peak_bytes: int  # of the largest evaluation, fixed cost included
+
+
+def per_count(model: Transformer, system: System, counts: list[int], global_batch: int,
+              strategies: Iterable[str], compat: str | None, execution: dict | None,
+              stack: str | None = None, nvs: int | None = None) -> list[list[tuple[int, int]]]:
+    """(shapes, candidates) of each strategy (that models the model) at each count, counted as
+    :func:`dashboard.jobs.budget.size` counts (each stops past :data:`budget.COUNT_LIMIT`)."""
+    mode = resolve_mode(compat)
+    _, execution = with_stack(system, execution, stack, mode)
+    ex = resolve_execution(execution)
+    nvs = system.nvlink_domain_size if nvs is None else nvs
+    names = list(strategies)
+    out = []
+    for name in names:
+        try:
+            strat = build_strategy(name, model, mode, ex)
+        except budget.ModelError:
+            if len(names) == 1:
+                raise
+            continue
+        out.append([space_size(model, strat, int(n), global_batch, nvs, None, mode,
+                               ex.interleave, ex.ends_count_as_layers,
+                               limit=budget.COUNT_LIMIT) for n in counts])
+    return out
+
+
+def group(counts: list[int], sizes: list[list[tuple[int, int]]]) -> tuple[tuple[int, ...], ...]:
+    """Consecutive counts, grouped while every strategy's evaluation of the group fits
+    :data:`ROOM_BYTES` (a count that does not fit alone is a group of its own)."""
+    groups: list[list[int]] = []
+    totals = [(0, 0)] * len(sizes)
+    for i, n in enumerate(counts):
+        added = [(s + per[i][0], c + per[i][1]) for (s, c), per in zip(totals, sizes)]
+        if groups and all(evaluation_bytes(*t) <= ROOM_BYTES for t in added):
+            groups[-1].append(n)
+            totals = added
+        else:
+            groups.append([n])
+            totals = [per[i] for per in sizes]
+    return tuple(tuple(g) for g in groups)
+
+
+def parts(model: Transformer, system: System, counts: Iterable[int], global_batch: int,
+          strategies: Iterable[str], compat: str | None, execution: dict | None,
+          stack: str | None = None, nvs: int | None = None) -> Parts:
+    """The sweep's size, its groups and the peak memory of its largest evaluation."""
+    counts = [int(n) for n in counts]
+    sizes = per_count(model, system, counts, global_batch, strategies, compat, execution,
+                      stack, nvs)
+    groups = group(counts, sizes)
+    index = {n: i for i, n in enumerate(counts)}
+    peak = max((evaluation_bytes(sum(per[index[n]][0] for n in g),
+                                 sum(per[index[n]][1] for n in g))
+                for per in sizes for g in groups), default=0)
+    shapes = sum(s for per in sizes for s, _ in per)
+    candidates = sum(c for per in sizes for _, c in per)
+    more = any(c > budget.COUNT_LIMIT for per in sizes for _, c in per)
+    return Parts(budget.Size(shapes, candidates, len(sizes) * len(groups), more), groups,
+                 budget.FIXED_BYTES + peak)
+
+
+def check_sweep(what: str, model: Transformer, system: System, counts: Iterable[int],
+                global_batch: int, strategies: Iterable[str], compat: str | None,
+                execution: dict | None, narrow: str, repeat: int = 1,
+                time_budget_s: float | None = None, stack: str | None = None,
+                nvs: int | None = None) -> Parts:
+    """Refuse ``repeat`` sweeps whose largest evaluation is over the memory budget or whose
+    evaluations together are over the time budget (:class:`dashboard.jobs.budget.OverBudget`)."""
+    sized = parts(model, system, counts, global_batch, strategies, compat, execution, stack,
+                  nvs)
+    budget.check(what, sized.peak_bytes, repeat * sized.size.search_s(), sized.size, narrow,
+                 time_budget_s)
+    return sized
+
+
+def sweep_in_parts(model: Transformer, system: System, groups: Iterable[Iterable[int]],
+                   global_batch: int, strategies: Iterable[str], **how) -> list[SearchResult]:
+    """:func:`~model.studies.sweep.sweep` of each group, in the order one sweep of every count
+    gives (strategies outermost, then counts)."""
+    results = [r for g in groups for r in sweep(model, system, list(g), global_batch,
+                                                 strategies, **how)]
+    return sorted(results, key=lambda r: (STRATEGIES.index(canonical_strategy(r.strategy)),
+                                          r.gpus))

@@ -1,0 +1,303 @@
+"""The gunicorn worker of the deployment (``worker_class`` in ``gunicorn.conf.py``): gunicorn's
+gthread worker with the guards it lacks. In the documented deployment (``scripts/serve``) nginx
+sits in front and already buffers requests and responses per client (docs/deployment.md); these
+guards keep gunicorn safe on its own too (``gunicorn app:server`` without the proxy, or a client
+that reaches its port), and cover what nginx does not: a request that computes too long.
+
+* Slow senders. gthread hands a connection to a worker thread as soon as its first byte
+  arrives; the thread then reads the rest of the request blocking, so a client sending one byte
+  a second holds it (with one thread per worker, the whole worker). Here the worker's event
+  loop reads the request itself, without blocking — head and body up to ``BUFFER_BYTES`` — and
+  hands it to a thread only once it is complete; a request not complete within
+  ``READ_TIMEOUT_S`` is dropped. A slow client costs a socket and its buffer, not a thread.
+  The same holds for a request pipelined behind another (its first bytes arrived with the
+  previous request): it goes back to the event loop with those bytes, under a fresh deadline,
+  instead of to a thread that would read the rest blocking (gthread's own path for it).
+* Slow readers. A response is written without blocking: what the kernel's socket buffer does
+  not take at once is kept (``dashboard.server.outbox``) and sent by the event loop as the client
+  reads, so a client reading 2 kB every 2 s holds no thread; a response not fully sent within
+  ``WRITE_TIMEOUT_S`` is dropped. The bytes so kept are capped per worker
+  (``OUTBOX_BYTES``); past the cap a thread writes the rest itself, still within the deadline.
+* Stuck requests. gunicorn's ``timeout`` never fires for a request thread that loops: the main
+  thread keeps heart-beating. Here a watchdog thread ends the worker process (``os._exit``,
+  logged) when a request has run longer than ``REQUEST_TIMEOUT_S``; the arbiter starts a new one.
+  (Python code is preempted every few milliseconds, so the watchdog runs while a request spins;
+  a C call that never releases the GIL stops the heartbeat instead, and gunicorn's own
+  ``timeout`` kills the worker.)
+* gunicorn's own error answers (400, 414, 431, written before the app sees the request) carry
+  the same security headers as the app's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from functools import partial
+
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
+
+from dashboard.server.fairqueue import FairQueue
+from dashboard.server.outbox import Budget, Outbox
+
+READ_TIMEOUT_S = float(os.environ.get("GUNICORN_READ_TIMEOUT", 10))
+REQUEST_TIMEOUT_S = float(os.environ.get("GUNICORN_REQUEST_TIMEOUT", 60))
+# the whole response, from the app's return to its last byte: the ~5 MB HTML export reaches a
+# client on a 2 Mbit/s link in 20 s
+WRITE_TIMEOUT_S = float(os.environ.get("GUNICORN_WRITE_TIMEOUT", 30))
+BUFFER_BYTES = (1 << 20) + (64 << 10)  # the app's request limit (1 MiB) plus a head
+# responses kept for slow readers, per worker: 12 HTML exports (within the worker's 4 GiB)
+OUTBOX_BYTES = int(os.environ.get("GUNICORN_OUTBOX_MB", 64)) << 20
+ERROR_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: SAMEORIGIN\r\n"
+                 "Referrer-Policy: same-origin\r\n"
+                 "Content-Security-Policy: default-src 'none'; frame-ancestors 'self'\r\n")
+_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n", re.I)
+_CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.I)
+
+
+def write_error(sock, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's ``util.write_error`` with the security headers."""
+    body = (f"<html><head><title>{reason}</title></head><body><h1>{reason}</h1>"
+            f"{util.html.escape(mesg)}</body></html>")
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+            f"Content-Type: text/html\r\n{ERROR_HEADERS}Content-Length: {len(body)}\r\n\r\n")
+    util.write_nonblock(sock, (head + body).encode("latin1"))
+
+
+def complete(data: bytes) -> bool:
+    """Whether ``data`` holds a whole request (head and, when sized, body) or enough to be
+    answered without reading more (a body over the limit: the app refuses it, 413)."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return len(data) >= BUFFER_BYTES  # an oversized head: the parser answers 431/414
+    head = data[:end + 2]
+    length = _LENGTH.search(head)
+    if length:
+        size = int(length.group(1))
+        return size > BUFFER_BYTES or len(data) >= end + 4 + size
+    if _CHUNKED.search(head):
+        return data.endswith(b"0\r\n\r\n") or len(data) >= BUFFER_BYTES
+    return True
+
+
+class HardenedWorker(ThreadWorker):
+    """``gthread`` that buffers requests in its event loop and kills stuck requests."""
+
+    def init_process(self) -> None:
+        util.write_error = write_error  # gunicorn's error answers (base.handle_error)
+        self.reading: deque = deque()  # connections whose request is being read
+        self.writing: deque = deque()  # connections whose response is being sent
+        self.outbox_budget = Budget(OUTBOX_BYTES)
+        self.fair, self.busy = FairQueue(), 0  # complete requests waiting; threads working
+        self.started: dict[int, float] = {}  # thread id → when its request started
+        threading.Thread(target=self._watchdog, name="request-watchdog", daemon=True).start()
+        super().init_process()
+
+    # ---------------------------------------------------------------- buffering
+    def enqueue_req(self, conn) -> None:
+        if self.cfg.is_ssl or getattr(conn, "buffered", None) is not None:
+            return self._queue(conn, b"")  # already read
+        # a request pipelined behind the last one: its first bytes were read with it
+        ahead = conn.parser.unreader.take_buffered() if conn.parser is not None else b""
+        if ahead and complete(ahead):
+            conn.parser.unreader.unread(ahead)
+            return self._queue(conn, ahead)
+        conn.buffered = bytearray(ahead)
+        conn.deadline = time.monotonic() + READ_TIMEOUT_S
+        conn.sock.setblocking(False)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
+        self.reading.append(conn)
+
+    def _readable(self, conn, _sock) -> None:
+        try:
+            data = conn.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:  # the client went away
+            self._drop(conn)
+            return
+        conn.buffered += data
+        if complete(conn.buffered):
+            self._stop_reading(conn)
+            conn.data_ready = True
+            self._queue(conn, conn.buffered)
+
+    # ---------------------------------------------------------------- fair dispatch
+    def _queue(self, conn, head: bytes) -> None:
+        """Wait for a thread in the fair queue (dashboard.server.fairqueue), keyed by the client."""
+        conn.client_key = client_key(conn.client, head)
+        self.fair.push(conn, conn.client_key)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        while self.fair and self.busy < self.cfg.threads:
+            conn = self.fair.pop()
+            self.busy += 1
+            conn.started_s = time.monotonic()
+            super().enqueue_req(conn)
+
+    def _stop_reading(self, conn) -> None:
+        self.poller.unregister(conn.sock)
+        self.reading.remove(conn)
+
+    def _drop(self, conn) -> None:
+        self._stop_reading(conn)
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_pending(self) -> None:
+        super().murder_pending()
+        now = time.monotonic()
+        for conn in [c for c in self.reading if c.deadline < now]:
+            self.log.info("dropped a request not received within %g s", READ_TIMEOUT_S)
+            self._drop(conn)
+        for conn in [w[0] for w in self.writing if w[1].deadline < now]:
+            self.log.info("dropped a response not read within %g s", WRITE_TIMEOUT_S)
+            self._drop_writer(conn)
+
+    def handle(self, conn):
+        data = getattr(conn, "buffered", None)
+        if data is not None:
+            conn.buffered = None
+            conn.sock.setblocking(True)
+            conn.init()
+            conn.parser.unreader.unread(bytes(data))
+            # a read past the buffer (a body over the limit, drained) waits this long at most
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
+                                 _timeval(READ_TIMEOUT_S))
+        return super().handle(conn)
+
+    # ---------------------------------------------------------------- responses
+    def handle_request(self, req, conn):
+        """Serve one request with the response written to an :class:`Outbox`."""
+        real = conn.sock
+        conn.sock = out = Outbox(real, self.outbox_budget, WRITE_TIMEOUT_S)
+        try:
+            return super().handle_request(req, conn)
+        finally:
+            conn.sock, conn.outbox = real, out
+
+    def finish_request(self, conn, fs) -> None:
+        started = getattr(conn, "started_s", None)
+        if started is not None:  # a thread is free again: charge its client, serve the next
+            conn.started_s = None
+            self.busy -= 1
+            self.fair.charge(conn.client_key, time.monotonic() - started)
+            self._dispatch()
+        conn.buffered = None
+        out, conn.outbox = getattr(conn, "outbox", None), None
+        if out is None or not out.pending:
+            return super().finish_request(conn, fs)
+        if fs.cancelled() or fs.exception() is not None:
+            out.release()
+            return super().finish_request(conn, fs)
+        # the rest of the response goes out from the event loop as the client reads it; then
+        # the connection carries on as gunicorn decided (kept alive or closed)
+        try:
+            conn.sock.setblocking(False)
+            self.poller.register(conn.sock, selectors.EVENT_WRITE,
+                                 partial(self._writable, conn, out, fs))
+        except (OSError, ValueError):  # closed meanwhile (gunicorn gave up on the request)
+            out.release()
+            self.nr_conns -= 1
+            conn.close()
+            return
+        self.writing.append((conn, out, fs))
+
+    def _writable(self, conn, out: Outbox, fs, _sock) -> None:
+        try:
+            done = out.send_some()
+        except OSError:  # the client went away
+            self._drop_writer(conn)
+            return
+        if done:
+            self._stop_writing(conn)
+            super().finish_request(conn, fs)
+
+    def _stop_writing(self, conn) -> None:
+        self.poller.unregister(conn.sock)
+        entry = next(w for w in self.writing if w[0] is conn)
+        self.writing.remove(entry)
+        return entry[1]
+
+    def _drop_writer(self, conn) -> None:
+        """Give up a response: reset the connection (a plain close would leave the kernel
+        delivering its send buffer to the slow reader for minutes)."""
+        self._stop_writing(conn).release()
+        self.nr_conns -= 1
+        with contextlib.suppress(OSError):
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+
+    # ---------------------------------------------------------------- time limit
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        self.wsgi = Timed(self.wsgi, self.started)
+
+    def _watchdog(self) -> None:
+        while True:
+            time.sleep(min(1.0, REQUEST_TIMEOUT_S / 4))
+            now = time.monotonic()
+            if any(now - t > REQUEST_TIMEOUT_S for t in list(self.started.values())):
+                self.log.critical("a request exceeded its time limit of %g s: worker %s ends "
+                                  "(the arbiter starts a new one)", REQUEST_TIMEOUT_S,
+                                  os.getpid())
+                os._exit(70)
+
+
+class Timed:
+    """The WSGI app, with the start of each call recorded per thread for the watchdog (only
+    the app's own time: sending the response to a slow reader is bounded by
+    ``WRITE_TIMEOUT_S`` instead). Other attributes are the app's (``post_worker_init`` uses
+    them)."""
+
+    def __init__(self, app, started: dict[int, float]):
+        self.app, self.started = app, started
+
+    def __call__(self, environ, start_response):
+        tid = threading.get_ident()
+        self.started[tid] = time.monotonic()
+        try:
+            return self.app(environ, start_response)
+        finally:
+            self.started.pop(tid, None)
+
+    def __getattr__(self, name: str):
+        return getattr(self.app, name)
+
+
+def _timeval(seconds: float) -> bytes:
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1e6))
+
+
+_REAL_IP = re.compile(rb"\r\nx-real-ip:[ \t]*([0-9a-f.:]{1,45})[ \t]*\r\n", re.I)
+
+
+def client_key(client, head: bytes) -> str:
+    """The client's address: the peer's over TCP; behind nginx on the unix socket (no peer
+    address: only this host's processes can connect) the ``X-Real-IP`` nginx sets."""
+    if isinstance(client, tuple) and client:
+        return str(client[0])
+    found = _REAL_IP.search(bytes(head[:8192]))
+    return found.group(1).decode() if found else "local"
+
+
+def fixed_host(wsgi_app, host: str):
+    """``wsgi_app`` seeing every request addressed to ``host``: the client's ``Host`` (and
+    ``X-Forwarded-Host``) never reaches the app, so no page can reflect it (Dash Pages wrote
+    it into its ``og:url``/``twitter:url`` meta tags)."""
+    def app(environ, start_response):
+        environ["HTTP_HOST"] = environ["SERVER_NAME"] = host
+        environ.pop("HTTP_X_FORWARDED_HOST", None)
+        return wsgi_app(environ, start_response)
+    return app

@@ -1,0 +1,98 @@
+"""Short texts the views show beside their numbers: the global batch in both units with its
+critical-batch warning (:mod:`model.specs.batch`), and the cross-validated error bar of a
+predicted training time or rate (:mod:`model.validation.error_bars`). The estimator computes;
+these only format."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dash import html
+
+from dashboard.controls.inputs import number_text
+from dashboard.controls.scenario import build_inputs
+from model import ModelError, load_model
+from model.specs.batch import critical_batch_warning as batch_warning
+from model.specs.stack import NONE as NO_STACK
+from model.validation.error_bars import ErrorBar, error_bar
+
+
+def tokens_text(tokens: float) -> str:
+    """12,582,912 → '12.6M'."""
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if tokens >= size:
+            return f"{tokens / size:.3g}{suffix}"
+    return number_text(tokens)
+
+
+def critical_batch_warning(scn: dict[str, Any]) -> str:
+    """The critical-batch warning of :func:`model.specs.batch.critical_batch_warning` (the
+    CLI prints the same words); '' below it, without a vocabulary or with invalid inputs."""
+    try:
+        model, _ = build_inputs(scn)
+    except ModelError:
+        return ""
+    return batch_warning(model, scn["global_batch"])
+
+
+def _preset_batch(scn: dict[str, Any]) -> str:
+    """Where the preset's batch comes from, when the batch is the preset's."""
+    preset = load_model(scn["model"])
+    if preset.global_batch is None:
+        return (f"{scn['model']} publishes no global batch: "
+                f"{number_text(scn['global_batch'])} is this dashboard's default.")
+    if preset.global_batch == scn["global_batch"]:
+        return f"The batch {scn['model']} was published with."
+    return ""
+
+
+def batch_note(scn: dict[str, Any]) -> list[Any]:
+    """The line under the global batch: both units, the preset's source, the warning."""
+    tokens = scn["global_batch"] * scn["seq_len"]
+    source = load_model(scn["model"]).global_batch_source
+    parts: list[Any] = [html.Span(
+        f"= {tokens_text(tokens)} tokens per step ({number_text(scn['global_batch'])} × "
+        f"{number_text(scn['seq_len'])}). {_preset_batch(scn)}", title=source or None)]
+    warning = critical_batch_warning(scn)
+    if warning:
+        parts.append(html.Div(warning, className="ctl-warning", role="status"))
+    return parts
+
+
+def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
+    """The error bar of the scenario's predictions: the cross-validated error of the population
+    they belong to (dense or MoE, its software stack, its system), or "not validated"
+    (:func:`model.validation.error_bars.error_bar`); None in the paper mode and without a
+    stack (uncalibrated)."""
+    if scn.get("compat") == "paper" or scn.get("stack") in (None, NO_STACK):
+        return None
+    try:
+        model, _ = build_inputs(scn)
+    except ModelError:
+        return None
+    return error_bar(scn["stack"], model.moe, scn["system"])
+
+
+def days_text(scn: dict[str, Any], days: float) -> str:
+    """'182.0 days (173.0–191.0, ±5.1 % … on 10 runs of every stack on gb200-nvl72)', '182.0
+    days (not validated: no published dense run on mi300x was ever scored)', or '182.0 days'."""
+    bar = error_bar_of(scn)
+    if bar is None or not math.isfinite(days):
+        return f"{days:.1f} days"
+    if not bar.validated:
+        return f"{days:.1f} days ({bar.text})"
+    low, high = bar.time_range(days)
+    return f"{days:.1f} days ({low:.1f}–{high:.1f}, {bar.text})"
+
+
+def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s") -> str:
+    """'12.3 samples/s (11.7–12.9)', '12.3 samples/s (not validated)', or without a range when
+    there is no error bar."""
+    bar = error_bar_of(scn)
+    if bar is None or not math.isfinite(per_s):
+        return f"{per_s:.1f} {unit}"
+    if not bar.validated:
+        return f"{per_s:.1f} {unit} (not validated)"
+    low, high = bar.rate_range(per_s)
+    return f"{per_s:.1f} {unit} ({low:.1f}–{high:.1f})"

@@ -1,0 +1,85 @@
+"""The Design page's selected configuration up close: the timeline of one iteration and where
+its HBM goes, from the same rows as the page's table (:func:`dashboard.jobs.compute.top`) and its
+per-op table (:func:`dashboard.jobs.compute.ops`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from dashboard import figures
+from dashboard.controls.scenario import build_inputs, execution_of, stack_of
+from dashboard.figures.timeline import memory_parts_figure, timeline_figure
+from dashboard.jobs import compute
+from model import ModelError
+from model.engine.search import with_stack
+from model.specs.modes import resolve_mode
+from model.studies.memory_parts import memory_frame
+from model.studies.timeline import bubble_s, forward_share, timeline_frame
+
+GRAPHS = ("design-timeline", "design-memory")
+
+
+def selected_row(scn: dict[str, Any], config: dict[str, Any]) -> pd.Series:
+    """The table's row of the checked configuration ``config`` (the fastest of its shape and
+    placement, as the table lists it)."""
+    top = compute.top(scn)
+    match = top["strategy"] == config["strategy"]
+    for key in ("gpus", *compute.CONFIG_KEYS):
+        match &= top[key] == config[key]
+    if not match.any():
+        raise ModelError("the selected configuration is not among the top configurations of "
+                         "this scenario any more: select a row again")
+    return top[match].iloc[0]
+
+
+def reserve_gb(scn: dict[str, Any]) -> float:
+    """The HBM reserve the search used: the system's, or its software stack's figure."""
+    _, system = build_inputs(scn)
+    mode = resolve_mode("paper" if scn["compat"] == "paper" else None)
+    system, _ = with_stack(system, execution_of(scn), stack_of(scn), mode)
+    return float(system.memory_reserve_gb)
+
+
+def frames(scn: dict[str, Any], config: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                                  pd.Series]:
+    """(timeline, memory parts, the row) of the selected configuration."""
+    row = selected_row(scn, config)
+    share = forward_share(compute.ops(scn, config), int(row["pp"]))
+    return (timeline_frame(row, share), memory_frame(row, reserve_gb(scn)), row)
+
+
+def summary(timeline: pd.DataFrame, row: pd.Series) -> str:
+    """The timeline in one line: stages, microbatches, the bubble against the formula."""
+    pp, n_mb, v = int(row["pp"]), int(row["n_microbatches"]), int(row["interleave"])
+    bubble = float(bubble_s(timeline).max())
+    total = float(row["iteration_time_s"])
+    if pp == 1:
+        return (f"One stage (no pipeline parallelism), {n_mb} microbatches: no bubble; "
+                f"iteration {total:.3g} s.")
+    return (f"{pp} stage{'s' if pp > 1 else ''} × {n_mb} microbatches"
+            + (f" × {v} virtual stages" if v > 1 else "")
+            + f": iteration {total:.3g} s, of it the bubble {bubble:.3g} s "
+            f"({100 * bubble / total:.1f} %; (pp − 1)/(n_mb·V) = {pp - 1}/{n_mb * v} of the "
+            "pipeline's busy time), every stage at the binding stage's pace.")
+
+
+def build(scn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple:
+    """(timeline figure, memory figure, summary text) of the selected row (checked rows)."""
+    pres = bool(scn.get("presentation"))
+    if not rows:
+        empty = figures.empty_figure("Select a configuration in the table.", pres)
+        return empty, empty, ""
+    timeline, parts, row = frames(scn, rows[0])
+    return (timeline_figure(timeline, presentation=pres),
+            memory_parts_figure(parts, presentation=pres), summary(timeline, row))
+
+
+def exported(scn: dict[str, Any], context: Any, checked) -> dict[str, Any]:
+    """The two figures for the export of either card (``checked``: the page's row check)."""
+    rows = checked(context)
+    if not rows:
+        raise ModelError("select a configuration in the table first")
+    timeline, memory, _ = build(scn, rows)
+    return dict(zip(GRAPHS, (timeline, memory)))

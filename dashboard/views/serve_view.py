@@ -1,0 +1,150 @@
+"""What the Serving page computes: its form checked into a serving workload and layout, and
+every view built from the scenario's model and system (so the control panel's hardware
+what-ifs — HBM capacity and bandwidth, NVLink domain — and the form's FP4 rate move it) with
+``model.serving.serve``. Pure: no Dash."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import numpy as np
+
+from dashboard import figures
+from dashboard.controls.scenario import build_inputs
+from dashboard.figures import serve as fs
+from model import ModelError, ServingLayout, ServingWorkload, serve
+from model.serving.serve import cost_versus_sla, load_curve
+from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS
+
+MAX_GPUS = 1024  # the page's search stays well under its latency budget
+PINS = ("tp", "pp")
+DEFAULT_FORM: dict[str, Any] = {
+    "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
+    "load": 256, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
+    "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0}
+TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
+CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
+
+
+def _int(form: dict, key: str, lo: int, hi: int, what: str) -> int:
+    value = form.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value) or value != int(value) or not lo <= value <= hi:
+        raise ModelError(f"{what} must be a whole number in [{lo}, {hi}]")
+    return int(value)
+
+
+def _optional(form: dict, key: str, what: str) -> float | None:
+    value = form.get(key)
+    if value in (None, ""):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value > 0):
+        raise ModelError(f"{what} must be a positive number of seconds (or empty: no limit)")
+    return float(value)
+
+
+def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
+    """(GPUs, workload, layout pins) of the page's form, or ModelError in the form's words."""
+    if not isinstance(form, dict):
+        raise ModelError("the serving form is missing")
+    gpus = _int(form, "gpus", 1, MAX_GPUS, "GPUs")
+    mode = form.get("mode")
+    if mode not in MODES:
+        raise ModelError(f"mode must be one of {', '.join(MODES)}")
+    load = form.get("load")
+    if mode == "concurrency":
+        concurrency, rate = _int(form, "load", 1, 10_000_000, "concurrent users"), None
+    elif mode == "request-rate":
+        if isinstance(load, bool) or not isinstance(load, (int, float)) or not (
+                math.isfinite(load) and 0 < load <= 1e7):
+            raise ModelError("the request rate must be a number of requests/s in (0, 1e7]")
+        concurrency, rate = None, float(load)
+    else:
+        concurrency = rate = None
+    if form.get("precision") not in WEIGHT_PRECISIONS:
+        raise ModelError(f"precision must be one of {', '.join(WEIGHT_PRECISIONS)}")
+    kv = form.get("kv_precision")
+    if kv != "auto" and kv not in KV_PRECISIONS:
+        raise ModelError(f"KV precision must be auto or one of {', '.join(KV_PRECISIONS)}")
+    mtp = _int(form, "mtp", 0, 8, "MTP depth")
+    workload = ServingWorkload(
+        _int(form, "input_tokens", 1, 1_000_000, "input tokens"),
+        _int(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,
+        concurrency=concurrency, request_rate_per_s=rate, weight_precision=form["precision"],
+        kv_precision=None if kv == "auto" else kv, mtp_depth=mtp,
+        mtp_acceptance=0.85 if mtp else 0.0,
+        ttft_max_s=_optional(form, "ttft_max_s", "the TTFT limit"),
+        tpot_max_s=_optional(form, "tpot_max_s", "the TPOT limit"))
+    pins = {}
+    for key in PINS:
+        value = form.get(key)
+        if value != "auto":
+            pins[key] = _int(form, key, 1, MAX_GPUS, key)
+    return gpus, workload, ServingLayout(**pins)
+
+
+def form_query(form: dict[str, Any]) -> str:
+    """The form as a URL query (``?gpus=8&mode=offline…``; empty fields left out), so a copied
+    link reproduces the page."""
+    items = {k: form.get(k) for k in DEFAULT_FORM if form.get(k) not in (None, "")}
+    return "?" + urlencode({k: str(v)[:40] for k, v in items.items()})
+
+
+def _typed(text: str) -> Any:
+    """A query value as the control holds it: an integer, a number, or the text."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text
+    return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() \
+        else number
+
+
+def form_from_query(search: Any) -> dict[str, Any]:
+    """The form's fields a URL query gives (unknown keys and overlong values ignored; the
+    values are checked as typed ones are, by :func:`checked_form`)."""
+    if not isinstance(search, str) or len(search) > 2000:
+        return {}
+    return {k: _typed(v) for k, v in parse_qsl(search.lstrip("?"))[:50]
+            if k in DEFAULT_FORM and len(v) <= 40}
+
+
+def headline(best: dict, message: str) -> str:
+    """The page's answer in one sentence."""
+    if not best.get("fits"):
+        return message or "No layout fits in memory."
+    layout = (f"{best['prefill_instances']:.0f}P{best['decode_instances']:.0f}D"
+              if best["prefill_instances"] else f"{best['replicas']:.0f} replica(s)")
+    text = (f"tp {best['tp']:.0f} × pp {best['pp']:.0f}, {layout}, batch {best['batch']:.0f}: "
+            f"{best['output_tokens_per_s_per_gpu']:,.0f} output tokens/s per GPU, "
+            f"{best['tokens_per_s_per_user']:.1f} tokens/s per user, TTFT "
+            f"{best['ttft_s'] * 1e3:,.0f} ms, TPOT {best['tpot_s'] * 1e3:.1f} ms, "
+            f"${best['usd_per_million_output_tokens']:.3g} per million output tokens")
+    return text + (f" ({message})" if message else "")
+
+
+def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
+    """(figures by card name, headline) of the page for a validated scenario and the form."""
+    gpus, workload, pins = checked_form(form)
+    model, system = build_inputs(scn)
+    pres = bool(scn.get("presentation"))
+    result = serve(model, system, gpus, workload, pins)
+    offline = result if workload.mode == "offline" else serve(
+        model, system, gpus, workload.with_overrides(mode="offline", concurrency=None,
+                                                     request_rate_per_s=None), pins)
+    best = result.best
+    out = {"serve-pareto": fs.pareto_figure(offline.pareto, best, pres),
+           "serve-memory": fs.memory_figure(best, system.hbm_capacity_gb, pres),
+           "serve-step": fs.step_figure(result.step_by_op_s, pres),
+           "serve-cost": fs.cost_figure(cost_versus_sla(offline.frame, TPOT_LIMITS_S), pres)}
+    if best.get("fits"):
+        curve, knee = load_curve(model, system, workload, best, points=40)
+        out["serve-load"] = fs.load_figure(curve, knee, pres)
+    else:
+        out["serve-load"] = figures.empty_figure("No layout fits: no load curve.", pres)
+    return out, headline(best, result.message)

@@ -1,0 +1,75 @@
+"""How large a search space is, counted with bounded memory before it is built.
+
+:func:`space_size` gives the number of shapes (:func:`~model.engine.space.build_shapes`) and of
+candidates (shapes × their NVLink placements, :func:`~model.engine.space.build_space`) — exactly,
+by the same rules and code: the (tp1, tp2, pp, dp) stage rows (at most the ordered triples of
+divisors of the GPU count) are grown through the remaining dimensions a few rows at a time, and
+each block is counted and dropped, so memory stays bounded by the block however large the space
+is. With ``limit`` it stops as soon as the candidates counted exceed it (the caller only needs to
+know that the space is too large). The dashboard uses it to refuse a request whose arrays would
+not fit its memory budget before allocating them. The counts are remembered per process.
+"""
+
+from __future__ import annotations
+
+from model.engine.space import shape_placements, shape_steps, stage_rows
+from model.physics.strategies import Strategy
+from model.specs import memo
+from model.specs.modes import Mode, resolve_mode
+from model.specs.transformer import Transformer
+
+BLOCK_ROWS = 4_096  # rows grown at once: a few MB of int64 columns at most per dimension
+# counts remembered per process: a what-if of a bandwidth or of the HBM capacity counts the
+# same spaces again (a few hundred bytes each)
+SIZES = memo.Table("space sizes", 1_024, memo.TABLES)
+
+
+def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
+               pins: dict | None = None, compat: object = None, interleave: int = 1,
+               ends_count_as_layers: bool = False,
+               limit: int | None = None, production_node: int = 0) -> tuple[int, int]:
+    """(shapes, candidates) of ``strategy`` on ``gpus`` GPUs with NVLink domains of ``nvs``;
+    with ``limit``, counting stops once more than ``limit`` candidates are found (the counts
+    returned are then those found so far: both are lower bounds, candidates > limit)."""
+    pins = {k: v for k, v in (pins or {}).items() if v is not None}
+    mode = resolve_mode(compat)
+    # the rules read the strategy's name-level traits, the model, the mode and these numbers
+    key = repr((model, strategy.name, mode, int(gpus), int(global_batch), int(nvs),
+                sorted(pins.items()), int(interleave), bool(ends_count_as_layers), limit,
+                int(production_node)))
+    found = SIZES.get(key)
+    if found is None:
+        found = _count(model, strategy, gpus, global_batch, nvs, pins, mode, interleave,
+                       ends_count_as_layers, limit, production_node)
+        SIZES.put(key, found)
+    return found
+
+
+def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
+           pins: dict, mode: Mode, interleave: int, ends_count_as_layers: bool,
+           limit: int | None, production_node: int = 0) -> tuple[int, int]:
+    """:func:`space_size`, counted."""
+    rows, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
+                               mode.equal_pipeline_stages, ends_count_as_layers, production_node)
+    steps = shape_steps(problem, pins)
+    total = [0, 0]
+
+    def count(cols: dict, depth: int) -> bool:
+        """Grow ``cols`` from step ``depth`` on, block by block; False once over the limit."""
+        n = len(cols["tp1"])
+        for start in range(0, n, BLOCK_ROWS):
+            block = {k: v[start:start + BLOCK_ROWS] for k, v in cols.items()} if n > BLOCK_ROWS \
+                else cols
+            if depth < len(steps):
+                if not count(steps[depth](block), depth + 1):
+                    return False
+                continue
+            total[0] += len(block["tp1"])
+            total[1] += shape_placements(block, gpus, nvs, pins, mode.exact_domain_fill,
+                                         production_node > 0).total()
+            if limit is not None and total[1] > limit:
+                return False
+        return True
+
+    count(rows, 0)
+    return total[0], total[1]

@@ -1,0 +1,199 @@
+"""One execution choice's search at several GPU counts: the frontier of the configurations that
+fit, evaluated at once, remembered per process.
+
+:func:`variant_frontier` is the engine under :func:`model.engine.search.search_counts` (one call
+per execution choice) and :func:`model.engine.counts.best_per_count`: it builds the candidate
+shapes of every count (remembered per process: :func:`_shape_space`), drops what does not fit in
+HBM, prices the rest at once (:mod:`model.engine.evaluate`) and keeps the rows that can be among
+the fastest at any capacity up to the one evaluated (:class:`~model.engine.frontier.Frontier`,
+cached in :data:`~model.engine.frontier.CACHE`). Candidates that provably cannot be among the
+top k (a lower bound of their time, :func:`~model.engine.evaluate.shape_lower_bound`, is beaten
+by k faster candidates needing no more memory) are not priced: see :mod:`model.engine.pruning`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from model.engine.evaluate import (
+    ShapeCounts,
+    candidate_times,
+    fits_on,
+    shape_lower_bound,
+    shape_memory,
+)
+from model.engine.frontier import CACHE, CountShapes, Frontier, frontier_key
+from model.engine.production import production_node
+from model.engine.pruning import DEFAULT_PRUNING, Pruning, kept_rows, pruned
+from model.engine.space import (
+    PLACEMENT,
+    Placements,
+    build_shapes,
+    check_budget,
+    expert_placement,
+    shape_placements,
+)
+from model.physics.block import Ctx
+from model.physics.strategies import Strategy, build_strategy
+from model.specs import memo
+from model.specs.execution import Execution
+from model.specs.hardware import System
+from model.specs.modes import Mode
+from model.specs.transformer import Transformer
+
+
+def variant_frontier(model: Transformer, system: System, counts: list[int], global_batch: int,
+                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
+                     budget: int, pruning: Pruning = DEFAULT_PRUNING) -> tuple[Frontier, Ctx]:
+    """The search of one execution choice at every GPU count, as a
+    :class:`~model.engine.frontier.Frontier` (rows fastest first per count, for any capacity up
+    to the one evaluated), and its context. Answered from the process's
+    :data:`~model.engine.frontier.CACHE` when the same search (any HBM capacity up to the one
+    evaluated) ran before; else evaluated and cached (``pruning``: when the evaluation prunes;
+    the rows are the same either way, so both share the cache).
+    """
+    ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
+    strat = build_strategy(strategy, model, mode, ctx.execution)
+    key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
+                       pins)
+    usable = system.usable_hbm_bytes
+    front = CACHE.get(key, usable, top_k)
+    if front is None:
+        with CACHE.evaluating(key):
+            front = CACHE.get(key, usable, top_k)  # evaluated meanwhile by another thread?
+            if front is None:
+                cover, depth = CACHE.plan(key, usable, top_k)
+                if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
+                    cover, depth = usable, top_k
+                front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
+                                          pins, budget, cover, depth, top_k, pruning)
+                CACHE.put(key, front)
+    totals = np.cumsum(front.candidates())  # the same refusal as an evaluation, at the same
+    over = np.flatnonzero(totals > budget)   # count (the first whose running total is over)
+    if over.size:
+        check_budget(int(totals[over[0]]), budget)
+    return front, ctx
+
+
+def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
+                      strat: Strategy, ctx: Ctx, pins: dict, budget: int, usable: float,
+                      depth: int, top_k: int, pruning: Pruning) -> Frontier:
+    """Evaluate the candidates that fit in ``usable`` HBM bytes, at every GPU count at once,
+    and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``.
+
+    Should a throughput be NaN (no order to keep), only the ``top_k`` of the system's own
+    capacity are kept, as a search always picked them, and the result is not cached.
+    """
+    shapes, merged, places = _shape_space(model, strat, counts, global_batch, pins, ctx,
+                                          system.nvlink_domain_size)
+    op_counts = ShapeCounts.of(strat, merged, ctx)
+    mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx, usable)
+    fits = fits_on(mem, system, usable)
+    per_count, placing, offset, total = [], [], 0, 0
+    placed = np.concatenate([p.counts() for p in places])
+    for n, cols, place in zip(counts, shapes, places):
+        span = slice(offset, offset + len(cols["tp1"]))
+        per_count.append(CountShapes.of(mem["memory_bytes"][span], fits[span], placed[span]))
+        total += per_count[-1].candidates
+        check_budget(total, budget)
+        placing.append((n, offset, span.stop, place))
+        offset = span.stop
+
+    def price(chosen: np.ndarray) -> tuple[dict, dict]:
+        """(columns, result columns) of every placement of the ``chosen`` shapes (increasing),
+        in candidate order: GPU count, shape, placement."""
+        cands = _placed(merged, placing, chosen)
+        for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
+            cands[name] = mem[name][cands["shape"]]
+        return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
+                                      cands["shape"])
+
+    todo = np.flatnonzero(fits & (placed > 0))
+    count_of = np.repeat(np.arange(len(counts)), [stop - start for _, start, stop, _ in placing])
+    if pruning.applies(int(placed[todo].sum())):
+        lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
+        lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
+                                        op_counts, mem["params_bytes"], todo,
+                                        mem["recompute_layers"], mem["expert_params_bytes"])
+        with np.errstate(divide="ignore"):  # a zero bound: never pruned
+            bound = global_batch / lower
+        cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
+                            count_of, len(counts), global_batch, depth)
+    else:
+        cands, res = price(todo)
+    shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
+    thr = global_batch / res["iteration_time_s"]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(count_of[shape],
+                                                        minlength=len(counts)))])
+    finite = not np.isnan(thr).any()
+    asked = system.usable_hbm_bytes
+    sel, starts = kept_rows(thr, mem["memory_bytes"][shape], shape, bounds,
+                            depth if finite else None, top_k, asked)
+    rows = {k: v[sel] for k, v in res.items()}
+    rows.update({k: v[shape[sel]] for k, v in mem.items()})
+    rows.update({k: v[sel] for k, v in cands.items()})
+    return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
+                    tuple(int(n) for n in counts), starts, rows, tuple(per_count),
+                    cacheable=finite and not ctx.execution.fewest_recomputed)
+
+
+def _placed(merged: dict, placing: list[tuple], chosen: np.ndarray) -> dict:
+    """The candidates of the ``chosen`` shapes (increasing rows of ``merged``): each shape once
+    per placement it allows, GPU count by GPU count (``placing``: (GPUs, first row, end row,
+    :class:`~model.engine.space.Placements`) per count), with the placement's columns and the
+    expert groups' (:func:`~model.engine.space.expand_placements`, gathered once)."""
+    rows, gpus, nv = [], [], []
+    for n, start, stop, place in placing:
+        mine = chosen[(chosen >= start) & (chosen < stop)]
+        r, k = np.nonzero(place.rows(mine - start))
+        rows.append(mine[r])
+        gpus.append(np.full(len(r), n, dtype=np.int64))
+        if place.table is None:  # the identity: each dimension inside one domain
+            nv.append([merged[name][rows[-1]] for name in ("tp1", "tp2", "dp", "pp")])
+        else:
+            nv.append([place.table[k, i] for i in range(len(PLACEMENT))])
+    idx = np.concatenate(rows)
+    out = {key: v[idx] for key, v in merged.items()}
+    out["gpus"] = np.concatenate(gpus)
+    out.update({name: np.concatenate([part[i] for part in nv])
+                for i, name in enumerate(PLACEMENT)})
+    out.update(expert_placement(out))
+    return out
+
+
+# shape spaces kept per process (a few hundred kB each)
+SHAPE_SPACES = memo.Table("shape spaces", 32, memo.RESULTS)
+
+
+def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_batch: int,
+                 pins: dict, ctx: Ctx, nvs: int) -> tuple[list[dict], dict, list[Placements]]:
+    """(shapes per GPU count, all shapes merged with a ``shape`` column, each count's
+    placements): what :func:`~model.engine.space.build_shapes` and
+    :func:`~model.engine.space.shape_placements` give, remembered per process. They do not
+    depend on the system beyond its NVLink domain, so a what-if of a bandwidth or the HBM capacity
+    reuses them, nor on the execution beyond its interleaving and lighter ends (the strategy's
+    rules are its name's), so searches of other recompute or offload choices share them.
+    Read-only: callers index them, never write into them."""
+    mode = ctx.mode
+    ex = ctx.execution
+    node = production_node(ex, mode, ctx.system.node_size)
+    key = repr((model, strat.name, mode, ex.stage_interleave, ex.ends_count_as_layers, node,
+                [int(n) for n in counts], int(global_batch), sorted(pins.items()), int(nvs)))
+    found = SHAPE_SPACES.get(key)
+    if found is not None:
+        return found
+    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.stage_interleave,
+                           mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers, node)
+              for n in counts]
+    merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
+    merged["shape"] = np.arange(len(merged["tp1"]))
+    places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill, node > 0)
+              for n, cols in zip(counts, shapes)]
+    found = (shapes, merged, places)
+    SHAPE_SPACES.put(key, found)
+    return found
+
+
+def clear_shape_spaces() -> None:
+    """Forget the remembered shape spaces (benchmarks of searches from scratch)."""
+    SHAPE_SPACES.clear()

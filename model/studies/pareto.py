@@ -1,0 +1,91 @@
+"""Cost against time to train over GPU counts and systems, with the Pareto-optimal points.
+
+For each system, the best configuration of every multiple of its node size up to ``max_gpus``
+(:func:`model.engine.counts.best_per_count`), or of at most ``max_counts`` of them evenly
+spaced among those that may have a configuration (a figure's bounded sample); a point is
+Pareto-optimal when no other point (any system) trains at most as long for at most the cost and
+is better in one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from model.engine.counts import best_per_count, count_range, searchable, strategy_names
+from model.engine.search import DEFAULT_BUDGET
+from model.errors import ModelError
+from model.specs.execution import Execution
+from model.specs.hardware import System
+from model.specs.stack import Stack
+from model.specs.transformer import Transformer
+
+COLUMNS = ("system", "gpus", "train_days", "train_days_with_failures", "cost_usd",
+           "energy_mwh", "gpu_hours", "samples_per_s", "mfu", "strategy", "tp1", "tp2", "pp",
+           "dp", "microbatch", "interleave", "recompute_layers")
+
+
+def pareto_mask(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Points no other point dominates (at most as long and as costly, better in one); a
+    NaN in either is never optimal."""
+    days, cost = np.asarray(days, dtype=float), np.asarray(cost, dtype=float)
+    ok = np.isfinite(days) & np.isfinite(cost)
+    order = np.lexsort((cost, days))  # by days, then cost
+    best_cost, keep = np.inf, np.zeros(len(days), dtype=bool)
+    for i in order[ok[order]]:
+        if cost[i] < best_cost:
+            keep[i], best_cost = True, cost[i]
+    return keep
+
+
+def sampled_counts(counts: np.ndarray, max_counts: int | None = None) -> np.ndarray:
+    """``counts`` (increasing); with ``max_counts``, every k-th of them (the smallest k giving
+    at most that many), always ending at the largest."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if max_counts is None or len(counts) <= max_counts:
+        return counts
+    if isinstance(max_counts, bool) or not isinstance(max_counts, int) or max_counts < 2:
+        raise ModelError(f"'max_counts' must be an integer of at least 2, got {max_counts!r}")
+    k = -(-(len(counts) - 1) // (max_counts - 1))  # ceil: n-1 steps in max_counts-1 gaps
+    return counts[::-1][::k][::-1]
+
+
+def _counts(model: Transformer, system: System, global_batch: int, max_gpus: int,
+            strategy: str | Sequence[str], max_counts: int | None, execution: Any,
+            stack: Any) -> np.ndarray:
+    """The multiples of the node size up to ``max_gpus``; with ``max_counts``, a sample of
+    those that may have a configuration (:func:`~model.engine.counts.searchable`): the
+    others would only be searched to find nothing."""
+    counts = count_range(max_gpus, system.node_size)
+    if max_counts is None:
+        return counts
+    live = [searchable(model, system, counts, global_batch, s, execution=execution, stack=stack)
+            for s in strategy_names(strategy)]
+    return sampled_counts(np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
+                                                    for c in live])), max_counts)
+
+
+def pareto_frame(model: Transformer, systems: Sequence[System], global_batch: int,
+                 max_gpus: int, strategy: str = "1d", *,
+                 execution: Execution | dict | None = None, stack: str | Stack | None = None,
+                 costs: object = None, budget: int = DEFAULT_BUDGET,
+                 max_counts: int | None = None) -> pd.DataFrame:
+    """One row per (system, GPU count) with a configuration: :data:`COLUMNS` and ``pareto``.
+    ``max_counts``: at most that many counts per system, sampled from those that may have a
+    configuration (:func:`sampled_counts`)."""
+    frames = []
+    for system in systems:
+        counts = _counts(model, system, global_batch, max_gpus, strategy, max_counts,
+                         execution, stack)
+        frame, _ = best_per_count(model, system, counts, global_batch, strategy,
+                                  execution=execution, stack=stack, costs=costs, budget=budget)
+        if len(frame):
+            frames.append(frame.assign(system=system.name)[list(COLUMNS)])
+    if not frames:
+        return pd.DataFrame(columns=[*COLUMNS, "pareto"])
+    out = pd.concat(frames, ignore_index=True)
+    out["pareto"] = pareto_mask(out["train_days"].to_numpy(), out["cost_usd"].to_numpy())
+    return out

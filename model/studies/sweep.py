@@ -1,0 +1,56 @@
+"""Strong-scaling sweeps: the best configuration of each strategy at each GPU count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pandas as pd
+
+from model.engine.request import Request
+from model.engine.search import DEFAULT_BUDGET, SearchResult, only_request, run_counts
+from model.errors import ModelError
+from model.physics.strategies import STRATEGIES, canonical_strategy, supported_strategies
+from model.specs.execution import Execution
+from model.specs.hardware import System
+from model.specs.transformer import Transformer
+
+PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the paper's figures
+
+
+def sweep(model: Transformer | Request, system: System | None = None,
+          gpu_counts: Iterable[int] = PAPER_GPU_COUNTS, global_batch: int = 4096,
+          strategies: Iterable[str] | None = None, *,
+          compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
+          execution: Execution | dict | None = None, stack: str | None = None,
+          top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
+    """One :func:`~model.engine.search.search` per (strategy, GPU count), strategies outermost:
+    ``sweep(request)`` (its workload's GPU counts; its strategy, or every one for "all"), or the
+    keyword form (default: every strategy), an adapter that builds the request.
+    Of several strategies those that cannot model the model are left out (SUMMA has no MoE,
+    MLA or MTP op table); a single one that cannot is an error."""
+    if isinstance(model, Request):
+        req = only_request(model, system)
+        names = strategies or (STRATEGIES if req.strategy == "all" else (req.strategy,)
+                               if isinstance(req.strategy, str) else req.strategy)
+        return sweep_request(req, names)
+    if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
+        raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
+    req = Request.build(model, system, global_batch=global_batch, gpus=tuple(gpu_counts),
+                        strategy="all", compat=compat, nvs=nvs, pins=pins, top_k=top_k,
+                        budget=budget, execution=execution, stack=stack)
+    return sweep_request(req, STRATEGIES if strategies is None else strategies)
+
+
+def sweep_request(req: Request, strategies: Iterable[str]) -> list[SearchResult]:
+    """:func:`sweep` of a request over ``strategies``."""
+    names = [canonical_strategy(s) for s in strategies]
+    if len(names) > 1:
+        supported = supported_strategies(req.model)
+        names = [s for s in names if s in supported]
+    return [r for s in names for r in run_counts(req.replace(strategy=s))]
+
+
+def best_frame(results: list[SearchResult]) -> pd.DataFrame:
+    """The best row of each search that found a feasible configuration, as one DataFrame."""
+    rows = [r.top.iloc[:1] for r in results if not r.top.empty]
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
