@@ -229,7 +229,11 @@ class Execution:
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         for name, allowed in LITERALS.items():
-            if getattr(self, name) not in allowed:
+            value = getattr(self, name)
+            # True == 1 and 1.0 == 1 in Python: an integer choice takes integers only
+            wrong_type = isinstance(value, bool) or (
+                all(isinstance(a, int) for a in allowed) and not isinstance(value, int))
+            if wrong_type or value not in allowed:
                 raise ModelError(f"{name} must be {_one_of(allowed)}, got "
                                  f"{getattr(self, name)!r}")
         if not _whole(self.interleave, 64):

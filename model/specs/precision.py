@@ -116,7 +116,12 @@ def unsupported(name: str, generation: str, peak_tflops: float, gpu: str) -> str
     its peak alone), or its spec gives no peak rate for it (``peak_tflops`` = 0)."""
     precision = PRECISIONS[name]
     able = [p.name for p in PRECISIONS.values() if generation in p.generations]
-    if generation and generation not in precision.generations:
+    # a peak field only this format reads (FP4's) states the tensor cores themselves: a what-if
+    # part given an FP4 rate has FP4 tensor cores whatever its generation; a shared one (FP8's,
+    # which MXFP8 also reads) says nothing of the block-scaled variant
+    dedicated = sum(p.peak_field == precision.peak_field for p in PRECISIONS.values()) == 1
+    stated = dedicated and peak_tflops > 0 and precision.peak_field != "matrix_tflops_bf16"
+    if generation and generation not in precision.generations and not stated:
         where = ", ".join(g for g in precision.generations)
         choices = ", ".join(able[:-1]) + f" or {able[-1]}" if len(able) > 1 else able[0]
         return (f"{gpu} ({generation}) has no {precision.label} tensor cores: {name} runs on "
