@@ -95,13 +95,13 @@ def test_another_workload_plugs_into_the_same_field():
 
 def test_the_command_line_builds_one_request(monkeypatch, capsys):
     seen: list[Request] = []
-    real = api.explore.api.search_request
+    real = api.engine.api.search_request
 
     def spy(req):
         seen.append(req)
         return real(req)
 
-    monkeypatch.setattr(api.explore.api, "search_request", spy)
+    monkeypatch.setattr(api.engine.api, "search_request", spy)
     code = main(["search", "--model", "llama3-8b", "--system", "h100", "--gpus", "64,128",
                  "--global-batch", "256", "--strategy", "1d", "--tp", "8", "--zero", "2"])
     capsys.readouterr()
