@@ -11,9 +11,10 @@ preset: a record of that group reads its value from the preset's object — its 
 divided by ``scale`` unless it has its own ``read``.
 
 The record (:class:`Control`, :class:`When`) is :mod:`dashboard.control_record`; the attention
-and mixture-of-experts records are :mod:`dashboard.control_moe`, placed in the table below.
-Records of a group may form a *section* (:data:`SECTIONS`: attention, mixture of experts), drawn
-collapsed while its condition does not hold (a dense model's MoE controls). A record with a
+and mixture-of-experts records are :mod:`dashboard.control_moe`, the kernel, schedule and FSDP
+records :mod:`dashboard.control_stack`, placed in the table below. Records of a group may form a
+*section* (:data:`SECTIONS`: attention, mixture of experts, kernels, FSDP), drawn collapsed while
+its condition does not hold (a dense model's MoE controls, FSDP's without ZeRO-3). A record with a
 ``when`` condition is shown only while it holds; hidden, it keeps its value in the scenario (the
 URL and JSON round-trip it) but the estimator receives its ``off`` value instead (a dense model
 gets no experts whatever the hidden boxes say).
@@ -44,6 +45,7 @@ from .control_moe import (  # noqa: F401 - SECTIONS re-exported with the table
     SECTIONS,
 )
 from .control_record import ON_OFF, WIDGETS, Control, When  # noqa: F401 - re-exported
+from .control_stack import FSDP_CONTROLS, KERNEL_CONTROLS
 
 # groups of the panel, in order, with their titles; "header" controls sit in the page header
 GROUPS = {"model": "Model", "system": "System", "execution": "Execution", "run": "Run",
@@ -247,6 +249,8 @@ CONTROLS: tuple[Control, ...] = (
             "each paying the ring's latency again; 0: one per block.", unit="MB",
             lo=ex.RANGES["dp_bucket_mb"][0], hi=ex.RANGES["dp_bucket_mb"][1],
             spec="dp_bucket_mb"),
+    *KERNEL_CONTROLS,
+    *FSDP_CONTROLS,
     *MOE_EXECUTION_CONTROLS,
     # --- run ------------------------------------------------------------------------------
     Control("strategy", "Strategy", "run", "radio", str,
