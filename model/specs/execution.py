@@ -228,8 +228,9 @@ class Execution:
         self._check_values()
         if isinstance(self.zero, bool) or not isinstance(self.zero, int):
             raise ModelError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
-        for name, allowed in LITERALS.items():
-            if getattr(self, name) not in allowed:
+        for name, allowed in LITERALS.items():  # True == 1: a bool is no FSDP version
+            value = getattr(self, name)
+            if isinstance(value, bool) or value not in allowed:
                 raise ModelError(f"{name} must be {_one_of(allowed)}, got "
                                  f"{getattr(self, name)!r}")
         if not _whole(self.interleave, 64):
