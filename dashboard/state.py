@@ -300,7 +300,7 @@ def visibility(values: dict[str, Any]) -> tuple[list[dict[str, str]], list[bool]
           *[Input(f"ctl-{key}", "value") for key in DEPENDS])
 def show_relevant(*values: Any) -> tuple:
     """A dense model hides its MoE sizes and collapses the MoE sections; the attention type
-    shows the KV heads (GQA) or the MLA ranks."""
+    shows the KV heads (GQA) or the MLA ranks; ZeRO-3 shows and opens the FSDP options."""
     styles, opened = visibility(dict(zip(DEPENDS, values)))
     return (*styles, *opened)
 

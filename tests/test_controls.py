@@ -261,6 +261,32 @@ def test_a_partial_link_fills_the_rest_from_the_preset_it_names():
     assert S.with_presets(S.from_query("#system=nope"))["system"] == "nope"  # the validator says
 
 
+def test_a_stack_fills_its_kernel_fsdp_and_moe_execution_controls():
+    """Every execution field is a control the stack preset fills (issue 22); the FSDP rows show
+    and their section opens with ZeRO-3 only, the MoE execution rows with experts only."""
+    fsdp = S.with_presets(S.from_query("#stack=pytorch-fsdp-2023"))
+    assert (fsdp["zero"], fsdp["fsdp_version"], fsdp["fsdp_prefetch"]) == (3, 1, 0)
+    assert (fsdp["attention_kernel"], fsdp["elementwise"]) == ("fa2", "eager")
+    assert S.execution_of(S.validate_scenario(fsdp)[0])["fsdp_gather_dtype"] == "bf16"
+    deepseek = S.with_presets(S.from_query("#stack=deepseek-v3-2024"))
+    assert (deepseek["pipeline_schedule"], deepseek["ep_max_domains"]) == ("dualpipe", 4)
+    assert deepseek["expert_gemm"] == "grouped" and deepseek["swiglu_fp8_cache"]
+    assert deepseek["recompute_norm_up_proj"] and deepseek["optimizer_bf16_moments"]
+    shown = dict.fromkeys(c.key for c in controls.CONDITIONAL)
+
+    def visible(values):
+        styles, opened = state.visibility(values)
+        rows = {k for k, style in zip(shown, styles) if style.get("display") != "none"}
+        return rows, dict(zip(controls.OPENING, opened))
+
+    rows, opened = visible({"zero": 1, "experts": 0})
+    assert not {"fsdp_version", "expert_gemm"} & rows
+    assert not opened["fsdp"] and not opened["moe_execution"]
+    rows, opened = visible({"zero": 3, "experts": 256})
+    assert {"fsdp_version", "fsdp_shard_group", "expert_gemm", "ep_max_domains"} <= rows
+    assert opened["fsdp"] and opened["moe_execution"]
+
+
 def test_model_presets_set_their_published_global_batch():
     assert S.model_values("llama3-405b")["global_batch"] == 2048
     assert S.model_values("gpt3-175b")["global_batch"] == 1536

@@ -484,7 +484,13 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
                "experts": 64, "top_k": 8, "expert_ffn": 2048, "shared_experts": 1,
                "dense_layers": 3, "ep_dispatcher": "alltoall", "ep_overlap": True,
-               "moe_capacity_factor": 1.25, "moe_imbalance": 1.3, "production_layout": False}
+               "moe_capacity_factor": 1.25, "moe_imbalance": 1.3, "production_layout": False,
+               "expert_gemm": "grouped", "moe_router_padding": False, "ep_max_domains": 4,
+               "swiglu_fp8_cache": True, "attention_kernel": "fa3", "elementwise": "eager",
+               "pipeline_schedule": "dualpipe", "optimizer_bf16_moments": True,
+               "recompute_norm_up_proj": True, "fsdp_version": 2,
+               "fsdp_reshard_after_forward": False, "fsdp_gather_dtype": "fp32",
+               "fsdp_prefetch": 0, "fsdp_shard_group": 8}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value

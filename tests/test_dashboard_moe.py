@@ -187,18 +187,19 @@ def test_a_dense_model_collapses_the_moe_sections_and_hides_their_sizes():
     rows = {c.key: i for i, c in enumerate(controls.CONDITIONAL)}
     sections = {name: i for i, name in enumerate(controls.OPENING)}
     styles, opened = state.visibility(dense)
-    assert set(sections) == {"moe", "moe_execution"}
-    assert not any(opened)
+    assert set(sections) == {"moe", "moe_execution", "fsdp"}  # fsdp: opened by ZeRO-3
+    assert dense["zero"] != 3 and not any(opened)
     for key in ("top_k", "expert_ffn", *EXECUTION_KEYS[:4], *MLA_KEYS):
         assert styles[rows[key]] == controls.HIDDEN, key
     assert styles[rows["kv_heads"]] == {}  # llama3-70b: GQA
     styles, opened = state.visibility(moe)
-    assert all(opened)
+    assert opened[sections["moe"]] and opened[sections["moe_execution"]]
     assert all(styles[rows[k]] == {} for k in ("top_k", *EXECUTION_KEYS[:4], *MLA_KEYS))
     assert styles[rows["kv_heads"]] == controls.HIDDEN  # MLA: one K/V head per head
     # a value being typed (None, text) never hides the rows that depend on it
     styles, opened = state.visibility({**moe, "experts": None})
-    assert all(opened) and styles[rows["top_k"]] == {}
+    assert opened[sections["moe"]] and opened[sections["moe_execution"]]
+    assert styles[rows["top_k"]] == {}
 
 
 def test_the_panel_draws_sections_collapsed_for_a_dense_model():
@@ -212,10 +213,13 @@ def test_the_panel_draws_sections_collapsed_for_a_dense_model():
                 details(child, found)
         return found
     assert details(controls.panel(_preset("llama3-8b")), {}) == {
-        "section-attention": True, "section-moe": False, "section-moe_execution": False}
-    assert set(details(controls.panel(_preset("kimi-k2")), {}).values()) == {True}
+        "section-attention": True, "section-moe": False, "section-moe_execution": False,
+        "section-kernels": True, "section-fsdp": False}
+    kimi = details(controls.panel(_preset("kimi-k2")), {})
+    assert kimi.pop("section-fsdp") is False  # ZeRO-1: the FSDP options folded
+    assert set(kimi.values()) == {True}
     assert {c.section for c in CONTROLS if c.section} == set(SECTIONS)
-    assert state.DEPENDS == ("attention", "experts")
+    assert state.DEPENDS == ("attention", "experts", "zero")
 
 
 # --------------------------------------------------------------------------- views

@@ -12,11 +12,14 @@ from model.specs import execution as ex
 MOE = When("experts", lambda v: v != 0)  # a mixture of experts (routed experts > 0)
 GQA = When("attention", lambda v: v == "gqa")
 MLA = When("attention", lambda v: v == "mla")
+ZERO3 = When("zero", lambda v: v == 3)  # weights sharded: the FSDP options apply
 # sections of a group: (title, condition for being drawn open; None: always open)
 SECTIONS: dict[str, tuple[str, When | None]] = {
     "attention": ("Attention", None),
     "moe": ("Mixture of experts", MOE),
     "moe_execution": ("Mixture of experts", MOE),
+    "kernels": ("Kernels, schedule & optimizer", None),
+    "fsdp": ("FSDP (ZeRO-3)", ZERO3),
 }
 
 
@@ -106,4 +109,27 @@ MOE_EXECUTION_CONTROLS = (
             "force-balanced, as published benchmarks run; real routing is not); the step "
             "waits for that GPU's expert GEMMs and all-to-alls.", unit="× mean", lo=1, hi=64,
             spec="moe_imbalance", section="moe_execution", when=MOE),
+    Control("expert_gemm", "Expert GEMM kernels", "execution", "dropdown", str,
+            "How the local experts' matmuls run: multi-stream (Transformer Engine's "
+            "GroupedLinear: one cuBLASLt GEMM per expert on 4 streams, so at most 4 experts' "
+            "tiles share a wave) or grouped (one grouped kernel over every local expert: "
+            "CUTLASS grouped GEMM, DeepGEMM).", choices=ex.EXPERT_GEMMS, spec="expert_gemm",
+            section="moe_execution", when=MOE),
+    Control("moe_router_padding", "Router pads for FP8", "execution", "switch", bool,
+            "The router pads each expert's token count to the FP8 GEMM alignment "
+            "(Megatron-Core's moe_router_padding_for_fp8); off: under FP8/FP4 the experts' "
+            "input and output are copied through padded buffers (Transformer Engine "
+            "Fp8Padding/Fp8Unpadding).", choices=ON_OFF[0], names=ON_OFF[1],
+            spec="moe_router_padding", section="moe_execution", when=MOE),
+    Control("ep_max_domains", "Node-limited routing", "execution", "number", int,
+            "Each token's experts lie in at most this many NVLink domains, so its all-to-all "
+            "copies cross at most this many domains (DeepSeek-V3 §2.1.2: 4 nodes); 0: "
+            "unlimited.", unit="domains", lo=ex.INTEGERS["ep_max_domains"][0],
+            hi=ex.INTEGERS["ep_max_domains"][1], spec="ep_max_domains",
+            section="moe_execution", when=MOE),
+    Control("swiglu_fp8_cache", "FP8 SwiGLU cache", "execution", "switch", bool,
+            "The routed experts keep their SwiGLU input in FP8 with 1×128 scales and rerun "
+            "the SwiGLU in the backward, so the second expert linear keeps nothing of its own "
+            "(DeepSeek-V3 §3.3.3).", choices=ON_OFF[0], names=ON_OFF[1],
+            spec="swiglu_fp8_cache", section="moe_execution", when=MOE),
 )

@@ -11,11 +11,13 @@ preset: a record of that group reads its value from the preset's object — its 
 divided by ``scale`` unless it has its own ``read``.
 
 The record (:class:`Control`, :class:`When`) is :mod:`dashboard.controls.control_record`; the
-attention and mixture-of-experts records are :mod:`dashboard.controls.control_moe`, placed in the
-table below. Records of a group may form a *section* (:data:`SECTIONS`: attention, mixture of
-experts), drawn collapsed while its condition does not hold (a dense model's MoE controls). A record
-with a ``when`` condition is shown only while it holds; hidden, it keeps its value in the scenario
-(the URL and JSON round-trip it) but the estimator receives its ``off`` value instead (a dense model
+attention and mixture-of-experts records are :mod:`dashboard.controls.control_moe`, the kernel,
+schedule and FSDP records :mod:`dashboard.controls.control_stack`, placed in the table below.
+Records of a group may form a
+*section* (:data:`SECTIONS`: attention, mixture of experts, kernels, FSDP), drawn collapsed while
+its condition does not hold (a dense model's MoE controls, FSDP's without ZeRO-3). A record with a
+``when`` condition is shown only while it holds; hidden, it keeps its value in the scenario (the
+URL and JSON round-trip it) but the estimator receives its ``off`` value instead (a dense model
 gets no experts whatever the hidden boxes say).
 """
 
@@ -30,6 +32,7 @@ from dashboard.controls.control_moe import (  # noqa: F401 - SECTIONS re-exporte
     SECTIONS,
 )
 from dashboard.controls.control_record import ON_OFF, WIDGETS, Control, When  # noqa: F401 - re-exported
+from dashboard.controls.control_stack import FSDP_CONTROLS, KERNEL_CONTROLS
 from model import list_models, list_systems
 from model.engine.design import AXES
 from model.physics.strategies import SHORT_LABELS, STRATEGIES
@@ -246,6 +249,8 @@ CONTROLS: tuple[Control, ...] = (
             "each paying the ring's latency again; 0: one per block.", unit="MB",
             lo=ex.RANGES["dp_bucket_mb"][0], hi=ex.RANGES["dp_bucket_mb"][1],
             spec="dp_bucket_mb"),
+    *KERNEL_CONTROLS,
+    *FSDP_CONTROLS,
     *MOE_EXECUTION_CONTROLS,
     # --- run ------------------------------------------------------------------------------
     Control("strategy", "Strategy", "run", "radio", str,
