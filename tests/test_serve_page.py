@@ -9,14 +9,12 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-serve-page-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
 if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
@@ -92,18 +90,6 @@ def test_checked_form_refuses_a_bad_form():
         checked_form(None)
     gpus, wl, pins = checked_form({**FORM, "tp": 4, "pp": "auto"})
     assert (gpus, wl.concurrency, pins) == (8, 64, ServingLayout(tp=4))
-
-
-def test_callback_is_quick():
-    """A loose bound for a shared test machine; bench/serve_page.py measures the p95 (the
-    target is 300 ms)."""
-    outputs(SCN)
-    times = []
-    for load in np.linspace(16, 512, 6).astype(int):
-        start = time.perf_counter()
-        outputs(SCN, {**FORM, "load": int(load)})
-        times.append(time.perf_counter() - start)
-    assert np.percentile(times, 95) < 1.0
 
 
 @pytest.mark.parametrize("card", CARDS)
