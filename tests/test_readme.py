@@ -105,16 +105,30 @@ def test_console_block_is_what_the_command_prints(argv, shown, capsys, monkeypat
     assert missing == [], f"the README shows lines the command no longer prints: {missing}"
 
 
-def _plan(*extra: str):
-    from model import load_model, load_system, plan
-    args = dict(zip(extra[::2], extra[1::2], strict=True))
-    system = load_system(args.pop("system", "b200"))
-    return plan(load_model("gpt3-1t", tokens=1e13), system, int(args.pop("batch", 8192)),
-                days=30, **args).summary()
+def _tperf(*argv: str) -> tuple[int, str, str]:
+    """``tperf argv`` in-process: its exit code, stdout and stderr."""
+    import contextlib
+    import io
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv), prog="tperf")
+    return code, out.getvalue(), err.getvalue()
 
 
-def _days(summary) -> str:
-    return f"{summary['days']:.1f}"
+PLAN_1T = ("plan", "--model", "gpt3-1t", "--tokens", "1e13", "--days", "30")
+
+
+def _plan(*extra: str, system: str = "b200", batch: int = 8192) -> dict:
+    """The README's 1T question as ``tperf plan … --json`` answers it (the same strategies and
+    execution the console block's command searches)."""
+    code, out, err = _tperf(*PLAN_1T, "--system", system, "--global-batch", str(batch),
+                            "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _days(days: float) -> str:
+    return f"{days:.1f}"
 
 
 def _cross_validated() -> dict[str, float]:
@@ -130,23 +144,31 @@ def _cross_validated() -> dict[str, float]:
 def _claims():
     """(document, the phrase it must contain, computed now) for each figure of the prose."""
     def batch_4096():
-        s = _plan("batch", 4096)
-        return f"it takes {s['gpus']:,} GPUs ({_days(s)} days)"
+        code, _, err = _tperf(*PLAN_1T, "--system", "b200", "--global-batch", "4096")
+        found = re.search(r"no GPU count up to (\d+) .* the fastest takes ([\d.]+) days on "
+                          r"(\d+) GPUs", err)
+        assert code == 2 and found, err
+        top, days, gpus = int(found[1]), found[2], int(found[3])
+        return (f"With batches of 4,096 no count up to {top:,} GPUs meets 30 days (the\n"
+                f"fastest, {gpus:,} GPUs, takes {days} days with failures)")
 
-    def with_failures():
-        s = _plan("failures", True)
-        return f"(`--with-failures`), {s['gpus']:,} GPUs"
+    def without_failures():
+        s = _plan("--no-with-failures")
+        return (f"`--no-with-failures`) {s['gpus']:,} GPUs would do ({_days(s['days'])} days), "
+                f"but\nthey take {_days(s['days_with_failures'])} days with failures")
 
     def gb200():
-        s = _plan("system", "gb200-nvl72")
-        assert s["gpus"] == 32768
-        return f"on GB200 NVL72 the same 32,768 GPUs take {_days(s)} days"
+        s = _plan(system="gb200-nvl72")
+        return (f"On GB200 NVL72 {s['gpus']:,} GPUs take {_days(s['days'])} days\n"
+                f"({_days(s['days_with_failures'])} with failures)")
 
     def purchased():
         from model.specs.cost import Costs
-        s = _plan("costs", {"pricing": "purchase"})
-        return (f"amortized over {Costs().amortization_years:g} years plus electricity) cost "
-                f"${s['cost_usd'] / 1e6:.2f}M")
+        rented, bought = _plan(), _plan("--pricing", "purchase")
+        return (f"costs ${rented['cost_usd'] / 1e6:.2f}M rented and "
+                f"${bought['cost_usd'] / 1e6:.2f}M on purchased GPUs\n"
+                f"(`--pricing purchase`: amortized over "
+                f"{Costs().amortization_years:g} years plus electricity)")
 
     def accuracy():
         c = _cross_validated()
@@ -171,15 +193,17 @@ def _claims():
         pow2 = lost_node_frame(m, s, 4096, 4096, lost=1).set_index("lost_nodes")
         even = lost_node_frame(m, s, 4096, 4080, lost=1).set_index("lost_nodes")
         loss = 1 - even.loc[1, "samples_per_s"] / even.loc[0, "samples_per_s"]
+        assert even.loc[0, "gpus"] == even.loc[1, "gpus"]
         return (f"B200s ({pow2.loc[0, 'samples_per_s']:.1f} samples/s) that loses one node "
                 f"cannot use\n  4,088 GPUs at all, and the best fallback uses "
                 f"{pow2.loc[1, 'gpus']:,} ({pow2.loc[1, 'samples_per_s']:.1f} samples/s, "
                 f"{pow2.loc[1, 'relative_efficiency']:.0%} of the per-GPU\n  throughput: a "
-                f"*cliff*, `tperf lost-node`); with a batch of 4,080 the same loss costs "
-                f"{loss:.1%}").replace("%", " %")
+                f"*cliff*, `tperf lost-node`); with a batch of 4,080 the best layout uses "
+                f"{even.loc[0, 'gpus']:,}\n  GPUs with or without the lost node, so the loss "
+                f"costs {loss:.1%}").replace("%", " %")
 
     readme, planning = "README.md", "docs/planning.md"
-    return [(readme, batch_4096), (readme, with_failures), (readme, gb200), (readme, purchased),
+    return [(readme, batch_4096), (readme, without_failures), (readme, gb200), (readme, purchased),
             (readme, accuracy), (readme, paper_entries), (readme, budget),
             (planning, lost_node)]
 
