@@ -246,7 +246,7 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
              *([f"      error bar: {bar.text}"] if (bar := _bar(model, system, args)) else []),
              f"      {cli_format.config_line(row)}",
              f"      {cli_format.execution_line(row)}",
-             f"      {cli_format.cost_line(row)}"]
+             f"      {_plan_cost_line(row, res.failures)}"]
     warning = critical_batch_warning(model, args.global_batch)
     if warning:
         lines.insert(1, warning)
@@ -312,3 +312,14 @@ def run_codesign(args: argparse.Namespace) -> int:
     print(res.rows[[c for c in cols if c in res.rows]].to_string(
         index=False, float_format=lambda v: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"))
     return 0
+
+
+def _plan_cost_line(row: pd.Series, failures: bool) -> str:
+    """The cost line of the plan's row with the GPU-hours, cost and energy the plan compared
+    (``plan_*``: those of the wall time with failures when it counts them), as the JSON and
+    :meth:`PlanResult.summary` give them."""
+    priced = row.copy()
+    for name in ("gpu_hours", "cost_usd", "energy_mwh"):
+        priced[name] = row[f"plan_{name}"]
+    line = cli_format.cost_line(priced)
+    return line + (" (GPU-hours, cost and energy of the time with failures)" if failures else "")

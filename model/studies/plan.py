@@ -152,7 +152,7 @@ def plan_execution(execution: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def plan(model: Transformer | Request, system: System | None = None,
          global_batch: int | None = None, *, days: float | None = None,
-         budget_usd: float | None = None, strategy: str | tuple[str, ...] = "1d",
+         budget_usd: float | None = None, strategy: str | tuple[str, ...] = "all",
          gpu_step: int | None = None, max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = True,
          execution: Execution | dict | None = None, stack: str | Stack | None = None,
          costs: object = None, pins: dict | None = None, budget: int = DEFAULT_BUDGET
@@ -160,7 +160,8 @@ def plan(model: Transformer | Request, system: System | None = None,
     """The fewest GPUs (multiples of ``gpu_step``, default the system's node size) that train
     ``model``'s budget within ``days``, or the fastest within ``budget_usd`` (see the module
     docstring); searches counts up to ``max_gpus``. ``plan(request, days=…)`` (its workload's
-    ``max_gpus`` and ``gpu_step``), or the keyword form, an adapter that builds the request."""
+    ``max_gpus`` and ``gpu_step``), or the keyword form, an adapter that builds the request.
+    Strategy ``all`` (the keyword form's default, as ``tperf plan``'s): :func:`plan_strategies`."""
     if isinstance(model, Request):
         req = only_request(model, system, global_batch)
     else:
@@ -178,6 +179,7 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
     model, system = req.model, req.system
     check_targets(days, budget_usd, model)
     work = req.training()
+    strategy = plan_strategies(model, req.strategy)  # "all": the production ones, as the CLI
     step = system.node_size if work.gpu_step is None else work.gpu_step
     max_gpus = work.max_gpus or DEFAULT_MAX_GPUS
     counts = count_range(max_gpus, step)
@@ -190,7 +192,7 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
     windows = _windows(len(counts)) if budget_usd is None else [(0, len(counts))]
     frames, searched = [], 0
     for lo, hi in windows:
-        frame, _ = best_per_count(model, system, counts[lo:hi], req.global_batch, req.strategy,
+        frame, _ = best_per_count(model, system, counts[lo:hi], req.global_batch, strategy,
                                   compat=req.compat, pins=dict(req.pins),
                                   execution=req.execution_given(), stack=req.stack,
                                   budget=req.budget, pruning=req.pruning)

@@ -137,10 +137,14 @@ def error_bar(stack: str | None = None, moe: bool = False,
     kind = "MoE " if moe else ""
     runs = [r for r in scored_runs() if r.workload == workload]
     family = _family(stack)
-    runs = [r for r in runs if r.family == family] or runs
+    kin = [r for r in runs if r.family == family]
+    # a system other families have runs on: say whose runs are missing
+    scored_elsewhere = system is not None and any(r.system == system for r in runs)
+    whose = f" of a {family}-family stack" if kin and scored_elsewhere else ""
+    runs = kin or runs
     if system is not None and not any(r.system == system for r in runs):
         return ErrorBar(float("nan"), float("nan"), 0, "", kind, system or "", (
-            f"no published {kind or 'dense '}run on {system} was ever scored"))
+            f"no published {kind or 'dense '}run{whose} on {system} was ever scored"))
     chain = lineage(stack) if stack else ()
     own = next((name for name in chain if any(r.stack == name for r in runs)), None)
     if stack is not None and own is None:
