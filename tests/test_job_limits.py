@@ -124,6 +124,36 @@ def test_finding3_a_job_ends_with_its_worker(tmp_path):
             os.kill(job, signal.SIGKILL)
 
 
+def _napping_job(key, progress_key, args, context) -> None:
+    """A job that outlives the request starting it (its thread), then stores its result."""
+    time.sleep(1.5)
+    args.set(key, "finished")
+
+
+def test_a_job_outlives_the_request_thread_that_started_it(tmp_path):
+    """A threaded server (werkzeug's: ``python app.py``, the browser tests) forks each job from
+    a request thread that ends with the request. The kernel's death signal fires when the
+    forking thread exits (prctl(2)), so it used to kill every such job as soon as its request
+    returned (the page then read "the worker ... stopped"): the job must run to its end."""
+    import threading
+
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    started: list[int] = []
+
+    def request() -> None:  # starts the job, lingers past its limits being set, then ends
+        started.append(jobs.call_job_fn("nap", _napping_job, jobs.handle, {}))
+        time.sleep(0.5)
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    thread.join()
+    try:
+        assert until(lambda: jobs.handle.get("nap"), "the job's result", timeout=15) == \
+            "finished"
+    finally:
+        jobs.terminate_job(started[0])
+
+
 def test_one_client_cannot_take_every_job_slot(tmp_path, monkeypatch):
     """Issue 26: two jobs of one client held both slots of a 2-core host and every other
     user's sweep was refused. Now one address runs at most PERF_MAX_JOBS_PER_CLIENT at once;

@@ -12,8 +12,12 @@ its killed worker).
   C call runs to its end first: the kernel's CPU-time limit (``RLIMIT_CPU``, SIGXCPU kills the
   process by default: setrlimit(2)) :data:`HARD_GRACE_S` later ends even that.
 * Ends with its worker: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (prctl(2)), and a thread that
-  ends the job once its parent has changed (the parent died before the prctl, or the death
-  signal's thread-parent rule: it fires when the forking *thread* exits).
+  ends the job once its parent has changed (the parent died before the prctl). The death
+  signal fires when the forking *thread* exits (prctl(2): "the parent thread"), not only its
+  process: it is set only for a job forked by its worker's main thread (gunicorn's sync
+  worker). A job forked by a request thread of a threaded server (werkzeug's, which
+  ``python app.py`` and the browser tests run; its thread ends with the request) would be
+  killed as soon as its request returned, so it relies on the parent watch alone.
 """
 
 from __future__ import annotations
@@ -48,17 +52,23 @@ def bounded(job_fn: Callable[..., Any], timeout_s: float | None = None) -> Calla
     def job(*args: Any, **kwargs: Any) -> Any:
         limit_s = JOB_TIMEOUT_S if timeout_s is None else timeout_s
         parent = os.getppid()
-        _die_with(parent)
+        _die_with(parent, death_signal=forked_by_main)
         _deadline(limit_s)
         return job_fn(*args, **kwargs)
+
+    # read in the worker, in the thread that wraps the job and forks its process
+    forked_by_main = threading.current_thread() is threading.main_thread()
     return job
 
 
-def _die_with(parent: int) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the thread below still does it
-        pass
+def _die_with(parent: int, death_signal: bool = True) -> None:
+    """End this process once ``parent`` is gone: the kernel's death signal (only if
+    ``death_signal``: its forking thread lives as long as the worker) and a watch thread."""
+    if death_signal:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # not Linux: the thread below still does it
+            pass
 
     def watch() -> None:
         while True:
