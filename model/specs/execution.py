@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from model.errors import ModelError
+from model.specs.execution_help import HELP  # noqa: F401 - re-exported: each field's help
 from model.specs.precision import NAMES
 
 RECOMPUTE = ("none", "selective", "full")
@@ -340,65 +341,6 @@ INTEGERS: dict[str, tuple[int, int]] = {"interleave": (0, 64), "recompute_layers
                                         "offload_layers": (0, 10_000),
                                         "ep_max_domains": (0, 10_000),
                                         "fsdp_shard_group": (0, 1_000_000)}
-HELP: dict[str, str] = {
-    "recompute": "activation recompute: selective (flash attention's), full, or none",
-    "recompute_layers": "fully recompute N layers per pipeline stage, the rest as --recompute "
-                        "(Megatron's block method; 'auto': the fewest that fit)",
-    "sequence_parallel": "Megatron sequence parallelism for 1D/context",
-    "interleave": "virtual pipeline stages per GPU (0: every count the stages allow)",
-    "zero": "ZeRO stage: 0 replicated optimizer, 1 distributed optimizer, 2 + gradients, "
-            "3 + weights (FSDP)",
-    "precision": "matmul precision (fp8, mxfp8 and nvfp4 need the system's FP8/FP4 rate)",
-    "tp_overlap": "overlap tensor-parallel collectives with the matmuls",
-    "flash_attention": "fused attention",
-    "fp32_gradients": "accumulate and reduce gradients in fp32 (Megatron's main_grad)",
-    "context_attention": "context parallelism (--cp): gather K/V, or ring attention (overlapped)",
-    "offload": "keep these in the host memory tier (the system's host_* figures)",
-    "ends_count_as_layers": "the embedding and the loss each count as a layer in the "
-                            "pipeline split (lighter end stages)",
-    "dp_overlap": "overlap the data-parallel gradient reduction with the backward",
-    "dp_bucket_mb": "data-parallel collectives in buckets of at most this many MB, each "
-                    "paying the ring latency (0: one per block)",
-    "fp8_param_gather": "with an FP8 precision, all-gather parameters in FP8 (Megatron's "
-                        "--fp8-param-gather)",
-    "offload_layers": "without activation offload: move N layers' activations of each "
-                      "pipeline stage to host memory (Megatron's cpu_offloading_num_layers)",
-    "ep_overlap": "overlap the expert-parallel all-to-alls with another microbatch's compute",
-    "ep_dispatcher": "how tokens reach their experts: NCCL all-to-all, or flex (DeepEP/HybridEP)",
-    "moe_capacity_factor": "0: dropless routing; c > 0: c x the mean tokens per expert, "
-                           "dropped beyond, padded below",
-    "moe_imbalance": "dropless routing: the busiest GPU's expert tokens over the mean "
-                     "(1.0: force-balanced)",
-    "expert_gemm": "the experts' GEMM kernels: one per local expert on 4 streams "
-                   "(multi-stream, Transformer Engine) or one grouped kernel (grouped)",
-    "moe_router_padding": "the router pads expert token counts to the FP8 GEMM alignment "
-                          "(default: on; off: explicit padding copies under FP8/FP4)",
-    "optimizer_bf16_moments": "Adam moments in BF16 (precision-aware optimizer): 8 instead "
-                              "of 12 optimizer bytes per parameter (default: off)",
-    "pipeline_schedule": "pipeline schedule: 1f1b (with --interleave) or dualpipe "
-                         "(DeepSeek-V3's bidirectional schedule)",
-    "ep_max_domains": "node-limited routing: each token's experts in at most N NVLink "
-                      "domains (0: unlimited; DeepSeek-V3: 4)",
-    "attention_kernel": "attention kernel priced from its published TFLOP/s: fa2, fa3, "
-                        "cudnn, triton, math (unfused); auto: the stack's calibrated one",
-    "elementwise": "element-wise kernels between the matmuls: fused (one per op), eager "
-                   "(unfused PyTorch passes over HBM) or compile (torch.compile); auto: fused",
-    "fsdp_version": "with ZeRO-3: 0 DeepSpeed/Megatron gathers, 1 PyTorch FSDP1, 2 FSDP2",
-    "fsdp_reshard_after_forward": "FSDP frees gathered weights after each block's forward "
-                                  "and gathers again for the backward (default: on)",
-    "fsdp_gather_dtype": "dtype FSDP gathers parameters in: bf16 (2 B), fp32 (4 B); auto: "
-                         "the precision's",
-    "fsdp_prefetch": "1: the next block's gather overlaps the current compute; 0: exposed "
-                     "(FSDP1 BACKWARD_POST)",
-    "fsdp_shard_group": "HSDP: shard over groups of N GPUs, replicate across them (0: the "
-                        "whole data-parallel group)",
-    "recompute_norm_up_proj": "DeepSeek-V3's light recompute: RMSNorms and MLA "
-                              "up-projections rerun in the backward (default: off)",
-    "swiglu_fp8_cache": "routed experts keep the SwiGLU input in FP8 and rerun it in the "
-                        "backward (DeepSeek-V3; default: off)",
-    "production_layout": "only layouts a production stack runs: TP inside one NVLink domain, "
-                         "whole nodes (default: on)",
-}
 
 
 def field_kind(name: str) -> str:
