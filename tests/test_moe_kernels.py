@@ -176,6 +176,6 @@ def test_deepseek_stack_preset():
     assert ex["optimizer_bf16_moments"] and ex["ep_overlap"]
     assert s.gemm_efficiency["hopper"]["fp8"] == pytest.approx(0.69 / (1.75 / 1.92), abs=1e-3)
     assert s.to_dict()["name"] == "deepseek-v3-2024"
-    calibrate = _bench("calibrate")
+    from model.validation import calibrate_presets as calibrate
     data = (ROOT / "model" / "data" / "stacks" / "deepseek-v3-2024.json").read_text()
     assert calibrate.KERNEL_CALIBRATED in data
