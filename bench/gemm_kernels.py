@@ -14,66 +14,20 @@ shapes; the 64- and 128-row rows are decoding shapes, printed but not fitted). A
 overlap of compute and HBM time, max + alpha·min, was tried as a third parameter: its best
 alpha is 0 (the rows with 256 rows per group are already HBM-bound in the model's bytes), so
 the model keeps the plain roofline.
+
+The formulas live in model/validation/gemm_kernels.py (the tests import them from there); this
+script prints.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model.physics.gemm import DEPTH_OVERHEAD_FP8  # noqa: E402
-from model.physics.moe import grouped_linear, grouped_wave_efficiency  # noqa: E402
-from model.specs.hardware import load_system  # noqa: E402
-from model.specs.schema import DATA_DIR  # noqa: E402
-
-TABLE = DATA_DIR / "reference" / "gemm_kernels.json"
-MIN_ROWS = 256
-A_GRID = np.linspace(0.5, 1.0, 101)
-K0_GRID = np.arange(0.0, 1000.0, 10.0)
-
-
-def rows() -> np.ndarray:
-    """(groups, rows per group, n, k, TFLOP/s) of every table row."""
-    tables = json.loads(TABLE.read_text())["tables"]
-    out = [[1, m, n, k, tf] for m, n, k, tf, _ in tables["normal"]["rows"]]
-    for key in ("grouped_contiguous", "grouped_masked"):
-        out += [[g, m, n, k, tf] for g, m, n, k, tf, _ in tables[key]["rows"]]
-    return np.array(out, dtype=float)
-
-
-def _shapes(r: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
-    """Per row: FLOPs, HBM bytes and wave efficiency as the model counts them; the peak
-    (FLOP/s) and HBM rate (bytes/s) of the table's system."""
-    system = load_system(json.loads(TABLE.read_text())["system"])
-    g, m, n, k = r[:, 0], r[:, 1], r[:, 2], r[:, 3]
-    counts = grouped_linear(1.0, g * m, k, n, g, 2.0)
-    wave = grouped_wave_efficiency(g * m, g, n, system.gemm_tile, system.sm_count)
-    return (counts.flop_mat_fwd, counts.bytes_fwd, wave, system.matrix_tflops_fp8 * 1e12,
-            system.hbm_bytes_per_s)
-
-
-def predicted_tflops(r: np.ndarray, a, k0) -> np.ndarray:
-    """The model's TFLOP/s of each row (module docstring); a and k0 broadcast against the
-    rows (a trailing axis)."""
-    flop, hbm, wave, peak, rate = _shapes(r)
-    k = r[:, 3]
-    t_c = flop / (np.asarray(a)[..., None] * peak * wave * k / (k + np.asarray(k0)[..., None]))
-    t_m = hbm / rate
-    return flop / np.maximum(t_c, t_m) / 1e12
-
-
-def fit(r: np.ndarray) -> tuple[float, float]:
-    """(A, k0) minimising the squared log error over ``r`` on a grid."""
-    a, k0 = np.meshgrid(A_GRID, K0_GRID, indexing="ij")
-    err = np.log(predicted_tflops(r, a, k0) / r[:, 4])
-    i = np.unravel_index(int(np.argmin((err ** 2).sum(axis=-1))), a.shape)
-    return float(a[i]), float(k0[i])
+from model.validation.gemm_kernels import MIN_ROWS, fit, predicted_tflops, rows  # noqa: E402
 
 
 def main() -> None:

@@ -9,6 +9,9 @@ samples), BF16, 430 / 400 TFLOP/s per GPU. These runs were never used to fit any
 prediction is the default search (every interleaving, the fewest recomputed layers that fit,
 the newest software stack) with tp1 and pp pinned; the search picks the microbatch, the
 interleaving and the recompute itself.
+
+The formulas live in model/validation/llama3_405b.py (the tests import them from there); this
+script prints.
 """
 
 from __future__ import annotations
@@ -19,17 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model import load_model, load_system, search  # noqa: E402
-
-PUBLISHED = ((8192, 430.0), (16384, 400.0))  # (H100 GPUs, TFLOP/s per GPU), Table 4
-GLOBAL_BATCH = 2048  # 16M tokens / 8,192 tokens per sample
-
-
-def predict(gpus: int, stack: str | None = None):
-    """The best row of the default search with the published TP and PP pinned (BF16)."""
-    model, system = load_model("llama3-405b"), load_system("h100")
-    return search(model, system, gpus, GLOBAL_BATCH, "1d", pins={"tp1": 8, "pp": 16},
-                  execution={"precision": "bf16"}, stack=stack, top_k=1).best
+from model.validation.llama3_405b import PUBLISHED, predict  # noqa: E402
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ def moe_rows(moe_curves):
 
 
 def _assert_stored(stored_sources: list[dict], rows: pd.DataFrame) -> None:
-    """A table ``bench/calibrate.py --write`` stored equals what the code computes now."""
+    """A table ``scripts/calibrate --write`` stored equals what the code computes now."""
     stored = pd.DataFrame(stored_sources)
     now = error_table(rows)
     assert list(stored["source"]) == list(now["source"])
@@ -61,7 +61,7 @@ def _assert_stored(stored_sources: list[dict], rows: pd.DataFrame) -> None:
 
 
 def test_stored_cross_validation_is_current(rows):
-    """bench/calibrate.py --write stored this table; it must match the code and the data."""
+    """scripts/calibrate --write stored this table; it must match the code and the data."""
     _assert_stored(json.loads(STORED.read_text())["sources"], rows)
 
 

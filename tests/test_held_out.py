@@ -2,7 +2,7 @@
 
 Llama 3 405B pre-training on 8,192 and 16,384 H100s (arXiv 2407.21783, Table 4: TP 8, PP 16,
 DP 64 / 128, 2,048 sequences of 8,192 tokens, BF16, 430 / 400 TFLOP/s per GPU): the default
-search, given only the published TP and PP, lands within 12 % (bench/llama3_405b.py prints it).
+search, given only the published TP and PP, lands within 12 % (model/validation/llama3_405b.py).
 The paper says 8K pre-training ran without activation checkpointing: the search must keep
 selective recompute (not fall back to full) and use interleaving, as the published schedule does.
 It still recomputes one or two whole layers per stage (of 8) to fit: the memory model is that
@@ -11,14 +11,9 @@ close to, and still slightly above, what the run needed.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-
-from llama3_405b import PUBLISHED, predict  # noqa: E402
+from model.validation.llama3_405b import PUBLISHED, predict
 
 
 @pytest.mark.parametrize(("gpus", "published_tflops"), PUBLISHED)
@@ -30,14 +25,14 @@ def test_llama3_405b_default_search_is_within_12_percent(gpus, published_tflops)
     assert int(best["interleave"]) > 1
 
 
-# --- mixture of experts (bench/moe_held_out.py, reference/moe_held_out.json) ------------------
+# --- mixture of experts (model/validation/moe_held_out.py, reference/moe_held_out.json) -------
 # Measured with the stack of each run's date (README, Accuracy), the MoE-specific fit charged
 # per routed byte (the token kernels' efficiency, model.validation.calibrate), block-wise FP8
 # as its own precision, and the TP-communication overlap and FP8 parameter gather each run's
 # scripts set: the other models' runs within −5.0 … +14.5 % (mean 5.3 %; 5.5 % / 17.3 % with
 # the stacks' TP overlap and no FP8 gather), DeepSeek-V3 on 2,048 H800s 27.9 % too slow. The
 # bounds are those figures plus one point: they fail a regression.
-import moe_held_out as moe  # noqa: E402
+from model.validation import moe_held_out as moe  # noqa: E402
 
 MOE_RUNS = moe.records()
 OTHER_MODELS = [r for r in MOE_RUNS if r["group"] == "other model"]

@@ -5,7 +5,6 @@ BF16 Adam moments, and the DeepSeek stack preset."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,13 +26,6 @@ from model.specs.stack import load_stack
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _bench(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_depth_efficiency_and_its_precision_scale():
     k0 = gemm.DEPTH_OVERHEAD_FP8
     assert gemm.depth_overhead("matrix_tflops_fp8") == k0
@@ -49,19 +41,19 @@ def test_backward_is_the_harmonic_mean_of_its_two_gemms():
 
 
 def test_the_depth_constant_is_the_fit_of_the_cited_table():
-    """bench/gemm_kernels.py refits k0 on model/data/reference/gemm_kernels.json (DeepGEMM
+    """model.validation.gemm_kernels refits k0 on model/data/reference/gemm_kernels.json (DeepGEMM
     README @ 55ab91f): the constant in the code is its result, and the model with it is
     within 10 % of every GEMM of 4096 rows or more."""
-    bench = _bench("gemm_kernels")
-    rows = bench.rows()
-    fitted = rows[:, 1] >= bench.MIN_ROWS
-    a, k0 = bench.fit(rows[fitted])
+    from model.validation import gemm_kernels as kernels
+    rows = kernels.rows()
+    fitted = rows[:, 1] >= kernels.MIN_ROWS
+    a, k0 = kernels.fit(rows[fitted])
     assert k0 == gemm.DEPTH_OVERHEAD_FP8
     big = rows[:, 1] >= 4096
-    error = bench.predicted_tflops(rows[big], a, k0) / rows[big, 4] - 1
+    error = kernels.predicted_tflops(rows[big], a, k0) / rows[big, 4] - 1
     assert np.all(np.abs(error) < 0.10)
-    shallow = bench.predicted_tflops(rows[big], a, k0)[rows[big, 3] == 512]
-    deep = bench.predicted_tflops(rows[big], a, 0.0)[rows[big, 3] == 512]
+    shallow = kernels.predicted_tflops(rows[big], a, k0)[rows[big, 3] == 512]
+    deep = kernels.predicted_tflops(rows[big], a, 0.0)[rows[big, 3] == 512]
     assert shallow < 0.6 * deep  # k = 512 loses 43 % to the tile's fixed cost
 
 
@@ -176,6 +168,6 @@ def test_deepseek_stack_preset():
     assert ex["optimizer_bf16_moments"] and ex["ep_overlap"]
     assert s.gemm_efficiency["hopper"]["fp8"] == pytest.approx(0.69 / (1.75 / 1.92), abs=1e-3)
     assert s.to_dict()["name"] == "deepseek-v3-2024"
-    calibrate = _bench("calibrate")
+    from model.validation import calibrate_presets as calibrate
     data = (ROOT / "model" / "data" / "stacks" / "deepseek-v3-2024.json").read_text()
     assert calibrate.KERNEL_CALIBRATED in data

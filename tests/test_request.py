@@ -139,3 +139,34 @@ def test_the_design_space_and_lost_node_studies_take_the_request_too():
                                   lost_node_frame(M, SYS, 64, 256, lost=2))
     with pytest.raises(ModelError, match="one GPU count and one strategy"):
         design_space(req.with_workload(gpus=(64, 128)))
+
+
+def test_the_codesign_pareto_and_ablation_studies_take_the_request_too():
+    """A request per model for the co-design, one request and the systems to compare for the
+    cost/time frontier, one request for the ablation: each equals its keyword form."""
+    from model.studies.ablation import ablation
+    from model.studies.codesign import codesign
+    from model.studies.pareto import pareto_frame
+    small = M.with_overrides(layers=4)
+    vary, prices = {"hbm_capacity_gb": [40, 80]}, {"base_usd": 20000,
+                                                  "hbm_capacity_gb": {"40": 5000, "80": 10000}}
+    reqs = [Request.build(small, SYS, global_batch=gbs, execution={"recompute": "full"})
+            for gbs in (64, 128)]
+    by_requests = codesign(reqs, budget_usd=2e6, vary=vary, prices=prices).rows
+    by_keywords = codesign([small, small], SYS, 2e6, vary, prices, [64, 128],
+                           execution={"recompute": "full"}).rows
+    pd.testing.assert_frame_equal(by_requests, by_keywords)
+    assert by_requests["samples_per_s"].gt(0).all()
+    with pytest.raises(ModelError, match="share one system"):
+        codesign([reqs[0], reqs[1].replace(system=load_system("a100"))], budget_usd=2e6,
+                 vary=vary, prices=prices)
+    systems = [SYS, load_system("h200")]
+    costs = {"usd_per_kwh": 0.2}
+    front = Request.build(small, SYS, global_batch=64, max_gpus=64, costs=costs)
+    frontier = pareto_frame(front, [s.with_costs(costs) for s in systems], max_counts=4)
+    pd.testing.assert_frame_equal(frontier, pareto_frame(small, systems, 64, 64, costs=costs,
+                                                         max_counts=4))
+    assert set(frontier["system"]) == {"h100", "h200"} and frontier["pareto"].any()
+    ablated = ablation(Request.build(small, SYS, global_batch=64, gpus=8))
+    pd.testing.assert_frame_equal(ablated, ablation(small, SYS, 8, 64, "1d"))
+    assert len(ablated) > 2 and ablated["samples_per_s"].gt(0).all()

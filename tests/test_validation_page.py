@@ -238,7 +238,7 @@ def test_unusable_frames_give_a_message(bad, frame):
 
 def test_calibration_role():
     """Changed deliberately (issue 13): the calibration fits each stack's η per GPU on all its
-    firm runs (bench/calibrate.py), so the selective-recompute and GB300 runs are in sample too;
+    firm runs (scripts/calibrate), so the selective-recompute and GB300 runs are in sample too;
     the uncertain transcriptions and the memory records are never fitted. The roles follow
     model/data/reference/cross_validation.json."""
     roles = fv.calibration_role(

@@ -71,7 +71,7 @@ BAND_FILL = "rgba(158, 158, 158, 0.22)"
 
 
 def calibration_role(ids: Sequence[str], sets: Sequence[str] | None = None) -> list[str]:
-    """'calibration' for the runs the stacks' efficiencies were fitted on (bench/calibrate.py:
+    """'calibration' for the runs the stacks' efficiencies were fitted on (scripts/calibrate:
     each stack's η per GPU, by least squares over its firm runs of that GPU —
     ``model.validation.cross_validation.fitted_run_ids``), else 'held out' (the uncertain
     transcriptions, the memory records). A fitted run's error on unseen data is its

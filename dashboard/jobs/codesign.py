@@ -25,6 +25,7 @@ from dashboard.controls.control_table import BY_KEY
 from dashboard.controls.inputs import check_value
 from dashboard.jobs import compute, studies
 from model import ModelError, list_models, list_systems, load_model, load_system
+from model.engine.request import Request
 from model.specs.prices import (
     STUDY5_BUDGET_USD,
     STUDY5_HOST_GB_PER_S,
@@ -191,8 +192,9 @@ def run(spec: dict[str, Any], progress: Callable[[int, int], None] | None = None
         system = load_system(spec["system"]).with_overrides(
             host_bandwidth_gb_per_s=spec["host_gb_per_s"],
             host_memory_bandwidth_gb_per_s=spec["host_gb_per_s"])
-        res = codesign([load_model(m) for m in spec["models"]], system, spec["budget_usd"],
-                       spec["vary"], spec["prices"], spec["batches"], strategy=STRATEGY,
-                       progress=report)
+        requests = [Request.build(load_model(m), system, global_batch=gbs, strategy=STRATEGY)
+                    for m, gbs in zip(spec["models"], spec["batches"], strict=True)]
+        res = codesign(requests, budget_usd=spec["budget_usd"], vary=spec["vary"],
+                       prices=spec["prices"], progress=report)
         return res.rows
     return compute.cached_frame("codesign", spec, compute_rows)

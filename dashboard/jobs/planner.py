@@ -132,7 +132,9 @@ def pareto(scn: dict[str, Any]) -> pd.DataFrame:
     system (as the panel sets it) and the priced presets of :data:`PARETO_SYSTEMS`."""
     def run() -> pd.DataFrame:
         model, system, kw = inputs(scn)
-        others = [load_system(name) for name in PARETO_SYSTEMS if name != scn["system"]]
-        return pareto_frame(model, [system, *others], scn["global_batch"],
-                            scn["plan_max_gpus"], max_counts=PARETO_COUNTS, **kw)
+        request = Request.build(model, system, global_batch=scn["global_batch"],
+                                max_gpus=scn["plan_max_gpus"], **kw)
+        others = [load_system(name).with_costs(kw["costs"]) for name in PARETO_SYSTEMS
+                  if name != scn["system"]]
+        return pareto_frame(request, [request.system, *others], max_counts=PARETO_COUNTS)
     return compute.cached_frame("plan-pareto", payload(scn), run)

@@ -98,7 +98,7 @@ def _intro() -> html.Div:
             html.B("Error"), " = 100·(1 − predicted / measured): positive when the estimator "
             "predicts less than was measured. ", html.B("Calibration"), ": one parameter per "
             "software stack and GPU, the fraction η of the tensor-core peak its matmuls reach, "
-            "fitted by least squares over that stack's firm runs of that GPU (bench/calibrate.py)"
+            "fitted by least squares over that stack's firm runs of that GPU (scripts/calibrate)"
             " — so the errors of those runs below are in sample. ",
             html.B("Cross-validated"), " (the table and figure just below): each source — a "
             "paper or a framework release — predicted with η fitted on every other source only. "
@@ -128,7 +128,7 @@ CV_SECTIONS = {  # part → (graph name, title, note)
               "cross-validated (fitted without the source); dots: each run; hatched: uncertain "
               "source; shaded: releases of the same recipes, whose held-out error measures "
               "repeatability across releases, not generalisation. "
-              "From model/data/reference/cross_validation.json (bench/calibrate.py --write), "
+              "From model/data/reference/cross_validation.json (scripts/calibrate --write), "
               "the numbers of the README's Accuracy table."),
     "moe": ("validation-moe-cv",
             "Mixture of experts: error per release (leave-one-release-out)",

@@ -295,10 +295,16 @@ def run_codesign(args: argparse.Namespace) -> int:
         vary[key] = values
     models = [load_model(name) for name in args.model]
     system = load_system(args.system, nvlink_domain_size=args.nvs)
-    batches = args.global_batch[0] if len(args.global_batch) == 1 else args.global_batch
-    res = codesign(models, system, args.budget_usd, vary, args.prices, batches,
-                   strategy=_strategy(args, *models),
-                   execution=execution_from_args(args, searching=True), stack=args.stack)
+    batches = args.global_batch * len(models) if len(args.global_batch) == 1 \
+        else args.global_batch
+    if len(batches) != len(models):
+        raise ModelError(f"give one global batch, or one per model ({len(models)}), got "
+                         f"{len(batches)}")
+    strategy, execution = _strategy(args, *models), execution_from_args(args, searching=True)
+    requests = [Request.build(m, system, global_batch=gbs, strategy=strategy,
+                              execution=execution, stack=args.stack)
+                for m, gbs in zip(models, batches)]
+    res = codesign(requests, budget_usd=args.budget_usd, vary=vary, prices=args.prices)
     if args.json:
         print_json({"system": system.name, "budget_usd": res.budget_usd,
                      "varied": list(res.varied), "global_batch": args.global_batch,

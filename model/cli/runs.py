@@ -221,7 +221,9 @@ def run_ablation(args: argparse.Namespace) -> int:
     if args.compat:
         raise CliError("ablation compares the paper mode with every fix; drop --compat")
     model, system = load_workload(args)
-    frame = ablation(model, system, args.gpus, args.global_batch, args.strategy)
+    request = Request.build(model, system, global_batch=args.global_batch, gpus=args.gpus,
+                            strategy=args.strategy)
+    frame = ablation(request)
     if args.json:
         print_json(cli_format.records(frame))
     else:

@@ -8,7 +8,7 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
   explicitly override them.
 * ``gemm_efficiency``: per GPU generation (``System.generation``) or system preset name (which
   wins) and precision family (bf16, fp8, mxfp8, nvfp4), the achievable fraction of the matmul
-  peak, calibrated on the stack's published runs (``bench/calibrate.py``, docs/model.md) — or,
+  peak, calibrated on the stack's published runs (``scripts/calibrate``, docs/model.md) — or,
   for a stack whose ``calibration`` starts "from kernel benchmarks" (``deepseek-v3-2024``:
   DeepGEMM's published table, docs/moe.md), taken from its kernels' benchmarks and left alone
   by the calibration.

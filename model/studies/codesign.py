@@ -14,6 +14,10 @@ from the per-process search cache (:mod:`model.engine.frontier`). The default ex
 therefore searches selective and full recompute and every interleaving, but not the per-
 configuration fewest recomputed layers (that depends on the capacity); an ``execution`` given
 replaces it.
+
+:func:`codesign_requests` takes one :class:`~model.engine.request.Request` per model (its model,
+global batch, strategy, execution, stack and candidate budget; the system, with its costs, shared
+by all); :func:`codesign` is also the keyword form, an adapter that builds them.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range
-from model.engine.search import DEFAULT_BUDGET
+from model.engine.request import DEFAULT_BUDGET, Request
 from model.errors import ModelError
-from model.specs.execution import OFFLOAD
+from model.specs.execution import OFFLOAD, Execution
 from model.specs.hardware import System
 from model.specs.prices import PriceTable, check_vary, load_prices
 from model.specs.stack import Stack
@@ -75,24 +79,47 @@ def _execution(execution: Mapping | None, offload: bool) -> dict[str, Any]:
     return ex
 
 
-def codesign(models: Sequence[Transformer], system: System, budget_usd: float,
-             vary: Mapping[str, Sequence[float]], prices: PriceTable | Mapping | str,
-             global_batch: int | Sequence[int], *, strategy: str = "1d",
+def codesign(models: Sequence[Transformer] | Sequence[Request], system: System | None = None,
+             budget_usd: float | None = None, vary: Mapping[str, Sequence[float]] | None = None,
+             prices: PriceTable | Mapping | str | None = None,
+             global_batch: int | Sequence[int] | None = None, *, strategy: str = "1d",
              execution: Mapping | None = None, stack: str | Stack | None = None,
              costs: object = None, budget: int = DEFAULT_BUDGET,
              progress: Callable[[int, int], None] | None = None) -> CodesignResult:
+    """``codesign(requests, budget_usd=…, vary=…, prices=…)`` (:func:`codesign_requests`), or
+    the keyword form: ``models`` on ``system``, ``global_batch`` one for all models or one
+    each, an adapter that builds one request per model."""
+    if len(models) and all(isinstance(m, Request) for m in models):
+        if system is not None or global_batch is not None:
+            raise ModelError("give the requests alone, or the models, system and global batch")
+        return codesign_requests(models, budget_usd, vary, prices, progress=progress)
+    batches = _batches(models, global_batch)
+    reqs = [Request.build(m, system, global_batch=gbs, strategy=strategy, execution=execution,
+                          stack=stack, costs=costs, budget=budget)
+            for m, gbs in zip(models, batches)]
+    return codesign_requests(reqs, budget_usd, vary, prices, progress=progress)
+
+
+def codesign_requests(requests: Sequence[Request], budget_usd: float | None,
+                      vary: Mapping[str, Sequence[float]] | None,
+                      prices: PriceTable | Mapping | str | None, *,
+                      progress: Callable[[int, int], None] | None = None) -> CodesignResult:
     """One row per (model, design): ``model``, the varied fields, ``price_per_gpu_usd``,
     ``max_gpus``, ``gpus`` (the best cluster size up to it; 0 when nothing fits),
     ``samples_per_s``, ``samples_per_s_per_musd`` (per million USD of the GPUs used) and the
     best configuration (:data:`BEST`, memory columns renamed as in :data:`RENAME`), ``best``
-    marking each model's fastest design. ``global_batch``: one for all models or one each.
-    ``progress(done, total)`` is called after each row (a caller may raise to stop)."""
+    marking each model's fastest design. One request per model, all on one system (the
+    designs vary it). ``progress(done, total)`` is called after each row (a caller may raise
+    to stop)."""
     start = time.perf_counter()
+    _check_requests(requests)
+    if vary is None or prices is None:
+        raise ModelError("give the fields to vary ('vary') and a price table ('prices')")
     table = prices if isinstance(prices, PriceTable) else load_prices(prices)
     vary = check_vary(vary, table)
-    batches = _batches(models, global_batch)
     if not (isinstance(budget_usd, (int, float)) and 0 < budget_usd < 1e15):
         raise ModelError(f"'budget_usd' must be a positive number, got {budget_usd!r}")
+    system = requests[0].system
     node = system.node_size
     plans = []
     for design in designs(vary):
@@ -103,23 +130,39 @@ def codesign(models: Sequence[Transformer], system: System, budget_usd: float,
         group_max[_group(design)] = max(group_max.get(_group(design), 0), most)
     reach = (max(m for _, _, m in plans), group_max)
     rows = []
-    for model, gbs in zip(models, batches):
+    for req in requests:
         for design, price, most in plans:
-            rows.append(_best(model, system, design, price, most, reach, node, gbs, strategy,
-                              execution, stack, costs, budget))
+            rows.append(_best(req, design, price, most, reach))
             if progress is not None:
-                progress(len(rows), len(models) * len(plans))
+                progress(len(rows), len(requests) * len(plans))
     frame = pd.DataFrame(rows)
     frame["best"] = frame.groupby("model")["samples_per_s"].transform("max").eq(
         frame["samples_per_s"]) & (frame["samples_per_s"] > 0)
     return CodesignResult(frame, tuple(vary), float(budget_usd), time.perf_counter() - start)
 
 
+def _check_requests(requests: Sequence[Request]) -> None:
+    """1 to MAX_MODELS training requests on one system, each with execution options as a dict
+    (the co-design's defaults go under them)."""
+    if not requests or len(requests) > MAX_MODELS:
+        raise ModelError(f"give 1 to {MAX_MODELS} models")
+    for req in requests:
+        req.training()
+        if req.system != requests[0].system:
+            raise ModelError("the requests of one co-design share one system (the designs "
+                             "vary it)")
+        if isinstance(req.execution, Execution):
+            raise ModelError("a co-design takes execution options as a dict, not an Execution")
+
+
 def _group(design: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, v) for k, v in design.items() if k != "hbm_capacity_gb"))
 
 
-def _batches(models: Sequence[Transformer], global_batch: int | Sequence[int]) -> list[int]:
+def _batches(models: Sequence[Transformer], global_batch: int | Sequence[int] | None
+             ) -> list[int]:
+    if global_batch is None:
+        raise ModelError("give a global batch, or one per model")
     if not models or len(models) > MAX_MODELS:
         raise ModelError(f"give 1 to {MAX_MODELS} models")
     batches = [global_batch] * len(models) if isinstance(global_batch, (int, np.integer)) \
@@ -145,20 +188,21 @@ def _searches(system: System, design: dict[str, Any], execution: Mapping | None,
             (sysd, {**ex, "offload": OFFLOADS}, reach[1][_group(design)])]
 
 
-def _best(model: Transformer, system: System, design: dict[str, Any], price: float,
-          most: int, reach: tuple[int, dict], node: int, gbs: int, strategy: str,
-          execution: Mapping | None, stack: Any, costs: object, budget: int) -> dict[str, Any]:
+def _best(req: Request, design: dict[str, Any], price: float, most: int,
+          reach: tuple[int, dict]) -> dict[str, Any]:
     """The row of one (model, design): the fastest configuration on at most ``most`` GPUs
     (ties: without offload, then the fewest GPUs)."""
-    row: dict[str, Any] = {"model": model.name, **design, "price_per_gpu_usd": price,
+    row: dict[str, Any] = {"model": req.model.name, **design, "price_per_gpu_usd": price,
                            "max_gpus": most, "gpus": 0, "samples_per_s": 0.0,
                            "samples_per_s_per_musd": 0.0}
+    node = req.system.node_size
     if most < node:
         return row
     frames = []
-    for sysd, ex, upto in _searches(system, design, execution, reach):
-        frame, _ = best_per_count(model, sysd, count_range(upto, node), gbs, strategy,
-                                  execution=ex, stack=stack, costs=costs, budget=budget)
+    for sysd, ex, upto in _searches(req.system, design, req.execution_given(), reach):
+        frame, _ = best_per_count(req.model, sysd, count_range(upto, node), req.global_batch,
+                                  req.strategy, compat=req.compat, execution=ex,
+                                  stack=req.stack, budget=req.budget)
         frames.append(frame[frame["gpus"] <= most])
     frame = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(
         len(f) for f in frames) else frames[0]

@@ -5,18 +5,22 @@ For each system, the best configuration of every multiple of its node size up to
 spaced among those that may have a configuration (a figure's bounded sample); a point is
 Pareto-optimal when no other point (any system) trains at most as long for at most the cost and
 is better in one of them.
+
+:func:`pareto_request` takes a :class:`~model.engine.request.Request` (its model, global batch,
+``max_gpus``, strategy, execution, stack, budget) and the systems to compare (default the
+request's); :func:`pareto_frame` is also the keyword form, an adapter that builds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range, searchable, strategy_names
-from model.engine.search import DEFAULT_BUDGET
+from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.search import only_request
 from model.errors import ModelError
 from model.specs.execution import Execution
 from model.specs.hardware import System
@@ -53,35 +57,53 @@ def sampled_counts(counts: np.ndarray, max_counts: int | None = None) -> np.ndar
     return counts[::-1][::k][::-1]
 
 
-def _counts(model: Transformer, system: System, global_batch: int, max_gpus: int,
-            strategy: str | Sequence[str], max_counts: int | None, execution: Any,
-            stack: Any) -> np.ndarray:
+def _counts(req: Request, system: System, max_counts: int | None) -> np.ndarray:
     """The multiples of the node size up to ``max_gpus``; with ``max_counts``, a sample of
     those that may have a configuration (:func:`~model.engine.counts.searchable`): the
     others would only be searched to find nothing."""
-    counts = count_range(max_gpus, system.node_size)
+    counts = count_range(req.training().max_gpus, system.node_size)
     if max_counts is None:
         return counts
-    live = [searchable(model, system, counts, global_batch, s, execution=execution, stack=stack)
-            for s in strategy_names(strategy)]
+    live = [searchable(req.model, system, counts, req.global_batch, s, compat=req.compat,
+                       execution=req.execution_given(), stack=req.stack)
+            for s in strategy_names(req.strategy)]
     return sampled_counts(np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
                                                     for c in live])), max_counts)
 
 
-def pareto_frame(model: Transformer, systems: Sequence[System], global_batch: int,
-                 max_gpus: int, strategy: str = "1d", *,
+def pareto_frame(model: Transformer | Request, systems: Sequence[System] | None = None,
+                 global_batch: int | None = None, max_gpus: int | None = None,
+                 strategy: str = "1d", *,
                  execution: Execution | dict | None = None, stack: str | Stack | None = None,
                  costs: object = None, budget: int = DEFAULT_BUDGET,
                  max_counts: int | None = None) -> pd.DataFrame:
+    """``pareto_frame(request, systems, max_counts=…)`` (:func:`pareto_request`), or the
+    keyword form, an adapter that builds the request (``costs`` applied to every system)."""
+    if isinstance(model, Request):
+        req = only_request(model, global_batch, max_gpus)
+        return pareto_request(req, systems, max_counts=max_counts)
+    if not systems:
+        raise ModelError("give at least one system")
+    systems = [s.with_costs(costs) for s in systems]
+    req = Request.build(model, systems[0], global_batch=global_batch, max_gpus=max_gpus,
+                        strategy=strategy, execution=execution, stack=stack, budget=budget)
+    return pareto_request(req, systems, max_counts=max_counts)
+
+
+def pareto_request(req: Request, systems: Sequence[System] | None = None, *,
+                   max_counts: int | None = None) -> pd.DataFrame:
     """One row per (system, GPU count) with a configuration: :data:`COLUMNS` and ``pareto``.
-    ``max_counts``: at most that many counts per system, sampled from those that may have a
-    configuration (:func:`sampled_counts`)."""
+    The request's model and workload (``max_gpus``) on each of ``systems`` (default the
+    request's own). ``max_counts``: at most that many counts per system, sampled from those
+    that may have a configuration (:func:`sampled_counts`)."""
+    if req.training().max_gpus is None:
+        raise ModelError("the cost/time frontier needs 'max_gpus' (every count up to it)")
     frames = []
-    for system in systems:
-        counts = _counts(model, system, global_batch, max_gpus, strategy, max_counts,
-                         execution, stack)
-        frame, _ = best_per_count(model, system, counts, global_batch, strategy,
-                                  execution=execution, stack=stack, costs=costs, budget=budget)
+    for system in (req.system,) if systems is None else systems:
+        counts = _counts(req, system, max_counts)
+        frame, _ = best_per_count(req.model, system, counts, req.global_batch, req.strategy,
+                                  compat=req.compat, execution=req.execution_given(),
+                                  stack=req.stack, budget=req.budget)
         if len(frame):
             frames.append(frame.assign(system=system.name)[list(COLUMNS)])
     if not frames:

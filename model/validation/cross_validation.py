@@ -1,6 +1,6 @@
 """The leave-one-source-out cross-validation table as frames, for reports and the dashboard.
 
-``bench/calibrate.py --write`` stores it in ``model/data/reference/cross_validation.json``
+``scripts/calibrate --write`` stores it in ``model/data/reference/cross_validation.json``
 (:data:`model.validation.error_bars.CROSS_VALIDATION`): per source (a paper, a framework
 release) the mean and max |error| of its runs predicted in sample (efficiencies fitted on every
 source) and cross-validated (fitted without that source), and every run's measured and predicted
@@ -33,7 +33,7 @@ import pandas as pd
 from model.validation.error_bars import CROSS_VALIDATION
 
 SUMMARY = "all firm"  # the summary rows start so (a family's runs; ALL_FIRM last)
-ALL_FIRM = "all firm runs"  # the summary row of the table (bench/calibrate.py: error_table)
+ALL_FIRM = "all firm runs"  # the summary row of the table (calibrate_presets: error_table)
 _RELEASE = re.compile(r"^(?P<family>.+)-(?P<release>\d{2}\.\d{2})$")
 
 
@@ -95,7 +95,7 @@ def cross_validation_sources(path: Path | None = None, part: str = "dense") -> p
 
 @functools.cache
 def fitted_run_ids() -> frozenset[str]:
-    """The runs some fit used (bench/calibrate.py fits each stack's η on its firm runs of each
+    """The runs some fit used (scripts/calibrate fits each stack's η on its firm runs of each
     GPU, and its MoE token-kernel efficiency on its MoE runs): the firm runs of both tables."""
     runs = [r for part in PARTS for r in _load(None, part)["runs"]]
     return frozenset(r["id"] for r in runs if not r["uncertain"])

@@ -2,7 +2,7 @@
 population the prediction belongs to — or "not validated" when no published run of it was ever
 scored.
 
-``bench/calibrate.py --write`` stores, for every published run the calibration uses, the
+``scripts/calibrate --write`` stores, for every published run the calibration uses, the
 iteration time predicted with efficiencies fitted *without* that run's source
 (``model/data/reference/cross_validation.json``): the dense runs under ``runs``, the
 mixture-of-experts runs under ``moe.runs``, each with its ``stack`` and ``system``. The relative

@@ -7,7 +7,7 @@ system object, "gpus": N, "global_batch": B, "layout": {"tp", "pp", "dp", "cp", 
 time is B·L / (N·X).
 
 What is fitted: one parameter per system the runs ran on, η, the fraction of the BF16 matmul
-peak the stack's GEMMs reach there (FP8 at 0.96 η, as bench/calibrate.py), by least squares
+peak the stack's GEMMs reach there (FP8 at 0.96 η, as scripts/calibrate), by least squares
 of log time over that system's runs — the same machinery as the published stacks
 (:mod:`model.validation.calibrate`). Attention kernels, element-wise passes and FSDP come from
 the base stack's mechanisms, not from the fit. A parameter is determined by one run of its

@@ -1,8 +1,11 @@
 """Calibrate the software stacks' GEMM efficiency and cross-validate it.
 
-Run: python bench/calibrate.py            # prints the fits and the error tables
-     python bench/calibrate.py --write    # and writes them into model/data/stacks/*.json and
-                                          # model/data/reference/cross_validation.json
+Run: scripts/calibrate            # prints the fits and the error tables
+     scripts/calibrate --write    # and writes them into model/data/stacks/*.json,
+                                  # model/data/reference/cross_validation.json and
+                                  # model/data/reference/moe_error_populations.json
+(``scripts/calibrate`` runs ``python -m model.validation.calibrate_presets``: the project's own
+build step for its presets, the fitting itself in :mod:`model.validation.calibrate`.)
 
 Per stack and GPU one parameter η is fitted on the stack's firm dense runs (least squares of log
 time); FP8 and attention follow from kernel benchmarks (see the module). Then, on the MoE runs
@@ -18,19 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from model.specs.stack import _presets  # noqa: E402
-from model.validation import time_cases  # noqa: E402
-from model.validation.calibrate import (  # noqa: E402
+from model.specs.stack import _presets
+from model.validation import time_cases
+from model.validation.calibrate import (
     FP8_RATIO,
     Curve,
     by_model,
@@ -39,8 +39,9 @@ from model.validation.calibrate import (  # noqa: E402
     stack_efficiencies,
 )
 
-CV_PATH = ROOT / "model" / "data" / "reference" / "cross_validation.json"
-POPULATIONS_PATH = ROOT / "model" / "data" / "reference" / "moe_error_populations.json"
+DATA = Path(__file__).resolve().parent.parent / "data"  # model/data
+CV_PATH = DATA / "reference" / "cross_validation.json"
+POPULATIONS_PATH = DATA / "reference" / "moe_error_populations.json"
 POPULATIONS = ("generation", "precision", "model")  # what the MoE error bars are split by
 KERNEL_CALIBRATED = "from kernel benchmarks"  # a stack left alone (deepseek-v3-2024)
 
@@ -50,7 +51,7 @@ def moe_populations(loro: pd.DataFrame, lomo: pd.DataFrame) -> dict:
     leave-one-release-out and leave-one-model-out, mean and max |error| (%) over the firm runs
     of each value — the MoE rows of a population error-bar lookup."""
     out: dict = {
-        "description": "Mixture-of-experts prediction errors by population (bench/calibrate.py "
+        "description": "Mixture-of-experts prediction errors by population (scripts/calibrate "
                        "--write): per GPU generation, precision and model, the mean and max "
                        "|error| (%) of the firm Megatron-Bridge MoE runs "
                        "(reference/moe_measurements.json) in sample, leaving their release out "
@@ -84,7 +85,7 @@ def write_stacks(fits: dict[str, dict[str, float]], pooled: dict[str, dict[str, 
     dense runs of its own inherits its base release's, or without a base takes the pooled fit
     of every firm run (said in its file). Its MoE runs' η_t likewise, inherited where it has
     none."""
-    for path in sorted((ROOT / "model" / "data" / "stacks").glob("*.json")):
+    for path in sorted((DATA / "stacks").glob("*.json")):
         data = json.loads(path.read_text())
         if str(data.get("calibration", "")).startswith(KERNEL_CALIBRATED):
             continue  # its efficiencies come from kernel benchmarks, not from training runs
@@ -115,11 +116,11 @@ def _pooled(curves) -> dict[str, dict[str, float]]:
     return {f: pooled_fit(curves, f) for f in ("megatron", "pytorch")}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="scripts/calibrate", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true",
                     help="write model/data/stacks/*.json and the CV table")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     start = time.perf_counter()
     curves = [Curve.of(c) for c in time_cases()]
     rows = pd.DataFrame(cross_validate(curves))
@@ -154,7 +155,8 @@ def main() -> None:
     if args.write:
         write_stacks(fits, _pooled(curves), moe_fits)
         CV_PATH.write_text(json.dumps({
-            "method": "leave-one-source-out (model/validation/calibrate.py, bench/calibrate.py)",
+            "method": "leave-one-source-out (model/validation/calibrate.py, "
+                      "model/validation/calibrate_presets.py)",
             "sources": table.to_dict("records"),
             "runs": rows.replace({np.nan: None}).to_dict("records"),
             "moe": {"method": "leave-one-release-out of the MoE runs: the MoE token "
@@ -168,7 +170,7 @@ def main() -> None:
                         "runs": lomo_rows.replace({np.nan: None}).to_dict("records")}}},
             indent=1) + "\n")
         POPULATIONS_PATH.write_text(json.dumps(populations, indent=1) + "\n")
-        print(f"wrote model/data/stacks/*.json and {CV_PATH.relative_to(ROOT)}")
+        print(f"wrote model/data/stacks/*.json, {CV_PATH.name} and {POPULATIONS_PATH.name}")
 
 
 if __name__ == "__main__":
