@@ -217,6 +217,10 @@ def failed(message: str, presentation: bool = False) -> tuple:
     Output({"type": "graph", "name": "plan-pareto"}, "figure"),
     Output({"type": "graph", "name": "plan-lost"}, "figure"),
     Input("scenario", "data"), background=True,
+    # Dash polls a background job every ``interval`` ms (default 1000): the answer shows up to
+    # one interval after it is computed (~1.4 s cold, bench/plan_page.py), so poll twice as
+    # often; a poll is one small request that reads the job store
+    interval=500,
     running=[(Output("plan-busy", "children"), "Planning…", "")],
     progress=[Output("plan-progress", "value"), Output("plan-progress", "max"),
               Output("plan-progress-text", "children")],
