@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import psutil
@@ -184,3 +185,19 @@ def test_one_client_cannot_take_every_job_slot(tmp_path, monkeypatch):
     finally:
         for pid in started:
             jobs.terminate_job(pid)
+
+
+def test_a_job_started_by_a_request_thread_is_not_killed_when_the_thread_ends(monkeypatch):
+    """PR_SET_PDEATHSIG fires when the forking thread exits (prctl(2)): a job started by a
+    threaded server's request thread must not ask for it (it died as the request returned and
+    the Plan page showed 'the worker ... stopped'); a job started by the main thread does."""
+    asked = []
+    monkeypatch.setattr(joblimits, "_die_with", lambda parent, death_signal=True:
+                        asked.append(death_signal))
+    monkeypatch.setattr(joblimits, "_deadline", lambda limit_s: None)
+    wrapped = []
+    thread = threading.Thread(target=lambda: wrapped.append(joblimits.bounded(lambda: 1)))
+    thread.start()
+    thread.join()
+    assert wrapped[0]() == 1 and joblimits.bounded(lambda: 2)() == 2
+    assert asked == [False, True]

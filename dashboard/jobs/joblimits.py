@@ -47,7 +47,12 @@ def late_message(seconds: float) -> str:
 
 
 def bounded(job_fn: Callable[..., Any], timeout_s: float | None = None) -> Callable[..., Any]:
-    """``job_fn`` run under this module's limits (call it in the job's new process)."""
+    """``job_fn`` run under this module's limits (wrap it in the thread that starts the job's
+    process; it runs in that new process)."""
+    # PR_SET_PDEATHSIG fires when the *thread* that forked the job exits (prctl(2)): a request
+    # thread of a threaded server (werkzeug's, gunicorn's gthread) ends right after it starts
+    # the job, which then died at once ("the worker ... stopped"); only a fork from the main
+    # thread, whose exit is the worker's, may use it — the watch thread covers every case
     @functools.wraps(job_fn)
     def job(*args: Any, **kwargs: Any) -> Any:
         limit_s = JOB_TIMEOUT_S if timeout_s is None else timeout_s

@@ -24,7 +24,14 @@ from model.engine.counts import count_range
 from model.engine.request import Request
 from model.studies.lost_node import lost_node_frame
 from model.studies.pareto import pareto_frame
-from model.studies.plan import FIRST_WINDOW, PlanResult, plan, plan_execution, plan_strategies
+from model.studies.plan import (
+    FIRST_WINDOW,
+    PlanResult,
+    Progress,
+    plan,
+    plan_execution,
+    plan_strategies,
+)
 
 PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
 PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
@@ -101,13 +108,14 @@ def answer_frame(res: PlanResult, note: str = "") -> pd.DataFrame:
                         counts_searched=res.counts_searched, note=note)
 
 
-def answer(scn: dict[str, Any]) -> pd.DataFrame:
-    """:func:`answer_frame` of the scenario's plan."""
+def answer(scn: dict[str, Any], progress: Progress | None = None) -> pd.DataFrame:
+    """:func:`answer_frame` of the scenario's plan; ``progress(done, total)`` gets the GPU
+    counts settled (:func:`model.studies.plan.plan_request`; not called on a cached answer)."""
     def run() -> pd.DataFrame:
         model, system, kw = inputs(scn, whole_plan=True)
         request = Request.build(model, system, global_batch=scn["global_batch"],
                                 max_gpus=scn["plan_max_gpus"], **kw)
-        res = plan(request, **targets(scn), failures=scn["plan_failures"])
+        res = plan(request, **targets(scn), failures=scn["plan_failures"], progress=progress)
         return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
     return compute.cached_frame("plan-answer", payload(scn), run)
 

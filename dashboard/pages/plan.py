@@ -7,6 +7,7 @@ energy inputs in use and their sources, cost against time to train over GPU coun
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import dash
@@ -43,6 +44,8 @@ SITE_SOURCES = (  # the site inputs' defaults (model.specs.cost, docs/model.md Â
 
 layout = html.Div(className="page-body", children=[
     html.Div(id="plan-busy", className="busy"),
+    html.Progress(id="plan-progress", value="0", max="1"),
+    html.Span(id="plan-progress-text", className="progress-text"),
     html.P(id="plan-headline", className="summary"),
     html.Div(id="plan-message", className="alert", role="status"),
     html.Div(className="grid", children=[
@@ -166,23 +169,38 @@ def input_texts(scn: dict[str, Any]) -> list[str]:
     return [pricing, power, failures, system.cost_source or "The system gives no sources."]
 
 
-def build(scn: dict[str, Any]) -> tuple:
+Stage = Callable[[int, int, str], None]  # (value, max, text) of the page's progress bar
+
+
+def plan_progress(stage: Stage) -> Callable[[int, int], None]:
+    """The plan's ``progress(done, total)`` (GPU counts settled) as the page's stage text."""
+    def report(done: int, total: int) -> None:
+        stage(done, total, f"Plan: searched {done:,} of {total:,} GPU counts")
+    return report
+
+
+def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
     """Every output of the page for a valid scenario (the callback, callable without a browser).
     Raises ModelError (the paper mode, a system without a price for a budget, a search over
-    its budget): the callback shows it."""
-    frame = planner.answer(scn)
+    its budget): the callback shows it. ``stage``, when given, hears each stage: the GPU
+    counts the plan searched, then the Pareto front and the lost-node view."""
+    frame = planner.answer(scn) if stage is None else planner.answer(scn, plan_progress(stage))
+    stage = stage or (lambda _value, _max, _text: None)
     pres = bool(scn.get("presentation"))
     head, message = headline(scn, frame)
     roles = frame.set_index("role")
     answer = roles.loc["answer"] if "answer" in roles.index else None
     t = planner.targets(scn)
+    stage(1, 3, f"Pareto front: searching {len(planner.PARETO_SYSTEMS)} systems")
     pareto = figures.pareto_figure(planner.pareto(scn), answer, t["days"], t["budget_usd"],
                                    presentation=pres)
     if answer is None:
         lost = figures.empty_figure("No plan: no job to lose nodes from.", pres)
     else:
+        stage(2, 3, "Lost nodes: searching the planned job with nodes lost")
         lost = figures.lost_node_figure(planner.lost_nodes(scn, int(answer["gpus"])),
                                         DEFAULT_CLIFF_RATIO, presentation=pres)
+    stage(3, 3, "Done")
     return (head, message, *answer_texts(scn, frame), *input_texts(scn), pareto, lost)
 
 
@@ -199,21 +217,34 @@ def failed(message: str, presentation: bool = False) -> tuple:
     Output({"type": "graph", "name": "plan-pareto"}, "figure"),
     Output({"type": "graph", "name": "plan-lost"}, "figure"),
     Input("scenario", "data"), background=True,
+    # Dash polls a background job every ``interval`` ms (default 1000): the answer shows up to
+    # one interval after it is computed (~1.4 s cold, bench/plan_page.py), so poll twice as
+    # often; a poll is one small request that reads the job store
+    interval=500,
     running=[(Output("plan-busy", "children"), "Planningâ€¦", "")],
+    progress=[Output("plan-progress", "value"), Output("plan-progress", "max"),
+              Output("plan-progress-text", "children")],
     on_error=job_error(failed, "Planning"),  # job refused, died or late: a message, not 500
 )
+def update_job(set_progress: Callable[[tuple], None], scn: Any) -> list | tuple:
+    """The background callback: :func:`update` with each stage shown in the progress bar."""
+    def stage(value: int, top: int, text: str) -> None:
+        set_progress((str(value), str(top), text))
+    return update(scn, stage)
+
+
 @page_callback(0, failed)
-def update(scn: dict[str, Any]) -> list | tuple:
-    """The callback: :func:`build` of the scenario (validated again on the server by
-    ``page_callback``, which shows a ``ModelError`` as the message), outputs cached as JSON."""
-    return outputs(scn)
+def update(scn: dict[str, Any], stage: Stage | None = None) -> list | tuple:
+    """:func:`build` of the scenario (validated again on the server by ``page_callback``,
+    which shows a ``ModelError`` as the message), outputs cached as JSON."""
+    return outputs(scn, stage)
 
 
-def outputs(scn: dict[str, Any]) -> list:
+def outputs(scn: dict[str, Any], stage: Stage | None = None) -> list:
     """:func:`build` (figures as plain dicts), cached as JSON."""
     def built() -> tuple:
         with figures.plain_figures():
-            return build(scn)
+            return build(scn, stage)
     return compute.cached_outputs("page-plan", planner.payload(scn), built)
 
 

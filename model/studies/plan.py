@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ from model.specs.transformer import Transformer
 PRODUCTION_STRATEGIES = PRODUCTION  # what Megatron-Core runs (1d, context); SUMMA is idealised
 DEFAULT_MAX_GPUS = 131_072  # 2^17: beyond the largest training clusters built by 2025 (~100k)
 FIRST_WINDOW = 512  # node-size multiples in the first window of a days-only plan
+Progress = Callable[[int, int], None]  # (GPU counts done, GPU counts in range), both in counts
 
 
 @dataclass
@@ -155,13 +157,14 @@ def plan(model: Transformer | Request, system: System | None = None,
          budget_usd: float | None = None, strategy: str | tuple[str, ...] = "all",
          gpu_step: int | None = None, max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = True,
          execution: Execution | dict | None = None, stack: str | Stack | None = None,
-         costs: object = None, pins: dict | None = None, budget: int = DEFAULT_BUDGET
-         ) -> PlanResult:
+         costs: object = None, pins: dict | None = None, budget: int = DEFAULT_BUDGET,
+         progress: Progress | None = None) -> PlanResult:
     """The fewest GPUs (multiples of ``gpu_step``, default the system's node size) that train
     ``model``'s budget within ``days``, or the fastest within ``budget_usd`` (see the module
     docstring); searches counts up to ``max_gpus``. ``plan(request, days=…)`` (its workload's
     ``max_gpus`` and ``gpu_step``), or the keyword form, an adapter that builds the request.
-    Strategy ``all`` (the keyword form's default, as ``tperf plan``'s): :func:`plan_strategies`."""
+    Strategy ``all`` (the keyword form's default, as ``tperf plan``'s): :func:`plan_strategies`.
+    ``progress``: see :func:`plan_request`."""
     if isinstance(model, Request):
         req = only_request(model, system, global_batch)
     else:
@@ -169,12 +172,18 @@ def plan(model: Transformer | Request, system: System | None = None,
         req = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
                             gpu_step=gpu_step, strategy=strategy, pins=pins, budget=budget,
                             execution=execution, stack=stack, costs=costs)
-    return plan_request(req, days=days, budget_usd=budget_usd, failures=failures)
+    return plan_request(req, days=days, budget_usd=budget_usd, failures=failures,
+                        progress=progress)
 
 
 def plan_request(req: Request, *, days: float | None = None, budget_usd: float | None = None,
-                 failures: bool = True) -> PlanResult:
-    """:func:`plan` of a request."""
+                 failures: bool = True, progress: Progress | None = None) -> PlanResult:
+    """:func:`plan` of a request. ``progress(done, total)``, when given, is called with the
+    number of GPU counts settled out of the ``total`` in range (multiples of the step up to
+    the largest): 0 before the first window, the end of each window searched, and ``total``
+    once the answer is known (a days-only plan stops at the first window that meets the
+    target: the fewest GPUs is then in it, so the larger counts need no search)."""
+    report = progress or (lambda _done, _total: None)
     start = time.perf_counter()
     model, system = req.model, req.system
     check_targets(days, budget_usd, model)
@@ -191,6 +200,7 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
                          "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")
     windows = _windows(len(counts)) if budget_usd is None else [(0, len(counts))]
     frames, searched = [], 0
+    report(0, len(counts))
     for lo, hi in windows:
         frame, _ = best_per_count(model, system, counts[lo:hi], req.global_batch, strategy,
                                   compat=req.compat, pins=dict(req.pins),
@@ -198,11 +208,14 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
                                   budget=req.budget, pruning=req.pruning)
         searched = hi
         frames.append(plan_columns(frame, failures) if len(frame) else frame)
+        report(hi, len(counts))
         if budget_usd is None and len(frame) and (frames[-1]["plan_days"] <= days).any():
             break
     per_count = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(
         len(f) for f in frames) else frames[0]
     row = _choose(per_count, days, budget_usd)
+    if searched < len(counts):
+        report(len(counts), len(counts))
     return PlanResult(row, int(step), int(max_gpus), days, budget_usd, failures, per_count,
                       searched, time.perf_counter() - start)
 

@@ -1,0 +1,66 @@
+"""The plan's progress (model.studies.plan.plan_request's ``progress``) and the Plan & cost page's
+stages (dashboard/pages/plan.py ``build``'s ``stage``): the counts the plan reports increase and
+end at the counts in range, the answer is the same with or without a progress callable, and the
+page reports the plan, then the Pareto front and the lost-node view, then done."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+
+_TMP_CACHE = tempfile.mkdtemp(prefix="perf-plan-progress-test-")
+atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
+if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+    os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
+
+from pathlib import Path  # noqa: E402
+
+import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.jobs import compute  # noqa: E402
+from dashboard.pages import plan as page  # noqa: E402
+from model import load_model, load_system  # noqa: E402
+from model.engine.counts import count_range  # noqa: E402
+from model.studies.plan import FIRST_WINDOW, plan  # noqa: E402
+
+MAX_GPUS = 8 * 2 * FIRST_WINDOW  # two windows of multiples of 8 (H200's node)
+
+
+def planned(progress=None, **targets):
+    return plan(load_model("gpt3-1t"), load_system("h200"), 4096, strategy="1d",
+                max_gpus=MAX_GPUS, progress=progress, **targets)
+
+
+def test_progress_counts_increase_and_end_at_the_counts_in_range():
+    total = len(count_range(MAX_GPUS, 8))
+    for targets in ({"days": 30.0}, {"budget_usd": 5e7}, {"days": 1.0}):  # 1 day: none fits
+        calls = []
+        res = planned(lambda done, top, calls=calls: calls.append((done, top)), **targets)
+        done = [d for d, _ in calls]
+        assert {top for _, top in calls} == {total}, targets
+        assert done[0] == 0 and done[-1] == total, (targets, calls)
+        assert all(a < b for a, b in zip(done, done[1:], strict=False)), (targets, calls)
+        assert res.counts_searched in done  # the window searched last is reported
+        quiet = planned(**targets)
+        assert quiet.gpus == res.gpus and quiet.counts_searched == res.counts_searched
+
+
+def test_the_page_reports_each_stage(tmp_path, monkeypatch):
+    monkeypatch.setattr(compute, "CACHE_DIR", Path(tmp_path))  # an empty results cache:
+    monkeypatch.setattr(compute, "_cache", None)  # every stage runs (the old one back after)
+    stages = []
+    scn = {**S.default_scenario(), "strategy": "1d", "plan_max_gpus": MAX_GPUS}
+    out = page.update(scn, lambda value, top, text: stages.append((value, top, text)))
+    assert out[1] == ""  # no message: a plan
+    texts = [text for _, _, text in stages]
+    total = len(count_range(MAX_GPUS, 8))
+    plan_texts = [t for t in texts if t.startswith("Plan: ")]
+    assert plan_texts[0] == f"Plan: searched 0 of {total:,} GPU counts"
+    assert plan_texts[-1] == f"Plan: searched {total:,} of {total:,} GPU counts"
+    rest = texts[len(plan_texts):]
+    assert [t.split(":")[0] for t in rest] == ["Pareto front", "Lost nodes", "Done"]
+    assert [(v, m) for v, m, _ in stages[len(plan_texts):]] == [(1, 3), (2, 3), (3, 3)]
+    compute._cache.close()  # this test's cache, before monkeypatch puts the old one back
