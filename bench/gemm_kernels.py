@@ -2,21 +2,8 @@
 
 Run: python bench/gemm_kernels.py
 
-The table (model/data/reference/gemm_kernels.json: deepseek-ai/DeepGEMM README @ 55ab91f, FP8
-GEMMs with 128-element block scales on H800) gives TFLOP/s by (groups, rows per group, n, k).
-Each row is priced as the model prices a grouped GEMM on the h800 preset: its FLOPs and HBM
-bytes (model.physics.moe.grouped_linear), its wave quantisation with each group's rows padded
-to whole tiles (grouped_wave_efficiency), the depth efficiency k/(k + k0) (model.physics.gemm)
-and the roofline max(t_c, t_m) of model.physics.block, with the kernel's asymptotic efficiency A
-a free factor (the stacks' calibrated efficiency plays its part in the model). A and k0
-minimise the squared log error over the rows with at least 256 rows per group (training
-shapes; the 64- and 128-row rows are decoding shapes, printed but not fitted). A partial
-overlap of compute and HBM time, max + alpha·min, was tried as a third parameter: its best
-alpha is 0 (the rows with 256 rows per group are already HBM-bound in the model's bytes), so
-the model keeps the plain roofline.
-
-The formulas live in model/validation/gemm_kernels.py (the tests import them from there); this
-script prints.
+The table, the model each row is priced with and the fit: model/validation/gemm_kernels.py (the
+formulas, which the tests import); this script prints.
 """
 
 from __future__ import annotations

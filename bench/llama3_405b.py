@@ -3,15 +3,8 @@
 
 Run: python bench/llama3_405b.py [--stack NAME]
 
-Published (Grattafiori et al. 2024, 'The Llama 3 Herd of Models', arXiv 2407.21783, Table 4):
-TP 8, CP 1, PP 16, DP 64 / 128, global batch 16M tokens of 8,192-token sequences (2,048
-samples), BF16, 430 / 400 TFLOP/s per GPU. These runs were never used to fit anything: the
-prediction is the default search (every interleaving, the fewest recomputed layers that fit,
-the newest software stack) with tp1 and pp pinned; the search picks the microbatch, the
-interleaving and the recompute itself.
-
-The formulas live in model/validation/llama3_405b.py (the tests import them from there); this
-script prints.
+The published runs and how they are predicted: model/validation/llama3_405b.py (the formulas,
+which the tests import); this script prints.
 """
 
 from __future__ import annotations

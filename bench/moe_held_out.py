@@ -3,22 +3,8 @@ test — tests/test_held_out.py bounds the errors).
 
 Run: python bench/moe_held_out.py [--stack NAME] [--without-moe-fit]
 
-The runs (``model/data/reference/moe_held_out.json``, each with its source) come from sources
-other than the Megatron-Bridge performance summary the MoE calibration is fitted on: NVIDIA's
-Megatron-MoE-ModelZoo (Mixtral 8x22B on 128 H100), Megatron-LM's MoE README (Mixtral 8x7B on 64
-H100) and the DeepSeek-V3 technical report (2,048 H800). Nothing was ever fitted to them. Each is
-predicted with its published layout pinned (TP, PP, EP, DP, and microbatch and virtual stages
-where published), its precision, dispatcher and all-to-all overlap, TP-communication overlap and
-FP8 parameter gather where its scripts set them, force-balanced routing (the
-only routing the model prices without a published imbalance), and the stack of its date
-(:func:`model.validation.sources.stack_by_date`); the memory strategy, not published, is the
-MoE validation set's rule: selective recompute plus the fewest fully recomputed layers that fit,
-or activation offload where cheaper. Throughput is compared in tokens/s per GPU: a published
-model TFLOP/s is turned into tokens/s with the FLOP count its source used
-(:func:`megatron_lm_flops_per_token`).
-
-The formulas live in model/validation/moe_held_out.py (the tests import them from there); this
-script prints.
+What the runs are and how each is predicted: model/validation/moe_held_out.py (the formulas,
+which the tests import); this script prints.
 """
 
 from __future__ import annotations
