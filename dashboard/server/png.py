@@ -18,6 +18,7 @@ without images, and the server counts no request.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,27 @@ class OfflinePage(PageGenerator):
 
     def __init__(self) -> None:
         super().__init__(mathjax=False)
+
+
+class _IgnoredDecodeError(logging.Filter):
+    """choreographer (kaleido's Chromium driver) logs a message from Chromium it cannot decode
+    as an error with a traceback, then ignores it ("JSONError decoding message. Ignoring",
+    ``choreographer/channels/pipe.py``): the export goes on and succeeds or fails on its own,
+    which the caller reports. So it is no server error: the first one is kept as a one-line
+    warning (no traceback), the rest of the process's as debug records."""
+
+    seen = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("JSONError decoding message"):
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = ((logging.DEBUG, "DEBUG") if self.seen
+                                                else (logging.WARNING, "WARNING"))
+            type(self).seen = True
+        return True
+
+
+logging.getLogger("choreographer.channels.pipe").addFilter(_IgnoredDecodeError())
 
 
 def browser() -> str:
