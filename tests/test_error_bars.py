@@ -86,14 +86,14 @@ def test_another_stacks_sources_plug_in_as_data(tmp_path, monkeypatch):
     path = tmp_path / "cross_validation.json"
     path.write_text(json.dumps(data))
     monkeypatch.setattr(eb, "CROSS_VALIDATION", path)
-    scored_runs.cache_clear()
+    scored_runs.clear()
     try:
         bar = error_bar("torchtitan", False, "h100")
         assert (bar.scope, bar.system, bar.runs) == ("torchtitan", "h100", 5)
         assert bar.mean_pct == pytest.approx(3.0) and bar.max_pct == pytest.approx(5.0)
         assert not error_bar("torchtitan", True, "h100").validated  # no MoE run of it
     finally:
-        scored_runs.cache_clear()
+        scored_runs.clear()
 
 
 def test_an_inheriting_release_says_whose_runs_its_bar_comes_from():

@@ -12,7 +12,7 @@ from model.engine import size  # noqa: F401 - the budget's space sizes
 from model.specs import memo
 
 ROOT = Path(__file__).resolve().parent.parent
-OWN_CACHE = re.compile(r"lru_cache|OrderedDict\(\)|cache_clear")
+OWN_CACHE = re.compile(r"lru_cache|functools\.cache\b|@cache\b|OrderedDict\(\)|cache_clear")
 
 
 def test_no_module_keeps_a_cache_of_its_own():

@@ -35,13 +35,13 @@ kernel without a table for the generation (FA3 and cuDNN on Ampere) is refused.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
 import numpy as np
 
 from model.errors import ModelError
+from model.specs import memo
 from model.specs.schema import DATA_DIR
 
 TABLE = DATA_DIR / "reference" / "attention_kernels.json"
@@ -51,7 +51,7 @@ REFERENCE_KERNEL = "fa2"  # whose backward/forward ratio carries a forward-only 
 BWD_OVER_FWD_FLOP = 2.5  # the benchmarks' backward FLOPs over the forward's
 
 
-@functools.cache
+@memo.lru("attention kernel table", 1)
 def _table() -> dict:
     return json.loads(TABLE.read_text())
 

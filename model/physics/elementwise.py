@@ -23,17 +23,17 @@ The backward moves ``backward_factor`` × the forward passes of each kernel.
 
 from __future__ import annotations
 
-import functools
 import json
 
 from model.physics import ops
+from model.specs import memo
 from model.specs.schema import DATA_DIR
 
 TABLE = DATA_DIR / "reference" / "elementwise_passes.json"
 BLOCK_NORMS = ("attn/norm", "mlp/norm")
 
 
-@functools.cache
+@memo.lru("element-wise passes table", 1)
 def _table() -> dict:
     return json.loads(TABLE.read_text())
 

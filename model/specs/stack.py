@@ -34,13 +34,13 @@ Where a stack has no value for a system's generation, the system's own fields ap
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from model.errors import ModelError
+from model.specs import memo
 from model.specs.execution import FIELDS as EXECUTION_FIELDS
 from model.specs.execution import resolve_execution
 from model.specs.hardware import GENERATIONS, System, list_systems
@@ -202,7 +202,7 @@ def default_stack_name() -> str:
     return list_stacks()[-1]
 
 
-@functools.cache
+@memo.lru("stack presets", 1)
 def _presets() -> dict[str, Stack]:
     """Every preset, oldest release first (read once per process: presets do not change)."""
     stacks = [_read(name) for name in preset_names(STACKS_DIR)]
@@ -223,7 +223,7 @@ def _read(name_or_path: str | Path, depth: int = 0) -> Stack:
     return stack_from_dict(data, base)
 
 
-@functools.cache
+@memo.lru("stack lineages", 64)
 def lineage(name: str) -> tuple[str, ...]:
     """A preset and the presets whose values it inherits, newest first (``base`` after
     ``base``): ``megatron-bridge-26.08`` → (26.08, 26.06, 26.04, 26.02, 25.11, 25.09). A name

@@ -22,7 +22,6 @@ Two readings the numbers need, derived here from the data:
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from model.specs import memo
 from model.validation.error_bars import CROSS_VALIDATION
 
 SUMMARY = "all firm"  # the summary rows start so (a family's runs; ALL_FIRM last)
@@ -93,7 +93,7 @@ def cross_validation_sources(path: Path | None = None, part: str = "dense") -> p
     return pd.concat([rest, table[table["source"] == ALL_FIRM]], ignore_index=True)
 
 
-@functools.cache
+@memo.lru("fitted run ids", 1)
 def fitted_run_ids() -> frozenset[str]:
     """The runs some fit used (scripts/calibrate fits each stack's η on its firm runs of each
     GPU, and its MoE token-kernel efficiency on its MoE runs): the firm runs of both tables."""

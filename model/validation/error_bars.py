@@ -30,12 +30,12 @@ run of the workload: the PyTorch family has no MoE runs).
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from typing import Any
 
 from model.errors import ModelError
+from model.specs import memo
 from model.specs.schema import DATA_DIR
 from model.specs.stack import lineage, list_stacks, load_stack
 
@@ -107,7 +107,7 @@ class ErrorBar:
                 "moe": bool(self.kind), "text": self.text}
 
 
-@functools.cache
+@memo.lru("scored runs", 1)
 def scored_runs() -> tuple[Run, ...]:
     """Every firm cross-validated run of every section of the cross-validation file."""
     data = json.loads(CROSS_VALIDATION.read_text())

@@ -16,11 +16,11 @@ optimizer were standard by 2023).
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from typing import Any
 
+from model.specs import memo
 from model.specs.schema import DATA_DIR
 from model.specs.stack import list_stacks, load_stack
 
@@ -73,7 +73,7 @@ def stack_by_date(date: str | None) -> str:
     return before[-1].name
 
 
-@functools.cache
+@memo.lru("published recipes", 1)
 def _recipes() -> dict[str, dict[str, Any]]:
     return json.loads(RECIPES.read_text())["records"]
 

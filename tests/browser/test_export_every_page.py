@@ -80,7 +80,8 @@ def export_page(ui, page: str | None, expected: set[str]) -> None:
 def test_scaling_and_design_exports(ui) -> None:
     export_page(ui, None, {"scaling-time", "scaling-breakdown", "scaling-memory",
                            "scaling-config", "scaling-efficiency"})
-    export_page(ui, "design", {"design-heatmap", "design-ops", "design-roofline"})
+    export_page(ui, "design", {"design-heatmap", "design-ops", "design-roofline",
+                                "design-timeline", "design-memory"})
 
 
 def test_systems_and_validation_exports(ui) -> None:
