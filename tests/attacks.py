@@ -131,3 +131,12 @@ def timed_get(url: str, timeout: float = 10.0, source: str | None = None) -> flo
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
     return time.monotonic() - start_s
+
+
+def normal_latencies(url: str, seconds: float) -> list[float]:
+    """A normal client's GET / latencies, one request every 0.5 s for ``seconds``."""
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        out.append(timed_get(url + "/", timeout=8))
+        time.sleep(0.5)
+    return out

@@ -42,15 +42,6 @@ def port_of(server: Server) -> int:
     return int(server.url.rsplit(":", 1)[1])
 
 
-def normal_latencies(url: str, seconds: float) -> list[float]:
-    """A normal client's GET / latencies, one request every 0.5 s for ``seconds``."""
-    out, end = [], time.monotonic() + seconds
-    while time.monotonic() < end:
-        out.append(attacks.timed_get(url + "/", timeout=8))
-        time.sleep(0.5)
-    return out
-
-
 def test_finding2a_pipelined_trickle_neither_blocks_nor_lingers(direct):
     """Ten pipelining connections: a normal client is served throughout, and each hostile
     connection is dropped at the read deadline (its pipelined request read in the event
@@ -58,7 +49,7 @@ def test_finding2a_pipelined_trickle_neither_blocks_nor_lingers(direct):
     stop, recs, threads = attacks.start(attacks.pipeliner, 10, port_of(direct))
     try:
         time.sleep(1.0)  # every hostile connection has sent its first request
-        latencies = normal_latencies(direct.url, READ_S)
+        latencies = attacks.normal_latencies(direct.url, READ_S)
         # each is dropped once its follow-up request is READ_S old (the first request of some
         # is served late on a loaded machine, and the deadline starts after it): never, before
         deadline = time.monotonic() + READ_S + 6
@@ -81,7 +72,7 @@ def test_finding2b_slow_readers_neither_block_nor_linger(direct):
     stop, recs, threads = attacks.start(attacks.slow_reader, 10, port_of(direct))
     try:
         time.sleep(1.0)
-        latencies = normal_latencies(direct.url, 2)
+        latencies = attacks.normal_latencies(direct.url, 2)
         time.sleep(1.5)
     finally:
         attacks.finish(stop, threads)  # each reader then looks whether it was dropped

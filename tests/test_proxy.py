@@ -67,21 +67,13 @@ def test_nginx_errors_carry_the_security_headers(served):
         assert headers.get(name) == value, (name, headers)
 
 
-def normal_latencies(url: str, seconds: float) -> list[float]:
-    out, end = [], time.monotonic() + seconds
-    while time.monotonic() < end:
-        out.append(attacks.timed_get(url + "/", timeout=8))
-        time.sleep(0.5)
-    return out
-
-
 @pytest.mark.parametrize("attack", [attacks.pipeliner, attacks.slow_reader],
                          ids=["finding2a-pipelining", "finding2b-slow-reader"])
 def test_finding2_ten_hostile_connections_do_not_block_normal_clients(served, attack):
     stop, recs, threads = attacks.start(attack, 10, port_of(served), "127.0.0.2")
     try:
         time.sleep(1.0)
-        latencies = normal_latencies(served.url, 3)
+        latencies = attacks.normal_latencies(served.url, 3)
     finally:
         attacks.finish(stop, threads)
     assert all(r.moved > 0 for r in recs), [r.error for r in recs]
