@@ -882,3 +882,31 @@ def test_a_cached_hbm_sweep_reports_its_progress_done():
     seen: list[tuple[int, int]] = []
     studies.hbm_sweep(scn, [80.0, 141.0], [4.8], progress=lambda d, t: seen.append((d, t)))
     assert seen == [(2, 2)]
+
+
+def _components(node: Any):
+    """Every Dash component under ``node`` (a layout, a list, or a component)."""
+    if isinstance(node, (list, tuple)):
+        for child in node:
+            yield from _components(child)
+    elif hasattr(node, "to_plotly_json"):
+        yield node
+        yield from _components(getattr(node, "children", None))
+
+
+def test_no_text_box_is_debounced():
+    """Dash 4.4's debounced text input puts the caret back where it was one render earlier (a
+    setTimeout after each change, dcc/src/components/Input.tsx): fast typing on a busy page
+    reorders the characters. Number boxes have no caret to restore; text boxes must not be
+    debounced (the co-design form read "40, 80" as "4 800,")."""
+    import dash
+    from dash import dcc
+
+    layouts = [dash_app.app.layout] + [
+        page["layout"]() if callable(page["layout"]) else page["layout"]
+        for page in dash.page_registry.values()]
+    boxes = [c for c in _components(layouts) if isinstance(c, dcc.Input)]
+    assert len(boxes) > 20
+    debounced_text = [c.id for c in boxes
+                      if getattr(c, "type", "text") != "number" and getattr(c, "debounce", False)]
+    assert debounced_text == []

@@ -33,13 +33,17 @@ PLACEHOLDER = ("Set the study above and press Run co-design: the map of designs 
 
 
 def _field_row(i: int, row: dict[str, Any]) -> html.Div:
+    # Not debounced: the boxes are read only when Run is pressed, and Dash 4.4's debounced text
+    # input puts the caret back where it was one render earlier (a setTimeout after each
+    # change, dcc/src/components/Input.tsx), so fast typing on a busy page reorders the
+    # characters ("40, 80" became "4 800,").
     return html.Div(className="codesign-field", children=[
         dcc.Dropdown(id={"type": "cd-field", "i": i}, options=codesign.FIELD_OPTIONS,
                      value=row["field"], placeholder="system field", clearable=True),
         dcc.Input(id={"type": "cd-values", "i": i}, type="text", value=row["values"],
-                  placeholder="values, e.g. 40, 80", debounce=True),
+                  placeholder="values, e.g. 40, 80"),
         dcc.Input(id={"type": "cd-prices", "i": i}, type="text", value=row["prices"],
-                  placeholder="USD added per GPU, e.g. 5000, 10000", debounce=True),
+                  placeholder="USD added per GPU, e.g. 5000, 10000"),
     ])
 
 
