@@ -31,16 +31,26 @@ def test_kernel_rates_are_the_tables_at_their_points():
     assert bwd == pytest.approx(2.5 / (3.5 / 308.0 - 1.0 / 333.0))
     # only forward + backward on A100: both passes at that rate
     assert ak.pass_rates_tflops("triton", "a100", True, 128, 2048) == (68.0, 68.0)
-    # forward-only (FA3): FA2's backward/forward ratio at the same shape
-    f3, b3 = ak.pass_rates_tflops("fa3", "h100", False, 64, 1024)
-    f2, b2 = ak.pass_rates_tflops("fa2", "h100", False, 64, 1024)
-    assert f3 == 392.0 and b3 == pytest.approx(392.0 * b2 / f2)
+    # FA3 non-causal: the FA3 paper's backward figure (Fig. 6) at its point
+    assert ak.pass_rates_tflops("fa3", "h100", False, 64, 1024) == (392.0, 363.0)
     # between points: linear in log2 L; beyond 16K: the last point
     mid = ak.pass_rates_tflops("fa2", "a100", True, 64, 2048 * 2 ** 0.5)[0]
     assert mid == pytest.approx((140 + 156) / 2)
     assert ak.pass_rates_tflops("fa2", "a100", True, 64, 65536)[0] == 171.0
     eff = ak.pass_efficiencies("fa2", "ampere", True, 64, 16384)
     assert eff[0] == pytest.approx(171.0 / 312.0)
+
+
+def test_backward_without_its_own_table():
+    """FA3/cuDNN causal: the non-causal backward figure scaled by the kernel's own forward
+    causal/non-causal ratio; Triton on H100 (no backward bar): FA2's backward/forward ratio."""
+    for kernel, causal_fwd, fwd, bwd in (("fa3", 616.0, 648.0, 561.0),
+                                         ("cudnn", 539.0, 595.0, 516.0)):
+        f, b = ak.pass_rates_tflops(kernel, "h100", True, 128, 16384)
+        assert f == causal_fwd and b == pytest.approx(bwd * causal_fwd / fwd)
+    assert ak.pass_rates_tflops("fa3", "h100", True, 128, 16384)[1] < 561.0  # mask costs
+    ft, bt = ak.pass_rates_tflops("triton", "h100", False, 128, 4096)
+    assert ft == 389.0 and bt == pytest.approx(389.0 * 310.0 / 368.0)  # FA2: 310 / 368
 
 
 def test_a_kernel_without_a_benchmark_is_refused():

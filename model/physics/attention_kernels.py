@@ -13,10 +13,17 @@ op's matrix FLOPs is its time, softmax, exponentials and HBM traffic included.
 Per pass, as a fraction of the benchmark GPU's dense BF16 peak (312 / 989 TFLOP/s):
 
 * forward R_f: the forward table; without one, the forward + backward rate R_fb;
-* backward R_b: where both tables exist, from t_fb = t_f + t_b:
-  R_b = 2.5 / (3.5/R_fb − 1/R_f); with only R_fb, R_b = R_fb; with only R_f (FA3, cuDNN and
-  Triton on H100: the FA3 paper's backward figure is not copied), R_b = R_f × FA2's R_b/R_f
-  at the same shape on the same GPU — an assumption, stated in docs/stacks.md.
+* backward R_b, the first of (:func:`pass_rates_tflops`):
+  1. the backward table of the mask (FlashAttention-3 paper Fig. 6 on H100: math, FA2, cuDNN
+     and FA3, non-causal only);
+  2. where the forward and forward + backward tables exist, from t_fb = t_f + t_b:
+     R_b = 2.5 / (3.5/R_fb − 1/R_f) (FA2 and math, causal, on H100);
+  3. the other mask's backward table times the kernel's own forward ratio between the masks,
+     R_b = R_b' · R_f/R_f' (FA3 and cuDNN, causal: the causal kernels skip the same
+     masked blocks in both passes, so the mask costs the backward what it costs the forward);
+  4. with only R_fb, R_b = R_fb (A100);
+  5. with only R_f (Triton on H100: no backward bar), R_b = R_f × FA2's R_b/R_f at the same
+     shape on the same GPU — an assumption, stated in docs/stacks.md.
 
 Between tabulated points: linear in log2 L and in the head dimension, clamped at the ends
 (the curves are flat by 8–16K; head dimensions above 128 — MLA's 192 — take the 128 rates, the
@@ -62,8 +69,11 @@ def kernels() -> tuple[str, ...]:
 
 
 def _curve(rows: dict, causal: bool, head_dim: float, seq_len: float) -> float | None:
-    """TFLOP/s of one pass at (head_dim, seq_len): linear in log2 L, then in the head dim."""
-    by_dim = rows["causal" if causal else "noncausal"]
+    """TFLOP/s of one pass at (head_dim, seq_len): linear in log2 L, then in the head dim;
+    None where the table has no curve for the mask."""
+    by_dim = rows.get("causal" if causal else "noncausal")
+    if by_dim is None:
+        return None
     seq = np.log2(np.asarray(_table()["seq_len"], dtype=float))
     x = np.clip(np.log2(max(seq_len, 1.0)), seq[0], seq[-1])
     dims, values = [], []
@@ -74,27 +84,33 @@ def _curve(rows: dict, causal: bool, head_dim: float, seq_len: float) -> float |
     return float(np.interp(head_dim, dims, values))
 
 
-def _passes(kernel: str, gpu: str, causal: bool, head_dim: float, seq_len: float
-            ) -> tuple[float | None, float | None]:
-    entry = _table()["kernels"].get(kernel, {}).get(gpu)
-    if entry is None:
-        return None, None
-    fwd = _curve(entry["fwd"], causal, head_dim, seq_len) if "fwd" in entry else None
-    both = _curve(entry["fwd_bwd"], causal, head_dim, seq_len) if "fwd_bwd" in entry else None
-    return fwd, both
+def _pass(kernel: str, gpu: str, way: str, causal: bool, head_dim: float, seq_len: float
+          ) -> float | None:
+    """TFLOP/s of one table (``fwd``, ``bwd`` or ``fwd_bwd``) of ``kernel`` on ``gpu``."""
+    entry = _table()["kernels"].get(kernel, {}).get(gpu, {})
+    return _curve(entry[way], causal, head_dim, seq_len) if way in entry else None
 
 
 def pass_rates_tflops(kernel: str, gpu: str, causal: bool, head_dim: float, seq_len: float
                       ) -> tuple[float, float]:
-    """(forward, backward) TFLOP/s of ``kernel`` on the benchmark GPU ``gpu`` (module
-    docstring for how the backward is derived)."""
-    fwd, both = _passes(kernel, gpu, causal, head_dim, seq_len)
+    """(forward, backward) TFLOP/s of ``kernel`` on the benchmark GPU ``gpu`` (the module
+    docstring lists the backward's sources in the order they are tried)."""
+    shape = (head_dim, seq_len)
+    fwd = _pass(kernel, gpu, "fwd", causal, *shape)
+    both = _pass(kernel, gpu, "fwd_bwd", causal, *shape)
+    bwd = _pass(kernel, gpu, "bwd", causal, *shape)
     if fwd is None and both is None:
         raise ModelError(f"no published benchmark of attention kernel '{kernel}' on {gpu}")
-    if fwd is not None and both is not None:
-        return fwd, BWD_OVER_FWD_FLOP / (3.5 / both - 1.0 / fwd)
     if fwd is None:
         return both, both
+    if bwd is not None:
+        return fwd, bwd
+    if both is not None:
+        return fwd, BWD_OVER_FWD_FLOP / (3.5 / both - 1.0 / fwd)
+    bwd_other = _pass(kernel, gpu, "bwd", not causal, *shape)
+    fwd_other = _pass(kernel, gpu, "fwd", not causal, *shape)
+    if bwd_other is not None and fwd_other is not None:
+        return fwd, bwd_other * fwd / fwd_other
     ref_fwd, ref_bwd = pass_rates_tflops(REFERENCE_KERNEL, gpu, causal, head_dim, seq_len)
     return fwd, fwd * ref_bwd / ref_fwd
 
