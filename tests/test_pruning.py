@@ -72,6 +72,7 @@ CASES = [
     ("gpt3-175b", "h200", None, {"offload": "all", "recompute": "none",
                                  "sequence_parallel": False}),
     ("llama3-8b", "mi300x", None, {"context_attention": "ring", "zero": 0}),
+    ("llama3-8b", "h100", None, {"context_attention": "pytorch", "attention_kernel": "fa2"}),
     ("vit-era5", "b200", None, None),
     ("megatron-22b", "a100", None, {"offload": "optimizer"}),
     ("llama3-70b", "h100", None, {"recompute_layers": 3, "precision": "fp8"}),

@@ -216,7 +216,9 @@ CONTROLS: tuple[Control, ...] = (
     Control("context_attention", "Context attention", "execution", "dropdown", str,
             "Context parallelism (cp, the context strategy's second axis): all-gather K/V before "
             "attending, or ring attention (K/V blocks passed around the ring under the "
-            "attention compute).", choices=ex.CONTEXT_ATTENTION, spec="context_attention"),
+            "attention compute), or PyTorch's context_parallel as torchtitan runs it (one "
+            "K/V all-gather, FP32 dK/dV ring and merges).", choices=ex.CONTEXT_ATTENTION,
+            spec="context_attention"),
     Control("offload", "Offload to host", "execution", "dropdown", str,
             "Keep these in host memory (the system's host tier): the optimizer (Adam on the "
             "CPU), activations or weights, streamed over the host link.", choices=ex.OFFLOAD,

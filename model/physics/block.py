@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from model.physics import attention_kernels, elementwise, gemm, moe, ops
+from model.physics import attention_kernels, elementwise, gemm, moe, ops, ring_attention
 from model.physics.collectives import Collective, overlapped_s, summa_comm_time_s
 from model.physics.context import Ctx
 from model.physics.light_recompute import light_recompute
@@ -197,6 +197,8 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     counts = counter(spec, sh, ctx, sh.b.astype(float), rows, k)
     if ctx.execution.elementwise in ("eager", "compile"):
         counts = _elementwise(spec, sh, ctx, counts, rows, k)
+    if spec.kind == Kind.ATTENTION and ctx.execution.context_attention == "pytorch":
+        counts = ring_attention.add_merges(counts, spec, sh, ctx, rows)
     if spec.tied:  # its weights are another op's (counted there)
         counts.weight_bytes = 0.0
     if spec.routed and ctx.execution.moe_load != 1.0:  # beyond the mean load: not model FLOPs
@@ -209,6 +211,17 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
         for name in _SCALED + ("flop_padding",):
             setattr(counts, name, getattr(counts, name) * share)
     return counts
+
+
+def _kv_volume(name: str, spec: OpSpec, sh: Shards, ctx: Ctx) -> np.ndarray:
+    """``kv``: K and V of the ``kv_heads`` over the whole sequence, s·b·k·L·(q + v);
+    ``kv_rep``, ``dkv_hop``: PyTorch's context_parallel (:mod:`model.physics.ring_attention`)."""
+    if name != "kv":
+        return ring_attention.volume_bytes(name, spec, sh, ctx)
+    m = ctx.model
+    kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
+    return ELEMENT_BYTES * sh.b.astype(float) * kv * ctx.dims["l"] * (
+        m.qk_head_dim + m.value_head_dim)
 
 
 def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx) -> np.ndarray:
@@ -239,9 +252,8 @@ def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx)
         return s * ((2 * d["e"]) // sh.tp1 + (2 * sh.b * d["l"]) // sh.tp2).astype(float)
     if name == "norm_weights":
         return 2 * s * _local(d[spec.k], sh, spec.k_shard)
-    if name == "kv":
-        kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
-        return s * b * kv * d["l"] * (m.qk_head_dim + m.value_head_dim)
+    if name in ("kv", "kv_rep", "dkv_hop"):
+        return _kv_volume(name, spec, sh, ctx)
     if name in ("dispatch", "etp"):
         rows = _local(d["l"], sh, spec.rows)
         if name == "dispatch":
@@ -340,9 +352,13 @@ def _panels(spec: OpSpec, sh: Shards) -> np.ndarray | None:
 
 
 def _exposed_comm(spec: OpSpec, comm: np.ndarray, compute: np.ndarray,
-                  panels: np.ndarray | None, ctx: Ctx) -> np.ndarray:
+                  panels: np.ndarray | None, ctx: Ctx, ring: tuple | None = None
+                  ) -> np.ndarray:
     """The op's collective time left after overlap: SUMMA/ring pieces pipelined with the
-    compute, TP collectives hidden behind their matmul (with the overlap slowdown), or all."""
+    compute, TP collectives hidden behind their matmul (with the overlap slowdown), PyTorch's
+    context-parallel ring (``ring``: way, times by volume name, group size), or all."""
+    if ring is not None:
+        return ring_attention.exposed_s(ring[0], ring[1], compute, ring[2])
     if panels is not None:
         return summa_comm_time_s(comm, panels, compute)
     if ctx.execution.tp_overlap and spec.kind == Kind.LINEAR:
@@ -359,6 +375,7 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
     panels = _panels(spec, sh)
     comm = volume = zero
     share = ctx.share(spec)
+    by_name = {}
     for cs in comms:
         key = _comm_key(spec, cs)
         if key not in memo:
@@ -371,7 +388,11 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
         v, t = memo[key]
         comm = comm + t
         volume = volume + v
-    comm = _exposed_comm(spec, comm, compute, panels, ctx)
+        by_name[cs.volume] = t
+    ring = None
+    if spec.kind == Kind.ATTENTION and "kv_rep" in by_name:  # PyTorch's context_parallel
+        ring = (way, by_name, sh.size(spec.rows).astype(float))
+    comm = _exposed_comm(spec, comm, compute, panels, ctx, ring)
     return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0) + t_extra, comm, volume)
 
 

@@ -192,6 +192,9 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     if ring:  # K/V blocks travel the tp2 ring, one step per block, under the attention compute
         p2p = CommSpec(Collective.P2P, "kv", TP2)
         kv, kv_bwd, kv_panels = (p2p,), (p2p, p2p), "tp2"  # backward: K/V and dK/dV
+    elif context and ex.context_attention == "pytorch":  # model.physics.ring_attention
+        gather = _ag("kv_rep", TP2)
+        kv, kv_bwd, kv_panels = (gather,), (gather, CommSpec(Collective.P2P, "dkv_hop", TP2)), None
     else:
         kv = (_ag("kv", TP2),) if context else ()
         kv_bwd, kv_panels = kv + ((_rs("kv", TP2),) if context else ()), None

@@ -24,7 +24,7 @@ RECOMPUTE = ("none", "selective", "full")
 PRECISIONS = NAMES  # model.specs.precision
 ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")
-CONTEXT_ATTENTION = ("allgather", "ring")
+CONTEXT_ATTENTION = ("allgather", "ring", "pytorch")
 EP_DISPATCHERS = ("alltoall", "flex")
 EXPERT_GEMMS = ("multi-stream", "grouped")  # model.physics.gemm.EXPERT_GEMM_STREAMS
 PIPELINE_SCHEDULES = ("1f1b", "dualpipe")
@@ -91,7 +91,10 @@ class Execution:
     * ``context_attention``: how context parallelism (tp2 of the context strategy) shares K and
       V: ``allgather`` (the paper's: gather all, then attend; not overlapped) or ``ring`` (ring
       attention: tp2 steps, each passing one K/V block to the next GPU under the attention
-      compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism).
+      compute of the previous one; Liu et al. 2023, as in Megatron's context parallelism), or
+      ``pytorch`` (PyTorch's experimental ``context_parallel`` as torchtitan runs it: K/V
+      repeated to every query head, all-gathered under the first step, dK/dV passed on in FP32,
+      FP32 merges through HBM; :mod:`model.physics.ring_attention`).
     * ``production_layout``: only layouts a production stack runs (the rules of
       :mod:`model.engine.production`): tensor parallelism inside one NVLink domain and jobs of
       whole nodes; off, the search also tries TP groups across domains and partial nodes (the

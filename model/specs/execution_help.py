@@ -16,7 +16,8 @@ HELP: dict[str, str] = {
     "tp_overlap": "overlap tensor-parallel collectives with the matmuls",
     "flash_attention": "fused attention",
     "fp32_gradients": "accumulate and reduce gradients in fp32 (Megatron's main_grad)",
-    "context_attention": "context parallelism (--cp): gather K/V, or ring attention (overlapped)",
+    "context_attention": ("context parallelism (--cp): gather K/V, ring attention (overlapped), or "
+                          "PyTorch's context_parallel (torchtitan)"),
     "offload": "keep these in the host memory tier (the system's host_* figures)",
     "ends_count_as_layers": "the embedding and the loss each count as a layer in the "
                             "pipeline split (lighter end stages)",
