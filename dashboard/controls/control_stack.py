@@ -43,6 +43,15 @@ KERNEL_CONTROLS = (
             choices=ON_OFF[0], names=ON_OFF[1], spec="recompute_norm_up_proj",
             section="kernels"),
 )
+TP_CONTROL = Control(
+    "tp_style", "TP implementation", "execution", "dropdown", str,
+    "How tensor parallelism with sequence parallelism moves activations: megatron (the "
+    "column-parallel input kept as its shard and gathered again in the backward, in BF16) or "
+    "dtensor (PyTorch's parallelize_module, torchtitan: the gathered input kept, nothing "
+    "gathered again; with FP8, torchao gathers inputs and output gradients in FP8).",
+    choices=ex.TP_STYLES, spec="tp_style", section="kernels")
+KERNEL_CONTROLS = (*KERNEL_CONTROLS, TP_CONTROL)
+
 FSDP_CONTROLS = (
     Control("fsdp_version", "FSDP implementation", "execution", "dropdown", int,
             "With ZeRO-3, how the weight gathers run: as DeepSpeed and Megatron run them, "

@@ -228,7 +228,10 @@ def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx)
     """Bytes V of the collective named ``name`` of op ``spec`` over ``axes`` (the full buffer).
 
     * ``in`` / ``out``: the op's input / output activation gathered over the collective's axes,
-      s·b·(l // rows sharded by the other axes)·K (or N) — RS/AG of Megatron TP (docs/model.md §7.1)
+      s·b·(l // rows sharded by the other axes)·K (or N) — RS/AG of Megatron TP (§7.1);
+      ``in_q`` / ``out_q`` the same in the precision's quantised bytes per element (torchao's
+      Float8 TP gathers, ``tp_style`` dtensor)
+    * ``kv_rep`` / ``dkv_hop``: PyTorch's context_parallel (:mod:`model.physics.ring_attention`)
     * ``stats``: two values per local row, 2s·b·r (LayerNorm2D statistics, loss max/sum)
     * ``stats_paper_bwd``: the paper's LayerNorm2D backward volume s·((2e)//tp1 + (2·b·l)//tp2)
     * ``norm_weights``: γ and β gradients 2s·(K // tp1)
@@ -242,10 +245,12 @@ def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx)
     """
     d, s, m = ctx.dims, ELEMENT_BYTES, ctx.model
     b = sh.b.astype(float)
-    if name in ("in", "out"):
+    if name in ("in", "out", "in_q", "out_q"):  # _q: quantised (tp_style dtensor, FP8)
         other_rows = tuple(a for a in spec.rows if a not in axes)
-        feats = d[spec.k] if name == "in" else d[spec.n]
-        return s * b * _local(d["l"], sh, other_rows) * feats
+        feats = d[spec.k] if name.startswith("in") else d[spec.n]
+        per = PRECISIONS[ctx.execution.precision].kept_bytes_per_element if (
+            name.endswith("_q")) else s
+        return per * b * _local(d["l"], sh, other_rows) * feats
     if name == "stats":
         return 2 * s * b * _local(d["l"], sh, spec.rows)
     if name == "stats_paper_bwd":

@@ -25,6 +25,7 @@ from model.physics.optable import rs as _rs
 from model.specs import memo
 from model.specs.execution import Execution, resolve_execution
 from model.specs.modes import Mode, resolve_mode
+from model.specs.precision import PRECISIONS
 from model.specs.transformer import Transformer
 
 __all__ = ["Axes", "CommSpec", "Kind", "OpSpec", "Strategy", "build_strategy",
@@ -148,14 +149,18 @@ def _tp_comms(mode: Mode, ex: Execution, seq: Axes, moved: bool) -> dict:
     sp = ex.sequence_parallel
     col_bwd = (_rs("in", TP1),) if sp else (_ar("in", TP1),)
     # Megatron SP keeps the column-parallel input as its l/tp shard and all-gathers it again in
-    # the backward pass (Korthikanti et al. 2022, §4.2.2); the paper keeps the gathered input
-    shard_inputs = sp and not mode.full_linear_inputs_kept
+    # the backward pass (Korthikanti et al. 2022, §4.2.2); the paper, and PyTorch's DTensor TP
+    # (autograd saves the gathered input), keep the gathered input
+    dtensor = ex.tp_style == "dtensor"
+    shard_inputs = sp and not mode.full_linear_inputs_kept and not dtensor
     if shard_inputs:
         col_bwd = col_bwd + (_ag("in", TP1),)
-    return {"col_fwd": (_ag("in", TP1),) if moved else (), "col_bwd": col_bwd,
+    # torchao's Float8 TP gathers the input and the output gradient in FP8 (Execution.tp_style)
+    q = "_q" if dtensor and PRECISIONS[ex.precision].quantised else ""
+    return {"col_fwd": (_ag("in" + q, TP1),) if moved else (), "col_bwd": col_bwd,
             "col_act": seq if shard_inputs else None,
             "row_fwd": (_rs("out", TP1),) if sp else (_ar("out", TP1),),
-            "row_bwd": (_ag("out", TP1),) if moved else ()}
+            "row_bwd": (_ag("out" + q, TP1),) if moved else (), "q": q}
 
 
 def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
@@ -182,7 +187,10 @@ def _megatron(model: Transformer, mode: Mode, ex: Execution, context: bool
     moved = sp and ex.tp_overlap
     comms = _tp_comms(mode, ex, seq, moved)
     mlp_comms = _tp_comms(mode, ex, seq, sp) if model.moe else comms
-    norm_comm = {"fwd": (_ag("in", TP1),), "bwd": (_rs("in", TP1),)} if sp and not moved else {}
+    q = comms["q"]  # the norm's gather is the column input's; its backward RS prices the
+    # row output gradient's gather (docs/model.md §5.1): both in FP8 under torchao's Float8 TP
+    norm_comm = ({"fwd": (_ag("in" + q, TP1),), "bwd": (_rs("in" + q, TP1),)}
+                 if sp and not moved else {})
     mlp_norm_comm = {} if model.moe else norm_comm
     paper = mode.paper_bias_sharding
     # the paper's output biases: 1D on unsharded [l, e]; context attention Bias(b, l, e; m2, m1)

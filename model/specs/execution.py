@@ -37,6 +37,7 @@ ATTENTION_KERNELS = ("auto", "fa2", "fa3", "cudnn", "triton", "math")
 ELEMENTWISE = ("auto", "fused", "eager", "compile")
 FSDP_VERSIONS = (0, 1, 2)  # 0: ZeRO-3 as DeepSpeed/Megatron run it; 1, 2: PyTorch FSDP1/FSDP2
 GATHER_DTYPES = ("auto", "bf16", "fp32")
+TP_STYLES = ("megatron", "dtensor")  # model.physics.strategies._tp_comms
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
@@ -49,7 +50,8 @@ LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "pipeline_schedule": PIPELINE_SCHEDULES,
                               "attention_kernel": ATTENTION_KERNELS,
                               "elementwise": ELEMENTWISE, "fsdp_version": FSDP_VERSIONS,
-                              "fsdp_gather_dtype": GATHER_DTYPES, "fsdp_prefetch": (0, 1)}
+                              "fsdp_gather_dtype": GATHER_DTYPES, "fsdp_prefetch": (0, 1),
+                              "tp_style": TP_STYLES}
 # numbers in a range: (lowest, highest)
 RANGES: dict[str, tuple[float, float]] = {"moe_capacity_factor": (0.0, 64.0),
                                           "moe_imbalance": (1.0, 64.0),
@@ -185,6 +187,16 @@ class Execution:
       them (gathers and reduce-scatters inside the group, an all-reduce of each shard's
       gradients across the replicas once per step); 0: shard over the whole data-parallel
       group.
+    * ``tp_style``: how tensor parallelism with sequence parallelism moves activations.
+      ``megatron``: the column-parallel input is kept as its l/tp shard and all-gathered again
+      in the backward (Korthikanti et al. 2022, §4.2.2), every gather in BF16. ``dtensor``
+      (PyTorch's ``parallelize_module`` with ``ColwiseParallel``/``RowwiseParallel``, as
+      torchtitan runs it): autograd keeps the gathered input for the weight gradient, so the
+      backward gathers nothing again (l rows kept instead of l/tp); with an FP8 precision
+      torchao's ``Float8ColwiseParallel``/``PrepareFloat8ModuleInput`` cast the input to FP8
+      before its all-gather and ``NoopFwToFloat8BwDynamic`` casts the row-parallel output's
+      gradient to FP8 before the backward's all-gather: both gathers move 1 byte per element
+      (``torchao/float8/float8_tensor_parallel.py`` at eab345c); reduce-scatters stay BF16.
     * ``recompute_norm_up_proj``: DeepSeek-V3's light recompute (report §3.2.3): every RMSNorm
       and MLA's up-projections rerun in the backward, so the linears after a norm and the
       attention core keep nothing of their outputs (model.physics.light_recompute).
@@ -227,6 +239,7 @@ class Execution:
     recompute_norm_up_proj: bool = False
     swiglu_fp8_cache: bool = False
     production_layout: bool = True
+    tp_style: str = "megatron"
 
     def __post_init__(self) -> None:
         self._check_values()

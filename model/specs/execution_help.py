@@ -24,6 +24,8 @@ HELP: dict[str, str] = {
     "dp_overlap": "overlap the data-parallel gradient reduction with the backward",
     "dp_bucket_mb": "data-parallel collectives in buckets of at most this many MB, each "
                     "paying the ring latency (0: one per block)",
+    "tp_style": "megatron: SP re-gathers inputs in the backward, BF16; dtensor: PyTorch "
+                "TP keeps the gathered input, FP8 gathers with an FP8 precision",
     "fp8_param_gather": "with an FP8 precision, all-gather parameters in FP8 (Megatron's "
                         "--fp8-param-gather)",
     "offload_layers": "without activation offload: move N layers' activations of each "

@@ -1,5 +1,6 @@
 """torchtitan's mechanisms (issue 23): PyTorch's context-parallel ring attention
-(model/physics/ring_attention.py) by hand, and the 500 W H100's clock-scaled peaks."""
+(model/physics/ring_attention.py) by hand, DTensor tensor parallelism's gathers and the
+500 W H100's clock-scaled peaks."""
 
 from __future__ import annotations
 
@@ -79,3 +80,35 @@ def test_500w_h100_clock_scaled_peak():
     assert capped.matrix_tflops_fp16 == pytest.approx(989.4 * ratio, abs=0.1)
     assert capped.matrix_tflops_fp8 == pytest.approx(1978.9 * ratio, abs=0.1)
     assert capped.hbm_bandwidth_gb_per_s == 2400 and full.matrix_tflops_fp16 == 989.4
+
+
+def _tp_block(ex: dict):
+    m = transformer_from_dict(LLAMA)
+    ctx = Ctx.make(m, model.load_system("h100"), "default", ex)
+    return {s.name: s for s in build_strategy("1d", m, ctx.mode, ctx.execution).block}, ctx
+
+
+def test_dtensor_tp_keeps_the_gathered_input_and_gathers_fp8():
+    """Megatron SP re-gathers fc1's input in the backward and keeps l/tp rows; DTensor TP keeps
+    the gathered input (no backward gather); with FP8 torchao gathers the input (the norm's
+    forward AG) and the output gradient (priced as the norm's backward RS) at 1 byte per
+    element instead of 2; the reduce-scatters stay BF16."""
+    from model.physics.block import comm_volume_bytes
+    one = np.ones(1, dtype=int)
+    sh = Shards(b=one, tp1=one * 4, tp2=one, nb=one, nv_tp1=one * 4, nv_tp2=one)
+    mega, _ = _tp_block({"precision": "fp8"})
+    dt, ctx = _tp_block({"precision": "fp8", "tp_style": "dtensor"})
+    assert [c.volume for c in mega["mlp/fc1"].bwd] == ["in", "in"]  # RS + re-gather
+    assert [c.volume for c in dt["mlp/fc1"].bwd] == ["in"]  # RS only
+    assert mega["mlp/fc1"].act_rows is not None and dt["mlp/fc1"].act_rows is None
+    assert [c.volume for c in dt["mlp/norm"].fwd + dt["mlp/norm"].bwd] == ["in_q", "in_q"]
+    full = 2.0 * 8192 * 1024  # s·b·l·e, BF16
+    norm = dt["mlp/norm"]
+    assert float(comm_volume_bytes("in_q", norm, norm.fwd[0].axes, sh, ctx)[0]) == full / 2
+    assert float(comm_volume_bytes("in", norm, norm.fwd[0].axes, sh, ctx)[0]) == full
+    assert [c.volume for c in dt["mlp/fc2"].fwd] == ["out"]  # the RS in BF16
+    bf16, _ = _tp_block({"tp_style": "dtensor"})
+    assert [c.volume for c in bf16["mlp/norm"].fwd] == ["in"]  # no FP8 without FP8 linears
+    moved, _ = _tp_block({"precision": "fp8", "tp_style": "dtensor", "tp_overlap": True})
+    assert [c.volume for c in moved["mlp/fc1"].fwd] == ["in_q"]
+    assert [c.volume for c in moved["mlp/fc2"].bwd] == ["out_q"]
