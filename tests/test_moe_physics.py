@@ -103,8 +103,8 @@ def test_moe_token_efficiency_slows_only_the_token_kernels(h100):
                          **cfg) for eta in (1.0, 0.25)}
     ops = {eta: ev.ops.set_index("op") for eta, ev in evs.items()}
     for name in ("moe/dispatch", "moe/combine"):
-        mem = {eta: o.loc[name, "t_compute_s"] + o.loc[name, "t_memory_exposed_s"]
-               for eta, o in ops.items()}
+        # its kernels' HBM time; their launches (in t_compute_s) do not scale
+        mem = {eta: o.loc[name, "t_memory_exposed_s"] for eta, o in ops.items()}
         assert ops[1.0].loc[name, "bound"] == "communication"
         assert mem[0.25] == pytest.approx(4 * mem[1.0], rel=1e-9)
         assert ops[0.25].loc[name, "hbm_bytes_fwd"] == ops[1.0].loc[name, "hbm_bytes_fwd"]
