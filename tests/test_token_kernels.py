@@ -104,3 +104,17 @@ def test_recipes_deepseek_bf16_moments_and_fused_router():
     ex = moe_execution(deepseek)
     assert ex["optimizer_bf16_moments"] and ex["moe_router_fusion"]
     assert "optimizer_bf16_moments" not in moe_execution(qwen)
+
+
+def test_blackwell_depth_series_fits_hoppers_depth_constant():
+    """The B200 BF16 depth series (gemm_kernels.json "blackwell", Liger-Kernel #1380's cuBLAS
+    column) fits k0 = Hopper's BF16 value (DeepGEMM H800 FP8 fit / 2): the model keeps one
+    k0 on both generations; every row within 5 %."""
+    import numpy as np
+
+    from model.physics.gemm import depth_overhead
+    from model.validation import gemm_kernels as kernels
+    a, k0 = kernels.fit_blackwell()
+    assert abs(k0 - depth_overhead("matrix_tflops_fp16")) <= 10.0
+    rows = kernels.blackwell_rows()
+    assert np.all(np.abs(kernels.blackwell_tflops(rows, a, k0) / rows[:, 3] - 1) < 0.05)
