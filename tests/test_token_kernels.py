@@ -118,3 +118,25 @@ def test_blackwell_depth_series_fits_hoppers_depth_constant():
     assert abs(k0 - depth_overhead("matrix_tflops_fp16")) <= 10.0
     rows = kernels.blackwell_rows()
     assert np.all(np.abs(kernels.blackwell_tflops(rows, a, k0) / rows[:, 3] - 1) < 0.05)
+
+
+def test_expert_launches_issued_ahead_of_the_gpu():
+    """max(n·τ, τ + t_work): launch-bound only when the GEMMs are shorter than their
+    launches."""
+    import numpy as np
+
+    from model.physics.moe import issued_ahead_s
+    tau = 20e-6
+    got = issued_ahead_s(np.array([1e-3, 10e-6]), np.array([8 * tau, 8 * tau]), tau)
+    assert got == pytest.approx([1e-3 + tau, 8 * tau])
+
+
+def test_grouped_kernel_launches_once_for_all_local_experts():
+    """The grouped path (one kernel over the local experts) launches what one expert's
+    multi-stream GEMMs do: 2 forward and 3 backward kernels under per-expert FP8 casts."""
+    ops = {g: _ops(8, precision="fp8", expert_gemm=g) for g in ("multi-stream", "grouped")}
+    m, tau = _qwen30b(), load_system("h100").kernel_overhead_s
+    fc1 = {g: o.loc["moe/fc1", "t_compute_s"] for g, o in ops.items()}
+    # 16 local experts: 16·(2 + 3) launches against 2 + 3, each τ in a moe_share of the layers
+    assert fc1["multi-stream"] >= 16 * 5 * tau * m.moe_share * (1 - 1e-9)
+    assert fc1["grouped"] < fc1["multi-stream"]

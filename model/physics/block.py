@@ -322,6 +322,9 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     if sysm.exp_tera_per_s and _nonzero(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
+    if spec.kind == Kind.EXPERT_LINEAR:  # per-expert launches issued while earlier ones run
+        t_comp = moe.issued_ahead_s(t_comp - overhead, overhead,
+                                    sysm.kernel_overhead_s * ctx.share(spec))
     bandwidth = sysm.hbm_bytes_per_s
     if spec.kind in TOKEN_KERNELS:
         bandwidth = bandwidth * ctx.token_efficiency

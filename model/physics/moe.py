@@ -163,6 +163,21 @@ def expert_launches(experts: Array, per_expert_quantise: bool) -> tuple[Array, A
     return e * (1.0 + q), e * (2.0 + q)
 
 
+def issued_ahead_s(work_s: Array, launches_s: Array, one_launch_s: Array) -> Array:
+    """Time of the local experts' GEMMs when the host issues their n kernels in one loop
+    without waiting: max(n·τ, τ + t_work) — the first launch is exposed, the later ones are
+    issued while the GPU runs the earlier GEMMs, so the op is launch-bound only when its
+    kernels are shorter than their launches (small experts, few tokens), else GPU-bound.
+    Transformer Engine's ``multi_stream_cublas_gemm`` (transformer_engine/common/gemm/
+    cublaslt_gemm.cu at d0067d0da6cb01811b8072a7d304f0e00344ce2b) is that loop: an event on the
+    main stream, then ``for i < num_gemms: nvte_cublas_gemm_v2(..., compute_stream(i %
+    num_streams))`` with no synchronisation inside; the per-expert quantisations before it
+    are issued the same way, one after another (:func:`expert_launches`). The other ops keep
+    n·τ + t_work: one kernel each, its launch in sequence with its work
+    (block._kernel_times)."""
+    return np.maximum(launches_s, one_launch_s + work_s)
+
+
 # --- counts on a configuration's local shapes (model.physics.block: op_counts) -------------
 def routed_rows(rows, sh: Shards, ctx: Ctx):
     """Rows of the tokens routed to a GPU's experts, per sample: its sequence rows × top_k
@@ -202,8 +217,10 @@ def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     counts.act_bytes = precision.kept_bytes_per_element * b * rows * k
     if precision.quantised:
         counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+    # one grouped kernel (and one quantisation) for all local experts on the grouped path
+    launched = experts if ctx.execution.expert_gemm == "multi-stream" else 1.0
     counts.launches_fwd, counts.launches_bwd = expert_launches(
-        experts, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
+        launched, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
     if precision.quantised and not ctx.execution.moe_router_padding:
         # the layer's input padded before fc1, its output unpadded after fc2
         padded = fp8_padding(b, rows, k if spec.k == "e" else n, s)
@@ -343,5 +360,5 @@ def mtp_rows(model: Transformer, base: Axes, seq: Axes, comms: dict,
 
 
 __all__ = ["NONE", "dense_mlp_rows", "expert_launches", "fp8_padding", "grouped_linear",
-           "grouped_wave_efficiency", "mla_rows", "moe_rows", "mtp_rows", "permute",
-           "router", "token_permutation"]
+           "grouped_wave_efficiency", "issued_ahead_s", "mla_rows", "moe_rows", "mtp_rows",
+           "permute", "router", "token_permutation"]
