@@ -13,8 +13,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model.physics.gemm import DEPTH_OVERHEAD_FP8  # noqa: E402
-from model.validation.gemm_kernels import MIN_ROWS, fit, predicted_tflops, rows  # noqa: E402
+from model.physics.gemm import DEPTH_OVERHEAD_FP8, depth_overhead  # noqa: E402
+from model.validation.gemm_kernels import (  # noqa: E402
+    MIN_ROWS,
+    blackwell_rows,
+    blackwell_tflops,
+    fit,
+    fit_blackwell,
+    predicted_tflops,
+    rows,
+)
 
 
 def main() -> None:
@@ -29,6 +37,15 @@ def main() -> None:
         g, m, n, k, tf = row
         print(f"{g:6.0f} {m:6.0f} {n:6.0f} {k:6.0f} {tf:8.0f} {pred:6.0f} "
               f"{100 * (pred / tf - 1):+5.0f}%{'' if used else '  (not fitted)'}")
+
+    a, k0 = fit_blackwell()
+    hopper = depth_overhead("matrix_tflops_fp16")
+    print(f"\nBlackwell (B200 BF16 cuBLAS, Liger-Kernel #1380): A {a:.3f}, k0 {k0:.0f} in BF16 "
+          f"units (Hopper's, in the model: {hopper:.0f})")
+    b = blackwell_rows()
+    for row, pred in zip(b, blackwell_tflops(b, a, k0)):
+        m, n, k, tf = row
+        print(f"{m:6.0f} {n:6.0f} {k:6.0f} {tf:8.0f} {pred:6.0f} {100 * (pred / tf - 1):+5.0f}%")
 
 
 if __name__ == "__main__":

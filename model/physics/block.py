@@ -92,9 +92,10 @@ def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str, k_dw=None):
 def _router(ctx: Ctx, b, rows, k) -> ops.OpCounts:
     """The router (:func:`model.physics.moe.router`) with its logits GEMM [b·r, e]·[e, E]
     priced by its shape like any BF16 matmul (:func:`_shape_efficiency`): a small hidden size
-    e makes it shallow, few experts E a narrow output."""
+    e makes it shallow, few experts E a narrow output; its score, top-k and aux-loss kernels
+    on the stack's path (``moe_router_fusion``)."""
     experts = float(ctx.dims["E"])
-    counts = moe.router(b, rows, k, experts, ELEMENT_BYTES)
+    counts = moe.router(b, rows, k, experts, ELEMENT_BYTES, ctx.execution.moe_router_fusion)
     counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, experts, ctx,
                                                          "matrix_tflops_fp16")
     return counts
@@ -149,10 +150,9 @@ _COUNTERS = {
     Kind.ROUTER: lambda spec, sh, ctx, b, rows, k: _router(ctx, b, rows, k),
     # the sender's side, on its own T·k routed copies (the busiest GPU's load shows in the
     # all-to-all it receives and in its expert GEMMs)
-    Kind.PERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
-        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES),
-    Kind.UNPERMUTE: lambda spec, sh, ctx, b, rows, k: moe.permute(
-        b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES, unpermute=True),
+    Kind.PERMUTE: lambda spec, sh, ctx, b, rows, k: moe.token_permutation(sh, ctx, b, rows, k),
+    Kind.UNPERMUTE: lambda spec, sh, ctx, b, rows, k: moe.token_permutation(
+        sh, ctx, b, rows, k, unpermute=True),
     Kind.EXPERT_LINEAR: moe.expert_linear,
 }
 _ROUTED = {Kind.BIAS: moe.expert_bias}  # routed ops whose counts differ from the dense op's
@@ -339,6 +339,9 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
                      + flop_vec / (eta * sysm.vector_flop_per_s))
     if sysm.exp_tera_per_s and _nonzero(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
+    if spec.kind == Kind.EXPERT_LINEAR:  # per-expert launches issued while earlier ones run
+        t_comp = moe.issued_ahead_s(t_comp - overhead, overhead,
+                                    sysm.kernel_overhead_s * ctx.share(spec))
     bandwidth = sysm.hbm_bytes_per_s
     if spec.kind in TOKEN_KERNELS:
         bandwidth = bandwidth * ctx.token_efficiency

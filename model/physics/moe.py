@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from model.physics import gemm
+from model.physics import gemm, token_kernels
 from model.physics.ops import OpCounts, bias, linear, quantisation, wave_efficiency
 from model.physics.optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
 from model.specs.precision import PRECISIONS
@@ -52,39 +52,55 @@ DISPATCH_BYTES = 2.0  # dispatched tokens in bf16 (FP8 dispatch is an opt-in of 
 FUSED_MULTI_QUANTISE = frozenset({"fp8-delayed"})
 
 
-def router(b: Array, rows: Array, e: Array, experts: float, s: float) -> OpCounts:
+def router(b: Array, rows: Array, e: Array, experts: float, s: float,
+           fused: bool = True) -> OpCounts:
     """Router of T = b·r tokens: logits X[T, e]·W_r[e, E] (a BF16 GEMM; Megatron keeps the
-    router out of the FP8 recipes), the score function (softmax or sigmoid, ≈ 5 FLOP per logit)
-    and the top-k selection (≈ 3 per logit) on the vector units.
+    router out of the FP8 recipes) writing fp32 logits, then the score function, top-k and
+    load-balancing loss (≈ 8 FLOP per logit forward, 5 backward, on the vector units) as
+    separate memory-bound kernels (:mod:`model.physics.token_kernels`, ``fused`` or not).
     fwd: F_mat = T·E·(2e − 1), F_vec = 8·T·E; bwd: F_mat = T·e·(2E − 1) + e·E·(2T − 1),
-    F_vec = 5·T·E; M_fwd = s(T·e + e·E) + 2·4·T·E (fp32 logits, scores), M_bwd = s(T·e + 2e·E)
-    + 3·4·T·E; kept: the fp32 scores 4·T·E (its input is the norm's output, kept there);
-    W = s·e·E."""
+    F_vec = 5·T·E; GEMM bytes M_fwd = s(T·e + e·E) + 4·T·E, M_bwd = s(T·e + 2e·E) + 4·T·E;
+    the token kernels' bytes and launches on top; kept: the fp32 scores 4·T·E (its input is
+    the norm's output, kept there); W = s·e·E."""
     t = b * rows
+    extra_fwd, extra_bwd, n_fwd, n_bwd = token_kernels.token_kernels(
+        "router", fused, t, e, 1.0, experts, s)
     return OpCounts(
         flop_mat_fwd=t * experts * (2 * e - 1), flop_vec_fwd=8 * t * experts,
         flop_mat_bwd=t * e * (2 * experts - 1) + e * experts * (2 * t - 1),
         flop_vec_bwd=5 * t * experts,
-        bytes_fwd=s * (t * e + e * experts) + 2 * FP32 * t * experts,
-        bytes_bwd=s * (t * e + 2 * e * experts) + 3 * FP32 * t * experts,
+        bytes_fwd=s * (t * e + e * experts) + FP32 * t * experts,
+        bytes_bwd=s * (t * e + 2 * e * experts) + FP32 * t * experts,
+        extra_bytes_fwd=extra_fwd, extra_bytes_bwd=extra_bwd,
+        launches_fwd=1.0 + n_fwd, launches_bwd=1.0 + n_bwd,
         act_bytes=FP32 * t * experts, weight_bytes=s * e * experts)
 
 
 def permute(b: Array, rows: Array, e: Array, top_k: float, s: float,
-            unpermute: bool = False) -> OpCounts:
-    """Token permutation of T = b·r tokens into the T·k routed copies in expert order (a
-    memory-bound gather, Megatron's fused ``moe_permute``): read T·e, write T·k·e; its backward
-    scatters the gradients back with the same bytes: M = s·T·e·(1 + k) each way, no FLOPs to
-    speak of. The unpermute reverses it, weighting each copy by its routing probability and
-    summing the k copies of a token: F = 2·T·k·e each way, and keeps the expert outputs for the
-    probabilities' gradient: act = s·T·k·e."""
+            unpermute: bool = False, experts: float = 1.0, fused: bool = True,
+            chunk_sort: Array | float = 0.0) -> OpCounts:
+    """Token permutation of T = b·r tokens into the T·k routed copies in expert order
+    (Megatron-Core ``permute``) or, with ``unpermute``, their weighted sum back (``unpermute``:
+    each copy times its routing probability, F = 2·T·k·e each way; it keeps the copies for the
+    probabilities' gradient: act = s·T·k·e). Memory-bound kernels, each a separate pass
+    (:func:`model.physics.token_kernels.token_kernels`, ``fused`` or not, over ``experts``
+    experts) — for the permutation M = s·T·e·(1 + k) + the routing map's and probabilities'
+    passes each way, about 9 kernels unfused and 4 + 1 fused; plus, where ``chunk_sort`` is 1
+    (the all-to-all dispatcher with several local experts; an array over configurations), the
+    received chunks' sort by local expert: 2·s·T·k·e more each way."""
     t = b * rows
-    moved = s * t * e * (1 + top_k)
-    if not unpermute:
-        return OpCounts(bytes_fwd=moved, bytes_bwd=moved)
-    return OpCounts(flop_vec_fwd=2 * t * top_k * e, flop_vec_bwd=2 * t * top_k * e,
-                    bytes_fwd=moved, bytes_bwd=moved + s * t * top_k * e,
-                    act_bytes=s * t * top_k * e)
+    op = "unpermute" if unpermute else "permute"
+    fwd, bwd, n_fwd, n_bwd = token_kernels.token_kernels(op, fused, t, e, top_k, experts, s)
+    sort_fwd, sort_bwd, m_fwd, m_bwd = token_kernels.token_kernels(
+        "sort_chunks", fused, t, e, top_k, experts, s)
+    c = OpCounts(extra_bytes_fwd=fwd + chunk_sort * sort_fwd,
+                 extra_bytes_bwd=bwd + chunk_sort * sort_bwd,
+                 launches_fwd=n_fwd + chunk_sort * m_fwd,
+                 launches_bwd=n_bwd + chunk_sort * m_bwd)
+    if unpermute:
+        c.flop_vec_fwd = c.flop_vec_bwd = 2 * t * top_k * e
+        c.act_bytes = s * t * top_k * e
+    return c
 
 
 def grouped_linear(b: Array, rows: Array, k: Array, n: Array, experts: Array,
@@ -147,6 +163,21 @@ def expert_launches(experts: Array, per_expert_quantise: bool) -> tuple[Array, A
     return e * (1.0 + q), e * (2.0 + q)
 
 
+def issued_ahead_s(work_s: Array, launches_s: Array, one_launch_s: Array) -> Array:
+    """Time of the local experts' GEMMs when the host issues their n kernels in one loop
+    without waiting: max(n·τ, τ + t_work) — the first launch is exposed, the later ones are
+    issued while the GPU runs the earlier GEMMs, so the op is launch-bound only when its
+    kernels are shorter than their launches (small experts, few tokens), else GPU-bound.
+    Transformer Engine's ``multi_stream_cublas_gemm`` (transformer_engine/common/gemm/
+    cublaslt_gemm.cu at d0067d0da6cb01811b8072a7d304f0e00344ce2b) is that loop: an event on the
+    main stream, then ``for i < num_gemms: nvte_cublas_gemm_v2(..., compute_stream(i %
+    num_streams))`` with no synchronisation inside; the per-expert quantisations before it
+    are issued the same way, one after another (:func:`expert_launches`). The other ops keep
+    n·τ + t_work: one kernel each, its launch in sequence with its work
+    (block._kernel_times)."""
+    return np.maximum(launches_s, one_launch_s + work_s)
+
+
 # --- counts on a configuration's local shapes (model.physics.block: op_counts) -------------
 def routed_rows(rows, sh: Shards, ctx: Ctx):
     """Rows of the tokens routed to a GPU's experts, per sample: its sequence rows × top_k
@@ -157,6 +188,19 @@ def routed_rows(rows, sh: Shards, ctx: Ctx):
 def local_experts(ctx: Ctx, sh: Shards) -> np.ndarray:
     """Routed experts per GPU, E/ep."""
     return np.asarray(ctx.model.experts / np.asarray(sh.ep, dtype=float), dtype=float)
+
+
+def token_permutation(sh: Shards, ctx: Ctx, b, rows, k, unpermute: bool = False) -> OpCounts:
+    """The dispatch's permutation (or the combine's unpermutation) on this GPU's b·rows
+    tokens (:func:`permute`) on the stack's path (``moe_permute_fusion``), with the chunk
+    sort of Megatron-Core's all-to-all dispatcher where a GPU holds more than one expert."""
+    ex = ctx.execution
+    sort = 0.0
+    if ex.ep_dispatcher == "alltoall":
+        sort = np.where(local_experts(ctx, sh) > 1.0, 1.0, 0.0)
+    return permute(b, rows, k, float(ctx.model.top_k), ELEMENT_BYTES, unpermute=unpermute,
+                   experts=float(ctx.model.experts), fused=ex.moe_permute_fusion,
+                   chunk_sort=sort)
 
 
 def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
@@ -173,8 +217,10 @@ def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     counts.act_bytes = precision.kept_bytes_per_element * b * rows * k
     if precision.quantised:
         counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
+    # one grouped kernel (and one quantisation) for all local experts on the grouped path
+    launched = experts if ctx.execution.expert_gemm == "multi-stream" else 1.0
     counts.launches_fwd, counts.launches_bwd = expert_launches(
-        experts, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
+        launched, precision.quantised and precision.name not in FUSED_MULTI_QUANTISE)
     if precision.quantised and not ctx.execution.moe_router_padding:
         # the layer's input padded before fc1, its output unpadded after fc2
         padded = fp8_padding(b, rows, k if spec.k == "e" else n, s)
@@ -314,5 +360,5 @@ def mtp_rows(model: Transformer, base: Axes, seq: Axes, comms: dict,
 
 
 __all__ = ["NONE", "dense_mlp_rows", "expert_launches", "fp8_padding", "grouped_linear",
-           "grouped_wave_efficiency", "mla_rows", "moe_rows", "mtp_rows", "permute",
-           "router"]
+           "grouped_wave_efficiency", "issued_ahead_s", "mla_rows", "moe_rows", "mtp_rows",
+           "permute", "router", "token_permutation"]

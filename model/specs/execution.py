@@ -42,6 +42,7 @@ TP_STYLES = ("megatron", "dtensor")  # model.physics.strategies._tp_comms
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
          "moe_router_padding", "optimizer_bf16_moments", "fsdp_reshard_after_forward",
+         "moe_router_fusion", "moe_permute_fusion",
          "recompute_norm_up_proj", "swiglu_fp8_cache", "production_layout")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
@@ -149,6 +150,10 @@ class Execution:
       padding in the GroupedMLP layer"); off, under an FP8/FP4 precision the experts' input is
       copied into a padded buffer and the output back (Transformer Engine ``Fp8Padding`` /
       ``Fp8Unpadding``), each way: model.physics.moe.fp8_padding.
+    * ``moe_router_fusion`` / ``moe_permute_fusion``: the router's score, top-k and aux-loss
+      kernels, and the token permutation and unpermutation, as Transformer Engine's fused
+      kernels (Megatron-Core ``moe_router_fusion``, ``moe_permute_fusion``; off by default
+      there) or as PyTorch ops, one kernel each (model.physics.token_kernels).
     * ``optimizer_bf16_moments``: Adam's m and v kept in BF16 (Megatron-Core's precision-aware
       optimizer, ``--use-precision-aware-optimizer`` with ``--exp-avg-dtype bf16
       --exp-avg-sq-dtype bf16``): 8 instead of 12 optimizer bytes per parameter, 20 instead
@@ -227,6 +232,8 @@ class Execution:
     expert_gemm: str = "multi-stream"
     moe_router_padding: bool = True
     optimizer_bf16_moments: bool = False
+    moe_router_fusion: bool = False
+    moe_permute_fusion: bool = False
     pipeline_schedule: str = "1f1b"
     ep_max_domains: int = 0
     attention_kernel: str = "auto"

@@ -40,6 +40,10 @@ HELP: dict[str, str] = {
                    "(multi-stream, Transformer Engine) or one grouped kernel (grouped)",
     "moe_router_padding": "the router pads expert token counts to the FP8 GEMM alignment "
                           "(default: on; off: explicit padding copies under FP8/FP4)",
+    "moe_router_fusion": "the router's score, top-k and aux loss as Transformer Engine's "
+                         "fused kernels (default: off: PyTorch ops, one kernel each)",
+    "moe_permute_fusion": "token permutation and unpermutation as Transformer Engine's "
+                          "fused kernels (default: off: index_select / scatter_add)",
     "optimizer_bf16_moments": "Adam moments in BF16 (precision-aware optimizer): 8 instead "
                               "of 12 optimizer bytes per parameter (default: off)",
     "pipeline_schedule": "pipeline schedule: 1f1b (with --interleave) or dualpipe "

@@ -69,3 +69,42 @@ def fit(r: np.ndarray) -> tuple[float, float]:
     err = np.log(predicted_tflops(r, a, k0) / r[:, 4])
     i = np.unravel_index(int(np.argmin((err ** 2).sum(axis=-1))), a.shape)
     return float(a[i]), float(k0[i])
+
+
+# --- Blackwell: a published depth series (the table's "blackwell" entry) -------------------
+BF16_K0_GRID = np.arange(0.0, 800.0, 5.0)
+
+
+def blackwell_rows() -> np.ndarray:
+    """(m, n, k, TFLOP/s) of the Blackwell depth series: B200 BF16 cuBLAS GEMMs of one m × n
+    and reductions k = 256–2048 (linkedin/Liger-Kernel #1380, its cuBLAS column)."""
+    table = json.loads(TABLE.read_text())["blackwell"]
+    r = np.array(table["rows"], dtype=float)
+    m, n, k, ms = r.T
+    return np.column_stack([m, n, k, 2 * m * n * k / (ms * 1e-3) / 1e12])
+
+
+def blackwell_tflops(r: np.ndarray, a, k0) -> np.ndarray:
+    """The model's BF16 TFLOP/s of each Blackwell row on the table's system: the roofline
+    max(F/(A·P·w·k/(k + k0)), M/B) of one matmul (model.physics.ops.linear's forward bytes,
+    the wave quantisation of its tiles); a and k0 broadcast (a trailing axis)."""
+    table = json.loads(TABLE.read_text())["blackwell"]
+    system = load_system(table["system"])
+    m, n, k = r[:, 0], r[:, 1], r[:, 2]
+    counts = grouped_linear(1.0, m, k, n, 1.0, 2.0)
+    wave = grouped_wave_efficiency(m, 1.0, n, system.gemm_tile, system.sm_count)
+    peak = system.matrix_tflops_fp16 * 1e12
+    t_c = counts.flop_mat_fwd / (np.asarray(a)[..., None] * peak * wave
+                                 * k / (k + np.asarray(k0)[..., None]))
+    t_m = counts.bytes_fwd / system.hbm_bytes_per_s
+    return counts.flop_mat_fwd / np.maximum(t_c, t_m) / 1e12
+
+
+def fit_blackwell() -> tuple[float, float]:
+    """(A, k0) of the Blackwell series, k0 in BF16 units (model.physics.gemm.depth_overhead
+    ("matrix_tflops_fp16") is Hopper's 190): least squares of log TFLOP/s on a grid."""
+    r = blackwell_rows()
+    a, k0 = np.meshgrid(A_GRID, BF16_K0_GRID, indexing="ij")
+    err = np.log(blackwell_tflops(r, a, k0) / r[:, 3])
+    i = np.unravel_index(int(np.argmin((err ** 2).sum(axis=-1))), a.shape)
+    return float(a[i]), float(k0[i])

@@ -20,6 +20,14 @@ per GPU and model TFLOP/s per GPU. How a record becomes a case:
 * layout: dp = n/(tp·pp·cp), EP folded over tp·cp·dp, ETP 1 (the recipes' base configs),
   interleave = VP (n/a: 1); memory strategy not stated: the fewest fully recomputed layers that
   fit, or activation offload where cheaper (as the dense records);
+* DeepSeek-V3's recipe (Megatron-Bridge src/megatron/bridge/recipes/deepseek/deepseek_v3.py at
+  v0.1.0rc4 to v0.5.0, perf_recipes/deepseek/common.py at v0.6.0): the precision-aware
+  optimizer with BF16 Adam moments (``use_precision_aware_optimizer``, ``exp_avg_dtype`` and
+  ``exp_avg_sq_dtype`` bfloat16: ``optimizer_bf16_moments``), and its benchmark scripts the
+  fused router (``moe_router_fusion = True``: scripts/performance/configs/deepseek at v0.1.0rc4
+  to v0.5.0) in every release; Qwen3's recipes keep fp32 moments
+  (src/megatron/bridge/recipes/qwen/qwen3_moe.py) and fuse the router from 26.02 (v0.3.0: the
+  stack's default);
 * dispatcher and all-to-all overlap: as the record's ``recipe`` gives them (its release's
   benchmark recipe at the release's git tag: flex/HybridEP or DeepEP vs NCCL all-to-all,
   ``moe_a2a_overlap``); they changed from release to release (26.06 turned the overlap on for
@@ -55,6 +63,7 @@ SYSTEMS = {"GB300": "gb300-nvl72", "GB200": "gb200-nvl72", "B300": "b300", "B200
 PRECISIONS = {"MXFP8": "mxfp8", "FP8-MX": "mxfp8", "FP8": "fp8", "FP8-CS": "fp8",
               "BF16": "bf16", "": "fp8"}
 SET = "moe"
+DEEPSEEK = "DeepSeekV3"  # the records' model name for DeepSeek-V3
 
 
 def moe_execution(r: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +77,8 @@ def moe_execution(r: dict[str, Any]) -> dict[str, Any]:
         "recompute": "selective", "recompute_layers": "auto",
         "offload": ["none", "activations"],
     }
+    if r.get("model") == DEEPSEEK:
+        out.update(optimizer_bf16_moments=True, moe_router_fusion=True)
     if r.get("variant") == "tokendrop":
         out["moe_capacity_factor"] = 1.0
     if r.get("fsdp"):
