@@ -1,6 +1,6 @@
 """Fit the shape-aware GEMM constants (model/physics/gemm.py) on published kernel benchmarks.
 
-Run: python bench/gemm_kernels.py
+Run: python bench/gemm_kernels.py   (then the check on XLA's B200/H100 table)
 
 The table, the model each row is priced with and the fit: model/validation/gemm_kernels.py (the
 formulas, which the tests import); this script prints.
@@ -22,6 +22,7 @@ from model.validation.gemm_kernels import (  # noqa: E402
     fit_blackwell,
     predicted_tflops,
     rows,
+    xla_depth_fit,
 )
 
 
@@ -37,6 +38,12 @@ def main() -> None:
         g, m, n, k, tf = row
         print(f"{g:6.0f} {m:6.0f} {n:6.0f} {k:6.0f} {tf:8.0f} {pred:6.0f} "
               f"{100 * (pred / tf - 1):+5.0f}%{'' if used else '  (not fitted)'}")
+    print("check on XLA's B200/H100 GEMM table (model/data/reference/xla_gemm_shapes.json):")
+    for system, field in (("b200", "matrix_tflops_fp8"), ("b200", "matrix_tflops_fp16"),
+                          ("h100", "matrix_tflops_fp16")):
+        a, k0, t0 = xla_depth_fit(system, field)
+        print(f"  {system} {field}: A {a:.3f}, k0 {k0:.0f} (model {depth_overhead(field):.0f}), "
+              f"t0 {t0 * 1e6:.1f} us per call")
 
     a, k0 = fit_blackwell()
     hopper = depth_overhead("matrix_tflops_fp16")

@@ -57,6 +57,27 @@ def test_the_depth_constant_is_the_fit_of_the_cited_table():
     assert shallow < 0.6 * deep  # k = 512 loses 43 % to the tile's fixed cost
 
 
+def test_the_depth_constant_holds_on_xla_b200_and_h100_tables():
+    """A second published table, never fitted into the model (model/data/reference/
+    xla_gemm_shapes.json: XLA's GEMM timings on B200 and H100): k0 refitted on it, with a fixed
+    time per call, lies nearer the model's k0 (DeepGEMM's H800 FP8 value scaled by the
+    precision's MMA rate) than the alternatives — no fixed cost, or one fixed in time (k0
+    scaled by the SM's MMA rate: B200's SM runs twice an H800's per clock)."""
+    from model.validation import gemm_kernels as kernels
+    h800 = load_system("h800")
+    for system, field in (("b200", "matrix_tflops_fp8"), ("b200", "matrix_tflops_fp16"),
+                          ("h100", "matrix_tflops_fp16")):
+        _, k0_fit, t0 = kernels.xla_depth_fit(system, field)
+        model_k0 = gemm.depth_overhead(field)
+        sysm = load_system(system)
+        per_sm = gemm.DEPTH_OVERHEAD_FP8 * (getattr(sysm, field) / sysm.sm_count) / (
+            h800.matrix_tflops_fp8 / h800.sm_count)
+        assert abs(k0_fit - model_k0) < k0_fit  # nearer the model than no fixed cost
+        if per_sm > 1.2 * model_k0:  # Blackwell: the time-fixed alternative differs
+            assert abs(k0_fit - model_k0) < abs(k0_fit - per_sm)
+        assert 0 < t0 < 10e-6  # a launch-sized fixed time per call
+
+
 def _ctx(path: str, sm: int = 0, tile: int = 128):
     return SimpleNamespace(system=SimpleNamespace(sm_count=sm, gemm_tile=tile),
                            execution=SimpleNamespace(expert_gemm=path))

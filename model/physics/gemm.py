@@ -14,7 +14,9 @@ with 128-element block scales on H800; fitted by ``bench/gemm_kernels.py``):
   1426 at k = 16384. k₀ is in units of the tensor cores' work per element of k, so it scales
   with the precision's matmul rate: a BF16 MMA step takes twice an FP8 one, so the same fixed
   time is k₀/2 elements of k; FP4 2·k₀ (:func:`depth_overhead`). The same k₀ is used on every
-  GPU (only Hopper has published tables): an assumption, said in docs/moe.md.
+  GPU: checked, not fitted, on XLA's published B200 and H100 GEMM timings
+  (model/validation/gemm_kernels.py ``xla_depth_fit``: 540 FP8 / 260 BF16 on B200, 160 BF16
+  on H100, a launch time per call refitted with them); no A100 table is known.
 * **weight streaming** — with few rows per expert a grouped GEMM reads every local expert's
   weights for few FLOPs: the roofline's HBM time (:func:`model.physics.moe.grouped_linear`'s
   bytes) binds. DeepGEMM's masked grouped GEMMs (4 × 256 rows, k 7168) run 932 TFLOP/s

@@ -24,6 +24,7 @@ import json
 import numpy as np
 
 from model.physics.moe import grouped_linear, grouped_wave_efficiency
+from model.physics.ops import wave_efficiency
 from model.specs.hardware import load_system
 from model.specs.schema import DATA_DIR
 
@@ -108,3 +109,43 @@ def fit_blackwell() -> tuple[float, float]:
     err = np.log(blackwell_tflops(r, a, k0) / r[:, 3])
     i = np.unravel_index(int(np.argmin((err ** 2).sum(axis=-1))), a.shape)
     return float(a[i]), float(k0[i])
+# --- the second table: XLA's GEMM timings on B200 and H100 (a check, never fitted into the model)
+XLA_TABLE = DATA_DIR / "reference" / "xla_gemm_shapes.json"
+XLA_COLUMNS = {"matrix_tflops_fp16": "bf16_tflops", "matrix_tflops_fp8": "fp8_tflops"}
+T0_GRID_S = np.arange(0.0, 10.5e-6, 0.5e-6)  # a fixed time per call: launch and timing
+
+
+def xla_rows(system: str, peak_field: str) -> np.ndarray:
+    """(b, m, n, k, TFLOP/s) of XLA's table for ``system`` (b200, h100) at the precision whose
+    peak is ``peak_field``."""
+    table = json.loads(XLA_TABLE.read_text())["tables"][system]
+    col = table["columns"].index(XLA_COLUMNS[peak_field])
+    return np.array([r[:4] + [r[col]] for r in table["rows"]], dtype=float)
+
+
+def xla_depth_fit(system: str, peak_field: str) -> tuple[float, float, float]:
+    """(A, k0, t0 in s) of the model's GEMM time on XLA's table: each batched GEMM of b·⌈m/128⌉·
+    ⌈n/128⌉ output tiles priced as the model prices a dense one (its wave quantisation on the
+    system's SMs, depth k/(k + k0), the roofline with 2-byte elements as model.physics.block
+    counts them) plus a fixed time t0 per call (the kernel launch, which the model charges
+    apart as its kernel overhead). Only GEMMs of at least one full wave of tiles: smaller ones
+    leave SMs idle whatever their depth. A, k0 and t0 minimise the squared log error."""
+    sysm = load_system(system)
+    b, m, n, k, tflops = xla_rows(system, peak_field).T
+    tiles = b * np.ceil(m / sysm.gemm_tile) * np.ceil(n / sysm.gemm_tile)
+    keep = tiles >= sysm.sm_count
+    b, m, n, k, tflops, tiles = (x[keep] for x in (b, m, n, k, tflops, tiles))
+    flop = 2.0 * b * m * n * k
+    t_m = 2.0 * b * (m * k + k * n + m * n) / sysm.hbm_bytes_per_s
+    busy = flop / (getattr(sysm, peak_field) * 1e12 * wave_efficiency(
+        m * b, n, sysm.gemm_tile, sysm.sm_count))
+    a, k0 = np.meshgrid(A_GRID, K0_GRID, indexing="ij")
+    best = (np.inf, 0.0, 0.0, 0.0)
+    for t0 in T0_GRID_S:
+        t_c = busy / (a[..., None] * k / (k + k0[..., None]))
+        err = np.log(flop / (np.maximum(t_c, t_m) + t0) / (tflops * 1e12))
+        sse = (err ** 2).sum(axis=-1)
+        i = np.unravel_index(int(np.argmin(sse)), sse.shape)
+        if sse[i] < best[0]:
+            best = (float(sse[i]), float(a[i]), float(k0[i]), float(t0))
+    return best[1], best[2], best[3]
