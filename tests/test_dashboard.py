@@ -490,7 +490,8 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "pipeline_schedule": "dualpipe", "optimizer_bf16_moments": True,
                "recompute_norm_up_proj": True, "fsdp_version": 2,
                "fsdp_reshard_after_forward": False, "fsdp_gather_dtype": "fp32",
-               "fsdp_prefetch": 0, "fsdp_shard_group": 8, "tp_style": "dtensor"}
+               "fsdp_prefetch": 0, "fsdp_shard_group": 8, "tp_style": "dtensor",
+               "moe_router_fusion": False, "moe_permute_fusion": False}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value

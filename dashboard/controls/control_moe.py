@@ -121,6 +121,16 @@ MOE_EXECUTION_CONTROLS = (
             "input and output are copied through padded buffers (Transformer Engine "
             "Fp8Padding/Fp8Unpadding).", choices=ON_OFF[0], names=ON_OFF[1],
             spec="moe_router_padding", section="moe_execution", when=MOE),
+    Control("moe_router_fusion", "Fused router", "execution", "switch", bool,
+            "The router's score, top-k and aux-loss as Transformer Engine's fused kernels "
+            "(Megatron-Core's moe_router_fusion); off: PyTorch ops, one kernel and one pass "
+            "over HBM each (model/physics/token_kernels.py).", choices=ON_OFF[0],
+            names=ON_OFF[1], spec="moe_router_fusion", section="moe_execution", when=MOE),
+    Control("moe_permute_fusion", "Fused permutation", "execution", "switch", bool,
+            "The tokens' permutation to their experts and back as Transformer Engine's fused "
+            "kernels (Megatron-Core's moe_permute_fusion); off: PyTorch index ops, one kernel "
+            "and one pass over HBM each.", choices=ON_OFF[0], names=ON_OFF[1],
+            spec="moe_permute_fusion", section="moe_execution", when=MOE),
     Control("ep_max_domains", "Node-limited routing", "execution", "number", int,
             "Each token's experts lie in at most this many NVLink domains, so its all-to-all "
             "copies cross at most this many domains (DeepSeek-V3 §2.1.2: 4 nodes); 0: "
