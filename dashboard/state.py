@@ -103,16 +103,16 @@ def _current(scn: Any) -> dict[str, Any]:
 @callback(
     Output("scenario", "data"), Output("url", "hash"),
     *[Output(f"err-{k}", "children") for k in ERROR_KEYS],
-    *[Input(f"ctl-{c.key}", "value") for c in (*PANEL, *HEADER)], Input("fitted-stack", "data"),
+    *[Input(f"ctl-{c.key}", "value") for c in (*PANEL, *HEADER)],
     State("scenario", "data"), State("hydrated", "data"), State("applied-presets", "data"),
-    prevent_initial_call=True,
+    Input("fitted-stack", "data"), prevent_initial_call=True,
 )
 def collect(*args: Any) -> tuple:
     """Validate the controls; store the scenario only when every value is valid.
 
-    Arguments: the panel's values (CONTROL_KEYS), the header's (presentation), the session's
-    fitted stack, the stored scenario, whether the URL was read, the presets applied."""
-    *values, fitted, current, hydrated, applied = args
+    Arguments: the panel's values (CONTROL_KEYS), the header's (presentation), the stored
+    scenario, whether the URL was read, the presets applied, the session's fitted stack."""
+    *values, current, hydrated, applied, fitted = args
     raw = _raw(tuple(values), current, fitted)
     if _preset_pending(raw, applied):
         return (no_update, no_update, *([no_update] * len(ERROR_KEYS)))
@@ -135,9 +135,9 @@ def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool
 
 @callback(
     *CONTROLS_OUT, *HEADER_OUT, Output("hydrated", "data"),
-    Output("applied-presets", "data", allow_duplicate=True), Output("err-_", "children",
-                                                                    allow_duplicate=True),
-    *FITTED_OUT, Input("url", "hash"), State("hydrated", "data"), State("scenario", "data"),
+    Output("applied-presets", "data", allow_duplicate=True), *FITTED_OUT,
+    Output("err-_", "children", allow_duplicate=True),
+    Input("url", "hash"), State("hydrated", "data"), State("scenario", "data"),
     prevent_initial_call="initial_duplicate",
 )
 def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
@@ -150,16 +150,15 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
     if raw and FITTED_KEY not in raw and _current(current).get(FITTED_KEY):
         raw[FITTED_KEY] = _current(current)[FITTED_KEY]  # a link too short to carry it
     if hydrated and (not raw or validate_scenario(with_presets(raw))[0] == _current(current)):
-        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update, *KEEP_FITTED)
+        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, *KEEP_FITTED, no_update)
     scn, errors = validate_scenario(with_presets(raw)) if raw else (_current(current), {})
     if scn is None:  # a broken link: keep the defaults and say why
         key, message = next(iter(errors.items()))
         where = "" if key == "_" else f"{key}: "
-        return (*KEEP_CONTROLS, *KEEP_HEADER, True, no_update,
-                f"The link's scenario is invalid ({where}{message}); showing defaults.",
-                *KEEP_FITTED)
-    return (*_control_values(scn), *_header_values(scn), True, _applied(scn), "",
-            *_fitted_out(scn))
+        return (*KEEP_CONTROLS, *KEEP_HEADER, True, no_update, *KEEP_FITTED,
+                f"The link's scenario is invalid ({where}{message}); showing defaults.")
+    return (*_control_values(scn), *_header_values(scn), True, _applied(scn),
+            *_fitted_out(scn), "")
 
 
 @callback(
@@ -209,32 +208,32 @@ def _preset_or_fitted(group: str, name: str, fitted: Any) -> dict[str, Any]:
 
 @callback(
     *CONTROLS_OUT, *HEADER_OUT, Output("applied-presets", "data", allow_duplicate=True),
-    Output("err-_", "children", allow_duplicate=True), *FITTED_OUT,
+    *FITTED_OUT, Output("err-_", "children", allow_duplicate=True),
     Input("scenario-upload", "contents"), State("scenario", "data"),
     prevent_initial_call=True,
 )
 def upload(contents: str | None, current: Any = None) -> tuple:
     """Load an uploaded scenario JSON, or a Hugging Face config.json into the model controls
     (:mod:`dashboard.controls.hf_upload`); validated: a bad file changes nothing and says why."""
-    keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update)
+    keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update, *KEEP_FITTED)
     if not contents:
-        return (*keep, no_update, *KEEP_FITTED)
+        return (*keep, no_update)
     try:
         data = base64.b64decode(contents.split(",", 1)[1], validate=False)
     except (IndexError, ValueError):
-        return (*keep, "The upload could not be read.", *KEEP_FITTED)
+        return (*keep, "The upload could not be read.")
     config = hf_config_of(data)
     if config is not None:
         scn, note = scenario_from_hf(config, _current(current))
         if scn is None:
-            return (*keep, note, *KEEP_FITTED)
-        return (*_control_values(scn), *_header_values(scn), _applied(scn), note, *KEEP_FITTED)
+            return (*keep, note)
+        return (*_control_values(scn), *_header_values(scn), _applied(scn), *KEEP_FITTED, note)
     scn, errors = from_json(data)
     if scn is None:
         key, message = next(iter(errors.items()))
         where = "" if key == "_" else f"{key}: "
-        return (*keep, f"Upload rejected — {where}{message}", *KEEP_FITTED)
-    return (*_control_values(scn), *_header_values(scn), _applied(scn), "", *_fitted_out(scn))
+        return (*keep, f"Upload rejected — {where}{message}")
+    return (*_control_values(scn), *_header_values(scn), _applied(scn), *_fitted_out(scn), "")
 
 
 @callback(Output("scenario-download", "data"),

@@ -39,7 +39,9 @@ from model.validation.error_bars import ErrorBar
 
 FITTED = "fitted"  # the software stack control's value that selects the session's fitted stack
 FITTED_KEY = "fitted_stack"  # the scenario's key (and the link's parameter) holding it
-MAX_FITTED_BYTES = 16 * 1024  # a fitted stack's JSON is about 2 kB; refuse anything larger
+# a fitted stack's JSON (indented, as the scenario file writes it) is about 3 kB; refuse more
+# than this, which leaves a scenario file with one within its 16 kB (MAX_SCENARIO_BYTES)
+MAX_FITTED_BYTES = 8 * 1024
 MAX_LINK_CHARS = 4000  # its compressed form in a link: about 1.3 kB for a preset's fit
 MAX_FIT_RUNS = 200  # model.validation.user_runs.MAX_RUNS
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,39}")
@@ -60,9 +62,10 @@ def check_fitted(value: Any) -> tuple[dict[str, Any] | None, str]:
         return None, "the fitted stack must be a JSON object with 'stack' and 'fit'"
     try:
         text = json.dumps(value, sort_keys=True, allow_nan=False)
+        size = len(json.dumps(value, indent=2))
     except (TypeError, ValueError, RecursionError):
         return None, "the fitted stack is not plain JSON (numbers, strings, lists, objects)"
-    if len(text) > MAX_FITTED_BYTES:
+    if size > MAX_FITTED_BYTES:
         return None, f"the fitted stack is larger than {MAX_FITTED_BYTES // 1024} kB"
     try:
         return json.loads(_clean_text(text)), ""

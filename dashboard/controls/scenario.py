@@ -19,7 +19,6 @@ from dashboard.controls.control_table import CONTROLS, Control
 from dashboard.controls.fitted import (
     FITTED,
     FITTED_KEY,
-    MAX_FITTED_BYTES,
     check_fitted,
     fitted_record,
     to_link,
@@ -36,8 +35,9 @@ from model.specs.schema import Field
 from model.specs.stack import Stack, load_stack
 from model.specs.transformer import Transformer
 
-# an upload is a few kB, with a fitted stack (dashboard/controls/fitted.py) a few more
-MAX_SCENARIO_BYTES = 16 * 1024 + MAX_FITTED_BYTES
+# an upload is about 2 kB, 5 kB with a fitted stack (at most MAX_FITTED_BYTES: 8 kB as the
+# file writes it); refuse anything larger
+MAX_SCENARIO_BYTES = 16 * 1024
 
 FIELDS: tuple[Field, ...] = tuple(c.field for c in CONTROLS)
 KEYS = tuple(c.key for c in CONTROLS)
