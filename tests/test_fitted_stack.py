@@ -189,7 +189,12 @@ def test_apply_puts_it_in_the_session_and_the_stack_control_gets_it_back():
     assert all(v is no_update for v in none[:-1]) and "no fitted stack" in none[-1]
 
 
-def test_the_download_is_the_calibrate_out_object():
-    sent = runs_upload.download_stack(1, _fit())
-    assert json.loads(sent["content"]) == check_fitted(_fit())[0]["stack"]
+def test_the_download_is_the_calibrate_out_object_named_after_the_runs():
+    sent = runs_upload.download_stack(1, _fit(name="a100-runs"))
+    assert json.loads(sent["content"]) == check_fitted(_fit(name="a100-runs"))[0]["stack"]
+    assert sent["filename"] == "a100-runs.json"
     assert runs_upload.download_stack(1, {"stack": 3}) is no_update
+    assert runs_upload.fit_name("my runs (v2).json") == "my-runs-v2"
+    assert runs_upload.fit_name("../../x.json") == "x" and runs_upload.fit_name(None) == \
+        "my-stack"
+    assert runs_upload.fit_name("€€.json") == "my-stack"  # nothing left: the default

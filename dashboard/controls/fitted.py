@@ -88,6 +88,8 @@ def _clean_text(text: str) -> str:
 def _stack(data: Any) -> Stack:
     if not isinstance(data, dict):
         raise ModelError("'stack' must be the object 'python -m model calibrate --out' writes")
+    if not isinstance(data.get("execution") or {}, dict):
+        raise ModelError("'execution' must be an object of execution options")
     base = data.get("base")
     if base is not None and (not isinstance(base, str) or base not in list_stacks()):
         raise ModelError(f"'base' must name a stack preset ({', '.join(list_stacks())})")

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import replace
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -59,7 +61,8 @@ def runs_card() -> html.Div:
         dcc.Download(id="validation-runs-download"),
         html.Button("Apply to this session", id="validation-runs-apply", disabled=True,
                     title="Every page computes with the fitted stack; the software stack "
-                          "control gets it as 'fitted: my-stack' beside the presets."),
+                          "control gets it as 'fitted: <the runs file's name>' beside the "
+                          "presets."),
         html.Div(id="validation-runs-applied", role="status"),
     ])
 
@@ -68,7 +71,16 @@ def _pct(measured: float, predicted: float) -> float:
     return 100.0 * (1.0 - predicted / measured)
 
 
-def fit_upload(contents: str, base: str | Stack | None) -> tuple[html.Div, dict[str, Any]]:
+def fit_name(filename: Any) -> str:
+    """The fitted stack's name: the runs file's (``calibrate --out`` names it after its file),
+    letters, digits, '.', '_', '-' and at most 40 of them; "my-stack" without one."""
+    stem = PurePath(filename).stem if isinstance(filename, str) else ""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-._")[:40]
+    return name or "my-stack"
+
+
+def fit_upload(contents: str, base: str | Stack | None, name: str = "my-stack"
+               ) -> tuple[html.Div, dict[str, Any]]:
     """(the result shown, the fit: ``{"stack": the fitted stack as calibrate --out writes it,
     "fit": its leave-one-out errors per system}``) of an upload; ModelError when refused."""
     try:
@@ -80,7 +92,7 @@ def fit_upload(contents: str, base: str | Stack | None) -> tuple[html.Div, dict[
     stack = load_stack(base)  # a preset's name, or the session's fitted stack as a record
     cases = [replace(c, stack=stack) for c in runs_from_text(raw, stack.name, MAX_RUNS)]
     result = calibrate_runs(cases)
-    fitted = fitted_stack(stack, "my-stack", result["efficiency"])
+    fitted = fitted_stack(stack, name, result["efficiency"])
     rows = [html.Tr([html.Th(h) for h in ("run", "system", "measured s", "in sample %",
                                          "leave-one-out %")])]
     for r in result["runs"]:
@@ -91,7 +103,7 @@ def fit_upload(contents: str, base: str | Stack | None) -> tuple[html.Div, dict[
                              html.Td("—" if np.isnan(loo) else
                                      f"{_pct(r['measured_s'], loo):+.1f}")]))
     fitted_text = ", ".join(f"{s}: {eta:.3f}" for s, eta in result["efficiency"].items())
-    shown = html.Div([html.P(f"Fitted from {stack.name} on {len(cases)} runs — GEMM "
+    shown = html.Div([html.P(f"Fitted stack '{name}' from {stack.name} on {len(cases)} runs — GEMM "
                              f"efficiency of the BF16 peak: {fitted_text}."),
                       html.Table(rows, className="runs-fit")])
     return shown, {"stack": fitted.to_dict(), "fit": fit_summary(result["runs"])}
@@ -108,14 +120,14 @@ def _base(scn: dict[str, Any]) -> str | Stack | None:
 @callback(Output("validation-runs-result", "children"), Output("validation-runs-stack", "data"),
           Output("validation-runs-apply", "disabled"),
           Input("validation-runs-upload", "contents"), State("scenario", "data"),
-          prevent_initial_call=True)
+          State("validation-runs-upload", "filename"), prevent_initial_call=True)
 @page_callback(1, lambda message: (html.P(message, className="alert"), no_update, no_update))
-def upload_runs(contents: str | None, scn: dict[str, Any]) -> tuple:
+def upload_runs(contents: str | None, scn: dict[str, Any], filename: Any = None) -> tuple:
     """Fit the uploaded runs from the scenario's stack (a refusal is shown, nothing kept)."""
     if not contents:
         return no_update, no_update, no_update
     try:
-        shown, fit = fit_upload(contents, _base(scn))
+        shown, fit = fit_upload(contents, _base(scn), fit_name(filename))
     except ModelError as exc:
         return html.P(f"Runs refused — {exc}", className="alert"), None, True
     return shown, fit, False
@@ -156,4 +168,5 @@ def download_stack(_: int | None, stack: Any) -> Any:
     clean, _ = check_fitted(stack)
     if clean is None:
         return no_update
-    return dcc.send_string(json.dumps(clean["stack"], indent=2) + "\n", "my-stack.json")
+    return dcc.send_string(json.dumps(clean["stack"], indent=2) + "\n",
+                           f"{clean['stack']['name']}.json")

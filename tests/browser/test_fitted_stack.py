@@ -46,29 +46,29 @@ def test_a_fit_applied_to_the_session_is_the_headlines_stack(ui, tmp_path) -> No
 
     ui.go("validation")
     ui.duo.find_element("#validation-runs-upload input[type=file]").send_keys(str(runs))
-    ui.wait_text("#validation-runs-result", lambda t: "Fitted from torchtitan-2025 on 3 runs"
-                 in t, "the fit", timeout=240)
+    fitted = "Fitted stack 'runs' from torchtitan-2025 on 3 runs"
+    ui.wait_text("#validation-runs-result", lambda t: fitted in t, "the fit", timeout=240)
     apply = ui.duo.find_element("#validation-runs-apply")
     ui.until(lambda: apply.is_enabled(), "the Apply button enabled after the fit")
     apply.click()
     ui.wait_text("#validation-runs-applied", lambda t: t.startswith("Applied"), "applied")
-    ui.until(lambda: ui.text("#ctl-stack").strip() == "fitted: my-stack", "the stack control")
+    ui.until(lambda: ui.text("#ctl-stack").strip() == "fitted: runs", "the stack control")
     ui.until(lambda: ui.fragment().get("stack") == FITTED and FITTED_KEY in ui.fragment(),
              "the fitted stack in the link")
 
     # the API's answer with the same fit (calibrate from the same base, same runs)
     cases = runs_from_text(runs.read_bytes(), "torchtitan-2025")
     efficiency = calibrate_runs(cases)["efficiency"]
-    stack = fitted_stack(load_stack("torchtitan-2025"), "my-stack", efficiency)
+    stack = fitted_stack(load_stack("torchtitan-2025"), "runs", efficiency)
     scn, errors = S.validate_scenario(S.from_query("#" + ui.driver.current_url.split("#")[1]))
     assert errors == {} and scn["stack"] == FITTED
     assert scn[FITTED_KEY]["stack"]["gemm_efficiency"]["h100"] == stack.gemm_efficiency["h100"]
     gpus, days = _api_best(scn, stack)
 
     ui.go("scaling")
-    shown = _headline(ui, lambda t: "your fitted stack 'my-stack'" in t, "the fitted headline")
+    shown = _headline(ui, lambda t: "your fitted stack 'runs'" in t, "the fitted headline")
     assert shown[0] == gpus and abs(shown[1] - days) <= 0.05 + 1e-9, (shown, gpus, days)
     assert shown[1] != before[1]  # the fit changed the answer
-    assert "leave-one-out on your 3 runs on h100, your fitted stack 'my-stack'" in shown[2]
+    assert "leave-one-out on your 3 runs on h100, your fitted stack 'runs'" in shown[2]
     assert "cross-validation" not in shown[2]  # never a preset's error bar
     assert ui.severe_logs() == []
