@@ -19,6 +19,7 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
 from dashboard import state
+from dashboard.controls import saved
 from dashboard.controls import scenario as S
 from dashboard.controls.fitted import (
     FITTED,
@@ -187,6 +188,16 @@ def test_apply_puts_it_in_the_session_and_the_stack_control_gets_it_back():
     none = _triggered("ctl-stack.value", chosen, *presets, *clicks, state._applied(scn), scn,
                       None)
     assert all(v is no_update for v in none[:-1]) and "no fitted stack" in none[-1]
+
+
+def test_a_saved_scenario_keeps_the_fit_it_uses():
+    """The Scenarios page's named scenarios (browser storage, their file) compare with it."""
+    fitted, preset = _session(), {**_session(), "stack": "torchtitan-2025"}
+    stored = saved.save(saved.save([], "fit", fitted), "preset", preset)
+    assert stored[0]["scenario"][FITTED_KEY] == fitted[FITTED_KEY]
+    assert FITTED_KEY not in stored[1]["scenario"]  # a preset in use: the fit is not needed
+    back = saved.from_file(saved.to_file(saved.entries(stored)).encode())
+    assert saved.find(back, "fit") == fitted
 
 
 def test_the_download_is_the_calibrate_out_object_named_after_the_runs():
