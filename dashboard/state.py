@@ -116,11 +116,23 @@ def collect(*args: Any) -> tuple:
     raw = _raw(tuple(values), current, fitted)
     if _preset_pending(raw, applied):
         return (no_update, no_update, *([no_update] * len(ERROR_KEYS)))
-    scn, errors = validate_scenario(raw)
+    scn, errors = _validated(raw)
     messages = [errors.get(k, "") for k in ERROR_KEYS]
     if scn is None:
         return (no_update, no_update, *messages)
     return (scn, "#" + to_query(scn) if hydrated else no_update, *messages)
+
+
+def _validated(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """:func:`validate_scenario`, except that a refused fitted stack (a store changed in the
+    browser) the scenario does not use leaves the scenario computing without it: its refusal
+    stays under the stack control, and the presets keep working."""
+    scn, errors = validate_scenario(raw)
+    if scn is not None or set(errors) != {"stack"} or raw.get("stack") == FITTED or \
+            raw.get(FITTED_KEY) is None:
+        return scn, errors
+    scn, _ = validate_scenario({k: v for k, v in raw.items() if k != FITTED_KEY})
+    return scn, {"stack": f"{errors['stack']} (not used)"}
 
 
 def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool:

@@ -190,6 +190,28 @@ def test_apply_puts_it_in_the_session_and_the_stack_control_gets_it_back():
     assert all(v is no_update for v in none[:-1]) and "no fitted stack" in none[-1]
 
 
+def _collect(scn: dict[str, Any], fitted: Any) -> tuple:
+    """The panel's collect as Dash calls it after a control changed, with the fitted store."""
+    return _triggered("ctl-layers.value", state.collect, *(scn[k] for k in CONTROL_KEYS), [],
+                      scn, True, state._applied(scn), fitted)
+
+
+def test_a_tampered_store_is_refused_and_nothing_entered_is_lost():
+    scn = _session()
+    bad = _fit()
+    bad["stack"]["memory_reserve_gb"] = {"h100": "lots"}
+    stack_error = 2 + state.ERROR_KEYS.index("stack")
+    out = _collect({**scn, "layers": 40}, bad)  # the fitted stack in use: nothing stored
+    assert out[0] is no_update and "Your fitted stack is refused" in out[stack_error]
+    preset = {**scn, "stack": "torchtitan-2025", "layers": 40}
+    out = _collect(preset, bad)  # a preset in use: computed without the refused fit, said so
+    assert out[0]["layers"] == 40 and FITTED_KEY not in out[0]
+    assert out[stack_error].endswith("(not used)")
+    good = _collect({**scn, "layers": 40}, _fit())
+    assert good[0][FITTED_KEY] == scn[FITTED_KEY] and good[0]["layers"] == 40
+    assert good[stack_error] == ""
+
+
 def test_a_saved_scenario_keeps_the_fit_it_uses():
     """The Scenarios page's named scenarios (browser storage, their file) compare with it."""
     fitted, preset = _session(), {**_session(), "stack": "torchtitan-2025"}
