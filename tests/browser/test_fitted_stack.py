@@ -40,9 +40,12 @@ def _api_best(scn: dict, stack) -> tuple[int, float]:
 def test_a_fit_applied_to_the_session_is_the_headlines_stack(ui, tmp_path) -> None:
     runs = _synthetic_runs(tmp_path, 0.35)  # three runs on H100, 'measured' at η = 0.35
     ui.driver.get(ui.duo.server_url + "/" + SMALL)
-    before = _headline(ui, lambda t: "your fitted stack" not in t and "GPUs" in t,
-                       "the small scenario's headline")
+    small = lambda t: int(HEADLINE.search(t).group(1)) <= 64  # noqa: E731 - not 16,384 GPUs
+    before = _headline(ui, small, "the small scenario's headline (8 to 64 GPUs)")
     ui.until(lambda: ui.fragment().get("strategy") == "1d", "the small scenario in the URL")
+    preset, _ = S.validate_scenario(S.from_query(ui.driver.current_url.split("#")[1]))
+    gpus, days = _api_best(preset, "torchtitan-2025")
+    assert before[0] == gpus and abs(before[1] - days) <= 0.05 + 1e-9, (before, gpus, days)
 
     ui.go("validation")
     ui.duo.find_element("#validation-runs-upload input[type=file]").send_keys(str(runs))
@@ -66,9 +69,18 @@ def test_a_fit_applied_to_the_session_is_the_headlines_stack(ui, tmp_path) -> No
     gpus, days = _api_best(scn, stack)
 
     ui.go("scaling")
-    shown = _headline(ui, lambda t: "your fitted stack 'runs'" in t, "the fitted headline")
+    shown = _headline(ui, lambda t: "your fitted stack 'runs'" in t and small(t),
+                      "the fitted headline")
     assert shown[0] == gpus and abs(shown[1] - days) <= 0.05 + 1e-9, (shown, gpus, days)
     assert shown[1] != before[1]  # the fit changed the answer
     assert "leave-one-out on your 3 runs on h100, your fitted stack 'runs'" in shown[2]
     assert "cross-validation" not in shown[2]  # never a preset's error bar
+
+    # back to the preset, and to the fit again: each its own answer
+    ui.choose("stack", "torchtitan-2025")
+    again = _headline(ui, lambda t: "your fitted stack" not in t and small(t),
+                      "the preset's headline")
+    assert again[:2] == before[:2]
+    ui.choose("stack", "fitted: runs")
+    assert _headline(ui, lambda t: "your fitted stack 'runs'" in t, "the fit again") == shown
     assert ui.severe_logs() == []
