@@ -73,6 +73,20 @@ def check_fitted(value: Any) -> tuple[dict[str, Any] | None, str]:
         return None, str(exc).removeprefix("stack: ")
 
 
+def fitted_checks(raw: dict[str, Any], clean: dict[str, Any]) -> dict[str, str]:
+    """The session's fitted stack (kept in ``clean`` when valid; its errors shown at the stack
+    control), which the stack control's FITTED needs."""
+    fitted, message = check_fitted(raw.get(FITTED_KEY))
+    if message:
+        return {"stack": f"Your fitted stack is refused — {message}"}
+    if fitted is not None:
+        clean[FITTED_KEY] = fitted
+    elif clean["stack"] == FITTED:
+        return {"stack": "No fitted stack in this session: fit your runs on the Validation "
+                         "page and apply it, or choose a preset"}
+    return {}
+
+
 @memo.lru("fitted stacks checked", 16)
 def _clean_text(text: str) -> str:
     """The canonical JSON of a fitted-stack object (its stack complete: no ``base``)."""

@@ -3,7 +3,9 @@
 The schema is generated from the control table (:mod:`dashboard.controls.control_table`): the same
 keys serve the controls, the URL fragment (a copied link reproduces the view) and the scenario JSON
 download/upload. Keys carry units. Each bad value gets its reason next to the control it came
-from, in that control's words (:mod:`dashboard.controls.inputs`).
+from, in that control's words (:mod:`dashboard.controls.inputs`). One key is no control: the
+session's fitted software stack, ``fitted_stack`` (present only when the session holds one;
+:mod:`dashboard.controls.fitted`), which the stack control's value ``fitted`` selects.
 """
 
 from __future__ import annotations
@@ -16,13 +18,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from dashboard.controls.control_table import BY_KEY as CONTROL
 from dashboard.controls.control_table import CONTROLS, Control
-from dashboard.controls.fitted import (
-    FITTED,
-    FITTED_KEY,
-    check_fitted,
-    fitted_record,
-    to_link,
-)
+from dashboard.controls.fitted import FITTED, FITTED_KEY, fitted_checks, fitted_record, to_link
 from dashboard.controls.inputs import check_value, number_text
 from dashboard.controls.model_checks import model_checks
 from dashboard.controls.strategy_choice import STRATEGY_KEYS, with_supported_strategies
@@ -241,7 +237,8 @@ def estimator_inputs(scn: dict[str, Any]) -> dict[str, Any]:
 def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """(clean scenario, {}) or (None, {key: message}) — one message per offending control.
 
-    Missing keys take their defaults; unknown keys are an error under ``"_"``.
+    Missing keys take their defaults; unknown keys are an error under ``"_"``; a refused
+    fitted stack, or ``stack`` "fitted" without one, an error under ``"stack"``.
     """
     if not isinstance(raw, dict):
         return None, {"_": "a scenario is a JSON object"}
@@ -260,24 +257,10 @@ def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[
                 errors[c.key] = message
             else:
                 clean[c.key] = value
-    errors.update(_fitted_checks(raw, clean))
+    errors.update(fitted_checks(raw, clean))
     if not errors:
         errors.update(_cross_checks(clean))
     return (None, errors) if errors else (clean, {})
-
-
-def _fitted_checks(raw: dict[str, Any], clean: dict[str, Any]) -> dict[str, str]:
-    """The session's fitted stack (kept in ``clean`` when valid; its errors shown at the stack
-    control), which the stack control's FITTED needs."""
-    fitted, message = check_fitted(raw.get(FITTED_KEY))
-    if message:
-        return {"stack": f"Your fitted stack is refused — {message}"}
-    if fitted is not None:
-        clean[FITTED_KEY] = fitted
-    elif clean["stack"] == FITTED:
-        return {"stack": "No fitted stack in this session: fit your runs on the Validation "
-                         "page and apply it, or choose a preset"}
-    return {}
 
 
 def _labelled(message: str) -> tuple[str | None, str]:
