@@ -20,6 +20,7 @@ def shell() -> html.Div:
         dcc.Location(id="url", refresh=False),
         dcc.Store(id="scenario", data=scn),
         dcc.Store(id="hydrated", data=False),
+        dcc.Store(id="fitted-stack"),  # the fit applied to this session (controls/fitted.py)
         dcc.Store(id="applied-presets", data={p.key: scn[p.key] for p in PRESET_OF.values()}),
         html.Header(className="header", children=[
             html.H1("Transformer training what-if"),

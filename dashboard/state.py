@@ -20,6 +20,7 @@ from typing import Any
 from dash import Input, Output, State, callback, ctx, dcc, no_update
 
 from dashboard.controls.control_table import CONTROLS, SECTIONS, Control
+from dashboard.controls.fitted import FITTED, FITTED_KEY, check_fitted, stack_note, stack_options
 from dashboard.controls.hf_upload import hf_config_of, scenario_from_hf
 from dashboard.controls.inputs import batch_from_tokens
 from dashboard.controls.panel import (
@@ -37,6 +38,7 @@ from dashboard.controls.panel import (
 from dashboard.controls.scenario import (
     PRESET_OF,
     default_scenario,
+    fitted_values,
     from_json,
     from_query,
     preset_values,
@@ -56,6 +58,17 @@ HEADER_OUT = [Output(f"ctl-{c.key}", "value", allow_duplicate=True) for c in HEA
 PRESETS = tuple(PRESET_OF.values())  # the preset controls, in table order
 KEEP_CONTROLS = (no_update,) * len(PANEL)
 KEEP_HEADER = (no_update,) * len(HEADER)
+# the session's fitted stack (dashboard/controls/fitted.py) and the stack control's options
+FITTED_OUT = [Output("fitted-stack", "data", allow_duplicate=True),
+              Output("ctl-stack", "options", allow_duplicate=True)]
+KEEP_FITTED = (no_update, no_update)
+
+
+def _fitted_out(scn: dict[str, Any]) -> tuple:
+    """The fitted-stack store and the stack control's options for a scenario that holds a
+    fitted stack (else both kept: a link or file without one leaves the session's fit)."""
+    fitted = scn.get(FITTED_KEY)
+    return (fitted, stack_options(fitted)) if fitted else KEEP_FITTED
 
 
 def _control_values(scn: dict[str, Any]) -> list[Any]:
@@ -72,11 +85,13 @@ def _applied(scn: dict[str, Any]) -> dict[str, Any]:
     return {p.key: scn[p.key] for p in PRESETS}
 
 
-def _raw(values: tuple[Any, ...], current: Any) -> dict:
-    """The controls' values over the current store (whatever the client sent: the result is
-    validated as a whole)."""
+def _raw(values: tuple[Any, ...], current: Any, fitted: Any = None) -> dict:
+    """The controls' values and the session's fitted stack over the current store (whatever
+    the client sent: the result is validated as a whole)."""
     widgets = (*PANEL, *HEADER)
-    return {**_current(current), **{c.key: from_widget(c, v) for c, v in zip(widgets, values)}}
+    raw = {**_current(current), **{c.key: from_widget(c, v) for c, v in zip(widgets, values)}}
+    raw.pop(FITTED_KEY, None)
+    return {**raw, FITTED_KEY: fitted} if fitted is not None else raw
 
 
 def _current(scn: Any) -> dict[str, Any]:
@@ -90,22 +105,34 @@ def _current(scn: Any) -> dict[str, Any]:
     *[Output(f"err-{k}", "children") for k in ERROR_KEYS],
     *[Input(f"ctl-{c.key}", "value") for c in (*PANEL, *HEADER)],
     State("scenario", "data"), State("hydrated", "data"), State("applied-presets", "data"),
-    prevent_initial_call=True,
+    Input("fitted-stack", "data"), prevent_initial_call=True,
 )
 def collect(*args: Any) -> tuple:
     """Validate the controls; store the scenario only when every value is valid.
 
     Arguments: the panel's values (CONTROL_KEYS), the header's (presentation), the stored
-    scenario, whether the URL was read, the presets applied."""
-    *values, current, hydrated, applied = args
-    raw = _raw(tuple(values), current)
+    scenario, whether the URL was read, the presets applied, the session's fitted stack."""
+    *values, current, hydrated, applied, fitted = args
+    raw = _raw(tuple(values), current, fitted)
     if _preset_pending(raw, applied):
         return (no_update, no_update, *([no_update] * len(ERROR_KEYS)))
-    scn, errors = validate_scenario(raw)
+    scn, errors = _validated(raw)
     messages = [errors.get(k, "") for k in ERROR_KEYS]
     if scn is None:
         return (no_update, no_update, *messages)
     return (scn, "#" + to_query(scn) if hydrated else no_update, *messages)
+
+
+def _validated(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """:func:`validate_scenario`, except that a refused fitted stack (a store changed in the
+    browser) the scenario does not use leaves the scenario computing without it: its refusal
+    stays under the stack control, and the presets keep working."""
+    scn, errors = validate_scenario(raw)
+    if scn is not None or set(errors) != {"stack"} or raw.get("stack") == FITTED or \
+            raw.get(FITTED_KEY) is None:
+        return scn, errors
+    scn, _ = validate_scenario({k: v for k, v in raw.items() if k != FITTED_KEY})
+    return scn, {"stack": f"{errors['stack']} (not used)"}
 
 
 def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool:
@@ -120,8 +147,8 @@ def _preset_pending(raw: dict[str, Any], applied: dict[str, Any] | None) -> bool
 
 @callback(
     *CONTROLS_OUT, *HEADER_OUT, Output("hydrated", "data"),
-    Output("applied-presets", "data", allow_duplicate=True), Output("err-_", "children",
-                                                                    allow_duplicate=True),
+    Output("applied-presets", "data", allow_duplicate=True), *FITTED_OUT,
+    Output("err-_", "children", allow_duplicate=True),
     Input("url", "hash"), State("hydrated", "data"), State("scenario", "data"),
     prevent_initial_call="initial_duplicate",
 )
@@ -132,15 +159,18 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
     Fields the link does not give come from the presets it names (``#system=h100``: H100's
     HBM), the others from the defaults."""
     raw = from_query(fragment)
+    if raw and FITTED_KEY not in raw and _current(current).get(FITTED_KEY):
+        raw[FITTED_KEY] = _current(current)[FITTED_KEY]  # a link too short to carry it
     if hydrated and (not raw or validate_scenario(with_presets(raw))[0] == _current(current)):
-        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, no_update)
+        return (*KEEP_CONTROLS, *KEEP_HEADER, no_update, no_update, *KEEP_FITTED, no_update)
     scn, errors = validate_scenario(with_presets(raw)) if raw else (_current(current), {})
     if scn is None:  # a broken link: keep the defaults and say why
         key, message = next(iter(errors.items()))
         where = "" if key == "_" else f"{key}: "
-        return (*KEEP_CONTROLS, *KEEP_HEADER, True, no_update,
+        return (*KEEP_CONTROLS, *KEEP_HEADER, True, no_update, *KEEP_FITTED,
                 f"The link's scenario is invalid ({where}{message}); showing defaults.")
-    return (*_control_values(scn), *_header_values(scn), True, _applied(scn), "")
+    return (*_control_values(scn), *_header_values(scn), True, _applied(scn),
+            *_fitted_out(scn), "")
 
 
 @callback(
@@ -148,16 +178,18 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
     Output("err-_", "children", allow_duplicate=True),
     *[Input(f"ctl-{p.key}", "value") for p in PRESETS],
     *[Input(f"reset-{p.group}", "n_clicks") for p in PRESETS],
-    State("applied-presets", "data"), State("scenario", "data"), prevent_initial_call=True,
+    State("applied-presets", "data"), State("scenario", "data"), State("fitted-stack", "data"),
+    prevent_initial_call=True,
 )
 def apply_preset(*args: Any) -> tuple:
     """A newly chosen preset (or a reset) loads its values into its group of controls. Only a
-    preset name loads anything (never a file a request names).
+    preset name loads anything (never a file a request names); the stack control's "fitted"
+    loads the session's fitted stack's, checked again.
 
     Arguments: each preset control's value, each reset button's clicks, the presets applied,
-    the stored scenario."""
+    the stored scenario, the session's fitted stack."""
     names = dict(zip((p.key for p in PRESETS), args[:len(PRESETS)]))
-    applied, scn = args[-2], args[-1]
+    applied, scn, fitted = args[-3], args[-2], args[-1]
     applied = applied if isinstance(applied, dict) else {}
     trigger = str(ctx.triggered_id or "")
     preset = next((p for p in PRESETS if trigger in (f"ctl-{p.key}", f"reset-{p.group}")), None)
@@ -167,22 +199,35 @@ def apply_preset(*args: Any) -> tuple:
     if trigger == f"ctl-{preset.key}" and name == applied.get(preset.key):
         return (*KEEP_CONTROLS, no_update, no_update)
     try:
-        new = with_supported_strategies({**_current(scn), **preset_values(preset.group, name)})
+        new = with_supported_strategies({**_current(scn), **_preset_or_fitted(
+            preset.group, name, fitted)})
     except ModelError as exc:
         return (*KEEP_CONTROLS, no_update, f"Preset refused: {exc}.")
     return (*_control_values(new), _applied(new), "")
 
 
+def _preset_or_fitted(group: str, name: str, fitted: Any) -> dict[str, Any]:
+    """The values a preset, or the session's fitted stack (the stack control's "fitted"),
+    gives its group; ModelError when the fitted stack is missing or refused."""
+    if group != "execution" or name != FITTED:
+        return preset_values(group, name)
+    clean, message = check_fitted(fitted)
+    if clean is None:
+        raise ModelError(message or "no fitted stack in this session: fit your runs on the "
+                                    "Validation page and apply it")
+    return fitted_values(clean)
+
+
 @callback(
     *CONTROLS_OUT, *HEADER_OUT, Output("applied-presets", "data", allow_duplicate=True),
-    Output("err-_", "children", allow_duplicate=True),
+    *FITTED_OUT, Output("err-_", "children", allow_duplicate=True),
     Input("scenario-upload", "contents"), State("scenario", "data"),
     prevent_initial_call=True,
 )
 def upload(contents: str | None, current: Any = None) -> tuple:
     """Load an uploaded scenario JSON, or a Hugging Face config.json into the model controls
     (:mod:`dashboard.controls.hf_upload`); validated: a bad file changes nothing and says why."""
-    keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update)
+    keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update, *KEEP_FITTED)
     if not contents:
         return (*keep, no_update)
     try:
@@ -194,13 +239,13 @@ def upload(contents: str | None, current: Any = None) -> tuple:
         scn, note = scenario_from_hf(config, _current(current))
         if scn is None:
             return (*keep, note)
-        return (*_control_values(scn), *_header_values(scn), _applied(scn), note)
+        return (*_control_values(scn), *_header_values(scn), _applied(scn), *KEEP_FITTED, note)
     scn, errors = from_json(data)
     if scn is None:
         key, message = next(iter(errors.items()))
         where = "" if key == "_" else f"{key}: "
         return (*keep, f"Upload rejected — {where}{message}")
-    return (*_control_values(scn), *_header_values(scn), _applied(scn), "")
+    return (*_control_values(scn), *_header_values(scn), _applied(scn), *_fitted_out(scn), "")
 
 
 @callback(Output("scenario-download", "data"),
@@ -303,6 +348,12 @@ def show_relevant(*values: Any) -> tuple:
     shows the KV heads (GQA) or the MLA ranks; ZeRO-3 shows and opens the FSDP options."""
     styles, opened = visibility(dict(zip(DEPENDS, values)))
     return (*styles, *opened)
+
+
+@callback(Output("note-stack", "children"), Input("scenario", "data"))
+def fitted_note(scn: Any) -> str:
+    """Under the stack control: the session's fitted stack, and whether the link carries it."""
+    return stack_note(_current(scn))
 
 
 @callback(Output("note-global_batch", "children"), Input("scenario", "data"))

@@ -290,7 +290,7 @@ def _controls(scn: dict[str, Any]) -> list[Any]:
 def _collect(scn: dict[str, Any], current: dict[str, Any], hydrated: bool,
              presentation: list[str] | None = None, trigger: str = "ctl-layers.value") -> tuple:
     out = _triggered(trigger, state.collect, *_controls(scn), presentation or [], current,
-                     hydrated, state._applied(current))
+                     hydrated, state._applied(current), None)  # no fitted stack
     assert len(out) == 2 + len(state.ERROR_KEYS)
     return out
 
@@ -337,14 +337,15 @@ def test_hydrate_fills_controls_from_fragment_and_from_a_link_pasted_later():
     n = len(CONTROL_KEYS)
     values = dict(zip(CONTROL_KEYS, out[:n]))
     assert values["layers"] == 96 and values["hbm_gb"] == 80.0
-    assert out[n] == ["on"] and out[n + 1] is True and out[n + 3] == ""
+    assert out[n] == ["on"] and out[n + 1] is True and out[-1] == ""
     assert out[n + 2] == {"model": current["model"], "system": current["system"],
                           "stack": current["stack"]}
+    assert all(is_no_update(v) for v in out[n + 3:-1])  # no fitted stack in the link: kept
     own = state.hydrate("#" + S.to_query(current), True, current)  # the app's own URL write
-    assert len(own) == n + 4 and all(is_no_update(v) for v in own)
+    assert len(own) == n + 6 and all(is_no_update(v) for v in own)
     # a link pasted into the tab already showing the app (issue 21: it was ignored)
     later = state.hydrate("#layers=12", True, current)
-    assert dict(zip(CONTROL_KEYS, later[:n]))["layers"] == 12 and later[n + 3] == ""
+    assert dict(zip(CONTROL_KEYS, later[:n]))["layers"] == 12 and later[-1] == ""
 
 
 def test_hydrate_broken_link_keeps_defaults_and_says_why():
@@ -352,7 +353,7 @@ def test_hydrate_broken_link_keeps_defaults_and_says_why():
     n = len(CONTROL_KEYS)
     assert all(is_no_update(v) for v in out[:n + 1])
     assert out[n + 1] is True
-    assert "invalid" in out[n + 3] and "heads" in out[n + 3]
+    assert "invalid" in out[-1] and "heads" in out[-1]
 
 
 def _data_url(payload: bytes) -> str:
@@ -366,7 +367,7 @@ def test_upload_valid_json_fills_controls():
     assert dict(zip(CONTROL_KEYS, out[:n])) == {k: scn[k] for k in CONTROL_KEYS}
     assert out[n] == ["on"]
     assert out[n + 1] == {"model": scn["model"], "system": scn["system"], "stack": scn["stack"]}
-    assert out[n + 2] == ""
+    assert out[-1] == ""
 
 
 @pytest.mark.parametrize("contents,needle", [
@@ -403,12 +404,14 @@ def _triggered(prop_id: str, func, *args):
     return contextvars.copy_context().run(run)
 
 
-def _apply(trigger: str, scn: dict[str, Any], applied: dict[str, Any], **names: Any) -> tuple:
+def _apply(trigger: str, scn: dict[str, Any], applied: dict[str, Any], fitted: Any = None,
+           **names: Any) -> tuple:
     """apply_preset as Dash calls it: each preset's value, each reset's clicks, the presets
-    applied and the stored scenario, with ``trigger`` (a prop id) as the triggering input."""
+    applied, the stored scenario and the session's fitted stack, with ``trigger`` (a prop id)
+    as the triggering input."""
     presets = [names.get(p.key, scn[p.key]) for p in state.PRESETS]
     clicks = [1 if trigger == f"reset-{p.group}.n_clicks" else None for p in state.PRESETS]
-    return _triggered(trigger, state.apply_preset, *presets, *clicks, applied, scn)
+    return _triggered(trigger, state.apply_preset, *presets, *clicks, applied, scn, fitted)
 
 
 def test_apply_preset():

@@ -921,7 +921,7 @@ def test_from_query_random_strings(text):
 @given(QUERIES)
 def test_hydrate_callback_random_fragments(text):
     out = state.hydrate(text, False, S.default_scenario())
-    assert isinstance(out, tuple) and len(out) == len(CONTROL_KEYS) + 4
+    assert isinstance(out, tuple) and len(out) == len(CONTROL_KEYS) + 6
     message = out[-1]
     assert message == "" or isinstance(message, str) or isinstance(message, type(no_update))
 
@@ -999,7 +999,7 @@ UPLOAD_CONTENTS = st.one_of(
 
 
 def assert_upload_result(out: Any) -> None:
-    assert isinstance(out, tuple) and len(out) == len(CONTROL_KEYS) + 3
+    assert isinstance(out, tuple) and len(out) == len(CONTROL_KEYS) + 5
     message = out[-1]
     if isinstance(message, type(no_update)):  # nothing uploaded: nothing changes
         assert all(isinstance(v, type(no_update)) for v in out)
@@ -1043,7 +1043,8 @@ def test_collect_callback_random_control_values(changes, presentation, hydrated)
     def run() -> tuple:  # as Dash calls it: a control of the panel triggered it
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": "ctl-layers.value",
                                                            "value": None}]))
-        return state.collect(*values, presentation, current, hydrated, state._applied(current))
+        return state.collect(*values, presentation, current, hydrated, state._applied(current),
+                             None)  # no fitted stack
     out = contextvars.copy_context().run(run)
     assert len(out) == 2 + len(state.ERROR_KEYS)
     messages = out[2:]

@@ -23,8 +23,9 @@ def test_upload_fits_like_the_command_line(tmp_path):
     shown, fitted = runs_upload.fit_upload(_contents(raw), "torchtitan-2025")
     want = calibrate_runs(runs_from_text(raw, "torchtitan-2025"))["efficiency"]["h100"]
     assert want == pytest.approx(0.55, abs=0.002)
-    assert stack_from_dict(fitted).gemm_efficiency["h100"]["bf16"] == pytest.approx(want,
-                                                                                   abs=1e-4)
+    assert stack_from_dict(fitted["stack"]).gemm_efficiency["h100"]["bf16"] == pytest.approx(
+        want, abs=1e-4)
+    assert fitted["fit"]["h100"]["runs"] == 3  # with its leave-one-out errors (test_fitted_stack)
     text = json.dumps(shown.to_plotly_json(), default=str)
     assert f"h100: {want:.3f}" in text and "leave-one-out" in text
 
@@ -32,7 +33,7 @@ def test_upload_fits_like_the_command_line(tmp_path):
 def test_bad_or_large_uploads_are_refused_inline(tmp_path):
     scn = {"stack": "torchtitan-2025"}
     refused = runs_upload.upload_runs.__wrapped__(_contents(b'{"runs": 3}'), scn)
-    assert "Runs refused" in str(refused[0].children) and refused[1] is None
+    assert "Runs refused" in str(refused[0].children) and refused[1] is None and refused[2]
     big = json.dumps({"runs": [{}] * (runs_upload.MAX_RUNS + 1)}).encode()
     refused = runs_upload.upload_runs.__wrapped__(_contents(big), scn)
     assert f"at most {runs_upload.MAX_RUNS}" in str(refused[0].children)

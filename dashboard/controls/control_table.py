@@ -174,7 +174,9 @@ CONTROLS: tuple[Control, ...] = (
             "The training framework release whose calibrated kernel efficiencies and default "
             "execution apply (loads its defaults into the fields below); every prediction "
             "carries its cross-validated error bar. 'none': the system's own efficiencies, "
-            "no error bar.", choices=STACKS, preset=True, default=default_stack_name()),
+            "no error bar. 'fitted: <name>': the stack fitted to your runs on the Validation "
+            "page and applied to this session, with its own leave-one-out error.",
+            choices=STACKS, preset=True, default=default_stack_name()),
     Control("recompute", "Recompute", "execution", "dropdown", str,
             "Activation recompute: selective (flash attention recomputes its scores), full "
             "(keep only each block's input, rerun its forward in the backward) or none (keep "

@@ -17,6 +17,7 @@ import re
 from pathlib import PurePath
 from typing import Any
 
+from dashboard.controls.fitted import FITTED, FITTED_KEY
 from dashboard.controls.scenario import KEYS, MAX_SCENARIO_BYTES, validate_scenario, with_presets
 from model import ModelError
 
@@ -87,6 +88,8 @@ def save(saved: list[dict[str, Any]], name: Any, scn: dict[str, Any]) -> list[di
     if len(rest) >= MAX_SAVED:
         raise ModelError(f"at most {MAX_SAVED} scenarios are kept: delete one first")
     kept = {k: scn[k] for k in KEYS}
+    if scn.get("stack") == FITTED:  # the session's fitted stack travels with a scenario using it
+        kept[FITTED_KEY] = scn[FITTED_KEY]
     if len(rest) < len(saved):  # same place as the one replaced
         return [({"name": name, "scenario": kept} if e["name"] == name else e) for e in saved]
     return [*saved, {"name": name, "scenario": kept}]

@@ -3,7 +3,9 @@
 The schema is generated from the control table (:mod:`dashboard.controls.control_table`): the same
 keys serve the controls, the URL fragment (a copied link reproduces the view) and the scenario JSON
 download/upload. Keys carry units. Each bad value gets its reason next to the control it came
-from, in that control's words (:mod:`dashboard.controls.inputs`).
+from, in that control's words (:mod:`dashboard.controls.inputs`). One key is no control: the
+session's fitted software stack, ``fitted_stack`` (present only when the session holds one;
+:mod:`dashboard.controls.fitted`), which the stack control's value ``fitted`` selects.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from urllib.parse import parse_qsl, urlencode
 
 from dashboard.controls.control_table import BY_KEY as CONTROL
 from dashboard.controls.control_table import CONTROLS, Control
+from dashboard.controls.fitted import FITTED, FITTED_KEY, fitted_checks, fitted_record, to_link
 from dashboard.controls.inputs import check_value, number_text
+from dashboard.controls.model_checks import model_checks
 from dashboard.controls.strategy_choice import STRATEGY_KEYS, with_supported_strategies
 from model import ModelError, list_models, list_systems, load_model, load_system
 from model.engine.request import Request
@@ -24,10 +28,12 @@ from model.specs import memo
 from model.specs.execution import resolve_execution
 from model.specs.hardware import System
 from model.specs.schema import Field
-from model.specs.stack import load_stack
+from model.specs.stack import Stack, load_stack
 from model.specs.transformer import Transformer
 
-MAX_SCENARIO_BYTES = 16 * 1024  # an upload is a few hundred bytes; refuse anything larger
+# an upload is about 2 kB, 5 kB with a fitted stack (at most MAX_FITTED_BYTES: 8 kB as the
+# file writes it); refuse anything larger
+MAX_SCENARIO_BYTES = 16 * 1024
 
 FIELDS: tuple[Field, ...] = tuple(c.field for c in CONTROLS)
 KEYS = tuple(c.key for c in CONTROLS)
@@ -79,6 +85,15 @@ def _preset_object(group: str, name: str) -> Any:
     if group == "system":
         return preset_system(name)
     return resolve_execution(load_stack(preset_stack(name)).execution)
+
+
+def fitted_values(fitted: dict[str, Any]) -> dict[str, Any]:
+    """The values the session's fitted stack (clean: :func:`~dashboard.controls.fitted.
+    check_fitted`) gives the execution group, as a preset's do; its stack control: FITTED."""
+    source = resolve_execution(fitted_record(fitted).execution)
+    return {PRESET_OF["execution"].key: FITTED,
+            **{c.key: _read(c, source) for c in CONTROLS if c.group == "execution"
+               and not c.preset}}
 
 
 def _read(c: Control, source: Any) -> Any:
@@ -200,20 +215,35 @@ def costs_of(scn: dict[str, Any]) -> dict[str, Any]:
     return {CONTROL[k].spec: scn[k] for k in PLAN_KEYS if CONTROL[k].spec}
 
 
-def stack_of(scn: dict[str, Any]) -> str | None:
-    """The software stack of the estimator's calls (None in the paper mode: it takes none)."""
-    return None if scn.get("compat") == "paper" else preset_stack(scn["stack"])
+def stack_of(scn: dict[str, Any]) -> str | Stack | None:
+    """The software stack of the estimator's calls (None in the paper mode: it takes none): a
+    preset's name, or the session's fitted stack as a record."""
+    if scn.get("compat") == "paper":
+        return None
+    if scn["stack"] == FITTED:
+        return fitted_record(scn[FITTED_KEY])
+    return preset_stack(scn["stack"])
+
+
+def estimator_inputs(scn: dict[str, Any]) -> dict[str, Any]:
+    """What the estimator's results depend on, for cache keys: the :data:`ESTIMATOR_KEYS`,
+    and the fitted stack's whole content while it is the stack (two fits never share)."""
+    inputs = {k: scn[k] for k in ESTIMATOR_KEYS}
+    if scn["stack"] == FITTED:
+        inputs[FITTED_KEY] = scn[FITTED_KEY]
+    return inputs
 
 
 def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, str]]:
     """(clean scenario, {}) or (None, {key: message}) — one message per offending control.
 
-    Missing keys take their defaults; unknown keys are an error under ``"_"``.
+    Missing keys take their defaults; unknown keys are an error under ``"_"``; a refused
+    fitted stack, or ``stack`` "fitted" without one, an error under ``"stack"``.
     """
     if not isinstance(raw, dict):
         return None, {"_": "a scenario is a JSON object"}
     errors: dict[str, str] = {}
-    unknown = sorted(set(raw) - set(KEYS), key=str)
+    unknown = sorted(set(raw) - {*KEYS, FITTED_KEY}, key=str)
     if unknown:
         name = unknown[0]
         shown = f"'{name}'" if isinstance(name, str) and len(name) <= 80 else "(unreadable)"
@@ -221,62 +251,16 @@ def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[
     clean = default_scenario()
     for c in CONTROLS:
         if c.key in raw:
-            value, message = check_value(c, raw[c.key])
+            value, message = (FITTED, "") if c.key == "stack" and raw[c.key] == FITTED else \
+                check_value(c, raw[c.key])
             if message:
                 errors[c.key] = message
             else:
                 clean[c.key] = value
+    errors.update(fitted_checks(raw, clean))
     if not errors:
         errors.update(_cross_checks(clean))
     return (None, errors) if errors else (clean, {})
-
-
-def _at_least_one(scn: dict[str, Any], keys: tuple[str, ...], why: str) -> dict[str, str]:
-    """The first of ``keys`` below 1, in its control's words."""
-    for key in keys:
-        if scn[key] < 1:
-            return {key: f"{CONTROL[key].label} must be at least 1 {why}"}
-    return {}
-
-
-def _moe_checks(scn: dict[str, Any]) -> dict[str, str]:
-    """A mixture of experts' sizes (none for a dense model: its MoE sizes do not apply)."""
-    if not scn["experts"]:
-        return {}
-    errors = _at_least_one(scn, ("top_k", "expert_ffn"), "in a mixture of experts")
-    if not errors and scn["top_k"] > scn["experts"]:
-        errors = {"top_k": f"Experts per token ({number_text(scn['top_k'])}) must not exceed "
-                           f"the routed experts ({number_text(scn['experts'])})"}
-    if not errors and scn["dense_layers"] >= scn["layers"]:
-        errors = {"dense_layers": f"Dense layers must be fewer than the layers "
-                                  f"({number_text(scn['layers'])}): a mixture of experts "
-                                  "needs at least one MoE layer"}
-    return errors
-
-
-def _attention_checks(scn: dict[str, Any]) -> dict[str, str]:
-    """The sizes the attention type uses: KV heads (GQA) or the MLA ranks and head dims."""
-    if scn["attention"] == "mla":
-        return _at_least_one(scn, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                                   "v_head_dim"), "with MLA attention")
-    if scn["attention"] == "gqa" and scn["heads"] % scn["kv_heads"]:
-        return {"kv_heads": f"KV heads ({number_text(scn['kv_heads'])}) must divide the heads "
-                            f"({number_text(scn['heads'])})"}
-    return {}
-
-
-def _model_checks(scn: dict[str, Any]) -> dict[str, str]:
-    """The model's shape rules, in the controls' words (the first that fails)."""
-    if scn["hidden"] % scn["heads"]:
-        return {"heads": f"Heads ({number_text(scn['heads'])}) must divide the hidden size "
-                         f"({number_text(scn['hidden'])})"}
-    errors = _attention_checks(scn) or _moe_checks(scn)
-    if errors:
-        return errors
-    if scn["vocab"] == 0 and load_model(scn["model"]).tied_embeddings:
-        return {"vocab": f"Vocabulary must be at least 1: {scn['model']} ties its LM head to "
-                         "the embedding"}
-    return {}
 
 
 def _labelled(message: str) -> tuple[str | None, str]:
@@ -307,7 +291,7 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     if scn["offload_layers"] and scn["offload"] in ("activations", "all"):
         errors["offload_layers"] = ("Offloaded layers per stage must be 0 with activation "
                                     f"offload ('{scn['offload']}' moves every layer's already)")
-    errors.update(_model_checks(scn))
+    errors.update(model_checks(scn))
     if errors:
         return errors
     try:
@@ -360,7 +344,9 @@ def to_query(scn: dict[str, Any]) -> str:
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
             return str(int(v))
         return str(v)
-    return urlencode([(k, text(scn[k])) for k in KEYS])
+    link = to_link(scn[FITTED_KEY]) if scn.get(FITTED_KEY) else None
+    return urlencode([(k, text(scn[k])) for k in KEYS]
+                     + ([(FITTED_KEY, link)] if link else []))
 
 
 def from_query(search: str) -> dict[str, Any]:
@@ -368,6 +354,9 @@ def from_query(search: str) -> dict[str, Any]:
     validator reports the rest). Unknown keys are ignored: old links keep working."""
     raw: dict[str, Any] = {}
     for key, value in parse_qsl((search or "").lstrip("?#"), keep_blank_values=True)[:200]:
+        if key == FITTED_KEY:
+            raw[key] = value  # compressed: the validator inflates it, bounded
+            continue
         if key not in CONTROL or len(value) > 200:
             continue
         raw[key] = _parse(CONTROL[key], value)
@@ -390,7 +379,8 @@ def _parse(c: Control, value: str) -> Any:
 
 def to_json(scn: dict[str, Any]) -> str:
     """The scenario as pretty JSON (for download)."""
-    return json.dumps({k: scn[k] for k in KEYS}, indent=2)
+    fitted = {FITTED_KEY: scn[FITTED_KEY]} if scn.get(FITTED_KEY) else {}
+    return json.dumps({**{k: scn[k] for k in KEYS}, **fitted}, indent=2)
 
 
 def from_json(text: str | bytes) -> tuple[dict[str, Any] | None, dict[str, str]]:

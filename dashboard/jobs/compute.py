@@ -29,7 +29,7 @@ from plotly.io.json import to_json_plotly
 
 import model as estimator
 from dashboard.controls.scenario import (
-    ESTIMATOR_KEYS,
+    estimator_inputs,
     execution_of,
     gpu_counts,
     request_of,
@@ -281,7 +281,7 @@ def page_payload(scn: dict[str, Any], *extra: str) -> dict[str, Any]:
 
 
 def _inputs(scn: dict[str, Any]) -> dict[str, Any]:
-    return {k: scn[k] for k in ESTIMATOR_KEYS}
+    return estimator_inputs(scn)
 
 
 def _compat(scn: dict[str, Any]) -> str | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from dash import html
 
+from dashboard.controls.fitted import FITTED, FITTED_KEY, fit_error_bar
 from dashboard.controls.inputs import number_text
 from dashboard.controls.scenario import build_inputs
 from model import ModelError, load_model
@@ -64,9 +65,13 @@ def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
     """The error bar of the scenario's predictions: the cross-validated error of the population
     they belong to (dense or MoE, its software stack, its system), or "not validated"
     (:func:`model.validation.error_bars.error_bar`); None in the paper mode and without a
-    stack (uncalibrated)."""
+    stack (uncalibrated). The user's fitted stack: its own leave-one-out error on their runs
+    of the scenario's system (:func:`dashboard.controls.fitted.fit_error_bar`), never a
+    preset's."""
     if scn.get("compat") == "paper" or scn.get("stack") in (None, NO_STACK):
         return None
+    if scn["stack"] == FITTED:
+        return fit_error_bar(scn[FITTED_KEY], scn["system"])
     try:
         model, _ = build_inputs(scn)
     except ModelError:

@@ -13,10 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from dashboard.controls.fitted import stack_label
 from dashboard.controls.scenario import (
-    ESTIMATOR_KEYS,
     build_inputs,
     costs_of,
+    estimator_inputs,
     execution_of,
     stack_of,
 )
@@ -47,7 +48,7 @@ def strategies(scn: dict[str, Any]) -> tuple[str, ...]:
 def best(scn: dict[str, Any]) -> pd.DataFrame:
     """The headline row (one row; none when nothing fits), with the scenario's cost inputs."""
     names = strategies(scn)
-    payload = {**{k: scn[k] for k in ESTIMATOR_KEYS}, "gpus": scn["gpus"], "strategies": names,
+    payload = {**estimator_inputs(scn), "gpus": scn["gpus"], "strategies": names,
                "costs": costs_of(scn)}
 
     def run() -> pd.DataFrame:
@@ -100,13 +101,13 @@ def compare(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str],
 def _described(scn: dict[str, Any]) -> str:
     """A scenario in a few words (an exported comparison's caption)."""
     return (f"{scn['model']} on {scn['gpus']:,} {scn['system']} ({scn['hbm_gb']:g} GB, "
-            f"{scn['precision']}, {scn['stack']}), batch {scn['global_batch']}")
+            f"{scn['precision']}, {stack_label(scn)}), batch {scn['global_batch']}")
 
 
 def sensitivity(scn: dict[str, Any], fraction: float) -> pd.DataFrame:
     """The sensitivity rows of the headline's strategy at the Design GPUs (sized first)."""
     strategy = str(headline(scn)["strategy"])
-    payload = {**{k: scn[k] for k in ESTIMATOR_KEYS}, "gpus": scn["gpus"],
+    payload = {**estimator_inputs(scn), "gpus": scn["gpus"],
                "strategy": strategy, "fraction": fraction}
 
     def run() -> pd.DataFrame:
