@@ -1,7 +1,8 @@
 """The speed paths of a search's hot loop give what the plain code gives, bit for bit: result
 frames built without the DataFrame constructor's checks (model/engine/report.py:
 _stored_frame), and the paper mode's GEMM shape efficiency without its depth factors
-(model/physics/block.py: _shape_efficiency)."""
+(model/physics/block.py: _shape_efficiency), and a sweep's best rows
+(model/studies/sweep.py: best_frame)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model import load_model, load_system, search
+from model import load_model, load_system, search, sweep
 from model.engine.report import _stored_frame, _text
 from model.physics import gemm, ops
 from model.physics.block import _shape_efficiency
 from model.specs.modes import resolve_mode
+from model.studies.sweep import best_frame
 
 ROWS = 7
 
@@ -85,3 +87,12 @@ def test_paper_shape_efficiency_is_the_waves_alone(sm_count):
                                         gemm.depth_efficiency(m, 0.0) * waves[2])
     np.testing.assert_array_equal(np.broadcast_to(fwd, m.shape), full_fwd)
     np.testing.assert_array_equal(np.broadcast_to(bwd, m.shape), full_bwd)
+
+
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_best_frame_is_the_first_rows_concatenated(top_k):
+    """A one-row top is not sliced again: the same frame as slicing every top."""
+    results = sweep(load_model("gpt3-1t"), load_system("h200"), [64, 512, 4096], 4096,
+                    ["1d", "summa"], nvs=8, top_k=top_k)
+    plain = pd.concat([r.top.iloc[:1] for r in results if not r.top.empty], ignore_index=True)
+    pd.testing.assert_frame_equal(best_frame(results), plain, check_exact=True)
