@@ -141,9 +141,10 @@ def summary_text(frame: pd.DataFrame, scn: dict[str, Any] | None = None) -> str:
     best = rows.loc[rows["train_days"].idxmin()]
     who = (f"production strategies, as {_stacks(production)} ship them" if production
            else "idealised strategies only: no production stack ships them")
+    bar = notes.error_bar_of(scn)  # once for both texts
     return (f"Fastest ({who}): {strategy_name(best['strategy'])} on {int(best['gpus'])} GPUs — "
-            f"{notes.days_text(scn, best['train_days'])}, "
-            f"{notes.rate_text(scn, best['samples_per_s'])}, "
+            f"{notes.days_text(scn, best['train_days'], bar=bar)}, "
+            f"{notes.rate_text(scn, best['samples_per_s'], bar=bar)}, "
             f"{_mfu(best)} ({_config(best)}).")
 
 

@@ -79,10 +79,14 @@ def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
     return error_bar(scn["stack"], model.moe, scn["system"])
 
 
-def days_text(scn: dict[str, Any], days: float) -> str:
+_ASK = object()  # the error bar not given: worked out from the scenario
+
+
+def days_text(scn: dict[str, Any], days: float, bar: Any = _ASK) -> str:
     """'182.0 days (173.0–191.0, ±5.1 % … on 10 runs of every stack on gb200-nvl72)', '182.0
-    days (not validated: no published dense run on mi300x was ever scored)', or '182.0 days'."""
-    bar = error_bar_of(scn)
+    days (not validated: no published dense run on mi300x was ever scored)', or '182.0 days'.
+    ``bar``: the scenario's :func:`error_bar_of` when the caller has it (it builds the model)."""
+    bar = error_bar_of(scn) if bar is _ASK else bar
     if bar is None or not math.isfinite(days):
         return f"{days:.1f} days"
     if not bar.validated:
@@ -91,10 +95,11 @@ def days_text(scn: dict[str, Any], days: float) -> str:
     return f"{days:.1f} days ({low:.1f}–{high:.1f}, {bar.text})"
 
 
-def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s") -> str:
+def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s",
+              bar: Any = _ASK) -> str:
     """'12.3 samples/s (11.7–12.9)', '12.3 samples/s (not validated)', or without a range when
-    there is no error bar."""
-    bar = error_bar_of(scn)
+    there is no error bar (``bar``: as :func:`days_text`)."""
+    bar = error_bar_of(scn) if bar is _ASK else bar
     if bar is None or not math.isfinite(per_s):
         return f"{per_s:.1f} {unit}"
     if not bar.validated:

@@ -78,8 +78,10 @@ def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str, k_dw=None):
     mean — each GEMM's wave quantisation times its depth efficiency (none in the paper mode:
     the paper's code prices waves only)."""
     k_dw = k if k_dw is None else k_dw
-    k0 = 0.0 if ctx.mode.is_paper else gemm.depth_overhead(peak_field)
-    fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
+    fwd = dx = dw = 1.0  # the paper mode: k₀ = 0, every depth efficiency k/k is exactly 1
+    if not ctx.mode.is_paper:
+        k0 = gemm.depth_overhead(peak_field)
+        fwd, dx, dw = (gemm.depth_efficiency(r, k0) for r in (k, n, m))
     sysm = ctx.system
     if sysm.sm_count > 0:
         tile, units = sysm.gemm_tile, sysm.sm_count
