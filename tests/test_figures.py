@@ -27,15 +27,10 @@ from dashboard.figures import (
     training_time_figure,
 )
 from dashboard.figures.common import strategy_name, strategy_title
-from model import best_per_cell, design_space, evaluate, load_model, load_system, search, sweep
+from model import best_per_cell, load_model, load_system
 from model.engine.report import MEMORY_COLUMNS, TIME_COLUMNS
 from model.studies.sweep import best_frame
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's formulas and figures under the Execution defaults and the
-    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import design_space, evaluate, search, sweep
 
 COUNTS = [2 ** k for k in range(2, 15)]
 REL = 1e-9

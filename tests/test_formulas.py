@@ -10,15 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import evaluate, load_model, load_system, search, transformer_from_dict
+from model import load_model, load_system, transformer_from_dict
 from model.physics import ops
 from model.physics.collectives import Collective, collective_time_s, summa_comm_time_s
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's formulas and figures under the Execution defaults and the
-    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import evaluate, search
 
 # paper-h200 (the paper's H200 system), in SI units
 P_MAT, P_VEC = 989.4e12, 133.8e12  # FLOP/s

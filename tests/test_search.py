@@ -7,14 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model import ModelError, evaluate, load_model, load_system, search
+from model import ModelError, load_model, load_system
 from model.engine.report import TIME_COLUMNS
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's formulas and figures under the Execution defaults and the
-    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import evaluate, search
 
 REL = 1e-12
 DIMS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb")
@@ -403,7 +398,7 @@ def test_flat_slow_rings_use_every_nic_outside_paper_mode():
 def test_evaluate_of_a_config_that_does_not_fit_picks_its_fastest_placement():
     """A configuration over the HBM limit is still reported, with its best placement."""
     m, s = load_model("megatron-1t"), load_system("a100").with_overrides(hbm_capacity_gb=40.0)
-    from model import design_space
+    from tests.unstacked import design_space
     pins = dict(tp1=8, pp=64, dp=1, microbatch=1)
     every = design_space(m, s, 512, 512, "1d", pins=pins)
     assert not every["fits"].any()
