@@ -18,6 +18,7 @@ from dashboard.controls.scenario import (
     build_inputs,
     costs_of,
     execution_of,
+    request_of,
     stack_of,
 )
 from dashboard.figures.scenarios import compare_figure, tornado_figure
@@ -52,8 +53,8 @@ def best(scn: dict[str, Any]) -> pd.DataFrame:
 
     def run() -> pd.DataFrame:
         m, s = build_inputs(scn)
-        budget.check_searches(f"The headline at {scn['gpus']:,} GPUs", m, s, [scn["gpus"]],
-                              scn["global_batch"], names, **_how(scn), narrow=NARROW)
+        budget.check_searches(f"The headline at {scn['gpus']:,} GPUs",
+                              request_of(scn, gpus=(scn["gpus"],), strategy=names), NARROW)
         frames = []
         for name in names:
             try:
@@ -111,9 +112,9 @@ def sensitivity(scn: dict[str, Any], fraction: float) -> pd.DataFrame:
 
     def run() -> pd.DataFrame:
         m, s = build_inputs(scn)
-        budget.check_searches(f"The sensitivity at {scn['gpus']:,} GPUs", m, s,
-                              [scn["gpus"]], scn["global_batch"], [strategy], **_how(scn),
-                              narrow=NARROW, repeat=searches(s))
+        budget.check_searches(f"The sensitivity at {scn['gpus']:,} GPUs",
+                              request_of(scn, gpus=(scn["gpus"],), strategy=strategy), NARROW,
+                              repeat=searches(s))
         return sensitivity_frame(m, s, scn["gpus"], scn["global_batch"], strategy, fraction,
                                  **_how(scn))
     return compute.cached_frame("sensitivity", payload, run)
