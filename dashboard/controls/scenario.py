@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlencode
 from dashboard.controls.control_table import BY_KEY as CONTROL
 from dashboard.controls.control_table import CONTROLS, Control
 from dashboard.controls.inputs import check_value, number_text
+from dashboard.controls.model_checks import model_checks
 from dashboard.controls.strategy_choice import STRATEGY_KEYS, with_supported_strategies
 from model import ModelError, list_models, list_systems, load_model, load_system
 from model.engine.request import Request
@@ -231,54 +232,6 @@ def validate_scenario(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[
     return (None, errors) if errors else (clean, {})
 
 
-def _at_least_one(scn: dict[str, Any], keys: tuple[str, ...], why: str) -> dict[str, str]:
-    """The first of ``keys`` below 1, in its control's words."""
-    for key in keys:
-        if scn[key] < 1:
-            return {key: f"{CONTROL[key].label} must be at least 1 {why}"}
-    return {}
-
-
-def _moe_checks(scn: dict[str, Any]) -> dict[str, str]:
-    """A mixture of experts' sizes (none for a dense model: its MoE sizes do not apply)."""
-    if not scn["experts"]:
-        return {}
-    errors = _at_least_one(scn, ("top_k", "expert_ffn"), "in a mixture of experts")
-    if not errors and scn["top_k"] > scn["experts"]:
-        errors = {"top_k": f"Experts per token ({number_text(scn['top_k'])}) must not exceed "
-                           f"the routed experts ({number_text(scn['experts'])})"}
-    if not errors and scn["dense_layers"] >= scn["layers"]:
-        errors = {"dense_layers": f"Dense layers must be fewer than the layers "
-                                  f"({number_text(scn['layers'])}): a mixture of experts "
-                                  "needs at least one MoE layer"}
-    return errors
-
-
-def _attention_checks(scn: dict[str, Any]) -> dict[str, str]:
-    """The sizes the attention type uses: KV heads (GQA) or the MLA ranks and head dims."""
-    if scn["attention"] == "mla":
-        return _at_least_one(scn, ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
-                                   "v_head_dim"), "with MLA attention")
-    if scn["attention"] == "gqa" and scn["heads"] % scn["kv_heads"]:
-        return {"kv_heads": f"KV heads ({number_text(scn['kv_heads'])}) must divide the heads "
-                            f"({number_text(scn['heads'])})"}
-    return {}
-
-
-def _model_checks(scn: dict[str, Any]) -> dict[str, str]:
-    """The model's shape rules, in the controls' words (the first that fails)."""
-    if scn["hidden"] % scn["heads"]:
-        return {"heads": f"Heads ({number_text(scn['heads'])}) must divide the hidden size "
-                         f"({number_text(scn['hidden'])})"}
-    errors = _attention_checks(scn) or _moe_checks(scn)
-    if errors:
-        return errors
-    if scn["vocab"] == 0 and load_model(scn["model"]).tied_embeddings:
-        return {"vocab": f"Vocabulary must be at least 1: {scn['model']} ties its LM head to "
-                         "the embedding"}
-    return {}
-
-
 def _labelled(message: str) -> tuple[str | None, str]:
     """An estimator message with its spec keys ('hbm_capacity_gb') replaced by the controls'
     labels, and the scenario key of the first one (None when it names none)."""
@@ -307,7 +260,7 @@ def _cross_checks(scn: dict[str, Any]) -> dict[str, str]:
     if scn["offload_layers"] and scn["offload"] in ("activations", "all"):
         errors["offload_layers"] = ("Offloaded layers per stage must be 0 with activation "
                                     f"offload ('{scn['offload']}' moves every layer's already)")
-    errors.update(_model_checks(scn))
+    errors.update(model_checks(scn))
     if errors:
         return errors
     try:
