@@ -17,9 +17,7 @@ from dashboard.controls.scenario import (
     ESTIMATOR_KEYS,
     build_inputs,
     costs_of,
-    execution_of,
     request_of,
-    stack_of,
 )
 from dashboard.figures.scenarios import compare_figure, tornado_figure
 from dashboard.jobs import budget, compute
@@ -31,11 +29,6 @@ from model.studies.sensitivity import searches, sensitivity_frame
 
 NARROW = ("choose fewer Design GPUs or a count with fewer divisors (a power of two), one "
           "strategy, or a global batch with fewer divisors")
-
-
-def _how(scn: dict[str, Any]) -> dict[str, Any]:
-    return {"compat": "paper" if scn["compat"] == "paper" else None,
-            "execution": execution_of(scn), "stack": stack_of(scn)}
 
 
 def strategies(scn: dict[str, Any]) -> tuple[str, ...]:
@@ -58,7 +51,7 @@ def best(scn: dict[str, Any]) -> pd.DataFrame:
         frames = []
         for name in names:
             try:
-                found = search(m, s, scn["gpus"], scn["global_batch"], name, **_how(scn),
+                found = search(m, s, scn["gpus"], scn["global_batch"], name, **compute._how(scn),
                                top_k=1).top
                 if not found.empty:
                     frames.append(found)
@@ -116,7 +109,7 @@ def sensitivity(scn: dict[str, Any], fraction: float) -> pd.DataFrame:
                               request_of(scn, gpus=(scn["gpus"],), strategy=strategy), NARROW,
                               repeat=searches(s))
         return sensitivity_frame(m, s, scn["gpus"], scn["global_batch"], strategy, fraction,
-                                 **_how(scn))
+                                 **compute._how(scn))
     return compute.cached_frame("sensitivity", payload, run)
 
 
