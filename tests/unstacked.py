@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 import model
-from model.engine import search as search_module
 from model.engine.request import Request
 from model.specs.stack import NONE
 
@@ -39,11 +38,3 @@ search = unstacked(model.search)
 evaluate = unstacked(model.evaluate)
 sweep = unstacked(model.sweep)
 design_space = unstacked(model.design_space)
-search_counts = unstacked(search_module.search_counts)
-
-
-def build(*args: Any, **kwargs: Any) -> Request:
-    """:meth:`Request.build` without a stack unless the call names one."""
-    if kwargs.get("stack") is None:
-        kwargs["stack"] = NONE
-    return Request.build(*args, **kwargs)
