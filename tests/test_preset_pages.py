@@ -85,7 +85,7 @@ def test_a_design_strategy_the_user_names_is_kept():
     assert preset("gpt3-1t")["design_strategy"] == "summa"  # a dense model keeps the paper's
 
 
-def test_a_sweep_in_parts_answers_as_one_sweep(monkeypatch):
+def test_a_sweep_in_parts_answers_as_one_sweep():
     """Splitting the GPU counts (a tiny memory room forces one group per count) changes no
     result: the same best configuration at every (strategy, count)."""
     scn = {**S.default_scenario(), "model": "llama3-8b", **S.model_values("llama3-8b"),
@@ -95,8 +95,7 @@ def test_a_sweep_in_parts_answers_as_one_sweep(monkeypatch):
     request = S.request_of(scn, gpus=tuple(counts), strategy="1d")
     whole = sweep_parts.parts(request)
     assert whole.groups == (tuple(counts),)
-    monkeypatch.setattr(sweep_parts, "ROOM_BYTES", 1)
-    split = sweep_parts.parts(request)
+    split = sweep_parts.parts(request, room_bytes=1)
     assert split.groups == tuple((n,) for n in counts)
     assert split.peak_bytes < whole.peak_bytes
     one = sweep_parts.sweep_in_parts(request, whole.groups)

@@ -59,14 +59,15 @@ def per_count(request: Request) -> list[list[tuple[int, int]]]:
             for strategy in strategies]
 
 
-def group(counts: list[int], sizes: list[list[tuple[int, int]]]) -> tuple[tuple[int, ...], ...]:
+def group(counts: list[int], sizes: list[list[tuple[int, int]]],
+          room_bytes: int = ROOM_BYTES) -> tuple[tuple[int, ...], ...]:
     """Consecutive counts, grouped while every strategy's evaluation of the group fits
-    :data:`ROOM_BYTES` (a count that does not fit alone is a group of its own)."""
+    ``room_bytes`` (a count that does not fit alone is a group of its own)."""
     groups: list[list[int]] = []
     totals = [(0, 0)] * len(sizes)
     for i, n in enumerate(counts):
         added = [(s + per[i][0], c + per[i][1]) for (s, c), per in zip(totals, sizes)]
-        if groups and all(evaluation_bytes(*t) <= ROOM_BYTES for t in added):
+        if groups and all(evaluation_bytes(*t) <= room_bytes for t in added):
             groups[-1].append(n)
             totals = added
         else:
@@ -75,11 +76,12 @@ def group(counts: list[int], sizes: list[list[tuple[int, int]]]) -> tuple[tuple[
     return tuple(tuple(g) for g in groups)
 
 
-def parts(request: Request) -> Parts:
-    """The sweep's size, its groups and the peak memory of its largest evaluation."""
+def parts(request: Request, room_bytes: int = ROOM_BYTES) -> Parts:
+    """The sweep's size, its groups (each evaluation within ``room_bytes`` beyond the fixed
+    cost) and the peak memory of its largest evaluation."""
     counts = list(request.training().gpus)
     sizes = per_count(request)
-    groups = group(counts, sizes)
+    groups = group(counts, sizes, room_bytes)
     index = {n: i for i, n in enumerate(counts)}
     peak = max((evaluation_bytes(sum(per[index[n]][0] for n in g),
                                  sum(per[index[n]][1] for n in g))
