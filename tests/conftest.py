@@ -47,25 +47,6 @@ def tmp_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def no_stack(monkeypatch):
-    """Searches that name no stack use none: the systems' own efficiencies and the Execution
-    defaults. For tests of the model's formulas, which the stacks' calibration must not move."""
-    import model.specs.stack as stack
-
-    monkeypatch.setattr(stack, "DEFAULT", "none")
-
-
-@pytest.fixture(scope="module")
-def no_stack_module():
-    """:func:`no_stack` for a whole module (its module-scoped fixtures too)."""
-    import model.specs.stack as stack
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(stack, "DEFAULT", "none")
-        yield
-
-
-@pytest.fixture
 def without_gemm_depth(monkeypatch):
     """The GEMMs' depth efficiency switched off (k0 = 0, model/physics/gemm.py), for tests of
     other terms; the search caches are emptied before and after, so no result priced without

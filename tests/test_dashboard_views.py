@@ -32,9 +32,10 @@ from dashboard.pages import hbm, scaling, systems, validation
 from dashboard.server import export
 from model import load_model, load_system
 from model.engine.efficiency import knee
-from model.studies.sweep import best_frame, sweep
+from model.studies.sweep import best_frame
 from model.validation.cross_validation import cross_validation_runs, cross_validation_sources
 from model.validation.error_bars import CROSS_VALIDATION
+from tests.unstacked import sweep
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -146,7 +147,7 @@ def test_launch_overhead_has_its_colour_and_legend_name():
     assert point.marker.color == theme.BOUND_COLORS["overhead"]
 
 
-def test_nvl72_is_no_slower_than_nvl8_at_equal_counts(no_stack):
+def test_nvl72_is_no_slower_than_nvl8_at_equal_counts():
     """The scaling axis is the same for every domain; on gpt3-1t on H100 the larger domain
     never loses at an equal count (it did look slower: 72·2^k counts, issue 12)."""
     counts = S.gpu_counts(valid(nvs=72))
@@ -217,7 +218,7 @@ def test_compare_offers_presets_and_the_edited_system():
     assert systems.choice_error(["h100"], [0, 72]) == ""
 
 
-def test_compare_edited_system_and_domains(no_stack):
+def test_compare_edited_system_and_domains():
     scn = valid(hbm_gb=100.0, gpus_min=512, gpus_max=4096)
     fig, error, skipped = systems.build(scn, ["gb200-nvl72", studies.EDITED], [0, 8])
     assert error == "" and skipped == ""
@@ -231,7 +232,7 @@ def test_compare_edited_system_and_domains(no_stack):
     assert all(b <= a * (1 + 1e-12) for a, b in zip(nvl8.y, nvl72.y))
 
 
-def test_compare_says_which_system_cannot_run_the_scenario(no_stack):
+def test_compare_says_which_system_cannot_run_the_scenario():
     scn = valid(system="h100", **{k: v for k, v in S.system_values("h100").items()
                                   if k != "system"}, precision="fp8", gpus_min=1024,
                 gpus_max=2048)

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model import ModelError, evaluate, load_model, load_system
+from model import ModelError, load_model, load_system
 from model.engine.efficiency import best_per_count, knee, parallel_efficiency
 from model.engine.rules import divisors, why_no_candidates
 from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS, build_strategy
-from model.studies.sweep import best_frame, sweep
+from model.studies.sweep import best_frame
 from model.validation.calibrate import ALL_FIRM_PYTORCH
 from model.validation.cross_validation import (
     ALL_FIRM,
@@ -24,6 +24,7 @@ from model.validation.cross_validation import (
     release_family,
 )
 from model.validation.error_bars import CROSS_VALIDATION
+from tests.unstacked import evaluate, sweep
 
 
 # --------------------------------------------------------------------------- strategies
@@ -87,7 +88,7 @@ def test_best_per_count_keeps_the_fastest_strategy():
     assert best_per_count(pd.DataFrame()).empty and knee(pd.DataFrame()) is None
 
 
-def test_knee_of_a_real_sweep(no_stack):
+def test_knee_of_a_real_sweep():
     m, s = load_model("gpt3-1t"), load_system("h200")
     frame = best_frame(sweep(m, s, [2 ** k for k in range(7, 15)], 4096))
     k = knee(frame, 0.5)
@@ -102,7 +103,7 @@ def test_knee_of_a_real_sweep(no_stack):
 
 
 # --------------------------------------------------------------------------- op bound
-def test_small_elementwise_ops_are_bounded_by_launch_overhead(no_stack):
+def test_small_elementwise_ops_are_bounded_by_launch_overhead():
     m, s = load_model("gpt3-1t"), load_system("h200")
     ops = evaluate(m, s, 4096, 4096, "summa", tp1=8, tp2=1, pp=32, dp=16,
                    microbatch=1).ops.set_index("op")

@@ -77,7 +77,7 @@ def test_not_validated_in_the_dashboard_headline():
     assert notes.error_bar_of(moe) == error_bar(moe["stack"], True, "gb200-nvl72")
 
 
-def test_another_stacks_sources_plug_in_as_data(tmp_path, monkeypatch):
+def test_another_stacks_sources_plug_in_as_data(tmp_path):
     """A new section of runs (e.g. TorchTitan on H100) gives its population its own bar."""
     data = json.loads(eb.CROSS_VALIDATION.read_text())
     runs = [{"stack": "torchtitan", "system": "h100", "uncertain": False, "measured_s": 1.0,
@@ -85,15 +85,12 @@ def test_another_stacks_sources_plug_in_as_data(tmp_path, monkeypatch):
     data["fsdp"] = {"workload": "dense", "runs": runs}
     path = tmp_path / "cross_validation.json"
     path.write_text(json.dumps(data))
-    monkeypatch.setattr(eb, "CROSS_VALIDATION", path)
-    scored_runs.clear()
-    try:
-        bar = error_bar("torchtitan", False, "h100")
-        assert (bar.scope, bar.system, bar.runs) == ("torchtitan", "h100", 5)
-        assert bar.mean_pct == pytest.approx(3.0) and bar.max_pct == pytest.approx(5.0)
-        assert not error_bar("torchtitan", True, "h100").validated  # no MoE run of it
-    finally:
-        scored_runs.clear()
+    scored = scored_runs(path)
+    bar = error_bar("torchtitan", False, "h100", scored)
+    assert (bar.scope, bar.system, bar.runs) == ("torchtitan", "h100", 5)
+    assert bar.mean_pct == pytest.approx(3.0) and bar.max_pct == pytest.approx(5.0)
+    assert not error_bar("torchtitan", True, "h100", scored).validated  # no MoE run of it
+    assert len(scored_runs()) == len(scored) - 5  # the shipped file's runs are unchanged
 
 
 def test_an_inheriting_release_says_whose_runs_its_bar_comes_from():

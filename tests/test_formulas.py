@@ -1,8 +1,9 @@
 """The model's formulas against closed forms worked out by hand (docs/model.md §3–§9, §12.1).
 
 Every expected value here is written from the spec, not from the model's code: FLOP counts of a
-block, parameter and weight-memory counts, the collective-time branches, flash attention, the
-SUMMA overlap, and the paper's published 1D numbers.
+block, parameter and weight-memory counts, flash attention, the SUMMA overlap (the
+collective-time branches: tests/test_formulas_collectives.py; the paper's published numbers:
+tests/test_paper_numbers.py).
 """
 
 from __future__ import annotations
@@ -10,15 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import evaluate, load_model, load_system, search, transformer_from_dict
+from model import load_model, load_system, transformer_from_dict
 from model.physics import ops
-from model.physics.collectives import Collective, collective_time_s, summa_comm_time_s
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's formulas and figures under the Execution defaults and the
-    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from model.physics.collectives import summa_comm_time_s
+from tests.unstacked import evaluate, search
 
 # paper-h200 (the paper's H200 system), in SI units
 P_MAT, P_VEC = 989.4e12, 133.8e12  # FLOP/s
@@ -222,129 +218,6 @@ def test_default_weights_with_vocab_parallel_tp(h200):
 
 
 # ---------------------------------------------------------------------------------------------
-# Collectives (docs/model.md §5.1)
-
-ALL_KINDS = [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.ALLREDUCE,
-             Collective.BROADCAST, Collective.REDUCE, Collective.P2P]
-RING = [Collective.ALLGATHER, Collective.REDUCESCATTER, Collective.BROADCAST, Collective.REDUCE]
-V = 3.0e8  # bytes
-
-
-def ring_c(kind: Collective, n: int) -> float:
-    return 1.0 if kind in (Collective.BROADCAST, Collective.REDUCE) else (n - 1) / n
-
-
-def t(kind, volume, n, tau, system, paper=False) -> float:
-    return float(collective_time_s(kind, volume, n, tau, system, paper))
-
-
-@pytest.mark.parametrize("paper", [False, True])
-@pytest.mark.parametrize("kind", ALL_KINDS)
-def test_collective_trivial_cases_are_free(h200, kind, paper):
-    assert t(kind, V, 1, 1, h200, paper) == 0.0
-    for n, tau in ((2, 1), (8, 8), (16, 4)):
-        assert t(kind, 0.0, n, tau, h200, paper) == 0.0
-    assert t(kind, V, 2, 1, h200, paper) > 0.0
-
-
-@pytest.mark.parametrize("kind", RING)
-def test_collective_inside_one_domain(h200, kind):
-    for n in (2, 4, 8):
-        expected = L_F * (n - 1) + ring_c(kind, n) * V / B_F
-        assert t(kind, V, n, n, h200) == pytest.approx(expected, rel=REL)
-
-
-@pytest.mark.parametrize("kind", RING)
-def test_collective_all_on_the_slow_network(h200, kind):
-    for n in (2, 16, 64):
-        expected = L_S * (n - 1) + ring_c(kind, n) * V / B_S
-        assert t(kind, V, n, 1, h200) == pytest.approx(expected, rel=REL)
-        assert t(kind, V, n, 1, h200, paper=True) == pytest.approx(expected, rel=REL)
-
-
-@pytest.mark.parametrize("kind", RING)
-@pytest.mark.parametrize("n,tau,nics", [(16, 4, 1), (16, 4, 2), (64, 8, 1), (64, 8, 2),
-                                        (32, 2, 1)])
-def test_collective_hierarchical_with_nic_scaling(h200, kind, n, tau, nics):
-    system = h200.with_overrides(nics_per_gpu=nics)
-    k = n // tau
-    cv = ring_c(kind, n) * V
-    expected = max(cv / (nics * tau * B_S), cv / B_F) + L_S * (k - 1) + L_F * (n - k)
-    assert t(kind, V, n, tau, system) == pytest.approx(expected, rel=REL)
-
-
-def test_collective_hierarchical_max_switches_to_nvlink(h200):
-    """τ·ν·b_s = 8·2·35 GB/s > b_f = 315 GB/s: NVLink is then the bottleneck ring."""
-    n, tau, k = 64, 8, 8
-    cv = (n - 1) / n * V
-    slow = t(Collective.ALLGATHER, V, n, tau, h200)
-    fast = t(Collective.ALLGATHER, V, n, tau, h200.with_overrides(nics_per_gpu=2))
-    latency = L_S * (k - 1) + L_F * (n - k)
-    assert slow == pytest.approx(cv / (tau * B_S) + latency, rel=REL)
-    assert fast == pytest.approx(cv / B_F + latency, rel=REL)
-
-
-def test_broadcast_and_reduce_move_the_whole_buffer(h200):
-    for n, tau in ((8, 8), (16, 1), (16, 4)):
-        ag = t(Collective.ALLGATHER, V, n, tau, h200)
-        bc = t(Collective.BROADCAST, V, n, tau, h200)
-        assert t(Collective.REDUCE, V, n, tau, h200) == bc
-        assert bc > ag
-        # scaling the volume by n/(n−1) turns the all-gather into the broadcast
-        assert t(Collective.ALLGATHER, V * n / (n - 1), n, tau, h200) == pytest.approx(bc, rel=REL)
-
-
-@pytest.mark.parametrize("n,tau", [(16, 1), (8, 8), (16, 4), (64, 8)])
-def test_allreduce_default_is_twice_reduce_scatter(h200, n, tau):
-    rs = t(Collective.REDUCESCATTER, V, n, tau, h200)
-    assert rs == t(Collective.ALLGATHER, V, n, tau, h200)
-    assert t(Collective.ALLREDUCE, V, n, tau, h200) == pytest.approx(2 * rs, rel=REL)
-
-
-@pytest.mark.parametrize("n,tau", [(16, 1), (8, 8), (4, 4)])
-def test_paper_allreduce_not_doubled_in_flat_branches(h200, n, tau):
-    rs = t(Collective.REDUCESCATTER, V, n, tau, h200, paper=True)
-    assert rs == pytest.approx(t(Collective.REDUCESCATTER, V, n, tau, h200), rel=REL)
-    assert t(Collective.ALLREDUCE, V, n, tau, h200, paper=True) == pytest.approx(rs, rel=REL)
-
-
-@pytest.mark.parametrize("n,tau", [(16, 4), (64, 8), (32, 2)])
-def test_paper_allreduce_doubles_bandwidth_only_in_hierarchical_branch(h200, n, tau):
-    k = n // tau
-    cv = (n - 1) / n * V
-    bandwidth = max(cv / (tau * B_S), cv / B_F)
-    latency = L_S * (k - 1) + L_F * (n - k)
-    assert t(Collective.REDUCESCATTER, V, n, tau, h200, paper=True) == pytest.approx(
-        bandwidth + latency, rel=REL)
-    assert t(Collective.ALLREDUCE, V, n, tau, h200, paper=True) == pytest.approx(
-        2 * bandwidth + latency, rel=REL)
-    assert t(Collective.ALLREDUCE, V, n, tau, h200) == pytest.approx(
-        2 * (bandwidth + latency), rel=REL)
-
-
-def test_p2p(h200):
-    assert t(Collective.P2P, V, 2, 1, h200) == pytest.approx(L_S + V / B_S, rel=REL)
-    assert t(Collective.P2P, V, 2, 2, h200) == pytest.approx(L_F + V / B_F, rel=REL)
-    assert t(Collective.P2P, V, 1, 1, h200) == 0.0
-    assert t(Collective.P2P, 0.0, 2, 1, h200) == 0.0
-
-
-def test_collectives_broadcast_over_arrays(h200):
-    """Arrays of configurations give the same numbers as one call per configuration."""
-    n = np.array([1, 2, 8, 16, 16, 64, 64])
-    tau = np.array([1, 1, 8, 1, 4, 8, 2])
-    vol = np.array([V, V, 2 * V, V, 0.0, V / 3, V])
-    for kind in ALL_KINDS:
-        if kind == Collective.P2P:
-            continue
-        for paper in (False, True):
-            vec = collective_time_s(kind, vol, n, tau, h200, paper)
-            one = [t(kind, v, g, x, h200, paper) for v, g, x in zip(vol, n, tau)]
-            assert vec.shape == n.shape
-            np.testing.assert_allclose(vec, one, rtol=REL, atol=0)
-
-
-# ---------------------------------------------------------------------------------------------
 # Flash attention (docs/model.md §6)
 
 
@@ -492,64 +365,6 @@ def test_summa_linear_time_by_hand(h200):
     assert fc1["t_bwd_s"] == pytest.approx(busy_b + comm_b, rel=REL)
     # the configuration is communication-bound enough that the overlap term matters
     assert nb * piece_f > busy_f or nb * piece_b > busy_b
-
-
-# ---------------------------------------------------------------------------------------------
-# The paper's published numbers (docs/model.md §12.1)
-
-
-@pytest.fixture(scope="module")
-def gpt3_1t():
-    return load_model("gpt3-1t")
-
-
-@pytest.mark.parametrize("gpus,samples,dp,tp,pp,placement", [
-    (512, 28.62912724154006, 2, 4, 64, (4, 1, 2)),
-    (4096, 187.46854165940235, 8, 4, 128, (4, 1, 2)),
-    (16384, 550.4501567426373, 32, 8, 64, (8, 1, 1)),
-])
-def test_paper_1d_reference(h200, gpt3_1t, gpus, samples, dp, tp, pp, placement):
-    res = search(gpt3_1t, h200, gpus, 4096, "1d", compat="paper", nvs=8)
-    best = res.best
-    assert best["samples_per_s"] == pytest.approx(samples, rel=REL)
-    assert (best["dp"], best["tp1"], best["tp2"], best["pp"], best["microbatch"]) == (
-        dp, tp, 1, pp, 1)
-    assert (best["nv_tp1"], best["nv_dp"], best["nv_pp"]) == placement
-    assert best["samples_per_s"] * best["iteration_time_s"] == pytest.approx(4096, rel=REL)
-
-
-def test_paper_1d_512_pipeline_comm_by_hand(h200, gpt3_1t):
-    """t_pp = 2·n_mb·(fast/(pp−1))·(λ_f + V/b_f), slow links free (paper bug 2),
-    docs/model.md §12.1."""
-    row = evaluate(gpt3_1t, h200, 512, 4096, "1d", tp1=4, pp=64, dp=2, microbatch=1, nv_tp1=4,
-                   nv_dp=1, nv_pp=2, compat="paper", nvs=8).row
-    volume = S * 1 * (2048 // 4) * 25600  # 0.0262144 GB: the block output on l/tp rows
-    assert volume == 0.0262144e9
-    n_mb, fast = 4096 // 2, (64 - 1) - int(64 / 2 - 1)
-    assert fast == 32
-    expected = 2 * n_mb * (fast / 63) * (2.5e-6 + volume / 315e9)
-    assert row["t_pp_comm_s"] == pytest.approx(expected, rel=REL)
-    assert row["t_pp_comm_s"] == pytest.approx(0.17834, abs=5e-6)
-    assert row["samples_per_s"] == pytest.approx(28.62912724154006, rel=REL)
-
-
-@pytest.mark.parametrize("gpus,strategy,published", [
-    (512, "summa", 30.25), (512, "context", 29.38),
-    (4096, "summa", 203.53), (4096, "context", 200.99),
-])
-def test_paper_2d_reference(h200, gpt3_1t, gpus, strategy, published):
-    """docs/model.md §12.1 (published to two decimals)."""
-    best = search(gpt3_1t, h200, gpus, 4096, strategy, compat="paper", nvs=8).best
-    assert best["samples_per_s"] == pytest.approx(published, abs=0.005)
-
-
-def test_paper_vit_reference(h200):
-    vit = load_model("vit-era5")
-    for strategy, published in (("summa", 31.97), ("context", 33.82)):
-        best = search(vit, h200, 4096, 4096, strategy, compat="paper", nvs=8).best
-        assert best["samples_per_s"] == pytest.approx(published, abs=0.005)
-    res = search(vit, h200, 4096, 4096, "1d", compat="paper", nvs=8)
-    assert res.best is None and res.feasible == 0 and res.candidates > 0
 
 
 def test_causal_flash_attention_skips_half_the_scores(h200):

@@ -10,14 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model import load_model, load_system, search, sweep
+from model import load_model, load_system
 from model.engine.frontier import CACHE, FrontierCache, keep_positions, shape_leaders
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's mechanisms under the Execution defaults and the systems'
-    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import search, sweep
 
 COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024]
 

@@ -6,7 +6,9 @@ The promise (issue 9, "Never trust the browser"): every callback validates what 
 on the server; an invalid scenario store is an inline error, a malformed request a 400 with one
 log line; nothing loops, nothing reads a file outside the repository, nothing exhausts memory,
 and the export renders only figures the server builds. One test per finding of the probe (its
-docstring says which); hypothesis then throws hostile stores and values at every callback.
+docstring says which); findings 3 (the export), 4 (the memory budget) and 8 (hypothesis
+throwing hostile stores and values at every callback) are in tests/test_hostile_export.py,
+test_hostile_budget.py and test_hostile_fuzz.py, which share this module's app and helpers.
 """
 
 from __future__ import annotations
@@ -20,11 +22,8 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,9 +34,8 @@ if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
-from callbacks import Callbacks, parse_id  # noqa: E402 - tests/ is on sys.path
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from callbacks import Callbacks  # noqa: E402 - tests/ is on sys.path
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 import app as dash_app  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
@@ -247,139 +245,6 @@ def test_finding2_preset_controls_load_presets_only(cbs, control, path):
         assert "preset" in text.lower() and '"layers"' not in text
 
 
-# --------------------------------------------------------------------------- finding 3
-
-
-@pytest.fixture
-def counting_server() -> Iterator[tuple[str, list[str]]]:
-    """A loopback HTTP server that counts every request it gets (and serves a tiny PNG)."""
-    import http.server
-    import threading
-
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            hits.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "image/png")
-            self.end_headers()
-            self.wfile.write(RED_PNG)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", hits
-    server.shutdown()
-
-
-def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
-    import struct
-    import zlib
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
-    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2,
-                                                                 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
-
-
-RED_PNG = _png(16, 16, (255, 0, 0))
-
-
-def hostile_figure(url: str, file_url: str) -> dict[str, Any]:
-    """A figure whose layout images point at a loopback URL and a local file."""
-    image = {"xref": "paper", "yref": "paper", "x": 0, "y": 1, "sizex": 1, "sizey": 1,
-             "sizing": "stretch", "layer": "above"}
-    return {"data": [{"type": "scatter", "x": [1, 2], "y": [3, 4], "name": "=1+1"}],
-            "layout": {"images": [{**image, "source": f"{url}/probe.png"},
-                                  {**image, "source": file_url}]}}
-
-
-def test_finding3_export_never_renders_a_client_figure(cbs, counting_server, tmp_path):
-    """Finding 3 (high): the export callback rendered the figure the client sent with kaleido's
-    Chromium: a ``layout.images`` URL on 127.0.0.1 was fetched by the server. Now the export
-    rebuilds the figure on the server; a figure in the request is never rendered."""
-    url, hits = counting_server
-    red = tmp_path / "red.png"
-    red.write_bytes(RED_PNG)
-    dep = cbs.find('"type":"download"')
-    values = {**defaults(), "graph": hostile_figure(url, red.as_uri())}
-    status, text = send(cbs, dep, values)
-    assert status in (200, 204, 400), text[:300]
-    assert hits == [], f"the server fetched {hits}"
-    if status == 200:
-        assert "=1+1" not in text  # the client's trace never reaches the file
-
-
-def test_finding3_chromium_fetches_nothing(counting_server, tmp_path):
-    """Defence in depth: the PNG renderer's Chromium fetches no URL and reads no ``file://``
-    image even when a figure names them (the PNG equals the one without images)."""
-    from dashboard.server import export
-
-    url, hits = counting_server
-    red = tmp_path / "red.png"
-    red.write_bytes(RED_PNG)
-    fig = hostile_figure(url, red.as_uri())
-    with_images, _ = export.render(fig, "png")
-    without, _ = export.render({**fig, "layout": {}}, "png")
-    assert hits == [], f"Chromium fetched {hits}"
-    assert with_images == without
-
-
-# --------------------------------------------------------------------------- finding 4
-
-
-FINDING4 = {"hidden": 98304, "heads": 768, "kv_heads": 768, "layers": 7560,
-            "global_batch": 887040, "gpus": 887040, "nvs": 72, "design_strategy": "summa"}
-MEMORY_SCRIPT = textwrap.dedent('''
-    """The design page's callback for a memory-heavy scenario, in 3 GB of address space."""
-    import json, resource, sys, time
-    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, resource.RLIM_INFINITY))
-    sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
-    import app
-    from callbacks import Callbacks
-    from dashboard.controls.scenario import default_scenario
-    cbs = Callbacks.of_client(app.server.test_client())
-    scn = {**default_scenario(), **json.loads(sys.argv[2])}
-    out = {}
-    for name in ("design-heatmap", "scaling-summary.children"):
-        start = time.perf_counter()
-        status, text = cbs.post(cbs.body(cbs.find(name), {
-            "scenario": scn, "design-top": [], "scaling-threshold": 50,
-            "scaling-breakdown-scale": "log"}))
-        out[name] = [status, time.perf_counter() - start, text[:3000]]
-    print("RESULT " + json.dumps(out))
-''')
-
-
-def test_finding4_a_memory_heavy_scenario_is_refused_by_budget(tmp_path):
-    """Finding 4 (high): a scenario the form accepts (hidden 98,304, 7,560 layers, 887,040
-    GPUs, NVLink 72, SUMMA) built 11.2 M design candidates: 9.1 GB. Now the size is counted
-    first and the request refused with a message saying how to narrow it — here in a process
-    limited to 3 GB of address space, where building it would fail."""
-    script = tmp_path / "memory.py"
-    script.write_text(MEMORY_SCRIPT)
-    env = {**os.environ, "PERF_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, str(script), str(ROOT), json.dumps(FINDING4)],
-                          env=env, capture_output=True, text=True, timeout=240)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    assert line, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
-    out = json.loads(line.removeprefix("RESULT "))
-    status, seconds, text = out["design-heatmap"]
-    assert status == 200, text
-    message = json.loads(text)["response"]["design-infeasible"]["children"]
-    assert "configurations" in message and "GB" in message and "GPU" in message, message
-    assert seconds < 30
-    status, _, text = out["scaling-summary.children"]
-    assert status == 200, text
-
-
 # --------------------------------------------------------------------------- finding 6
 
 
@@ -513,122 +378,3 @@ def test_finding7_a_read_only_cache_backs_off(tmp_cache, monkeypatch, caplog):
     assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 2
 
 
-# --------------------------------------------------------------------------- finding 8: fuzz
-
-
-def hostile_values() -> st.SearchStrategy:
-    return st.one_of(
-        st.sampled_from([math.nan, math.inf, -math.inf, -1, 0, -(10**30), 10**30, 1e308, 2**63,
-                         "", "x", "8", [], {}, [1], {"a": 1}, True, False, None, 0.5, -0.0]),
-        st.sampled_from(PATHS), st.integers(), st.floats(), st.text(max_size=12))
-
-
-def hostile_stores() -> st.SearchStrategy:
-    """A scenario store with a few hostile values — or no scenario at all."""
-    keyed = st.dictionaries(st.sampled_from(S.KEYS), hostile_values(), min_size=1, max_size=3)
-    return st.one_of(
-        keyed.map(lambda bad: {**S.default_scenario(), **bad}),
-        st.dictionaries(st.text(max_size=6), hostile_values(), max_size=3).map(
-            lambda extra: {**S.default_scenario(), **extra}),
-        hostile_values())
-
-
-def check_page_answer(status: int, text: str, store: Any) -> None:
-    assert status in (200, 204, 400), (status, text[:500])
-    if status == 200 and S.validate_scenario(store)[0] is None:
-        assert "Fastest:" not in text  # nothing computed from the invalid store
-
-
-SCENARIO_CALLBACKS = 24  # callbacks reading the store the test below reaches (indexes)
-
-
-@pytest.mark.parametrize("index", range(SCENARIO_CALLBACKS))
-@FEW
-@given(store=hostile_stores())
-def test_hostile_scenario_stores_to_every_callback(cbs, index, store):
-    """Finding 8: hostile ``scenario`` stores (NaN, ±Infinity, negative, huge, wrong types,
-    path strings) to every callback that reads the store — each answers quickly with 200 (an
-    inline error where it shows one) or 400: never a 500, a loop or a read outside."""
-    deps = scenario_callbacks(cbs, background=False)
-    assert 8 <= len(deps) <= SCENARIO_CALLBACKS, ids(deps)
-    if index >= len(deps):
-        return
-    status, text = send(cbs, deps[index], {**defaults(), "scenario": store})
-    check_page_answer(status, text, store)
-
-
-@pytest.mark.parametrize("store", [{**S.default_scenario(), "nvs": -1},
-                                   {**S.default_scenario(), "gpus_max": math.inf},
-                                   {**S.default_scenario(), "model": str(OUTSIDE / "leak.json")},
-                                   {**S.default_scenario(), **FINDING4}, [1, 2], "x", None],
-                         ids=["nvs-1", "gpus-inf", "path", "finding4", "list", "text", "none"])
-def test_hostile_scenario_stores_to_background_jobs(cbs, store):
-    """The background callbacks (Compare systems, HBM sweep, Plan & cost) with hostile stores:
-    the job answers at once with an inline error (finding 1: a Compare systems job spun forever
-    per request); no job process is left running."""
-    import psutil
-
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    deps = scenario_callbacks(cbs, background=True)
-    assert len(deps) == 3, ids(deps)
-    for dep in deps:
-        status, text = send(cbs, dep, {**defaults(), "scenario": store})
-        assert status in (200, 204), text[:500]
-        if status == 200 and store is not None:  # refused, or (finding 4's model, swept in
-            # parts of GPU counts that fit the memory budget) the answer that nothing fits
-            assert "scenario" in text.lower() or "configurations" in text \
-                or "No system fits" in text, text[:500]
-    time.sleep(0.5)
-    alive = [p for p in psutil.Process().children(recursive=True)
-             if p.pid not in before and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    assert alive == [], alive
-
-
-def junk() -> st.SearchStrategy:
-    leaves = st.one_of(hostile_values(), st.binary(max_size=4).map(lambda b: b.hex()))
-    return st.recursive(leaves, lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
-        max_leaves=6)
-
-
-FUZZED = 42  # callbacks the fuzz test below reaches (indexes); the app has fewer
-
-
-def test_the_fuzz_test_reaches_every_callback(cbs):
-    assert len([d for d in cbs.deps if not d.get("background")]) <= FUZZED
-
-
-@pytest.mark.parametrize("index", range(FUZZED))
-@FEW
-@given(data=st.data())
-def test_type_fuzzed_requests_to_every_callback(cbs, index, data, caplog):
-    """Finding 7/8: every input and state of every callback set to random JSON (the probe's
-    type fuzzing: 922 of 1,134 requests gave 500 with a traceback each). Now 200, 204 or 400,
-    at most one log line, never a traceback."""
-    deps = [d for d in cbs.deps if not d.get("background")]
-    if index >= len(deps):
-        return
-    dep = deps[index]
-    values = defaults()
-    for item in dep["inputs"] + dep["state"]:
-        if data.draw(st.booleans()):
-            cid = parse_id(item["id"])
-            values[cid["type"] if isinstance(cid, dict) else cid] = data.draw(junk())
-    caplog.clear()
-    status, text = send(cbs, dep, values)
-    assert status in (200, 204, 400), (dep["output"][:80], status, text[:800])
-    loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert len(loud) <= 1 and all(r.exc_info is None for r in loud), [r.getMessage()
-                                                                        for r in loud]
-
-
-def test_background_error_handlers_answer_every_output(cbs):
-    """A job that raised or whose process died is reported by the callback's ``on_error``
-    handler, which must give a value for each output (one short: Dash drops the report and the
-    page shows nothing — the lost Celery job of tests/test_celery.py)."""
-    from dashboard.pages import hbm, systems
-
-    for handler, output in ((hbm.sweep_failed, "hbm-error.children"),
-                            (systems.failed, "systems-error.children")):
-        spec = next(d["output"] for d in cbs.deps if output in d["output"])
-        assert len(handler(Exception("boom"))) == len(spec[2:-2].split("...")), spec

@@ -17,16 +17,11 @@ from __future__ import annotations
 
 import pytest
 
-from model import evaluate, load_system, transformer_from_dict
+from model import load_system, transformer_from_dict
 from model.errors import ModelError
 from model.physics.memory import in_flight_microbatches
 from model.specs.execution import Execution
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's formulas and figures under the Execution defaults and the
-    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import evaluate
 
 S, H, A, LAYERS = 2048, 1024, 16, 8
 GPT = dict(name="closed-form", layers=LAYERS, hidden=H, heads=A, seq_len=S, vocab=0,

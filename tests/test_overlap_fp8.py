@@ -5,15 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model import evaluate, load_model, load_system
+from model import load_model, load_system
 from model.physics.collectives import overlapped_s
 from model.specs.precision import PRECISIONS
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's formulas and figures under the Execution defaults and the
-    systems' own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import evaluate
 
 FP8_QUANTISE_BYTES_PER_ELEMENT = PRECISIONS["fp8"].quantise_bytes_per_element
 

@@ -5,13 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from model import ModelError, evaluate, load_model, load_system, search
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's mechanisms under the Execution defaults and the systems'
-    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from model import ModelError, load_model, load_system
+from tests.unstacked import evaluate, search
 
 CFG = dict(tp1=4, pp=8, dp=2, microbatch=1)  # llama3-70b: 10 layers per stage
 

@@ -58,23 +58,19 @@ def test_every_preset_passes_every_page_s_gates_on_its_defaults(name):
     cells and table within budget; HBM: its default grid's searches; Plan: its search at the
     largest count within budget."""
     scn = preset(name)
-    model, system = S.build_inputs(scn)
+    model, _ = S.build_inputs(scn)
     assert supports(scn["design_strategy"], model), scn["design_strategy"]
-    how = compute._how(scn)
-    counts = S.gpu_counts(scn)
-    sweep_parts.check_sweep("scaling", model, system, counts, scn["global_batch"],
-                            compute._strategies(scn), **how, narrow="")
+    counts = tuple(S.gpu_counts(scn))
+    swept = S.request_of(scn, gpus=counts, strategy=compute._strategies(scn))
+    sweep_parts.check_sweep("scaling", swept, "")
     for other in studies.COMPARE_SYSTEMS:
-        sweep_parts.check_sweep(other, model, S.preset_system(other), counts,
-                                scn["global_batch"], compute._strategies(scn), **how,
-                                narrow="", repeat=len(studies.COMPARE_SYSTEMS) + 1,
+        sweep_parts.check_sweep(other, swept.replace(system=S.preset_system(other)), "",
+                                repeat=len(studies.COMPARE_SYSTEMS) + 1,
                                 time_budget_s=studies.SWEEP_TIME_BUDGET_S)
-    budget.check_design("design", model, system, scn["gpus"], scn["global_batch"],
-                        scn["design_strategy"], **how, narrow="")
-    budget.check_searches("top", model, system, [scn["gpus"]], scn["global_batch"],
-                          [scn["design_strategy"]], **how, narrow="")
-    budget.check_searches("hbm", model, system, [scn["gpus"]], scn["global_batch"],
-                          compute._strategies(scn), **how, narrow="", repeat=64,
+    design_request = S.request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"])
+    budget.check_design("design", design_request, "")
+    budget.check_searches("top", design_request, "")
+    budget.check_searches("hbm", swept.with_workload(gpus=(scn["gpus"],)), "", repeat=64,
                           time_budget_s=studies.SWEEP_TIME_BUDGET_S)  # its default 8 × 8 grid
     planner.inputs(scn)
 
@@ -89,26 +85,21 @@ def test_a_design_strategy_the_user_names_is_kept():
     assert preset("gpt3-1t")["design_strategy"] == "summa"  # a dense model keeps the paper's
 
 
-def test_a_sweep_in_parts_answers_as_one_sweep(monkeypatch):
+def test_a_sweep_in_parts_answers_as_one_sweep():
     """Splitting the GPU counts (a tiny memory room forces one group per count) changes no
     result: the same best configuration at every (strategy, count)."""
     scn = {**S.default_scenario(), "model": "llama3-8b", **S.model_values("llama3-8b"),
            "gpus_min": 8, "gpus_max": 64, "strategy": "1d"}
     scn = S.validate_scenario(scn)[0]
-    model, system = S.build_inputs(scn)
     counts = S.gpu_counts(scn)
-    whole = sweep_parts.parts(model, system, counts, scn["global_batch"], ["1d"],
-                              **compute._how(scn))
+    request = S.request_of(scn, gpus=tuple(counts), strategy="1d")
+    whole = sweep_parts.parts(request)
     assert whole.groups == (tuple(counts),)
-    monkeypatch.setattr(sweep_parts, "ROOM_BYTES", 1)
-    split = sweep_parts.parts(model, system, counts, scn["global_batch"], ["1d"],
-                              **compute._how(scn))
+    split = sweep_parts.parts(request, room_bytes=1)
     assert split.groups == tuple((n,) for n in counts)
     assert split.peak_bytes < whole.peak_bytes
-    one = sweep_parts.sweep_in_parts(model, system, whole.groups, scn["global_batch"], ["1d"],
-                                     **compute._how(scn))
-    parts = sweep_parts.sweep_in_parts(model, system, split.groups, scn["global_batch"],
-                                       ["1d"], **compute._how(scn))
+    one = sweep_parts.sweep_in_parts(request, whole.groups)
+    parts = sweep_parts.sweep_in_parts(request, split.groups)
     assert [r.gpus for r in one] == [r.gpus for r in parts] == counts
     for a, b in zip(one, parts):
         assert a.top.iloc[0]["samples_per_s"] == b.top.iloc[0]["samples_per_s"]

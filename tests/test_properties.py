@@ -12,17 +12,11 @@ from functools import cache
 
 import numpy as np
 import pandas as pd
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import evaluate, load_model, load_system, search
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's mechanisms under the Execution defaults and the systems'
-    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from model import load_model, load_system
+from tests.unstacked import evaluate, search
 
 GBS = 1024
 REL = 1e-12

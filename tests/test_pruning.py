@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_frontier import same
 
-from model import load_model, load_system, search, sweep
+from model import load_model, load_system
 from model.engine.evaluate import (
     ShapeCounts,
     candidate_times,
@@ -26,12 +26,7 @@ from model.physics.block import Ctx
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's mechanisms under the Execution defaults and the systems'
-    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import search, sweep
 
 SEARCH = sys.modules["model.engine.variant"]  # where a search prunes and prices
 COUNTS = [8, 16, 64, 256, 1024, 4096]

@@ -13,17 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model import evaluate, load_model, load_system
+from model import load_model, load_system
+from tests.unstacked import evaluate
 
 COLUMNS = ("iteration_time_s", "t_compute_s", "t_memory_s", "t_pp_comm_s", "t_dp_comm_s",
            "t_bubble_s", "memory_gb", "mfu", "hfu")
 SYSTEMS = {"h100": ("bf16", "fp8", "fp8-blockwise"), "b200": ("bf16", "mxfp8", "nvfp4"),
            "gb200-nvl72": ("bf16", "fp8"), "mi300x": ("bf16", "fp8-delayed")}
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """The model's mechanisms with the systems' own efficiencies."""
 
 
 @cache

@@ -1,5 +1,6 @@
-"""The server as deployed: gunicorn settings, security headers, the request size limit, defaults
-that keep the app private, and a results cache that survives a restart.
+"""The server as deployed: security headers, the request size limit, defaults that keep the app
+private, and a results cache that survives a restart (its gunicorn settings:
+tests/test_gunicorn_conf.py; the background job store: tests/test_background_store.py).
 
 Servers run as subprocesses on free loopback ports (gunicorn with ``gunicorn.conf.py``, and
 ``python app.py``), each with its own temporary ``PERF_CACHE_DIR`` and without ``REDIS_URL`` (the
@@ -15,7 +16,6 @@ import concurrent.futures
 import json
 import os
 import re
-import runpy
 import shutil
 import signal
 import socket
@@ -41,7 +41,6 @@ from ports import free_port  # noqa: E402
 
 import app as dash_app  # noqa: E402
 from dashboard.controls.scenario import default_scenario  # noqa: E402
-from dashboard.jobs import background  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 30.0
@@ -156,50 +155,6 @@ PAGE_INPUTS = {"scaling-threshold": 50, "scaling-breakdown-scale": "log"}
 
 def scenario_body(deps: list[dict], output_of: str, scn: dict[str, Any]) -> bytes:
     return json.dumps(callback_body(deps, output_of, {**PAGE_INPUTS, "scenario": scn})).encode()
-
-
-# --------------------------------------------------------------------------- configuration
-
-
-def load_conf(monkeypatch, **env: str) -> dict[str, Any]:
-    for key in ENV_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return runpy.run_path(str(ROOT / "gunicorn.conf.py"))
-
-
-def test_gunicorn_settings(monkeypatch):
-    conf = load_conf(monkeypatch)
-    assert conf["bind"] == "127.0.0.1:8050"  # this machine only
-    assert conf["workers"] == 2 and conf["threads"] == 1  # CPU-bound callbacks: processes
-    # gthread that buffers requests in its event loop (slow clients hold no thread) and ends a
-    # worker whose request runs over its time limit (dashboard/server/worker.py)
-    assert conf["worker_class"] == "dashboard.server.worker.HardenedWorker"
-    assert callable(conf["post_fork"]) and conf["_WORKER_MEMORY_MB"] > 0
-    assert conf["timeout"] == 120 and 0 < conf["graceful_timeout"] <= conf["timeout"]
-    assert conf["max_requests"] > 0 and 0 < conf["max_requests_jitter"] < conf["max_requests"]
-    assert conf["accesslog"] == "-" and "%(s)s" in conf["access_log_format"]
-    assert "%(q)s" not in conf["access_log_format"]  # signed job handles stay out of the logs
-    assert conf["preload_app"] is False and callable(conf["post_worker_init"])
-
-    # every name is a gunicorn setting (a typo would be ignored silently by gunicorn)
-    from gunicorn.config import KNOWN_SETTINGS
-
-    known = {s.name for s in KNOWN_SETTINGS}
-    names = {k for k, v in conf.items() if not k.startswith("_") and k not in ("os",)
-             and not type(v).__name__ == "_Feature"}
-    assert names <= known, names - known
-
-
-def test_gunicorn_settings_from_the_environment(monkeypatch):
-    conf = load_conf(monkeypatch, PORT="9000", WEB_CONCURRENCY="5", GUNICORN_THREADS="8")
-    assert (conf["bind"], conf["workers"], conf["threads"]) == ("127.0.0.1:9000", 5, 8)
-    # HOST (set by many shells to the machine's name) never changes the interface (issue 26)
-    assert load_conf(monkeypatch, HOST="0.0.0.0")["bind"] == "127.0.0.1:8050"
-    assert load_conf(monkeypatch, GUNICORN_BIND="0.0.0.0:9000")["bind"] == "0.0.0.0:9000"
-    assert load_conf(monkeypatch, GUNICORN_BIND="unix:/run/whatif.sock")["bind"] == \
-        "unix:/run/whatif.sock"
 
 
 def test_request_limit_fits_every_real_request():
@@ -333,48 +288,6 @@ def test_python_app_py_listens_on_loopback_without_debug(tmp_path):
         server.stop()
 
 
-# --------------------------------------------------------------------------- background jobs
-
-
-def test_one_host_jobs_by_default():
-    assert isinstance(dash_app.app._background_manager, background.DiskcacheJobs)
-    assert dash_app.celery_app is None  # no REDIS_URL in the tests' environment
-
-
-def dead_pid() -> str:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return str(proc.pid)
-
-
-def test_a_job_whose_process_died_is_reported(tmp_path):
-    jobs = background.DiskcacheJobs(tmp_path / "background")
-    died, cancelled = dead_pid(), dead_pid()
-    failure = jobs.get_result("result-key", died)
-    assert failure == {"background_callback_error": {"msg": background.LOST, "tb": ""}}
-    # a running job is not reported
-    assert jobs.get_result("result-key", str(os.getpid())) is jobs.UNDEFINED
-    # nor a cancelled one (Dash kills it, and the page may poll once more)
-    jobs.terminate_job(cancelled)
-    assert jobs.get_result("result-key", cancelled) is jobs.UNDEFINED
-    # and a result stored before the process ended wins
-    jobs.handle.set("result-key", [1, 2])
-    assert jobs.get_result("result-key", died) == [1, 2]
-
-
-def test_a_deleted_job_store_is_recreated_with_the_same_secret(tmp_path):
-    jobs = background.DiskcacheJobs(tmp_path / "background")
-    secret = jobs.get_or_create_signing_secret(lambda: b"first")
-    shutil.rmtree(tmp_path / "background")
-    jobs.handle.set("key", "value")  # works again
-    assert jobs.handle.get("key") == "value"
-    assert (tmp_path / "background" / "cache.db").is_file()
-    # handles signed before the deletion still verify, in this process and in a new one
-    assert jobs.get_or_create_signing_secret(lambda: b"second") == secret == b"first"
-    fresh = background.DiskcacheJobs(tmp_path / "background")
-    assert fresh.get_or_create_signing_secret(lambda: b"third") == secret
-
-
 # --------------------------------------------------------------------------- restart
 
 
@@ -464,35 +377,3 @@ def test_pages_run_under_the_content_security_policy(dash_duo):
         dash_app.content_security_policy = original
 
 
-def _sleeping_job(key, progress_key, args, context) -> None:
-    import time as _time
-
-    _time.sleep(30)
-
-
-def test_background_jobs_are_capped_per_host(tmp_path, monkeypatch):
-    """Finding 1: on the Compare systems page each hostile request left one spinning job
-    process, with no limit on their number. Now at most ``PERF_MAX_JOBS`` run at once (counted
-    across the host's web workers in the shared store); one more is refused at once and the
-    page shows why."""
-    import psutil
-
-    monkeypatch.setattr(background, "MAX_JOBS", 2, raising=False)
-    jobs = background.DiskcacheJobs(tmp_path / "background")
-    other = background.DiskcacheJobs(tmp_path / "background")  # another web worker
-    started = [jobs.call_job_fn("k1", _sleeping_job, [], {}),
-               other.call_job_fn("k2", _sleeping_job, [], {})]
-    try:
-        assert all(pid > 0 and psutil.pid_exists(pid) for pid in started)
-        refused = jobs.call_job_fn("k3", _sleeping_job, [], {})
-        assert refused == 0 and not jobs.job_running(refused)
-        failure = jobs.get_result("k3", refused)
-        assert failure == {"background_callback_error": {"msg": background.BUSY, "tb": ""}}
-        jobs.terminate_job(refused)  # nothing to end (never pid 0)
-        other.terminate_job(started[1])  # one ends: there is room again
-        again = other.call_job_fn("k4", _sleeping_job, [], {})
-        assert again > 0
-        started.append(again)
-    finally:
-        for pid in started:
-            jobs.terminate_job(pid)

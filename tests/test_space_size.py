@@ -33,8 +33,6 @@ PIN_NAMES = ["tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_dp"]
                             max_size=2))
 def test_space_size_counts_what_the_space_holds(model, strategy, compat, gpus, gbs, nvs,
                                                 interleave, block, pins):
-    from model.engine import size
-
     m = load_model(model)
     mode = resolve_mode(compat)
     il = 1 if compat else interleave
@@ -45,21 +43,17 @@ def test_space_size_counts_what_the_space_holds(model, strategy, compat, gpus, g
         return
     shapes = build_shapes(m, strat, gpus, gbs, pins, il, mode.equal_pipeline_stages)
     space = build_space(m, strat, gpus, gbs, nvs, pins, compat, 10**9, interleave=il)
-    with pytest.MonkeyPatch.context() as patch:  # blocks of any size count the same
-        patch.setattr(size, "BLOCK_ROWS", block)
-        counted = space_size(m, strat, gpus, gbs, nvs, pins, compat, il)
+    # blocks of any size count the same
+    counted = space_size(m, strat, gpus, gbs, nvs, pins, compat, il, block_rows=block)
     assert counted == (len(shapes["tp1"]), len(space))
 
 
-def test_space_size_stops_past_its_limit(monkeypatch):
-    from model.engine import size
-
-    monkeypatch.setattr(size, "BLOCK_ROWS", 8)
+def test_space_size_stops_past_its_limit():
     m = load_model("gpt3-1t")
     strat = build_strategy("summa", m, resolve_mode(None), resolve_execution(None))
-    _, whole = space_size(m, strat, 4608, 4096, 72)
+    _, whole = space_size(m, strat, 4608, 4096, 72, block_rows=8)
     assert whole > 10_000
-    shapes, found = space_size(m, strat, 4608, 4096, 72, limit=10_000)
+    shapes, found = space_size(m, strat, 4608, 4096, 72, limit=10_000, block_rows=8)
     assert 10_000 < found < whole
 
 

@@ -6,15 +6,10 @@ import json
 
 import pytest
 
-from model import ModelError, evaluate, load_model, load_system, search
+from model import ModelError, load_model, load_system
 from model.cli.commands import main
 from model.validation import run_validation, summary
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _without_stack(no_stack_module):
-    """These tests check the model's mechanisms under the Execution defaults and the systems'
-    own efficiencies: no software stack (tests/test_stacks.py covers the stacks)."""
+from tests.unstacked import evaluate, search
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +178,7 @@ def test_search_over_execution_choices_merges_their_best():
 
 def test_cli_execution_flags(capsys):
     base = ["--model", "gpt3-175b", "--system", "a100", "--gpus", "64", "--global-batch", "64",
-            "--strategy", "1d"]
+            "--strategy", "1d", "--stack", "none"]
     assert main(["search", *base, "--tp", "8", "--pp", "8", "--recompute", "full",
                  "--interleave", "3", "--no-sequence-parallel", "--zero", "0", "--json"]) == 0
     best = json.loads(capsys.readouterr().out)["results"][0]["best"]

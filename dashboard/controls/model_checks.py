@@ -1,5 +1,9 @@
-"""The model's shape rules of a scenario (:func:`dashboard.controls.scenario.validate_scenario`'s
-cross-checks), each failure in the words of the control to fix."""
+"""The model's shape rules on a scenario, in the controls' words: heads that divide the hidden
+size, the attention type's sizes (KV heads for GQA, the ranks and head dims for MLA), a
+mixture of experts' sizes, and a vocabulary for a preset that ties its LM head to the
+embedding. Each failure is one message for the control it names; the first rule that fails
+wins (:func:`dashboard.controls.scenario.validate_scenario` runs them after each value's own
+check)."""
 
 from __future__ import annotations
 

@@ -18,17 +18,15 @@ about 110 B per candidate and took 2.0–2.3 µs per candidate.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from model import ModelError
+from model.engine.counts import strategy_names
+from model.engine.request import Request
 from model.engine.search import with_stack
 from model.engine.size import space_size
-from model.physics.strategies import build_strategy
-from model.specs.execution import resolve_execution
-from model.specs.hardware import System
-from model.specs.modes import resolve_mode
-from model.specs.transformer import Transformer
+from model.physics.strategies import Strategy, build_strategy
+from model.specs.execution import Execution, resolve_execution
 
 
 class OverBudget(ModelError):
@@ -78,69 +76,75 @@ class Size:
 COUNT_LIMIT = MEMORY_BUDGET_BYTES // SEARCH_BYTES_PER_CANDIDATE
 
 
-def size(model: Transformer, system: System, counts: Iterable[int], global_batch: int,
-         strategies: Iterable[str], compat: str | None, execution: dict | None,
-         stack: str | None = None, nvs: int | None = None) -> Size:
-    """Shapes and candidates of a search of each strategy at each GPU count (of ``system``,
-    with NVLink domains of ``nvs`` when given), with the execution the search runs (the
-    stack's defaults and searched options included). Of several strategies, those that cannot
-    model the model are left out, as the sweep does; a single one is an error. Counting stops
-    past :data:`COUNT_LIMIT` candidates (``Size.more``)."""
-    mode = resolve_mode(compat)
-    _, execution = with_stack(system, execution, stack, mode)
+def counted(request: Request) -> tuple[Execution, list[Strategy]]:
+    """The execution a search of ``request`` runs (the stack's defaults and searched options
+    included) and the strategy tables it searches: of several strategies, those that cannot
+    model the model are left out, as the sweep does; a single one is an error."""
+    _, execution = with_stack(request.system, request.execution_given(), request.stack,
+                              request.compat)
     ex = resolve_execution(execution)
-    nvs = system.nvlink_domain_size if nvs is None else nvs
-    names = list(strategies)
-    total = Size()
+    names = strategy_names(request.strategy)
+    built = []
     for name in names:
         try:
-            strat = build_strategy(name, model, mode, ex)
+            built.append(build_strategy(name, request.model, request.compat, ex))
         except ModelError:
             if len(names) == 1:
                 raise
-            continue
-        for n in counts:
-            shapes, candidates = space_size(model, strat, int(n), global_batch, nvs, None, mode,
-                                            ex.interleave, ex.ends_count_as_layers,
-                                            limit=COUNT_LIMIT - total.candidates)
+    return ex, built
+
+
+def count(request: Request, ex: Execution, strategy: Strategy, gpus: int,
+          limit: int = COUNT_LIMIT) -> tuple[int, int]:
+    """(shapes, candidates) of one strategy's search at ``gpus`` GPUs (of the request's system,
+    its NVLink domain), counting stopped past ``limit`` candidates."""
+    return space_size(request.model, strategy, int(gpus), request.global_batch,
+                      request.system.nvlink_domain_size, None, request.compat, ex.interleave,
+                      ex.ends_count_as_layers, limit=limit)
+
+
+def size(request: Request) -> Size:
+    """Shapes and candidates of a search of each of the request's strategies at each of its GPU
+    counts (:func:`counted`). Counting stops past :data:`COUNT_LIMIT` candidates
+    (``Size.more``)."""
+    ex, strategies = counted(request)
+    total = Size()
+    for strategy in strategies:
+        for n in request.training().gpus:
+            shapes, candidates = count(request, ex, strategy, n,
+                                       COUNT_LIMIT - total.candidates)
             total = total + Size(shapes, candidates, 1)
             if total.candidates > COUNT_LIMIT:
                 return Size(total.shapes, total.candidates, total.searches, more=True)
     return total
 
 
-def check_searches(what: str, model: Transformer, system: System, counts: Iterable[int],
-                   global_batch: int, strategies: Iterable[str], compat: str | None,
-                   execution: dict | None, narrow: str, repeat: int = 1,
-                   time_budget_s: float | None = None, stack: str | None = None,
-                   nvs: int | None = None) -> Size:
-    """Refuse ``repeat`` runs of a search of each strategy at each count that would not fit
-    the budgets (memory: one run at a time; time: all of them). Returns their size."""
-    sized = size(model, system, counts, global_batch, strategies, compat, execution, stack, nvs)
+def check_searches(what: str, request: Request, narrow: str, repeat: int = 1,
+                   time_budget_s: float | None = None) -> Size:
+    """Refuse ``repeat`` runs of the request's searches (each strategy at each count) that
+    would not fit the budgets (memory: one run at a time; time: all of them). Returns their
+    size."""
+    sized = size(request)
     check(what, sized.search_bytes(), repeat * sized.search_s(), sized, narrow, time_budget_s)
     return sized
 
 
-def check_plan(what: str, model: Transformer, system: System, counts: Iterable[int],
-               global_batch: int, strategies: Iterable[str], execution: dict | None,
-               narrow: str, stack: str | None = None) -> Size:
-    """Refuse a plan whose first batch of counts (one vectorized search per strategy over all
-    of them, :func:`model.engine.counts.best_per_count`) would not fit the budgets: the
-    candidates and shapes of every count, but one fixed search cost per strategy, not per
-    count. Returns their size."""
-    names = list(strategies)
-    sized = size(model, system, counts, global_batch, names, None, execution, stack)
-    need_s = SEARCH_FIXED_S * len(names) + SEARCH_S_PER_CANDIDATE * sized.candidates
+def check_plan(what: str, request: Request, narrow: str) -> Size:
+    """Refuse a plan whose first batch of counts (the request's GPU counts: one vectorized
+    search per strategy over all of them, :func:`model.engine.counts.best_per_count`) would
+    not fit the budgets: the candidates and shapes of every count, but one fixed search cost
+    per strategy, not per count. Returns their size."""
+    sized = size(request)
+    need_s = (SEARCH_FIXED_S * len(strategy_names(request.strategy))
+              + SEARCH_S_PER_CANDIDATE * sized.candidates)
     check(what, sized.search_bytes(), need_s, sized, narrow)
     return sized
 
 
-def check_design(what: str, model: Transformer, system: System, gpus: int, global_batch: int,
-                 strategy: str, compat: str | None, execution: dict | None,
-                 narrow: str, stack: str | None = None) -> Size:
-    """Refuse the design heatmap's cells (:func:`model.engine.design.design_cells`) over
-    budget."""
-    sized = size(model, system, [gpus], global_batch, [strategy], compat, execution, stack)
+def check_design(what: str, request: Request, narrow: str) -> Size:
+    """Refuse the design heatmap's cells (:func:`model.engine.design.design_cells`) of the
+    request (one strategy at one count) over budget."""
+    sized = size(request)
     check(what, sized.design_bytes(), sized.design_s(), sized, narrow)
     return sized
 

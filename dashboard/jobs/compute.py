@@ -314,13 +314,8 @@ def scaling(scn: dict[str, Any]) -> pd.DataFrame:
         if not counts:
             return pd.DataFrame()
         request = request_of(scn, gpus=tuple(counts), strategy=_strategies(scn))
-        m, s = request.model, request.system
-        sized = sweep_parts.check_sweep("The scaling views", m, s, counts,
-                                        scn["global_batch"], _strategies(scn), **_how(scn),
-                                        narrow=NARROW_SCALING)
-        results = sweep_parts.sweep_in_parts(m, s, sized.groups, scn["global_batch"],
-                                             _strategies(scn), **_how(scn))
-        return best_frame(results)
+        sized = sweep_parts.check_sweep("The scaling views", request, NARROW_SCALING)
+        return best_frame(sweep_parts.sweep_in_parts(request, sized.groups))
     return cached_frame("scaling", payload, compute)
 
 
@@ -332,9 +327,8 @@ def design(scn: dict[str, Any]) -> pd.DataFrame:
 
     def compute() -> pd.DataFrame:
         request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"])
-        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", request.model,
-                            request.system, scn["gpus"], scn["global_batch"],
-                            scn["design_strategy"], **_how(scn), narrow=NARROW_DESIGN)
+        budget.check_design(f"The design space at {scn['gpus']:,} GPUs", request,
+                            NARROW_DESIGN)
         deadline = time.monotonic() + 2 * budget.TIME_BUDGET_S
         return design_cells(request, x=scn["x_axis"], y=scn["y_axis"], deadline=deadline)
     return cached_frame("design", payload, compute)
@@ -347,9 +341,8 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
     def compute() -> pd.DataFrame:
         request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"],
                              top_k=TOP_K)
-        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", request.model,
-                              request.system, [scn["gpus"]], scn["global_batch"],
-                              [scn["design_strategy"]], **_how(scn), narrow=NARROW_DESIGN)
+        budget.check_searches(f"The top configurations at {scn['gpus']:,} GPUs", request,
+                              NARROW_DESIGN)
         return search(request).top
     return cached_frame("top", payload, compute)
 

@@ -68,15 +68,22 @@ def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dic
             return model, system, {"strategy": strategy, "execution": execution,
                                    "stack": stack_of(scn), "costs": costs_of(scn)}
         budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
-                          model, system, first, scn["global_batch"], strategy, execution,
-                          NARROW, stack=stack_of(scn))
+                          _sized(scn, model, system, first, strategy, execution), NARROW)
     else:
         budget.check_searches(f"A search at the plan's largest count "
-                              f"({scn['plan_max_gpus']:,} GPUs)", model, system,
-                              [scn["plan_max_gpus"]], scn["global_batch"], strategy, None,
-                              execution, NARROW, stack=stack_of(scn))
+                              f"({scn['plan_max_gpus']:,} GPUs)",
+                              _sized(scn, model, system, [scn["plan_max_gpus"]], strategy,
+                                     execution), NARROW)
     return model, system, {"strategy": strategy, "execution": execution,
                            "stack": stack_of(scn), "costs": costs_of(scn)}
+
+
+def _sized(scn: dict[str, Any], model: Any, system: Any, counts: Any,
+           strategy: tuple[str, ...], execution: dict[str, Any]) -> Request:
+    """The plan's searches at ``counts``, as the budget sizes them."""
+    return Request.build(model, system, global_batch=scn["global_batch"],
+                         gpus=tuple(int(n) for n in counts), strategy=strategy,
+                         execution=execution, stack=stack_of(scn))
 
 
 def targets(scn: dict[str, Any]) -> dict[str, float | None]:

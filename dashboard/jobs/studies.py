@@ -26,7 +26,10 @@ from dashboard.jobs.compute import _how, _inputs, _strategies, cached_frame
 from dashboard.jobs.sweep_parts import check_sweep, sweep_in_parts
 from model import ModelError, search
 from model.engine.design import leanest
+from model.engine.request import Request
 from model.physics.strategies import PRODUCTION, supports
+from model.specs.hardware import System
+from model.specs.transformer import Transformer
 from model.studies.sweep import best_frame
 
 COMPARE_SYSTEMS = ("a100", "h100", "b200", "b300", "gb200-nvl72", "mi300x")
@@ -77,26 +80,16 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
                                            for n in domains)]
         narrow = "compare fewer systems or domain sizes, narrow the GPU range or choose one " \
             "strategy"
-        groups = {}
-        for name, nvs in curves:  # each sweep on its own, the time of all of them together
-            try:
-                groups[name, nvs] = check_sweep(
-                    f"The comparison ({system_label(name, nvs, scn)})", m, bases[name], counts,
-                    scn["global_batch"], production_strategies(scn), **_how(scn), narrow=narrow,
-                    repeat=len(curves), time_budget_s=seconds, nvs=nvs).groups
-            except budget.OverBudget:
-                raise
-            except ModelError:  # the system cannot run the scenario: its sweep below says why
-                groups[name, nvs] = (tuple(counts),)
+        systems_of = {curve: bases[curve[0]] for curve in curves}
+        groups = _compare_groups(scn, m, systems_of, narrow, seconds)
         deadline, frames = time.monotonic() + seconds, []
         for name, nvs in curves:
             if time.monotonic() > deadline:
                 raise ModelError(f"the comparison ran out of its {seconds:g} s time budget; "
                                  + narrow)
             try:
-                best = best_frame(sweep_in_parts(m, bases[name], groups[name, nvs],
-                                                 scn["global_batch"], production_strategies(scn),
-                                                 **_how(scn), nvs=nvs))
+                request = _compare_request(scn, m, bases[name], counts, nvs)
+                best = best_frame(sweep_in_parts(request, groups[name, nvs]))
             except ModelError as exc:  # e.g. FP8 on a GPU without an FP8 rate: say so
                 frames.append(pd.DataFrame([{"system": system_label(name, nvs, scn),
                                              "skipped": str(exc)}]))
@@ -110,18 +103,46 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
     return cached_frame("systems", payload, compute)
 
 
+def _compare_request(scn: dict[str, Any], model: Transformer, system: System,
+                     counts: list[int], nvs: int) -> Request:
+    """The scenario's production strategies at ``counts`` on ``system`` with NVLink domains of
+    ``nvs``, the best of each (a ModelError when the system cannot have it)."""
+    return Request.build(model, system, global_batch=scn["global_batch"], gpus=tuple(counts),
+                         strategy=production_strategies(scn), nvs=nvs, top_k=1, **_how(scn))
+
+
+def _compare_groups(scn: dict[str, Any], model: Transformer,
+                    systems_of: dict[tuple[str, int], System], narrow: str,
+                    seconds: float) -> dict[tuple[str, int], tuple[tuple[int, ...], ...]]:
+    """Each compared sweep's groups of counts, each sized on its own against the memory budget
+    and all of them together against the time budget (OverBudget otherwise); a system that
+    cannot run the scenario gets one group (its sweep says why)."""
+    counts, groups = gpu_counts(scn), {}
+    for (name, nvs), system in systems_of.items():
+        try:
+            groups[name, nvs] = check_sweep(
+                f"The comparison ({system_label(name, nvs, scn)})",
+                _compare_request(scn, model, system, counts, nvs), narrow,
+                repeat=len(systems_of), time_budget_s=seconds).groups
+        except budget.OverBudget:
+            raise
+        except ModelError:  # the system cannot run the scenario: its sweep below says why
+            groups[name, nvs] = (tuple(counts),)
+    return groups
+
+
 def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
     """Why nothing fits: the least memory any configuration needs at the largest GPU count, its
     breakdown, and the first GPU count (doubling up to 64× further, within the estimator's
     limit of 10,000,000 GPUs and the request's budget) where something fits."""
-    m, s = build_inputs(scn)
     counts = gpu_counts(scn)
     n = counts[-1] if counts else scn["gpus_max"]
     strategy = "context" if scn["strategy"] == "all" else scn["strategy"]
     narrow = "narrow the GPU range"
-    budget.check_searches("Explaining why nothing fits", m, s, [n],
-                          scn["global_batch"], [strategy], **_how(scn), narrow=narrow)
-    lean = leanest(request_of(scn, gpus=(n,), strategy=strategy))
+    asked = request_of(scn, gpus=(n,), strategy=strategy)
+    m, s = asked.model, asked.system
+    budget.check_searches("Explaining why nothing fits", asked, narrow)
+    lean = leanest(asked)
     out: dict[str, Any] = {"gpus": n, "strategy": strategy, "capacity_gb": s.hbm_capacity_gb}
     if lean is None:  # no configuration at all: the GPU count does not factor
         # what dp (| GBS) and tp (| heads, hidden) cannot take is left to pp (≤ layers)
@@ -136,11 +157,11 @@ def memory_floor(scn: dict[str, Any]) -> dict[str, Any]:
         if n * more > MAX_GPUS:
             break
         try:
-            budget.check_searches("", m, s, [n * more],
-                                  scn["global_batch"], [strategy], **_how(scn), narrow=narrow)
+            larger = asked.with_workload(gpus=(n * more,))
+            budget.check_searches("", larger, narrow)
         except ModelError:  # larger counts only get larger: stop looking
             break
-        res = search(m, s, n * more, scn["global_batch"], strategy, **_how(scn), top_k=1)
+        res = search(larger)
         if res.best is not None:
             out["fits_at_gpus"] = n * more
             break
@@ -166,9 +187,9 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
     def compute() -> pd.DataFrame:
         m, s = build_inputs(scn)
         total = len(capacities_gb) * len(bandwidths_tb_per_s)
-        budget.check_searches(f"The sweep at {scn['gpus']:,} GPUs", m, s,
-                              [scn["gpus"]], scn["global_batch"], _strategies(scn),
-                              **_how(scn), narrow=narrow, repeat=total, time_budget_s=seconds)
+        budget.check_searches(f"The sweep at {scn['gpus']:,} GPUs",
+                              request_of(scn, gpus=(scn["gpus"],), strategy=_strategies(scn)),
+                              narrow, repeat=total, time_budget_s=seconds)
         start, rows = time.perf_counter(), []
         for i, cap in enumerate(capacities_gb):
             for j, bw in enumerate(bandwidths_tb_per_s):

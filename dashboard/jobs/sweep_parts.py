@@ -26,13 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dashboard.jobs import budget
-from model.engine.search import SearchResult, with_stack
-from model.engine.size import space_size
-from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy
-from model.specs.execution import resolve_execution
-from model.specs.hardware import System
-from model.specs.modes import resolve_mode
-from model.specs.transformer import Transformer
+from model.engine.request import Request
+from model.engine.search import SearchResult
+from model.physics.strategies import STRATEGIES, canonical_strategy
 from model.studies.sweep import sweep
 
 # the bytes one evaluation may take beyond the fixed cost
@@ -54,38 +50,24 @@ class Parts:
     peak_bytes: int  # of the largest evaluation, fixed cost included
 
 
-def per_count(model: Transformer, system: System, counts: list[int], global_batch: int,
-              strategies: Iterable[str], compat: str | None, execution: dict | None,
-              stack: str | None = None, nvs: int | None = None) -> list[list[tuple[int, int]]]:
-    """(shapes, candidates) of each strategy (that models the model) at each count, counted as
-    :func:`dashboard.jobs.budget.size` counts (each stops past :data:`budget.COUNT_LIMIT`)."""
-    mode = resolve_mode(compat)
-    _, execution = with_stack(system, execution, stack, mode)
-    ex = resolve_execution(execution)
-    nvs = system.nvlink_domain_size if nvs is None else nvs
-    names = list(strategies)
-    out = []
-    for name in names:
-        try:
-            strat = build_strategy(name, model, mode, ex)
-        except budget.ModelError:
-            if len(names) == 1:
-                raise
-            continue
-        out.append([space_size(model, strat, int(n), global_batch, nvs, None, mode,
-                               ex.interleave, ex.ends_count_as_layers,
-                               limit=budget.COUNT_LIMIT) for n in counts])
-    return out
+def per_count(request: Request) -> list[list[tuple[int, int]]]:
+    """(shapes, candidates) of each strategy (that models the model) at each of the request's
+    counts, counted as :func:`dashboard.jobs.budget.size` counts (each stops past
+    :data:`budget.COUNT_LIMIT`)."""
+    ex, strategies = budget.counted(request)
+    return [[budget.count(request, ex, strategy, n) for n in request.training().gpus]
+            for strategy in strategies]
 
 
-def group(counts: list[int], sizes: list[list[tuple[int, int]]]) -> tuple[tuple[int, ...], ...]:
+def group(counts: list[int], sizes: list[list[tuple[int, int]]],
+          room_bytes: int = ROOM_BYTES) -> tuple[tuple[int, ...], ...]:
     """Consecutive counts, grouped while every strategy's evaluation of the group fits
-    :data:`ROOM_BYTES` (a count that does not fit alone is a group of its own)."""
+    ``room_bytes`` (a count that does not fit alone is a group of its own)."""
     groups: list[list[int]] = []
     totals = [(0, 0)] * len(sizes)
     for i, n in enumerate(counts):
         added = [(s + per[i][0], c + per[i][1]) for (s, c), per in zip(totals, sizes)]
-        if groups and all(evaluation_bytes(*t) <= ROOM_BYTES for t in added):
+        if groups and all(evaluation_bytes(*t) <= room_bytes for t in added):
             groups[-1].append(n)
             totals = added
         else:
@@ -94,14 +76,12 @@ def group(counts: list[int], sizes: list[list[tuple[int, int]]]) -> tuple[tuple[
     return tuple(tuple(g) for g in groups)
 
 
-def parts(model: Transformer, system: System, counts: Iterable[int], global_batch: int,
-          strategies: Iterable[str], compat: str | None, execution: dict | None,
-          stack: str | None = None, nvs: int | None = None) -> Parts:
-    """The sweep's size, its groups and the peak memory of its largest evaluation."""
-    counts = [int(n) for n in counts]
-    sizes = per_count(model, system, counts, global_batch, strategies, compat, execution,
-                      stack, nvs)
-    groups = group(counts, sizes)
+def parts(request: Request, room_bytes: int = ROOM_BYTES) -> Parts:
+    """The sweep's size, its groups (each evaluation within ``room_bytes`` beyond the fixed
+    cost) and the peak memory of its largest evaluation."""
+    counts = list(request.training().gpus)
+    sizes = per_count(request)
+    groups = group(counts, sizes, room_bytes)
     index = {n: i for i, n in enumerate(counts)}
     peak = max((evaluation_bytes(sum(per[index[n]][0] for n in g),
                                  sum(per[index[n]][1] for n in g))
@@ -113,25 +93,20 @@ def parts(model: Transformer, system: System, counts: Iterable[int], global_batc
                  budget.FIXED_BYTES + peak)
 
 
-def check_sweep(what: str, model: Transformer, system: System, counts: Iterable[int],
-                global_batch: int, strategies: Iterable[str], compat: str | None,
-                execution: dict | None, narrow: str, repeat: int = 1,
-                time_budget_s: float | None = None, stack: str | None = None,
-                nvs: int | None = None) -> Parts:
-    """Refuse ``repeat`` sweeps whose largest evaluation is over the memory budget or whose
-    evaluations together are over the time budget (:class:`dashboard.jobs.budget.OverBudget`)."""
-    sized = parts(model, system, counts, global_batch, strategies, compat, execution, stack,
-                  nvs)
+def check_sweep(what: str, request: Request, narrow: str, repeat: int = 1,
+                time_budget_s: float | None = None) -> Parts:
+    """Refuse ``repeat`` sweeps of the request (its strategies at its counts) whose largest
+    evaluation is over the memory budget or whose evaluations together are over the time
+    budget (:class:`dashboard.jobs.budget.OverBudget`)."""
+    sized = parts(request)
     budget.check(what, sized.peak_bytes, repeat * sized.size.search_s(), sized.size, narrow,
                  time_budget_s)
     return sized
 
 
-def sweep_in_parts(model: Transformer, system: System, groups: Iterable[Iterable[int]],
-                   global_batch: int, strategies: Iterable[str], **how) -> list[SearchResult]:
-    """:func:`~model.studies.sweep.sweep` of each group, in the order one sweep of every count
-    gives (strategies outermost, then counts)."""
-    results = [r for g in groups for r in sweep(model, system, list(g), global_batch,
-                                                 strategies, **how)]
+def sweep_in_parts(request: Request, groups: Iterable[Iterable[int]]) -> list[SearchResult]:
+    """:func:`~model.studies.sweep.sweep` of the request at each group of counts, in the order
+    one sweep of every count gives (strategies outermost, then counts)."""
+    results = [r for g in groups for r in sweep(request.with_workload(gpus=tuple(g)))]
     return sorted(results, key=lambda r: (STRATEGIES.index(canonical_strategy(r.strategy)),
                                           r.gpus))

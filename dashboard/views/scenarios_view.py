@@ -18,8 +18,7 @@ from dashboard.controls.scenario import (
     build_inputs,
     costs_of,
     estimator_inputs,
-    execution_of,
-    stack_of,
+    request_of,
 )
 from dashboard.figures.scenarios import compare_figure, tornado_figure
 from dashboard.jobs import budget, compute
@@ -31,11 +30,6 @@ from model.studies.sensitivity import searches, sensitivity_frame
 
 NARROW = ("choose fewer Design GPUs or a count with fewer divisors (a power of two), one "
           "strategy, or a global batch with fewer divisors")
-
-
-def _how(scn: dict[str, Any]) -> dict[str, Any]:
-    return {"compat": "paper" if scn["compat"] == "paper" else None,
-            "execution": execution_of(scn), "stack": stack_of(scn)}
 
 
 def strategies(scn: dict[str, Any]) -> tuple[str, ...]:
@@ -53,12 +47,12 @@ def best(scn: dict[str, Any]) -> pd.DataFrame:
 
     def run() -> pd.DataFrame:
         m, s = build_inputs(scn)
-        budget.check_searches(f"The headline at {scn['gpus']:,} GPUs", m, s, [scn["gpus"]],
-                              scn["global_batch"], names, **_how(scn), narrow=NARROW)
+        budget.check_searches(f"The headline at {scn['gpus']:,} GPUs",
+                              request_of(scn, gpus=(scn["gpus"],), strategy=names), NARROW)
         frames = []
         for name in names:
             try:
-                found = search(m, s, scn["gpus"], scn["global_batch"], name, **_how(scn),
+                found = search(m, s, scn["gpus"], scn["global_batch"], name, **compute._how(scn),
                                top_k=1).top
                 if not found.empty:
                     frames.append(found)
@@ -112,11 +106,11 @@ def sensitivity(scn: dict[str, Any], fraction: float) -> pd.DataFrame:
 
     def run() -> pd.DataFrame:
         m, s = build_inputs(scn)
-        budget.check_searches(f"The sensitivity at {scn['gpus']:,} GPUs", m, s,
-                              [scn["gpus"]], scn["global_batch"], [strategy], **_how(scn),
-                              narrow=NARROW, repeat=searches(s))
+        budget.check_searches(f"The sensitivity at {scn['gpus']:,} GPUs",
+                              request_of(scn, gpus=(scn["gpus"],), strategy=strategy), NARROW,
+                              repeat=searches(s))
         return sensitivity_frame(m, s, scn["gpus"], scn["global_batch"], strategy, fraction,
-                                 **_how(scn))
+                                 **compute._how(scn))
     return compute.cached_frame("sensitivity", payload, run)
 
 

@@ -11,8 +11,9 @@ import pandas as pd
 
 from model.engine.economics import cost_columns
 from model.engine.space import COLUMNS
-from model.physics.block import Ctx, OpResult, Shards, comm_volume_bytes
+from model.physics.block import Ctx, OpResult, Shards
 from model.physics.memory import fits_in_memory
+from model.physics.volumes import comm_volume_bytes
 from model.specs import memo
 from model.specs.hardware import System
 from model.specs.transformer import Transformer

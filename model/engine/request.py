@@ -56,7 +56,9 @@ def _strategies(strategy: object) -> str | tuple[str, ...]:
     return strategy if strategy == "all" else canonical_strategy(strategy)
 
 
-def _frozen_pins(pins: object) -> Mapping[str, int | None]:
+def frozen_pins(pins: object) -> Mapping[str, int | None]:
+    """The pins, read-only and checked: dimension names of the space, positive integers or
+    None (free)."""
     if pins is None:
         return EMPTY
     if not isinstance(pins, Mapping):
@@ -100,7 +102,7 @@ class Request:
         object.__setattr__(self, "strategy", _strategies(self.strategy))
         object.__setattr__(self, "compat", resolve_mode(self.compat))
         object.__setattr__(self, "execution", _frozen_execution(self.execution))
-        object.__setattr__(self, "pins", _frozen_pins(self.pins))
+        object.__setattr__(self, "pins", frozen_pins(self.pins))
         positive_int("top_k", self.top_k)
         positive_int("budget", self.budget)
         if not isinstance(self.pruning, Pruning):

@@ -21,9 +21,9 @@ from model.engine.evaluate import evaluate_ops, evaluate_space, fits_on, shards_
 from model.engine.production import production_node
 from model.engine.pruning import Pruning
 from model.engine.report import op_table, result_frame
-from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.request import DEFAULT_BUDGET, Request, frozen_pins
 from model.engine.rules import explain
-from model.engine.space import PIN_NAMES, build_space
+from model.engine.space import build_space
 from model.engine.variant import clear_shape_spaces, variant_frontier
 from model.errors import ModelError
 from model.physics.block import Ctx
@@ -91,8 +91,7 @@ class SearchResult:
 
 def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: dict,
                budget: int = DEFAULT_BUDGET) -> None:
-    if not isinstance(pins, dict):
-        raise ModelError(f"pins must be a dict of dimension → value, got {type(pins).__name__}")
+    frozen_pins(pins)
     for name, value in (("gpus", gpus), ("global_batch", global_batch), ("top_k", top_k),
                         ("budget", budget)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -102,12 +101,6 @@ def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: d
     if global_batch > 100_000_000:
         raise ModelError(f"'global_batch' = {global_batch} is out of range; allowed [1, 1e8]")
     resolve_mode(compat)
-    for key, value in pins.items():
-        if key not in PIN_NAMES:
-            raise ModelError(f"unknown pin '{key}'; allowed: {', '.join(PIN_NAMES)}")
-        integer = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-        if value is not None and (not integer or value < 1):
-            raise ModelError(f"pin '{key}' must be a positive integer, got {value!r}")
 
 
 def search_counts(

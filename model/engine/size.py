@@ -27,27 +27,30 @@ SIZES = memo.Table("space sizes", 1_024, memo.TABLES)
 def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
                pins: dict | None = None, compat: object = None, interleave: int = 1,
                ends_count_as_layers: bool = False,
-               limit: int | None = None, production_node: int = 0) -> tuple[int, int]:
+               limit: int | None = None, production_node: int = 0,
+               block_rows: int = BLOCK_ROWS) -> tuple[int, int]:
     """(shapes, candidates) of ``strategy`` on ``gpus`` GPUs with NVLink domains of ``nvs``;
     with ``limit``, counting stops once more than ``limit`` candidates are found (the counts
-    returned are then those found so far: both are lower bounds, candidates > limit)."""
+    returned are then those found so far: both are lower bounds, candidates > limit).
+    ``block_rows``: rows grown at once (the counts do not depend on it; only the memory)."""
     pins = {k: v for k, v in (pins or {}).items() if v is not None}
     mode = resolve_mode(compat)
     # the rules read the strategy's name-level traits, the model, the mode and these numbers
     key = repr((model, strategy.name, mode, int(gpus), int(global_batch), int(nvs),
                 sorted(pins.items()), int(interleave), bool(ends_count_as_layers), limit,
-                int(production_node)))
+                int(production_node), int(block_rows)))
     found = SIZES.get(key)
     if found is None:
         found = _count(model, strategy, gpus, global_batch, nvs, pins, mode, interleave,
-                       ends_count_as_layers, limit, production_node)
+                       ends_count_as_layers, limit, production_node, block_rows)
         SIZES.put(key, found)
     return found
 
 
 def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
            pins: dict, mode: Mode, interleave: int, ends_count_as_layers: bool,
-           limit: int | None, production_node: int = 0) -> tuple[int, int]:
+           limit: int | None, production_node: int = 0,
+           block_rows: int = BLOCK_ROWS) -> tuple[int, int]:
     """:func:`space_size`, counted."""
     rows, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
                                mode.equal_pipeline_stages, ends_count_as_layers, production_node)
@@ -57,8 +60,8 @@ def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
     def count(cols: dict, depth: int) -> bool:
         """Grow ``cols`` from step ``depth`` on, block by block; False once over the limit."""
         n = len(cols["tp1"])
-        for start in range(0, n, BLOCK_ROWS):
-            block = {k: v[start:start + BLOCK_ROWS] for k, v in cols.items()} if n > BLOCK_ROWS \
+        for start in range(0, n, block_rows):
+            block = {k: v[start:start + block_rows] for k, v in cols.items()} if n > block_rows \
                 else cols
             if depth < len(steps):
                 if not count(steps[depth](block), depth + 1):

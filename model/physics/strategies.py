@@ -6,7 +6,7 @@ first and after the last block), evaluated by the one generic code path in
 :mod:`model.physics.block`. Parallel axes: ``tp1`` shards hidden features / heads, ``tp2`` shards
 the sequence (SUMMA rows or context parallel); ``dp`` and ``pp`` never shard an op. A dimension
 name (``e``, ``f``, ``qkv``, …) refers to :func:`model_dims`. Volumes of collectives are named
-(``in``, ``out``, ``kv``, …) and defined once in :func:`model.physics.block.comm_volume_bytes`.
+(``in``, ``out``, ``kv``, …) and defined once in :func:`model.physics.volumes.comm_volume_bytes`.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ from model.specs.schema import DATA_DIR, preset_names, preset_path, read_json
 STACKS_DIR = DATA_DIR / "stacks"
 EFFICIENCY_KEYS = ("bf16", "fp8", "mxfp8", "nvfp4")
 NONE = "none"  # no stack: the system's own efficiencies and the Execution defaults
-DEFAULT: str | None = None  # the stack of a search that names none (None: the newest preset)
 KEYS = ("name", "released", "source", "description", "base", "execution", "gemm_efficiency",
         "attention_efficiency", "memory_reserve_gb", "calibration", "expert_gemm_efficiency",
         "expert_calibration", "moe_token_efficiency", "family")
@@ -240,11 +239,12 @@ def lineage(name: str) -> tuple[str, ...]:
 
 def load_stack(name_or_path: str | Path | Stack | None = None) -> Stack:
     """A stack by preset name or JSON path (its ``base``, a preset, resolved); None: the newest
-    preset; ``"none"``: no stack."""
+    preset (the one place a request that names no stack gets its default: the caller passes
+    ``"none"`` for none, no module setting changes it); ``"none"``: no stack."""
     if isinstance(name_or_path, Stack):
         return name_or_path
     if name_or_path is None:
-        name_or_path = DEFAULT or default_stack_name()
+        name_or_path = default_stack_name()
     if str(name_or_path) == NONE:
         return NO_STACK
     found = _presets().get(str(name_or_path))

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from model.errors import ModelError
@@ -107,10 +108,11 @@ class ErrorBar:
                 "moe": bool(self.kind), "text": self.text}
 
 
-@memo.lru("scored runs", 1)
-def scored_runs() -> tuple[Run, ...]:
-    """Every firm cross-validated run of every section of the cross-validation file."""
-    data = json.loads(CROSS_VALIDATION.read_text())
+@memo.lru("scored runs", 2)
+def scored_runs(path: Path = CROSS_VALIDATION) -> tuple[Run, ...]:
+    """Every firm cross-validated run of every section of the cross-validation file
+    (``path``: the shipped one by default)."""
+    data = json.loads(path.read_text())
     sections = [("dense", data["runs"])]
     for name, section in data.items():
         if isinstance(section, dict) and isinstance(section.get("runs"), list):
@@ -129,13 +131,14 @@ def _bar(runs: list[Run], stack: str, system: str, kind: str, asked: str) -> Err
 
 
 def error_bar(stack: str | None = None, moe: bool = False,
-              system: str | None = None) -> ErrorBar:
+              system: str | None = None, scored: tuple[Run, ...] | None = None) -> ErrorBar:
     """The error bar of a prediction made with ``stack`` (a preset name) for a dense or a
     mixture-of-experts (``moe``) model on ``system`` (a preset name; None: any system, as a
-    stack's listing asks) — see the module docstring."""
+    stack's listing asks) — see the module docstring. ``scored``: the runs it is drawn from
+    (default :func:`scored_runs` of the shipped cross-validation file)."""
     workload = "moe" if moe else "dense"
     kind = "MoE " if moe else ""
-    runs = [r for r in scored_runs() if r.workload == workload]
+    runs = [r for r in (scored_runs() if scored is None else scored) if r.workload == workload]
     family = _family(stack)
     kin = [r for r in runs if r.family == family]
     # a system other families have runs on: say whose runs are missing
