@@ -285,23 +285,24 @@ class _Session:
                              percy_assets_root=get("percy_assets"),
                              percy_finalize=get("nopercyfinalize"), pause=get("pause"))
 
-    def fresh(self, downloads: Path) -> Any:
+    def fresh(self, downloads: Path, open_app: bool = True) -> Any:
         """The browser as a new one would be, on a new tab of the app's first page: the other
         tabs closed (their pages, callbacks and sessionStorage gone), the app origin's
         localStorage, cookies and other stored data cleared, the window at its start size,
-        downloads into the test's own empty folder, console errors read from here on. A browser
-        that no longer answers (crashed) is replaced by a new one."""
+        downloads into the test's own empty folder, console errors read from here on
+        (``open_app`` False: the new tab stays blank). A browser that no longer answers
+        (crashed) is replaced by a new one."""
         from selenium.common.exceptions import WebDriverException
 
         try:
-            self._reset(downloads)
+            self._reset(downloads, open_app)
         except WebDriverException:
             self.close_browser()
             self.duo = self._browser()
-            self._reset(downloads)
+            self._reset(downloads, open_app)
         return self.duo
 
-    def _reset(self, downloads: Path) -> None:
+    def _reset(self, downloads: Path, open_app: bool) -> None:
         driver = self.duo.driver
         old = driver.window_handles
         driver.switch_to.new_window("tab")
@@ -318,7 +319,10 @@ class _Session:
                                {"behavior": "allow", "downloadPath": str(downloads)})
         self.duo._download_path = str(downloads)  # what ui.duo.download_path answers
         self.duo.get_logs()  # reads (and so empties) the log of the pages closed above
-        self.duo.server_url = self.server.url  # opens it, waits for Dash's entry point
+        if open_app:
+            self.duo.server_url = self.server.url  # opens it, waits for Dash's entry point
+        else:
+            self.duo._url = self.server.url  # what ui.duo.server_url answers; nothing opened
 
     def close_browser(self) -> None:
         try:
@@ -342,11 +346,14 @@ def browser_session(request, dash_app, tmp_path_factory):
 @pytest.fixture
 def ui(browser_session, tmp_path, request) -> UI:
     """The app opened on the scaling page in a fresh state of the session's browser (a new tab,
-    stored data cleared, an empty download folder), its training-time plot drawn."""
+    stored data cleared, an empty download folder), its training-time plot drawn. A test marked
+    ``own_page`` opens its own first page (a link): its tab starts blank."""
     downloads = tmp_path / "download"
     downloads.mkdir()
-    page = UI(browser_session.fresh(downloads))
-    page.wait_data("scaling-time")
+    own_page = request.node.get_closest_marker("own_page") is not None
+    page = UI(browser_session.fresh(downloads, open_app=not own_page))
+    if not own_page:
+        page.wait_data("scaling-time")
     yield page
     if getattr(request.node, "failed_call", False):  # as dash.testing's dash_duo did
         page.duo.take_snapshot(request.node.name)
