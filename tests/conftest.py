@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -61,3 +62,41 @@ def without_gemm_depth(monkeypatch):
     yield
     CACHE.clear()
     clear_shape_spaces()
+
+
+@pytest.fixture(scope="session")
+def _calibration_curves() -> dict[str, list]:
+    """The calibration's curves (model/validation/calibrate.py ``Curve.of``) of every dense and
+    every MoE run, in the order of ``time_cases``: each run's iteration time at every grid value
+    of its efficiency, computed from the code as it is now (nothing stored is read). The runs are
+    independent, so they are spread over the machine's cores (up to 4) in fresh processes
+    ("spawn": none inherits this session's patches or caches); the same numbers as a loop here
+    (tests/test_calibration.py checks a few)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from model.validation import time_cases
+    from model.validation.calibrate import Curve
+
+    cases = {"dense": time_cases(), "moe": time_cases(sets=("moe",))}
+    every = cases["dense"] + cases["moe"]
+    workers = min(4, os.cpu_count() or 1)
+    if workers < 2:
+        curves = [Curve.of(c) for c in every]
+    else:
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            curves = list(pool.map(Curve.of, every, chunksize=4))
+    return {"dense": curves[:len(cases["dense"])], "moe": curves[len(cases["dense"]):]}
+
+
+@pytest.fixture(scope="session")
+def calibration_curves(_calibration_curves) -> list:
+    """The dense runs' calibration curves (``time_cases()``), computed once per session for
+    every test that re-fits the stacks (half a minute on one core, with the MoE runs')."""
+    return _calibration_curves["dense"]
+
+
+@pytest.fixture(scope="session")
+def moe_calibration_curves(_calibration_curves) -> list:
+    """The MoE runs' calibration curves (``time_cases(sets=("moe",))``), once per session."""
+    return _calibration_curves["moe"]

@@ -9,15 +9,15 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from model.specs.stack import load_stack
-from model.validation import REFERENCE, measurement_case, time_cases
+from model.validation import REFERENCE, measurement_case
 from model.validation.calibrate import (
     FP8_RATIO,
     TOKEN_GRID,
-    Curve,
     _eta_for,
     _training_fit,
     cross_validate,
@@ -31,8 +31,8 @@ STORED = Path(__file__).resolve().parent.parent / "model/data/reference/cross_va
 
 
 @pytest.fixture(scope="module")
-def curves():
-    return [Curve.of(c) for c in time_cases()]
+def curves(calibration_curves):  # [Curve.of(c) for c in time_cases()], tests/conftest.py
+    return calibration_curves
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +41,8 @@ def rows(curves):
 
 
 @pytest.fixture(scope="module")
-def moe_curves():
-    return [Curve.of(c) for c in time_cases(sets=("moe",))]
+def moe_curves(moe_calibration_curves):  # [Curve.of(c) for c in time_cases(sets=("moe",))]
+    return moe_calibration_curves
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +158,17 @@ def test_moe_errors(moe_rows):
     assert firm["in_sample_mean_pct"] <= 8.0
     assert firm["cross_validated_mean_pct"] <= 16.0
     assert firm["cross_validated_mean_pct"] >= firm["in_sample_mean_pct"]
+
+
+def test_the_session_curves_are_those_computed_here(curves, moe_curves):
+    """The shared curves (tests/conftest.py, computed in other processes) are the runs' curves
+    as this process computes them, in ``time_cases`` order: a few of each set, recomputed."""
+    from model.validation import time_cases
+    from model.validation.calibrate import Curve
+
+    for computed, cases in ((curves, time_cases()), (moe_curves, time_cases(sets=("moe",)))):
+        assert [c.case.id for c in computed] == [c.id for c in cases]
+        for i in (0, len(cases) // 2, len(cases) - 1):
+            here = Curve.of(cases[i])
+            np.testing.assert_array_equal(computed[i].log_time, here.log_time)
+            np.testing.assert_array_equal(computed[i].fine, here.fine)

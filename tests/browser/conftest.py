@@ -259,10 +259,110 @@ class UI:
         return json.dumps(self.figure(card))[:2000]
 
 
+WINDOW = (1600, 1300)  # the window size of pytest_setup_options (tests/conftest.py)
+
+
+class _Session:
+    """One browser and one app server for the whole session (starting Chromium and the server
+    took 3 to 8 s of every test); :meth:`fresh` gives each test what a new browser gave it."""
+
+    def __init__(self, config: pytest.Config, app: Any, downloads: Path):
+        from dash.testing.application_runners import ThreadedRunner
+
+        self.config, self.downloads = config, downloads
+        self.server = ThreadedRunner()
+        self.server.start(app, port=free_port())  # ports.py: not dash.testing's shared sequence
+        self.duo = self._browser()
+
+    def _browser(self) -> Any:
+        from dash.testing.composite import DashComposite
+
+        get = self.config.getoption
+        return DashComposite(server=self.server, browser=get("webdriver"), remote=get("remote"),
+                             remote_url=get("remote_url"), headless=get("headless"),
+                             options=self.config.hook.pytest_setup_options(),
+                             download_path=str(self.downloads),
+                             percy_assets_root=get("percy_assets"),
+                             percy_finalize=get("nopercyfinalize"), pause=get("pause"))
+
+    def fresh(self, downloads: Path, open_app: bool = True) -> Any:
+        """The browser as a new one would be, on a new tab of the app's first page: the other
+        tabs closed (their pages, callbacks and sessionStorage gone), the app origin's
+        localStorage, cookies and other stored data cleared, the window at its start size,
+        downloads into the test's own empty folder, console errors read from here on
+        (``open_app`` False: the new tab stays blank). A browser that no longer answers
+        (crashed) is replaced by a new one."""
+        from selenium.common.exceptions import WebDriverException
+
+        try:
+            self._reset(downloads, open_app)
+        except WebDriverException:
+            self.close_browser()
+            self.duo = self._browser()
+            self._reset(downloads, open_app)
+        return self.duo
+
+    def _reset(self, downloads: Path, open_app: bool) -> None:
+        driver = self.duo.driver
+        old = driver.window_handles
+        driver.switch_to.new_window("tab")
+        tab = driver.current_window_handle
+        for handle in old:
+            driver.switch_to.window(handle)
+            driver.close()
+        driver.switch_to.window(tab)
+        driver.execute_cdp_cmd("Storage.clearDataForOrigin",
+                               {"origin": self.server.url.rstrip("/"), "storageTypes": "all"})
+        driver.delete_all_cookies()
+        driver.set_window_size(*WINDOW)
+        driver.execute_cdp_cmd("Page.setDownloadBehavior",
+                               {"behavior": "allow", "downloadPath": str(downloads)})
+        self.duo._download_path = str(downloads)  # what ui.duo.download_path answers
+        self.duo.get_logs()  # reads (and so empties) the log of the pages closed above
+        if open_app:
+            self.duo.server_url = self.server.url  # opens it, waits for Dash's entry point
+        else:
+            self.duo._url = self.server.url  # what ui.duo.server_url answers; nothing opened
+
+    def close_browser(self) -> None:
+        try:
+            self.duo.driver.quit()
+        except Exception:  # noqa: BLE001 - a crashed browser: nothing left to close
+            pass
+
+    def close(self) -> None:
+        self.close_browser()
+        self.server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser_session(request, dash_app, tmp_path_factory):
+    """The session's browser and app server (see :class:`_Session`)."""
+    session = _Session(request.config, dash_app, tmp_path_factory.mktemp("downloads"))
+    yield session
+    session.close()
+
+
 @pytest.fixture
-def ui(dash_duo, dash_app) -> UI:
-    """The app served and opened on the scaling page, its training-time plot drawn."""
-    dash_duo.start_server(dash_app, port=free_port())  # not dash.testing's shared sequence
-    page = UI(dash_duo)
-    page.wait_data("scaling-time")
-    return page
+def ui(browser_session, tmp_path, request) -> UI:
+    """The app opened on the scaling page in a fresh state of the session's browser (a new tab,
+    stored data cleared, an empty download folder), its training-time plot drawn. A test marked
+    ``own_page`` opens its own first page (a link): its tab starts blank."""
+    downloads = tmp_path / "download"
+    downloads.mkdir()
+    own_page = request.node.get_closest_marker("own_page") is not None
+    page = UI(browser_session.fresh(downloads, open_app=not own_page))
+    if not own_page:
+        page.wait_data("scaling-time")
+    yield page
+    if getattr(request.node, "failed_call", False):  # as dash.testing's dash_duo did
+        page.duo.take_snapshot(request.node.name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Marks a test whose call failed, for the ``ui`` fixture's snapshot."""
+    report = yield
+    if report.when == "call" and report.failed:
+        item.failed_call = True
+    return report

@@ -4,6 +4,7 @@ preset it names; the global batch is set in tokens; the software stack changes t
 
 from __future__ import annotations
 
+import pytest
 from selenium.webdriver.common.keys import Keys
 
 
@@ -56,6 +57,7 @@ def test_bad_values_say_why_in_the_controls_words(ui) -> None:
     assert ui.severe_logs() == []
 
 
+@pytest.mark.own_page  # it opens a link first
 def test_a_partial_link_fills_the_rest_from_its_preset(ui) -> None:
     ui.driver.get("about:blank")  # a fresh page (a new fragment alone does not reload it)
     ui.driver.get(ui.duo.server_url + "/#system=h100")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 # mixtral-8x7b (8 experts, top-2) with the 1D strategy on 64…512 GPUs: a small, fast MoE case
 MIXTRAL = "model=mixtral-8x7b&strategy=1d&gpus_min=64&gpus_max=512&global_batch=256"
 A2A = "EP all-to-all"
@@ -63,6 +65,7 @@ def _a2a(traces: list[dict]) -> list[float]:
     return next((t["y"] for t in traces if t["name"] == A2A and t["y"]), [])
 
 
+@pytest.mark.own_page  # it opens a link first
 def test_more_experts_per_token_more_all_to_all_time(ui) -> None:
     _open(ui, "/", MIXTRAL)
     ui.until(lambda: _value(ui, "top_k") == "2", "Mixtral's top-2")
@@ -82,6 +85,7 @@ def _finite(values) -> list[float]:
     return [v for v in values or [] if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
+@pytest.mark.own_page  # it opens a link first
 def test_ep_axis_of_the_design_space_and_the_all_to_all_per_op(ui) -> None:
     _open(ui, "/design", MIXTRAL + "&gpus=64&design_strategy=1d&x_axis=ep&y_axis=tp1")
     traces = ui.wait_figure("design-heatmap", lambda t: any(

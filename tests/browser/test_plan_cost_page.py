@@ -41,6 +41,7 @@ def open_plan(ui) -> None:
     ui.wait_text("#plan-gpus", lambda t: t[:1].isdigit(), "a planned GPU count", timeout=60)
 
 
+@pytest.mark.own_page  # it opens a link first
 def test_the_page_answers_as_the_api_plans(ui) -> None:
     expected = api_plan(days=30.0)
     s = expected.summary()
@@ -66,6 +67,7 @@ def test_the_page_answers_as_the_api_plans(ui) -> None:
     ui.screenshot("plan")
 
 
+@pytest.mark.own_page  # it opens a link first
 def test_a_shorter_target_takes_more_gpus(ui) -> None:
     open_plan(ui)
     before = gpus_of(ui.wait_text("#plan-gpus", lambda t: t.startswith(
@@ -79,6 +81,7 @@ def test_a_shorter_target_takes_more_gpus(ui) -> None:
     assert expected.summary()["days_with_failures"] <= 15.0
 
 
+@pytest.mark.own_page  # it opens a link first
 def test_a_budget_is_never_exceeded_and_bad_input_is_a_message(ui) -> None:
     open_plan(ui)
     ui.duo.find_element("#ctl-plan_goal input[value='budget']").click()

@@ -50,6 +50,7 @@ def test_more_gpus_move_the_answer(ui) -> None:
     assert star(traces)["y"][0] == pytest.approx(best["tokens_per_s_per_user"])
 
 
+@pytest.mark.own_page  # it opens a link first
 def test_a_link_reproduces_the_page(ui) -> None:
     from urllib.parse import parse_qsl, urlsplit
 
