@@ -395,3 +395,23 @@ def test_hbm_sweep_form_keeps_what_was_typed():
     with pytest.raises(ValueError, match="whole number between 2 and 20"):
         hbm.grid(40, 400, 1, 16, 2.5)
     assert len(hbm.grid(40, 400, 1, 16, 3.0)[0]) == 3
+
+
+def test_a_scenario_validated_again_is_answered_alike():
+    """validate_scenario remembers the scenarios it validated lately (every callback validates
+    its store again): the same answers in new dicts, and values that compare equal but are
+    not the same input (True and 1, 0.0 and -0.0) still validated each as itself."""
+    import math
+
+    base = S.default_scenario()
+    first, _ = S.validate_scenario({**base, "tdp_w": 0.0})
+    first["hbm_gb"] = -1.0  # the caller's dict: the next answer is a new one
+    again, errors = S.validate_scenario({**base, "tdp_w": 0.0})
+    assert errors == {} and again == {**base, "tdp_w": 0.0} and again is not first
+    negative, _ = S.validate_scenario({**base, "tdp_w": -0.0})
+    assert math.copysign(1.0, negative["tdp_w"]) == -1.0
+    assert S.validate_scenario({**base, "presentation": True})[0]["presentation"] is True
+    scn, errors = S.validate_scenario({**base, "presentation": 1})
+    assert scn is None and "presentation" in errors
+    scn, errors = S.validate_scenario({**base, "presentation": 1})  # remembered: the same
+    assert scn is None and "presentation" in errors

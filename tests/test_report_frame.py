@@ -96,3 +96,24 @@ def test_best_frame_is_the_first_rows_concatenated(top_k):
                     ["1d", "summa"], nvs=8, top_k=top_k)
     plain = pd.concat([r.top.iloc[:1] for r in results if not r.top.empty], ignore_index=True)
     pd.testing.assert_frame_equal(best_frame(results), plain, check_exact=True)
+
+
+def test_best_frame_takes_from_the_tops_origins():
+    """A sweep's tops are row slices of one frame per strategy (and group of counts): their
+    best rows taken from those frames at once are the frame the concatenation of the slices
+    gives, dtypes and consolidated blocks included; counts where nothing fits (4 GPUs) are
+    left out, and two groups of counts (two frames per strategy) keep their order."""
+    from dataclasses import replace
+
+    from dashboard.jobs.sweep_parts import sweep_in_parts
+    from model.engine.request import Request
+
+    request = Request.build(load_model("gpt3-1t"), load_system("h200"), global_batch=4096,
+                            gpus=(4, 512, 2048, 4096), strategy=("1d", "summa"), nvs=8)
+    results = sweep_in_parts(request, [(4, 512), (2048, 4096)])
+    found = [r for r in results if not r.top.empty]
+    assert len(found) < len(results) and all(r.origin is not None for r in found)
+    assert len({id(r.origin[0]) for r in found}) == 4  # 2 strategies x 2 groups
+    taken = best_frame(results)
+    _same(taken, best_frame([replace(r, origin=None) for r in results]))
+    assert list(taken["gpus"]) == [r.gpus for r in found]

@@ -143,8 +143,10 @@ class Frontier:
         return [c.candidates for c in self.shapes]
 
     def tops(self, model: Transformer, system: System, global_batch: int, top_k: int,
-             constants: dict[str, Any]) -> list[tuple[pd.DataFrame, int, int]]:
-        """(top frame, candidates, feasible) per GPU count at the system's HBM capacity."""
+             constants: dict[str, Any]) -> list[tuple[pd.DataFrame, int, int, Origin | None]]:
+        """(top frame, candidates, feasible, origin) per GPU count at the system's HBM capacity;
+        the origin is the frame of every count's rows the top was sliced from and its first
+        row there (None where nothing fits)."""
         usable = system.usable_hbm_bytes
         fit = self.rows["memory_bytes"] <= usable
         picks = [a + np.flatnonzero(fit[a:b])[:top_k]
@@ -156,9 +158,11 @@ class Frontier:
         for size, shapes in zip(sizes, self.shapes):
             if size:
                 top = frame if size == len(frame) else _rows(frame, start, size)
+                origin: Origin | None = (frame, start)
             else:
                 top = self._empty(model, system, global_batch, constants).copy()
-            out.append((top, shapes.candidates, shapes.feasible(usable)))
+                origin = None
+            out.append((top, shapes.candidates, shapes.feasible(usable), origin))
             start += size
         return out
 
@@ -177,6 +181,11 @@ class Frontier:
             with self._lock:
                 self._empties[key] = frame
         return frame
+
+
+# (the frame of every count's top rows, a count's first row in it): what a sweep's best rows are
+# taken from at once (model.studies.sweep.best_frame) instead of concatenating one-row slices
+Origin = tuple[pd.DataFrame, int]
 
 
 def _rows(frame: pd.DataFrame, start: int, size: int) -> pd.DataFrame:

@@ -12,12 +12,13 @@ numbers are exactly that configuration's search row, plus a per-op table.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from model.engine.evaluate import evaluate_ops, evaluate_space, fits_on, shards_of
+from model.engine.frontier import Origin
 from model.engine.production import production_node
 from model.engine.pruning import Pruning
 from model.engine.report import op_table, result_frame
@@ -78,6 +79,9 @@ class SearchResult:
     executions: tuple[Execution, ...] = ()
     # search(..., max_gpus=N): the bound; ``gpus`` is then what the best uses (rows say theirs)
     max_gpus: int | None = None
+    # the frame ``top`` was sliced from and its first row there (model.engine.frontier.Origin),
+    # when ``top`` is such a slice as it is: best_frame takes a sweep's best rows from these
+    origin: Origin | None = field(default=None, repr=False, compare=False)
 
     @property
     def searched(self) -> str:
@@ -150,33 +154,37 @@ def run_counts(req: Request) -> list[SearchResult]:
     pins = dict(req.pins)
     per_variant = []
     for ex in variants:  # a few execution choices, each a vectorized search of its own
-        used = sum(c for frames in per_variant for _, c, _ in frames)
+        used = sum(c for frames in per_variant for _, c, _, _ in frames)
         per_variant.append(_search_variant(req.model, system, counts, req.global_batch,
                                            strategy, req.compat, ex, pins, req.top_k,
                                            req.budget - used, req.pruning))
     elapsed = time.perf_counter() - start
-    total = max(sum(c for frames in per_variant for _, c, _ in frames), 1)
+    total = max(sum(c for frames in per_variant for _, c, _, _ in frames), 1)
     out = []
     for i, n in enumerate(counts):
         # an execution where nothing fits has an empty (object-typed) frame: concatenated, it
         # would turn the other frames' integer and boolean columns into floats
-        tops = [frames[i][0] for frames in per_variant if len(frames[i][0])] or [
-            per_variant[0][i][0]]
+        found = [frames[i] for frames in per_variant if len(frames[i][0])] or [
+            per_variant[0][i]]
+        tops = [f[0] for f in found]
         top = pd.concat(tops, ignore_index=True) if len(tops) > 1 else tops[0]
+        origin = found[0][3] if len(tops) == 1 else None
         if len(tops) > 1:
             top = top.sort_values("samples_per_s", ascending=False, kind="stable")
             top = top.head(req.top_k).reset_index(drop=True)
         count = sum(frames[i][1] for frames in per_variant)
         fit = sum(frames[i][2] for frames in per_variant)
         out.append(SearchResult(n, strategy, top, count, fit, elapsed * count / total,
-                                tuple(variants)))
+                                tuple(variants), origin=origin))
     return out
 
 
 def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                    budget: int, pruning: Pruning) -> list[tuple[pd.DataFrame, int, int]]:
-    """(top frame, candidates, feasible) per GPU count for one execution choice."""
+                    budget: int, pruning: Pruning
+                    ) -> list[tuple[pd.DataFrame, int, int, Origin | None]]:
+    """(top frame, candidates, feasible, origin) per GPU count for one execution choice
+    (:meth:`model.engine.frontier.Frontier.tops`)."""
     front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex, pins,
                                   top_k, budget, pruning)
     return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
