@@ -24,7 +24,7 @@ from model.physics.strategies import canonical_strategy
 from model.serving.serve import ServeResult, serve
 from model.specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
 from model.specs.models import load_model
-from model.specs.serving import ServingLayout, ServingWorkload
+from model.specs.serving import Serving, ServingLayout, ServingWorkload
 from model.specs.transformer import (
     WORKLOADS_DIR,
     Transformer,
@@ -40,7 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "ModelError", "PlanResult", "SearchResult",
-    "Request", "ServeResult", "ServingLayout", "ServingWorkload", "System", "Training",
+    "Request", "ServeResult", "Serving", "ServingLayout", "ServingWorkload", "System", "Training",
     "Transformer", "best_per_cell",
     "canonical_strategy", "codesign", "design_space", "evaluate", "list_models", "list_systems",
     "load_model", "load_system", "plan", "search", "serve", "sweep", "system_from_dict",

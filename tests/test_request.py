@@ -170,3 +170,22 @@ def test_the_codesign_pareto_and_ablation_studies_take_the_request_too():
     ablated = ablation(Request.build(small, SYS, global_batch=64, gpus=8))
     pd.testing.assert_frame_equal(ablated, ablation(small, SYS, 8, 64, "1d"))
     assert len(ablated) > 2 and ablated["samples_per_s"].gt(0).all()
+
+
+def test_serving_enters_through_the_request():
+    """Serving is the request's second workload: serve(request) with a Serving workload equals
+    the keyword form; each entry point refuses the other kind in words."""
+    m, s = load_model("llama3-8b"), load_system("h100")
+    work = api.ServingWorkload(512, 128, weight_precision="fp8")
+    request = Request(m, s, api.Serving(work, 8, api.ServingLayout(tp=2)))
+    assert request.workload.kind == "serving"
+    by_request = api.serve(request).best
+    by_keywords = api.serve(m, s, 8, work, {"tp": 2}).best
+    assert by_request == by_keywords and by_request["tp"] == 2
+    with pytest.raises(ModelError, match="for training; the request's workload is serving"):
+        evaluate(request)
+    training = Request.build(m, s, global_batch=8, gpus=8)
+    with pytest.raises(ModelError, match="for serving; the request's workload is training"):
+        api.serve(training)
+    with pytest.raises(ModelError, match="gpus must be an integer"):
+        api.Serving(work, 0)

@@ -15,8 +15,9 @@ from dashboard import figures
 from dashboard.controls.scenario import build_inputs
 from dashboard.figures import serve as fs
 from model import ModelError, ServingLayout, ServingWorkload, serve
+from model.engine.request import Request
 from model.serving.serve import cost_versus_sla, load_curve
-from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS
+from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
 
 MAX_GPUS = 1024  # the page's search stays well under its latency budget
 PINS = ("tp", "pp")
@@ -133,10 +134,11 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
     gpus, workload, pins = checked_form(form)
     model, system = build_inputs(scn)
     pres = bool(scn.get("presentation"))
-    result = serve(model, system, gpus, workload, pins)
-    offline = result if workload.mode == "offline" else serve(
-        model, system, gpus, workload.with_overrides(mode="offline", concurrency=None,
-                                                     request_rate_per_s=None), pins)
+    request = Request(model, system, Serving(workload, gpus, pins))
+    result = serve(request)
+    offline = result if workload.mode == "offline" else serve(request.replace(
+        workload=Serving(workload.with_overrides(mode="offline", concurrency=None,
+                                                 request_rate_per_s=None), gpus, pins)))
     best = result.best
     out = {"serve-pareto": fs.pareto_figure(offline.pareto, best, pres),
            "serve-memory": fs.memory_figure(best, system.hbm_capacity_gb, pres),

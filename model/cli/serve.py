@@ -8,10 +8,11 @@ import math
 from typing import Any
 
 from model.cli.args import CliError, positive_int, print_json
+from model.engine.request import Request
 from model.serving.serve import serve
 from model.specs.hardware import load_system
 from model.specs.models import load_model
-from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS, Serving
 from model.specs.serving_stack import DEFAULT, list_serving_stacks
 
 # DeepSeek-V3 technical report (arXiv 2412.19437) §5.4.3: the second token its MTP module
@@ -107,7 +108,9 @@ def _clean(value: Any) -> Any:
 def run_serve(args: argparse.Namespace) -> int:
     model = load_model(args.model, seq_len=args.input_tokens + args.output_tokens)
     system = load_system(args.system)
-    result = serve(model, system, args.gpus, _workload(args), _layout(args), args.stack)
+    request = Request(model, system, Serving(_workload(args), args.gpus, _layout(args)),
+                      stack=args.stack)  # the one request, as training's commands build
+    result = serve(request)
     best = {k: _clean(v) for k, v in result.best.items()}
     if args.json:
         front = result.pareto[["output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "tp",

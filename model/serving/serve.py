@@ -16,13 +16,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from model.engine.request import Request
 from model.errors import ModelError
 from model.physics import serving_ops as so
 from model.physics.serving_step import Engine, step_times
 from model.serving.evaluate import Candidates, candidates, evaluate_candidates
 from model.serving.modes import decode_keys
 from model.specs.hardware import System
-from model.specs.serving import ServingLayout, ServingWorkload, serving_layout, serving_workload
+from model.specs.serving import (
+    Serving,
+    ServingLayout,
+    ServingWorkload,
+    serving_layout,
+    serving_workload,
+)
 from model.specs.serving_stack import ServingStack, load_serving_stack
 from model.specs.transformer import Transformer
 
@@ -121,15 +128,27 @@ def _row(frame: pd.DataFrame, i: int) -> dict:
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in frame.iloc[i].items()}
 
 
-def serve(model: Transformer, system: System, gpus: int,
-          workload: ServingWorkload | dict, layout: ServingLayout | dict | None = None,
+def serve(model: Transformer | Request, system: System | None = None, gpus: int | None = None,
+          workload: ServingWorkload | dict | None = None,
+          layout: ServingLayout | dict | None = None,
           stack: ServingStack | str | None = None) -> ServeResult:
-    """Evaluate the pinned layout, or search what is not pinned, for ``workload`` on ``gpus``
-    GPUs of ``system`` under the serving ``stack`` (default: the fitted TensorRT-LLM preset)."""
-    wl, pins = serving_workload(workload), serving_layout(layout)
-    if not isinstance(gpus, (int, np.integer)) or isinstance(gpus, bool) or not (
-            1 <= gpus <= 1_000_000):
-        raise ModelError(f"gpus must be an integer in [1, 1000000], got {gpus!r:.40}")
+    """Evaluate the pinned layout, or search what is not pinned: ``serve(request)``, a
+    :class:`~model.engine.request.Request` whose workload is :class:`Serving` (its stack a
+    serving stack, default the fitted TensorRT-LLM preset), or the keyword form, an adapter that
+    builds that request (``workload`` on ``gpus`` GPUs of ``system``)."""
+    if not isinstance(model, Request):
+        model = Request(model, system, Serving(workload, gpus, serving_layout(layout)),
+                        stack=stack)
+    return serve_request(model)
+
+
+def serve_request(req: Request) -> ServeResult:
+    """:func:`serve` of a request with a serving workload."""
+    if not isinstance(req.workload, Serving):
+        raise ModelError(f"this estimate is for serving; the request's workload is "
+                         f"{getattr(req.workload, 'kind', type(req.workload).__name__)}")
+    model, system, stack = req.model, req.system, req.stack
+    wl, pins, gpus = req.workload.workload, req.workload.layout, req.workload.gpus
     engine = Engine.make(model, system, wl, load_serving_stack(stack))
     cand = space(model, int(gpus), wl, pins)
     cols = evaluate_candidates(engine, cand)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from model.errors import ModelError
 from model.specs.schema import Field, validate
 
@@ -201,3 +203,25 @@ def serving_layout(value: ServingLayout | dict[str, Any] | None) -> ServingLayou
     if not isinstance(value, dict):
         raise ModelError(f"serving layout must be a dict of fields, got {type(value).__name__}")
     return ServingLayout(**validate("serving layout", value, LAYOUT_FIELDS))
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The serving workload of a :class:`model.engine.request.Request` (its ``kind`` is
+    "serving", as :class:`model.specs.workload.Training`'s is "training"): what is served
+    (``workload``), on how many GPUs, and the layout's pinned fields (the rest searched)."""
+
+    workload: ServingWorkload
+    gpus: int
+    layout: ServingLayout = ServingLayout()
+
+    kind = "serving"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "workload", serving_workload(self.workload))
+        object.__setattr__(self, "layout", serving_layout(self.layout))
+        gpus = self.gpus
+        if not isinstance(gpus, (int, np.integer)) or isinstance(gpus, bool) or not (
+                1 <= gpus <= 1_000_000):
+            raise ModelError(f"gpus must be an integer in [1, 1000000], got {gpus!r:.40}")
+        object.__setattr__(self, "gpus", int(gpus))
