@@ -19,7 +19,11 @@ from dashboard.controls.control_table import CONTROLS, Control
 from dashboard.controls.fitted import FITTED, FITTED_KEY, fitted_checks, fitted_record
 from dashboard.controls.inputs import check_value, number_text
 from dashboard.controls.model_checks import model_checks
-from dashboard.controls.scenario_link import from_query, to_query  # noqa: F401 - re-exported
+from dashboard.controls.scenario_link import (  # noqa: F401 - from_query, to_query re-exported
+    KEYS,
+    from_query,
+    to_query,
+)
 from dashboard.controls.strategy_choice import STRATEGY_KEYS, with_supported_strategies
 from model import ModelError, list_models, list_systems, load_model, load_system
 from model.engine.request import Request
@@ -35,7 +39,6 @@ from model.specs.transformer import Transformer
 MAX_SCENARIO_BYTES = 16 * 1024
 
 FIELDS: tuple[Field, ...] = tuple(c.field for c in CONTROLS)
-KEYS = tuple(c.key for c in CONTROLS)
 BY_KEY = {f.name: f for f in FIELDS}
 PRESET_OF = {c.group: c for c in CONTROLS if c.preset}  # group → its preset control
 

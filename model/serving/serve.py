@@ -27,7 +27,6 @@ from model.specs.serving import (
     Serving,
     ServingLayout,
     ServingWorkload,
-    serving_layout,
     serving_workload,
 )
 from model.specs.serving_stack import ServingStack, load_serving_stack
@@ -137,7 +136,7 @@ def serve(model: Transformer | Request, system: System | None = None, gpus: int 
     serving stack, default the fitted TensorRT-LLM preset), or the keyword form, an adapter that
     builds that request (``workload`` on ``gpus`` GPUs of ``system``)."""
     if not isinstance(model, Request):
-        model = Request(model, system, Serving(workload, gpus, serving_layout(layout)),
+        model = Request(model, system, Serving(workload, gpus, layout),
                         stack=stack)
     return serve_request(model)
 
