@@ -39,6 +39,7 @@ from model.physics.strategies import SHORT_LABELS, STRATEGIES
 from model.specs import execution as ex
 from model.specs.cost import DEFAULT_COSTS
 from model.specs.cost import FIELDS as COST_FIELDS
+from model.specs.execution_fields import LORA_TARGETS, TRAINABLE
 from model.specs.precision import NAMES as PRECISIONS
 from model.specs.precision import PRECISIONS as PRECISION_TABLE
 from model.specs.schema import Field
@@ -210,6 +211,19 @@ CONTROLS: tuple[Control, ...] = (
             "moves FP8 bytes, about half of BF16 (Megatron's --fp8-param-gather, on in "
             "Megatron-Bridge's FP8 recipes).", choices=ON_OFF[0], names=ON_OFF[1],
             spec="fp8_param_gather"),
+    Control("trainable", "Trained weights", "execution", "radio", str,
+            "Which weights train: all (pre-training, full fine-tuning), or LoRA adapters on "
+            "frozen BF16 (lora) or 4-bit NF4 (qlora) base weights: no weight gradients for the "
+            "base, gradients and optimizer state for the adapters only (model/physics/lora.py).",
+            choices=TRAINABLE, spec="trainable"),
+    Control("lora_rank", "LoRA rank", "execution", "number", int,
+            "Rank r of each adapter (A: k×r, B: r×n); ignored when every weight trains.",
+            lo=1, hi=65_536, suggest=(8, 16, 64), spec="lora_rank",
+            when=When("trainable", lambda v: v != "all")),
+    Control("lora_targets", "LoRA targets", "execution", "radio", str,
+            "The matmuls that carry adapters: attention, MLP (the experts too) or all.",
+            choices=LORA_TARGETS, spec="lora_targets",
+            when=When("trainable", lambda v: v != "all")),
     Control("production_layout", "Production layouts", "execution", "switch", bool,
             "Only layouts a production stack runs: tensor parallelism inside one NVLink "
             "domain and jobs of whole nodes (model/engine/production.py). Off: also TP "

@@ -26,6 +26,7 @@ from model.cli.costs import add_cost_args
 from model.cli.listings import add_listings
 from model.cli.options import add_execution_args
 from model.cli.planning import add_parsers
+from model.cli.post_training import add_post_training
 from model.cli.runs import run_ablation, run_evaluate, run_search, run_validate
 from model.cli.serve import add_serve
 from model.cli.user_fit import run_calibrate
@@ -95,6 +96,7 @@ def build_parser(prog: str = "python -m model") -> Parser:
     c.set_defaults(run=run_calibrate)
     add_parsers(sub)
     add_serve(sub)
+    add_post_training(sub)
     add_listings(sub)
     return parser
 

@@ -19,6 +19,7 @@ from model.engine.rules import stage_layout
 from model.engine.space import EXPERT_PLACEMENT, PLACEMENT, Space
 from model.physics.block import Ctx, OpResult, Shards, evaluate_op, op_counts, take_counts
 from model.physics.fsdp import fsdp_memory
+from model.physics.lora import gradient_factor, trainable_share
 from model.physics.memory import (
     StageMemory,
     block_activation_bytes,
@@ -165,7 +166,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     if strategy.post:
         head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
-    grad_factor = 2.0 if ex.fp32_gradients else 1.0
+    trainable = trainable_share(model, strategy, ctx)
+    grad_factor = gradient_factor(model, strategy, ctx)
     if ex.pipeline_schedule == "dualpipe":  # two stages' parameters per GPU (DualPipe README)
         block_w, expert_w = 2.0 * block_w, 2.0 * expert_w
 
@@ -176,7 +178,7 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
                          grad_factor=grad_factor, end_layers=end_layers,
                          expert_weight_bytes=expert_w,
                          expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
-                         opt_factor=optimizer_factor(ex),
+                         opt_factor=optimizer_factor(ex) * trainable,
                          dualpipe=ex.pipeline_schedule == "dualpipe",
                          **fsdp_memory(ex, layers))
 
@@ -300,12 +302,14 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones, system=system,
         mode=ctx.mode, pricing=ctx.pricing, interleave=cols["interleave"],
-        zero=ctx.execution.zero, grad_factor=2.0 if ctx.execution.fp32_gradients else 1.0,
-        params_bytes=cols["params_bytes"] if "params_bytes" in cols else 0.0,
+        zero=ctx.execution.zero, grad_factor=gradient_factor(model, strategy, ctx),
+        params_bytes=(cols["params_bytes"] * trainable_share(model, strategy, ctx)
+                      if "params_bytes" in cols else 0.0),
         execution=ctx.execution,
         expert_group=expert_dp_group(cols) if any(s.routed for s in strategy.block) else 1,
         expert_tau=cols["nv_edp"] if "nv_edp" in cols else ones,
-        expert_params_bytes=cols.get("expert_params_bytes", 0.0),
+        expert_params_bytes=cols.get("expert_params_bytes", 0.0)
+        * trainable_share(model, strategy, ctx),
     )
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers

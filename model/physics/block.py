@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from model.physics import attention_kernels, elementwise, gemm, moe, ops, ring_attention
+from model.physics import attention_kernels, elementwise, gemm, lora, moe, ops, ring_attention
 from model.physics.collectives import Collective, overlapped_s, summa_comm_time_s
 from model.physics.context import Ctx
 from model.physics.light_recompute import light_recompute
@@ -206,6 +206,11 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
             counts.flop_vec_bwd) - counts.flop_recompute
         counts.flop_padding = work * (1.0 - 1.0 / ctx.execution.moe_load)
     counts = light_recompute(spec, counts, sh, ctx, ELEMENT_BYTES)
+    ex = ctx.execution
+    if lora.frozen(ex.trainable) and spec.n:  # LoRA / QLoRA (model.physics.lora)
+        n = _local(ctx.dims[spec.n], sh, spec.n_shard)
+        counts = lora.frozen_counts(counts, spec, k, n, ELEMENT_BYTES, ex.trainable,
+                                    ex.lora_rank, ex.lora_targets)
     share = ctx.share(spec)
     if share != 1.0:  # a block is the layers' mix: the op runs in a share of them
         for name in _SCALED + ("flop_padding",):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from model.errors import ModelError
 from model.physics.attention_kernels import kernel_used, pass_efficiencies, supports
 from model.physics.dims import model_dims
-from model.physics.optable import OpSpec
+from model.physics.optable import OpSpec, layer_share
 from model.physics.pricing import Bound, Exact, Pricing
 from model.specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
 from model.specs.hardware import System
@@ -79,12 +79,9 @@ class Ctx:
         return self.model.causal and not self.mode.non_causal_attention
 
     def share(self, spec: OpSpec) -> float:
-        """Share of the pipeline's layers an op runs in: all, the dense-MLP or the MoE ones."""
-        if spec.share == "moe":
-            return self.model.moe_share
-        if spec.share == "dense":
-            return 1.0 - self.model.moe_share
-        return 1.0
+        """Share of the pipeline's layers an op runs in (:func:`~model.physics.optable.
+        layer_share`)."""
+        return layer_share(self.model, spec)
 
 
 def attention_passes(model: Transformer, system: System, mode: Mode, ex: Execution

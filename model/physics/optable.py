@@ -135,3 +135,13 @@ class Shards:
         for a in axes:
             out = out * getattr(self, "nv_" + a)
         return out
+
+
+def layer_share(model, spec: OpSpec) -> float:
+    """Share of the pipeline's layers an op runs in: all, the dense-MLP or the MoE ones
+    (``model``: a Transformer, for its ``moe_share``)."""
+    if spec.share == "moe":
+        return model.moe_share
+    if spec.share == "dense":
+        return 1.0 - model.moe_share
+    return 1.0

@@ -128,13 +128,17 @@ def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, executi
     else:  # a dense model: the same numbers without adding zeros
         local_params = np.asarray(params_bytes, dtype=float) / (
             dp_group if zero >= 1 else 1) / 2.0
-    adam = ADAM_BYTES_PER_PARAM + 2.0 * (grad_factor - 1.0)  # an fp32 gradient is 2 B more
+    # an fp32 gradient is 2 B more; ``grad_factor`` may carry a LoRA trainable share
+    # (model.physics.lora), which scales ``params_bytes`` instead, so the bytes per trainable
+    # parameter come from the execution
+    own_factor = 2.0 if execution.fp32_gradients else 1.0
+    adam = ADAM_BYTES_PER_PARAM + 2.0 * (own_factor - 1.0)
     if execution.optimizer_bf16_moments:  # m and v read and written in 2 B instead of 4
         adam = adam - BF16_MOMENTS_SAVED_BYTES
     if mode.no_optimizer_step:
         return 0.0
     if execution.offloads("optimizer"):
-        return host_optimizer_time_s(local_params, grad_factor,
+        return host_optimizer_time_s(local_params, own_factor,
                                      system.host_bandwidth_gb_per_s * 1e9,
                                      system.host_memory_bandwidth_gb_per_s * 1e9)
     return adam * local_params / system.hbm_bytes_per_s

@@ -186,6 +186,11 @@ class Execution:
     * ``recompute_norm_up_proj``: DeepSeek-V3's light recompute (report §3.2.3): every RMSNorm
       and MLA's up-projections rerun in the backward, so the linears after a norm and the
       attention core keep nothing of their outputs (model.physics.light_recompute).
+    * ``trainable``: which weights train — ``all`` (pre-training, full fine-tuning) or LoRA
+      adapters of rank ``lora_rank`` on the ``lora_targets`` matmuls (attention, MLP and
+      experts, or both) over frozen BF16 (``lora``) or 4-bit NF4 (``qlora``) base weights: no
+      weight gradients of the base, adapters as their own kernels, gradients and optimizer
+      state of the adapters only (:mod:`model.physics.lora`).
     * ``swiglu_fp8_cache``: the routed experts' SwiGLU keeps its input in FP8 with 1×128
       scales and reruns in the backward, so ``moe/fc2`` keeps nothing (DeepSeek-V3 §3.3.3).
     """
@@ -228,6 +233,9 @@ class Execution:
     swiglu_fp8_cache: bool = False
     production_layout: bool = True
     tp_style: str = "megatron"
+    trainable: str = "all"
+    lora_rank: int = 16
+    lora_targets: str = "all"
 
     def __post_init__(self) -> None:
         self._check_values()
@@ -272,6 +280,9 @@ class Execution:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     lo <= value <= hi):
                 raise ModelError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
+        if not _whole(self.lora_rank, 65_536) or self.lora_rank < 1:
+            raise ModelError(f"lora_rank must be an integer in [1, 65536], got "
+                             f"{self.lora_rank!r}")
 
     def _check_combinations(self) -> None:
         """Options that exclude each other."""

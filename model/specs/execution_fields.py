@@ -27,6 +27,10 @@ ELEMENTWISE = ("auto", "fused", "eager", "compile")
 FSDP_VERSIONS = (0, 1, 2)  # 0: ZeRO-3 as DeepSpeed/Megatron run it; 1, 2: PyTorch FSDP1/FSDP2
 GATHER_DTYPES = ("auto", "bf16", "fp32")
 TP_STYLES = ("megatron", "dtensor")  # model.physics.strategies._tp_comms
+# which weights train (model.physics.lora): every one, or LoRA adapters on frozen BF16 or
+# 4-bit NF4 (QLoRA) base weights; the matmuls the adapters sit on
+TRAINABLE = ("all", "lora", "qlora")
+LORA_TARGETS = ("all", "attn", "mlp")
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
@@ -41,7 +45,8 @@ LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "attention_kernel": ATTENTION_KERNELS,
                               "elementwise": ELEMENTWISE, "fsdp_version": FSDP_VERSIONS,
                               "fsdp_gather_dtype": GATHER_DTYPES, "fsdp_prefetch": (0, 1),
-                              "tp_style": TP_STYLES}
+                              "tp_style": TP_STYLES, "trainable": TRAINABLE,
+                              "lora_targets": LORA_TARGETS}
 # numbers in a range: (lowest, highest)
 RANGES: dict[str, tuple[float, float]] = {"moe_capacity_factor": (0.0, 64.0),
                                           "moe_imbalance": (1.0, 64.0),
@@ -53,7 +58,8 @@ AUTO = "auto"  # recompute_layers: the fewest that make each configuration fit
 INTEGERS: dict[str, tuple[int, int]] = {"interleave": (0, 64), "recompute_layers": (0, 10_000),
                                         "offload_layers": (0, 10_000),
                                         "ep_max_domains": (0, 10_000),
-                                        "fsdp_shard_group": (0, 1_000_000)}
+                                        "fsdp_shard_group": (0, 1_000_000),
+                                        "lora_rank": (1, 65_536)}
 
 
 def field_kind(name: str) -> str:

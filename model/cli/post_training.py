@@ -1,0 +1,145 @@
+"""``tperf finetune`` and ``tperf rl``: post-training questions (docs/post_training.md).
+
+``finetune`` searches the fastest layout that fine-tunes a model by full SFT, LoRA or QLoRA on
+N GPUs and prints days, tokens/s per GPU, memory, trainable parameters and cost; ``rl`` prices
+one step of GRPO/PPO (rollouts, reference/reward passes, the policy update, the weight sync)
+with colocated or split GPUs. Bad input: one line ``error: ...``, exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from model.cli.args import CliError, positive_int, positive_number, print_json
+from model.cli.costs import add_cost_args, costs_from_args
+from model.engine.request import Request
+from model.specs.hardware import load_system
+from model.specs.models import load_model
+from model.studies.finetune import METHODS, PACKING, FineTune, finetune
+from model.studies.rl import ALGORITHMS, PLACEMENTS, RlStep, rl_step
+
+TARGETS = {"attn": "attn", "mlp": "mlp", "attn,mlp": "all", "mlp,attn": "all", "all": "all"}
+
+
+def _targets(text: str) -> str:
+    key = text.replace(" ", "").lower()
+    if key not in TARGETS:
+        raise argparse.ArgumentTypeError(f"expected attn, mlp or attn,mlp, got {text!r}")
+    return TARGETS[key]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, metavar="M",
+                   help="model preset, a .json spec or a Hugging Face config.json")
+    p.add_argument("--system", required=True, metavar="S", help="system preset or .json")
+    p.add_argument("--gpus", type=positive_int, required=True, metavar="N", help="GPU count")
+    p.add_argument("--stack", default=None, metavar="STACK",
+                   help="training software stack (default: the newest preset)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def add_post_training(sub: Any) -> None:
+    f = sub.add_parser("finetune", allow_abbrev=False,
+                       help="fine-tuning (full SFT, LoRA, QLoRA): days, memory, cost, layout")
+    _common(f)
+    f.add_argument("--method", required=True, choices=METHODS)
+    f.add_argument("--tokens", type=positive_number, required=True, metavar="T",
+                   help="training tokens (examples × epochs), e.g. 2e9")
+    f.add_argument("--seq-len", type=positive_int, metavar="L",
+                   help="sequence length in tokens (default: the model's)")
+    f.add_argument("--global-batch", type=positive_int, default=128, metavar="B",
+                   help="sequences per step (default: %(default)s)")
+    f.add_argument("--lora-rank", type=positive_int, default=16, metavar="R",
+                   help="adapter rank (default: %(default)s)")
+    f.add_argument("--lora-targets", type=_targets, default="all", metavar="attn,mlp",
+                   help="matmuls with adapters: attn, mlp or attn,mlp (default)")
+    f.add_argument("--packing", choices=PACKING, default="packed",
+                   help="packed sequences (default) or one example per padded sequence")
+    f.add_argument("--mean-example-tokens", type=positive_number, metavar="E",
+                   help="with --packing padded: the mean example length in tokens")
+    add_cost_args(f)
+    f.set_defaults(run=run_finetune)
+
+    r = sub.add_parser("rl", allow_abbrev=False,
+                       help="RL post-training (GRPO/PPO): one step's generation, training, "
+                            "sync and idle GPUs, colocated or split")
+    _common(r)
+    r.add_argument("--prompts-per-step", type=positive_int, required=True, metavar="P")
+    r.add_argument("--samples-per-prompt", type=positive_int, required=True, metavar="K")
+    r.add_argument("--input-tokens", type=positive_int, required=True, metavar="I",
+                   help="prompt length in tokens")
+    r.add_argument("--output-tokens", type=positive_int, required=True, metavar="O",
+                   help="mean answer length in tokens")
+    r.add_argument("--max-output-tokens", type=positive_int, metavar="O_MAX",
+                   help="longest answer (default: the mean: every answer equal)")
+    r.add_argument("--placement", required=True, choices=PLACEMENTS)
+    r.add_argument("--generation-gpus", type=positive_int, metavar="G",
+                   help="with --placement split: GPUs that generate (default: searched)")
+    r.add_argument("--algorithm", choices=ALGORITHMS, default="grpo")
+    r.add_argument("--off-policy", action="store_true",
+                   help="split: generate step t+1 while training on step t (one step stale)")
+    r.add_argument("--precision", choices=("bf16", "fp8"), default="bf16",
+                   help="generation weights (default: %(default)s)")
+    r.set_defaults(run=run_rl)
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    if args.packing == "padded" and args.mean_example_tokens is None:
+        raise CliError("--packing padded needs --mean-example-tokens E (the mean example "
+                       "length)")
+    if args.packing == "packed" and args.mean_example_tokens is not None:
+        raise CliError("--mean-example-tokens is for --packing padded")
+    model = load_model(args.model, seq_len=args.seq_len)
+    system = load_system(args.system)
+    ft = FineTune(args.method, args.tokens, args.lora_rank, args.lora_targets, args.packing,
+                  args.mean_example_tokens)
+    request = Request.build(model, system, global_batch=args.global_batch, gpus=args.gpus,
+                            strategy="1d", stack=args.stack, costs=costs_from_args(args))
+    out = finetune(request, ft).summary()
+    if args.json:
+        print_json({"model": model.name, "system": system.name, "seq_len": model.seq_len,
+                    "global_batch": args.global_batch, "tokens": args.tokens, **out})
+        return 0
+    lay = out["layout"]
+    print(f"{model.name} fine-tuned by {args.method} on {args.gpus} × {system.name}, "
+          f"{args.tokens:,.0f} tokens, sequences of {model.seq_len:,} ({args.packing})")
+    print(f"  {out['days']:.3g} days, {out['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
+          f"cost ${out['cost_usd']:,.0f}")
+    print(f"  trainable parameters {out['trainable_params']:,.0f}")
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in out["memory_breakdown_gb"].items())
+    print(f"  memory {out['memory_gb']:.2f} GB per GPU = {parts}")
+    print(f"  layout: tp {lay['tp1']} · pp {lay['pp']} · dp {lay['dp']}, microbatch "
+          f"{lay['microbatch']}, ZeRO {out['zero']}, recompute {out['recompute']}")
+    return 0
+
+
+def run_rl(args: argparse.Namespace) -> int:
+    if args.generation_gpus is not None and args.placement != "split":
+        raise CliError("--generation-gpus is for --placement split")
+    if args.off_policy and args.placement != "split":
+        raise CliError("--off-policy is for --placement split (colocated GPUs alternate)")
+    model = load_model(args.model)
+    system = load_system(args.system)
+    step = RlStep(args.prompts_per_step, args.samples_per_prompt, args.input_tokens,
+                  args.output_tokens, args.max_output_tokens or args.output_tokens,
+                  args.placement, args.algorithm, args.off_policy, args.precision)
+    res = rl_step(model, system, args.gpus, step, stack=args.stack,
+                  generation_gpus=args.generation_gpus)
+    out = res.summary()
+    if args.json:
+        print_json({"model": model.name, "system": system.name, **out})
+        return 0
+    print(f"{model.name} {args.algorithm.upper()} on {args.gpus} × {system.name}, "
+          f"{args.placement}: {args.prompts_per_step} prompts × {args.samples_per_prompt} "
+          f"samples, {args.input_tokens:,} + {args.output_tokens:,} tokens")
+    print(f"  step {out['step_s']:.4g} s = generation {out['generation_s']:.4g} "
+          f"(tail {out['tail_s']:.3g}), reference/reward {out['reference_s']:.3g}, "
+          f"training {out['training_s']:.4g}, sync {out['sync_s']:.3g}, "
+          f"offload {out['offload_s']:.3g}")
+    print(f"  idle GPU share {out['idle_gpu_share']:.1%}; generation on "
+          f"{out['generation_gpus']} GPUs, training on {out['training_gpus']}")
+    g, t = out["generation_layout"], out["training_layout"]
+    print(f"  generation layout: tp {g['tp']} · pp {g['pp']} · {g['replicas']} replica(s), "
+          f"batch {g['batch']:g}; training layout: tp {t['tp1']} · pp {t['pp']} · dp {t['dp']}")
+    return 0
