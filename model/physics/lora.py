@@ -5,10 +5,10 @@
 *QLoRA*, arXiv 2305.14314). With frozen base weights each matmul Y = X·W of the op table
 changes as follows (:func:`frozen_counts`), per GPU per microbatch, s the element bytes:
 
-* **no weight gradient**: the backward runs dX = dY·Wᵀ only. The dW GEMM costs what the forward
-  does (2·m·k·n FLOPs, the −1 terms of :func:`model.physics.ops.linear` aside) and half the
+* **no weight gradient**: the backward runs dX = dY·Wᵀ only. The dW GEMM's k·n·(2m − 1) FLOPs
+  (:func:`model.physics.ops.linear`; m recovered from the forward's m·n·(2k − 1)) and half the
   backward's HBM bytes (dX and dW each read one operand of k·n and one of m·k or m·n and write
-  the third: s(m·k + m·n + k·n) each), so both leave the backward.
+  the third: s(m·k + m·n + k·n) each) leave the backward.
 * **adapters** on the targeted matmuls (``lora_targets``: attention, MLP or both; the routed
   experts count as MLP): Y += (X·A)·B with A [k, r], B [r, n], r = ``lora_rank``. FLOPs:
   forward 2·m·r·(k + n); backward 4·m·r·(k + n) (dX through B then A, dA and dB). They are
@@ -71,8 +71,11 @@ def frozen_counts(counts: OpCounts, spec: OpSpec, k: np.ndarray, n: np.ndarray,
         return counts
     s = element_bytes
     params = counts.weight_bytes / s  # base weight elements held (0 where tied)
-    rows = counts.flop_mat_fwd / np.maximum(2.0 * k * n, 1.0)  # m, over the local experts too
-    counts.flop_mat_bwd = np.maximum(counts.flop_mat_bwd - counts.flop_mat_fwd, 0.0)
+    experts = params / np.maximum(k * n, 1.0)  # local experts (1 for a plain matmul)
+    # m, the rows over the local experts too: the forward is m·n·(2k − 1) FLOPs
+    rows = counts.flop_mat_fwd / np.maximum(n * (2.0 * k - 1.0), 1.0)
+    weight_grad = k * n * np.maximum(2.0 * rows - experts, 0.0)  # k·n·(2m − 1) per expert
+    counts.flop_mat_bwd = np.maximum(counts.flop_mat_bwd - weight_grad, 0.0)
     counts.bytes_bwd = counts.bytes_bwd / 2.0
     quantised = trainable == "qlora" and spec.name.startswith(TARGETS["all"])
     held = params * (NF4_BYTES_PER_PARAM if quantised else s)
@@ -83,7 +86,6 @@ def frozen_counts(counts: OpCounts, spec: OpSpec, k: np.ndarray, n: np.ndarray,
         counts.launches_fwd = counts.launches_fwd + 1
         counts.launches_bwd = counts.launches_bwd + 1
     if targeted(spec, targets):
-        experts = params / np.maximum(k * n, 1.0)  # local experts (1 for a plain matmul)
         r = float(rank)
         counts.flop_mat_fwd = counts.flop_mat_fwd + 2.0 * rows * r * (k + n)
         counts.flop_mat_bwd = counts.flop_mat_bwd + 4.0 * rows * r * (k + n)
