@@ -10,6 +10,8 @@ Public API::
     ev.row, ev.ops     # the configuration's numbers and its per-op breakdown
     plan(m, s, 4096, days=30).summary()   # the fewest GPUs that train within 30 days
     serve(m, s, 8, ServingWorkload(1000, 1000, weight_precision="fp8"))  # serving (docs/serving.md)
+    finetune(Request.build(m, s, global_batch=64, gpus=8), FineTune("lora", 2e9))  # post-training
+    rl_step(m, s, 16, RlStep(64, 8, 512, 1024, 4096, "split"))  # docs/post_training.md
 
 ``compat="paper"`` reproduces arXiv 2410.00273's public code, bugs included
 (docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
@@ -33,16 +35,20 @@ from model.specs.transformer import (
 )
 from model.specs.workload import Training
 from model.studies.codesign import codesign
+from model.studies.finetune import FineTune, FineTuneResult, finetune
 from model.studies.plan import PlanResult, plan
+from model.studies.rl import RlResult, RlStep, rl_step
 from model.studies.sweep import sweep
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "ModelError", "PlanResult", "SearchResult",
+    "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "FineTune", "FineTuneResult", "ModelError",
+    "PlanResult", "RlResult", "RlStep", "SearchResult",
     "Request", "ServeResult", "Serving", "ServingLayout", "ServingWorkload", "System", "Training",
     "Transformer", "best_per_cell",
-    "canonical_strategy", "codesign", "design_space", "evaluate", "list_models", "list_systems",
+    "canonical_strategy", "codesign", "design_space", "evaluate", "finetune", "list_models",
+    "list_systems", "rl_step",
     "load_model", "load_system", "plan", "search", "serve", "sweep", "system_from_dict",
     "transformer_from_dict", "__version__",
 ]

@@ -221,7 +221,8 @@ CONTROLS: tuple[Control, ...] = (
             lo=1, hi=65_536, suggest=(8, 16, 64), spec="lora_rank",
             when=When("trainable", lambda v: v != "all")),
     Control("lora_targets", "LoRA targets", "execution", "radio", str,
-            "The matmuls that carry adapters: attention, MLP (the experts too) or all.",
+            "The matmuls that carry adapters: attention, MLP (the experts too), all, or the "
+            "fused QKV matmul alone (Megatron-Bridge's performance recipes).",
             choices=LORA_TARGETS, spec="lora_targets",
             when=When("trainable", lambda v: v != "all")),
     Control("production_layout", "Production layouts", "execution", "switch", bool,

@@ -19,13 +19,14 @@ from model.specs.models import load_model
 from model.studies.finetune import METHODS, PACKING, FineTune, finetune
 from model.studies.rl import ALGORITHMS, PLACEMENTS, RlStep, rl_step
 
-TARGETS = {"attn": "attn", "mlp": "mlp", "attn,mlp": "all", "mlp,attn": "all", "all": "all"}
+TARGETS = {"attn": "attn", "mlp": "mlp", "attn,mlp": "all", "mlp,attn": "all", "all": "all",
+           "qkv": "qkv"}
 
 
 def _targets(text: str) -> str:
     key = text.replace(" ", "").lower()
     if key not in TARGETS:
-        raise argparse.ArgumentTypeError(f"expected attn, mlp or attn,mlp, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected attn, mlp, attn,mlp or qkv, got {text!r}")
     return TARGETS[key]
 
 
@@ -53,7 +54,8 @@ def add_post_training(sub: Any) -> None:
     f.add_argument("--lora-rank", type=positive_int, default=16, metavar="R",
                    help="adapter rank (default: %(default)s)")
     f.add_argument("--lora-targets", type=_targets, default="all", metavar="attn,mlp",
-                   help="matmuls with adapters: attn, mlp or attn,mlp (default)")
+                   help="matmuls with adapters: attn, mlp, attn,mlp (default) or qkv (the "
+                        "fused QKV matmul alone)")
     f.add_argument("--packing", choices=PACKING, default="packed",
                    help="packed sequences (default) or one example per padded sequence")
     f.add_argument("--mean-example-tokens", type=positive_number, metavar="E",
@@ -97,6 +99,9 @@ def run_finetune(args: argparse.Namespace) -> int:
     request = Request.build(model, system, global_batch=args.global_batch, gpus=args.gpus,
                             strategy="1d", stack=args.stack, costs=costs_from_args(args))
     out = finetune(request, ft).summary()
+    from model.validation.finetune import accuracy  # the validation runs only when answered
+
+    out["accuracy"] = accuracy(args.method, args.stack)
     if args.json:
         print_json({"model": model.name, "system": system.name, "seq_len": model.seq_len,
                     "global_batch": args.global_batch, "tokens": args.tokens, **out})
@@ -107,6 +112,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     print(f"  {out['days']:.3g} days, {out['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
           f"cost ${out['cost_usd']:,.0f}")
     print(f"  trainable parameters {out['trainable_params']:,.0f}")
+    print(f"  accuracy: {out['accuracy']}")
     parts = ", ".join(f"{k} {v:.2f}" for k, v in out["memory_breakdown_gb"].items())
     print(f"  memory {out['memory_gb']:.2f} GB per GPU = {parts}")
     print(f"  layout: tp {lay['tp1']} · pp {lay['pp']} · dp {lay['dp']}, microbatch "
@@ -126,7 +132,7 @@ def run_rl(args: argparse.Namespace) -> int:
                   args.placement, args.algorithm, args.off_policy, args.precision)
     res = rl_step(model, system, args.gpus, step, stack=args.stack,
                   generation_gpus=args.generation_gpus)
-    out = res.summary()
+    out = {**res.summary(), "accuracy": "not validated: no published RL step time was scored"}
     if args.json:
         print_json({"model": model.name, "system": system.name, **out})
         return 0
@@ -142,4 +148,24 @@ def run_rl(args: argparse.Namespace) -> int:
     g, t = out["generation_layout"], out["training_layout"]
     print(f"  generation layout: tp {g['tp']} · pp {g['pp']} · {g['replicas']} replica(s), "
           f"batch {g['batch']:g}; training layout: tp {t['tp1']} · pp {t['pp']} · dp {t['dp']}")
+    return 0
+
+
+def run_validate_finetune(args: argparse.Namespace) -> int:
+    """Predicted vs measured tokens/s per GPU on Megatron-Bridge's SFT and LoRA runs
+    (:mod:`model.validation.finetune`; nothing fitted to them)."""
+    from model.validation import finetune as ftv
+
+    frame = ftv.records()
+    stats = ftv.summary(frame)
+    if args.json:
+        print_json({"records": frame.to_dict("records"), "summary": stats})
+        return 0
+    print(frame.to_string(index=False, float_format="%.1f"))
+    print(f"\nerror % = 100·(predicted/measured − 1); fitted: {stats['fitted']}; "
+          f"{stats['source']}")
+    for key in ("all", "full", "lora"):
+        row = stats[key]
+        print(f"{key}: mean |error| {row['mean_abs_error_pct']:.1f} %, max "
+              f"{row['max_abs_error_pct']:.1f} % over {row['runs']} runs")
     return 0

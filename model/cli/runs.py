@@ -170,6 +170,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     if args.set == "serving":
         return run_validate_serving(args)
+    if args.set == "finetune":
+        from model.cli.post_training import run_validate_finetune
+        return run_validate_finetune(args)
     sets = (("korthikanti", "measurements", "extra", "pytorch", "moe") if args.set == "all"
             else (args.set,))
     frame = run_validation(args.reference, sets)

@@ -46,7 +46,7 @@ from model.specs.transformer import Transformer
 
 NF4_BYTES_PER_PARAM = 4.127 / 8  # QLoRA §3: 4-bit NF4 + 0.127 bits of double-quantised scales
 ADAPTER_BYTES_PER_PARAM = 2.0  # LoRA A and B in BF16
-TARGETS = {"attn": ("attn/",), "mlp": ("mlp/", "moe/", "shared/"),
+TARGETS = {"attn": ("attn/",), "mlp": ("mlp/", "moe/", "shared/"), "qkv": ("attn/qkv",),
            "all": ("attn/", "mlp/", "moe/", "shared/")}
 _FROZEN_MATMULS = (Kind.LINEAR, Kind.SUMMA_LINEAR, Kind.EXPERT_LINEAR)
 

@@ -30,7 +30,7 @@ TP_STYLES = ("megatron", "dtensor")  # model.physics.strategies._tp_comms
 # which weights train (model.physics.lora): every one, or LoRA adapters on frozen BF16 or
 # 4-bit NF4 (QLoRA) base weights; the matmuls the adapters sit on
 TRAINABLE = ("all", "lora", "qlora")
-LORA_TARGETS = ("all", "attn", "mlp")
+LORA_TARGETS = ("all", "attn", "mlp", "qkv")  # qkv: the fused QKV matmul only
 # the on/off options, and the options with a fixed set of values (checked in this order)
 FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",

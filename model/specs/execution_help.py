@@ -8,7 +8,8 @@ HELP: dict[str, str] = {
     "trainable": "which weights train: all, or LoRA adapters on frozen BF16 (lora) or 4-bit "
                  "NF4 (qlora) base weights",
     "lora_rank": "rank r of each LoRA adapter (A: k x r, B: r x n)",
-    "lora_targets": "the matmuls that carry LoRA adapters: attention, MLP (experts too), or all",
+    "lora_targets": "the matmuls that carry LoRA adapters: attention, MLP (experts too), all, or "
+                    "the fused QKV matmul alone",
     "recompute": "activation recompute: selective (flash attention's), full, or none",
     "recompute_layers": "fully recompute N layers per pipeline stage, the rest as --recompute "
                         "(Megatron's block method; 'auto': the fewest that fit)",

@@ -63,7 +63,7 @@ class FineTune:
             raise ModelError(f"tokens must be a number of training tokens in [1, 1e16], got "
                              f"{self.tokens!r:.40}")
         if self.lora_targets not in LITERALS["lora_targets"]:
-            raise ModelError(f"LoRA targets must be attn, mlp or both (attn,mlp), got "
+            raise ModelError(f"LoRA targets must be attn, mlp, both (attn,mlp) or qkv, got "
                              f"{self.lora_targets!r:.40}")
         if self.packing not in PACKING:
             raise ModelError(f"packing must be packed or padded, got {self.packing!r:.40}")
@@ -156,3 +156,4 @@ def finetune(request: Request, ft: FineTune) -> FineTuneResult:
     per_gpu_hour = float(row["cost_usd"]) / float(row["gpu_hours"])
     return FineTuneResult(row, ft, trainable_params(request.model, ft), useful,
                           seconds / 86400.0, per_gpu_hour * gpus * seconds / 3600.0, gpus)
+
