@@ -212,3 +212,17 @@ def test_megatron_bridge_finetune_runs_are_predicted_without_fitting():
     assert stats["full"]["mean_abs_error_pct"] < 8.0
     assert stats["lora"]["mean_abs_error_pct"] < 8.0
     assert stats["all"]["max_abs_error_pct"] < 20.0
+
+
+def test_the_docs_accuracy_table_is_what_validate_prints():
+    """docs/post_training.md's fine-tuning errors are the ones the validation computes now."""
+    from pathlib import Path
+
+    from model.validation.finetune import records, summary
+    stats = summary(records())
+    text = (Path(__file__).resolve().parents[1] / "docs" / "post_training.md").read_text()
+    for method in ("full", "lora"):
+        row = stats[method]
+        expected = (f"{row['mean_abs_error_pct']:.1f} % mean \\|error\\|, max "
+                    f"{row['max_abs_error_pct']:.1f} % ({row['runs']} runs)")
+        assert expected in text, expected
