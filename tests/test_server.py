@@ -332,7 +332,8 @@ def test_restart_serves_the_cached_results(tmp_path):
 
 
 PAGES = {"/": "scaling-time", "/design": "design-heatmap", "/systems": "systems-compare",
-         "/validation": "validation-time", "/hbm": None, "/serving": "serve-pareto"}
+         "/validation": "validation-time", "/hbm": None, "/serving": "serve-pareto",
+         "/post-training": "post-memory"}
 
 
 @pytest.mark.browser

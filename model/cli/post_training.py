@@ -83,6 +83,8 @@ def add_post_training(sub: Any) -> None:
                    help="split: generate step t+1 while training on step t (one step stale)")
     r.add_argument("--precision", choices=("bf16", "fp8"), default="bf16",
                    help="generation weights (default: %(default)s)")
+    r.add_argument("--steps", type=positive_int, default=1000, metavar="S",
+                   help="RL steps of the run, for its cost (default: %(default)s)")
     r.set_defaults(run=run_rl)
 
 
@@ -132,7 +134,10 @@ def run_rl(args: argparse.Namespace) -> int:
                   args.placement, args.algorithm, args.off_policy, args.precision)
     res = rl_step(model, system, args.gpus, step, stack=args.stack,
                   generation_gpus=args.generation_gpus)
-    out = {**res.summary(), "accuracy": "not validated: no published RL step time was scored"}
+    out = {**res.summary(), "steps": args.steps,
+           "accuracy": "not validated: no published RL step time was scored"}
+    out["run_days"] = args.steps * out["step_s"] / 86400.0
+    out["run_cost_usd"] = args.steps * out["cost_per_step_usd"]
     if args.json:
         print_json({"model": model.name, "system": system.name, **out})
         return 0
@@ -143,6 +148,9 @@ def run_rl(args: argparse.Namespace) -> int:
           f"(tail {out['tail_s']:.3g}), reference/reward {out['reference_s']:.3g}, "
           f"training {out['training_s']:.4g}, sync {out['sync_s']:.3g}, "
           f"offload {out['offload_s']:.3g}")
+    print(f"  cost ${out['cost_per_step_usd']:,.2f} per step; {args.steps:,} steps: "
+          f"{out['run_days']:.3g} days, ${out['run_cost_usd']:,.0f}")
+    print(f"  accuracy: {out['accuracy']}")
     print(f"  idle GPU share {out['idle_gpu_share']:.1%}; generation on "
           f"{out['generation_gpus']} GPUs, training on {out['training_gpus']}")
     g, t = out["generation_layout"], out["training_layout"]

@@ -107,6 +107,7 @@ class Phases:
     offload_s: float
     generation_layout: dict
     training_layout: dict
+    usd_per_gpu_hour: float = 0.0  # the system's price (its cost inputs), for the step's cost
 
 
 @dataclass
@@ -119,6 +120,8 @@ class RlResult:
     generation_gpus: int
     step_s: float
     idle_gpu_share: float
+    # (generation GPUs, step seconds) of every split tried (split placement only)
+    splits: tuple[tuple[int, float], ...] = ()
 
     def summary(self) -> dict:
         p = self.phases
@@ -132,6 +135,7 @@ class RlResult:
                 "sync_s": p.sync_s, "offload_s": p.offload_s,
                 "idle_gpu_share": self.idle_gpu_share,
                 "rollouts_per_step": self.step.rollouts,
+                "cost_per_step_usd": self.gpus * self.step_s / 3600.0 * p.usd_per_gpu_hour,
                 "generation_layout": p.generation_layout,
                 "training_layout": p.training_layout}
 
@@ -184,8 +188,9 @@ def _forwards(model: Transformer, system: System, gpus: int, step: RlStep) -> fl
 
 
 def _training(model: Transformer, system: System, gpus: int, step: RlStep,
-              stack: str | None) -> tuple[float, dict, float]:
-    """(update seconds, layout, training state bytes per GPU) on ``gpus`` GPUs."""
+              stack: str | None) -> tuple[float, dict, float, float]:
+    """(update seconds, layout, training state bytes per GPU, $ per GPU-hour) on ``gpus``
+    GPUs."""
     request = Request.build(model, system, global_batch=step.rollouts, gpus=gpus,
                             strategy="1d", stack=stack)
     result = search(request)
@@ -195,7 +200,8 @@ def _training(model: Transformer, system: System, gpus: int, step: RlStep,
     row = result.top.iloc[0]
     layout = {k: int(row[k]) for k in ("tp1", "pp", "dp", "microbatch")}
     state = (float(row["gradients_gb"]) + float(row["optimizer_gb"])) * 1e9
-    return TRAINED_MODELS[step.algorithm] * float(row["iteration_time_s"]), layout, state
+    price = float(row["cost_usd"]) / float(row["gpu_hours"])
+    return TRAINED_MODELS[step.algorithm] * float(row["iteration_time_s"]), layout, state, price
 
 
 def _phases(model: Transformer, system: System, gpus: int, gen_gpus: int, step: RlStep,
@@ -204,7 +210,7 @@ def _phases(model: Transformer, system: System, gpus: int, gen_gpus: int, step: 
     seq_model = model.with_overrides(seq_len=step.input_tokens + step.output_tokens)
     t_gen, tail, _, gen_layout = _generation(seq_model, system, gen_gpus, step)
     t_ref = _forwards(seq_model, system, train_gpus, step)
-    t_train, train_layout, state = _training(seq_model, system, train_gpus, step, stack)
+    t_train, train_layout, state, price = _training(seq_model, system, train_gpus, step, stack)
     shard = 2.0 * total_params(model) / gen_layout["tp"]  # BF16 weights per generation GPU
     if step.placement == "colocated":
         sync = shard / system.fast_bytes_per_s
@@ -215,7 +221,7 @@ def _phases(model: Transformer, system: System, gpus: int, gen_gpus: int, step: 
         send = gen_layout["replicas"] * 2.0 * total_params(model) / (
             train_gpus * system.slow_bytes_per_s * system.nics_per_gpu)
         sync, offload = max(receive, send), 0.0
-    return Phases(t_gen, tail, t_ref, t_train, sync, offload, gen_layout, train_layout)
+    return Phases(t_gen, tail, t_ref, t_train, sync, offload, gen_layout, train_layout, price)
 
 
 def _splits(system: System, gpus: int) -> list[int]:
@@ -241,7 +247,7 @@ def rl_step(model: Transformer, system: System, gpus: int, step: RlStep, *,
         raise ModelError(f"--generation-gpus must leave GPUs to train: 1 to {gpus - 1}, got "
                          f"{generation_gpus}")
     best: RlResult | None = None
-    errors = []
+    errors, tried = [], []
     for g in [generation_gpus] if generation_gpus else _splits(system, gpus):
         try:
             phases = _phases(model, system, gpus, g, step, stack)
@@ -249,8 +255,12 @@ def rl_step(model: Transformer, system: System, gpus: int, step: RlStep, *,
             errors.append(str(exc))
             continue
         step_s, idle = compose("split", step.off_policy, phases, gpus, g)
+        tried.append((g, step_s))
         if best is None or step_s < best.step_s:
             best = RlResult(step, phases, gpus, g, step_s, idle)
     if best is None:
-        raise ModelError(errors[-1] if errors else "no split of the GPUs fits")
+        raise ModelError(f"no split of {gpus} GPUs fits both generation and training "
+                         f"({errors[-1] if errors else 'no split tried'}): more GPUs, or "
+                         "the colocated placement")
+    best.splits = tuple(tried)
     return best

@@ -1,0 +1,157 @@
+"""Post-training: the scenario's model on its system (the control panel's hardware what-ifs
+included) fine-tuned by full SFT, LoRA and QLoRA side by side, or trained by RL (GRPO/PPO) with
+colocated or split GPUs — memory per GPU and days/cost by method, one RL step's timeline per
+GPU pool and the step against the split (docs/post_training.md). The work is in
+:mod:`dashboard.views.post_training_view`; this module only wires it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, State, callback, dcc, html, no_update
+from dash.exceptions import PreventUpdate
+
+from dashboard.server.export import graph_card, register_exports
+from dashboard.server.guard import page_callback
+from dashboard.views.post_training_view import (
+    CARDS,
+    DEFAULT_FORM,
+    TARGETS,
+    build,
+    form_from_query,
+    form_query,
+)
+from model import ModelError
+from model.studies.rl import ALGORITHMS, PLACEMENTS
+
+dash.register_page(__name__, path="/post-training", name="Post-training", order=7,
+                   title="Post-training — fine-tuning and RL what-if")
+
+FORM_KEYS = tuple(DEFAULT_FORM)
+FINETUNE_CARDS, RL_CARDS = CARDS[:2], CARDS[2:]
+# the default question's parts shown at first; a change of question (typed, or from a link)
+# shows the other's (:func:`question_parts`: no initial call — the link's callback before it
+# may prevent its update, which Dash then does not pass on)
+HIDDEN, SHOWN = {"display": "none"}, {}
+
+
+def _hidden(card: html.Div) -> html.Div:
+    card.style = HIDDEN
+    return card
+
+
+def _number(key: str, label: str, step: str = "any") -> html.Label:
+    return html.Label([label, dcc.Input(id=f"post-{key}", type="number", step=step,
+                                        value=DEFAULT_FORM[key])])
+
+
+def _choice(key: str, label: str, values: tuple) -> html.Label:
+    return html.Label([label, dcc.Dropdown(id=f"post-{key}", value=DEFAULT_FORM[key],
+                                           options=[{"label": str(v), "value": v}
+                                                    for v in values], clearable=False)])
+
+
+layout = html.Div(className="page-body", children=[
+    html.P(className="summary", children=(
+        "The model and system of the control panel after pre-training: fine-tuned by full "
+        "SFT, LoRA and QLoRA (each method's fastest layout that fits on the GPUs below; "
+        "tokens/s counts training tokens), or one RL step (rollouts by the serving model, "
+        "forward passes, the update, the weight sync) on shared or split GPUs.")),
+    html.Div(className="card sweep-form", children=[
+        _choice("question", "Question", ("finetune", "rl")), _number("gpus", "GPUs", "1"),
+        html.Div(id="post-finetune-form", className="form-part", children=[
+            _number("tokens", "Training tokens"), _number("seq_len", "Sequence length", "1"),
+            _number("global_batch", "Global batch", "1"),
+            _number("lora_rank", "LoRA rank", "1"),
+            _choice("lora_targets", "LoRA targets", TARGETS)]),
+        html.Div(id="post-rl-form", className="form-part", style=HIDDEN, children=[
+            _number("prompts", "Prompts per step", "1"),
+            _number("samples", "Samples per prompt", "1"),
+            _number("input_tokens", "Prompt tokens", "1"),
+            _number("output_tokens", "Mean answer tokens", "1"),
+            _number("max_output_tokens", "Longest answer tokens", "1"),
+            _choice("placement", "Placement", PLACEMENTS),
+            _choice("generation_gpus", "Generation GPUs",
+                    ("auto", 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)),
+            _choice("algorithm", "Algorithm", ALGORITHMS),
+            _choice("off_policy", "One step off-policy", ("no", "yes")),
+            _number("steps", "RL steps", "1")]),
+        html.Button("Run", id="post-run", className="btn"),
+        html.Div(id="post-error", className="ctl-error", role="alert"),
+    ]),
+    html.P(id="post-headline", className="headline", role="status"),
+    html.Div(className="grid", children=[
+        graph_card("post-memory", "Memory per GPU by method (its fastest layout)"),
+        graph_card("post-days", "Days and cost by method"),
+        _hidden(graph_card("post-timeline", "One RL step per GPU pool")),
+        _hidden(graph_card("post-split", "RL step against the generation pool's size")),
+    ]),
+])
+
+
+def form_of(values: tuple) -> dict[str, Any]:
+    """The form as a dict of its controls' values (checked by the view)."""
+    return dict(zip(FORM_KEYS, values))
+
+
+def _failed(message: str) -> tuple:
+    return (*(no_update for _ in CARDS), no_update, message, *(no_update for _ in CARDS))
+
+
+@callback(*(Output({"type": "graph", "name": n}, "figure") for n in CARDS),
+          Output("post-headline", "children"), Output("post-error", "children"),
+          *(Output({"type": "export-context", "name": n}, "data") for n in CARDS),
+          Input("scenario", "data"), Input("post-run", "n_clicks"),
+          *(State(f"post-{k}", "value") for k in FORM_KEYS))
+@page_callback(0, _failed)
+def update(scn: dict[str, Any], _clicks: Any, *values: Any) -> tuple:
+    """The answer, on the scenario's change or Run (the form is read when Run is pressed)."""
+    form = form_of(values)
+    figs, text = build(scn, form)
+    return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+
+
+@callback(Output("post-finetune-form", "style"), Output("post-rl-form", "style"),
+          *(Output(f"card-{n}", "style") for n in CARDS), Input("post-question", "value"),
+          prevent_initial_call=True)
+def question_parts(question: Any) -> tuple:
+    """Only the form fields and the cards of the chosen question are shown."""
+    rl = question == "rl"
+    def show(on: bool) -> dict:
+        return SHOWN if on else HIDDEN
+    return (show(not rl), show(rl), *(show(not rl) for _ in FINETUNE_CARDS),
+            *(show(rl) for _ in RL_CARDS))
+
+
+@callback(*(Output(f"post-{k}", "value") for k in FORM_KEYS), Input("url", "search"),
+          *(State(f"post-{k}", "value") for k in FORM_KEYS))
+def from_url(search: Any, *current: Any) -> tuple:
+    """A link's query fills the form (at load, or when the query changes); the rest stays."""
+    given = form_from_query(search)
+    form = form_of(current)
+    if not given or all(form.get(k) == v for k, v in given.items()):
+        raise PreventUpdate
+    return tuple(given[k] if k in given else no_update for k in FORM_KEYS)
+
+
+@callback(Output("url", "search", allow_duplicate=True), Input("post-run", "n_clicks"),
+          *(State(f"post-{k}", "value") for k in FORM_KEYS), State("url", "search"),
+          prevent_initial_call=True)
+def to_url(_clicks: Any, *args: Any) -> str:
+    """The form into the URL's query when Run is pressed, so a copied link reproduces it."""
+    *values, search = args
+    query = form_query(form_of(tuple(values)))
+    if query == search:
+        raise PreventUpdate
+    return query
+
+
+def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The page's figures for the form the card was drawn with (checked again)."""
+    if not isinstance(context, dict):
+        raise ModelError("draw the figure first")
+    return build(scn, context)[0]
+
+
+register_exports(CARDS, _exported)

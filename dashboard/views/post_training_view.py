@@ -1,0 +1,183 @@
+"""What the Post-training page computes: its form checked into a fine-tuning or an RL question,
+answered on the scenario's model and system (so the control panel's hardware what-ifs — HBM,
+NVLink domain, the GPU — move it) by ``model.finetune`` and ``model.rl_step``. Pure: no Dash.
+
+Fine-tuning is answered for every method at once (full, LoRA, QLoRA: each its fastest fitting
+layout on the form's GPUs) — memory is where the methods differ most, so the page shows them
+side by side; RL for the form's placement, its split searched unless pinned.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from dashboard.controls.scenario import build_inputs, request_of, stack_of
+from dashboard.figures import post_training as fp
+from model import FineTune, ModelError, RlStep, finetune, rl_step
+from model.studies.finetune import METHODS
+from model.studies.rl import ALGORITHMS, PLACEMENTS
+
+MAX_GPUS = 4096  # the page's searches stay within its latency budget
+QUESTIONS = ("finetune", "rl")
+TARGETS = ("all", "attn", "mlp", "qkv")
+DEFAULT_FORM: dict[str, Any] = {
+    "question": "finetune", "gpus": 8, "tokens": 2e9, "seq_len": 4096, "global_batch": 128,
+    "lora_rank": 16, "lora_targets": "all", "prompts": 64, "samples": 8, "input_tokens": 512,
+    "output_tokens": 1024, "max_output_tokens": 4096, "placement": "split",
+    "generation_gpus": "auto", "algorithm": "grpo", "off_policy": "no", "steps": 1000}
+CARDS = ("post-memory", "post-days", "post-timeline", "post-split")
+TRAINED_FIELDS = ("trainable", "lora_rank", "lora_targets")  # the method's, not the panel's
+
+
+def _int(form: dict, key: str, lo: int, hi: int, what: str) -> int:
+    value = form.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value) or value != int(value) or not lo <= value <= hi:
+        raise ModelError(f"{what} must be a whole number in [{lo:,}, {hi:,}]")
+    return int(value)
+
+
+def _choice(form: dict, key: str, allowed: tuple, what: str) -> str:
+    value = form.get(key)
+    if value not in allowed:
+        raise ModelError(f"{what} must be one of {', '.join(allowed)}")
+    return value
+
+
+def checked_form(form: Any) -> dict[str, Any]:
+    """The form's values, checked, or a ModelError in the form's words."""
+    if not isinstance(form, dict):
+        raise ModelError("the post-training form is missing")
+    out = {"question": _choice(form, "question", QUESTIONS, "the question"),
+           "gpus": _int(form, "gpus", 1, MAX_GPUS, "GPUs")}
+    if out["question"] == "finetune":
+        tokens = form.get("tokens")
+        if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
+                math.isfinite(tokens) and 1 <= tokens <= 1e15):
+            raise ModelError("training tokens must be a number in [1, 1e15]")
+        out.update(tokens=float(tokens),
+                   seq_len=_int(form, "seq_len", 16, 1_048_576, "the sequence length"),
+                   global_batch=_int(form, "global_batch", 1, 1_000_000, "the global batch"),
+                   lora_rank=_int(form, "lora_rank", 1, 65_536, "the LoRA rank"),
+                   lora_targets=_choice(form, "lora_targets", TARGETS, "LoRA targets"))
+        return out
+    out.update(prompts=_int(form, "prompts", 1, 100_000, "prompts per step"),
+               samples=_int(form, "samples", 1, 1024, "samples per prompt"),
+               input_tokens=_int(form, "input_tokens", 1, 1_000_000, "input tokens"),
+               output_tokens=_int(form, "output_tokens", 1, 1_000_000, "output tokens"),
+               max_output_tokens=_int(form, "max_output_tokens", 1, 1_000_000,
+                                      "the longest answer"),
+               placement=_choice(form, "placement", PLACEMENTS, "the placement"),
+               algorithm=_choice(form, "algorithm", ALGORITHMS, "the algorithm"),
+               off_policy=_choice(form, "off_policy", ("no", "yes"), "off-policy") == "yes",
+               steps=_int(form, "steps", 1, 10_000_000, "RL steps"))
+    g = form.get("generation_gpus")
+    out["generation_gpus"] = None if g in ("auto", None, "") else _int(
+        form, "generation_gpus", 1, MAX_GPUS, "generation GPUs")
+    return out
+
+
+def form_query(form: dict[str, Any]) -> str:
+    """The form as a URL query (empty fields left out), so a copied link reproduces it."""
+    items = {k: form.get(k) for k in DEFAULT_FORM if form.get(k) not in (None, "")}
+    return "?" + urlencode({k: str(v)[:40] for k, v in items.items()})
+
+
+def _typed(text: str) -> Any:
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if not math.isfinite(number):
+        return text
+    return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() \
+        else number
+
+
+def form_from_query(search: Any) -> dict[str, Any]:
+    """The form's fields a URL query gives (unknown keys and overlong values ignored; checked
+    as typed ones are, by :func:`checked_form`)."""
+    if not isinstance(search, str) or len(search) > 2000:
+        return {}
+    return {k: _typed(v) for k, v in parse_qsl(search.lstrip("?"))[:50]
+            if k in DEFAULT_FORM and len(v) <= 40}
+
+
+def _finetune(scn: dict[str, Any], form: dict) -> tuple[dict[str, dict], list[str]]:
+    """Each method's summary (those that fit) and the words of those that do not: the
+    scenario's request (stack, execution, costs) at the form's GPUs, sequence length and
+    global batch, the method's trained weights over the panel's."""
+    request = request_of(scn, gpus=(form["gpus"],), strategy="1d", costs=True)
+    given = request.execution_given()
+    if isinstance(given, dict):
+        given = {k: v for k, v in given.items() if k not in TRAINED_FIELDS}
+    request = request.replace(model=request.model.with_overrides(seq_len=form["seq_len"]),
+                              execution=given).with_workload(global_batch=form["global_batch"])
+    answers, refused = {}, []
+    for method in METHODS:
+        ft = FineTune(method, form["tokens"], form["lora_rank"], form["lora_targets"])
+        try:
+            answers[method] = finetune(request, ft).summary()
+        except ModelError:
+            refused.append(method)
+    return answers, refused
+
+
+def finetune_headline(answers: dict[str, dict], refused: list[str], gpus: int) -> str:
+    """The fine-tuning answer in one paragraph."""
+    if not answers:
+        return (f"No method fits on {gpus:,} GPUs (not even QLoRA): more GPUs, a smaller "
+                "global batch or a shorter sequence.")
+    parts = []
+    for method, a in answers.items():
+        lay = a["layout"]
+        parts.append(f"{method}: {a['days']:.3g} days, {a['tokens_per_s_per_gpu']:,.0f} "
+                     f"tokens/s per GPU, {a['memory_gb']:.1f} GB per GPU, "
+                     f"${a['cost_usd']:,.0f} (tp {lay['tp1']} · pp {lay['pp']} · dp "
+                     f"{lay['dp']}; {a['trainable_params']:,.0f} trainable parameters)")
+    text = f"On {gpus:,} GPUs — " + "; ".join(parts) + "."
+    return text + (f" No layout of {', '.join(refused)} fits on these GPUs." if refused
+                   else "")
+
+
+def rl_headline(step: dict, steps: int) -> str:
+    """The RL answer in one paragraph."""
+    pools = ("every GPU alternates" if step["placement"] == "colocated" else
+             f"{step['generation_gpus']} GPUs generate, {step['training_gpus']} train"
+             + (", one step off-policy" if step["off_policy"] else ""))
+    return (f"{step['algorithm'].upper()}, {step['placement']} ({pools}): "
+            f"{step['step_s']:.3g} s per step = generation {step['generation_s']:.3g} s (of "
+            f"it the straggler tail {step['tail_s']:.3g} s), forward passes "
+            f"{step['reference_s']:.3g} s, update {step['training_s']:.3g} s, sync "
+            f"{step['sync_s']:.3g} s; GPUs idle {step['idle_gpu_share']:.0%}; "
+            f"${step['cost_per_step_usd']:,.2f} per step, {steps:,} steps "
+            f"{steps * step['step_s'] / 86400:.3g} days and "
+            f"${steps * step['cost_per_step_usd']:,.0f}. Not validated: no published RL step "
+            f"time was scored.")
+
+
+def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
+    """(figures by card name, headline) of the page for a validated scenario and the form."""
+    checked = checked_form(form)
+    model, system = build_inputs(scn)
+    pres = bool(scn.get("presentation"))
+    if checked["question"] == "finetune":
+        answers, refused = _finetune(scn, checked)
+        return ({"post-memory": fp.memory_figure(answers, system.hbm_capacity_gb, pres),
+                 "post-days": fp.days_figure(answers, pres),
+                 "post-timeline": fp.timeline_figure({}, pres),
+                 "post-split": fp.split_figure([], 0, pres)},
+                finetune_headline(answers, refused, checked["gpus"]))
+    step = RlStep(checked["prompts"], checked["samples"], checked["input_tokens"],
+                  checked["output_tokens"], checked["max_output_tokens"], checked["placement"],
+                  checked["algorithm"], checked["off_policy"])
+    result = rl_step(model, system, checked["gpus"], step, stack=stack_of(scn),
+                     generation_gpus=checked["generation_gpus"])
+    summary = result.summary()
+    return ({"post-memory": fp.memory_figure({}, system.hbm_capacity_gb, pres),
+             "post-days": fp.days_figure({}, pres),
+             "post-timeline": fp.timeline_figure(summary, pres),
+             "post-split": fp.split_figure(list(result.splits), result.generation_gpus, pres)},
+            rl_headline(summary, checked["steps"]))
