@@ -56,7 +56,7 @@ def test_the_one_command_serves_through_nginx_on_loopback_only(served):
     listening = {(c.laddr.ip, c.laddr.port) for c in psutil.net_connections("inet")
                  if c.status == psutil.CONN_LISTEN and c.laddr.port == port_of(served)}
     assert listening == {("127.0.0.1", port_of(served))}
-    socket_path = Path(served.log).parent / "run" / "gunicorn.sock"
+    socket_path = Path(served.log).parent / "run" / "private" / "gunicorn.sock"
     assert socket_path.is_socket()  # gunicorn: a unix socket, no TCP port at all
 
 
@@ -119,7 +119,7 @@ def test_finding5_per_client_rate_limit(served):
 def test_the_config_binds_loopback_by_default(tmp_path):
     text = proxy.write(tmp_path, "127.0.0.1:8050").read_text()
     assert "listen 127.0.0.1:8050;" in text
-    assert f"server unix:{tmp_path.resolve()}/gunicorn.sock;" in text
+    assert f"server unix:{tmp_path.resolve()}/private/gunicorn.sock;" in text
     assert subprocess.run([NGINX, "-t", "-q", "-e", "stderr", "-p", str(tmp_path), "-c",
                            str(tmp_path / "nginx.conf")], capture_output=True,
                           timeout=20).returncode == 0
