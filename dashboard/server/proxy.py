@@ -102,7 +102,7 @@ http {{
 
     # the client: its perf_client cookie when of the right form, else its address
     map $cookie_perf_client $client {{
-        "~^[0-9a-f]{{32}}\.[0-9a-f]{{64}}$" $cookie_perf_client;
+        "~^[0-9a-f]{{32}}\\.[0-9a-f]{{64}}$" $cookie_perf_client;
         default $binary_remote_addr;
     }}
     limit_conn_zone $client zone=connections:10m;

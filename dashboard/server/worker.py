@@ -188,6 +188,11 @@ class HardenedWorker(ThreadWorker):
             conn.sock.setblocking(False)
             write_error(conn.sock, *answer)
             conn.sock.shutdown(socket.SHUT_WR)
+            # what already arrived is discarded (at most BUFFER_BYTES, never waited for), so
+            # that the close does not reset the answer away; the rest of the body is never read
+            for _ in range(BUFFER_BYTES >> 16):
+                if not conn.sock.recv(1 << 16):
+                    break
         self.nr_conns -= 1
         conn.close()
 
