@@ -181,3 +181,57 @@ def _get(server: Server, path: str, cookie: str = "") -> tuple[int, dict[str, st
     lines = head.decode("latin-1").split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
     return int(lines[0].split()[1]), headers, body
+
+
+def _heavy(url: str, cookie: str, stop: threading.Event, done: list[float]) -> None:
+    """Requests of 1 s of computing each, back to back on one kept-alive connection."""
+    import http.client
+
+    host, port = url.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    while not stop.is_set():
+        start = time.monotonic()
+        conn.request("GET", "/busy?s=1", headers={"Cookie": f"perf_client={cookie}"})
+        conn.getresponse().read()
+        done.append(time.monotonic() - start)
+
+
+def _timed(url: str, cookie: str) -> float:
+    import urllib.request
+
+    start = time.monotonic()
+    request = urllib.request.Request(url, headers={"Cookie": f"perf_client={cookie}"})
+    with urllib.request.urlopen(request, timeout=15) as res:
+        res.read()
+    return time.monotonic() - start
+
+
+def test_finding8_the_fair_queue_tells_users_of_one_address_apart(tmp_path):
+    """Everyone on 127.0.0.1 (users behind a TLS proxy on this host), each with their own
+    signed cookie: one user keeping 8 requests of 1 s queued on one worker, another user's
+    requests overtake them (keyed on the address, they were one client: first come, first
+    served, about 8 s each). A forged cookie counts as the address, not a new client."""
+    from test_deployment import probe
+
+    server = probe(tmp_path, "-w", "1")
+    key = (tmp_path / "cache" / "client-secret").read_bytes().strip()
+    heavy, light = identity.sign("a" * 32, key), identity.sign("b" * 32, key)
+    stop, done = threading.Event(), []
+    threads = [threading.Thread(target=_heavy, args=(server.url, heavy, stop, done),
+                                daemon=True) for _ in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(1.5)  # the queue has formed
+        latencies = []
+        for _ in range(4):
+            latencies.append(_timed(server.url + "/ok", light))
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        server.stop()
+    assert len(done) >= 3  # the heavy user was served too
+    assert max(latencies) < 3.5, latencies
+    forged = identity.sign("c" * 32, b"not the deployment's secret" * 2)
+    assert identity.identity(forged, "127.0.0.1", key) == "127.0.0.1"
+    assert identity.identity(light, "127.0.0.1", key) == "cookie:" + "b" * 32
