@@ -235,3 +235,49 @@ def test_finding8_the_fair_queue_tells_users_of_one_address_apart(tmp_path):
     forged = identity.sign("c" * 32, b"not the deployment's secret" * 2)
     assert identity.identity(forged, "127.0.0.1", key) == "127.0.0.1"
     assert identity.identity(light, "127.0.0.1", key) == "cookie:" + "b" * 32
+
+
+def test_finding3_a_huge_saved_list_is_refused_before_it_is_validated(direct):
+    """17,500 copies of one saved scenario (about 960 kB, inside the 1 MiB limit) sent back
+    as the saved-scenarios store: a 400 naming the bound, at once (each copy was validated:
+    15–33 s of a worker per request)."""
+    import json
+
+    from test_server import http
+
+    from dashboard.controls.scenario import default_scenario
+
+    deps = json.loads(http(direct.url + "/_dash-dependencies")[2])
+    dep = next(d for d in deps if any(i["id"] == "scenarios-saved" and i["property"] == "data"
+                                      for i in d["inputs"] + d["state"]))
+    item = {"name": "same", "scenario": {k: v for k, v in list(default_scenario().items())[:1]}}
+    huge = [item] * 17_500
+
+    def value(i: dict) -> object:
+        return huge if i["id"] == "scenarios-saved" else None
+
+    spec = dep["output"]
+    outs = [dict(zip(("id", "property"), part.rsplit(".", 1)))
+            for part in (spec[2:-2].split("...") if spec.startswith("..") else [spec])]
+    body = {"output": spec, "outputs": outs if spec.startswith("..") else outs[0],
+            "inputs": [{**i, "value": value(i)} for i in dep["inputs"]],
+            "state": [{**s, "value": value(s)} for s in dep["state"]], "changedPropIds": []}
+    data = json.dumps(body).encode()
+    assert 900_000 < len(data) < 1 << 20
+    status, _, answer = http(direct.url + "/_dash-update-component", data, timeout=60)
+    assert status == 400 and b"scenarios-saved.data holds 17500 items" in answer, answer[:300]
+
+
+def test_finding3_saved_entries_validates_at_most_max_saved(monkeypatch):
+    from dashboard.controls import saved
+    from dashboard.controls.scenario import default_scenario
+
+    calls = []
+    real = saved._checked
+    monkeypatch.setattr(saved, "_checked", lambda raw: calls.append(1) or real(raw))
+    scn = default_scenario()
+    same = [{"name": "same", "scenario": scn}] * 5_000
+    assert [e["name"] for e in saved.entries(same)] == ["same"] and len(calls) == 1
+    calls.clear()
+    many = [{"name": f"s{i}", "scenario": scn} for i in range(5_000)]
+    assert len(saved.entries(many)) == saved.MAX_SAVED and len(calls) == saved.MAX_SAVED
