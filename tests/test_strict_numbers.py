@@ -57,12 +57,15 @@ def test_the_cli_refuses_in_one_line_with_exit_2(tmp_path, text):
     spec = tmp_path / "model.json"
     spec.write_text('{"layers": @@, "hidden": 4096}'.replace("@@", text))
     for args in (["calibrate", "--runs", str(runs), "--out", str(tmp_path / "fit.json")],
-                 ["evaluate", "--model", str(spec), "--gpus", "8"]):
+                 ["search", "--model", str(spec), "--system", "h100", "--gpus", "8",
+                  "--strategy", "1d"]):
         done = subprocess.run([sys.executable, "-m", "model", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 2, (args, done.stderr[-500:])
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
         assert "internal error" not in done.stderr
+        assert any(w in done.stderr for w in ("JSON allows", "digits", "out of range")), \
+            done.stderr
 
 
 def test_sane_numbers_still_parse():
