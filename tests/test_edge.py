@@ -213,8 +213,9 @@ def test_finding8_the_fair_queue_tells_users_of_one_address_apart(tmp_path):
     served, about 8 s each). A forged cookie counts as the address, not a new client."""
     from test_deployment import probe
 
-    server = probe(tmp_path, "-w", "1")
-    key = (tmp_path / "cache" / "client-secret").read_bytes().strip()
+    secret = tmp_path / "client-secret"  # the deployment's secret, given to it
+    key = identity.create_secret(secret)
+    server = probe(tmp_path, "-w", "1", PERF_CLIENT_SECRET_FILE=str(secret))
     heavy, light = identity.sign("a" * 32, key), identity.sign("b" * 32, key)
     stop, done = threading.Event(), []
     threads = [threading.Thread(target=_heavy, args=(server.url, heavy, stop, done),
