@@ -17,9 +17,11 @@ that reaches its port), and cover what nginx does not: a request that computes t
   thread ever reads from the socket, so nothing reads past it.
 * Bodies over the limit and chunked bodies never reach the app. A ``Content-Length`` over
   ``MAX_BODY_BYTES`` (the app's 1 MiB) is answered 413 by the event loop at once and the
-  connection closed, its body never read (gunicorn drained it, 1 kB at a time with no deadline
-  for the whole, after the app's 413: a body trickled a byte every 4 s held a worker for ever,
-  issue 29 finding 1). A request with ``Transfer-Encoding`` (chunked) is answered 411 and closed:
+  connection closed, its body never passed on: what the client sends meanwhile is discarded for
+  at most ``LINGER_S`` in all (so that a client sending its body at full speed reads the 413
+  instead of a reset; nginx's lingering close, bounded as a whole), then closed. (gunicorn
+  drained it, 1 kB at a time with no deadline for the whole, after the app's 413: a body
+  trickled a byte every 4 s held a worker for ever, issue 29 finding 1). A request with ``Transfer-Encoding`` (chunked) is answered 411 and closed:
   no page sends one (browsers send a length; nginx, in front, buffers a chunked body and passes
   it on with a length), and gunicorn's lenient chunk parser took a first chunk ending in
   ``0\r\n\r\n`` for the end, so a thread then read the rest blocking (finding 5).
@@ -65,6 +67,7 @@ REQUEST_TIMEOUT_S = float(os.environ.get("GUNICORN_REQUEST_TIMEOUT", 60))
 WRITE_TIMEOUT_S = float(os.environ.get("GUNICORN_WRITE_TIMEOUT", 30))
 MAX_BODY_BYTES = 1 << 20  # the app's request limit (app.MAX_REQUEST_BYTES)
 BUFFER_BYTES = MAX_BODY_BYTES + (64 << 10)  # the body plus a head
+LINGER_S = 1.0  # after a refusal, what the client still sends is discarded this long at most
 # responses kept for slow readers, per worker: 12 HTML exports (within the worker's 4 GiB)
 OUTBOX_BYTES = int(os.environ.get("GUNICORN_OUTBOX_MB", 64)) << 20
 ERROR_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: SAMEORIGIN\r\n"
@@ -121,6 +124,7 @@ class HardenedWorker(ThreadWorker):
     def init_process(self) -> None:
         util.write_error = write_error  # gunicorn's error answers (base.handle_error)
         self.reading: deque = deque()  # connections whose request is being read
+        self.lingering: dict = {}  # refused connections → when they are closed at the latest
         self.writing: deque = deque()  # connections whose response is being sent
         self.outbox_budget = Budget(OUTBOX_BYTES)
         self.fair, self.busy = FairQueue(), 0  # complete requests waiting; threads working
@@ -180,19 +184,36 @@ class HardenedWorker(ThreadWorker):
             super().enqueue_req(conn)
 
     def _refuse(self, conn, answer: tuple[int, str, str], registered: bool = True) -> None:
-        """Answer ``answer`` from the event loop and close, the body unread."""
+        """Answer ``answer`` from the event loop and stop sending; discard what the client
+        still sends for at most ``LINGER_S`` (never passed on), then close."""
         self.log.info("refused a request: %s %s", answer[0], answer[1])
         if registered:
             self._stop_reading(conn)
-        with contextlib.suppress(OSError):
+        try:
             conn.sock.setblocking(False)
             write_error(conn.sock, *answer)
             conn.sock.shutdown(socket.SHUT_WR)
-            # what already arrived is discarded (at most BUFFER_BYTES, never waited for), so
-            # that the close does not reset the answer away; the rest of the body is never read
-            for _ in range(BUFFER_BYTES >> 16):
-                if not conn.sock.recv(1 << 16):
-                    break
+            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._discard, conn))
+        except (OSError, ValueError):
+            self.nr_conns -= 1
+            conn.close()
+            return
+        self.lingering[conn] = time.monotonic() + LINGER_S
+
+    def _discard(self, conn, _sock) -> None:
+        try:
+            data = conn.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._end_linger(conn)
+
+    def _end_linger(self, conn) -> None:
+        del self.lingering[conn]
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.poller.unregister(conn.sock)
         self.nr_conns -= 1
         conn.close()
 
@@ -208,6 +229,8 @@ class HardenedWorker(ThreadWorker):
     def murder_pending(self) -> None:
         super().murder_pending()
         now = time.monotonic()
+        for conn in [c for c, end in self.lingering.items() if end < now]:
+            self._end_linger(conn)
         for conn in [c for c in self.reading if c.deadline < now]:
             self.log.info("dropped a request not received within %g s", READ_TIMEOUT_S)
             self._drop(conn)
