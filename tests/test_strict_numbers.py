@@ -73,3 +73,12 @@ def test_sane_numbers_still_parse():
                             b'"d": 0.1234567890123456789}', "test")
     assert doc == {"a": 1, "b": -2500.0, "c": [1e15, 123456789012345678],
                    "d": 0.1234567890123456789}
+
+
+def test_a_saved_scenarios_file_with_nan_is_refused_in_words():
+    from dashboard.controls import saved
+
+    with pytest.raises(ModelError, match="the file: NaN is not a number JSON allows"):
+        saved.from_file(b'{"scenarios": [{"name": "a", "scenario": {"layers": NaN}}]}')
+    with pytest.raises(ModelError, match="not valid JSON"):
+        saved.from_file(b'{"scenarios": [')
