@@ -24,7 +24,7 @@ that reaches its port), and cover what nginx does not: a request that computes t
   trickled a byte every 4 s held a worker for ever, issue 29 finding 1). A request with
   ``Transfer-Encoding`` (chunked) is answered 411 and closed: no page sends one (browsers send a
   length; nginx, in front, buffers a chunked body and passes it on with a length), and
-  gunicorn's lenient chunk parser took a first chunk ending in ``0\r\n\r\n`` for the end, so a
+  gunicorn's lenient chunk parser took a first chunk ending in ``0\\r\\n\\r\\n`` for the end, so a
   thread then read the rest blocking (finding 5).
 * Slow readers. A response is written without blocking: what the kernel's socket buffer does
   not take at once is kept (``dashboard.server.outbox``) and sent by the event loop as the client
