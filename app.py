@@ -23,7 +23,7 @@ from dashboard import state  # noqa: F401 - registers their callbacks
 from dashboard.jobs import compute  # noqa: F401 - registers their callbacks
 from dashboard.jobs.background import background_manager, celery_app  # noqa: F401 - celery -A app
 from dashboard.layout import shell
-from dashboard.server import export, guard  # noqa: F401 - registers their callbacks
+from dashboard.server import export, guard, identity  # noqa: F401 - registers their callbacks
 from dashboard.server.worker import fixed_host
 
 HERE = Path(__file__).resolve().parent
@@ -46,9 +46,12 @@ server = app.server
 # the page never shows the client's Host header (Dash's page meta tags carried it): every
 # request is seen with the one host the deployment names (PERF_PUBLIC_HOST, default localhost)
 PUBLIC_HOST = os.environ.get("PERF_PUBLIC_HOST", "localhost")
-server.wsgi_app = fixed_host(server.wsgi_app, PUBLIC_HOST)
+# … and the one scheme (PERF_PUBLIC_SCHEME, http or https; a client's X-Forwarded-Proto is not read)
+PUBLIC_SCHEME = "https" if os.environ.get("PERF_PUBLIC_SCHEME") == "https" else "http"
+server.wsgi_app = fixed_host(server.wsgi_app, PUBLIC_HOST, PUBLIC_SCHEME)
 server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
 guard.install(app)  # every callback request checked before Dash reads it (400 otherwise)
+identity.install(server)  # the signed cookie the per-client limits key on
 
 
 @server.errorhandler(DependencyException)

@@ -83,3 +83,16 @@ def post_worker_init(worker) -> None:
     through the app here does it once, before any thread serves.
     """
     worker.wsgi.test_client().get("/_dash-dependencies")
+
+
+def on_starting(server) -> None:
+    """Create the deployment's client-cookie secret (dashboard.server.identity) once, before
+    any worker forks, so that every worker signs and checks with the same one."""
+    from dashboard.server import identity
+
+    try:
+        identity.create_secret(identity.secret_file())
+    except OSError as exc:  # an unwritable cache: each worker falls back (and logs it)
+        server.log.warning("client identity: no secret file (%s)", exc)
+    except identity.SecretError as exc:  # someone else's, or readable by others: refuse
+        raise SystemExit(f"client identity: {exc}") from None

@@ -20,6 +20,7 @@ from typing import Any
 from dashboard.controls.fitted import FITTED, FITTED_KEY
 from dashboard.controls.scenario import KEYS, MAX_SCENARIO_BYTES, validate_scenario, with_presets
 from model import ModelError
+from model.specs import strict_json
 
 MAX_SAVED = 20
 MAX_NAME = 60
@@ -53,17 +54,19 @@ def entries(raw: Any) -> list[dict[str, Any]]:
     a usable name, the first :data:`MAX_SAVED`, each name once (the first wins)."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for item in raw if isinstance(raw, list) else []:
-        if len(out) == MAX_SAVED:
-            break
+    # at most MAX_SAVED items are looked at, each name once, before any is validated (17,500
+    # copies of one entry were each validated: 15–33 s of a worker, issue 29 finding 3)
+    for item in raw[:MAX_SAVED] if isinstance(raw, list) else []:
         if not isinstance(item, dict):
             continue
         try:
             name = clean_name(item.get("name"))
         except ModelError:
             continue
+        if name in seen:
+            continue
         scn = _checked(item.get("scenario"))
-        if scn is not None and name not in seen:
+        if scn is not None:
             seen.add(name)
             out.append({"name": name, "scenario": scn})
     return out
@@ -117,10 +120,8 @@ def from_file(data: bytes, filename: Any = None) -> list[dict[str, Any]]:
     """The named scenarios of an uploaded file (ModelError naming the first problem)."""
     if len(data) > MAX_FILE_BYTES:
         raise ModelError(f"the file is larger than {MAX_FILE_BYTES // 1024} KB")
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ModelError(f"not valid JSON ({type(exc).__name__})") from None
+    # numbers checked as parsed: NaN, Infinity, 1e308, 5,000 digits refused in words
+    doc = strict_json.loads(data, "the file")
     if isinstance(doc, dict) and "scenarios" not in doc:
         doc = {"scenarios": [{"name": _stem(filename), "scenario": doc}]}
     items = doc.get("scenarios") if isinstance(doc, dict) else None

@@ -11,6 +11,10 @@ server, before anything is computed from it.
   :class:`~model.errors.ModelError` the computation raises (a budget, a search limit) and running
   out of memory become an inline message in the page's status element.
 * :func:`bad_request` is what a callback raises for an input of the wrong kind (a 400).
+* Every list or store the browser sends back is bounded in items and bytes (:data:`BOUNDS`)
+  before anything validates it item by item: a saved-scenarios list of 17,500 copies of one
+  entry (960 kB) cost 15–33 s of a worker each, because each copy was validated (issue 29,
+  finding 3). Past a bound: 400.
 """
 
 from __future__ import annotations
@@ -38,6 +42,33 @@ KINDS: dict[str, tuple[type, ...]] = {
     "selectedRows": (list, type(None)), "rowData": (list, type(None)),
     "figure": (dict, type(None)),
 }
+
+
+# (component id, property) → (most items, most bytes as JSON) of what the browser may send back:
+# each store holds at most what the server put there (the page never adds to it itself)
+BOUNDS: dict[tuple[str, str], tuple[int, int]] = {
+    ("scenarios-saved", "data"): (20, 20 * 16 * 1024),  # controls.saved: MAX_SAVED × a scenario
+    ("scenario", "data"): (200, 2 * 16 * 1024),  # its keys; a scenario and its fitted stack
+    ("fitted-stack", "data"): (50, 8 * 1024),  # controls.fitted.MAX_FITTED_BYTES
+    ("validation-runs-stack", "data"): (50, 8 * 1024),
+    ("applied-presets", "data"): (50, 4 * 1024),
+    ("design-top", "selectedRows"): (1, 16 * 1024),  # a single-row selection
+    ("cd-rows", "data"): (2_000, 512 * 1024),  # a co-design study (its rows bounded again)
+    ("scenarios-b", "options"): (21, 8 * 1024),  # the saved names and the panel's
+}
+
+
+def out_of_bounds(cid: Any, prop: str, value: Any) -> str | None:
+    """Why ``value`` (what the browser sent for ``cid.prop``) is over its bound, or None."""
+    bound = BOUNDS.get((cid, prop)) if isinstance(cid, str) else None
+    if bound is None or not isinstance(value, (list, dict, str)):
+        return None
+    items, size = bound
+    if len(value) > items:
+        return f"{cid}.{prop} holds {len(value)} items (at most {items})"
+    if len(json.dumps(value)) > size:
+        return f"{cid}.{prop} is over {size // 1024} kB"
+    return None
 
 
 class InvalidRequest(BadRequest):
@@ -221,4 +252,4 @@ def _item(item: Any, rid: Any, prop: str, part: str) -> str | None:
         return f"{part}: {prop} of the wrong kind ({type(value).__name__})"
     if prop == "pathname" and isinstance(value, str) and not value.startswith("/"):
         return f"{part}: a pathname that is not absolute"  # what a browser's location holds
-    return None
+    return out_of_bounds(cid, prop, value)

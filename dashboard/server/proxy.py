@@ -2,9 +2,11 @@
 gunicorn, written into a run directory of its own — no system file is edited.
 
 ``python -m dashboard.server.proxy RUN_DIR [--listen 127.0.0.1:8050]`` writes
-``RUN_DIR/nginx.conf``; gunicorn listens on the unix socket ``RUN_DIR/gunicorn.sock`` (reachable
-only through the proxy and by this host's processes), nginx on ``--listen`` (loopback by default:
-put TLS in front, or listen on another interface, only on purpose).
+``RUN_DIR/nginx.conf``; gunicorn listens on the unix socket ``RUN_DIR/private/gunicorn.sock``
+(mode 0700 in a directory of mode 0700: only the deploying user's processes, nginx's workers
+among them, connect; no other local user reaches gunicorn behind nginx's back or sets the
+``X-Real-IP`` it trusts), nginx on ``--listen`` (loopback by default: put TLS in front, or
+listen on another interface, only on purpose).
 
 What the proxy adds (each directive is nginx's own, http://nginx.org/en/docs/):
 
@@ -14,9 +16,15 @@ What the proxy adds (each directive is nginx's own, http://nginx.org/en/docs/):
 * response buffering (``proxy_buffering``, ``proxy_buffers`` and a temporary file up to
   ``proxy_max_temp_file_size``): gunicorn hands its response over at once and a slow reader
   costs nginx a connection and its buffers, never a gunicorn thread;
-* per client address: at most :data:`CONNECTIONS` connections (``limit_conn``), of them
+* per client: at most :data:`CONNECTIONS` connections (``limit_conn``), of them
   :data:`CALLBACKS` callbacks at once (a browser opens at most 6 connections per host), and
-  callbacks at :data:`CALLBACK_RATE` per second with a burst (``limit_req``); past either, 429;
+  callbacks at :data:`CALLBACK_RATE` per second with a burst (``limit_req``); past either, 429.
+  A client is its ``perf_client`` cookie when it sends one of the right form
+  (:mod:`dashboard.server.identity`; its signature is checked by the app, not here), else its
+  address: users behind one TLS proxy on this host are told apart. Each address as a whole is
+  held to :data:`ADDRESS_SHARE` times those limits, so a client shedding or inventing cookies
+  gains that much at most (and gunicorn's fair queue, which checks the signature, counts such a
+  client as its address);
 * the request size limit (1 MiB, as the app's), the client's ``Host`` never passed on, and
   nginx's own error answers carry the app's security headers.
 """
@@ -24,13 +32,17 @@ What the proxy adds (each directive is nginx's own, http://nginx.org/en/docs/):
 from __future__ import annotations
 
 import argparse
+import grp
+import os
+import pwd
 from pathlib import Path
 
 CONNECTIONS = 32  # open connections per client address (keep-alive included)
 CALLBACKS = 6  # callbacks in flight per client address (a browser's parallel connections)
 CALLBACK_RATE = 20  # callbacks per second per client address, sustained …
 CALLBACK_BURST = 60  # … after a burst (a page's first load sends about 20)
-PAGE_RATE, PAGE_BURST = 50, 200  # pages and static files per second per client address
+PAGE_RATE, PAGE_BURST = 50, 200  # pages and static files per second per client
+ADDRESS_SHARE = 64  # clients one address may carry (a TLS proxy on this host) at full limits
 HEADER_TIMEOUT_S, BODY_TIMEOUT_S, SEND_TIMEOUT_S = 10, 10, 30
 # the app's per-request time limit (60 s) and the time to hand the response over
 UPSTREAM_READ_TIMEOUT_S = 90
@@ -57,6 +69,17 @@ def _error_pages() -> str:
     return pages + locations
 
 
+def _worker_user() -> str:
+    """nginx's ``user`` directive: its workers run as the user who deploys (what gunicorn
+    runs as), so they can reach the private socket. It only matters when nginx starts as root
+    (its workers would otherwise switch to ``nobody``); as any other user they are that user."""
+    if os.geteuid() != 0:
+        return ""
+    name = pwd.getpwuid(os.geteuid()).pw_name
+    group = grp.getgrgid(os.getegid()).gr_name
+    return f"user {name} {group};\n"
+
+
 def nginx_conf(run_dir: Path, listen: str = "127.0.0.1:8050", public_host: str = "localhost"
                ) -> str:
     """The configuration text (see the module docstring)."""
@@ -64,7 +87,7 @@ def nginx_conf(run_dir: Path, listen: str = "127.0.0.1:8050", public_host: str =
     return f"""# written by python -m dashboard.server.proxy (docs/deployment.md);
 # edit dashboard/server/proxy.py
 worker_processes 1;
-pid {run}/nginx.pid;
+{_worker_user()}pid {run}/nginx.pid;
 error_log stderr warn;
 events {{ worker_connections 4096; }}
 http {{
@@ -77,15 +100,25 @@ http {{
     uwsgi_temp_path {run}/tmp/uwsgi;
     scgi_temp_path {run}/tmp/scgi;
 
-    limit_conn_zone $binary_remote_addr zone=connections:10m;
-    limit_conn_zone $binary_remote_addr zone=callbacks_now:10m;
-    limit_req_zone $binary_remote_addr zone=callbacks:10m rate={CALLBACK_RATE}r/s;
-    limit_req_zone $binary_remote_addr zone=pages:10m rate={PAGE_RATE}r/s;
+    # the client: its perf_client cookie when of the right form, else its address
+    map $cookie_perf_client $client {{
+        "~^[0-9a-f]{{32}}\\.[0-9a-f]{{64}}$" $cookie_perf_client;
+        default $binary_remote_addr;
+    }}
+    limit_conn_zone $client zone=connections:10m;
+    limit_conn_zone $client zone=callbacks_now:10m;
+    limit_req_zone $client zone=callbacks:10m rate={CALLBACK_RATE}r/s;
+    limit_req_zone $client zone=pages:10m rate={PAGE_RATE}r/s;
+    limit_conn_zone $binary_remote_addr zone=address_connections:10m;
+    limit_conn_zone $binary_remote_addr zone=address_callbacks_now:10m;
+    limit_req_zone $binary_remote_addr zone=address_callbacks:10m
+        rate={CALLBACK_RATE * ADDRESS_SHARE}r/s;
+    limit_req_zone $binary_remote_addr zone=address_pages:10m rate={PAGE_RATE * ADDRESS_SHARE}r/s;
     limit_conn_status 429;
     limit_req_status 429;
 
     upstream app {{
-        server unix:{run}/gunicorn.sock;
+        server unix:{run}/private/gunicorn.sock;
         keepalive 16;
         keepalive_timeout 4s;  # below gunicorn's keepalive (5 s): never reuse a closed one
     }}
@@ -101,6 +134,7 @@ http {{
     client_body_buffer_size 1m;
     large_client_header_buffers 4 8k;
     limit_conn connections {CONNECTIONS};
+    limit_conn address_connections {CONNECTIONS * ADDRESS_SHARE};
 
     proxy_http_version 1.1;
     proxy_set_header Connection "";
@@ -108,6 +142,7 @@ http {{
     proxy_set_header X-Forwarded-Host "";
     proxy_set_header X-Real-IP $remote_addr;
     proxy_set_header X-Forwarded-For $remote_addr;
+    proxy_set_header X-Forwarded-Proto "";  # the app's scheme is PERF_PUBLIC_SCHEME
     proxy_request_buffering on;
     proxy_buffering on;
     proxy_buffer_size 16k;
@@ -121,11 +156,14 @@ http {{
 
     location = /_dash-update-component {{
         limit_conn callbacks_now {CALLBACKS};
+        limit_conn address_callbacks_now {CALLBACKS * ADDRESS_SHARE};
         limit_req zone=callbacks burst={CALLBACK_BURST} nodelay;
+        limit_req zone=address_callbacks burst={CALLBACK_BURST * ADDRESS_SHARE} nodelay;
         proxy_pass http://app;
     }}
     location / {{
         limit_req zone=pages burst={PAGE_BURST} nodelay;
+        limit_req zone=address_pages burst={PAGE_BURST * ADDRESS_SHARE} nodelay;
         proxy_pass http://app;
     }}
 {_error_pages()}    }}

@@ -13,6 +13,19 @@ that reaches its port), and cover what nginx does not: a request that computes t
   The same holds for a request pipelined behind another (its first bytes arrived with the
   previous request): it goes back to the event loop with those bytes, under a fresh deadline,
   instead of to a thread that would read the rest blocking (gthread's own path for it).
+  The deadline covers the whole request, head and body, however the bytes trickle in; no
+  thread ever reads from the socket, so nothing reads past it.
+* Bodies over the limit and chunked bodies never reach the app. A ``Content-Length`` over
+  ``MAX_BODY_BYTES`` (the app's 1 MiB) is answered 413 by the event loop at once and the
+  connection closed, its body never passed on: what the client sends meanwhile is discarded for
+  at most ``LINGER_S`` in all (so that a client sending its body at full speed reads the 413
+  instead of a reset; nginx's lingering close, bounded as a whole), then closed. (gunicorn
+  drained it, 1 kB at a time with no deadline for the whole, after the app's 413: a body
+  trickled a byte every 4 s held a worker for ever, issue 29 finding 1). A request with
+  ``Transfer-Encoding`` (chunked) is answered 411 and closed: no page sends one (browsers send a
+  length; nginx, in front, buffers a chunked body and passes it on with a length), and
+  gunicorn's lenient chunk parser took a first chunk ending in ``0\\r\\n\\r\\n`` for the end, so a
+  thread then read the rest blocking (finding 5).
 * Slow readers. A response is written without blocking: what the kernel's socket buffer does
   not take at once is kept (``dashboard.server.outbox``) and sent by the event loop as the client
   reads, so a client reading 2 kB every 2 s holds no thread; a response not fully sent within
@@ -44,6 +57,7 @@ from functools import partial
 from gunicorn import util
 from gunicorn.workers.gthread import ThreadWorker
 
+from dashboard.server import identity
 from dashboard.server.fairqueue import FairQueue
 from dashboard.server.outbox import Budget, Outbox
 
@@ -52,14 +66,20 @@ REQUEST_TIMEOUT_S = float(os.environ.get("GUNICORN_REQUEST_TIMEOUT", 60))
 # the whole response, from the app's return to its last byte: the ~5 MB HTML export reaches a
 # client on a 2 Mbit/s link in 20 s
 WRITE_TIMEOUT_S = float(os.environ.get("GUNICORN_WRITE_TIMEOUT", 30))
-BUFFER_BYTES = (1 << 20) + (64 << 10)  # the app's request limit (1 MiB) plus a head
+MAX_BODY_BYTES = 1 << 20  # the app's request limit (app.MAX_REQUEST_BYTES)
+BUFFER_BYTES = MAX_BODY_BYTES + (64 << 10)  # the body plus a head
+LINGER_S = 1.0  # after a refusal, what the client still sends is discarded this long at most
 # responses kept for slow readers, per worker: 12 HTML exports (within the worker's 4 GiB)
 OUTBOX_BYTES = int(os.environ.get("GUNICORN_OUTBOX_MB", 64)) << 20
 ERROR_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: SAMEORIGIN\r\n"
                  "Referrer-Policy: same-origin\r\n"
                  "Content-Security-Policy: default-src 'none'; frame-ancestors 'self'\r\n")
 _LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n", re.I)
-_CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked", re.I)
+_ENCODED = re.compile(rb"\r\ntransfer-encoding[ \t]*:", re.I)
+# the answers of the event loop itself: (status, reason, message)
+TOO_LARGE = (413, "Request Entity Too Large", "The request is larger than 1 MiB.")
+NO_LENGTH = (411, "Length Required",
+             "Send the request body with a Content-Length (no chunked encoding).")
 
 
 def write_error(sock, status_int: int, reason: str, mesg: str) -> None:
@@ -71,20 +91,32 @@ def write_error(sock, status_int: int, reason: str, mesg: str) -> None:
     util.write_nonblock(sock, (head + body).encode("latin1"))
 
 
-def complete(data: bytes) -> bool:
-    """Whether ``data`` holds a whole request (head and, when sized, body) or enough to be
-    answered without reading more (a body over the limit: the app refuses it, 413)."""
+def refused(data: bytes) -> tuple[int, str, str] | None:
+    """The event loop's own answer to a request head it will not pass on (a body over the
+    limit: 413; any transfer coding: 411), or None."""
     end = data.find(b"\r\n\r\n")
     if end < 0:
-        return len(data) >= BUFFER_BYTES  # an oversized head: the parser answers 431/414
+        return None
     head = data[:end + 2]
+    if _ENCODED.search(head):
+        return NO_LENGTH
     length = _LENGTH.search(head)
-    if length:
-        size = int(length.group(1))
-        return size > BUFFER_BYTES or len(data) >= end + 4 + size
-    if _CHUNKED.search(head):
-        return data.endswith(b"0\r\n\r\n") or len(data) >= BUFFER_BYTES
-    return True
+    return TOO_LARGE if length and _size(length.group(1)) > MAX_BODY_BYTES else None
+
+
+def _size(digits: bytes) -> int:
+    """A Content-Length's value (past 12 digits: more than any limit, never parsed)."""
+    return int(digits) if len(digits) <= 12 else 1 << 62
+
+
+def complete(data: bytes) -> bool:
+    """Whether ``data`` holds a whole request (head and, when sized, body), or a head the
+    parser refuses by itself (over ``BUFFER_BYTES`` without its end: 431/414)."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return len(data) >= BUFFER_BYTES
+    length = _LENGTH.search(data[:end + 2])
+    return length is None or len(data) >= end + 4 + _size(length.group(1))
 
 
 class HardenedWorker(ThreadWorker):
@@ -93,9 +125,11 @@ class HardenedWorker(ThreadWorker):
     def init_process(self) -> None:
         util.write_error = write_error  # gunicorn's error answers (base.handle_error)
         self.reading: deque = deque()  # connections whose request is being read
+        self.lingering: dict = {}  # refused connections → when they are closed at the latest
         self.writing: deque = deque()  # connections whose response is being sent
         self.outbox_budget = Budget(OUTBOX_BYTES)
         self.fair, self.busy = FairQueue(), 0  # complete requests waiting; threads working
+        self.secret = identity.secret()  # the key of the signed client cookie
         self.started: dict[int, float] = {}  # thread id → when its request started
         threading.Thread(target=self._watchdog, name="request-watchdog", daemon=True).start()
         super().init_process()
@@ -106,6 +140,8 @@ class HardenedWorker(ThreadWorker):
             return self._queue(conn, b"")  # already read
         # a request pipelined behind the last one: its first bytes were read with it
         ahead = conn.parser.unreader.take_buffered() if conn.parser is not None else b""
+        if ahead and refused(ahead):
+            return self._refuse(conn, refused(ahead), registered=False)
         if ahead and complete(ahead):
             conn.parser.unreader.unread(ahead)
             return self._queue(conn, ahead)
@@ -126,7 +162,10 @@ class HardenedWorker(ThreadWorker):
             self._drop(conn)
             return
         conn.buffered += data
-        if complete(conn.buffered):
+        answer = refused(conn.buffered)
+        if answer is not None:
+            self._refuse(conn, answer)
+        elif complete(conn.buffered):
             self._stop_reading(conn)
             conn.data_ready = True
             self._queue(conn, conn.buffered)
@@ -134,7 +173,7 @@ class HardenedWorker(ThreadWorker):
     # ---------------------------------------------------------------- fair dispatch
     def _queue(self, conn, head: bytes) -> None:
         """Wait for a thread in the fair queue (dashboard.server.fairqueue), keyed by the client."""
-        conn.client_key = client_key(conn.client, head)
+        conn.client_key = client_key(conn.client, head, self.secret)
         self.fair.push(conn, conn.client_key)
         self._dispatch()
 
@@ -144,6 +183,40 @@ class HardenedWorker(ThreadWorker):
             self.busy += 1
             conn.started_s = time.monotonic()
             super().enqueue_req(conn)
+
+    def _refuse(self, conn, answer: tuple[int, str, str], registered: bool = True) -> None:
+        """Answer ``answer`` from the event loop and stop sending; discard what the client
+        still sends for at most ``LINGER_S`` (never passed on), then close."""
+        self.log.info("refused a request: %s %s", answer[0], answer[1])
+        if registered:
+            self._stop_reading(conn)
+        try:
+            conn.sock.setblocking(False)
+            write_error(conn.sock, *answer)
+            conn.sock.shutdown(socket.SHUT_WR)
+            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._discard, conn))
+        except (OSError, ValueError):
+            self.nr_conns -= 1
+            conn.close()
+            return
+        self.lingering[conn] = time.monotonic() + LINGER_S
+
+    def _discard(self, conn, _sock) -> None:
+        try:
+            data = conn.sock.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._end_linger(conn)
+
+    def _end_linger(self, conn) -> None:
+        del self.lingering[conn]
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.poller.unregister(conn.sock)
+        self.nr_conns -= 1
+        conn.close()
 
     def _stop_reading(self, conn) -> None:
         self.poller.unregister(conn.sock)
@@ -157,6 +230,8 @@ class HardenedWorker(ThreadWorker):
     def murder_pending(self) -> None:
         super().murder_pending()
         now = time.monotonic()
+        for conn in [c for c, end in self.lingering.items() if end < now]:
+            self._end_linger(conn)
         for conn in [c for c in self.reading if c.deadline < now]:
             self.log.info("dropped a request not received within %g s", READ_TIMEOUT_S)
             self._drop(conn)
@@ -171,7 +246,8 @@ class HardenedWorker(ThreadWorker):
             conn.sock.setblocking(True)
             conn.init()
             conn.parser.unreader.unread(bytes(data))
-            # a read past the buffer (a body over the limit, drained) waits this long at most
+            # nothing is read past the buffer (refused() keeps out what would be); a read that
+            # still happened would wait this long at most
             conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO,
                                  _timeval(READ_TIMEOUT_S))
         return super().handle(conn)
@@ -283,21 +359,32 @@ def _timeval(seconds: float) -> bytes:
 _REAL_IP = re.compile(rb"\r\nx-real-ip:[ \t]*([0-9a-f.:]{1,45})[ \t]*\r\n", re.I)
 
 
-def client_key(client, head: bytes) -> str:
-    """The client's address: the peer's over TCP; behind nginx on the unix socket (no peer
-    address: only this host's processes can connect) the ``X-Real-IP`` nginx sets."""
+def client_key(client, head: bytes, key: bytes | None = None) -> str:
+    """The fair queue's client (:func:`dashboard.server.identity.identity`): the signed
+    cookie's id, else the address: the peer's over TCP (its ``X-Real-IP`` ignored); behind
+    nginx on the unix socket (mode 0700: only nginx and the app's own user connect) the
+    ``X-Real-IP`` nginx sets."""
     if isinstance(client, tuple) and client:
-        return str(client[0])
-    found = _REAL_IP.search(bytes(head[:8192]))
-    return found.group(1).decode() if found else "local"
+        address = str(client[0])
+    else:
+        found = _REAL_IP.search(bytes(head[:8192]))
+        address = found.group(1).decode() if found else "local"
+    return identity.identity(identity.cookie_in_head(head), address, key)
 
 
-def fixed_host(wsgi_app, host: str):
-    """``wsgi_app`` seeing every request addressed to ``host``: the client's ``Host`` (and
-    ``X-Forwarded-Host``) never reaches the app, so no page can reflect it (Dash Pages wrote
-    it into its ``og:url``/``twitter:url`` meta tags)."""
+FORWARDED = ("HTTP_X_FORWARDED_HOST", "HTTP_X_FORWARDED_PROTO", "HTTP_X_FORWARDED_SCHEME",
+             "HTTP_X_FORWARDED_SSL", "HTTP_X_FORWARDED_PORT", "HTTP_FORWARDED")
+
+
+def fixed_host(wsgi_app, host: str, scheme: str = "http"):
+    """``wsgi_app`` seeing every request addressed to ``scheme://host``: the client's ``Host``
+    and ``X-Forwarded-*`` (``Proto`` included: gunicorn turns it into the URL scheme for a
+    local peer) never reach the app, so no page can reflect them (Dash Pages wrote them into
+    its ``og:url``/``twitter:url`` meta tags)."""
     def app(environ, start_response):
         environ["HTTP_HOST"] = environ["SERVER_NAME"] = host
-        environ.pop("HTTP_X_FORWARDED_HOST", None)
+        environ["wsgi.url_scheme"] = scheme
+        for name in FORWARDED:
+            environ.pop(name, None)
         return wsgi_app(environ, start_response)
     return app

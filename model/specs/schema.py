@@ -8,13 +8,13 @@ rejected by name, so a typo never passes silently.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from model.errors import ModelError
+from model.specs import strict_json
 
 MAX_SPEC_BYTES = 64 * 1024  # a spec file is a few hundred bytes; refuse anything absurd
 # presets (systems/, workloads/) and published reference data (reference/), shipped inside the
@@ -119,14 +119,9 @@ def read_json(path: str | Path, what: str) -> Any:
         raise ModelError(f"{what}: no such file '{p}'")
     if p.stat().st_size > MAX_SPEC_BYTES:
         raise ModelError(f"{what}: file '{p}' is larger than {MAX_SPEC_BYTES} bytes")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:  # where it is, as an editor counts (from 1)
-        raise ModelError(f"{what}: '{p}' is not valid JSON: {exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno}") from None
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # numbers of more than
-        # 4300 digits, bytes that are not UTF-8, pathologically deep nesting
-        raise ModelError(f"{what}: '{p}' is not valid JSON ({type(exc).__name__})") from None
+    # numbers checked as parsed (model.specs.strict_json): no NaN, Infinity, 1e308 or
+    # 5,000-digit integers; malformed text, non-UTF-8 bytes and deep nesting refused in words
+    return strict_json.loads(p.read_bytes(), f"{what}: '{p}'")
 
 
 def preset_path(name_or_path: str | Path, folder: Path, what: str) -> Path:

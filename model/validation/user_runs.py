@@ -19,7 +19,6 @@ fitted on the others.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from model.errors import ModelError
+from model.specs import strict_json
 from model.specs.hardware import System, load_system, system_from_dict
 from model.specs.models import load_model
 from model.specs.stack import Stack, stack_from_dict
@@ -114,10 +114,7 @@ def read_runs(path: str | Path, stack: str) -> list[Case]:
 def runs_from_text(text: bytes | str, stack: str, max_runs: int = MAX_RUNS) -> list[Case]:
     """The runs of a RUNS.json document (its bytes or text; schema-checked, at most
     ``max_runs``): what the command line reads from a file and the dashboard from an upload."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelError(f"runs file is not JSON: {exc}") from None
+    data = strict_json.loads(text, "runs file")  # NaN, Infinity, 1e308, 5,000 digits: refused
     runs = data.get("runs") if isinstance(data, dict) else None
     if not isinstance(runs, list) or not runs:
         raise ModelError("runs file: expected {\"runs\": [ … ]} with at least one run")
