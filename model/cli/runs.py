@@ -170,6 +170,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     if args.set == "serving":
         return run_validate_serving(args)
+    if args.set == "kernels":
+        return run_validate_kernels(args)
     sets = (("korthikanti", "measurements", "extra", "pytorch", "moe") if args.set == "all"
             else (args.set,))
     frame = run_validation(args.reference, sets)
@@ -189,6 +191,23 @@ def run_validate(args: argparse.Namespace) -> int:
             print(f"  {row.id}: {row.skipped}")
     print("\nerror % = 100·(1 − predicted/measured); peer = Calculon's published prediction")
     print(stats.to_string(index=False, float_format="%.2f"))
+    return 0
+
+
+def run_validate_kernels(args: argparse.Namespace) -> int:
+    """Held-out error of the kernel layer on AIConfigurator 0.12.0's measured kernel tables
+    (model/validation/kernels.py): per class × GPU × dtype, median and 90th percentile."""
+    from model.validation import kernels as kv  # refits only when asked for
+
+    rows = kv.join_rows(kv.kernel_error_rows())
+    if args.json:
+        print_json({"rows": rows, "target": {"median_pct": kv.TARGET_MEDIAN_PCT,
+                                              "p90_pct": kv.TARGET_P90_PCT}})
+        return 0
+    print(kv.format_rows(rows))
+    print(f"\n|error| % of rows held out by shape family, each priced by a refit without it; "
+          f"target: median ≤ {kv.TARGET_MEDIAN_PCT:.0f} %, 90th percentile ≤ "
+          f"{kv.TARGET_P90_PCT:.0f} %")
     return 0
 
 

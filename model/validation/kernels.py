@@ -10,16 +10,18 @@ priced. Rows: {class, gpu, dtype, n, median_pct, p90_pct} of |t̂ − t|/t, per 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import numpy as np
 
 from model.physics.kernels.classes import CLASSES, columns_of, fit_group, subset
 from model.physics.kernels.fit import relative_errors_pct
-from model.physics.kernels.params import kernel_subset
+from model.physics.kernels.params import KERNEL_DIR, kernel_subset
 
 ROW_KEYS = ("class", "gpu", "dtype", "n", "median_pct", "p90_pct")
 TARGET_MEDIAN_PCT, TARGET_P90_PCT = 10.0, 25.0
+ERRORS_FILE = KERNEL_DIR / "kernel_errors.json"
 
 
 def held_out_errors(kind: str, gpu: str, dtype: str, rows: list[list[float]]) -> np.ndarray:
@@ -76,4 +78,37 @@ def meets_target(row: dict) -> bool:
 
 
 __all__ = ["ROW_KEYS", "TARGET_MEDIAN_PCT", "TARGET_P90_PCT", "held_out_errors", "join_rows",
-           "kernel_error_rows", "meets_target"]
+           "kernel_error_rows", "meets_target", "stored_error_rows", "write_error_table",
+           "format_rows"]
+
+
+def stored_error_rows() -> list[dict]:
+    """The error table as last written by :func:`write_error_table` (the Validation page reads
+    it rather than refitting on every load; tests/test_kernel_layer.py checks it against
+    :func:`kernel_error_rows`)."""
+    return json.loads(ERRORS_FILE.read_text())["rows"]
+
+
+def write_error_table() -> list[dict]:
+    """Recompute the held-out error table and store it (``python -m model.validation.kernels``;
+    the extraction script calls it after a refit)."""
+    rows = join_rows(kernel_error_rows())
+    ERRORS_FILE.write_text(json.dumps({
+        "what": "held-out error of the kernel layer per class × GPU × dtype "
+                "(model/validation/kernels.py kernel_error_rows)",
+        "rows": rows}, indent=1) + "\n")
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    """The error table as text for the terminal, with a mark where a row misses the target."""
+    lines = [f"{'class':18s} {'gpu':9s} {'dtype':18s} {'n':>5s} {'median %':>9s} {'p90 %':>7s}"]
+    for r in rows:
+        mark = "" if meets_target(r) else "  above target"
+        lines.append(f"{r['class']:18s} {r['gpu']:9s} {r['dtype']:18s} {r['n']:5d} "
+                     f"{r['median_pct']:9.1f} {r['p90_pct']:7.1f}{mark}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(format_rows(write_error_table()))

@@ -134,6 +134,6 @@ def decode_starts() -> list[list[float]]:
             [0.9, 1e4, 5e-8, 2e-8, 1e-5]]
 
 
-__all__ = ["CONTEXT_PARAMS", "DECODE_PARAMS", "causal_pairs", "context_flops",
-           "context_keys", "context_latency_s", "context_starts", "decode_bytes", "decode_latency_s",
-           "decode_starts", "decode_units"]
+__all__ = ["CONTEXT_PARAMS", "DECODE_PARAMS", "MAX_GROUP", "causal_pairs", "context_flops",
+           "context_keys", "context_latency_s", "context_starts", "decode_bytes",
+           "decode_latency_s", "decode_starts", "decode_units"]

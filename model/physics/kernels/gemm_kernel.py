@@ -97,4 +97,5 @@ def gemm_starts() -> list[list[float]]:
     return [[0.8, 300.0, 0.8, 5e-6], [0.6, 100.0, 0.6, 1e-5], [0.9, 1000.0, 0.9, 3e-6]]
 
 
-__all__ = ["PARAMS", "gemm_bytes", "gemm_efficiency", "gemm_latency_s", "gemm_starts", "quantise_s", "split_k", "KERNEL_PATH"]
+__all__ = ["KERNEL_PATH", "PARAMS", "gemm_bytes", "gemm_efficiency", "gemm_latency_s",
+           "gemm_starts", "quantise_s", "split_k"]

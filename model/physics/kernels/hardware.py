@@ -6,7 +6,7 @@ same peaks the rest of the model uses."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from model.specs.hardware import load_system
 
@@ -37,7 +37,7 @@ class KernelHardware:
         return value
 
 
-@lru_cache(maxsize=None)
+@cache
 def kernel_hardware(gpu: str) -> KernelHardware:
     """The datasheet rates of an AIConfigurator GPU folder name or a project preset name."""
     system = load_system(GPU_PRESETS.get(gpu, gpu))
