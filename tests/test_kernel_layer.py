@@ -16,7 +16,7 @@ from model.physics.kernels import attention_kernel as attn
 from model.physics.kernels import comm_kernel as comm
 from model.physics.kernels import gemm_kernel as gemm
 from model.physics.kernels import pricing
-from model.physics.kernels.classes import CLASSES, columns_of, fit_group
+from model.physics.kernels.classes import CLASSES, columns_of
 from model.physics.kernels.fit import fit_log_latency
 from model.physics.kernels.hardware import GPU_PRESETS, kernel_hardware
 from model.physics.kernels.params import fitted, kernel_params, kernel_subset
@@ -222,11 +222,11 @@ def test_validation_page_kernel_table_unreadable(monkeypatch, tmp_path):
 
 
 def test_serving_gemm_shapes_switch():
+    from model import load_model
     from model.physics.serving_step import Engine, shape_efficiency
     from model.specs.hardware import load_system
     from model.specs.serving import ServingWorkload
     from model.specs.serving_stack import load_serving_stack
-    from model import load_model
     stack = load_serving_stack("trtllm-1.0")
     assert stack.gemm_shapes == "tiles"
     kt = dataclasses.replace(stack, gemm_shapes="kernel-tables")
