@@ -195,10 +195,15 @@ def test_join_rows_takes_other_classes_rows():
 
 def test_validate_set_kernels_prints_the_table(capsys, monkeypatch):
     from model.cli.commands import main
-    monkeypatch.setattr(kv, "kernel_error_rows", lambda classes=None: kv.stored_error_rows())
+    import model.validation.kernels_torch as kt
+    stored = kv.stored_error_rows()
+    monkeypatch.setattr(kv, "kernel_error_rows", lambda classes=None: [
+        r for r in stored if not r["class"].endswith("(torch)")])
     assert main(["validate", "--set", "kernels", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["rows"] == kv.join_rows(kv.stored_error_rows())
+    assert out["rows"] == kv.join_rows(stored)
+    assert [r for r in stored if r["class"].endswith("(torch)")] == kv.join_rows(
+        kt.torch_error_rows())
     assert main(["validate", "--set", "kernels"]) == 0
     text = capsys.readouterr().out
     assert "decode_attention" in text and "above target" in text and "median" in text
