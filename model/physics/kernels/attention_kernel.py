@@ -2,16 +2,19 @@
 
 **Context (prefill / training forward)**, a FlashAttention-style kernel over b sequences of
 S tokens, h query heads of dimension d (h_kv key/value heads), causal, optional sliding
-window w. Each CTA takes one (sequence, head, 128-query tile) and loops over 128-key blocks up
-to the diagonal (or the window); its tensor cores compute whole blocks, masked or not:
+window w, as TensorRT-LLM's attention op runs it (its QKV pre-processing — RoPE, the K/V
+written to the cache — then the fused kernel):
 
-    t = t₀ + ⌈C/SMs⌉·τ + 4·d·128²·N_blk·b·h / (P·η·w(C)·d/(d + d₀))
+    t = t₀ + ⌈C/SMs⌉·τ + c·b·S·(h + 2·h_kv)·d·2 / B
+          + 4·b·h·d·pairs / (P·η·w(C)·L/(L + L₀)·d/(d + d₀))
 
-C = b·h·⌈S/128⌉ the CTAs, w(C) their wave quantisation over the SMs, N_blk = Σ_i min(i, w_b)
-the query-key blocks a causal (windowed: w_b = ⌈w/128⌉ + 1) mask keeps per (sequence, head),
-τ a CTA's fixed cost (prologue, softmax rescale, epilogue), d/(d + d₀) the per-key softmax work
-against the head's MMA work. The model FLOPs (FA2/FA3 convention: 4·b·h·d·pairs, two matmuls,
-halved by causality; :func:`context_flops`) over this time give the efficiency a caller sees.
+pairs = Σ_i min(i, w) the query-key pairs a causal (windowed) mask keeps — the FA2/FA3 FLOP
+convention, two matmuls of 2 FLOPs per multiply-add, halved by causality (:func:`context_flops`)
+—, C = b·h·⌈S/128⌉ the CTAs (one per sequence, head and 128-query tile), w(C) their wave
+quantisation over the SMs, τ a CTA's fixed cost, L = pairs/S the mean keys a query visits
+(the key loop's pipeline fill and epilogue against its length, the depth term of
+:mod:`model.physics.gemm`), d/(d + d₀) the per-key softmax work against the head's MMA work,
+and c passes of the BF16 Q, K, V over HBM for the pre-processing.
 
 **Decode (generation)**, one new token per sequence against a KV cache of L tokens. Two
 kernels, chosen by the GQA group g = h/h_kv, as the measured table shows (the time per cached
@@ -38,7 +41,7 @@ from model.physics.kernels.hardware import INPUT_BYTES, KernelHardware
 from model.physics.ops import wave_efficiency
 
 Array = np.ndarray
-CONTEXT_PARAMS = ("eta", "tau_s", "d0", "t0_s", "l0")
+CONTEXT_PARAMS = ("eta", "tau_s", "d0", "t0_s", "l0", "passes")
 DECODE_PARAMS = ("beta", "w0", "tau_grouped_s", "tau_head_s", "t0_s")
 Q_TILE = 128.0  # query rows per CTA (FlashAttention-2/3 forward)
 
@@ -61,32 +64,21 @@ def context_flops(batch: Array, seq: Array, heads: Array, head_dim: Array,
         seq, window)
 
 
-def context_keys(seq: Array, window: Array) -> Array:
-    """Keys the CTAs of one (sequence, head) visit, summed over its 128-query tiles: tile i of
-    T = ⌈S/128⌉ visits min(128·i, S, w + 128) keys (up to the diagonal, the last tile S;
-    w = 0: no window)."""
-    s = np.asarray(seq, dtype=float)
-    w = np.asarray(window, dtype=float)
-    tiles = np.ceil(s / Q_TILE)
-    cap = np.where(w > 0, w + Q_TILE, np.inf)
-    cap_blocks = np.where(w > 0, np.where(w > 0, w, 0.0) / Q_TILE + 1.0, 0.0)
-    inner = Q_TILE * causal_pairs(np.maximum(tiles - 1.0, 0.0), cap_blocks)
-    return inner + np.minimum(s, cap)
-
-
 def context_latency_s(batch, seq, heads, kv_heads, head_dim, window, dtype: str,
                       hw: KernelHardware, params: dict[str, float]) -> Array:
-    """Seconds of a causal context-attention kernel (module docstring)."""
-    b, s, h, d = (np.asarray(v, dtype=float) for v in (batch, seq, heads, head_dim))
+    """Seconds of a causal context-attention op (module docstring)."""
+    b, s, h, hk, d = (np.asarray(v, dtype=float) for v in (batch, seq, heads, kv_heads,
+                                                            head_dim))
     ctas = b * h * np.ceil(s / Q_TILE)
     waves = wave_efficiency(ctas * Q_TILE, Q_TILE, Q_TILE, hw.sm_count)
-    keys = context_keys(s, window)
-    per_cta = keys / np.maximum(np.ceil(s / Q_TILE), 1.0)
-    eff = (params["eta"] * waves * d / (d + params["d0"])
-           * per_cta / (per_cta + params["l0"]))
-    flops = 4.0 * d * Q_TILE * keys * b * h
+    pairs = causal_pairs(s, window)
+    keys = pairs / np.maximum(s, 1.0)
+    eff = (params["eta"] * waves * keys / (keys + params["l0"])
+           * d / (d + params["d0"]))
     fixed = np.ceil(ctas / hw.sm_count) * params["tau_s"]
-    return params["t0_s"] + fixed + flops / (hw.peak(dtype) * np.maximum(eff, 1e-12))
+    prep = params["passes"] * b * s * (h + 2.0 * hk) * d * 2.0 / hw.hbm_bytes_per_s
+    flops = 4.0 * b * h * d * pairs
+    return params["t0_s"] + fixed + prep + flops / (hw.peak(dtype) * np.maximum(eff, 1e-12))
 
 
 MAX_GROUP = 32  # largest GQA group of the grouped decode kernel (measured table)
@@ -123,9 +115,9 @@ def decode_latency_s(batch, kv_len, heads, kv_heads, head_dim, window, kv_dtype:
 
 
 def context_starts() -> list[list[float]]:
-    """Starting points of the context fit (η, τ, d₀, t₀)."""
-    return [[0.6, 1e-6, 30.0, 5e-6, 100.0], [0.8, 3e-7, 10.0, 1e-5, 30.0],
-            [0.5, 3e-6, 100.0, 3e-6, 300.0]]
+    """Starting points of the context fit (η, τ, d₀, t₀, L₀, passes)."""
+    return [[0.6, 1e-6, 30.0, 5e-6, 100.0, 1.0], [0.8, 1e-7, 20.0, 1e-5, 800.0, 3.0],
+            [0.5, 3e-6, 100.0, 3e-6, 300.0, 0.3]]
 
 
 def decode_starts() -> list[list[float]]:
@@ -135,5 +127,5 @@ def decode_starts() -> list[list[float]]:
 
 
 __all__ = ["CONTEXT_PARAMS", "DECODE_PARAMS", "MAX_GROUP", "causal_pairs", "context_flops",
-           "context_keys", "context_latency_s", "context_starts", "decode_bytes",
+           "context_latency_s", "context_starts", "decode_bytes",
            "decode_latency_s", "decode_starts", "decode_units"]
