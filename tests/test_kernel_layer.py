@@ -100,12 +100,15 @@ def test_decode_attention_limits_and_kernel_paths():
 
 
 def test_collective_limits_use_nccl_bus_factors():
-    p = {"alpha_small_s": 5e-6, "busbw_small": 5e10, "alpha_large_s": 2e-5,
-         "busbw_large": 4e11}
+    p = {"alpha_small_s": 5e-6, "busbw_small": 5e10, "alpha_mid_s": 1e-5, "busbw_mid": 2e11,
+         "alpha_large_s": 2e-5, "busbw_large": 4e11}
     assert comm.collective_latency_s("all_reduce", 1.0, 8, p) == pytest.approx(5e-6, rel=1e-3)
     big = 2.0 ** 34
     assert comm.collective_latency_s("all_reduce", big, 8, p) == pytest.approx(
         2e-5 + 2 * 7 / 8 * big / 4e11)
+    # between them the mid regime is the cheapest: 1 MB over 8 GPUs
+    mid = 1e-5 + 2 * 7 / 8 * 1e6 / 2e11
+    assert comm.collective_latency_s("all_reduce", 1e6, 8, p) == pytest.approx(mid)
     assert comm.bus_factor("all_gather", 4) == 0.75
 
 
