@@ -83,7 +83,8 @@ def context_flops_of_window_is_smaller() -> bool:
 
 
 def test_decode_attention_limits_and_kernel_paths():
-    p = {"beta": 0.8, "w0": 1e4, "tau_grouped_s": 3e-8, "tau_head_s": 9e-9, "t0_s": 8e-6}
+    p = {"beta": 0.8, "w0": 1e4, "tau_grouped_s": 3e-8, "tau_head_s": 9e-9, "t0_s": 8e-6,
+         "l2_ratio": 2.0}
     assert attn.decode_units(32, 8)[0] == 8 and attn.decode_units(32, 8)[1]
     assert attn.decode_units(64, 1)[0] == 64 and not attn.decode_units(64, 1)[1]  # g > 32
     assert attn.decode_units(16, 16)[0] == 16 and not attn.decode_units(16, 16)[1]
@@ -95,6 +96,10 @@ def test_decode_attention_limits_and_kernel_paths():
     # rate of W = 8 rows in flight, B·β·W/(W + W₀)
     tiny = 8e-6 + 9e-9 * 8 + 2 * 2 * 8 * 64 / (H100.hbm_bytes_per_s * 0.8 * 8 / (8 + 1e4))
     assert attn.decode_latency_s(1, 1, 8, 8, 64, 0, "bfloat16", H100, p) == pytest.approx(tiny)
+    # a per-head kernel on a shared KV head (g = 64) reads it once per query head from L2
+    mqa = attn.decode_latency_s(b, L, 64, 1, 128, 0, "bfloat16", H100, p)
+    assert mqa == pytest.approx(8e-6 + 9e-9 * b * 64 + 2 * 2 * b * 64 * L * 128
+                                / (H100.hbm_bytes_per_s * 2.0), rel=1e-3)
     # a sliding window caps the read
     assert attn.decode_latency_s(b, L, 32, 8, 128, 4096, "bfloat16", H100, p) < t / 100
 

@@ -18,16 +18,18 @@ and c passes of the BF16 Q, K, V over HBM for the pre-processing.
 
 **Decode (generation)**, one new token per sequence against a KV cache of L tokens. Two
 kernels, chosen by the GQA group g = h/h_kv, as the measured table shows (the time per cached
-token of g = 64 or 96 equals that of h = h_kv, of g ≤ 32 that of h_kv heads): a grouped kernel
-(TensorRT-LLM's XQA) for 1 < g ≤ 32, each CTA one (sequence, KV head) sharing the K/V reads
-over its g query heads, and a per-query-head kernel (masked multi-head attention) otherwise,
-each CTA one (sequence, query head) reading its K/V. With u = h_kv or h the units per sequence:
+token of g = 64 or 96 scales with h, of g ≤ 32 with h_kv): a grouped kernel (TensorRT-LLM's
+XQA) for 1 < g ≤ 32, each CTA one (sequence, KV head) sharing the K/V reads over its g query
+heads, and a per-query-head kernel (masked multi-head attention) otherwise, each CTA one
+(sequence, query head) reading its K/V. With u = h_kv or h the CTAs per sequence:
 
-    t = t₀ + τ·b·u + bytes / (B·β·W/(W + W₀)),   bytes = 2·b·u·L·d·s_kv,   W = b·u·L
+    t = t₀ + τ·b·u + max(bytes / (B·β·W/(W + W₀)),  [g > 1 per head] bytes_u / (r·B))
 
-τ the cost of one CTA's fixed work (τ_g for the grouped kernel, τ_h for the per-head one), β
-the fraction of HBM bandwidth a long cache streams at, W/(W + W₀) the fraction reached by W
-key-value rows of parallel work (short caches of few sequences keep too few loads in flight).
+bytes = 2·b·h_kv·L·d·s_kv the cache read from HBM once, W = b·u·L the key-value rows of
+parallel work (short caches of few sequences keep too few loads in flight: the ramp W/(W + W₀)),
+τ the fixed cost of one CTA (τ_g grouped, τ_h per head); a per-head kernel on a shared KV head
+(g > 32) reads it once per query head, bytes_u = 2·b·h·L·d·s_kv, mostly from L2: at r times
+the HBM bandwidth (H100 fits r ≈ 2).
 
 Parameters per GPU × dtype (context: attention dtype; decode: KV-cache dtype) fitted to
 AIConfigurator 0.12.0's TensorRT-LLM 1.3.0rc20 attention tables
@@ -42,7 +44,7 @@ from model.physics.ops import wave_efficiency
 
 Array = np.ndarray
 CONTEXT_PARAMS = ("eta", "tau_s", "d0", "t0_s", "l0", "passes")
-DECODE_PARAMS = ("beta", "w0", "tau_grouped_s", "tau_head_s", "t0_s")
+DECODE_PARAMS = ("beta", "w0", "tau_grouped_s", "tau_head_s", "t0_s", "l2_ratio")
 Q_TILE = 128.0  # query rows per CTA (FlashAttention-2/3 forward)
 
 
@@ -92,10 +94,10 @@ def decode_units(heads: Array, kv_heads: Array) -> tuple[Array, Array]:
     return np.where(grouped, hk, h), grouped
 
 
-def decode_bytes(batch, kv_len, units, head_dim, kv_dtype: str) -> Array:
-    """HBM bytes a decode step's attention reads: K and V of every cached token, once per
-    unit (KV head of the grouped kernel, query head of the per-head one)."""
-    return (2.0 * INPUT_BYTES[kv_dtype] * np.asarray(batch, float) * units
+def decode_bytes(batch, kv_len, heads, head_dim, kv_dtype: str) -> Array:
+    """Bytes of K and V of every cached token, once per head given (the KV heads: the HBM
+    read; the query heads: a per-head kernel's reads)."""
+    return (2.0 * INPUT_BYTES[kv_dtype] * np.asarray(batch, float) * heads
             * np.asarray(kv_len, float) * head_dim)
 
 
@@ -106,12 +108,15 @@ def decode_latency_s(batch, kv_len, heads, kv_heads, head_dim, window, kv_dtype:
     w = np.asarray(window, dtype=float)
     length = np.where(w > 0, np.minimum(kv_len, np.where(w > 0, w, 1.0)), kv_len)
     units, grouped = decode_units(heads, kv_heads)
+    hk = np.asarray(kv_heads, dtype=float)
     b = np.asarray(batch, dtype=float)
     work = b * units * length
-    memory = decode_bytes(b, length, units, head_dim, kv_dtype) / (
+    hbm = decode_bytes(b, length, hk, head_dim, kv_dtype) / (
         hw.hbm_bytes_per_s * params["beta"] * work / (work + params["w0"]))
+    shared = np.where(units > hk, decode_bytes(b, length, units, head_dim, kv_dtype)
+                      / (hw.hbm_bytes_per_s * params["l2_ratio"]), 0.0)
     tau = np.where(grouped, params["tau_grouped_s"], params["tau_head_s"])
-    return params["t0_s"] + tau * b * units + memory
+    return params["t0_s"] + tau * b * units + np.maximum(hbm, shared)
 
 
 def context_starts() -> list[list[float]]:
@@ -121,9 +126,9 @@ def context_starts() -> list[list[float]]:
 
 
 def decode_starts() -> list[list[float]]:
-    """Starting points of the decode fit (β, W₀, τ_g, τ_h, t₀)."""
-    return [[0.8, 3e4, 2.5e-8, 9e-9, 8e-6], [0.6, 1e5, 1e-8, 3e-9, 5e-6],
-            [0.9, 1e4, 5e-8, 2e-8, 1e-5]]
+    """Starting points of the decode fit (β, W₀, τ_g, τ_h, t₀, r)."""
+    return [[0.8, 3e4, 3e-8, 9e-9, 8e-6, 2.0], [0.9, 1e4, 2e-8, 5e-9, 6e-6, 3.0],
+            [0.7, 1e5, 5e-8, 2e-8, 1e-5, 1.5]]
 
 
 __all__ = ["CONTEXT_PARAMS", "DECODE_PARAMS", "MAX_GROUP", "causal_pairs", "context_flops",
