@@ -99,7 +99,10 @@ def fit_group(kind: KernelClass, cols: Columns, gpu: str, dtype: str) -> dict[st
     def model(theta: Array) -> Array:
         return kind.price(cols, gpu, dtype, dict(zip(kind.params, theta)))
     theta = fit_log_latency(model, cols["latency_s"], kind.starts())
-    return {name: float(v) for name, v in zip(kind.params, theta)}
+    out = {name: float(v) for name, v in zip(kind.params, theta)}
+    if kind.name == "gemm" and not gemm.KERNEL_PATH[dtype][0]:
+        out["t_split_s"] = 0.0  # a kernel that does not split: the term never applies
+    return out
 
 
 __all__ = ["CLASSES", "Columns", "KernelClass", "columns_of", "fit_group", "subset"]

@@ -1,6 +1,6 @@
 """Dense GEMM latency Y[m, n] = X[m, k]·W[k, n], a closed form over arrays of shapes:
 
-    t = max(2·m̃·n·k / (P·η·w·k/(k + k₀)),  bytes / (B·β)) + t_quant + t₀
+    t = max(2·m̃·n·k / (P·η·w·k′/(k′ + k₀)),  bytes / (B·β)) + t_quant + [split] t_split + t₀
 
 * m̃ the rows padded to the kernel's MMA tile rows (:data:`KERNEL_PATH`);
 * P the dtype's tensor-core peak, B the HBM bandwidth (datasheet, :mod:`.hardware`);
@@ -10,13 +10,15 @@
   the depth term of :mod:`model.physics.gemm`;
 * bytes = s·(m·k + k·n) + 2·m·n (inputs at the dtype's bytes per element, BF16 output): the
   weight read that bounds small-m (decode) GEMMs;
-* t₀ the launch/latency floor of a tiny GEMM;
+* t₀ the launch/latency floor of a tiny GEMM; t_split the reduction of the partial tiles
+  where the reduction is split (split-K's second pass over a workspace);
 * for FP8/NVFP4, the quantisation of X as its own memory-bound kernel (:func:`quantise_s`);
 * the kernel path of each dtype (:data:`KERNEL_PATH`): split-K or not, rows per MMA tile.
 
-η (asymptotic fraction of peak), k₀, β (fraction of HBM bandwidth) and t₀ are fitted per GPU ×
-dtype to AIConfigurator 0.12.0's measured GEMM table (TensorRT-LLM 1.3.0rc20 ``torch_flow``:
-cuBLAS/cuBLASLt for BF16 and FP8, TensorRT-LLM's FP8 block-scale and NVFP4 GEMMs);
+η (asymptotic fraction of peak), k₀, β (fraction of HBM bandwidth), t₀ and t_split (only where
+the kernel splits; 0 otherwise) are fitted per GPU × dtype to AIConfigurator 0.12.0's measured
+GEMM table (TensorRT-LLM 1.3.0rc20 ``torch_flow``: cuBLAS/cuBLASLt for BF16 and FP8,
+TensorRT-LLM's FP8 block-scale and NVFP4 GEMMs);
 ``scripts/extract_kernel_tables.py``. A huge GEMM tends to P·η, a tiny one to t₀."""
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from model.physics.kernels.hardware import INPUT_BYTES, KernelHardware
 from model.physics.ops import wave_efficiency
 
 Array = np.ndarray
-PARAMS = ("eta", "k0", "beta", "t0_s")  # the fitted parameters, in this order
+PARAMS = ("eta", "k0", "beta", "t0_s", "t_split_s")  # the fitted parameters, in this order
 TILE = 128.0  # output tile edge (elements)
 # The kernel path of each dtype in the tables (TensorRT-LLM 1.3.0rc20 ``torch_flow``):
 # (splits the reduction when the tiles cannot fill the SMs, rows per MMA tile). cuBLASLt
@@ -53,6 +55,15 @@ def split_k(tiles: Array, k: Array, sm_count: int) -> Array:
     keeps a full main-loop step."""
     fill = np.floor(sm_count / np.maximum(tiles, 1.0))
     return np.clip(fill, 1.0, np.maximum(np.floor(np.asarray(k, dtype=float) / 128.0), 1.0))
+
+
+def _slices(m: Array, n: Array, k: Array, hw: KernelHardware, split: bool) -> Array:
+    """Split-K slices of a GEMM on a kernel that splits (1 otherwise)."""
+    if not split:
+        return np.ones_like(np.asarray(k, dtype=float))
+    tiles = np.ceil(np.asarray(m, dtype=float) / TILE) * np.ceil(np.asarray(n, dtype=float)
+                                                                   / TILE)
+    return split_k(tiles, k, hw.sm_count)
 
 
 def gemm_efficiency(m: Array, n: Array, k: Array, hw: KernelHardware, eta: float,
@@ -89,12 +100,15 @@ def gemm_latency_s(m: Array, n: Array, k: Array, dtype: str, hw: KernelHardware,
     rows = np.ceil(m / rows_tile) * rows_tile
     compute = 2.0 * rows * n * k / (hw.peak(dtype) * np.maximum(eff, 1e-12))
     memory = gemm_bytes(m, n, k, dtype) / (hw.hbm_bytes_per_s * params["beta"])
-    return np.maximum(compute, memory) + quantise_s(m, k, dtype, hw, params) + params["t0_s"]
+    reduce = np.where(_slices(m, n, k, hw, split) > 1, params["t_split_s"], 0.0)
+    return (np.maximum(compute, memory) + quantise_s(m, k, dtype, hw, params) + reduce
+            + params["t0_s"])
 
 
 def gemm_starts() -> list[list[float]]:
-    """Starting points of the fit (η, k₀, β, t₀)."""
-    return [[0.8, 300.0, 0.8, 5e-6], [0.6, 100.0, 0.6, 1e-5], [0.9, 1000.0, 0.9, 3e-6]]
+    """Starting points of the fit (η, k₀, β, t₀, t_split)."""
+    return [[0.8, 300.0, 0.8, 5e-6, 2e-6], [0.6, 100.0, 0.6, 1e-5, 2e-6],
+            [0.9, 1000.0, 0.9, 3e-6, 2e-6]]
 
 
 __all__ = ["KERNEL_PATH", "PARAMS", "gemm_bytes", "gemm_efficiency", "gemm_latency_s",
