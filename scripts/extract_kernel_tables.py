@@ -33,7 +33,9 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 NCCL_BYTES = {"half": 2.0, "int8": 1.0, "bfloat16": 2.0}
 OUT = Path(__file__).resolve().parents[1] / "model" / "data" / "reference" / "kernels"
 FIT_ROWS = 6000  # rows drawn (seeded) from a group's table for the shipped fit
-FAMILIES, PER_FAMILY = {"gemm": 16, "context_attention": 20, "decode_attention": 20}, 30
+FAMILIES = {"gemm": 16, "context_attention": 20, "decode_attention": 20, "mla_context": 8,
+            "mla_decode": 8}
+PER_FAMILY = 30
 
 
 def _version_key(v: str) -> tuple:
@@ -81,6 +83,29 @@ def attention_groups(data: Path, gpu: str, root: Path, sources: list, phase: str
         cols = {"batch": t["batch_size"], "heads": t["num_heads"], "kv_heads":
                 t["num_key_value_heads"], "head_dim": t["head_dim"], "window": t["window_size"]}
         cols = {k: v[keep].astype(float) for k, v in cols.items()}
+        if phase == "context":
+            cols["seq"] = t["isl"][keep].astype(float)
+        else:
+            cols["kv_len"] = (t["isl"] + t["step"])[keep].astype(float)
+        cols["latency_s"] = t["latency"][keep].astype(float) * 1e-3
+        out[dtype] = cols
+    return out
+
+
+def mla_groups(data: Path, gpu: str, root: Path, sources: list, phase: str
+               ) -> dict[str, Columns]:
+    """MLA rows keyed by the KV-cache dtype (the attention runs in BF16): prefill (isl tokens)
+    or decode (a cache of isl + step tokens); heads as the kernel runs them (per GPU)."""
+    folder = _latest(data / gpu / "mla" / "trtllm")
+    path = folder / f"{phase}_mla_perf.parquet" if folder else None
+    if path is None or not path.exists():
+        return {}
+    t = _read(path, root, sources)
+    out = {}
+    for dtype in sorted(set(t["kv_cache_dtype"].tolist())):
+        keep = (t["kv_cache_dtype"] == dtype) & (t["latency"] > 0)
+        cols = {"batch": t["batch_size"][keep].astype(float),
+                "heads": t["num_heads"][keep].astype(float)}
         if phase == "context":
             cols["seq"] = t["isl"][keep].astype(float)
         else:
@@ -153,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                                                         "context"),
                   "decode_attention": attention_groups(data, gpu, args.unpacked, sources,
                                                        "generation"),
+                  "mla_context": mla_groups(data, gpu, args.unpacked, sources, "context"),
+                  "mla_decode": mla_groups(data, gpu, args.unpacked, sources, "generation"),
                   "collective": comm_groups(data, gpu, args.unpacked, sources)}
         for kind, by_dtype in groups.items():
             for dtype, cols in by_dtype.items():

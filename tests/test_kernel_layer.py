@@ -114,6 +114,22 @@ def test_decode_attention_limits_and_kernel_paths():
     assert attn.decode_latency_s(b, L, 32, 8, 128, 4096, "bfloat16", H100, p) < t / 100
 
 
+def test_mla_kernels():
+    from model.physics.kernels import mla_kernel as mla
+    p = {"eta": 0.6, "tau_s": 1e-6, "d0": 20.0, "t0_s": 1e-5, "l0": 50.0, "passes": 2.0}
+    # prefill: the context law with h_kv = h and head dim (192 + 128)/2
+    assert mla.mla_context_latency_s(4, 4096, 16, "fp8", H100, p) == attn.context_latency_s(
+        4, 4096, 16, 16, 160.0, 0, "bfloat16", H100, p)
+    d = {"beta": 0.8, "w0": 1e3, "eta": 0.5, "tau_s": 1e-8, "t0_s": 1e-5}
+    b, L = 64.0, 2.0 ** 16
+    few = mla.mla_decode_latency_s(b, L, 1, "bfloat16", H100, d)  # one head: the cache read
+    read = b * L * 576 * 2 / (H100.hbm_bytes_per_s * 0.8 * b * L / (b * L + 1e3))
+    assert few == pytest.approx(1e-5 + 1e-8 * b + read)
+    many = mla.mla_decode_latency_s(b, L, 128, "bfloat16", H100, d)  # 128 heads: the MMAs
+    flops = 2 * b * 128 * L * (576 + 512)
+    assert many == pytest.approx(1e-5 + 1e-8 * b + flops / (H100.peak("bfloat16") * 0.5))
+
+
 def test_collective_limits_use_nccl_bus_factors():
     p = {"alpha_small_s": 5e-6, "busbw_small": 5e10, "alpha_mid_s": 1e-5, "busbw_mid": 2e11,
          "alpha_large_s": 2e-5, "busbw_large": 4e11}
@@ -186,7 +202,8 @@ def test_stored_error_table_is_what_validate_computes():
     stored = kv.stored_error_rows()
     again = kv.join_rows(kv.kernel_error_rows(["collective"]))
     assert [r for r in stored if r["class"] == "collective"] == again
-    fitted_classes = {"gemm", "context_attention", "decode_attention", "collective"}
+    fitted_classes = {"gemm", "context_attention", "decode_attention", "mla_context",
+                      "mla_decode", "collective"}
     assert {r["class"] for r in stored} == fitted_classes | {f"{c} (torch)" for c in (
         "gemm", "context_attention", "decode_attention")}
 
@@ -205,6 +222,7 @@ def _row(cls, gpu, dtype):
     ("decode_attention", "b200_sxm", "all", 10.0, 35.0),
     ("context_attention", "b200_sxm", "all", 10.0, 25.0),
     ("context_attention", "h100_sxm", "all", 12.0, 30.0),
+    ("mla_context", "h100_sxm", "all", 10.0, 25.0),
     ("collective", "gb200", "all", 10.0, 25.0),
     ("collective", "h100_sxm", "all", 10.0, 25.0),
 ])

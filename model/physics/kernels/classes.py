@@ -14,6 +14,7 @@ import numpy as np
 from model.physics.kernels import attention_kernel as attn
 from model.physics.kernels import comm_kernel as comm
 from model.physics.kernels import gemm_kernel as gemm
+from model.physics.kernels import mla_kernel as mla
 from model.physics.kernels.fit import fit_log_latency
 from model.physics.kernels.hardware import kernel_hardware
 
@@ -49,6 +50,16 @@ def _decode_price(c: Columns, gpu: str, dtype: str, p: dict[str, float]) -> Arra
                                  c["head_dim"], c["window"], dtype, kernel_hardware(gpu), p)
 
 
+def _mla_context_price(c: Columns, gpu: str, dtype: str, p: dict[str, float]) -> Array:
+    return mla.mla_context_latency_s(c["batch"], c["seq"], c["heads"], dtype,
+                                     kernel_hardware(gpu), p)
+
+
+def _mla_decode_price(c: Columns, gpu: str, dtype: str, p: dict[str, float]) -> Array:
+    return mla.mla_decode_latency_s(c["batch"], c["kv_len"], c["heads"], dtype,
+                                    kernel_hardware(gpu), p)
+
+
 def _comm_price(c: Columns, gpu: str, dtype: str, p: dict[str, float]) -> Array:
     op = dtype.split("/")[0]
     return comm.collective_latency_s(op, c["bytes"], c["gpus"], p)
@@ -76,6 +87,14 @@ CLASSES: dict[str, KernelClass] = {
         ("batch", "kv_len", "heads", "kv_heads", "head_dim", "window", "latency_s"),
         attn.DECODE_PARAMS, attn.decode_starts, _decode_price, _heads_id,
         "head configuration (heads, kv heads, head dim)"),
+    "mla_context": KernelClass(
+        "mla_context", ("batch", "seq", "heads", "latency_s"), mla.CONTEXT_PARAMS,
+        attn.context_starts, _mla_context_price,
+        lambda c: np.asarray(c["heads"], np.int64), "head count"),
+    "mla_decode": KernelClass(
+        "mla_decode", ("batch", "kv_len", "heads", "latency_s"), mla.DECODE_PARAMS,
+        mla.mla_decode_starts, _mla_decode_price,
+        lambda c: np.asarray(c["heads"], np.int64), "head count"),
     "collective": KernelClass(
         "collective", ("gpus", "bytes", "latency_s"), comm.PARAMS, comm.comm_starts,
         _comm_price, lambda c: np.floor(np.log10(np.asarray(c["bytes"], float))).astype(
