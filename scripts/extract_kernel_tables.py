@@ -8,10 +8,12 @@ Needs the wheel unpacked and pyarrow, neither at run time::
     cd /tmp/aic && unzip -q aiconfigurator_core-0.12.0-*.whl -d x
     PYTHONPATH=. .venv/bin/python scripts/extract_kernel_tables.py /tmp/aic/x
 
+Deterministic: each group's rows are drawn with its own seed (CRC-32 of class/GPU/dtype).
 Writes model/data/reference/kernels/aic_params.json (parameters per class × GPU × dtype, the
 rows each was fitted on) and aic_subset.json (down-sampled rows, whole shape families, for the
 held-out test of ``tperf validate --set kernels``), each with its provenance: package, version,
-the path of every table inside the wheel, its sha256, the date. Deterministic (seeded)."""
+the path of every table inside the wheel, its sha256, the date; then recomputes the held-out
+error table (model/data/reference/kernels/kernel_errors.json)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import datetime as dt
 import hashlib
 import json
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +36,11 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 NCCL_BYTES = {"half": 2.0, "int8": 1.0, "bfloat16": 2.0}
 OUT = Path(__file__).resolve().parents[1] / "model" / "data" / "reference" / "kernels"
 FIT_ROWS = 6000  # rows drawn (seeded) from a group's table for the shipped fit
-FAMILIES = {"gemm": 16, "context_attention": 20, "decode_attention": 20, "mla_context": 8,
+# shape families per group in the validation subset, and rows per family
+FAMILIES = {"gemm": 60, "context_attention": 40, "decode_attention": 40, "mla_context": 8,
             "mla_decode": 8}
-PER_FAMILY = 30
+PER_FAMILY = {"gemm": 8, "context_attention": 15, "decode_attention": 15, "mla_context": 30,
+              "mla_decode": 30}
 
 
 def _version_key(v: str) -> tuple:
@@ -152,7 +157,7 @@ def _sample(cols: Columns, kind: str, rng: np.random.Generator) -> Columns:
     keep = np.zeros(fam.size, dtype=bool)
     for f in chosen:
         rows = np.flatnonzero(fam == f)
-        keep[rng.choice(rows, size=min(PER_FAMILY, rows.size), replace=False)] = True
+        keep[rng.choice(rows, size=min(PER_FAMILY[kind], rows.size), replace=False)] = True
     return subset(cols, keep)
 
 
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if not data.is_dir():
         print(f"error: no {data}", file=sys.stderr)
         return 2
-    rng, sources = np.random.default_rng(30), []
+    sources: list = []
     params: dict = {k: {} for k in CLASSES}
     rows: dict = {k: {} for k in CLASSES}
     for gpu in GPUS:
@@ -184,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         for kind, by_dtype in groups.items():
             for dtype, cols in by_dtype.items():
                 n = cols["latency_s"].size
+                # one seed per group: a group's rows do not depend on which others exist
+                rng = np.random.default_rng(zlib.crc32(f"{kind}/{gpu}/{dtype}".encode()))
                 fit_rows = subset(cols, rng.choice(n, size=min(n, FIT_ROWS), replace=False))
                 theta = fit_group(CLASSES[kind], fit_rows, gpu, dtype)
                 params[kind].setdefault(gpu, {})[dtype] = {**theta, "rows": int(n)}
@@ -202,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     (OUT / "aic_subset.json").write_text(json.dumps(
         {"provenance": provenance, "columns": columns, "rows": rows},
         separators=(",", ":")) + "\n")
+    from model.physics.kernels.params import kernel_params, kernel_subset
+    from model.validation.kernels import format_rows, write_error_table
+    kernel_params.cache_clear()
+    kernel_subset.cache_clear()
+    print(format_rows(write_error_table()))
     return 0
 
 

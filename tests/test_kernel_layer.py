@@ -214,15 +214,18 @@ def _row(cls, gpu, dtype):
 
 
 @pytest.mark.parametrize("cls,gpu,dtype,median,p90", [
-    # held-out figures of the shipped table (docs/accuracy.md): a regression bound each
-    ("gemm", "b200_sxm", "fp8", 10.0, 25.0),
-    ("gemm", "gb200", "all", 10.0, 26.0),
-    ("gemm", "h100_sxm", "bfloat16", 10.0, 25.0),
-    ("gemm", "a100_sxm", "bfloat16", 10.0, 25.0),
-    ("decode_attention", "b200_sxm", "all", 10.0, 35.0),
+    # held-out figures of the shipped table (docs/accuracy.md): the target where a class meets
+    # it, a regression bound where it does not
+    ("gemm", "b200_sxm", "all", 10.0, 25.0),
+    ("gemm", "gb200", "all", 10.0, 25.0),
+    ("gemm", "h100_sxm", "all", 10.0, 30.0),
+    ("context_attention", "h100_sxm", "all", 10.0, 25.0),
     ("context_attention", "b200_sxm", "all", 10.0, 25.0),
-    ("context_attention", "h100_sxm", "all", 12.0, 30.0),
+    ("context_attention", "a100_sxm", "bfloat16", 10.0, 25.0),
+    ("decode_attention", "gb200", "all", 10.0, 30.0),
+    ("decode_attention", "b200_sxm", "all", 10.0, 35.0),
     ("mla_context", "h100_sxm", "all", 10.0, 25.0),
+    ("mla_context", "b200_sxm", "all", 10.0, 25.0),
     ("collective", "gb200", "all", 10.0, 25.0),
     ("collective", "h100_sxm", "all", 10.0, 25.0),
 ])
