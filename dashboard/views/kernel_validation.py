@@ -1,6 +1,6 @@
 """The kernel part of the Validation page: the kernel layer's held-out error on NVIDIA
 AIConfigurator 0.12.0's measured kernel tables (dense GEMM, context and decode attention,
-collectives; MoE rows where the MoE kernel model adds them), per class × GPU × dtype — the
+MLA, collectives; MoE rows where the MoE kernel model adds them), per class × GPU × dtype — the
 table ``tperf validate --set kernels`` prints, as stored by ``model.validation.kernels``."""
 
 from __future__ import annotations
@@ -42,9 +42,11 @@ def section() -> html.Div:
         html.P(className="summary", children=(
             "Each kernel class is a closed form (roofline × shape terms) fitted per GPU × "
             "dtype to NVIDIA AIConfigurator 0.12.0's measured TensorRT-LLM and NCCL tables. "
-            "Error: every shape family (GEMM: one (n, k) pair; attention: one head "
-            "configuration; collectives: one message-size decade) priced by a refit without "
-            "it. Target: median ≤ 10 %, 90th percentile ≤ 25 %.")),
+            "Error: the shape families (GEMM: (n, k) pairs; attention: head configurations; "
+            "MLA: head counts; collectives: message-size decades) held out a fifth at a "
+            "time, each priced by a refit without it. Target: median ≤ 10 %, 90th "
+            "percentile ≤ 25 %. '(torch)': PyTorch measurements on an H100 and an H200, not "
+            "fitted.")),
         html.Div(message, className="alert", role="status") if message else None,
         dag.AgGrid(id="validation-kernels", columnDefs=COLUMNS, rowData=rows,
                    defaultColDef={"resizable": True},
