@@ -206,7 +206,8 @@ def run_validate_kernels(args: argparse.Namespace) -> int:
                                               "p90_pct": kv.TARGET_P90_PCT}})
         return 0
     print(kv.format_rows(rows))
-    print(f"\n|error| % of rows held out by shape family, each priced by a refit without it; "
+    print(f"\n|error| % of rows held out by shape family (a fifth of the families at a time), "
+          f"each priced by a refit without them; "
           f"target: median ≤ {kv.TARGET_MEDIAN_PCT:.0f} %, 90th percentile ≤ "
           f"{kv.TARGET_P90_PCT:.0f} %; '(torch)': the lead's PyTorch measurements on H100/H200, "
           f"not fitted, priced with the TensorRT-LLM tables' parameters")
