@@ -31,7 +31,7 @@ from dashboard.figures.validation import (
 from dashboard.jobs import compute
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
-from dashboard.views import serve_validation
+from dashboard.views import kernel_validation, serve_validation
 from dashboard.views.grid import number_column as _num
 from dashboard.views.grid import text_column as _text
 from dashboard.views.runs_upload import runs_card
@@ -198,6 +198,7 @@ layout = html.Div(className="page-body", children=[
         _error_card(),
         _records_card(),
         serve_validation.section(),
+        kernel_validation.section(),
         runs_card(),
     ]),
 ])

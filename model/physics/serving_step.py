@@ -24,6 +24,7 @@ from model.physics import gemm
 from model.physics.block import _kernel_times
 from model.physics.collectives import Collective, collective_time_s
 from model.physics.context import Ctx
+from model.physics.kernels import pricing as kernel_pricing
 from model.physics.moe import grouped_wave_efficiency
 from model.physics.ops import wave_efficiency
 from model.physics.serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
@@ -93,11 +94,18 @@ def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray) ->
     the 128×128 output tiles over the SMs — per expert rows padded to whole tiles for a grouped
     kernel (:func:`model.physics.moe.grouped_wave_efficiency`; TensorRT-LLM's fused MoE runs one
     CUTLASS grouped GEMM over the local experts). Decode GEMMs have few rows: the tiles'
-    padding, not the FLOPs, sets their compute time."""
+    padding, not the FLOPs, sets their compute time. A stack whose ``gemm_shapes`` is
+    ``kernel-tables`` prices a dense GEMM's shape by the measured kernel's fitted terms instead
+    (:func:`model.physics.kernels.pricing.gemm_shape_efficiency`: split-K waves, fitted depth,
+    padded rows), where the tables cover the system and precision."""
     sysm, field = engine.system, PRECISIONS[engine.ctx.execution.precision].peak_field
-    depth = gemm.depth_efficiency(k, gemm.depth_overhead(field))
     rows = np.maximum(np.asarray(rows, dtype=float), 1e-9)
     e = np.asarray(experts, dtype=float)
+    if not np.any(e > 0) and engine.stack.gemm_shapes == "kernel-tables":
+        key = kernel_pricing.table_key(sysm.name, field)
+        if key is not None:  # the measured kernel's shape terms (model.physics.kernels)
+            return kernel_pricing.gemm_shape_efficiency(key, rows, k, n)
+    depth = gemm.depth_efficiency(k, gemm.depth_overhead(field))
     if not np.any(e > 0):
         return depth * wave_efficiency(rows, n, sysm.gemm_tile, sysm.sm_count)
     e = np.maximum(e, 1.0)

@@ -27,6 +27,7 @@ SERVING_STACKS_DIR = DATA_DIR / "serving_stacks"
 NONE = "none"
 DEFAULT = "trtllm-1.0"
 
+GEMM_SHAPES = ("tiles", "kernel-tables")
 FIELDS = (
     Field("name", str, "stack name (default: the file name)"),
     Field("source", str, "where the limits and the fitted values come from", required=True,
@@ -43,6 +44,10 @@ FIELDS = (
     Field("kernel_overhead_s", float, "launch overhead of one kernel, s", 0, 1e-2,
           default=20e-6),
     Field("efficiency", dict, "per GPU generation: gemm, hbm, step_overhead_s", default=None),
+    Field("gemm_shapes", str, "shape terms of a dense GEMM's efficiency: 'tiles' (128-row "
+          "tile waves and DeepGEMM's depth, model.physics.gemm) or 'kernel-tables' (the "
+          "measured kernel tables' fit, model.physics.kernels)", default="tiles",
+          choices=GEMM_SHAPES),
     Field("fit", dict, "what the fit reports (errors, data, commit)", default=None),
 )
 EFFICIENCY_KEYS = ("gemm", "expert_gemm", "hbm", "step_overhead_s", "sequence_overhead_s")
@@ -61,9 +66,10 @@ class ServingStack:
     kernel_overhead_s: float = 20e-6
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
+    gemm_shapes: str = "tiles"
 
     def __hash__(self) -> int:
-        return hash((self.name, self.max_batch, self.max_num_tokens,
+        return hash((self.name, self.max_batch, self.max_num_tokens, self.gemm_shapes,
                      tuple(sorted((g, tuple(sorted(v.items())))
                                   for g, v in self.efficiency.items()))))
 
@@ -100,7 +106,7 @@ class ServingStack:
         """A copy with other per-generation efficiencies (the fit tries candidates)."""
         return ServingStack(self.name, self.source, self.engine, self.max_batch,
                             self.max_num_tokens, self.kv_cache_memory_fraction,
-                            self.kernel_overhead_s, table, self.fit)
+                            self.kernel_overhead_s, table, self.fit, self.gemm_shapes)
 
 
 def _efficiency_table(data: Any) -> dict[str, dict[str, float]]:

@@ -1,0 +1,123 @@
+"""Held-out error of the kernel layer (model/physics/kernels) on AIConfigurator 0.12.0's
+measured kernel tables: ``tperf validate --set kernels`` and the Validation page.
+
+On the shipped subset (whole shape families, ``aic_subset.json``), the shape families — (n, k)
+pairs for GEMM, head configurations for attention, message-size decades for a collective on a
+GPU count — are left out a fifth at a time (one at a time where there are five or fewer), the
+class's parameters refitted on the other families of the same GPU × dtype
+(:func:`model.physics.kernels.classes.fit_group`) and the left-out rows
+priced. Rows: {class, gpu, dtype, n, median_pct, p90_pct} of |t̂ − t|/t, per dtype and pooled
+(dtype 'all'); :func:`join_rows` merges rows of other kernel classes (MoE) into one table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import numpy as np
+
+from model.physics.kernels.classes import CLASSES, columns_of, fit_group, subset
+from model.physics.kernels.fit import relative_errors_pct
+from model.physics.kernels.params import KERNEL_DIR, kernel_subset
+
+ROW_KEYS = ("class", "gpu", "dtype", "n", "median_pct", "p90_pct")
+TARGET_MEDIAN_PCT, TARGET_P90_PCT = 10.0, 25.0
+ERRORS_FILE = KERNEL_DIR / "kernel_errors.json"
+FOLDS = 5  # shape families are held out a fifth at a time
+
+
+def held_out_errors(kind: str, gpu: str, dtype: str, rows: list[list[float]]) -> np.ndarray:
+    """Percent errors of every row, each priced by a fit without its shape family: the
+    families (sorted) are dealt into :data:`FOLDS` folds and each fold left out in turn — with
+    at most :data:`FOLDS` families, one family at a time."""
+    k = CLASSES[kind]
+    cols = columns_of(rows, k)
+    family = k.family(cols)
+    ids = np.unique(family)
+    fold = np.searchsorted(ids, family) % FOLDS
+    errors = np.empty(family.size)
+    for f in np.unique(fold):
+        out = fold == f
+        if out.all():
+            continue
+        theta = fit_group(k, subset(cols, ~out), gpu, dtype)
+        held = subset(cols, out)
+        errors[out] = relative_errors_pct(k.price(held, gpu, dtype, theta), held["latency_s"])
+    return errors
+
+
+def _row(kind: str, gpu: str, dtype: str, errors: np.ndarray) -> dict:
+    return {"class": kind, "gpu": gpu, "dtype": dtype, "n": int(errors.size),
+            "median_pct": round(float(np.median(errors)), 1),
+            "p90_pct": round(float(np.percentile(errors, 90)), 1)}
+
+
+def kernel_error_rows(classes: Iterable[str] | None = None) -> list[dict]:
+    """Held-out error rows per class × GPU × dtype and pooled per class × GPU ('all');
+    collectives per operation (dtype = the collective, GPU counts pooled)."""
+    data = kernel_subset()["rows"]
+    out: list[dict] = []
+    for kind in classes or CLASSES:
+        for gpu, groups in data.get(kind, {}).items():
+            by_label: dict[str, list[np.ndarray]] = {}
+            for dtype, rows in groups.items():
+                label = dtype.split("/")[0]
+                by_label.setdefault(label, []).append(held_out_errors(kind, gpu, dtype, rows))
+            pooled = [np.concatenate(v) for v in by_label.values()]
+            out += [_row(kind, gpu, label, e)
+                    for label, e in zip(by_label, pooled)]
+            if len(pooled) > 1:
+                out.append(_row(kind, gpu, "all", np.concatenate(pooled)))
+    return out
+
+
+def join_rows(*tables: Iterable[dict]) -> list[dict]:
+    """One table of error rows from several sources (this module's and the MoE kernel's),
+    each row reduced to :data:`ROW_KEYS`, ordered by class, GPU, dtype."""
+    rows = [{key: r[key] for key in ROW_KEYS} for table in tables for r in table]
+    return sorted(rows, key=lambda r: (r["class"], r["gpu"], r["dtype"] == "all", r["dtype"]))
+
+
+def meets_target(row: dict) -> bool:
+    """Whether a row is within the issue's target (median ≤ 10 %, p90 ≤ 25 %)."""
+    return row["median_pct"] <= TARGET_MEDIAN_PCT and row["p90_pct"] <= TARGET_P90_PCT
+
+
+__all__ = ["ROW_KEYS", "TARGET_MEDIAN_PCT", "TARGET_P90_PCT", "held_out_errors", "join_rows",
+           "kernel_error_rows", "meets_target", "stored_error_rows", "write_error_table",
+           "format_rows"]
+
+
+def stored_error_rows() -> list[dict]:
+    """The error table as last written by :func:`write_error_table` (the Validation page reads
+    it rather than refitting on every load; tests/test_kernel_layer.py checks it against
+    :func:`kernel_error_rows`)."""
+    return json.loads(ERRORS_FILE.read_text())["rows"]
+
+
+def write_error_table() -> list[dict]:
+    """Recompute the held-out error table and store it (``python -m model.validation.kernels``;
+    the extraction script calls it after a refit)."""
+    from model.validation.kernels_torch import torch_error_rows
+
+    rows = join_rows(kernel_error_rows(), torch_error_rows())
+    ERRORS_FILE.write_text(json.dumps({
+        "what": "held-out error of the kernel layer per class × GPU × dtype "
+                "(model/validation/kernels.py kernel_error_rows), and its error on the "
+                "PyTorch measurements, not fitted (kernels_torch.py torch_error_rows)",
+        "rows": rows}, indent=1) + "\n")
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    """The error table as text for the terminal, with a mark where a row misses the target."""
+    lines = [f"{'class':18s} {'gpu':9s} {'dtype':18s} {'n':>5s} {'median %':>9s} {'p90 %':>7s}"]
+    for r in rows:
+        mark = "" if meets_target(r) else "  above target"
+        lines.append(f"{r['class']:18s} {r['gpu']:9s} {r['dtype']:18s} {r['n']:5d} "
+                     f"{r['median_pct']:9.1f} {r['p90_pct']:7.1f}{mark}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(format_rows(write_error_table()))

@@ -1,0 +1,75 @@
+"""A further check of the kernel layer, not fitted: the lead's PyTorch measurements on an H100
+and an H200 (``model/data/reference/kernels/h100_torch_measured.json``,
+``h200_torch_measured.json``: scripts/measure_kernels_gpu.py — cuBLAS GEMMs by layer shape,
+BF16 and FP8 ``torch._scaled_mm`` on pre-quantised inputs, ``scaled_dot_product_attention``
+causal forward and decode with the flash and cuDNN backends), priced with the parameters
+fitted to AIConfigurator's TensorRT-LLM tables of the same GPU. An FP8 row is priced without
+the activation quantisation kernel (the measurement quantised beforehand), on the rows the
+kernel ran (``rows_run``: ``_scaled_mm`` pads to 16). Attention rows run other kernels than
+TensorRT-LLM's (FlashAttention-2 / cuDNN through SDPA), so their error is a cross-engine one."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from model.physics.kernels import attention_kernel as attn
+from model.physics.kernels import gemm_kernel as gemm
+from model.physics.kernels.hardware import kernel_hardware
+from model.physics.kernels.params import KERNEL_DIR, fitted
+
+SOURCES = {"h100_sxm": "h100_torch_measured.json", "h200_sxm": "h200_torch_measured.json"}
+DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
+
+
+def _gemm_s(r: dict, gpu: str) -> float:
+    dtype = DTYPES[r["dtype"]]
+    p, hw = fitted("gemm", gpu, dtype), kernel_hardware(gpu)
+    rows = r.get("rows_run", r["m"])
+    t = gemm.gemm_latency_s(rows, r["n"], r["k"], dtype, hw, p)
+    return float(t - gemm.quantise_s(rows, r["k"], dtype, hw, p))
+
+
+def _context_s(r: dict, gpu: str) -> float:
+    p = fitted("context_attention", gpu, "bfloat16")
+    return float(attn.context_latency_s(r["batch"], r["seq"], r["heads"], r["kv_heads"],
+                                        r["head_dim"], 0, "bfloat16", kernel_hardware(gpu), p))
+
+
+def _decode_s(r: dict, gpu: str) -> float:
+    p = fitted("decode_attention", gpu, "bfloat16")
+    return float(attn.decode_latency_s(r["batch"], r["kv_len"], r["heads"], r["kv_heads"],
+                                       r["head_dim"], 0, "bfloat16", kernel_hardware(gpu), p))
+
+
+PRICERS = {"gemm": _gemm_s, "attention_fwd": _context_s, "decode_attention": _decode_s}
+LABELS = {"gemm": "gemm (torch)", "attention_fwd": "context_attention (torch)",
+          "decode_attention": "decode_attention (torch)"}
+
+
+def torch_error_rows() -> list[dict]:
+    """Rows {class, gpu, dtype, n, median_pct, p90_pct} of |t̂ − t|/t on the PyTorch tables
+    (dtype: the GEMM dtype, or the SDPA backend for attention); none where a file is absent."""
+    out = []
+    for gpu, name in SOURCES.items():
+        path = KERNEL_DIR / name
+        if not path.exists():
+            continue
+        groups: dict[tuple[str, str], list[float]] = {}
+        for r in json.loads(path.read_text())["rows"]:
+            if r["kind"] not in PRICERS:
+                continue
+            label = r["dtype"] if r["kind"] == "gemm" else r["backend"]
+            t = r["latency_ms"] * 1e-3
+            err = 100.0 * abs(PRICERS[r["kind"]](r, gpu) - t) / t
+            groups.setdefault((LABELS[r["kind"]], label), []).append(err)
+        for (kind, label), errs in groups.items():
+            e = np.asarray(errs)
+            out.append({"class": kind, "gpu": gpu, "dtype": label, "n": int(e.size),
+                        "median_pct": round(float(np.median(e)), 1),
+                        "p90_pct": round(float(np.percentile(e, 90)), 1)})
+    return out
+
+
+__all__ = ["SOURCES", "torch_error_rows"]
