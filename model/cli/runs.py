@@ -28,7 +28,9 @@ from model.specs.transformer import Transformer
 from model.studies.ablation import ablation
 from model.validation import run_validation
 from model.validation import summary as validation_summary
+from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar, error_bar
+from model.validation.user_bars import fitted_bar
 
 
 def _pins(args: argparse.Namespace) -> dict[str, int | None]:
@@ -69,7 +71,11 @@ def _error_bar(args: argparse.Namespace, model: Transformer, system: System
     the paper mode (the paper's constants) or without a stack (the system's own, uncalibrated,
     efficiencies)."""
     name = _stack_name(args)
-    return None if name in (None, NONE) else error_bar(name, model.moe, system.name)
+    coverage = getattr(args, "coverage", COVERAGE)
+    if name in (None, NONE):
+        return None
+    fitted = fitted_bar(args, system.name, coverage)
+    return fitted or error_bar(name, model.moe, system.name, coverage=coverage)
 
 
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
