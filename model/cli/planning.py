@@ -234,6 +234,8 @@ def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
             "critical_batch_warning": critical_batch_warning(model, args.global_batch) or None,
             "budget_note": res.budget_note(args.global_batch) or None,
             "error_bar": bar.to_dict() if bar else None,
+            **cli_format.fits_json(res.row, load_stack(args.stack).apply(system)
+                                   .usable_hbm_bytes / 1e9, bar.coverage if bar else COVERAGE),
             "best": row}
 
 

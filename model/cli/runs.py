@@ -78,6 +78,13 @@ def _error_bar(args: argparse.Namespace, model: Transformer, system: System
     return fitted or error_bar(name, model.moe, system.name, coverage=coverage)
 
 
+def _usable_gb(args: argparse.Namespace, system: System) -> float:
+    """The HBM a configuration must fit into (GB): capacity less the stack's reserve."""
+    if getattr(args, "compat", None) or not hasattr(args, "stack"):
+        return system.usable_hbm_bytes / 1e9
+    return load_stack(args.stack).apply(system).usable_hbm_bytes / 1e9
+
+
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
     compat = ", paper compat" if args.compat else ""
     stack = _stack_name(args)
@@ -125,7 +132,8 @@ def run_search(args: argparse.Namespace) -> int:
                 or None,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
         bar = _error_bar(args, model, system)
-        print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
+        print_json(cli_format.search_json(results, reasons, elapsed, meta, bar,
+                                          _usable_gb(args, system)))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
@@ -164,12 +172,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
         execution=execution_from_args(args, searching=False), stack=args.stack,
         costs=costs_from_args(args)))
     if args.json:
-        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system)),
+        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system),
+                                                  _usable_gb(args, system)),
                      "stack": _stack_name(args), "critical_batch_warning":
                      critical_batch_warning(model, args.global_batch) or None})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system)))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system),
+                                           _usable_gb(args, system)))
     return 0
 
 

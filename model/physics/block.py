@@ -22,6 +22,7 @@ from model.physics import attention_kernels, elementwise, gemm, moe, ops, ring_a
 from model.physics.collectives import Collective, overlapped_s, summa_comm_time_s
 from model.physics.context import Ctx
 from model.physics.light_recompute import light_recompute
+from model.physics.op_sac import op_sac
 from model.physics.optable import MATMULS, TOKEN_KERNELS, CommSpec, Shards
 from model.physics.strategies import Kind, OpSpec
 from model.physics.volumes import (  # noqa: F401 - MASK_BYTES importable from here as before
@@ -206,6 +207,7 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
             counts.flop_vec_bwd) - counts.flop_recompute
         counts.flop_padding = work * (1.0 - 1.0 / ctx.execution.moe_load)
     counts = light_recompute(spec, counts, sh, ctx, ELEMENT_BYTES)
+    counts = op_sac(spec, counts, sh, ctx, ELEMENT_BYTES)
     share = ctx.share(spec)
     if share != 1.0:  # a block is the layers' mix: the op runs in a share of them
         for name in _SCALED + ("flop_padding",):

@@ -5,7 +5,9 @@ tooltips read it, so an option is described once."""
 from __future__ import annotations
 
 HELP: dict[str, str] = {
-    "recompute": "activation recompute: selective (flash attention's), full, or none",
+    "recompute": "activation recompute: selective (Megatron: core attention), op-sac "
+                 "(TorchTitan's per-op policy: every second matmul and the element-wise ops "
+                 "rerun), full, or none",
     "recompute_layers": "fully recompute N layers per pipeline stage, the rest as --recompute "
                         "(Megatron's block method; 'auto': the fewest that fit)",
     "sequence_parallel": "Megatron sequence parallelism for 1D/context",
