@@ -54,3 +54,12 @@ def test_every_published_configuration_of_the_fit_data_fits(fit_rows):
     assert len(fit_rows) > 250
     over = [c.id for c, row in fit_rows if not bool(row["fits"])]
     assert over == []
+
+
+def test_torchtitans_reserved_memory_bounds_the_allocated_prediction():
+    """TorchTitan's Memory(GiB) is the caching allocator's peak reserved memory, which holds
+    every allocated byte: the model's allocated prediction must stay below it for each of its
+    14 runs of the fit data (stored and recomputed alike)."""
+    stored = list(me.stored_reserved_rows())
+    assert stored == me.compute_reserved_rows() and len(stored) == 14
+    assert all(r["predicted_allocated_gib"] < r["reserved_gib"] for r in stored)

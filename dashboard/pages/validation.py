@@ -190,6 +190,7 @@ layout = html.Div(className="page-body", children=[
         _cross_validation_card("dense"),
         _cross_validation_card("moe"),
         coverage_card.card(),
+        coverage_card.memory_card(),
         graph_card("validation-time", "Iteration time: predicted vs measured", height=520,
                    note=("Log-log; dashed: y = x, shaded: within ±10%. Diamonds: Calculon's "
                          "published predictions of the same runs.")),

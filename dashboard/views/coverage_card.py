@@ -14,6 +14,7 @@ from dash import Input, Output, callback, dcc, html
 from dashboard.views.grid import number_column as _num
 from dashboard.views.grid import text_column as _text
 from model.errors import ModelError
+from model.validation import memory_error
 from model.validation.conformal import COVERAGE
 from model.validation.coverage import coverage_table
 
@@ -55,6 +56,47 @@ def coverage_rows(coverage: float = COVERAGE) -> list[dict[str, Any]]:
                      "width_pct": _num_or_none(r["width_pct"]),
                      "mean_abs_error_pct": _num_or_none(r["mean_abs_error_pct"])})
     return rows
+
+
+MEMORY_COLUMNS = [
+    _text("figure", "memory figure", 330, filter=False, pinned="left"),
+    _text("source", "source", 150, filter=False),
+    _num("measured_gib", "measured GiB", ".2f", 100, filter=False),
+    _num("predicted_gib", "predicted GiB", ".2f", 100, filter=False),
+    _num("error_pct", "error % (held out: nothing fitted)", "+.2f", 120, flag=True,
+         filter=False),
+]
+
+
+def memory_rows() -> list[dict[str, Any]]:
+    """The memory model's residuals (allocated bytes: Korthikanti et al. 2022), then
+    TorchTitan's peak reserved memory beside the model's allocated figure."""
+    rows = [{"figure": f"{r['id']} ({r['metric']})", "source": r["source"],
+             "measured_gib": r["measured_gib"], "predicted_gib": r["predicted_gib"],
+             "error_pct": round(100 * (r["predicted_gib"] / r["measured_gib"] - 1), 3)}
+            for r in memory_error.stored_rows()]
+    rows += [{"figure": f"{r['id']} (peak reserved, Table {r['table']})",
+              "source": "torchtitan-2024-12 (reserved, not fitted)",
+              "measured_gib": r["reserved_gib"], "predicted_gib": r["predicted_allocated_gib"],
+              "error_pct": r["gap_pct"]} for r in memory_error.stored_reserved_rows()]
+    return rows
+
+
+def memory_card() -> html.Div:
+    r = memory_error.memory_radius(COVERAGE)
+    band = "not stated" if r is None else f"±{100 * (math.exp(r) - 1):.1f} %"
+    return html.Div(className="card wide", children=[
+        html.H3("Memory per GPU: the memory model's error"),
+        html.P(f"Allocated-memory figures of the fit data (nothing of the memory model is "
+               f"fitted to them); their 80 % split-conformal interval, {band}, is the band in "
+               "which a configuration is 'tight' (may not fit). TorchTitan's figures are the "
+               "caching allocator's peak reserved memory, above every allocated byte: shown, "
+               "not fitted.", className="note"),
+        dag.AgGrid(id="validation-memory-table", columnDefs=MEMORY_COLUMNS,
+                   rowData=memory_rows(), defaultColDef={"resizable": True},
+                   dashGridOptions={"domLayout": "autoHeight", "animateRows": False},
+                   style={"height": None}, className="ag-theme-alpine"),
+    ])
 
 
 def card() -> html.Div:

@@ -78,6 +78,19 @@ def _error_bar(args: argparse.Namespace, model: Transformer, system: System
     return fitted or error_bar(name, model.moe, system.name, coverage=coverage)
 
 
+RECOMPUTE_NOTE = ("note: recompute 'none' no longer implies unfused attention: with flash "
+                  "attention on, the kernel keeps no scores (add --no-flash-attention for the "
+                  "old meaning)")
+
+
+def _recompute_note(args: argparse.Namespace) -> str:
+    """The one-line note for an old reading of ``--recompute none`` ('' when it does not
+    apply)."""
+    asked = getattr(args, "recompute", None) or []
+    flash = getattr(args, "flash_attention", None)
+    return RECOMPUTE_NOTE if "none" in asked and flash is not False and not args.compat else ""
+
+
 def _usable_gb(args: argparse.Namespace, system: System) -> float:
     """The HBM a configuration must fit into (GB): capacity less the stack's reserve."""
     if getattr(args, "compat", None) or not hasattr(args, "stack"):
@@ -86,6 +99,11 @@ def _usable_gb(args: argparse.Namespace, system: System) -> float:
 
 
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
+    note = _recompute_note(args)
+    return _title_line(model, system, args) + (f"\n{note}" if note else "")
+
+
+def _title_line(model: Transformer, system: System, args: argparse.Namespace) -> str:
     compat = ", paper compat" if args.compat else ""
     stack = _stack_name(args)
     stack = f", stack {stack}" if stack else ""
@@ -174,6 +192,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system),
                                                   _usable_gb(args, system)),
+                    "note": _recompute_note(args) or None,
                      "stack": _stack_name(args), "critical_batch_warning":
                      critical_batch_warning(model, args.global_batch) or None})
     else:

@@ -111,7 +111,10 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     kernel = attention_kernels.kernel_used(ex.attention_kernel, m.attention_sinks)
     fused = ex.flash_attention and kernel != "math"
     counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.qk_head_dim),
-                                 ELEMENT_BYTES, m.dropout, keep_scores=ex.recompute == "none",
+                                 ELEMENT_BYTES, m.dropout,
+                                 # a fused kernel never materialises the scores, whatever the
+                                 # recompute: the kernel is its own field (issue 32)
+                                 keep_scores=ex.recompute == "none" and not fused,
                                  fused=fused,
                                  keep_output=ctx.mode.attention_output_kept,
                                  v=float(m.value_head_dim))

@@ -50,8 +50,10 @@ DEFAULT_SEARCH: dict[str, Any] = {"interleave": 0, "recompute_layers": AUTO}
 class Execution:
     """Execution choices of one evaluation.
 
-    * ``recompute``: ``none`` keeps every activation, attention scores included (unfused
-      attention); ``selective`` recomputes the attention core in the backward pass (Megatron's
+    * ``recompute``: ``none`` keeps every activation — with unfused attention
+      (``flash_attention`` off) its scores too; a fused kernel never stores them and recomputes
+      them in its own backward, so with flash attention ``none`` and ``selective`` keep the
+      same (the kernel is its own field, never implied by recompute); ``selective`` recomputes the attention core in the backward pass (Megatron's
       ``--recompute-granularity selective``: core attention; what flash attention does);
       ``op-sac`` is TorchTitan's per-op policy (``selective_ac_option = "op"``: the outputs of
       matmuls, attention and collectives kept except every second matmul's, everything else

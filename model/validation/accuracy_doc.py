@@ -7,7 +7,8 @@ the document and the code differ.
 Blocks: ``coverage`` (per population, the stated and empirical coverage of the split-conformal
 intervals, :func:`model.validation.coverage.coverage_table`), ``intervals`` (the interval of a
 few predictions, :func:`model.validation.error_bars.error_bar`), ``sources`` and
-``moe-sources`` (the leave-one-source-out table per source,
+``moe-sources`` (the leave-one-source-out table per source, ``memory`` (the memory model's
+residuals and TorchTitan's reserved memory: :mod:`model.validation.memory_error`),
 :func:`model.validation.cross_validation.cross_validation_sources`).
 """
 
@@ -19,6 +20,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from model.validation import memory_error
 from model.validation.coverage import coverage_table
 from model.validation.cross_validation import ALL_FIRM, cross_validation_sources
 from model.validation.error_bars import error_bar
@@ -90,9 +92,34 @@ def _sources(part: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def memory_block() -> str:
+    """The memory model's residuals (the stored ones, :mod:`model.validation.memory_error`):
+    per metric, figures, mean and max |error|, and the interval that decides "tight"; then
+    TorchTitan's reserved memory beside the model's allocated figure."""
+    rows = memory_error.stored_rows()
+    lines = ["| memory figures (Korthikanti et al. 2022) | n | mean \\|error\\| | "
+             "max \\|error\\| |", "| --- | ---: | ---: | ---: |"]
+    for metric in sorted({r["metric"] for r in rows}):
+        errs = [100 * abs(r["predicted_gib"] / r["measured_gib"] - 1) for r in rows
+                if r["metric"] == metric]
+        lines.append(f"| {metric} | {len(errs)} | {sum(errs) / len(errs):.2f} % | "
+                     f"{max(errs):.2f} % |")
+    for q in (0.8, 0.95):
+        r = memory_error.memory_radius(q)
+        said = "not stated" if r is None else f"±{100 * (math.exp(r) - 1):.2f} %"
+        lines.append(f"| {100 * q:.0f} % memory interval (\"tight\" band) | {len(rows)} | "
+                     f"{said} | |")
+    lines += ["", "| TorchTitan run (Table, row) | published peak reserved | model's allocated | "
+              "allocated / reserved − 1 |", "| --- | ---: | ---: | ---: |"]
+    for r in memory_error.stored_reserved_rows():
+        lines.append(f"| {r['id']} (Table {r['table']}, {r['row']}) | {r['reserved_gib']:.1f} "
+                     f"GiB | {r['predicted_allocated_gib']:.1f} GiB | {r['gap_pct']:+.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
 def blocks() -> dict[str, Callable[[], str]]:
     """Every generated block of the document, by name."""
-    return {"coverage": coverage_block, "intervals": intervals_block,
+    return {"coverage": coverage_block, "intervals": intervals_block, "memory": memory_block,
             "sources": lambda: _sources("dense"), "moe-sources": lambda: _sources("moe")}
 
 

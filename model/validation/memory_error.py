@@ -100,13 +100,42 @@ def torchtitan_reserved_rows() -> list[dict[str, Any]]:
     return out
 
 
+def compute_reserved_rows() -> list[dict[str, Any]]:
+    """TorchTitan's runs of the fit data: the published peak reserved memory (GiB) beside the
+    model's allocated prediction (GiB) — matched by table and row order."""
+    from model.validation import PYTORCH_RUNS, predict_row, pytorch_cases
+    published = torchtitan_reserved_rows()
+    tables = {r["id"]: int(re.search(r"Table (\d)", r["source"]).group(1))
+              for r in json.loads(PYTORCH_RUNS.read_text())["records"]
+              if r["id"].startswith("torchtitan")}
+    cases = [c for c in pytorch_cases() if c.id in tables
+             and c.metric == "iteration_time_s" and not c.skip]
+    out = []
+    for table in sorted({tables[c.id] for c in cases}):
+        mine = [c for c in cases if tables[c.id] == table]
+        rows = [p for p in published if p["table"] == table]
+        for c, p in zip(mine, rows, strict=False):
+            allocated = float(predict_row(c)["memory_gb"]) * 1e9 / GIB
+            out.append({"id": c.id, "table": table, "row": p["row"],
+                        "reserved_gib": p["reserved_gib"],
+                        "predicted_allocated_gib": round(allocated, 4),
+                        "gap_pct": round(100 * (allocated / p["reserved_gib"] - 1), 2)})
+    return out
+
+
+@memo.lru("torchtitan reserved", 2)
+def stored_reserved_rows(path: Path = STORED) -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads(path.read_text())["torchtitan_reserved"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the memory model's residuals")
     parser.add_argument("--write", action="store_true", help=f"write {STORED.name}")
     args = parser.parse_args(argv)
     rows = compute_rows()
     if args.write:
-        STORED.write_text(json.dumps({"method": __doc__.split("\n\n")[1], "rows": rows},
+        STORED.write_text(json.dumps({"method": __doc__.split("\n\n")[1], "rows": rows,
+                                      "torchtitan_reserved": compute_reserved_rows()},
                                      indent=1) + "\n")
     r = conformal.radius([x["score"] for x in rows], COVERAGE)
     print(f"{len(rows)} memory figures; 80 % radius {r if r is None else round(r, 4)}")
