@@ -116,6 +116,9 @@ def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_
     entries = []
     for res, reason in zip(results, reasons, strict=True):
         top = records(res.top)
+        for rec, (_, row) in zip(top, res.top.iterrows(), strict=True):
+            rec["fits_state"] = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)[
+                "fits"]
         entries.append({
             "gpus": int(res.gpus), "max_gpus": res.max_gpus, "strategy": res.strategy,
             "feasible": res.feasible > 0,
@@ -271,7 +274,7 @@ def top_table(top: pd.DataFrame) -> str:
 
 def format_search(res: SearchResult, reason: str | None,
                   command: Callable[[pd.Series], str] | None = None,
-                  bar: ErrorBar | None = None) -> str:
+                  bar: ErrorBar | None = None, usable_gb: float | None = None) -> str:
     """One search: counts, the best configuration with its breakdown, and the top table."""
     where = (f"at most {res.max_gpus} GPUs (the best uses {res.gpus})"
              if res.max_gpus is not None else f"{res.gpus} GPUs")
@@ -287,20 +290,30 @@ def format_search(res: SearchResult, reason: str | None,
         lines.append(f"      {range_line(best, bar)}")
     lines += [f"      {config_line(best)}",
               f"      {execution_line(best)}", f"      {cost_line(best)}",
-             f"      {breakdown_line(best)}", f"      {memory_line(best)}"]
+             f"      {breakdown_line(best)}", f"      {memory_line(best)}"
+              + tight_note(best, usable_gb, bar)]
     if command is not None:
         lines.append(f"      reproduce: {command(best)}")
     lines += [f"top {len(res.top)}:", top_table(res.top)]
     return "\n".join(lines)
 
 
+def tight_note(row: pd.Series, usable_gb: float | None, bar: ErrorBar | None) -> str:
+    """'; tight: may not fit: X ± Y GB of Z' for a row within the memory interval of the
+    limit, else ''."""
+    if usable_gb is None:
+        return ""
+    state = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)
+    return f"; tight: {state['fits_text']}" if state["fits"] == "tight" else ""
+
+
 def format_search_report(results: list[SearchResult], reasons: list[str | None],
                          title: str, command: Callable[[pd.Series], str] | None = None,
-                         bar: ErrorBar | None = None) -> str:
+                         bar: ErrorBar | None = None, usable_gb: float | None = None) -> str:
     """The whole text output of ``search``: what was searched, then each search."""
     searched = f"searched {results[0].searched}" if results and results[0].executions else ""
     blocks = [title + (f"\n{searched}" if searched else "")]
-    blocks += [format_search(r, why, command, bar)
+    blocks += [format_search(r, why, command, bar, usable_gb)
                for r, why in zip(results, reasons, strict=True)]
     if all(r.feasible == 0 for r in results) and any(r.candidates for r in results):
         blocks.append(MORE_GPUS_HINT)

@@ -155,7 +155,8 @@ def run_search(args: argparse.Namespace) -> int:
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
-                                              _error_bar(args, model, system)))
+                                              _error_bar(args, model, system),
+                                              _usable_gb(args, system)))
     return 0
 
 
