@@ -17,8 +17,9 @@ Inputs (copied into the package with their sources):
 * ``reference/torchtitan_llama3_h100_202412.md``: torchtitan's Llama 3.1 8B/70B/405B H100
   tables (FSDP2, SDPA's flash backend = FlashAttention-2 in torch of 2024-12-23, cuDNN attention
   opt-in since pytorch/pytorch#138522), on the ``h100-96gb-500w`` system. Selective "op"
-  checkpointing recomputes every other matmul (torchtitan ``parallelize_llama.py`` at 9dec370):
-  priced as half the layers fully recomputed. The 405B pipeline runs do not state their
+  checkpointing is the ``op-sac`` recompute mode (every save-list op's output kept except every
+  second matmul's: ``model/physics/op_sac.py``, torchtitan ``activation_checkpoint.py`` at
+  cfb9326). The 405B pipeline runs do not state their
   microbatch count: marked uncertain (not fitted).
 """
 
@@ -111,7 +112,7 @@ def _titan(rid: str, table: str, size: str, seq: int, gpus: int, gbs: int, mb: i
 
 def titan_records() -> list[dict]:
     """torchtitan's Llama 3.1 runs (Tables 1–6)."""
-    sac = {"recompute": "selective", "recompute_layers": 16}  # every other matmul, 32 layers
+    sac = {"recompute": "op-sac", "recompute_layers": 0}  # TorchTitan's per-op policy
     out = []
     for table, gpus, gbs, tps in (("Table 1", 8, 16, (5762, 6667, 8532)),
                                   ("Table 3", 128, 256, (5605, 6514, 8380))):

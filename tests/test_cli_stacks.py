@@ -5,13 +5,14 @@ cross-validation measured (model/data/reference/cross_validation.json)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from model import load_model, load_system, search
 from model.cli import main
 from model.specs.stack import default_stack_name, list_stacks
-from model.validation.error_bars import CROSS_VALIDATION, MIN_RUNS, error_bar
+from model.validation.error_bars import CROSS_VALIDATION, error_bar, scored_runs
 
 LLAMA8 = ["--model", "llama3-8b", "--system", "h100", "--gpus", "64", "--global-batch", "128",
           "--strategy", "1d", "--top", "1"]
@@ -55,40 +56,36 @@ def test_stacks_lists_every_preset_with_its_defaults_and_error_bar(capsys):
     bars = [b for s in listed for b in (s["error_bar"], s["moe_error_bar"])]
     assert text.count("leave-one-source-out") == sum(b["validated"] for b in bars)
     assert text.count("not validated") == sum(not b["validated"] for b in bars)
-    assert text.count("MoE runs") == sum(s["moe_error_bar"]["validated"] for s in listed)
+    assert text.count("MoE training") == sum(s["moe_error_bar"]["validated"] for s in listed)
 
 
-def test_the_error_bar_is_the_cross_validated_error_of_the_stack_or_of_all():
-    own = firm_errors_pct("megatron-bridge-25.11")
-    assert len(own) >= MIN_RUNS
+def test_the_error_bar_is_the_conformal_interval_of_the_stacks_family():
+    """A stack's listing (no system): its family's dense runs on every GPU generation."""
     bar = error_bar("megatron-bridge-25.11")
-    assert (bar.runs, bar.scope) == (len(own), "megatron-bridge-25.11")
-    assert bar.mean_pct == pytest.approx(sum(own) / len(own))
-    assert bar.max_pct == pytest.approx(max(own))
-    every = firm_errors_pct(None)
-    fallback = error_bar(None)  # no stack named: every stack's runs
-    assert fallback.runs == len(every) and fallback.mean_pct == pytest.approx(
-        sum(every) / len(every))
-    assert f"on {len(every)} runs of every stack" in fallback.text
+    dense = sorted(r.score for r in scored_runs() if r.workload == "dense"
+                   and r.family == "megatron")
+    r = dense[math.ceil((len(dense) + 1) * 0.8) - 1]
+    assert (bar.runs, bar.scope) == (len(dense), "megatron") and not bar.borrowed
+    assert bar.high_pct == pytest.approx(100 * (math.exp(r) - 1))
+    assert "megatron-family dense training on every GPU generation" in bar.text
     # its Narayanan runs are all flagged uncertain: not validated (issue 21), not borrowed
     assert not error_bar("megatron-lm-2021").validated
     low, high = bar.time_range(10.0)
-    assert low < 10.0 < high and high - 10.0 == pytest.approx(10.0 * bar.mean_pct / 100)
-    r_low, r_high = bar.rate_range(10.0)
-    assert r_low == pytest.approx(100.0 / high) and r_high == pytest.approx(100.0 / low)
+    assert (low, high) == pytest.approx((10 * math.exp(-r), 10 * math.exp(r)))
+    assert bar.rate_range(10.0) == pytest.approx((10 * math.exp(-r), 10 * math.exp(r)))
 
 
 def test_search_json_gives_the_best_row_a_range(capsys):
     out = json.loads(run(capsys, ["search", *LLAMA8, "--json"]))
     assert out["stack"] == default_stack_name()
-    bar = error_bar(default_stack_name(), False, "h100")  # its population: dense, on h100
-    assert out["error_bar"]["mean_pct"] == pytest.approx(bar.mean_pct)
+    bar = error_bar(default_stack_name(), False, "h100")  # its population: dense, hopper
+    assert out["error_bar"]["high_pct"] == pytest.approx(bar.high_pct)
     best, rng = out["results"][0]["best"], out["results"][0]["best_range"]
     low, high = rng["iteration_time_s"]
     assert low < best["iteration_time_s"] < high
-    assert high / best["iteration_time_s"] - 1 == pytest.approx(bar.mean_pct / 100)
+    assert high / best["iteration_time_s"] - 1 == pytest.approx(bar.high_pct / 100)
     s_low, s_high = rng["samples_per_s"]
-    assert s_low == pytest.approx(best["samples_per_s"] * best["iteration_time_s"] / high)
+    assert s_low == pytest.approx(best["samples_per_s"] * (1 + bar.low_pct / 100))
     assert s_low < best["samples_per_s"] < s_high
 
 

@@ -351,14 +351,17 @@ def test_the_stack_reaches_the_estimator(tmp_cache):
 
 
 def test_the_headline_carries_the_error_bar():
-    """The error bar of the scenario's population (dense, its stack, its system: issue 21); the
-    default system, H200, was never scored: 'not validated' (tests/test_error_bars.py)."""
-    assert "not validated: no published dense run on h200" in notes.days_text(_valid(), 182.0)
+    """The interval of the scenario's population (its stack's family, dense, its GPU generation:
+    issue 32); the default system, H200, is a Hopper GPU: the Hopper runs' interval; MI300X
+    was never scored: 'not validated' (tests/test_error_bars.py)."""
+    assert "dense training on hopper GPUs" in notes.days_text(_valid(), 182.0)
+    mi = _valid(**{**S.system_values("mi300x"), "system": "mi300x"})
+    assert "not validated: no published dense run on a cdna3 GPU" in notes.days_text(mi, 182.0)
     scn = _valid(**{**S.system_values("gb200-nvl72"), "system": "gb200-nvl72"})
     bar = error_bar(scn["stack"], False, "gb200-nvl72")
     low, high = bar.time_range(182.0)
     assert notes.days_text(scn, 182.0) == f"182.0 days ({low:.1f}–{high:.1f}, {bar.text})"
-    assert "leave-one-source-out cross-validation" in notes.days_text(scn, 182.0)
+    assert "split-conformal over" in notes.days_text(scn, 182.0)
     low, high = bar.rate_range(12.0)
     assert notes.rate_text(scn, 12.0) == f"12.0 samples/s ({low:.1f}–{high:.1f})"
     assert notes.days_text(_valid(stack="none"), 182.0) == "182.0 days"

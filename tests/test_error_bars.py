@@ -1,7 +1,8 @@
-"""Error bars by population (issue 21): a prediction shows the cross-validated error of the
-population it belongs to — dense or MoE, its stack (or the releases it inherits), its system —
-and "not validated" where no published run of that system or stack was ever scored, in the
-dashboard's headline, the CLI text and the JSON (model/validation/error_bars.py)."""
+"""Error bars as split-conformal intervals (issue 32): a prediction's range is the
+⌈(n+1)·q⌉-th smallest |log-ratio| of the leave-one-source-out runs of its population (stack
+family × dense/MoE × GPU generation, training) at a stated coverage; too few runs → null bounds
+and the words, a wider population only "borrowed from …"; "not validated" where no run of it
+was ever scored (model/validation/error_bars.py, conformal.py, coverage.py)."""
 
 from __future__ import annotations
 
@@ -11,92 +12,134 @@ import math
 import pytest
 
 from model.cli import main
+from model.validation import conformal
 from model.validation import error_bars as eb
-from model.validation.error_bars import MIN_RUNS, error_bar, scored_runs
+from model.validation.coverage import coverage_table
+from model.validation.error_bars import error_bar, scored_runs
 
-STACK = "megatron-bridge-26.08"  # no dense run of its own: inherits 26.02's calibration
-
-
-def _errors(workload: str, stack: str | None = None, system: str | None = None) -> list[float]:
-    return [r.error_pct for r in scored_runs() if r.workload == workload
-            and stack in (None, r.stack) and system in (None, r.system)]
+STACK = "megatron-bridge-26.08"
 
 
-def test_a_moe_prediction_carries_the_moe_bar_not_the_dense_one():
-    """The MoE headline showed the dense ±4.1 % (37 runs) where the MoE runs say ±12.9 %."""
-    dense, moe = error_bar(STACK, False, "b200"), error_bar(STACK, True, "b200")
-    want = _errors("moe", system="b200")
-    assert len(_errors("moe", STACK, "b200")) < MIN_RUNS <= len(want)  # widened: every stack
-    assert (moe.runs, moe.system, moe.kind) == (len(want), "b200", "MoE ")
-    assert moe.mean_pct == pytest.approx(sum(want) / len(want))
-    assert moe.max_pct == pytest.approx(max(want)) and moe.mean_pct > 2 * dense.mean_pct
+def _scores(workload: str, family: str = "megatron", generation: str | None = None
+            ) -> list[float]:
+    return sorted(r.score for r in scored_runs() if r.workload == workload
+                  and r.family == family and generation in (None, r.generation))
 
 
-def test_the_narrowest_population_with_enough_runs_is_used():
-    own = _errors("dense", "megatron-lm-2022", "a100")
-    bar = error_bar("megatron-lm-2022", False, "a100")
-    assert len(own) >= MIN_RUNS and (bar.scope, bar.system, bar.runs) == (
-        "megatron-lm-2022", "a100", len(own))
-    assert "runs of megatron-lm-2022 on a100" in bar.text
+@pytest.mark.parametrize(("n", "q", "k"), [(4, 0.8, 4), (3, 0.8, None), (12, 0.8, 11),
+                                           (18, 0.95, None), (19, 0.95, 19), (1, 0.5, 1)])
+def test_the_conformal_rank_is_ceil_n_plus_one_q(n, q, k):
+    scores = [float(i) for i in range(1, n + 1)]
+    assert conformal.radius(scores, q) == (None if k is None else float(k))
+    assert (conformal.runs_needed(q) <= n) == (k is not None)
+
+
+def test_a_prediction_gets_its_populations_interval():
+    """Blackwell dense: 14 Megatron-family runs; 80 %: the ⌈15·0.8⌉ = 12th smallest score."""
+    bar = error_bar(STACK, False, "b200")
+    s = _scores("dense", generation="blackwell")
+    assert bar.runs == len(s) == 14 and not bar.borrowed
+    assert bar.high_pct == pytest.approx(100 * (math.exp(s[11]) - 1))
+    assert bar.low_pct == pytest.approx(100 * (math.exp(-s[11]) - 1))
+    assert bar.text.startswith("80 % interval ") and "blackwell GPUs" in bar.text
+    assert bar.time_range(2.0) == pytest.approx((2 * math.exp(-s[11]), 2 * math.exp(s[11])))
+
+
+def test_a_moe_prediction_carries_the_moe_interval_not_the_dense_one():
+    dense, moe = error_bar(STACK, False, "gb200-nvl72"), error_bar(STACK, True, "gb200-nvl72")
+    assert moe.kind == "MoE " and moe.runs == len(_scores("moe", generation="blackwell"))
+    assert moe.high_pct > dense.high_pct
+
+
+def test_too_few_runs_for_the_coverage_borrow_with_the_words_and_never_tighter():
+    """Hopper dense has 8 runs: 95 % needs 19, so it is borrowed from every generation and is
+    never narrower than the hopper runs' largest residual."""
+    own = _scores("dense", generation="hopper")
+    bar = error_bar(STACK, False, "h100", coverage=0.95)
+    assert len(own) < conformal.runs_needed(0.95) == 19
+    assert bar.borrowed and "borrowed from" in bar.text and "a 95 % interval needs ≥ 19" in bar.text
+    assert bar.high_pct >= 100 * (math.exp(max(own)) - 1) - 1e-9
+    assert bar.runs == len(_scores("dense"))
+
+
+def test_too_few_runs_anywhere_give_null_bounds_and_say_so(tmp_path):
+    data = json.loads(eb.CROSS_VALIDATION.read_text())
+    data["runs"] = [r for r in data["runs"] if r["stack"] != "torchtitan-2025"]
+    data["fsdp"] = {"workload": "dense", "runs": [
+        {"stack": "torchtitan-2025", "family": "pytorch", "system": "h100", "uncertain": False,
+         "measured_s": 1.0, "cross_validated_s": 1.0 + k / 100} for k in range(1, 6)]}
+    path = tmp_path / "cv.json"
+    path.write_text(json.dumps(data))
+    scored = tuple(r for r in scored_runs(path) if r.stack == "torchtitan-2025"
+                   or r.workload == "moe")
+    bar = error_bar("torchtitan-2025", False, "h100", scored, coverage=0.95)
+    assert bar.validated and not bar.stated and bar.low_pct is None
+    assert "5 runs: a 95 % interval needs ≥ 19, so it cannot be stated" in bar.text
+    assert bar.to_dict()["low_pct"] is None and bar.to_dict()["n"] == 5
+    assert math.isnan(bar.time_range(1.0)[0])
+    at80 = error_bar("torchtitan-2025", False, "h100", scored, coverage=0.8)
+    assert at80.high_pct == pytest.approx(5.0)  # ⌈6·0.8⌉ = 5th of 1..5 %: ln(1.05) → +5 %
 
 
 @pytest.mark.parametrize(("stack", "moe", "system", "why"), [
-    (STACK, False, "mi300x", "no published dense run on mi300x"),  # never calibrated
-    (STACK, False, "h200", "no published dense run on h200"),
-    (STACK, True, "a100", "no published MoE run on a100"),
+    (STACK, False, "mi300x", "no published dense run on a cdna3 GPU (mi300x)"),
+    ("torchtitan-2025", False, "b200", "no published dense run of a pytorch-family stack"),
     ("megatron-lm-2021", False, "a100", "no firm published dense run of megatron-lm-2021"),
     ("megatron-lm-2022", True, "gb200-nvl72", "no firm published MoE run of megatron-lm-2022"),
 ])
 def test_never_scored_is_not_validated(stack, moe, system, why):
     bar = error_bar(stack, moe, system)
     assert not bar.validated and why in bar.text and bar.text.startswith("not validated")
-    assert math.isnan(bar.mean_pct) and bar.to_dict()["mean_pct"] is None
+    assert bar.to_dict()["low_pct"] is None and bar.to_dict()["validated"] is False
 
 
-def test_not_validated_in_the_cli_text_and_json(capsys):
+@pytest.mark.parametrize("coverage", [0.3, 0.99, float("nan"), "x"])
+def test_a_coverage_outside_50_to_95_is_refused(coverage):
+    with pytest.raises(conformal.CoverageError, match="coverage must be"):
+        error_bar(STACK, False, "h100", coverage=coverage)
+
+
+def test_the_cli_json_carries_the_contract(capsys):
+    argv = ["evaluate", "--model", "llama3-8b", "--system", "h100", "--gpus", "8",
+            "--global-batch", "64", "--strategy", "1d", "--tp", "1", "--pp", "1", "--dp", "8",
+            "--microbatch", "1", "--json"]
+    assert main([*argv, "--coverage", "90"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    bar = out["error_bar"]
+    assert {"validated", "coverage", "n", "low_pct", "high_pct", "population",
+            "text"} <= set(bar)
+    assert bar["coverage"] == 0.9 and bar["validated"] and bar["low_pct"] < 0 < bar["high_pct"]
+    t = out["iteration_time_s"]
+    assert out["range"]["iteration_time_s"] == pytest.approx(
+        [t * (1 + bar["low_pct"] / 100), t * (1 + bar["high_pct"] / 100)])
+    assert main([*argv, "--coverage", "99"]) == 2
+    assert "coverage must be from 0.5 to 0.95" in capsys.readouterr().err
+
+
+def test_not_validated_in_the_cli_text(capsys):
     argv = ["evaluate", "--model", "llama3-8b", "--system", "mi300x", "--gpus", "8",
             "--global-batch", "64", "--strategy", "1d", "--tp", "1", "--pp", "1", "--dp", "8",
             "--microbatch", "1"]
     assert main(argv) == 0
-    text = capsys.readouterr().out
-    assert "range: none, not validated: no published dense run on mi300x" in text
-    assert main([*argv, "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["error_bar"]["validated"] is False and out["range"] is None
+    assert "range: none, not validated: no published dense run on a cdna3 GPU" in (
+        capsys.readouterr().out)
 
 
-def test_not_validated_in_the_dashboard_headline():
-    from dashboard.controls import scenario as S
-    from dashboard.views import notes
-    scn = {**S.default_scenario(), **S.system_values("mi300x"), "system": "mi300x"}
-    assert notes.days_text(scn, 30.0) == (
-        "30.0 days (not validated: no published dense run on mi300x was ever scored)")
-    assert notes.rate_text(scn, 12.0) == "12.0 samples/s (not validated)"
-    moe = {**S.default_scenario(), **S.model_values("deepseek-v3"), "model": "deepseek-v3",
-           **S.system_values("gb200-nvl72"), "system": "gb200-nvl72"}
-    assert notes.error_bar_of(moe) == error_bar(moe["stack"], True, "gb200-nvl72")
+@pytest.mark.parametrize("q", [0.5, 0.8, 0.9, 0.95])
+def test_leave_one_run_out_coverage_keeps_the_conformal_promise(q):
+    """With only the run itself held out of the calibration set, every population whose own
+    runs suffice covers at least q and less than q + 1/n (Angelopoulos & Bates 2021, §1)."""
+    table = coverage_table(q)
+    for row in table[table["population"] != "all"].to_dict("records"):
+        if row["n"] - 1 >= conformal.runs_needed(q):
+            assert q - 1e-9 <= row["loo_coverage"] < q + 1 / row["n"] + 1e-9, row
 
 
-def test_another_stacks_sources_plug_in_as_data(tmp_path):
-    """A new section of runs (e.g. TorchTitan on H100) gives its population its own bar."""
-    data = json.loads(eb.CROSS_VALIDATION.read_text())
-    runs = [{"stack": "torchtitan", "system": "h100", "uncertain": False, "measured_s": 1.0,
-             "cross_validated_s": 1.0 + k / 100} for k in range(1, 6)]
-    data["fsdp"] = {"workload": "dense", "runs": runs}
-    path = tmp_path / "cross_validation.json"
-    path.write_text(json.dumps(data))
-    scored = scored_runs(path)
-    bar = error_bar("torchtitan", False, "h100", scored)
-    assert (bar.scope, bar.system, bar.runs) == ("torchtitan", "h100", 5)
-    assert bar.mean_pct == pytest.approx(3.0) and bar.max_pct == pytest.approx(5.0)
-    assert not error_bar("torchtitan", True, "h100", scored).validated  # no MoE run of it
-    assert len(scored_runs()) == len(scored) - 5  # the shipped file's runs are unchanged
-
-
-def test_an_inheriting_release_says_whose_runs_its_bar_comes_from():
-    """megatron-bridge-26.08 has no dense run of its own: its dense predictions use 26.02's
-    calibration (its base chain), so their bar is 26.02's runs, and it says so."""
-    bar = error_bar(STACK, False, None)
-    own = _errors("dense", "megatron-bridge-26.02")
-    assert (bar.scope, bar.runs) == ("megatron-bridge-26.02", len(own)) and len(own) >= MIN_RUNS
-    assert f"of megatron-bridge-26.02 (whose calibration {STACK} inherits)" in bar.text
+@pytest.mark.parametrize("q", [0.5, 0.8, 0.9, 0.95])
+def test_leave_one_source_out_coverage_is_near_the_stated_one(q):
+    """Pooled over every fit run, the runs' own source held out of the calibration set too:
+    the empirical coverage is within 5 points below the stated one (a broken promise would
+    be far below), and at most 10 above (an interval not uselessly wide)."""
+    pooled = coverage_table(q).iloc[-1]
+    assert pooled["tested"] == len(scored_runs())
+    assert q - 0.05 <= pooled["empirical_coverage"] <= q + 0.10

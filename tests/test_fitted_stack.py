@@ -9,6 +9,7 @@ import base64
 import contextvars
 import copy
 import json
+import math
 import random
 import zlib
 from typing import Any
@@ -37,7 +38,8 @@ from dashboard.views import notes, runs_upload
 from model.specs.stack import Stack, load_stack
 from model.validation.user_runs import fitted_stack
 
-LOO = {"h100": {"runs": 3, "loo_mean_pct": 2.5, "loo_max_pct": 4.0}}
+LOO = {"h100": {"runs": 3, "loo_mean_pct": 2.5, "loo_max_pct": 4.0,
+                "loo_scores": [0.01, 0.02, 0.04]}}
 
 
 def _fit(eta: float = 0.5, name: str = "my-stack", fit: dict | None = None) -> dict[str, Any]:
@@ -141,15 +143,21 @@ def test_other_bad_forms_never_raise():
 def test_its_own_error_bar_never_a_presets():
     scn = _session()
     text = notes.days_text(scn, 100.0)
-    assert "leave-one-out on your 3 runs on h100, your fitted stack 'my-stack'" in text
-    assert text.startswith("100.0 days (97.5–102.5")  # ± its 2.5 % mean error
+    # its leave-one-out scores 0.01, 0.02, 0.04: 50 % → the ⌈4·0.5⌉ = 2nd smallest
+    assert "3 leave-one-out runs of your runs on h100 (fitted stack 'my-stack')" in text
+    assert "80 % interval not stated: 3 runs: an 80 % interval needs ≥ 4" in text
+    half = fit_error_bar(scn[FITTED_KEY], "h100", 0.5)
+    assert half.time_range(100.0) == pytest.approx((100 * math.exp(-0.02),
+                                                    100 * math.exp(0.02)))
     one = _session(_fit(fit={"h100": {"runs": 1, "loo_mean_pct": None, "loo_max_pct": None}}))
     assert "not validated: your fitted stack 'my-stack' has one run on h100" in \
         notes.days_text(one, 100.0)
     other = fit_error_bar(scn[FITTED_KEY], "h200")
     assert not other.validated and "no run on h200" in other.text
     rows = [{"system": "h100", "measured_s": 1.0, "leave_one_out_s": v} for v in (1.02, 0.95)]
-    assert fit_summary(rows) == {"h100": {"runs": 2, "loo_mean_pct": 3.5, "loo_max_pct": 5.0}}
+    assert fit_summary(rows) == {"h100": {"runs": 2, "loo_mean_pct": 3.5, "loo_max_pct": 5.0,
+                                          "loo_scores": [round(math.log(1.02), 6),
+                                                         round(-math.log(0.95), 6)]}}
 
 
 def _triggered(prop_id: str, func, *args):

@@ -67,6 +67,7 @@ def test_the_page_and_the_cli_give_one_answer(capsys, name, changes, argv):
     assert page["plan_days"] == pytest.approx(cli["days_with_failures"], rel=1e-9)
     assert page["plan_cost_usd"] == pytest.approx(cli["cost_usd"], rel=1e-9)
     assert best["strategy"] in ("1d", "context")  # a production strategy, never SUMMA
+    assert cli["fits"] in ("fits", "tight") and cli["fits_bool"] is True  # issue 32
     if changes["plan_goal"] in ("days", "both"):
         assert cli["days_with_failures"] <= changes["target_days"]
     assert (page["note"] or None) == cli["budget_note"]  # why a budget is not spent

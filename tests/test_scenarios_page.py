@@ -181,3 +181,15 @@ def test_new_figures_are_what_plotly_validation_gives_and_handle_empty_frames() 
             fig = builder(frame)
             assert len(fig.data) == 0 and fig.layout.annotations[0].text
     assert len(tornado_figure(None, 0.1).data) == 0
+
+
+def test_the_selected_configuration_says_whether_it_fits_with_the_memory_interval() -> None:
+    """Issue 32: fits / tight ("may not fit: X ± Y GB of Z") / no, as the CLI says it."""
+    from model.validation.memory_error import fit_status
+    scn = scenario()
+    _, _, picked, _ = design.build_space(scn)
+    _, _, row = selected.frames(scn, design.checked_rows(picked)[0])
+    usable = float(row["hbm_capacity_gb"]) - selected.reserve_gb(scn)
+    state, words = fit_status(float(row["memory_gb"]), usable)
+    assert selected.memory_fit(scn, row) == f"Memory: {state} — {words}."
+    assert state in ("fits", "tight")  # the table lists configurations that fit

@@ -4,6 +4,7 @@ element-wise passes, PyTorch FSDP and learned positions; the presets; ``calibrat
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -183,6 +184,51 @@ def test_calibrate_recovers_a_known_efficiency(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "h100: GEMM efficiency 0.52" in text and "leave-one-out" in text
     assert load_stack(str(out)).gemm_efficiency["h100"]["bf16"] == pytest.approx(0.52, abs=0.002)
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    (float("nan"), "'tokens_per_s_per_gpu' is nan; a measurement must be a finite positive"),
+    (float("inf"), "'tokens_per_s_per_gpu' is inf; a measurement must be a finite positive"),
+    (-5.0, "'tokens_per_s_per_gpu' is -5.0"), (0.0, "'tokens_per_s_per_gpu' is 0.0"),
+    (1e300, "above what h100 can compute for llama3-70b: its bf16 peak allows at most 2,202"),
+    (50_000.0, "runs[1] ('bad'): 50,000 tokens/s per GPU is above what h100 can compute"),
+])
+def test_calibrate_refuses_a_run_that_cannot_be(tmp_path, capsys, value, words):
+    """Issue 32: NaN, 1e300 or 50,000 tokens/s/GPU for Llama 3 70B (~20x the H100's bf16
+    peak over its 449 GFLOP per token) were fitted and written with exit 0."""
+    good = {"model": "llama3-70b", "seq_len": 8192, "system": "h100", "gpus": 64,
+            "global_batch": 64, "layout": {"tp": 8, "pp": 1}, "tokens_per_s_per_gpu": 500.0}
+    path = tmp_path / "runs.json"
+    # json.dumps writes NaN/Infinity as Python's json.loads reads them back
+    path.write_text(json.dumps({"runs": [good, {**good, "id": "bad",
+                                                "tokens_per_s_per_gpu": value}]}))
+    out = tmp_path / "x.json"
+    assert main(["calibrate", "--runs", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and not out.exists()
+
+
+def test_a_fitted_stack_carries_its_leave_one_out_interval(tmp_path, capsys):
+    """calibrate writes its leave-one-out scores; every command using --stack my.json prints
+    the split-conformal interval of those, not "not validated"."""
+    path = _synthetic_runs(tmp_path, 0.52)
+    out = tmp_path / "mine.json"
+    assert main(["calibrate", "--runs", str(path), "--base", "torchtitan-2025",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    scores = json.loads(out.read_text())["calibration"]["leave_one_out_scores"]["h100"]
+    assert len(scores) == 3
+    argv = ["evaluate", "--model", "llama3-8b", "--system", "h100", "--gpus", "8",
+            "--global-batch", "64", "--strategy", "1d", "--tp", "1", "--pp", "1", "--dp", "8",
+            "--microbatch", "1", "--stack", str(out), "--coverage", "0.5", "--json"]
+    assert main(argv) == 0
+    bar = json.loads(capsys.readouterr().out)["error_bar"]
+    r = sorted(scores)[1]  # ⌈4·0.5⌉ = 2nd smallest of 3
+    assert bar["validated"] and bar["n"] == 3 and "your runs on h100" in bar["population"]
+    assert bar["high_pct"] == pytest.approx(100 * (math.exp(r) - 1))
+    assert "80 % interval not stated: 3 runs: an 80 % interval needs ≥ 4" in text
+    assert main(argv[:-3]) == 0
+    assert "80 % interval not stated: 3 runs" in capsys.readouterr().out
 
 
 def test_calibrate_refuses_what_no_run_pins(tmp_path, capsys):

@@ -179,9 +179,12 @@ CONTROLS: tuple[Control, ...] = (
             "page and applied to this session, with its own leave-one-out error.",
             choices=STACKS, preset=True, default=default_stack_name()),
     Control("recompute", "Recompute", "execution", "dropdown", str,
-            "Activation recompute: selective (flash attention recomputes its scores), full "
-            "(keep only each block's input, rerun its forward in the backward) or none (keep "
-            "the attention scores, unfused attention).", choices=ex.RECOMPUTE, spec="recompute"),
+            "Activation recompute: selective (Megatron: the attention core reruns), op-sac "
+            "(TorchTitan's per-op policy: every second matmul and the element-wise ops rerun; "
+            "Llama-style dense blocks), full (keep only each block's input, rerun its forward "
+            "in the backward) or none (keep everything; the attention scores only with "
+            "unfused attention: the kernel is the Flash attention control's).",
+            choices=ex.RECOMPUTE, spec="recompute"),
     Control("recompute_layers", "Recomputed layers per stage", "execution", "number", int,
             "Partial (block) recompute: this many layers of each pipeline stage recompute "
             "fully, the others as Recompute says (Megatron's --recompute-num-layers); 0: none. "

@@ -5,7 +5,7 @@ and its "Apply to this session" puts the fit in the scenario under :data:`FITTED
 software stack control's value :data:`FITTED` selects it (the presets stay one choice away):
 
 ``{"stack": {…the object ``python -m model calibrate --out`` writes (Stack.to_dict)…},
-"fit": {system: {"runs": n, "loo_mean_pct": x, "loo_max_pct": y}}}``
+"fit": {system: {"runs": n, "loo_mean_pct": x, "loo_max_pct": y, "loo_scores": [s, …]}}}``
 
 ``fit`` is what the fit measured per system it fitted: its runs there and the mean and largest
 |leave-one-out error| (None with one run: nothing is left to predict it from). It is the fitted
@@ -27,7 +27,6 @@ import json
 import math
 import re
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 from dashboard.controls.control_table import BY_KEY as CONTROL
@@ -35,7 +34,9 @@ from model.errors import ModelError
 from model.specs import memo
 from model.specs.hardware import list_systems
 from model.specs.stack import Stack, list_stacks, load_stack, stack_from_dict
+from model.validation.conformal import COVERAGE, score
 from model.validation.error_bars import ErrorBar
+from model.validation.user_bars import scores_bar
 
 FITTED = "fitted"  # the software stack control's value that selects the session's fitted stack
 FITTED_KEY = "fitted_stack"  # the scenario's key (and the link's parameter) holding it
@@ -45,7 +46,7 @@ MAX_FITTED_BYTES = 8 * 1024
 MAX_LINK_CHARS = 4000  # its compressed form in a link: about 1.3 kB for a preset's fit
 MAX_FIT_RUNS = 200  # model.validation.user_runs.MAX_RUNS
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]{0,39}")
-FIT_KEYS = ("runs", "loo_mean_pct", "loo_max_pct")
+FIT_KEYS = ("runs", "loo_mean_pct", "loo_max_pct", "loo_scores")
 
 
 def check_fitted(value: Any) -> tuple[dict[str, Any] | None, str]:
@@ -143,8 +144,22 @@ def _fit(data: Any) -> dict[str, dict[str, Any]]:
                 mean is not None and top is not None and top < mean):
             raise ModelError(f"{where}: leave-one-out errors come with two runs or more, the "
                              "largest no smaller than the mean")
-        out[system] = {"runs": runs, "loo_mean_pct": mean, "loo_max_pct": top}
+        out[system] = {"runs": runs, "loo_mean_pct": mean, "loo_max_pct": top,
+                       "loo_scores": _scores(row.get("loo_scores"), runs, where)}
     return out
+
+
+def _scores(value: Any, runs: int, where: str) -> list[float]:
+    """The leave-one-out scores |ln(predicted/measured)| of a system's runs (absent in a
+    session stored before they were kept: none, so no interval is stated)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > runs or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+            or not 0 <= v <= 10 for v in value):
+        raise ModelError(f"{where}.loo_scores must be a list of at most {runs} numbers in "
+                         "[0, 10]")
+    return [float(v) for v in value]
 
 
 @memo.lru("fitted stack records", 16)
@@ -165,38 +180,29 @@ def fit_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         mine = [r for r in rows if r["system"] == system]
         loo = [100 * abs(1 - r["leave_one_out_s"] / r["measured_s"]) for r in mine
                if math.isfinite(r["leave_one_out_s"])]
+        scores = [round(score(r["leave_one_out_s"], r["measured_s"]), 6) for r in mine
+                  if math.isfinite(r["leave_one_out_s"])]
         out[system] = {"runs": len(mine),
                        "loo_mean_pct": round(sum(loo) / len(loo), 3) if loo else None,
-                       "loo_max_pct": round(max(loo), 3) if loo else None}
+                       "loo_max_pct": round(max(loo), 3) if loo else None,
+                       "loo_scores": scores}
     return out
 
 
-@dataclass(frozen=True)
-class FitErrorBar(ErrorBar):
-    """The error bar of a prediction with the user's fitted stack: the fit's leave-one-out
-    error on the user's runs of the scenario's system, or "not validated"."""
-
-    @property
-    def text(self) -> str:
-        if not self.validated:
-            return f"not validated: {self.reason}"
-        return (f"±{self.mean_pct:.1f} % (max {self.max_pct:.0f} %) from leave-one-out on your "
-                f"{self.runs} runs on {self.system}, your fitted stack '{self.scope}'")
-
-
-def fit_error_bar(fitted: dict[str, Any], system: str) -> FitErrorBar:
-    """The fitted stack's own error bar on ``system`` (a preset name)."""
+def fit_error_bar(fitted: dict[str, Any], system: str,
+                  coverage: float = COVERAGE) -> ErrorBar:
+    """The fitted stack's own interval on ``system`` (a preset name): the split-conformal
+    interval of its leave-one-out scores there (:func:`model.validation.user_bars.scores_bar`)."""
     name = fitted["stack"]["name"]
     row = fitted["fit"].get(system)  # a fit is keyed by the runs' system presets
     if row is None:
-        return FitErrorBar(math.nan, math.nan, 0, name, system=system, reason=(
+        return ErrorBar(math.nan, math.nan, 0, name, system=system, reason=(
             f"your fitted stack '{name}' has no run on {system} (there it keeps its base "
             "stack's efficiencies)"))
     if row["loo_mean_pct"] is None:
-        return FitErrorBar(math.nan, math.nan, row["runs"], name, system=system, reason=(
+        return ErrorBar(math.nan, math.nan, row["runs"], name, system=system, reason=(
             f"your fitted stack '{name}' has one run on {system}; leave-one-out needs two"))
-    return FitErrorBar(row["loo_mean_pct"], row["loo_max_pct"], row["runs"], name,
-                       system=system)
+    return scores_bar(name, row.get("loo_scores"), system, coverage)
 
 
 def stack_label(scn: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ from dashboard.figures.validation import (
 from dashboard.jobs import compute
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
-from dashboard.views import kernel_validation, serve_validation
+from dashboard.views import coverage_card, kernel_validation, serve_validation
 from dashboard.views.grid import number_column as _num
 from dashboard.views.grid import text_column as _text
 from dashboard.views.runs_upload import runs_card
@@ -189,6 +189,8 @@ layout = html.Div(className="page-body", children=[
         ]),
         _cross_validation_card("dense"),
         _cross_validation_card("moe"),
+        coverage_card.card(),
+        coverage_card.memory_card(),
         graph_card("validation-time", "Iteration time: predicted vs measured", height=520,
                    note=("Log-log; dashed: y = x, shaded: within ±10%. Diamonds: Calculon's "
                          "published predictions of the same runs.")),

@@ -89,7 +89,7 @@ def days_text(scn: dict[str, Any], days: float, bar: Any = _ASK) -> str:
     bar = error_bar_of(scn) if bar is _ASK else bar
     if bar is None or not math.isfinite(days):
         return f"{days:.1f} days"
-    if not bar.validated:
+    if not bar.stated:
         return f"{days:.1f} days ({bar.text})"
     low, high = bar.time_range(days)
     return f"{days:.1f} days ({low:.1f}–{high:.1f}, {bar.text})"
@@ -104,5 +104,7 @@ def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s",
         return f"{per_s:.1f} {unit}"
     if not bar.validated:
         return f"{per_s:.1f} {unit} (not validated)"
+    if not bar.stated:
+        return f"{per_s:.1f} {unit} (interval not stated)"
     low, high = bar.rate_range(per_s)
     return f"{per_s:.1f} {unit} ({low:.1f}–{high:.1f})"

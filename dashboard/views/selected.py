@@ -17,6 +17,7 @@ from model.engine.search import with_stack
 from model.specs.modes import resolve_mode
 from model.studies.memory_parts import memory_frame
 from model.studies.timeline import bubble_s, forward_share, timeline_frame
+from model.validation.memory_error import fit_status
 
 GRAPHS = ("design-timeline", "design-memory")
 
@@ -73,7 +74,18 @@ def build(scn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple:
         return empty, empty, ""
     timeline, parts, row = frames(scn, rows[0])
     return (timeline_figure(timeline, presentation=pres),
-            memory_parts_figure(parts, presentation=pres), summary(timeline, row))
+            memory_parts_figure(parts, presentation=pres),
+            f"{summary(timeline, row)} {memory_fit(scn, row)}")
+
+
+def memory_fit(scn: dict[str, Any], row: pd.Series) -> str:
+    """'Memory: tight — may not fit: X ± Y GB of Z.' (fits / tight / no with the memory model's
+    interval: :func:`model.validation.memory_error.fit_status`)."""
+    usable = float(row["hbm_capacity_gb"]) - reserve_gb(scn)
+    state, words = fit_status(float(row["memory_gb"]), usable)
+    if state == "fits" and not bool(row["fits"]):  # the host tier (offload) is too small
+        state, words = "no", "the host memory tier is too small"
+    return f"Memory: {state} — {words}."
 
 
 def exported(scn: dict[str, Any], context: Any, checked) -> dict[str, Any]:

@@ -16,7 +16,9 @@ import pandas as pd
 
 from model.engine.search import Evaluation, SearchResult
 from model.specs.execution import CHOICES as EXECUTION_COLUMNS
+from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar
+from model.validation.memory_error import fit_status
 
 CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb",
                "nv_tp1", "nv_tp2", "nv_cp", "nv_dp", "nv_pp", "n_microbatches",
@@ -107,18 +109,25 @@ def ranges(row: pd.Series, bar: ErrorBar | None) -> dict[str, list[float]] | Non
 
 
 def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_s: float,
-                meta: dict[str, Any], bar: ErrorBar | None = None) -> dict[str, Any]:
+                meta: dict[str, Any], bar: ErrorBar | None = None,
+                usable_gb: float | None = None) -> dict[str, Any]:
     """The ``search --json`` object: totals over all searches, then one entry per search (its
     best row with the ranges of the error bar)."""
     entries = []
     for res, reason in zip(results, reasons, strict=True):
         top = records(res.top)
+        for rec, (_, row) in zip(top, res.top.iterrows(), strict=True):
+            rec["fits_state"] = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)[
+                "fits"]
         entries.append({
             "gpus": int(res.gpus), "max_gpus": res.max_gpus, "strategy": res.strategy,
             "feasible": res.feasible > 0,
             "candidates": int(res.candidates), "feasible_count": int(res.feasible),
             "elapsed_s": float(res.elapsed_s), "best": top[0] if top else None,
-            "best_range": ranges(res.best, bar) if top else None, "top": top,
+            "best_range": ranges(res.best, bar) if top else None,
+            "best_fits": fits_json(res.best, usable_gb,
+                                   bar.coverage if bar else COVERAGE) if top else None,
+            "top": top,
             "hint": search_hint(res, reason),
         })
     return {"candidates": sum(int(r.candidates) for r in results),
@@ -127,13 +136,29 @@ def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_
             "error_bar": bar.to_dict() if bar else None, "results": entries}
 
 
-def evaluation_json(ev: Evaluation, bar: ErrorBar | None = None) -> dict[str, Any]:
+def fits_json(row: pd.Series, usable_gb: float | None, coverage: float = COVERAGE
+              ) -> dict[str, Any]:
+    """``fits`` ("fits" | "tight" | "no", with the memory model's interval:
+    :func:`model.validation.memory_error.fit_status`), ``fits_bool`` (the point estimate, as
+    before) and ``fits_text``."""
+    point = bool(row["fits"])
+    if usable_gb is None:
+        return {"fits": "fits" if point else "no", "fits_bool": point, "fits_text": None}
+    state, words = fit_status(float(row["memory_gb"]), usable_gb, coverage)
+    if not point and state == "fits":  # the host tier (offload) does not fit
+        state, words = "no", "does not fit: the host memory tier is too small"
+    return {"fits": state, "fits_bool": point, "fits_text": words}
+
+
+def evaluation_json(ev: Evaluation, bar: ErrorBar | None = None,
+                    usable_gb: float | None = None) -> dict[str, Any]:
     """The ``evaluate --json`` object: every result column at top level plus grouped views."""
     row = row_dict(ev.row)
+    coverage = bar.coverage if bar is not None else COVERAGE
     return {
         **row,
         "error_bar": bar.to_dict() if bar else None, "range": ranges(ev.row, bar),
-        "fits": bool(ev.fits),
+        **fits_json(ev.row, usable_gb, coverage),
         "config": {k: row[k] for k in CONFIG_KEYS},
         "breakdown_s": {name: row[col] for name, col in BREAKDOWN},
         "memory_breakdown_gb": {name: row[col] for name, col in MEMORY},
@@ -249,7 +274,7 @@ def top_table(top: pd.DataFrame) -> str:
 
 def format_search(res: SearchResult, reason: str | None,
                   command: Callable[[pd.Series], str] | None = None,
-                  bar: ErrorBar | None = None) -> str:
+                  bar: ErrorBar | None = None, usable_gb: float | None = None) -> str:
     """One search: counts, the best configuration with its breakdown, and the top table."""
     where = (f"at most {res.max_gpus} GPUs (the best uses {res.gpus})"
              if res.max_gpus is not None else f"{res.gpus} GPUs")
@@ -265,20 +290,30 @@ def format_search(res: SearchResult, reason: str | None,
         lines.append(f"      {range_line(best, bar)}")
     lines += [f"      {config_line(best)}",
               f"      {execution_line(best)}", f"      {cost_line(best)}",
-             f"      {breakdown_line(best)}", f"      {memory_line(best)}"]
+             f"      {breakdown_line(best)}", f"      {memory_line(best)}"
+              + tight_note(best, usable_gb, bar)]
     if command is not None:
         lines.append(f"      reproduce: {command(best)}")
     lines += [f"top {len(res.top)}:", top_table(res.top)]
     return "\n".join(lines)
 
 
+def tight_note(row: pd.Series, usable_gb: float | None, bar: ErrorBar | None) -> str:
+    """'; tight: may not fit: X ± Y GB of Z' for a row within the memory interval of the
+    limit, else ''."""
+    if usable_gb is None:
+        return ""
+    state = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)
+    return f"; tight: {state['fits_text']}" if state["fits"] == "tight" else ""
+
+
 def format_search_report(results: list[SearchResult], reasons: list[str | None],
                          title: str, command: Callable[[pd.Series], str] | None = None,
-                         bar: ErrorBar | None = None) -> str:
+                         bar: ErrorBar | None = None, usable_gb: float | None = None) -> str:
     """The whole text output of ``search``: what was searched, then each search."""
     searched = f"searched {results[0].searched}" if results and results[0].executions else ""
     blocks = [title + (f"\n{searched}" if searched else "")]
-    blocks += [format_search(r, why, command, bar)
+    blocks += [format_search(r, why, command, bar, usable_gb)
                for r, why in zip(results, reasons, strict=True)]
     if all(r.feasible == 0 for r in results) and any(r.candidates for r in results):
         blocks.append(MORE_GPUS_HINT)
@@ -300,10 +335,15 @@ def op_table(ops: pd.DataFrame) -> str:
     return table.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
-def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None) -> str:
+def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None,
+                      usable_gb: float | None = None) -> str:
     """One configuration: summary lines, then the per-op table."""
     row = ev.row
     fits = "fits in HBM" if ev.fits else "does NOT fit in HBM"
+    if usable_gb is not None:
+        state = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)
+        fits = {"fits": "fits in HBM", "tight": "tight in HBM",
+                "no": "does NOT fit in HBM"}[state["fits"]] + f" ({state['fits_text']})"
     lines = [
         title,
         f"config: {config_line(row)}",

@@ -19,6 +19,13 @@ from typing import Any
 from model.errors import ModelError
 from model.specs import execution as ex
 from model.specs.stack import NONE, list_stacks
+from model.validation.conformal import (
+    COVERAGE,
+    COVERAGE_MAX,
+    COVERAGE_MIN,
+    CoverageError,
+    check_coverage,
+)
 
 ALL = "all"  # a choice field's every value (searching only)
 
@@ -75,6 +82,13 @@ def _metavar(name: str, searching: bool) -> str:
     return one + ("[,...]" if searching else "")
 
 
+def _coverage(text: str) -> float:
+    try:
+        return check_coverage(text)
+    except CoverageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
     """``--stack`` and one flag per execution field (on/off fields as ``--x/--no-x``)."""
     g = p.add_argument_group("execution (how the training stack runs a configuration; "
@@ -85,6 +99,10 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
                         f"efficiencies ({', '.join(list_stacks())}; '{NONE}': the system's own "
                         "values; or a .json path). Default: the newest; options below override "
                         "its defaults (see 'stacks')")
+    g.add_argument("--coverage", type=_coverage, default=COVERAGE, metavar="Q",
+                   help="the coverage of the printed range (split-conformal interval), "
+                        f"{COVERAGE_MIN:g}–{COVERAGE_MAX:g} or 50–95 (percent); default "
+                        f"{COVERAGE:g}")
     for name in ex.FIELDS:
         if ex.field_kind(name) == "switch":
             g.add_argument(flag(name), dest=name, action=argparse.BooleanOptionalAction,

@@ -35,7 +35,9 @@ from model.specs.stack import NONE, load_stack
 from model.studies.codesign import codesign
 from model.studies.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
 from model.studies.plan import DEFAULT_MAX_GPUS, PlanResult, check_targets, plan, plan_strategies
+from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar, error_bar
+from model.validation.user_bars import fitted_bar
 
 CONFIG = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb", "nv_tp1",
           "nv_tp2", "nv_cp", "nv_dp", "nv_pp", "n_microbatches", "layers_per_stage", *CHOICES)
@@ -211,7 +213,11 @@ def _bar(model: Any, system: Any, args: argparse.Namespace) -> ErrorBar | None:
     """The plan's error bar: its population's (dense or MoE, stack, system), as the Plan page
     shows it; None without a stack."""
     stack = load_stack(args.stack).name
-    return None if stack == NONE else error_bar(stack, model.moe, system.name)
+    coverage = getattr(args, "coverage", COVERAGE)
+    if stack == NONE:
+        return None
+    return fitted_bar(args, system.name, coverage) or error_bar(
+        stack, model.moe, system.name, coverage=coverage)
 
 
 def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
@@ -228,6 +234,8 @@ def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
             "critical_batch_warning": critical_batch_warning(model, args.global_batch) or None,
             "budget_note": res.budget_note(args.global_batch) or None,
             "error_bar": bar.to_dict() if bar else None,
+            **cli_format.fits_json(res.row, load_stack(args.stack).apply(system)
+                                   .usable_hbm_bytes / 1e9, bar.coverage if bar else COVERAGE),
             "best": row}
 
 

@@ -28,7 +28,9 @@ from model.specs.transformer import Transformer
 from model.studies.ablation import ablation
 from model.validation import run_validation
 from model.validation import summary as validation_summary
+from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar, error_bar
+from model.validation.user_bars import fitted_bar
 
 
 def _pins(args: argparse.Namespace) -> dict[str, int | None]:
@@ -69,10 +71,39 @@ def _error_bar(args: argparse.Namespace, model: Transformer, system: System
     the paper mode (the paper's constants) or without a stack (the system's own, uncalibrated,
     efficiencies)."""
     name = _stack_name(args)
-    return None if name in (None, NONE) else error_bar(name, model.moe, system.name)
+    coverage = getattr(args, "coverage", COVERAGE)
+    if name in (None, NONE):
+        return None
+    fitted = fitted_bar(args, system.name, coverage)
+    return fitted or error_bar(name, model.moe, system.name, coverage=coverage)
+
+
+RECOMPUTE_NOTE = ("note: recompute 'none' no longer implies unfused attention: with flash "
+                  "attention on, the kernel keeps no scores (add --no-flash-attention for the "
+                  "old meaning)")
+
+
+def _recompute_note(args: argparse.Namespace) -> str:
+    """The one-line note for an old reading of ``--recompute none`` ('' when it does not
+    apply)."""
+    asked = getattr(args, "recompute", None) or []
+    flash = getattr(args, "flash_attention", None)
+    return RECOMPUTE_NOTE if "none" in asked and flash is not False and not args.compat else ""
+
+
+def _usable_gb(args: argparse.Namespace, system: System) -> float:
+    """The HBM a configuration must fit into (GB): capacity less the stack's reserve."""
+    if getattr(args, "compat", None) or not hasattr(args, "stack"):
+        return system.usable_hbm_bytes / 1e9
+    return load_stack(args.stack).apply(system).usable_hbm_bytes / 1e9
 
 
 def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
+    note = _recompute_note(args)
+    return _title_line(model, system, args) + (f"\n{note}" if note else "")
+
+
+def _title_line(model: Transformer, system: System, args: argparse.Namespace) -> str:
     compat = ", paper compat" if args.compat else ""
     stack = _stack_name(args)
     stack = f", stack {stack}" if stack else ""
@@ -119,11 +150,13 @@ def run_search(args: argparse.Namespace) -> int:
                 or None,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
         bar = _error_bar(args, model, system)
-        print_json(cli_format.search_json(results, reasons, elapsed, meta, bar))
+        print_json(cli_format.search_json(results, reasons, elapsed, meta, bar,
+                                          _usable_gb(args, system)))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
-                                              _error_bar(args, model, system)))
+                                              _error_bar(args, model, system),
+                                              _usable_gb(args, system)))
     return 0
 
 
@@ -158,12 +191,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
         execution=execution_from_args(args, searching=False), stack=args.stack,
         costs=costs_from_args(args)))
     if args.json:
-        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system)),
+        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system),
+                                                  _usable_gb(args, system)),
+                    "note": _recompute_note(args) or None,
                      "stack": _stack_name(args), "critical_batch_warning":
                      critical_batch_warning(model, args.global_batch) or None})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system)))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system),
+                                           _usable_gb(args, system)))
     return 0
 
 

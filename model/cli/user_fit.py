@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from model.errors import ModelError
 from model.specs.stack import load_stack
+from model.validation.conformal import COVERAGE, score
+from model.validation.user_bars import SCORES, scores_bar
 from model.validation.user_runs import calibrate_runs, fitted_stack, read_runs
 
 
@@ -24,8 +27,17 @@ def run_calibrate(args: argparse.Namespace) -> int:
     result = calibrate_runs(cases, systems)
     name = Path(args.out).stem
     stack = fitted_stack(base, name, result["efficiency"])
+    scores: dict[str, list[float]] = {}
+    for r in result["runs"]:
+        if math.isfinite(r["leave_one_out_s"]):
+            scores.setdefault(r["system"], []).append(
+                round(score(r["leave_one_out_s"], r["measured_s"]), 6))
+    data = {**stack.to_dict(), "calibration": {
+        "name": name, "runs": len(cases), SCORES: scores,
+        "note": "leave-one-out scores |ln(predicted/measured)| per system: the interval every "
+                "command using this stack prints"}}
     try:
-        Path(args.out).write_text(json.dumps(stack.to_dict(), indent=2) + "\n")
+        Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
     except OSError as exc:
         raise ModelError(f"cannot write '{args.out}': {exc.strerror}") from None
     print(f"fitted on {len(cases)} runs from stack {base.name}:")
@@ -44,5 +56,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if single:
         print(f"no leave-one-out for {', '.join(single)}: one run each; another run there "
               "would test the fit")
-    print(f"wrote {args.out} (use it with --stack {args.out})")
+    for system in result["efficiency"]:
+        bar = scores_bar(name, scores.get(system), system, COVERAGE)
+        print(f"  {system}: {bar.text}")
+    print(f"wrote {args.out} (use it with --stack {args.out}: its commands print this "
+          "interval)")
     return 0

@@ -28,6 +28,8 @@ from model.engine.space import build_space
 from model.engine.variant import clear_shape_spaces, variant_frontier
 from model.errors import ModelError
 from model.physics.block import Ctx
+from model.physics.op_sac import MODE as OP_SAC
+from model.physics.op_sac import applies as op_sac_applies
 from model.physics.strategies import build_strategy, canonical_strategy
 from model.specs.execution import (
     DEFAULT_SEARCH,
@@ -151,6 +153,8 @@ def run_counts(req: Request) -> list[SearchResult]:
     start = time.perf_counter()
     system, execution = with_stack(req.system, req.execution_given(), req.stack, req.compat)
     variants = execution_variants(execution)
+    if len(variants) > 1 and not op_sac_applies(req.model):  # a list: op-SAC left out here
+        variants = [v for v in variants if v.recompute != OP_SAC] or variants
     pins = dict(req.pins)
     per_variant = []
     for ex in variants:  # a few execution choices, each a vectorized search of its own

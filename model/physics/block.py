@@ -22,6 +22,7 @@ from model.physics import attention_kernels, elementwise, gemm, lora, moe, ops, 
 from model.physics.collectives import Collective, overlapped_s, summa_comm_time_s
 from model.physics.context import Ctx
 from model.physics.light_recompute import light_recompute
+from model.physics.op_sac import op_sac
 from model.physics.optable import MATMULS, TOKEN_KERNELS, CommSpec, Shards
 from model.physics.strategies import Kind, OpSpec
 from model.physics.volumes import (  # noqa: F401 - MASK_BYTES importable from here as before
@@ -110,7 +111,10 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     kernel = attention_kernels.kernel_used(ex.attention_kernel, m.attention_sinks)
     fused = ex.flash_attention and kernel != "math"
     counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.qk_head_dim),
-                                 ELEMENT_BYTES, m.dropout, keep_scores=ex.recompute == "none",
+                                 ELEMENT_BYTES, m.dropout,
+                                 # a fused kernel never materialises the scores, whatever the
+                                 # recompute: the kernel is its own field (issue 32)
+                                 keep_scores=ex.recompute == "none" and not fused,
                                  fused=fused,
                                  keep_output=ctx.mode.attention_output_kept,
                                  v=float(m.value_head_dim))
@@ -211,6 +215,7 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
         n = _local(ctx.dims[spec.n], sh, spec.n_shard)
         counts = lora.frozen_counts(counts, spec, k, n, ELEMENT_BYTES, ex.trainable,
                                     ex.lora_rank, ex.lora_targets)
+    counts = op_sac(spec, counts, sh, ctx, ELEMENT_BYTES)
     share = ctx.share(spec)
     if share != 1.0:  # a block is the layers' mix: the op runs in a share of them
         for name in _SCALED + ("flop_padding",):

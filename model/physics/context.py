@@ -56,6 +56,9 @@ class Ctx:
             raise ModelError("the paper mode models one execution (flash attention, sequence "
                              "parallelism, 1F1B, distributed optimizer, bf16); drop the "
                              "execution options or use the default model")
+        if ex.recompute == "op-sac":  # TorchTitan's policy: Llama-style blocks only
+            from model.physics.op_sac import check_model  # op_sac reads Ctx: imported here
+            check_model(model)
         precision = PRECISIONS[ex.precision]
         peak = system.matrix_peak_flop_per_s(ex.precision)  # ModelError if the GPU lacks it
         eta = system.gemm_efficiency(precision.efficiency_key) * precision.efficiency_scale

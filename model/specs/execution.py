@@ -50,11 +50,18 @@ DEFAULT_SEARCH: dict[str, Any] = {"interleave": 0, "recompute_layers": AUTO}
 class Execution:
     """Execution choices of one evaluation.
 
-    * ``recompute``: ``none`` keeps every activation, attention scores included (unfused
-      attention); ``selective`` recomputes the attention core in the backward pass (what flash
-      attention does); ``full`` keeps only each block's input and reruns its forward pass.
-    * ``recompute_layers``: with ``none`` or ``selective``, this many transformer layers of each
-      pipeline stage (capped at its layers) recompute fully instead — Megatron's
+    * ``recompute``: ``none`` keeps every activation — with unfused attention
+      (``flash_attention`` off) its scores too; a fused kernel never stores them and recomputes
+      them in its own backward, so with flash attention ``none`` and ``selective`` keep the
+      same (the kernel is its own field, never implied by recompute); ``selective``
+      recomputes the attention core in the backward pass (Megatron's
+      ``--recompute-granularity selective``: core attention; what flash attention does);
+      ``op-sac`` is TorchTitan's per-op policy (``selective_ac_option = "op"``: the outputs of
+      matmuls, attention and collectives kept except every second matmul's, everything else
+      rerun: model.physics.op_sac); ``full`` keeps only each block's input and reruns its
+      forward pass.
+    * ``recompute_layers``: with ``none``, ``selective`` or ``op-sac``, this many transformer
+      layers of each pipeline stage (capped at its layers) recompute fully instead — Megatron's
       ``--recompute-method block --recompute-num-layers N``: memory and time between the two;
       ``"auto"``: each configuration recomputes the fewest layers that make it fit.
     * ``sequence_parallel``: norms and dropouts on l/tp rows with reduce-scatter + all-gather
@@ -291,8 +298,8 @@ class Execution:
                              f"'{self.offload}' moves every layer's activations already)")
         r = self.recompute_layers
         if r and r != AUTO and self.recompute == "full":
-            raise ModelError("recompute_layers applies with recompute none or selective "
-                             "(full already recomputes every layer)")
+            raise ModelError("recompute_layers applies with recompute none, selective or "
+                             "op-sac (full already recomputes every layer)")
 
     @property
     def stage_interleave(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from model.specs.precision import NAMES
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op-sac", "full")
 PRECISIONS = NAMES  # model.specs.precision
 ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "activations", "weights", "all")

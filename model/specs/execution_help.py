@@ -10,7 +10,9 @@ HELP: dict[str, str] = {
     "lora_rank": "rank r of each LoRA adapter (A: k x r, B: r x n)",
     "lora_targets": "the matmuls that carry LoRA adapters: attention, MLP (experts too), all, or "
                     "the fused QKV matmul alone",
-    "recompute": "activation recompute: selective (flash attention's), full, or none",
+    "recompute": "activation recompute: selective (Megatron: core attention), op-sac "
+                 "(TorchTitan's per-op policy: every second matmul and the element-wise ops "
+                 "rerun), full, or none",
     "recompute_layers": "fully recompute N layers per pipeline stage, the rest as --recompute "
                         "(Megatron's block method; 'auto': the fewest that fit)",
     "sequence_parallel": "Megatron sequence parallelism for 1D/context",

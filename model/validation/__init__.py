@@ -239,6 +239,8 @@ def record_execution(p: dict[str, Any]) -> dict[str, Any]:
         out["zero"] = _int(p.get("zero"), 0)
     if "full" in recompute:
         out["recompute"] = "full"
+    elif recompute == "op-sac":  # TorchTitan's per-op policy (model.physics.op_sac)
+        out.update(recompute="op-sac", recompute_layers=0)
     elif "selective" in recompute or "none" in recompute:
         out.update(recompute="selective", recompute_layers=0)
     else:  # not stated: the cheaper of partial recompute and activation offload that fits

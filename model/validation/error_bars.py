@@ -1,111 +1,164 @@
-"""The error bar of a prediction: what leave-one-source-out cross-validation measured on the
-population the prediction belongs to — or "not validated" when no published run of it was ever
-scored.
+"""The error bar of a prediction: a split-conformal interval (:mod:`model.validation.conformal`)
+at a stated coverage, from the leave-one-source-out residuals of the population the prediction
+belongs to — or "not validated" when no published run of it was ever scored.
 
 ``scripts/calibrate --write`` stores, for every published run the calibration uses, the
 iteration time predicted with efficiencies fitted *without* that run's source
 (``model/data/reference/cross_validation.json``): the dense runs under ``runs``, the
-mixture-of-experts runs under ``moe.runs``, each with its ``stack`` and ``system``. The relative
-error of those predictions is the honest spread of a prediction for a run the model has not
-seen. Runs flagged ``uncertain`` (layout or execution not published) are left out.
+mixture-of-experts runs under ``moe.runs``, each with its ``stack``, ``family``, ``system`` and
+GPU ``generation``. Runs flagged ``uncertain`` (layout or execution not published) are left out.
 
-A population is a key (workload, stack, system): workload ``dense`` or ``moe`` (a run's own
-``workload`` field, else its section: any other top-level section with ``runs`` and a
-``workload`` plugs in as data — another stack's sources, or splits by precision), the stack
-preset that ran it, and the system preset (the GPU and its network). A prediction's bar:
+A population is a key (stack lineage, workload, GPU generation, metric): the stack's family
+(``Stack.family``: the Megatron lineage — Megatron-LM, NeMo, Megatron-Bridge — or the
+PyTorch-native one), ``dense`` or ``moe`` (a run's own ``workload`` field, else its section: any
+other top-level section with ``runs`` and a ``workload`` plugs in as data), the generation of
+the system's GPU (ampere, hopper, blackwell, blackwell-ultra), and the metric — training
+throughput (every scored run is a training run). A prediction's bar:
 
-1. **not validated** when no firm run of its workload was scored on its system (e.g. MI300X,
-   H200), or none of its stack or of the releases whose calibration it inherits
-   (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021, whose runs are all uncertain);
-2. else the runs of the first population with at least :data:`MIN_RUNS` of them, from the
-   narrowest: (workload, stack, system), (workload, system) over every stack, (workload, stack)
-   over every system, then the workload over every stack and system — the stack being the
-   nearest release of its lineage with runs of that workload. The bar says which it is.
-
-Stacks come in families (``Stack.family``: the Megatron family, or the PyTorch-native one): a
-PyTorch stack's errors say nothing of a Megatron release's, and the other way round, so every
-population above is taken within the stack's family (every family only where its own has no
-run of the workload: the PyTorch family has no MoE runs).
+1. **not validated** when its family has runs of the workload but none on its GPU generation
+   (e.g. MI300X; TorchTitan on Blackwell), or no firm run of its stack or of the releases whose
+   calibration it inherits (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021);
+2. else the interval of the narrowest population with the runs its coverage needs
+   (:func:`model.validation.conformal.runs_needed`: 4 for 80 %, 19 for 95 %): (family,
+   workload, generation), (family, workload, every generation), (every family, workload,
+   generation), (every family, workload, every generation); a wider one than the first says
+   "borrowed from …"; where even the widest has too few, the bounds are null and the text says
+   so. A family with no run of the workload at all (the PyTorch family has no MoE run) borrows
+   every family's.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from model.errors import ModelError
 from model.specs import memo
+from model.specs.hardware import list_systems, load_system
 from model.specs.schema import DATA_DIR
 from model.specs.stack import lineage, list_stacks, load_stack
+from model.validation import conformal
+from model.validation.conformal import COVERAGE
 
 CROSS_VALIDATION = DATA_DIR / "reference" / "cross_validation.json"
-ALL = "all stacks"
-MIN_RUNS = 5  # fewer firm runs in a population than this: the next wider population applies
+ALL = "every family"
+EVERY_GENERATION = "every GPU generation"
+MIN_RUNS = conformal.runs_needed(COVERAGE)  # the runs an interval at the default coverage needs
 WORKLOADS = ("dense", "moe")
+METRIC = "training"  # the metric every scored run measures (training throughput)
 
 
 @dataclass(frozen=True)
 class Run:
-    """One firm cross-validated run: its population key and |predicted/measured − 1| in %."""
+    """One firm cross-validated run: its population key, |predicted/measured − 1| in % and its
+    conformity score |ln(predicted/measured)| of the iteration time."""
 
     workload: str  # dense or moe
     stack: str
     system: str
     error_pct: float
     family: str = "megatron"  # the stack's family (runs written before families: Megatron's)
+    generation: str = ""  # the GPU generation of the system
+    score: float = math.nan  # |ln(cross-validated / measured)|
+    source: str = ""  # the source held out to predict it
+    run_id: str = ""
+
+
+def population_label(family: str, moe: bool, generation: str | None) -> str:
+    """E.g. 'megatron-family dense training on hopper GPUs'."""
+    fam = "every family's" if family == ALL else f"{family}-family"
+    gen = EVERY_GENERATION if generation is None else f"{generation} GPUs"
+    return f"{fam} {'MoE' if moe else 'dense'} {METRIC} on {gen}"
 
 
 @dataclass(frozen=True)
 class ErrorBar:
-    """Relative error of a predicted iteration time, from cross-validation (percent), or why
-    there is none (``validated`` False: ``reason`` says what was never scored)."""
+    """A prediction's interval: signed bounds on throughput in percent at ``coverage``, from
+    ``runs`` leave-one-source-out residuals of ``population`` (bounds None when too few), or why
+    there is none (``validated`` False: ``reason`` says what was never scored). ``mean_pct`` and
+    ``max_pct``: the mean and max |error| of those runs, for reference only."""
 
-    mean_pct: float  # mean |predicted/measured − 1| of the held-out predictions (nan: none)
-    max_pct: float  # the largest of them
-    runs: int  # how many firm runs the figures come from
-    scope: str  # the stack they come from, or ALL
+    mean_pct: float
+    max_pct: float
+    runs: int
+    scope: str  # the family the runs come from, or ALL
     kind: str = ""  # "MoE " for the mixture-of-experts runs, else empty
-    system: str = ""  # the system they come from ('' : every system)
+    system: str = ""  # the system asked for ('' : any)
     reason: str = ""  # not validated: why
-    asked: str = ""  # the stack the prediction was made with, when it inherits the scope's
+    asked: str = ""  # the stack the prediction was made with
+    coverage: float = COVERAGE
+    low_pct: float | None = None  # signed bound on throughput (%), None: cannot be stated
+    high_pct: float | None = None
+    population: str = ""  # the label of the prediction's own population
+    borrowed: str = ""  # the wider population the interval is borrowed from ('' : its own)
+    own_runs: int = 0  # the runs of its own population (when borrowed: too few)
+    method: str = "leave-one-source-out"  # how the residuals were held out
 
     @property
     def validated(self) -> bool:
         return not self.reason
 
     @property
+    def stated(self) -> bool:
+        """Whether the interval has bounds (validated, and enough runs for the coverage)."""
+        return self.validated and self.low_pct is not None and self.high_pct is not None
+
+    @property
     def text(self) -> str:
-        """E.g. "±4.1 % (max 10 %) from leave-one-source-out cross-validation on 10 runs of
-        every stack on gb200-nvl72", or "not validated: …"."""
+        """E.g. "80 % interval −6.9 % to +7.4 % on throughput (split-conformal over 14
+        leave-one-source-out runs of megatron-family dense training on blackwell GPUs)"."""
         if not self.validated:
             return f"not validated: {self.reason}"
-        where = " of every stack" if self.scope == ALL else f" of {self.scope}"
-        if self.asked and self.scope not in (ALL, self.asked):
-            where += f" (whose calibration {self.asked} inherits)"
-        where += f" on {self.system}" if self.system else " on every system"
-        return (f"±{self.mean_pct:.1f} % (max {self.max_pct:.0f} %) from leave-one-source-out "
-                f"cross-validation on {self.runs} {self.kind}runs{where}")
+        if self.borrowed:
+            of = (f"borrowed from the {self.runs} leave-one-source-out runs of {self.borrowed}: "
+                  f"{self.own_runs} runs of {self.population} are too few ("
+                  f"{conformal.too_few(self.own_runs, self.coverage).split(': ', 1)[1]}); "
+                  "never narrower than their largest residual")
+        else:
+            of = f"split-conformal over {self.runs} {self.method} runs of {self.population}"
+        if not self.stated:
+            return (f"{100 * self.coverage:.0f} % interval not stated: "
+                    f"{conformal.too_few(self.runs, self.coverage)} ({of})")
+        return (f"{100 * self.coverage:.0f} % interval {self.low_pct:+.1f} % to "
+                f"{self.high_pct:+.1f} % on throughput ({of})")
+
+    def _factors(self) -> tuple[float, float]:
+        if not self.stated:
+            return math.nan, math.nan
+        return 1 + self.low_pct / 100, 1 + self.high_pct / 100  # type: ignore[operator]
 
     def time_range(self, seconds: float) -> tuple[float, float]:
-        """The range of a predicted duration (iteration time, days): ± the mean error
-        (nan, nan when not validated)."""
-        return seconds * (1 - self.mean_pct / 100), seconds * (1 + self.mean_pct / 100)
+        """The range of a predicted duration (iteration time, days): t·e^−r … t·e^r (nan, nan
+        when not stated)."""
+        low, high = self._factors()
+        return seconds * low, seconds * high
 
     def rate_range(self, per_s: float) -> tuple[float, float]:
-        """The range of a predicted rate (samples/s, tokens/s): the inverse of the time's."""
-        low, high = self.time_range(1.0)
-        return per_s / high, per_s / low
+        """The range of a predicted rate (samples/s, tokens/s): x·e^−r … x·e^r."""
+        low, high = self._factors()
+        return per_s * low, per_s * high
 
     def to_dict(self) -> dict[str, Any]:
-        if not self.validated:
-            return {"validated": False, "mean_pct": None, "max_pct": None, "runs": 0,
-                    "scope": None, "system": None, "moe": bool(self.kind),
-                    "reason": self.reason, "text": self.text}
-        return {"validated": True, "mean_pct": self.mean_pct, "max_pct": self.max_pct,
-                "runs": self.runs, "scope": self.scope, "system": self.system or None,
-                "moe": bool(self.kind), "text": self.text}
+        """The contract's ``error_bar`` object (plus the older keys for old readers)."""
+        stated = self.stated
+        finite = self.validated and math.isfinite(self.mean_pct)
+        return {"validated": self.validated, "coverage": self.coverage,
+                "n": self.runs if self.validated else 0,
+                "low_pct": self.low_pct if stated else None,
+                "high_pct": self.high_pct if stated else None,
+                "population": self.borrowed or self.population or None,
+                "own_population": self.population or None, "own_n": self.own_runs,
+                "borrowed": bool(self.borrowed),
+                "text": self.text,
+                "mean_pct": self.mean_pct if finite else None,
+                "max_pct": self.max_pct if finite else None,
+                "runs": self.runs if self.validated else 0,
+                "scope": self.scope if self.validated else None,
+                "system": self.system or None, "moe": bool(self.kind),
+                **({} if self.validated else {"reason": self.reason})}
 
 
 @memo.lru("scored runs", 2)
@@ -120,47 +173,86 @@ def scored_runs(path: Path = CROSS_VALIDATION) -> tuple[Run, ...]:
                              section["runs"]))
     return tuple(Run(run.get("workload", workload), run["stack"], run["system"],
                      100 * abs(run["cross_validated_s"] / run["measured_s"] - 1),
-                     run.get("family", "megatron"))
+                     run.get("family", _family(run["stack"])),
+                     run.get("generation") or _generation(run["system"]) or "",
+                     conformal.score(run["cross_validated_s"], run["measured_s"]),
+                     run.get("source", ""), run.get("id", ""))
                  for workload, runs in sections for run in runs if not run["uncertain"])
 
 
-def _bar(runs: list[Run], stack: str, system: str, kind: str, asked: str) -> ErrorBar:
-    errors = [r.error_pct for r in runs]
-    return ErrorBar(sum(errors) / len(errors), max(errors), len(errors), stack, kind, system,
-                    asked=asked)
+def interval(members: list[Run], coverage: float,
+             floor: float = 0.0) -> tuple[float | None, float | None]:
+    """The signed throughput bounds (%) of the runs' split-conformal interval, never narrower
+    than radius ``floor``; None, None when the runs are too few."""
+    r = conformal.radius([m.score for m in members], coverage)
+    return (None, None) if r is None else conformal.bounds_pct(max(r, floor))
 
 
-def error_bar(stack: str | None = None, moe: bool = False,
-              system: str | None = None, scored: tuple[Run, ...] | None = None) -> ErrorBar:
-    """The error bar of a prediction made with ``stack`` (a preset name) for a dense or a
+def _unvalidated(moe: bool, system: str | None, reason: str, coverage: float) -> ErrorBar:
+    return ErrorBar(math.nan, math.nan, 0, "", "MoE " if moe else "", system or "", reason,
+                    coverage=coverage)
+
+
+def _members(runs: list[Run], family: str, generation: str | None) -> list[Run]:
+    return [r for r in runs if (family == ALL or r.family == family)
+            and (generation is None or r.generation == generation)]
+
+
+def population_interval(runs: list[Run], own: tuple[str, str | None], coverage: float
+                        ) -> tuple[list[Run], tuple[str, str | None], list[Run],
+                                   float | None, float | None]:
+    """The runs an interval at ``coverage`` is drawn from for the population ``own`` (family,
+    generation; within ``runs`` of one workload): its own runs when enough, else the first
+    wider population with enough (same family every generation, every family this generation,
+    every family every generation); then that population, the own runs and the signed
+    throughput bounds (%) — a borrowed interval never narrower than the largest residual of
+    the own runs."""
+    own_members = _members(runs, *own)
+    members, pop = own_members, own
+    if len(own_members) < conformal.runs_needed(coverage):
+        for fam, gen in ((own[0], None), (ALL, own[1]), (ALL, None)):
+            wider = _members(runs, fam, gen)
+            if len(wider) >= conformal.runs_needed(coverage):
+                members, pop = wider, (fam, gen)
+                break
+    floor = max((r.score for r in own_members), default=0.0) if pop != own else 0.0
+    low, high = interval(members, coverage, floor)
+    return members, pop, own_members, low, high
+
+
+def error_bar(stack: str | None = None, moe: bool = False, system: str | None = None,
+              scored: tuple[Run, ...] | None = None,
+              coverage: float = COVERAGE) -> ErrorBar:
+    """The interval of a prediction made with ``stack`` (a preset name) for a dense or a
     mixture-of-experts (``moe``) model on ``system`` (a preset name; None: any system, as a
-    stack's listing asks) — see the module docstring. ``scored``: the runs it is drawn from
-    (default :func:`scored_runs` of the shipped cross-validation file)."""
+    stack's listing asks) at ``coverage`` (0.5–0.95) — see the module docstring. ``scored``:
+    the runs it is drawn from (default :func:`scored_runs` of the shipped file)."""
+    coverage = conformal.check_coverage(coverage)
     workload = "moe" if moe else "dense"
-    kind = "MoE " if moe else ""
+    kind = "MoE " if moe else "dense "
     runs = [r for r in (scored_runs() if scored is None else scored) if r.workload == workload]
     family = _family(stack)
+    generation = _generation(system) if system is not None else None
     kin = [r for r in runs if r.family == family]
-    # a system other families have runs on: say whose runs are missing
-    scored_elsewhere = system is not None and any(r.system == system for r in runs)
-    whose = f" of a {family}-family stack" if kin and scored_elsewhere else ""
-    runs = kin or runs
-    if system is not None and not any(r.system == system for r in runs):
-        return ErrorBar(float("nan"), float("nan"), 0, "", kind, system or "", (
-            f"no published {kind or 'dense '}run{whose} on {system} was ever scored"))
+    gen_text = f"a {generation} GPU ({system})" if generation else f"{system}"
+    if system is not None and not any(r.generation == generation for r in (kin or runs)):
+        whose = f" of a {family}-family stack" if kin and any(
+            r.generation == generation for r in runs) else ""
+        return _unvalidated(moe, system, f"no published {kind}run{whose} on {gen_text} "
+                            "was ever scored", coverage)
     chain = lineage(stack) if stack else ()
-    own = next((name for name in chain if any(r.stack == name for r in runs)), None)
-    if stack is not None and own is None:
-        return ErrorBar(float("nan"), float("nan"), 0, "", kind, system or "", (
-            f"no firm published {kind or 'dense '}run of {stack} was ever scored"))
-    for scope, where in ((own, system), (ALL, system), (own, None), (ALL, None)):
-        if scope is None:
-            continue  # no stack named: every stack's populations
-        members = [r for r in runs if (scope == ALL or r.stack == scope)
-                   and (where is None or r.system == where)]
-        if len(members) >= MIN_RUNS or (scope, where) == (ALL, None):
-            return _bar(members, scope, where or "", kind, stack or "")
-    raise AssertionError("unreachable: the widest population is always returned")
+    if stack is not None and not any(r.stack in chain for r in runs):
+        return _unvalidated(moe, system, f"no firm published {kind}run of {stack} was ever "
+                            "scored", coverage)
+    own = (family if kin else ALL, generation)
+    members, pop, own_members, low, high = population_interval(runs, own, coverage)
+    errors = [r.error_pct for r in members]
+    return ErrorBar(sum(errors) / len(errors), max(errors), len(errors), pop[0],
+                    "MoE " if moe else "", system or "", asked=stack or "", coverage=coverage,
+                    low_pct=low, high_pct=high,
+                    population=population_label(own[0], moe, own[1]),
+                    borrowed=population_label(pop[0], moe, pop[1]) if pop != own else "",
+                    own_runs=len(own_members))
 
 
 def _family(stack: str | None) -> str:
@@ -171,3 +263,14 @@ def _family(stack: str | None) -> str:
         return load_stack(stack).family
     except ModelError:
         return "megatron"
+
+
+@memo.lru("system generations", 64)
+def _generation(system: str) -> str | None:
+    """The GPU generation of a system preset (None for a name that is no preset)."""
+    if system not in list_systems():
+        return None
+    try:
+        return load_system(system).generation
+    except (ModelError, AttributeError):
+        return None

@@ -14,11 +14,14 @@ the base stack's mechanisms, not from the fit. A parameter is determined by one 
 system whose time depends on η (:func:`sensitivity`); a system asked for (``fit``) with no
 run, or whose runs' times barely depend on η (communication-bound), is refused, naming the
 runs that would pin it. Leave-one-out needs two runs of a system: each run predicted with η
-fitted on the others.
+fitted on the others. A run that cannot be is refused (:class:`ImpossibleRunError`, naming the
+run and the bound): a throughput that is not finite or not positive, or above the GPU's dense
+peak in the run's precision divided by the model's FLOPs per token (MFU above 1).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ from model.errors import ModelError
 from model.specs import strict_json
 from model.specs.hardware import System, load_system, system_from_dict
 from model.specs.models import load_model
-from model.specs.stack import Stack, stack_from_dict
+from model.specs.stack import Stack, load_stack, stack_from_dict
 from model.specs.transformer import Transformer, transformer_from_dict
 from model.validation import Case
 from model.validation.calibrate import FP8_RATIO, Curve, fit
@@ -59,17 +62,49 @@ def _system(value: Any, where: str) -> System:
     raise ModelError(f"{where}: 'system' must be a preset name or a system object")
 
 
+class ImpossibleRunError(ModelError):
+    """A measured run that cannot be: non-finite, non-positive, or faster than the GPU's peak
+    allows for the model's FLOPs."""
+
+
 def _positive(run: dict, key: str, where: str, kind=int) -> Any:
     value = run.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int) \
-            or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
         raise ModelError(f"{where}: '{key}' must be a positive {kind.__name__}")
+    if not math.isfinite(value) or value <= 0:
+        raise ImpossibleRunError(f"{where}: '{key}' is {value!r}; a measurement must be a "
+                                 f"finite positive {kind.__name__}")
     return value
+
+
+def peak_tokens_per_s(model: Transformer, system: System, precision: str) -> float:
+    """The most tokens/s one GPU can train: its dense peak in ``precision`` (the fastest the
+    GPU has when it lacks that one) over the model's FLOPs per token (6 × active matmul
+    parameters + attention: :attr:`Transformer.model_flops_per_token`) — MFU 1."""
+    try:
+        peak = system.matrix_peak_flop_per_s(precision)
+    except ModelError:
+        peak = max(system.matrix_tflops_fp16, system.matrix_tflops_fp8,
+                   system.matrix_tflops_fp4) * 1e12
+    return peak / model.model_flops_per_token
+
+
+def _physical(where: str, tps: float, model: Transformer, system: System,
+              precision: str) -> None:
+    """Refuse a throughput above the GPU's peak for the model's FLOPs, naming the bound."""
+    bound = peak_tokens_per_s(model, system, precision)
+    if tps > bound:
+        raise ImpossibleRunError(
+            f"{where}: {tps:,.6g} tokens/s per GPU is above what {system.name} can compute for "
+            f"{model.name}: its {precision} peak allows at most {bound:,.0f} tokens/s per GPU "
+            f"({model.model_flops_per_token / 1e9:,.1f} GFLOP per token at MFU 1)")
 
 
 def run_case(run: Any, index: int, stack: str) -> Case:
     """One run of RUNS.json as a calibration case (its schema checked)."""
     where = f"runs[{index}]"
+    if isinstance(run, dict) and isinstance(run.get("id"), str):
+        where += f" ('{run['id']:.40}')"
     if not isinstance(run, dict):
         raise ModelError(f"{where}: expected an object")
     allowed = {"model", "seq_len", "system", "gpus", "global_batch", "layout", "execution",
@@ -89,6 +124,9 @@ def run_case(run: Any, index: int, stack: str) -> Case:
     execution = run.get("execution") or {}
     if not isinstance(execution, dict):
         raise ModelError(f"{where}: 'execution' must be an object of execution options")
+    precision = str(execution.get("precision") or
+                    load_stack(stack).execution.get("precision") or "bf16")
+    _physical(where, float(tps), model, system, precision)
     tp, pp, cp = (int(layout.get(k, 1)) for k in ("tp", "pp", "cp"))
     dp = int(layout.get("dp", gpus // max(tp * pp * cp, 1)))
     config = {"tp1": tp, "tp2": cp, "pp": pp, "dp": dp,
