@@ -187,17 +187,25 @@ def test_one_client_cannot_take_every_job_slot(tmp_path, monkeypatch):
             jobs.terminate_job(pid)
 
 
-def test_a_job_started_by_a_request_thread_is_not_killed_when_the_thread_ends(monkeypatch):
-    """PR_SET_PDEATHSIG fires when the forking thread exits (prctl(2)): a job started by a
+@pytest.mark.parametrize("method, expected", [("spawn", [False, True]),
+                                              ("forkserver", [True, True])])
+def test_a_job_started_by_a_request_thread_is_not_killed_when_the_thread_ends(
+        monkeypatch, method, expected):
+    """PR_SET_PDEATHSIG fires when the forking thread exits (prctl(2)): a job spawned by a
     threaded server's request thread must not ask for it (it died as the request returned and
-    the Plan page showed 'the worker ... stopped'); a job started by the main thread does."""
+    the Plan page showed 'the worker ... stopped'); one spawned by the main thread does, and so
+    does every job of a forkserver (forked by that server's only thread)."""
+    from dashboard.jobs import procs
+
     asked = []
-    monkeypatch.setattr(joblimits, "_die_with", lambda parent, death_signal=True:
+    monkeypatch.setattr(procs, "start_method", lambda: method)
+    monkeypatch.setattr(joblimits, "_die_with", lambda parent, death_signal=True, worker=None:
                         asked.append(death_signal))
     monkeypatch.setattr(joblimits, "_deadline", lambda limit_s: None)
+    monkeypatch.setattr(joblimits, "_memory_limit", lambda extra_bytes: None)
     wrapped = []
     thread = threading.Thread(target=lambda: wrapped.append(joblimits.bounded(lambda: 1)))
     thread.start()
     thread.join()
     assert wrapped[0]() == 1 and joblimits.bounded(lambda: 2)() == 2
-    assert asked == [False, True]
+    assert asked == expected
