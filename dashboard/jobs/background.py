@@ -53,6 +53,7 @@ HEARTBEAT_S = 2.0  # a running Celery job refreshes its heartbeat key this often
 LOST_AFTER_S = 10  # … and counts as lost once the key has expired (several missed beats)
 MARKER_TTL_S = 86400  # how long a job's markers (started, cancelled) are kept: longer than a job
 LOST = "the worker running this job stopped (killed or crashed) before it finished: run it again"
+NO_START = "the server could not start a process for this job: try again, or tell its operator"
 MAX_JOBS = int(os.environ.get("PERF_MAX_JOBS", os.cpu_count() or 1))
 BUSY = (f"the server is running its limit of {MAX_JOBS} background jobs: try again when one "
         "has finished")
@@ -146,8 +147,13 @@ class DiskcacheJobs(DiskcacheManager):
 
         def late() -> None:  # the watchdog's kill, in words for the page
             self.handle.add(key, _failure(joblimits.late_message(bounded.timeout_s)))
-        return procs.start(bounded, (key, self._make_progress_key(key), args, context),
-                           bounded.timeout_s + procs.KILL_GRACE_S, on_kill=late)
+        try:
+            return procs.start(bounded, (key, self._make_progress_key(key), args, context),
+                               bounded.timeout_s + procs.KILL_GRACE_S, on_kill=late)
+        except OSError as exc:  # no process could be started: said, not a 500
+            log.error("background job could not start: %s", exc)
+            self.handle.set(key, _failure(f"{NO_START} ({exc.strerror or exc})"))
+            return 0
 
     def make_job_fn(self, fn, progress, key=None):
         """A picklable job (dashboard.jobs.jobfn): the job's process opens its own store."""

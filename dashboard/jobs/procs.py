@@ -27,6 +27,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -48,17 +49,21 @@ def start_method() -> str:
 
 
 def context() -> multiprocessing.context.BaseContext:
+    """The start method's context: the forkserver with :func:`_preload`; the interpreter run
+    through ``/proc/self/exe`` when this user may not execute it by its path (a service user
+    under an interpreter installed in a directory only its owner can search: exec(2) checks
+    every directory of the path, the kernel's link to the running binary checks none)."""
     ctx = multiprocessing.get_context(start_method())
     if start_method() == "forkserver":
         ctx.set_forkserver_preload(list(_preload()))
+    if not os.access(sys.executable, os.X_OK) and os.path.exists("/proc/self/exe"):
+        ctx.set_executable("/proc/self/exe")
     return ctx
 
 
 def _preload() -> tuple[str, ...]:
     """:data:`PRELOAD`, and the main module first when it is a script (``python app.py``): the
     forkserver imports it once, so a job does not run the script again."""
-    import sys
-
     main = sys.modules.get("__main__")
     script = getattr(main, "__file__", None) and getattr(main, "__spec__", None) is None
     return (("__main__",) if script else ()) + PRELOAD
