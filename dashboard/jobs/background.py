@@ -171,7 +171,7 @@ class DiskcacheJobs(DiskcacheManager):
             return
         if job is not None:  # cancelled (or done): a poll that finds it gone is not a failure
             self.handle.set(_key("cancelled", job), 1, expire=MARKER_TTL_S)
-        super().terminate_job(job)
+            procs.kill(int(job))  # Dash's own raised when the job ended between two looks
 
     def get_or_create_signing_secret(self, generate):
         self._secret = super().get_or_create_signing_secret(generate)

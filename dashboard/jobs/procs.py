@@ -36,8 +36,8 @@ from typing import Any
 
 # what the forkserver imports once, before it forks any job: the estimator, then the app, whose
 # import registers every page's background callbacks (a job finds its callback there)
-PRELOAD = ("model", "model.studies.plan", "model.studies.codesign", "dashboard.jobs.joblimits",
-           "app")
+PRELOAD = ("psutil", "diskcache", "model", "model.studies.plan", "model.studies.codesign",
+           "dashboard.jobs.joblimits", "dashboard.jobs.jobfn", "app")
 KILL_GRACE_S = 5.0  # SIGTERM to SIGKILL
 POLL_S = 0.2  # how often the watchdog looks (also the reaper's delay at worst)
 log = logging.getLogger(__name__)
@@ -170,9 +170,62 @@ def start(target: Callable[..., Any], args: tuple, limit_s: float,
     return process.pid
 
 
+_warmed = threading.Event()
+
+
+def warm() -> None:
+    """Start the forkserver (and its preload) in a background thread, once per process, so the
+    first job does not wait for it (a few seconds on a loaded host: bench/job_start.py)."""
+    if _warmed.is_set() or start_method() != "forkserver":
+        return
+    _warmed.set()
+
+    def run() -> None:
+        from multiprocessing import forkserver
+
+        context()
+        try:
+            forkserver.ensure_running()
+        except OSError as exc:  # the first job says why, in words
+            log.warning("job forkserver could not start: %s", exc)
+    threading.Thread(target=run, name="job-forkserver-warm", daemon=True).start()
+
+
+def warm_on_first_request(server: Any) -> None:
+    """:func:`warm` when the Flask ``server`` answers its first request (not at import: a
+    process that imports the app and serves nothing starts no forkserver)."""
+    @server.before_request
+    def _warm_jobs() -> None:
+        if not _warmed.is_set():
+            warm()
+
+
 def end_all(timeout_s: float = 5.0) -> list[int]:
     """Kill and reap every job this process started that still runs (:meth:`Watchdog.end_all`)."""
     return WATCHDOG.end_all(timeout_s)
+
+
+def kill(pid: int, wait_s: float = 1.0) -> bool:
+    """Kill the job process ``pid`` and its children, if it is one (a process started by a
+    forkserver or by ``spawn``: a pid reused by anything else is left alone); whether one was
+    killed. A process that ends meanwhile is no error (the reaper may collect it first)."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if not any("multiprocessing.forkserver" in part or "multiprocessing.spawn" in part
+                   for part in process.cmdline()):
+            return False
+        family = [*process.children(recursive=True), process]
+    except psutil.Error:
+        return False
+    for proc in family:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(family, timeout=wait_s)
+    return True
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -147,13 +147,17 @@ class LazyStore:
         self._lock = threading.Lock()
         self._local = threading.local()  # this thread's transaction depth
         self._unusable: set[Path] = set()
+        self._trusted: Path | None = None
 
     def __getstate__(self) -> dict:
-        return {"home": self.home, "pinned": self.pinned}
+        # the place the worker has open (probed and checked there): the job opens it directly
+        trusted = Path(self._cache.directory) if self._cache is not None else None
+        return {"home": self.home, "pinned": self.pinned, "trusted": trusted}
 
     def __setstate__(self, state: dict) -> None:
         self.home, self.on_new, self.pinned = state["home"], None, state["pinned"]
         self._setup()
+        self._trusted = state.get("trusted")
 
     @property
     def directory(self) -> str:
@@ -194,6 +198,12 @@ class LazyStore:
         return [p for p in places if p not in self._unusable]
 
     def _open(self):
+        trusted, self._trusted = self._trusted, None
+        if trusted is not None and (trusted / "cache.db").is_file():
+            with contextlib.suppress(Exception):
+                import diskcache
+
+                return diskcache.Cache(str(trusted))
         for directory in self._candidates():
             if not writable(directory):
                 self._unusable.add(directory)
@@ -267,7 +277,7 @@ class LazyStore:
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name in ("home", "on_new", "pinned", "_cache", "_inode",
-                                             "_lock", "_local", "_unusable"):
+                                             "_lock", "_local", "_unusable", "_trusted"):
             raise AttributeError(name)  # not set up yet (unpickling): never the cache's
         attr = getattr(self.cache(), name)
         if not callable(attr):

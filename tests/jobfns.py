@@ -1,0 +1,31 @@
+"""Tiny background jobs for the job tests, in a module that imports almost nothing: a job's
+process imports the module of its function (it is pickled by name), so a light module keeps
+hundreds of job starts fast."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+def quick_job(key, progress_key, store, context) -> None:
+    """Stores (done, its process id, its parent's) under ``key``."""
+    store.set(key, ["done", os.getpid(), os.getppid()])
+
+
+def masked_sleeper(key, progress_key, store, context) -> None:
+    """A job stuck where no Python handler runs (as one blocked in C): SIGALRM and SIGTERM
+    blocked, then a long sleep."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM})
+    store.set(f"{key}-started", os.getpid())
+    time.sleep(120)
+
+
+def allocator(key, progress_key, store, context) -> None:
+    """Allocates 8 GB (as the co-design of finding 7 grew to 3.85 GB), storing how it ended."""
+    try:
+        block = bytearray(8 * 2**30)
+        store.set(key, f"allocated {len(block)}")
+    except MemoryError:
+        store.set(key, "MemoryError")
