@@ -23,9 +23,12 @@ def masked_sleeper(key, progress_key, store, context) -> None:
 
 
 def allocator(key, progress_key, store, context) -> None:
-    """Allocates 8 GB (as the co-design of finding 7 grew to 3.85 GB), storing how it ended."""
+    """Asks for 1 GiB of address space (numpy, never touched: no memory is used unless the
+    kernel refuses it), storing how it ended."""
+    import numpy as np
+
     try:
-        block = bytearray(8 * 2**30)
-        store.set(key, f"allocated {len(block)}")
+        block = np.empty(2**30, dtype=np.uint8)
+        store.set(key, f"allocated {block.nbytes}")
     except MemoryError:
         store.set(key, "MemoryError")

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from test_server import ROOT, until
 
-from dashboard.jobs import background, codesign, joblimits
+from dashboard.jobs import background, budget, codesign, joblimits
 from model import ModelError, load_model, load_system
 from model.engine import rules, space
 from model.studies.codesign import codesign as run_codesign
@@ -209,3 +209,45 @@ def test_a_job_started_by_a_request_thread_is_not_killed_when_the_thread_ends(
     thread.join()
     assert wrapped[0]() == 1 and joblimits.bounded(lambda: 2)() == 2
     assert asked == expected
+
+
+ABSURD = {**codesign.DEFAULTS, "batches": "73513440"}  # finding 7: 3 models (Study 5's)
+
+
+def test_finding7_the_absurd_codesign_is_refused_before_it_runs(tmp_cache, monkeypatch):
+    """Issue 29, finding 7: a co-design with a global batch of 73,513,440 on 3 models was
+    accepted, grew to 3.85 GB and died of memory after 57 s. Its size is counted from the
+    request before any array is built, and it is refused naming the Global batch."""
+    spec = codesign.study(ABSURD)
+    assert len(spec["models"]) == 3
+    monkeypatch.setattr(codesign, "codesign", lambda *a, **k: pytest.fail("search started"))
+    start = time.perf_counter()
+    with pytest.raises(budget.OverBudget, match=r"^Global batch 73,513,440 for gpt3-175b: the "
+                       r"co-design would evaluate more than [\d,]+ configurations .* over this "
+                       r"server's memory budget of 1\.0 GB per request; use a smaller global "
+                       r"batch"):
+        codesign.run(spec)
+    assert time.perf_counter() - start < 30
+    codesign.check_memory(codesign.study(codesign.DEFAULTS))  # the default study fits
+
+
+def test_finding7_a_job_process_is_capped_by_rlimit_as(tmp_path, monkeypatch):
+    """Whatever the estimate misses: the job's process cannot map more than the headroom
+    over what it mapped at its start (RLIMIT_AS), and a MemoryError is said in words."""
+    from jobfns import allocator
+
+    from dashboard.jobs import jobfn
+
+    monkeypatch.setattr(joblimits, "MEMORY_HEADROOM_BYTES", 256 * 2**20)
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    pid = jobs.call_job_fn("big", allocator, jobs.handle, {})
+    try:
+        assert until(lambda: jobs.handle.get("big"), "the job's result", timeout=30) == \
+            "MemoryError"
+    finally:
+        jobs.terminate_job(pid)
+
+    def greedy() -> None:
+        raise MemoryError
+    with pytest.raises(ModelError, match="^the job needed more than its memory limit of 0.2 GB"):
+        jobfn._out_of_memory_in_words(greedy, 256 * 2**20)()

@@ -27,18 +27,16 @@ APP_MODULE = "app"  # the module whose import registers every page's callbacks
 class CallbackJob:
     """Dash's job function of the callback ``fn`` (registered as ``key``), picklable."""
 
-    def __init__(self, fn: Callable[..., Any], key: str | None, store: Any, progress: bool,
-                 memory_bytes: int = 0):
+    def __init__(self, fn: Callable[..., Any], key: str | None, store: Any, progress: bool):
         self.key, self.module = key, getattr(fn, "__module__", None)
         self.qualname = getattr(fn, "__qualname__", None)
-        self.store, self.progress, self.memory_bytes = store, bool(progress), memory_bytes
+        self.store, self.progress = store, bool(progress)
 
     def __call__(self, result_key: str, progress_key: str, args: Any, context: Any) -> None:
         from dash.background_callback.managers.diskcache_manager import _make_job_fn
 
         fn = find_callback(self.key, self.module, self.qualname)
-        run = _make_job_fn(_out_of_memory_in_words(fn, self.memory_bytes), self.store,
-                           self.progress)
+        run = _make_job_fn(_out_of_memory_in_words(fn), self.store, self.progress)
         run(result_key, progress_key, args, context)
 
 
@@ -73,14 +71,17 @@ def _registered(key: str | None) -> Callable[..., Any] | None:
     return None
 
 
-def _out_of_memory_in_words(fn: Callable[..., Any], limit_bytes: int) -> Callable[..., Any]:
-    """``fn`` whose MemoryError (the job's ``RLIMIT_AS``) is a ModelError the page shows."""
-    from dashboard.jobs.joblimits import memory_message
+def _out_of_memory_in_words(fn: Callable[..., Any], limit_bytes: int | None = None
+                            ) -> Callable[..., Any]:
+    """``fn`` whose MemoryError (the job's ``RLIMIT_AS``) is a ModelError the page shows, naming
+    ``limit_bytes`` (default: the limit this job's process runs under)."""
+    from dashboard.jobs import joblimits
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except MemoryError:
-            raise ModelError(memory_message(limit_bytes)) from None
+            limit = joblimits.memory_limit_bytes if limit_bytes is None else limit_bytes
+            raise ModelError(joblimits.memory_message(limit)) from None
     return run

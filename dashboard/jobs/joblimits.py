@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dashboard.jobs import studies
+from dashboard.jobs import budget, studies
 from model import ModelError
 
 # the sweeps' own budget (checked between rows, with a friendlier message) plus a margin
@@ -45,7 +45,14 @@ def late_message(seconds: float) -> str:
             "less (fewer values, models or GPUs)")
 
 
-MEMORY_HEADROOM_BYTES = int(float(os.environ.get("PERF_JOB_MEMORY_MB", 2048)) * 2**20)
+# address space a job may add to what it maps when it starts (RLIMIT_AS): twice a request's
+# memory budget (dashboard.jobs.budget, whose estimates are checked before a job's arrays are
+# built), for what the estimates miss; PERF_JOB_MEMORY_MB sets it
+MEMORY_HEADROOM_BYTES = int(float(os.environ.get(
+    "PERF_JOB_MEMORY_MB", 2 * budget.MEMORY_BUDGET_BYTES / 2**20)) * 2**20)
+
+
+memory_limit_bytes = MEMORY_HEADROOM_BYTES  # in a job's process: the headroom it runs under
 
 
 def memory_message(limit_bytes: int) -> str:
@@ -91,10 +98,12 @@ def bounded(job_fn: Callable[..., Any], timeout_s: float | None = None,
 def _memory_limit(extra_bytes: int) -> None:
     """Cap this process's address space (``RLIMIT_AS``, setrlimit(2): an allocation past it
     fails, numpy raises MemoryError) at what it maps now plus ``extra_bytes``."""
+    global memory_limit_bytes
     if extra_bytes <= 0:
         return
     import psutil
 
+    memory_limit_bytes = int(extra_bytes)
     limit = psutil.Process().memory_info().vms + int(extra_bytes)
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
