@@ -47,7 +47,7 @@ def _no_process_outlives_the_session():
     procs = sys.modules.get("dashboard.jobs.procs")
     if procs is not None:
         procs.end_all()
-    left = psutil.Process().children(recursive=True)
+    left = [p for p in psutil.Process().children(recursive=True) if not _is_resource_tracker(p)]
     for proc in left:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
@@ -56,6 +56,14 @@ def _no_process_outlives_the_session():
         with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(alive, timeout=3)
+
+
+def _is_resource_tracker(proc) -> bool:
+    """multiprocessing's resource tracker: it ignores SIGTERM and ends with this process."""
+    try:
+        return any("multiprocessing.resource_tracker" in part for part in proc.cmdline())
+    except Exception:  # noqa: BLE001 - gone already
+        return True
 
 
 @pytest.fixture
