@@ -251,3 +251,29 @@ def test_finding7_a_job_process_is_capped_by_rlimit_as(tmp_path, monkeypatch):
         raise MemoryError
     with pytest.raises(ModelError, match="^the job needed more than its memory limit of 0.2 GB"):
         jobfn._out_of_memory_in_words(greedy, 256 * 2**20)()
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1"])
+def test_finding8_this_hosts_address_is_capped_like_any_client(tmp_path, monkeypatch, address):
+    """Issue 29, finding 8: behind a TLS proxy on the same host every user is 127.0.0.1, and
+    127.0.0.1 was exempt from the per-client job cap: one such client took every slot."""
+    from flask import Flask
+
+    monkeypatch.setattr(background, "MAX_JOBS", 3)
+    monkeypatch.setattr(background, "MAX_JOBS_PER_CLIENT", 1)
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    web = Flask(__name__)
+    started = []
+
+    def start(key: str) -> int:
+        with web.test_request_context(environ_base={"REMOTE_ADDR": address}):
+            return jobs.call_job_fn(key, _sleeping_job, None, {})
+    try:
+        started.append(start("first"))
+        assert started[0] > 0
+        assert start("second") == 0
+        assert jobs.get_result("second", 0)["background_callback_error"]["msg"] == \
+            background.BUSY_CLIENT
+    finally:
+        for pid in started:
+            jobs.terminate_job(pid)
