@@ -1,8 +1,10 @@
 """Where the dashboard's background callbacks (the HBM sweep) run, chosen when the app starts.
 
-* ``REDIS_URL`` unset (default): Dash's ``DiskcacheManager``. Each job runs in a child process of
-  the web worker that received it; jobs, progress and results go through ``diskcache`` in
-  ``$PERF_CACHE_DIR/background``, which every gunicorn worker of the host shares. One host.
+* ``REDIS_URL`` unset (default): Dash's ``DiskcacheManager``. Each job runs in a process of its
+  own, started from the web worker's forkserver (never a fork of the multithreaded worker:
+  :mod:`dashboard.jobs.procs`), under a watchdog and reaped when it ends; jobs, progress and
+  results go through ``diskcache`` in ``$PERF_CACHE_DIR/background``, which every gunicorn
+  worker of the host shares. One host.
 * ``REDIS_URL=redis://HOST:6379/0``: Dash's ``CeleryManager`` on :data:`celery_app` (broker and
   result backend both that Redis). Jobs run on Celery workers on this host or others, started
   from the repository's root with the same environment::
@@ -15,8 +17,9 @@
 
 At most ``PERF_MAX_JOBS`` jobs (default: the host's CPU count) run at once on one host with the
 diskcache manager — counted across the host's web workers in the shared store; one more is
-refused at once with a message (:data:`BUSY`); one client address may run at most
-``PERF_MAX_JOBS_PER_CLIENT`` of them (default half, at least one: :data:`BUSY_CLIENT`). With
+refused at once with a message (:data:`BUSY`); one client may run at most
+``PERF_MAX_JOBS_PER_CLIENT`` of them (default half, at least one: :data:`BUSY_CLIENT`), this
+host's 127.0.0.1 included. With
 Celery, the workers' ``--concurrency`` bounds them (further jobs wait in the queue).
 
 Either way a job whose process died (worker killed, crashed, out of memory) is reported as a
@@ -27,7 +30,8 @@ silently (diskcache).
 Serialization: the Celery path is JSON only (task arguments, progress, results). The diskcache
 path stores Dash's own job records (callback inputs, progress, outputs) with diskcache's default
 pickle serializer, on the server's own disk; user uploads are never unpickled there, and the
-results cache (:mod:`dashboard.jobs.compute`) stores JSON text.
+results cache (:mod:`dashboard.jobs.compute`) stores JSON text. A job is handed to its process
+pickled as names and plain values (:mod:`dashboard.jobs.jobfn`), built by the server.
 """
 
 from __future__ import annotations
@@ -74,9 +78,9 @@ def _failure(reason: str) -> dict[str, Any]:
 class DiskcacheJobs(DiskcacheManager):
     """``DiskcacheManager`` on ``directory`` that reports a job whose process ended without a
     result. Its store is opened at first use, not here (a damaged store cannot stop a worker
-    from booting), and recovered (:class:`dashboard.jobs.stores.LazyStore`): re-created if its
-    directory is deleted while the app runs, moved aside if corrupt, moved to the host's
-    temporary directory if it cannot be written."""
+    from booting), and recovered (:class:`dashboard.jobs.stores.LazyStore`): re-opened when its
+    database file is deleted or replaced while the app runs, moved aside if corrupt, moved to a
+    private directory of the process if it cannot be written or its disk is full."""
 
     def __init__(self, directory: Path):
         self.directory, self._secret = Path(directory), None

@@ -12,12 +12,20 @@ its killed worker).
   C call runs to its end first: the kernel's CPU-time limit (``RLIMIT_CPU``, SIGXCPU kills the
   process by default: setrlimit(2)) :data:`HARD_GRACE_S` later ends even that.
 * Ends with its worker: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (prctl(2)), and a thread that
-  ends the job once its parent has changed (the parent died before the prctl). The death
-  signal fires when the forking *thread* exits (prctl(2): "the parent thread"), not only its
-  process: it is set only for a job forked by its worker's main thread (gunicorn's sync
-  worker). A job forked by a request thread of a threaded server (werkzeug's, which
-  ``python app.py`` and the browser tests run; its thread ends with the request) would be
-  killed as soon as its request returned, so it relies on the parent watch alone.
+  ends the job once its parent has changed or its web worker is gone. The death signal fires
+  when the forking *thread* exits (prctl(2): "the parent thread"), not only its process: a job
+  of the forkserver (:mod:`dashboard.jobs.procs`) is forked by that server's only thread, which
+  lives as long as the worker, so it always asks for it; a spawned job (no forkserver) asks only
+  when its worker's main thread started it (a request thread of a threaded server ends with
+  its request).
+* Memory: ``RLIMIT_AS`` at what the job maps when it starts plus :data:`MEMORY_HEADROOM_BYTES`
+  (setrlimit(2): an allocation past it fails; numpy raises MemoryError, which the job reports
+  in words, :func:`memory_message`).
+* From outside: the worker's watchdog (:mod:`dashboard.jobs.procs`) ends a job still running
+  past its deadline with SIGTERM, then SIGKILL — where no handler of the job can run.
+
+Every limit is read in the web worker when the job is built (:class:`Bounded` pickles them),
+not in the job's process.
 """
 
 from __future__ import annotations
