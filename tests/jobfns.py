@@ -32,3 +32,27 @@ def allocator(key, progress_key, store, context) -> None:
         store.set(key, f"allocated {block.nbytes}")
     except MemoryError:
         store.set(key, "MemoryError")
+
+
+def spinning_job(key, progress_key, store, context) -> None:
+    """A job looping in Python for ever (as the divisor listing did); it records when it
+    started and how it ended."""
+    from model import ModelError
+
+    store.set(f"{key}-start", time.monotonic())
+    try:
+        n = 0
+        while True:
+            n += 1
+    except ModelError as exc:
+        store.set(key, [str(exc), time.monotonic()])
+
+
+def sleeping_job(key, progress_key, args, context) -> None:
+    time.sleep(120)
+
+
+def napping_job(key, progress_key, store, context) -> None:
+    """A job that outlives the request starting it (its thread), then stores its result."""
+    time.sleep(1.5)
+    store.set(key, "finished")

@@ -17,6 +17,7 @@ import time
 
 import psutil
 import pytest
+from jobfns import napping_job, sleeping_job, spinning_job
 from test_server import ROOT, until
 
 from dashboard.jobs import background, budget, codesign, joblimits
@@ -58,32 +59,15 @@ def test_the_estimators_codesign_refuses_an_unsearchable_batch_at_once():
     assert time.perf_counter() - start < 5
 
 
-def _spinning_job(key, progress_key, args, context) -> None:
-    """A job looping in Python for ever (as the divisor listing did); it records how it
-    ended in the store."""
-    store = args
-    try:
-        n = 0
-        while True:
-            n += 1
-    except ModelError as exc:
-        store.set(key, str(exc))
-
-
-def _sleeping_job(key, progress_key, args, context) -> None:
-    time.sleep(120)
-
-
 def test_finding3_a_job_ends_on_its_deadline_inside_its_loop(tmp_path, monkeypatch):
     monkeypatch.setattr(joblimits, "JOB_TIMEOUT_S", 1.0)
     jobs = background.DiskcacheJobs(tmp_path / "background")
-    start = time.monotonic()
-    pid = jobs.call_job_fn("spin", _spinning_job, jobs.handle, {})
+    pid = jobs.call_job_fn("spin", spinning_job, jobs.handle, {})
     try:
-        message = until(lambda: jobs.handle.get("spin"), "the job's deadline", timeout=15)
+        message, ended = until(lambda: jobs.handle.get("spin"), "the job's deadline", timeout=60)
         assert message == joblimits.late_message(1.0)
+        assert ended - jobs.handle.get("spin-start") < 10  # the alarm was set just before
         until(lambda: not _running(pid), "the job process to end", timeout=10)
-        assert time.monotonic() - start < 10
     finally:
         jobs.terminate_job(pid)
 
@@ -99,9 +83,9 @@ WORKER = textwrap.dedent("""
     import sys, time
     sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
     from dashboard.jobs import background
-    from test_job_limits import _sleeping_job
+    from jobfns import sleeping_job
     jobs = background.DiskcacheJobs(sys.argv[2])
-    print(jobs.call_job_fn("k", _sleeping_job, None, {}), flush=True)
+    print(jobs.call_job_fn("k", sleeping_job, None, {}), flush=True)
     time.sleep(120)
 """)
 
@@ -126,12 +110,6 @@ def test_finding3_a_job_ends_with_its_worker(tmp_path):
             os.kill(job, signal.SIGKILL)
 
 
-def _napping_job(key, progress_key, args, context) -> None:
-    """A job that outlives the request starting it (its thread), then stores its result."""
-    time.sleep(1.5)
-    args.set(key, "finished")
-
-
 def test_a_job_outlives_the_request_thread_that_started_it(tmp_path):
     """A threaded server (werkzeug's: ``python app.py``, the browser tests) forks each job from
     a request thread that ends with the request. The kernel's death signal fires when the
@@ -143,7 +121,7 @@ def test_a_job_outlives_the_request_thread_that_started_it(tmp_path):
     started: list[int] = []
 
     def request() -> None:  # starts the job, lingers past its limits being set, then ends
-        started.append(jobs.call_job_fn("nap", _napping_job, jobs.handle, {}))
+        started.append(jobs.call_job_fn("nap", napping_job, jobs.handle, {}))
         time.sleep(0.5)
 
     thread = threading.Thread(target=request)
@@ -170,7 +148,7 @@ def test_one_client_cannot_take_every_job_slot(tmp_path, monkeypatch):
 
     def start(address: str, key: str) -> int:
         with web.test_request_context(environ_base={"REMOTE_ADDR": address}):
-            return jobs.call_job_fn(key, _sleeping_job, None, {})
+            return jobs.call_job_fn(key, sleeping_job, None, {})
     try:
         started.append(start("10.0.0.1", "a1"))
         assert started[0] > 0
@@ -267,7 +245,7 @@ def test_finding8_this_hosts_address_is_capped_like_any_client(tmp_path, monkeyp
 
     def start(key: str) -> int:
         with web.test_request_context(environ_base={"REMOTE_ADDR": address}):
-            return jobs.call_job_fn(key, _sleeping_job, None, {})
+            return jobs.call_job_fn(key, sleeping_job, None, {})
     try:
         started.append(start("first"))
         assert started[0] > 0
