@@ -7,7 +7,7 @@ is a closure over the callback and an open cache: neither pickles. :class:`Callb
 names instead: the callback's registry key (Dash's ``hash_function`` of its source and id), its
 module and qualified name, and the store (a :class:`~dashboard.jobs.stores.LazyStore`, pickled
 as its directory and opened again in the job). In the job the callback is found in Dash's
-registry (filled when the forkserver preloaded the app, :data:`dashboard.jobs.procs.PRELOAD`), or
+registry (filled when the forkserver preloaded the app, :mod:`dashboard.jobs.preload`), or
 by importing the app, or its module, and the job runs Dash's own job function on it.
 """
 

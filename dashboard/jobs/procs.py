@@ -34,10 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# what the forkserver imports once, before it forks any job: the estimator, then the app, whose
-# import registers every page's background callbacks (a job finds its callback there)
-PRELOAD = ("psutil", "diskcache", "model", "model.studies.plan", "model.studies.codesign",
-           "dashboard.jobs.joblimits", "dashboard.jobs.jobfn", "app")
+# what the forkserver imports once, before it forks any job (each import guarded there)
+PRELOAD = ("dashboard.jobs.preload",)
 KILL_GRACE_S = 5.0  # SIGTERM to SIGKILL
 POLL_S = 0.2  # how often the watchdog looks (also the reaper's delay at worst)
 log = logging.getLogger(__name__)
