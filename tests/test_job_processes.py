@@ -128,10 +128,10 @@ def test_jobs_started_from_many_request_threads_all_end(jobs, tmp_path, threads,
         for w in workers:
             w.start()
         for w in workers:
-            w.join(120)
+            w.join(240)
         assert not any(w.is_alive() for w in workers), "a request thread never returned"
         assert len(started) == threads * per_thread and all(pid > 0 for _, pid in started)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         missing = started
         while missing and time.monotonic() < deadline:
             missing = [(k, p) for k, p in missing if jobs.handle.get(k) is None]
