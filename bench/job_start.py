@@ -39,6 +39,11 @@ def one(jobs, key: str) -> tuple[float, float]:
     return started, answered
 
 
+def p95(values: list[float]) -> float:
+    """The 95th percentile (nearest rank)."""
+    return sorted(values)[max(0, int(round(0.95 * len(values))) - 1)]
+
+
 def main(n: int) -> None:
     from dashboard.jobs import background
 
@@ -49,7 +54,6 @@ def main(n: int) -> None:
         first = one(jobs, "first")
         times = [one(jobs, f"job-{i}") for i in range(n)]
     starts, answers = ([t[i] * 1e3 for t in times] for i in (0, 1))
-    p95 = (lambda xs: sorted(xs)[max(0, int(round(0.95 * len(xs))) - 1)])
     print(f"first job: start {first[0] * 1e3:.0f} ms, answer {first[1] * 1e3:.0f} ms")
     print(f"{n} jobs: start p50 {statistics.median(starts):.1f} ms, p95 {p95(starts):.1f} ms; "
           f"answer p50 {statistics.median(answers):.1f} ms, p95 {p95(answers):.1f} ms")
