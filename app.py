@@ -20,7 +20,10 @@ from dash.exceptions import DependencyException
 from flask import Response
 
 from dashboard import state  # noqa: F401 - registers their callbacks
-from dashboard.jobs import compute  # noqa: F401 - registers their callbacks
+from dashboard.jobs import (
+    compute,  # noqa: F401 - registers their callbacks
+    procs,
+)
 from dashboard.jobs.background import background_manager, celery_app  # noqa: F401 - celery -A app
 from dashboard.layout import shell
 from dashboard.server import export, guard, identity  # noqa: F401 - registers their callbacks
@@ -52,6 +55,8 @@ server.wsgi_app = fixed_host(server.wsgi_app, PUBLIC_HOST, PUBLIC_SCHEME)
 server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
 guard.install(app)  # every callback request checked before Dash reads it (400 otherwise)
 identity.install(server)  # the signed cookie the per-client limits key on
+if celery_app is None:  # one-host jobs: their forkserver started with the first request
+    procs.warm_on_first_request(server)
 
 
 @server.errorhandler(DependencyException)

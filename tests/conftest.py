@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -32,6 +33,37 @@ def pytest_setup_options():
                 f"--user-data-dir={profile}"):
         options.add_argument(arg)
     return options
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_outlives_the_session():
+    """Set up first, torn down last: every background job this session started is killed and
+    reaped (dashboard.jobs.procs), then any other process the session left behind (a server,
+    a job of a server) is ended — SIGTERM, SIGKILL 3 s later — so pytest never waits on a
+    child (issue 29: a deadlocked job kept ``./scripts/test`` from ever exiting)."""
+    yield
+    import psutil
+
+    procs = sys.modules.get("dashboard.jobs.procs")
+    if procs is not None:
+        procs.end_all()
+    left = [p for p in psutil.Process().children(recursive=True) if not _is_resource_tracker(p)]
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(left, timeout=3)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=3)
+
+
+def _is_resource_tracker(proc) -> bool:
+    """multiprocessing's resource tracker: it ignores SIGTERM and ends with this process."""
+    try:
+        return any("multiprocessing.resource_tracker" in part for part in proc.cmdline())
+    except Exception:  # noqa: BLE001 - gone already
+        return True
 
 
 @pytest.fixture

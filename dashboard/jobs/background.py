@@ -1,8 +1,10 @@
 """Where the dashboard's background callbacks (the HBM sweep) run, chosen when the app starts.
 
-* ``REDIS_URL`` unset (default): Dash's ``DiskcacheManager``. Each job runs in a child process of
-  the web worker that received it; jobs, progress and results go through ``diskcache`` in
-  ``$PERF_CACHE_DIR/background``, which every gunicorn worker of the host shares. One host.
+* ``REDIS_URL`` unset (default): Dash's ``DiskcacheManager``. Each job runs in a process of its
+  own, started from the web worker's forkserver (never a fork of the multithreaded worker:
+  :mod:`dashboard.jobs.procs`), under a watchdog and reaped when it ends; jobs, progress and
+  results go through ``diskcache`` in ``$PERF_CACHE_DIR/background``, which every gunicorn
+  worker of the host shares. One host.
 * ``REDIS_URL=redis://HOST:6379/0``: Dash's ``CeleryManager`` on :data:`celery_app` (broker and
   result backend both that Redis). Jobs run on Celery workers on this host or others, started
   from the repository's root with the same environment::
@@ -15,8 +17,9 @@
 
 At most ``PERF_MAX_JOBS`` jobs (default: the host's CPU count) run at once on one host with the
 diskcache manager — counted across the host's web workers in the shared store; one more is
-refused at once with a message (:data:`BUSY`); one client address may run at most
-``PERF_MAX_JOBS_PER_CLIENT`` of them (default half, at least one: :data:`BUSY_CLIENT`). With
+refused at once with a message (:data:`BUSY`); one client may run at most
+``PERF_MAX_JOBS_PER_CLIENT`` of them (default half, at least one: :data:`BUSY_CLIENT`), this
+host's 127.0.0.1 included. With
 Celery, the workers' ``--concurrency`` bounds them (further jobs wait in the queue).
 
 Either way a job whose process died (worker killed, crashed, out of memory) is reported as a
@@ -27,7 +30,8 @@ silently (diskcache).
 Serialization: the Celery path is JSON only (task arguments, progress, results). The diskcache
 path stores Dash's own job records (callback inputs, progress, outputs) with diskcache's default
 pickle serializer, on the server's own disk; user uploads are never unpickled there, and the
-results cache (:mod:`dashboard.jobs.compute`) stores JSON text.
+results cache (:mod:`dashboard.jobs.compute`) stores JSON text. A job is handed to its process
+pickled as names and plain values (:mod:`dashboard.jobs.jobfn`), built by the server.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ import diskcache
 from dash import CeleryManager, DiskcacheManager, Input, Output
 from dash.background_callback.managers import BaseBackgroundCallbackManager
 
-from dashboard.jobs import compute, joblimits
+from dashboard.jobs import compute, joblimits, procs
+from dashboard.jobs.jobfn import CallbackJob
 from dashboard.jobs.stores import LazyStore
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip() or None
@@ -52,6 +57,7 @@ HEARTBEAT_S = 2.0  # a running Celery job refreshes its heartbeat key this often
 LOST_AFTER_S = 10  # … and counts as lost once the key has expired (several missed beats)
 MARKER_TTL_S = 86400  # how long a job's markers (started, cancelled) are kept: longer than a job
 LOST = "the worker running this job stopped (killed or crashed) before it finished: run it again"
+NO_START = "the server could not start a process for this job: try again, or tell its operator"
 MAX_JOBS = int(os.environ.get("PERF_MAX_JOBS", os.cpu_count() or 1))
 BUSY = (f"the server is running its limit of {MAX_JOBS} background jobs: try again when one "
         "has finished")
@@ -59,8 +65,6 @@ RUNNING = "perf-running-jobs"  # the store's list of the host's job process ids
 # jobs one client address may run at once: half the host's (at least one), so that one client
 # cannot take every slot (issue 26: two jobs of one client held a 2-core host's both slots)
 MAX_JOBS_PER_CLIENT = int(os.environ.get("PERF_MAX_JOBS_PER_CLIENT", max(1, MAX_JOBS // 2)))
-# this host's own users and processes (a browser on the machine, the tests): the host's cap only
-THIS_HOST = frozenset({"local", "127.0.0.1", "::1"})
 BUSY_CLIENT = (f"you are running {MAX_JOBS_PER_CLIENT} background job(s) already, the most one "
                "address may: wait for one to finish, or cancel it")
 log = logging.getLogger(__name__)
@@ -74,9 +78,9 @@ def _failure(reason: str) -> dict[str, Any]:
 class DiskcacheJobs(DiskcacheManager):
     """``DiskcacheManager`` on ``directory`` that reports a job whose process ended without a
     result. Its store is opened at first use, not here (a damaged store cannot stop a worker
-    from booting), and recovered (:class:`dashboard.jobs.stores.LazyStore`): re-created if its
-    directory is deleted while the app runs, moved aside if corrupt, moved to the host's
-    temporary directory if it cannot be written."""
+    from booting), and recovered (:class:`dashboard.jobs.stores.LazyStore`): re-opened when its
+    database file is deleted or replaced while the app runs, moved aside if corrupt, moved to a
+    private directory of the process if it cannot be written or its disk is full."""
 
     def __init__(self, directory: Path):
         self.directory, self._secret = Path(directory), None
@@ -102,37 +106,62 @@ class DiskcacheJobs(DiskcacheManager):
         raise AttributeError("the job store is opened lazily by DiskcacheJobs")
 
     def call_job_fn(self, key, job_fn, args, context):
-        """Start the job unless MAX_JOBS run already (then its result is :data:`BUSY` and its
-        id 0, a process that is never running). The slot is reserved in one transaction and
-        the process started after it: a process forked inside the transaction would inherit
-        the store's connection mid-transaction and never write its result."""
-        store = self.store()  # before the job's process opens it
+        """Start the job unless MAX_JOBS run already, or its client runs its share (then its
+        result is :data:`BUSY` or :data:`BUSY_CLIENT` and its id 0, a process that is never
+        running). The slot is reserved in one transaction and the process started after it;
+        a transaction that fails on the store (disk full) runs again on the store's fallback
+        (:meth:`~dashboard.jobs.stores.LazyStore.atomically`)."""
+        store = self.store()
         client = request_client()
         slot = [f"reserved-{os.getpid()}-{time.monotonic_ns()}", time.time(), client]
-        with store.transact():  # one web worker of the host at a time
+
+        def reserve() -> str | None:  # one web worker of the host at a time
             running = [j for j in store.get(RUNNING, []) if _alive(j)]
             mine = sum(self._client_of(store, j) == client for j in running)
             refusal = BUSY if len(running) >= MAX_JOBS else BUSY_CLIENT if (
-                mine >= MAX_JOBS_PER_CLIENT and client not in THIS_HOST) else None
+                client is not None and mine >= MAX_JOBS_PER_CLIENT) else None
+            store.set(RUNNING, running if refusal else [*running, slot])
             if refusal:
-                store.set(RUNNING, running)
                 store.set(key, _failure(refusal))
                 log.warning("background job refused: %d running, %d of them %s's",
                             len(running), mine, client)
-                return 0
-            store.set(RUNNING, [*running, slot])
+            return refusal
+
+        if store.atomically(reserve):
+            return 0
         job = None
         try:
-            # its process ends on its deadline or with this worker (dashboard.jobs.joblimits)
-            job = super().call_job_fn(key, joblimits.bounded(job_fn), args, context)
+            job = self._start(key, job_fn, args, context)
         finally:  # the reservation becomes the job's process id (or is freed)
-            with store.transact():
+            def settle() -> None:
                 others = [j for j in store.get(RUNNING, []) if j != slot and _alive(j)]
                 store.set(RUNNING, others + ([job] if job is not None else []))
                 if job is not None:
                     store.set(_key("client", job), client, expire=MARKER_TTL_S)
+            store.atomically(settle)
         self.handle.delete(_key("cancelled", job))  # a pid reused from a cancelled job
         return job
+
+    def _start(self, key: str, job_fn: Any, args: Any, context: Any) -> int:
+        """The job's process (never a fork of this multithreaded worker: dashboard.jobs.procs),
+        ending on its own deadline, on the watchdog's, or with this worker
+        (dashboard.jobs.joblimits); its process id."""
+        bounded = joblimits.bounded(job_fn, memory_bytes=getattr(job_fn, "memory_bytes", None)
+                                    or None)
+
+        def late() -> None:  # the watchdog's kill, in words for the page
+            self.handle.add(key, _failure(joblimits.late_message(bounded.timeout_s)))
+        try:
+            return procs.start(bounded, (key, self._make_progress_key(key), args, context),
+                               bounded.timeout_s + procs.KILL_GRACE_S, on_kill=late)
+        except OSError as exc:  # no process could be started: said, not a 500
+            log.error("background job could not start: %s", exc)
+            self.handle.set(key, _failure(f"{NO_START} ({exc.strerror or exc})"))
+            return 0
+
+    def make_job_fn(self, fn, progress, key=None):
+        """A picklable job (dashboard.jobs.jobfn): the job's process opens its own store."""
+        return CallbackJob(fn, key, self._store, progress)
 
     @staticmethod
     def _client_of(store, job: Any) -> str | None:
@@ -146,7 +175,7 @@ class DiskcacheJobs(DiskcacheManager):
             return
         if job is not None:  # cancelled (or done): a poll that finds it gone is not a failure
             self.handle.set(_key("cancelled", job), 1, expire=MARKER_TTL_S)
-        super().terminate_job(job)
+            procs.kill(int(job))  # Dash's own raised when the job ended between two looks
 
     def get_or_create_signing_secret(self, generate):
         self._secret = super().get_or_create_signing_secret(generate)
@@ -178,17 +207,20 @@ def _alive(job: Any) -> bool:
         return False
 
 
-def request_client() -> str:
-    """The address of the request starting a job: the peer's, or behind nginx on gunicorn's
-    unix socket (no peer address) the ``X-Real-IP`` nginx sets; "local" outside a request."""
+def request_client() -> str | None:
+    """Who starts a job: None outside a request (the server's own calls: the host's cap only);
+    in a request the peer's address, or behind nginx on gunicorn's unix socket (no peer
+    address) the ``X-Real-IP`` nginx sets, else "unknown". Every client is capped, this host's
+    127.0.0.1 included (issue 29, finding 8: behind a TLS proxy on the same host every user is
+    127.0.0.1, and it was exempt)."""
     from flask import has_request_context, request
 
     if not has_request_context():
-        return "local"
+        return None
     peer = request.environ.get("REMOTE_ADDR") or ""
     if peer and not peer.startswith("/") and peer != "unix":
         return peer
-    return (request.headers.get("X-Real-IP") or "local")[:45]
+    return (request.headers.get("X-Real-IP") or "unknown")[:45]
 
 
 def _key(what: str, job: Any) -> str:

@@ -23,8 +23,9 @@ import pandas as pd
 
 from dashboard.controls.control_table import BY_KEY
 from dashboard.controls.inputs import check_value
-from dashboard.jobs import compute, studies
+from dashboard.jobs import budget, compute, studies
 from model import ModelError, list_models, list_systems, load_model, load_system
+from model.engine.counts import count_range
 from model.engine.request import Request
 from model.specs.prices import (
     STUDY5_BUDGET_USD,
@@ -36,7 +37,7 @@ from model.specs.prices import (
     check_vary,
     price_table,
 )
-from model.studies.codesign import codesign
+from model.studies.codesign import EXECUTION, codesign
 
 MAX_MODELS = 6
 MAX_FIELDS = 3
@@ -172,6 +173,35 @@ def study(form: dict[str, Any]) -> dict[str, Any]:
             "budget_usd": budget, "vary": vary, "prices": table}
 
 
+NARROW = "use a smaller global batch, a lower budget or fewer models"
+
+
+def check_memory(spec: dict[str, Any]) -> None:
+    """Refuse a validated :func:`study` whose search would not fit the server's memory budget
+    per request (:data:`dashboard.jobs.budget.MEMORY_BUDGET_BYTES`), before any array is built
+    (issue 29, finding 7: a global batch of 73,513,440 on 3 models grew to 3.85 GB and died of
+    memory after 57 s). Sized from the request: each model's search runs every GPU count the
+    budget buys of the cheapest design in one vectorized evaluation
+    (:func:`model.engine.counts.best_per_count`, one execution at a time), counted with
+    :func:`dashboard.jobs.budget.size` for one execution of the co-design's defaults (counting
+    stops past the budget). A ModelError naming the Global batch control when it is over."""
+    system = load_system(spec["system"])
+    node = system.node_size
+    prices = price_table(spec["prices"])
+    cheapest = min(prices.price(dict(zip(spec["vary"], combo)))
+                   for combo in itertools.product(*spec["vary"].values()))
+    counts = count_range(int(spec["budget_usd"] // cheapest // node * node), node)
+    if not len(counts):
+        return
+    one = {k: (v[0] if isinstance(v, list) else v) for k, v in EXECUTION.items()}
+    for model, gbs in zip(spec["models"], spec["batches"], strict=True):
+        request = Request.build(load_model(model), system, global_batch=gbs, strategy=STRATEGY,
+                                gpus=list(counts), execution=one)
+        sized = budget.size(request)
+        budget.check(f"Global batch {gbs:,} for {model}: the co-design", sized.search_bytes(),
+                     0.0, sized, NARROW)
+
+
 def run(spec: dict[str, Any], progress: Callable[[int, int], None] | None = None,
         time_budget_s: float | None = None) -> pd.DataFrame:
     """The rows of :func:`model.studies.codesign.codesign` for a validated :func:`study`
@@ -194,6 +224,7 @@ def run(spec: dict[str, Any], progress: Callable[[int, int], None] | None = None
             host_memory_bandwidth_gb_per_s=spec["host_gb_per_s"])
         requests = [Request.build(load_model(m), system, global_batch=gbs, strategy=STRATEGY)
                     for m, gbs in zip(spec["models"], spec["batches"], strict=True)]
+        check_memory(spec)
         res = codesign(requests, budget_usd=spec["budget_usd"], vary=spec["vary"],
                        prices=spec["prices"], progress=report)
         return res.rows

@@ -12,18 +12,25 @@ its killed worker).
   C call runs to its end first: the kernel's CPU-time limit (``RLIMIT_CPU``, SIGXCPU kills the
   process by default: setrlimit(2)) :data:`HARD_GRACE_S` later ends even that.
 * Ends with its worker: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (prctl(2)), and a thread that
-  ends the job once its parent has changed (the parent died before the prctl). The death
-  signal fires when the forking *thread* exits (prctl(2): "the parent thread"), not only its
-  process: it is set only for a job forked by its worker's main thread (gunicorn's sync
-  worker). A job forked by a request thread of a threaded server (werkzeug's, which
-  ``python app.py`` and the browser tests run; its thread ends with the request) would be
-  killed as soon as its request returned, so it relies on the parent watch alone.
+  ends the job once its parent has changed or its web worker is gone. The death signal fires
+  when the forking *thread* exits (prctl(2): "the parent thread"), not only its process: a job
+  of the forkserver (:mod:`dashboard.jobs.procs`) is forked by that server's only thread, which
+  lives as long as the worker, so it always asks for it; a spawned job (no forkserver) asks only
+  when its worker's main thread started it (a request thread of a threaded server ends with
+  its request).
+* Memory: ``RLIMIT_AS`` at what the job maps when it starts plus :data:`MEMORY_HEADROOM_BYTES`
+  (setrlimit(2): an allocation past it fails; numpy raises MemoryError, which the job reports
+  in words, :func:`memory_message`).
+* From outside: the worker's watchdog (:mod:`dashboard.jobs.procs`) ends a job still running
+  past its deadline with SIGTERM, then SIGKILL — where no handler of the job can run.
+
+Every limit is read in the web worker when the job is built (:class:`Bounded` pickles them),
+not in the job's process.
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 import resource
 import signal
@@ -31,7 +38,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dashboard.jobs import studies
+from dashboard.jobs import budget, studies
 from model import ModelError
 
 # the sweeps' own budget (checked between rows, with a friendlier message) plus a margin
@@ -46,41 +53,115 @@ def late_message(seconds: float) -> str:
             "less (fewer values, models or GPUs)")
 
 
-def bounded(job_fn: Callable[..., Any], timeout_s: float | None = None) -> Callable[..., Any]:
-    """``job_fn`` run under this module's limits (wrap it in the thread that starts the job's
-    process; it runs in that new process)."""
-    # PR_SET_PDEATHSIG fires when the *thread* that forked the job exits (prctl(2)): a request
-    # thread of a threaded server (werkzeug's, gunicorn's gthread) ends right after it starts
-    # the job, which then died at once ("the worker ... stopped"); only a fork from the main
-    # thread, whose exit is the worker's, may use it — the watch thread covers every case
-    @functools.wraps(job_fn)
-    def job(*args: Any, **kwargs: Any) -> Any:
-        limit_s = JOB_TIMEOUT_S if timeout_s is None else timeout_s
-        parent = os.getppid()
-        _die_with(parent, death_signal=forked_by_main)
-        _deadline(limit_s)
-        return job_fn(*args, **kwargs)
-
-    # read in the worker, in the thread that wraps the job and forks its process
-    forked_by_main = threading.current_thread() is threading.main_thread()
-    return job
+# address space a job may add to what it maps when it starts (RLIMIT_AS): twice a request's
+# memory budget (dashboard.jobs.budget, whose estimates are checked before a job's arrays are
+# built), for what the estimates miss; PERF_JOB_MEMORY_MB sets it
+MEMORY_HEADROOM_BYTES = int(float(os.environ.get(
+    "PERF_JOB_MEMORY_MB", 2 * budget.MEMORY_BUDGET_BYTES / 2**20)) * 2**20)
 
 
-def _die_with(parent: int, death_signal: bool = True) -> None:
-    """End this process once ``parent`` is gone: the kernel's death signal (only if
-    ``death_signal``: its forking thread lives as long as the worker) and a watch thread."""
+memory_limit_bytes = MEMORY_HEADROOM_BYTES  # in a job's process: the headroom it runs under
+
+
+def memory_message(limit_bytes: int) -> str:
+    return (f"the job needed more than its memory limit of {limit_bytes / 2**30:.1f} GB and was "
+            "stopped: ask for less (fewer values, models or GPUs, or a smaller global batch)")
+
+
+class Bounded:
+    """A job function run under this module's limits: built in the web worker, pickled to the
+    job's new process and called there. Picklable: the limits are plain numbers read here, in
+    the worker (a job process does not see the worker's settings changed after import)."""
+
+    def __init__(self, job_fn: Callable[..., Any], timeout_s: float | None = None,
+                 memory_bytes: int | None = None, death_signal: bool | None = None):
+        self.job_fn = job_fn
+        self.timeout_s = JOB_TIMEOUT_S if timeout_s is None else float(timeout_s)
+        self.memory_bytes = MEMORY_HEADROOM_BYTES if memory_bytes is None else int(memory_bytes)
+        # PR_SET_PDEATHSIG fires when the *thread* that forked the job exits (prctl(2)): a job
+        # of the forkserver is forked by that server's one thread (it lives as long as the
+        # worker); a spawned one by the calling thread, which may be a request's (werkzeug,
+        # gthread) that ends right after: then only the parent watch ends it
+        if death_signal is None:
+            from dashboard.jobs import procs
+
+            death_signal = procs.start_method() == "forkserver" or \
+                threading.current_thread() is threading.main_thread()
+        self.death_signal, self.worker = death_signal, os.getpid()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        worker = self.worker if self.worker != os.getppid() else None
+        _die_with(os.getppid(), death_signal=self.death_signal, worker=worker)
+        _deadline(self.timeout_s)
+        _memory_limit(self.memory_bytes)
+        return self.job_fn(*args, **kwargs)
+
+
+def bounded(job_fn: Callable[..., Any], timeout_s: float | None = None,
+            memory_bytes: int | None = None) -> Bounded:
+    """``job_fn`` run under this module's limits (:class:`Bounded`)."""
+    return Bounded(job_fn, timeout_s, memory_bytes)
+
+
+def _memory_limit(extra_bytes: int) -> None:
+    """Cap this process's address space (``RLIMIT_AS``, setrlimit(2): an allocation past it
+    fails, numpy raises MemoryError) at what it maps now plus ``extra_bytes``."""
+    global memory_limit_bytes
+    if extra_bytes <= 0:
+        return
+    import psutil
+
+    memory_limit_bytes = int(extra_bytes)
+    limit = psutil.Process().memory_info().vms + int(extra_bytes)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def _die_with(parent: int, death_signal: bool = True, worker: int | None = None) -> None:
+    """End this process once ``parent`` (or the web ``worker`` that started it, when the
+    parent is a forkserver) is gone: the kernel's death signal (only if ``death_signal``: its
+    forking thread lives as long as the worker) and a watch thread."""
     if death_signal:
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):  # not Linux: the thread below still does it
             pass
+    _release_forkserver()
 
     def watch() -> None:
         while True:
-            if os.getppid() != parent:
+            if os.getppid() != parent or (worker is not None and not _exists(worker)):
                 os._exit(75)  # the worker is gone: nobody will read the result
             threading.Event().wait(PARENT_POLL_S)
     threading.Thread(target=watch, name="job-parent-watch", daemon=True).start()
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _release_forkserver() -> None:
+    """Close the forkserver's liveness pipe this job inherited (multiprocessing hands every
+    child of a forkserver the worker's end of it): the forkserver exits once its worker is
+    gone only when no job keeps that pipe open, and its exit ends the job (death signal)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None and os.getpid() != getattr(server, "_forkserver_pid", None):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
 
 
 def _deadline(limit_s: float) -> None:

@@ -7,8 +7,13 @@ the app always starts and serves (issue 26, finding 1).
   store corrupted again and again cannot fill the disk) and a new one is created; logged once
   per event.
 * Read-only (the directory or database cannot be written: a read-only mount, wrong owner, a
-  full disk): the app runs without it — the results cache computes every request, the job
-  store moves to the host's temporary directory — logged once per process.
+  full disk, "database or disk is full" in a transaction too): the app runs without it — the
+  results cache computes every request, the job store moves to a private directory of this
+  process (``tempfile.mkdtemp``, 0700: never a shared path another user could create first)
+  — logged once per process.
+* Deleted or replaced (its directory removed while the app runs): every process re-opens the
+  database when its file's inode changes, so the web workers and their jobs never go on
+  writing to two different databases (issue 29, finding 6).
 
 The stores hold only what can be recomputed (results, job records of the running jobs), so
 setting a damaged one aside loses nothing a user asked to keep.
@@ -99,14 +104,18 @@ def move_aside(directory: Path, why: BaseException) -> Path | None:
     return target
 
 
-def fallback_directory(directory: Path) -> Path:
-    """Where a store whose directory cannot be written lives instead: the host's temporary
-    directory, one name per user and configured path, so every worker of the host agrees."""
-    import hashlib
+def private_directory(directory: Path) -> Path:
+    """Where a store whose directory cannot be written lives instead: a new directory of this
+    process, made by ``tempfile.mkdtemp`` (mode 0700, a name no other user can predict or plant;
+    issue 29, finding 4: the old fallback, ``$TMPDIR/perf-<name>-<uid>-<hash>``, was used even
+    when another user had created it first, and ran their code as the app's user)."""
     import tempfile
 
-    tag = hashlib.sha256(str(Path(directory).resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"perf-{Path(directory).name}-{os.getuid()}-{tag}"
+    private = Path(tempfile.mkdtemp(prefix=f"perf-{Path(directory).name}-"))
+    info = private.lstat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:  # mkdtemp's promise, checked
+        raise OSError(errno.EPERM, f"temporary directory {private} is not private")
+    return private
 
 
 def close_quietly(store: object) -> None:
@@ -116,46 +125,85 @@ def close_quietly(store: object) -> None:
 
 class LazyStore:
     """A ``diskcache.Cache`` at ``home``, opened at its first use (never at import: a damaged
-    store cannot stop a worker from booting), recovered as the module says, and re-created
-    when its directory is deleted while the app runs (``on_new(cache)`` then restores what
-    must survive, e.g. a signing secret). Every other attribute is the open cache's; a call
-    that fails on a corrupt or read-only database recovers and is tried once more."""
+    store cannot stop a worker from booting), recovered as the module says, and re-opened when
+    its database file is replaced (deleted, re-created by another process: a new inode) while
+    the app runs (``on_new(cache)`` then restores what must survive, e.g. a signing secret).
+    Every other attribute is the open cache's; a call that fails on a corrupt, read-only or
+    full database recovers and is tried once more (outside a transaction: inside one the
+    transaction is rolled back and :meth:`atomically` runs it again).
 
-    def __init__(self, home: Path, on_new=None):
+    Pickled (to a job's process) as the directory in use: the job opens its own connections
+    there, after it starts, and writes where the web worker reads."""
+
+    def __init__(self, home: Path, on_new=None, pinned: Path | None = None):
+        self.home, self.on_new, self.pinned = Path(home), on_new, pinned
+        self._setup()
+
+    def _setup(self) -> None:
         import threading
 
-        self.home, self.on_new = Path(home), on_new
         self._cache = None
+        self._inode: tuple[int, int] | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()  # this thread's transaction depth
         self._unusable: set[Path] = set()
+        self._trusted: Path | None = None
+
+    def __getstate__(self) -> dict:
+        # the place the worker has open (probed and checked there): the job opens it directly
+        trusted = Path(self._cache.directory) if self._cache is not None else None
+        return {"home": self.home, "pinned": self.pinned, "trusted": trusted}
+
+    def __setstate__(self, state: dict) -> None:
+        self.home, self.on_new, self.pinned = state["home"], None, state["pinned"]
+        self._setup()
+        self._trusted = state.get("trusted")
 
     @property
     def directory(self) -> str:
         return self.cache().directory
 
-    def cache(self):
-        """The open cache (opened, or re-created after a deletion, here)."""
+    def _current(self):
+        """The open cache if its database file is still the one it opened, else None."""
         current = self._cache
-        if current is not None and (Path(current.directory) / "cache.db").is_file():
+        if current is None:
+            return None
+        try:
+            info = os.stat(Path(current.directory) / "cache.db")
+        except OSError:
+            return None
+        return current if (info.st_dev, info.st_ino) == self._inode else None
+
+    def cache(self):
+        """The open cache (opened, or re-opened after its file was replaced, here)."""
+        current = self._current()
+        if current is not None:
             return current
         with self._lock:
-            current = self._cache
-            if current is not None and (Path(current.directory) / "cache.db").is_file():
-                return current
+            current = self._current()
             if current is not None:
-                log.warning("store %s was deleted: re-created", current.directory)
+                return current
+            if self._cache is not None:
+                log.warning("store %s was deleted or replaced: re-opened", self._cache.directory)
+                close_quietly(self._cache)
             self._cache = self._open()
+            info = os.stat(Path(self._cache.directory) / "cache.db")
+            self._inode = (info.st_dev, info.st_ino)
             if self.on_new is not None:
                 self.on_new(self._cache)
             return self._cache
 
     def _candidates(self) -> list[Path]:
-        places = [self.home, fallback_directory(self.home)]
+        places = [self.pinned] if self.pinned is not None else [self.home]
         return [p for p in places if p not in self._unusable]
 
     def _open(self):
-        import tempfile
+        trusted, self._trusted = self._trusted, None
+        if trusted is not None and (trusted / "cache.db").is_file():
+            with contextlib.suppress(Exception):
+                import diskcache
 
+                return diskcache.Cache(str(trusted))
         for directory in self._candidates():
             if not writable(directory):
                 self._unusable.add(directory)
@@ -172,9 +220,10 @@ class LazyStore:
                 self._unusable.add(directory)
                 say_once(f"unusable {directory}", "store %s unusable (%s): running without "
                          "it", directory, exc)
-        private = Path(tempfile.mkdtemp(prefix=f"perf-{self.home.name}-"))
-        say_once(f"private {self.home}", "store %s: no shared place can be written; this "
-                 "process uses %s", self.home, private)
+        private = private_directory(self.home)
+        self.pinned = private  # this process's jobs write here too (pickled as this place)
+        say_once(f"private {self.home}", "store %s cannot be used; this process uses the "
+                 "private directory %s", self.home, private)
         return _open_checked(private)
 
     def recover(self, exc: BaseException) -> bool:
@@ -191,20 +240,54 @@ class LazyStore:
                 move_aside(where, exc)
             else:
                 self._unusable.add(where)
+                if where == self.pinned:
+                    self.pinned = None
                 say_once(f"read-only {where}", "store %s cannot be written (%s): running "
                          "without it", where, exc)
         return True
 
+    @contextlib.contextmanager
+    def transact(self, retry: bool = True):
+        """The open cache's transaction. A store failure inside it is not retried on another
+        store (that would write outside the transaction): it rolls back and is raised, after
+        the store is set aside (:meth:`recover`), for :meth:`atomically` to run again."""
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        try:
+            with self.cache().transact(retry):
+                yield
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if depth == 0:
+                self.recover(exc)
+            raise
+        finally:
+            self._local.depth = depth
+
+    def atomically(self, fn):
+        """``fn()`` inside :meth:`transact`, run once more on the recovered store (e.g. the
+        private directory, when the disk is full: issue 29, finding 10) if the store failed."""
+        try:
+            with self.transact():
+                return fn()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if not (is_corrupt(exc) or is_read_only(exc)):
+                raise
+        with self.transact():
+            return fn()
+
     def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("home", "on_new", "pinned", "_cache", "_inode",
+                                             "_lock", "_local", "_unusable", "_trusted"):
+            raise AttributeError(name)  # not set up yet (unpickling): never the cache's
         attr = getattr(self.cache(), name)
-        if not callable(attr) or name == "transact":
+        if not callable(attr):
             return attr
 
         def call(*args, **kwargs):
             try:
                 return attr(*args, **kwargs)
             except (sqlite3.DatabaseError, OSError) as exc:
-                if not self.recover(exc):
+                if getattr(self._local, "depth", 0) or not self.recover(exc):
                     raise
                 return getattr(self.cache(), name)(*args, **kwargs)
         return call
