@@ -282,3 +282,22 @@ def test_finding3_saved_entries_validates_at_most_max_saved(monkeypatch):
     calls.clear()
     many = [{"name": f"s{i}", "scenario": scn} for i in range(5_000)]
     assert len(saved.entries(many)) == saved.MAX_SAVED and len(calls) == saved.MAX_SAVED
+
+
+def test_finding8_the_job_cap_keys_on_the_signed_cookie():
+    """Two browsers behind one address (a TLS proxy on this host) are two clients for the
+    job cap too: the request's key is the signed cookie's id that identity.install marks."""
+    import app as dash_app
+    from dashboard.jobs.background import request_client
+    from dashboard.server import identity
+
+    server = dash_app.server
+    key = identity.secret()
+    seen = []
+    for cid in ("a" * 32, "b" * 32, None):
+        headers = {"Cookie": f"{identity.COOKIE}={identity.sign(cid, key)}"} if cid else {}
+        with server.test_request_context("/", headers=headers,
+                                         environ_base={"REMOTE_ADDR": "127.0.0.1"}):
+            server.preprocess_request()  # the before-request hooks, identity's among them
+            seen.append(request_client())
+    assert seen == [f"cookie:{'a' * 32}", f"cookie:{'b' * 32}", "127.0.0.1"]

@@ -209,14 +209,18 @@ def _alive(job: Any) -> bool:
 
 def request_client() -> str | None:
     """Who starts a job: None outside a request (the server's own calls: the host's cap only);
-    in a request the peer's address, or behind nginx on gunicorn's unix socket (no peer
-    address) the ``X-Real-IP`` nginx sets, else "unknown". Every client is capped, this host's
-    127.0.0.1 included (issue 29, finding 8: behind a TLS proxy on the same host every user is
-    127.0.0.1, and it was exempt)."""
+    in a request the key :mod:`dashboard.server.identity` marked (the signed cookie's id, else
+    the address), or without one the peer's address, or behind nginx on gunicorn's unix socket
+    (no peer address) the ``X-Real-IP`` nginx sets, else "unknown". Every client is capped,
+    this host's 127.0.0.1 included (issue 29, finding 8: behind a TLS proxy on the same host
+    every user is 127.0.0.1, and it was exempt)."""
     from flask import has_request_context, request
 
     if not has_request_context():
         return None
+    marked = request.environ.get("perf.client")  # dashboard.server.identity: cookie or address
+    if marked:
+        return str(marked)[:80]
     peer = request.environ.get("REMOTE_ADDR") or ""
     if peer and not peer.startswith("/") and peer != "unix":
         return peer

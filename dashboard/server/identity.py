@@ -129,10 +129,28 @@ def cookie_in_head(head: bytes) -> str | None:
     return None
 
 
+ENVIRON_KEY = "perf.client"  # where the request's client key is left for the job cap
+
+
+def _address() -> str:
+    """The peer's address, or behind nginx on gunicorn's unix socket the ``X-Real-IP`` nginx
+    sets (trusted only there), else "unknown"."""
+    peer = request.environ.get("REMOTE_ADDR") or ""
+    if peer and not peer.startswith("/") and peer != "unix":
+        return peer
+    return (request.headers.get("X-Real-IP") or "unknown")[:45]
+
+
 def install(server: Flask) -> None:
     """Give every browser without a valid cookie one (HttpOnly, SameSite=Lax; Secure when the
     deployment says it is served over https, ``PERF_PUBLIC_SCHEME``)."""
     secure = os.environ.get("PERF_PUBLIC_SCHEME", "http") == "https"
+
+    @server.before_request
+    def mark_client() -> None:
+        """The request's client key, for the job cap (dashboard.jobs.background reads it from
+        the WSGI environ: the jobs layer sits below this one and does not import it)."""
+        request.environ[ENVIRON_KEY] = identity(request.cookies.get(COOKIE), _address())
 
     @server.after_request
     def issue_cookie(response: Response) -> Response:
