@@ -163,7 +163,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                      critical_batch_warning(model, args.global_batch) or None})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system)))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system),
+                                           explain=args.explain))
     return 0
 
 
