@@ -128,6 +128,10 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
          .add("hbm_mb", "HBM traffic", ".4g", " MB")
          .add("intensity", "intensity", ".4g", " FLOP/B")
          .add("achieved_tflops", "achieved", ".4g", " TFLOP/s")
+         .add("implied_flop_efficiency_fwd", "implied FLOP efficiency fwd", ".1%")
+         .add("implied_flop_efficiency_bwd", "implied FLOP efficiency bwd", ".1%")
+         .add("implied_hbm_efficiency_fwd", "implied HBM efficiency fwd", ".1%")
+         .add("implied_hbm_efficiency_bwd", "implied HBM efficiency bwd", ".1%")
          .add("t_iter", "time per iteration", ".4g", " s"))
         data.append(dict(
             type="scatter", x=part["intensity"].to_numpy(), y=part["achieved_tflops"].to_numpy(),
