@@ -109,6 +109,9 @@ layout = html.Div(className="page-body", children=[
             html.H3("Per-op breakdown (selected configuration)"),
             html.Div(OPS_NOTE, className="card-note"),
             dag.AgGrid(id="design-ops-table", columnDefs=OPS_COLUMNS, rowData=[],
+                       # every column rendered (the efficiencies too), as the top table: a few
+                       # dozen ops at most
+                       dashGridOptions={"suppressColumnVirtualisation": True},
                        defaultColDef={"resizable": True}, style={"height": "420px"},
                        className="ag-theme-alpine"),
         ]),
