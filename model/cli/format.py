@@ -33,10 +33,6 @@ MS_COLUMNS = (("fwd ms", "t_fwd_s"), ("bwd ms", "t_bwd_s"), ("comm ms", "t_comm_
 # columns given as ranges under the error bar: durations, and rates (whose range is inverted)
 RANGED_TIMES = ("iteration_time_s", "train_days", "days_per_1t_tokens")
 RANGED_RATES = ("samples_per_s", "tokens_per_s", "tflops_per_gpu")
-KERNEL_HEADING = ("per op kernel (ms: one microbatch, collectives left out; FLOP eff: the time its "
-                  "FLOPs take at peak,\nmatrix FLOPs at the matrix peak of the precision it "
-                  "runs in, vector FLOPs at the vector peak, over\nits kernel time; HBM eff: its "
-                  "HBM bytes / kernel time / the nominal HBM bandwidth):")
 PLACEMENT_LEGEND = ("placement = GPUs of one NVLink domain along tp1 x tp2 x dp x pp "
                     "(context: tp1 x cp x dp x pp)")
 # the context strategy's second axis shards the sequence: context parallelism, shown as cp
@@ -304,25 +300,8 @@ def op_table(ops: pd.DataFrame) -> str:
     return table.to_string(index=False, float_format=lambda v: f"{v:.4g}")
 
 
-def kernel_table(ops: pd.DataFrame) -> str:
-    """Each op's kernel time per direction (ms per microbatch) and the fractions of the peaks
-    it implies (:mod:`model.engine.kernel_report`), as percentages."""
-    if ops.empty:
-        return "(no ops)"
-    table = ops[["where", "op", "kind", "bound"]].copy()
-    for way in ("fwd", "bwd"):
-        table[f"{way} kernel ms"] = (ops[f"kernel_time_{way}_s"] * 1e3).map(lambda v: f"{v:.4g}")
-        for label, col in (("FLOP", "implied_flop_efficiency"), ("HBM", "implied_hbm_efficiency")):
-            table[f"{way} {label} eff"] = ops[f"{col}_{way}"].map(
-                lambda v: f"{100 * v:.1f}%" if math.isfinite(v) else "-")
-    table["matrix peak TFLOP/s"] = ops["matrix_peak_tflops"].map(lambda v: f"{v:.4g}")
-    return table.to_string(index=False)
-
-
-def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None,
-                      explain: bool = False) -> str:
-    """One configuration: summary lines, then the per-op table (with ``explain``, then each
-    op's kernel times and implied efficiencies)."""
+def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None) -> str:
+    """One configuration: summary lines, then the per-op table."""
     row = ev.row
     fits = "fits in HBM" if ev.fits else "does NOT fit in HBM"
     lines = [
@@ -341,7 +320,34 @@ def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None,
         " iteration on the slowest stage):",
         op_table(ev.ops),
         "",
-        *([KERNEL_HEADING, kernel_table(ev.ops), ""] if explain else []),
         PLACEMENT_LEGEND,
     ]
     return "\n".join(lines)
+
+
+# --- evaluate --explain --------------------------------------------------------------------------
+KERNEL_HEADING = ("per op kernel (ms: one microbatch, collectives left out; FLOP eff: the time its "
+                  "FLOPs take at peak,\nmatrix FLOPs at the matrix peak of the precision it "
+                  "runs in, vector FLOPs at the vector peak, over\nits kernel time; HBM eff: its "
+                  "HBM bytes / kernel time / the nominal HBM bandwidth):")
+
+
+def kernel_table(ops: pd.DataFrame) -> str:
+    """Each op's kernel time per direction (ms per microbatch) and the fractions of the peaks
+    it implies (:mod:`model.engine.kernel_report`), as percentages."""
+    if ops.empty:
+        return "(no ops)"
+    table = ops[["where", "op", "kind", "bound"]].copy()
+    for way in ("fwd", "bwd"):
+        table[f"{way} kernel ms"] = (ops[f"kernel_time_{way}_s"] * 1e3).map(lambda v: f"{v:.4g}")
+        for label, col in (("FLOP", "implied_flop_efficiency"), ("HBM", "implied_hbm_efficiency")):
+            table[f"{way} {label} eff"] = ops[f"{col}_{way}"].map(
+                lambda v: f"{100 * v:.1f}%" if math.isfinite(v) else "-")
+    table["matrix peak TFLOP/s"] = ops["matrix_peak_tflops"].map(lambda v: f"{v:.4g}")
+    return table.to_string(index=False)
+
+
+def kernel_report(ops: pd.DataFrame) -> str:
+    """What ``evaluate --explain`` adds after the evaluation: its heading and
+    :func:`kernel_table`."""
+    return f"{KERNEL_HEADING}\n{kernel_table(ops)}"

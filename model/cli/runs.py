@@ -163,8 +163,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
                      critical_batch_warning(model, args.global_batch) or None})
     else:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
-        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system),
-                                           explain=args.explain))
+        print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system)))
+        if args.explain:  # after the rest, which it leaves as it was
+            print(f"\n{cli_format.kernel_report(ev.ops)}")
     return 0
 
 
