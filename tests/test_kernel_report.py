@@ -14,6 +14,7 @@ from model.cli import main
 from model.engine.evaluate import shards_of
 from model.engine.kernel_report import KERNEL_COLUMNS
 from model.engine.report import op_table
+from model.physics import gemm, ops
 from model.physics.block import Ctx, evaluate_op
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
@@ -45,6 +46,12 @@ def test_a_compute_bound_matmul_implies_its_efficiency_times_its_shape():
             ctx.linear_efficiency * wave, rel=1e-12)
         assert row[f"kernel_time_{way}_s"] == pytest.approx(row[f"t_{way}_s"], rel=1e-12)
     assert row["matrix_peak_tflops"] == pytest.approx(989.4)
+    # the forward GEMM Y [b·l, n] = [8192, 28672] with reduction k = 4096: waves × depth
+    system = ctx.system
+    shape = (ops.wave_efficiency(8192.0, 28672.0, system.gemm_tile, system.sm_count)
+             * gemm.depth_efficiency(4096.0, gemm.depth_overhead("matrix_tflops_fp16")))
+    assert row["implied_flop_efficiency_fwd"] == pytest.approx(
+        system.flop_efficiency * float(shape), rel=1e-12)
 
 
 def test_a_memory_bound_op_implies_the_achievable_bandwidth():
