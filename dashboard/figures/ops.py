@@ -85,7 +85,9 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
     GB/s / 1000). One marker per op, area ∝ its time per iteration (``t_iteration_s``), colour
     by what bounds it (compute, memory, communication, launch overhead). Achieved TFLOP/s =
     (flop_fwd + flop_bwd) / (t_compute_s + t_memory_exposed_s) / 1e12 (communication
-    excluded). Ops with no FLOPs or no HBM bytes are left out.
+    excluded); the hover adds each direction's kernel time and the FLOP and HBM efficiencies it
+    implies where the frame has them (model.engine.kernel_report). Ops with no FLOPs or no HBM
+    bytes are left out.
     """
     msg = check_frame(ops, ("op", "flop_fwd", "flop_bwd", "hbm_bytes_fwd", "hbm_bytes_bwd"),
                       "ops")
@@ -128,6 +130,12 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
          .add("hbm_mb", "HBM traffic", ".4g", " MB")
          .add("intensity", "intensity", ".4g", " FLOP/B")
          .add("achieved_tflops", "achieved", ".4g", " TFLOP/s")
+         .add("kernel_time_fwd_s", "kernel time fwd", ".4g", " s")
+         .add("kernel_time_bwd_s", "kernel time bwd", ".4g", " s")
+         .add("implied_flop_efficiency_fwd", "implied FLOP efficiency fwd", ".1%")
+         .add("implied_flop_efficiency_bwd", "implied FLOP efficiency bwd", ".1%")
+         .add("implied_hbm_efficiency_fwd", "implied HBM efficiency fwd", ".1%")
+         .add("implied_hbm_efficiency_bwd", "implied HBM efficiency bwd", ".1%")
          .add("t_iter", "time per iteration", ".4g", " s"))
         data.append(dict(
             type="scatter", x=part["intensity"].to_numpy(), y=part["achieved_tflops"].to_numpy(),

@@ -57,9 +57,19 @@ OPS_COLUMNS = [
     number_column("hbm_bytes_fwd", "HBM B fwd", ".3s", 125),
     number_column("hbm_bytes_bwd", "HBM B bwd", ".3s", 125),
     number_column("intensity_flop_per_byte", "FLOP/B", ".1f", 105),
+    # the efficiencies its kernel time implies (model.engine.kernel_report)
+    number_column("implied_flop_efficiency_fwd", "FLOP eff fwd", ".1%", 125),
+    number_column("implied_flop_efficiency_bwd", "FLOP eff bwd", ".1%", 125),
+    number_column("implied_hbm_efficiency_fwd", "HBM eff fwd", ".1%", 125),
+    number_column("implied_hbm_efficiency_bwd", "HBM eff bwd", ".1%", 125),
     text_column("bound", "bound", 115, filter=False, sortable=False),
     text_column("collectives", "collectives", 420, filter=False, sortable=False),
 ]
+
+OPS_NOTE = ("FLOP eff: the time the op's FLOPs take at peak (matrix FLOPs at the peak of the "
+            "precision it runs in, vector FLOPs at the vector peak) over its kernel time; "
+            "HBM eff: its HBM bytes over its kernel time and the nominal HBM bandwidth — the "
+            "efficiencies a kernel would need to run in the time the estimate gives it.")
 
 layout = html.Div(className="page-body", children=[
     html.Div(id="design-infeasible", className="alert", role="status"),
@@ -97,7 +107,11 @@ layout = html.Div(className="page-body", children=[
             "reserve the software stack keeps, and what is left of the HBM.")),
         html.Div(className="card wide", children=[
             html.H3("Per-op breakdown (selected configuration)"),
+            html.Div(OPS_NOTE, className="card-note"),
             dag.AgGrid(id="design-ops-table", columnDefs=OPS_COLUMNS, rowData=[],
+                       # every column rendered (the efficiencies too), as the top table: a few
+                       # dozen ops at most
+                       dashGridOptions={"suppressColumnVirtualisation": True},
                        defaultColDef={"resizable": True}, style={"height": "420px"},
                        className="ag-theme-alpine"),
         ]),

@@ -65,6 +65,9 @@ def build_parser(prog: str = "python -m model") -> Parser:
     add_execution_args(e, searching=False)
     add_cost_args(e)
     e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.add_argument("--explain", action="store_true",
+                   help="also print each op's kernel time and the FLOP and HBM efficiencies it "
+                        "implies (with --json these columns are always in the ops records)")
     e.set_defaults(run=run_evaluate)
     v = sub.add_parser("validate", allow_abbrev=False,
                        help="predicted vs measured for published runs, with error statistics")

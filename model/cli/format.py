@@ -363,3 +363,31 @@ def format_evaluation(ev: Evaluation, title: str, bar: ErrorBar | None = None,
         PLACEMENT_LEGEND,
     ]
     return "\n".join(lines)
+
+
+# --- evaluate --explain --------------------------------------------------------------------------
+KERNEL_HEADING = ("per op kernel (ms: one microbatch, collectives left out; FLOP eff: the time its "
+                  "FLOPs take at peak,\nmatrix FLOPs at the matrix peak of the precision it "
+                  "runs in, vector FLOPs at the vector peak, over\nits kernel time; HBM eff: its "
+                  "HBM bytes / kernel time / the nominal HBM bandwidth):")
+
+
+def kernel_table(ops: pd.DataFrame) -> str:
+    """Each op's kernel time per direction (ms per microbatch) and the fractions of the peaks
+    it implies (:mod:`model.engine.kernel_report`), as percentages."""
+    if ops.empty:
+        return "(no ops)"
+    table = ops[["where", "op", "kind", "bound"]].copy()
+    for way in ("fwd", "bwd"):
+        table[f"{way} kernel ms"] = (ops[f"kernel_time_{way}_s"] * 1e3).map(lambda v: f"{v:.4g}")
+        for label, col in (("FLOP", "implied_flop_efficiency"), ("HBM", "implied_hbm_efficiency")):
+            table[f"{way} {label} eff"] = ops[f"{col}_{way}"].map(
+                lambda v: f"{100 * v:.1f}%" if math.isfinite(v) else "-")
+    table["matrix peak TFLOP/s"] = ops["matrix_peak_tflops"].map(lambda v: f"{v:.4g}")
+    return table.to_string(index=False)
+
+
+def kernel_report(ops: pd.DataFrame) -> str:
+    """What ``evaluate --explain`` adds after the evaluation: its heading and
+    :func:`kernel_table`."""
+    return f"{KERNEL_HEADING}\n{kernel_table(ops)}"

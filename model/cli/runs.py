@@ -200,6 +200,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         title = f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs"
         print(cli_format.format_evaluation(ev, title, _error_bar(args, model, system),
                                            _usable_gb(args, system)))
+        if args.explain:  # after the rest, which it leaves as it was
+            print(f"\n{cli_format.kernel_report(ev.ops)}")
     return 0
 
 

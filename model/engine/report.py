@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from model.engine.economics import cost_columns
+from model.engine.kernel_report import kernel_columns
 from model.engine.space import COLUMNS
 from model.physics.block import Ctx, OpResult, Shards
 from model.physics.memory import fits_in_memory
@@ -205,6 +206,9 @@ def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
 
     ``t_iteration_s`` = (t_fwd + t_bwd) · n_microbatches · (layers per stage for block ops): where
     the time of the slowest stage goes. ``intensity_flop_per_byte`` = FLOPs / HBM bytes.
+    ``kernel_time_{fwd,bwd}_s``, ``implied_{flop,hbm}_efficiency_{fwd,bwd}`` and
+    ``matrix_peak_tflops``: each direction's kernel time and the fractions of peak it implies
+    (:mod:`model.engine.kernel_report`).
     """
     rows = []
     for where, r in results:
@@ -239,5 +243,6 @@ def op_table(results: list[tuple[str, OpResult]], n_microbatches: int,
             "t_comm_s": float(r.fwd.t_comm[0] + r.bwd.t_comm[0]),
             "bound": _bound(r, ctx),
             "t_iteration_s": (t_f + t_b) * repeat,
+            **kernel_columns(r, ctx),
         })
     return pd.DataFrame(rows)

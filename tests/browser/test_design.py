@@ -41,6 +41,9 @@ def test_heatmap_table_and_row_selection(ui) -> None:
     ui.wait_data("design-roofline")
     table_first = ui.until(lambda: ui.grid_rows(OPS_ROWS), "rows in the per-op table")
     assert any(r.get("op") for r in table_first)
+    # each op's implied efficiencies (model/engine/kernel_report.py), as percentages
+    assert all(r.get(f"implied_{kind}_efficiency_{way}", "").endswith("%") for r in table_first
+               for kind in ("flop", "hbm") for way in ("fwd", "bwd")), table_first[0]
 
     # select another configuration (a different shape): the per-op views follow it
     target = next((i for i, r in enumerate(rows)
