@@ -1,0 +1,93 @@
+"""The engine's scheduler under a closed-loop load, in closed form (docs/serving.md, "Scheduler").
+
+One aggregated instance, ``users`` closed-loop clients (each sends its next request the moment
+the last one ends, no think time; all start together, as benchmark clients do), requests of I
+prompt and O output tokens, continuous batching with chunked prefill as vLLM V1, SGLang and
+TensorRT-LLM schedule it: every step first takes the running decodes (K + 1 tokens each), then
+fills what is left of the token budget N with prompt chunks, first come first served, up to
+``max_batch`` sequences; a prompt's first token comes out of the step of its last chunk. A step
+of D decodes and P prompt tokens takes τ_d(D) + P·c_p (c_p: GPU time of one prompt token).
+
+Prompts arrive in clumps: the users whose previous requests ended in the same step. With fixed
+lengths the first wave (all users at once) sets the pattern every later cycle repeats:
+
+* wave (users·I ≤ N): all prompts share one step with no decode; TTFT = τ_d(0) + users·I·c_p,
+  TPOT = τ_d(users)/a (the decodes never meet a prompt);
+* clumps (users·I > N): a clump is what one step's budget K = N − (K_mtp + 1)·D holds,
+  g = ⌊K/I⌋ prompts (1 when I > K, spanning ⌈I/K⌉ steps); the users split into ⌊n/g⌋ clumps of
+  g and one of n mod g; a clump of h prompts waits ⌈I/K⌉·τ_d(D) + h·I·c_p; each request's O − 1
+  decode steps carry every other clump's prefill once, so
+  TPOT = (τ_d(D) + (n − h)·I·c_p/((O − 1)/a))/a;
+* prefill-bound: the budget left after the decodes cannot take the prompts as fast as they
+  come (X > K/(I·τ_full), every step full): X = K/(I·τ_full), TPOT = τ_full/a and the prompts
+  queue, TTFT = n/X − (O − 1)·TPOT (Little's law on the closed loop);
+* users beyond ``max_batch`` wait outside the engine: + (users − max_batch)/X.
+
+D, the decoding sequences, is the fixed point D = X·(O − 1)/a·τ (Little's law on the decode
+phase), found by damped iteration. Checked against a step-by-step simulation of the same
+scheduler (tests/test_scheduler.py): throughput and TPOT within 2 % from 1 to 1,024 users;
+TTFT exact in the wave regime and for prompts of at most N/8 tokens, and up to 60 % low where
+several clumps straddle step boundaries (I > N/8 with users·I > N), stated in docs/serving.md.
+
+The mean is what the closed loop gives; p90/p99 are not modelled here (deterministic lengths:
+the clumps make TTFT take a few discrete values, the mean is reported).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+ITERATIONS = 12  # damped fixed-point steps on D; converges to < 1 % in the tests' grid
+DAMPING = 0.5
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """Per candidate (arrays): decoding sequences D, TTFT s, TPOT s, requests/s, step s."""
+
+    decoding: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    requests_per_s: np.ndarray
+    step_s: np.ndarray
+
+
+def closed_loop(users: np.ndarray, input_tokens: float, output_tokens: float,
+                tokens_per_step: float, decode_tokens: float, budget: np.ndarray,
+                max_batch: np.ndarray, tau_d: Callable[[np.ndarray], np.ndarray],
+                prompt_token_s: np.ndarray) -> ClosedLoop:
+    """The closed loop of the module docstring: ``users`` per instance, I and O tokens,
+    ``tokens_per_step`` a output tokens per sequence per step, ``decode_tokens`` K + 1 tokens
+    a decode takes from the step budget N (``budget``), ``tau_d(D)`` the decode step of D
+    sequences, s, and ``prompt_token_s`` c_p, s per prompt token."""
+    users = np.asarray(users, dtype=float)
+    n = np.maximum(np.minimum(users, max_batch), 1e-9)
+    big_i, a = float(input_tokens), float(tokens_per_step)
+    steps = max(output_tokens - 1.0, 1e-9) / a  # decode steps after the first token
+    wave = n * big_i <= budget
+    tau0 = tau_d(np.full_like(n, 1e-9))
+    d = np.where(wave, n, 0.5 * n)
+    for _ in range(ITERATIONS):
+        left = np.maximum(budget - decode_tokens * d, 1.0)
+        g = np.where(wave, n, np.minimum(np.maximum(np.floor(left / big_i), 1.0), n))
+        rest = np.mod(n, g)
+        span = np.where(wave, np.ceil(big_i / budget), np.ceil(big_i / left))
+        ride = np.where(wave, tau0, tau_d(np.maximum(d, 1e-9)))
+        clump = (n - rest) * (span * ride + g * big_i * prompt_token_s)
+        ttft = (clump + rest * (span * ride + rest * big_i * prompt_token_s)) / n
+        own = ((n - rest) * g + rest * rest) / n
+        step = tau_d(np.maximum(np.where(wave, n, d), 1e-9)) + (
+            n - own) * big_i * prompt_token_s / steps
+        rate = n / (ttft + steps * step)
+        full = tau_d(np.maximum(d, 1e-9)) + left * prompt_token_s
+        bound = left / (big_i * full)
+        sat = ~wave & (rate > bound)
+        rate = np.where(sat, bound, rate)
+        step = np.where(sat, full, step)
+        ttft = np.where(sat, n / rate - steps * step, ttft)
+        d = np.where(wave, n, (1 - DAMPING) * d + DAMPING * np.minimum(rate * steps * step, n))
+    ttft = ttft + np.maximum(users - max_batch, 0.0) / rate
+    return ClosedLoop(d, ttft, step / a, rate, step)
