@@ -13,7 +13,7 @@ from model.serving.scheduler import closed_loop
 USERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 # (I, O, budget N, max batch, s per prompt token): an 8B-like instance on one H100
 CASES = ((1024, 128, 8192, 512, 7e-6), (128, 1024, 8192, 512, 7e-6),
-         (2048, 256, 8192, 512, 7e-6), (1000, 1000, 2048, 256, 2e-5))
+         (2048, 256, 8192, 512, 7e-6), (1000, 200, 2048, 256, 2e-5))
 
 
 def tau_d(d):
@@ -21,40 +21,55 @@ def tau_d(d):
     return 4.5e-3 + 2e-5 * np.asarray(d, dtype=float)
 
 
+def _allocate(left_p: np.ndarray, fifo: np.ndarray, room: int, slots: int) -> np.ndarray:
+    """Prompt tokens each user gets this step: first come first served, ``room`` tokens and
+    ``slots`` sequences at most."""
+    take = np.zeros(len(left_p))
+    waiting = np.flatnonzero(left_p > 0)
+    if room <= 0 or slots <= 0 or not waiting.size:
+        return take
+    order = waiting[np.argsort(fifo[waiting], kind="stable")][:slots]
+    before = np.concatenate(([0.0], np.cumsum(left_p[order])[:-1]))
+    take[order] = np.clip(room - before, 0.0, left_p[order])
+    return take
+
+
 def simulate(users: int, i: int, o: int, budget: int, b_max: int, c_p: float,
-             cycles: int = 6, warm: int = 3) -> dict[str, float]:
-    """Mean TTFT, TPOT (s) and requests/s of the requests ending after ``warm`` cycles."""
-    left_p = np.full(users, float(i))
-    left_d = np.zeros(users)
+             max_cycles: int = 150, tail: int = 50) -> dict[str, float]:
+    """The steady state: mean TTFT, TPOT (s) and requests/s of one cycle (``users``
+    requests) once a cycle's means equal the one before to 1e-6 (the first wave's pattern
+    settles over many cycles), else (a prefill queue that keeps cycling) the means of the
+    last ``tail`` of ``max_cycles`` cycles."""
+    left_p, left_d = np.full(users, float(i)), np.zeros(users)
     arrival, first = np.zeros(users), np.zeros(users)
     fifo = np.arange(users, dtype=float)
-    t, ticket = 0.0, float(users)
-    ttft, tpot, ends = [], [], []
-    while len(ends) < users * cycles:
+    t, ticket, done = 0.0, float(users), 0
+    rows: list[tuple[float, float, float]] = []
+    last = None
+    while done < users * max_cycles:
         decoding = left_d > 0
-        room, running = budget - int(decoding.sum()), int(decoding.sum())
-        take = np.zeros(users)
-        waiting = np.flatnonzero(left_p > 0)
-        for u in waiting[np.argsort(fifo[waiting], kind="stable")]:
-            if room <= 0 or running >= b_max:
-                break
-            take[u] = min(left_p[u], room)
-            room -= take[u]
-            running += 1
-        t += tau_d(decoding.sum()) + take.sum() * c_p
+        running = int(decoding.sum())
+        take = _allocate(left_p, fifo, budget - running, b_max - running)
+        t += tau_d(running) + take.sum() * c_p
         left_d[decoding] -= 1
         left_p -= take
         prefilled = (take > 0) & (left_p <= 0)
         first[prefilled] = t
         left_d[prefilled] = o - 1
         for u in np.flatnonzero(decoding & (left_d <= 0)):
-            ttft.append(first[u] - arrival[u])
-            tpot.append((t - first[u]) / (o - 1))
-            ends.append(t)
+            rows.append((first[u] - arrival[u], (t - first[u]) / (o - 1), t))
             arrival[u], left_p[u], fifo[u], ticket = t, i, ticket, ticket + 1
-    k = users * warm
-    return {"ttft": float(np.mean(ttft[k:])), "tpot": float(np.mean(tpot[k:])),
-            "rate": (len(ends) - k) / (ends[-1] - ends[k - 1])}
+            done += 1
+            if done % users == 0 and done >= 2 * users:
+                cycle = np.array(rows[-users:])
+                means = (cycle[:, 0].mean(), cycle[:, 1].mean(),
+                         users / (cycle[-1, 2] - rows[-users - 1][2]))
+                if last is not None and np.allclose(means, last, rtol=1e-6):
+                    return {"ttft": means[0], "tpot": means[1], "rate": means[2]}
+                last = means
+    last_rows = np.array(rows[-users * tail:])
+    return {"ttft": last_rows[:, 0].mean(), "tpot": last_rows[:, 1].mean(),
+            "rate": users * tail / (last_rows[-1, 2] - rows[-users * tail - 1][2])}
 
 
 def _closed(case):
@@ -65,25 +80,28 @@ def _closed(case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_throughput_and_tpot_match_the_simulation(case):
-    """TPOT and requests/s within 5 % of the simulated scheduler from 1 to 1,024 users."""
+def test_closed_forms_match_the_simulation(case):
+    """TTFT, TPOT and requests/s within 5 % of the simulated scheduler's steady state from 1
+    to 1,024 users; TTFT within 40 % (low) at the prefill knee, where the step budget's prefill
+    utilisation u = X·I·τ/(N − D) is in [0.6, 1) and clumps collide (docs/serving.md)."""
     got = _closed(case)
+    i, budget = case[0], case[2]
+    util = got.requests_per_s * i * got.step_s / np.maximum(budget - got.decoding, 1.0)
     for j, users in enumerate(USERS):
         ref = simulate(users, *case)
+        knee = 0.6 <= util[j] < 0.999
+        assert got.ttft_s[j] == pytest.approx(ref["ttft"], rel=0.4 if knee else 0.05), (
+            users, case)
         assert got.tpot_s[j] == pytest.approx(ref["tpot"], rel=0.05), (users, case)
         assert got.requests_per_s[j] == pytest.approx(ref["rate"], rel=0.05), (users, case)
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_ttft_matches_where_the_clumps_do_not_straddle(case):
-    """TTFT within 5 % in the wave regime (users·I ≤ N), for short prompts (I ≤ N/8) and when
-    the users exceed max_batch (the queue outside the engine dominates)."""
-    i, o, budget, b_max, _ = case
-    got = _closed(case)
-    for j, users in enumerate(USERS):
-        if users * i <= budget or i <= budget / 64 or users > 2 * b_max:
-            ref = simulate(users, *case)
-            assert got.ttft_s[j] == pytest.approx(ref["ttft"], rel=0.05), (users, case)
+def test_one_output_token_is_a_prefill_loop():
+    """O = 1: no TPOT (NaN); one wave of users·I ≤ N tokens is one step."""
+    got = closed_loop(np.array([4.0]), 1024, 1, 1.0, 1.0, np.array([8192.0]),
+                      np.array([512.0]), tau_d, np.array([7e-6]))
+    assert np.isnan(got.tpot_s[0])
+    assert got.ttft_s[0] == pytest.approx(tau_d(0) + 4 * 1024 * 7e-6, rel=1e-6)
 
 
 def test_ttft_grows_with_the_wave_not_only_past_the_kv_cache():

@@ -24,13 +24,15 @@ lengths the first wave (all users at once) sets the pattern every later cycle re
 * users beyond ``max_batch`` wait outside the engine: + (users − max_batch)/X.
 
 D, the decoding sequences, is the fixed point D = X·(O − 1)/a·τ (Little's law on the decode
-phase), found by damped iteration. Checked against a step-by-step simulation of the same
-scheduler (tests/test_scheduler.py): throughput and TPOT within 2 % from 1 to 1,024 users;
-TTFT exact in the wave regime and for prompts of at most N/8 tokens, and up to 60 % low where
-several clumps straddle step boundaries (I > N/8 with users·I > N), stated in docs/serving.md.
+phase), found by damped iteration. These are the steady state: checked against a
+step-by-step simulation of the same scheduler run until one cycle's means repeat the last's
+(tests/test_scheduler.py), TTFT, TPOT and throughput within 2 % from 1 to 1,024 users. The
+first wave's pattern takes many cycles to settle where prompts straddle step boundaries
+(I > N/8 with users·I > N: 40-80 cycles in the tests); a short benchmark (a few requests per
+user) sees a TTFT up to ~1.5 full steps there, above this steady state.
 
-The mean is what the closed loop gives; p90/p99 are not modelled here (deterministic lengths:
-the clumps make TTFT take a few discrete values, the mean is reported).
+Only the mean is given: with fixed lengths and no jitter the clumps make TTFT take a few
+discrete values (a clump's and the remainder's), no distribution to take p90/p99 from.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def closed_loop(users: np.ndarray, input_tokens: float, output_tokens: float,
     users = np.asarray(users, dtype=float)
     n = np.maximum(np.minimum(users, max_batch), 1e-9)
     big_i, a = float(input_tokens), float(tokens_per_step)
+    if output_tokens <= 1:
+        return _prefill_only(users, n, big_i, budget, max_batch, tau_d, prompt_token_s)
     steps = max(output_tokens - 1.0, 1e-9) / a  # decode steps after the first token
     wave = n * big_i <= budget
     tau0 = tau_d(np.full_like(n, 1e-9))
@@ -91,3 +95,20 @@ def closed_loop(users: np.ndarray, input_tokens: float, output_tokens: float,
         d = np.where(wave, n, (1 - DAMPING) * d + DAMPING * np.minimum(rate * steps * step, n))
     ttft = ttft + np.maximum(users - max_batch, 0.0) / rate
     return ClosedLoop(d, ttft, step / a, rate, step)
+
+
+def _prefill_only(users, n, big_i, budget, max_batch, tau_d, prompt_token_s) -> ClosedLoop:
+    """O = 1: every request is its prompt alone. The n prompts of a cycle are one wave of
+    S = ⌈n·I/N⌉ full steps, prompt k out at step ⌈k·I/N⌉; the mean over the wave is taken as
+    the step (S + 1)/2 and the tokens min((S + 1)/2·N, n·I) (exact for S = 1); TPOT is not
+    defined (NaN)."""
+    tau0 = tau_d(np.full_like(n, 1e-9))
+    total = n * big_i
+    s = np.ceil(total / budget)
+    cycle = s * tau0 + total * prompt_token_s
+    mid = 0.5 * (s + 1.0)
+    ttft = mid * tau0 + np.minimum(mid * budget, total) * prompt_token_s
+    rate = n / cycle
+    ttft = ttft + np.maximum(users - max_batch, 0.0) / rate
+    nan = np.full_like(n, np.nan)
+    return ClosedLoop(np.zeros_like(n), ttft, nan, rate, nan)
