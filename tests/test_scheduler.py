@@ -35,7 +35,7 @@ def _allocate(left_p: np.ndarray, fifo: np.ndarray, room: int, slots: int) -> np
 
 
 def simulate(users: int, i: int, o: int, budget: int, b_max: int, c_p: float,
-             max_cycles: int = 150, tail: int = 50) -> dict[str, float]:
+             max_cycles: int = 400, tail: int = 50) -> dict[str, float]:
     """The steady state: mean TTFT, TPOT (s) and requests/s of one cycle (``users``
     requests) once a cycle's means equal the one before to 1e-6 (the first wave's pattern
     settles over many cycles), else (a prefill queue that keeps cycling) the means of the
