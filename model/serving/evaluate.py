@@ -191,7 +191,7 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
             "decode_instances": np.where(agg, 0, c.instances), "gpus": gpus,
             "batch": batch, "max_batch": b_max, "ttft_s": ttft, "tpot_s": tpot,
             "itl_s": np.where(stable, tau, np.inf),
-            "e2e_s": ttft + (out_len - 1) * np.nan_to_num(tpot),
+            "e2e_s": ttft + (out_len - 1) * np.where(np.isnan(tpot), 0.0, tpot),
             "tokens_per_s_per_user": per_user,
             "output_tokens_per_s": out_tps, "output_tokens_per_s_per_gpu": out_tps / gpus,
             "total_tokens_per_s": rate * (in_len + out_len),

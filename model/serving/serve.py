@@ -22,6 +22,7 @@ from model.physics import serving_ops as so
 from model.physics.serving_step import Engine, step_times
 from model.serving.evaluate import Candidates, candidates, evaluate_candidates
 from model.serving.modes import decode_keys
+from model.serving.validity import error_bars
 from model.specs.hardware import System
 from model.specs.serving import (
     Serving,
@@ -175,7 +176,9 @@ def serve_request(req: Request) -> ServeResult:
     best = _row(frame, best_i)
     best.update(meets_sla=bool(ok[best_i]), candidates=len(cand), stack=engine.stack.name,
                 model=model.name, system=system.name, mode=wl.mode,
-                weight_precision=wl.weight_precision, kv_precision=wl.kv_precision)
+                weight_precision=wl.weight_precision, kv_precision=wl.kv_precision,
+                validated=engine.stack.validated,
+                error_bars=error_bars(engine.stack, model.moe, system.generation))
     return ServeResult(best, frame, pareto, decode_breakdown(engine, cand.take([best_i]),
                                                              best["batch"]), message)
 
