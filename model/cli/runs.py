@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from model.cli import format as cli_format
-from model.cli.args import PIN_OPTIONS, CliError, load_workload, print_json
+from model.cli.args import (
+    EXIT_NO_ANSWER,
+    PIN_OPTIONS,
+    CliError,
+    load_workload,
+    print_json,
+)
 from model.cli.costs import costs_from_args
 from model.cli.options import execution_from_args
 from model.cli.reproduce import evaluate_command
@@ -124,6 +131,10 @@ def run_search(args: argparse.Namespace) -> int:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
                                               _error_bar(args, model, system)))
+    if all(r.feasible == 0 for r in results):  # valid input, no answer: exit 3 with why
+        print("no answer: no configuration fits in HBM; try more GPUs (--gpus)",
+              file=sys.stderr)
+        return EXIT_NO_ANSWER
     return 0
 
 
