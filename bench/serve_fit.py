@@ -14,6 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pandas as pd  # noqa: E402
+
 from model.specs.serving_stack import SERVING_STACKS_DIR, load_serving_stack  # noqa: E402
 from model.validation import serving as v  # noqa: E402
 
@@ -31,7 +33,9 @@ def main() -> int:
     print("leave one GPU out", by_gpu, flush=True)
     data = json.loads(path.read_text(encoding="utf-8"))
     data["efficiency"] = fitted.efficiency
-    data["fit"] = {"data": "model/data/reference/trtllm_perf_overview.json",
+    frame = pd.DataFrame(v.records(fitted))
+    data["fit"] = {"populations": v.population_errors(frame),
+                   "data": "model/data/reference/trtllm_perf_overview.json",
                    "commit": "00f37686aa854010d68bcbd0f4ab000221541ca6",
                    "in_sample": in_sample, "leave_one_model_out": by_model,
                    "leave_one_gpu_out": by_gpu, "script": "bench/serve_fit.py"}

@@ -225,6 +225,16 @@ def run_validate_serving(args: argparse.Namespace) -> int:
         for key, row in summary.get(name, {}).items():
             print(f"{name} {key}: mean |error| {row['mean_abs_error_pct']:.1f} % over "
                   f"{row['runs']} runs")
+    print("\nper population (engine trtllm-1.0 × dense/MoE × GPU generation × metric):")
+    for key, metrics in summary["populations"].items():
+        for metric in ("output_tokens_per_s", "ttft_s", "tpot_s"):
+            row = metrics.get(metric)
+            print(f"  {key:16s} {metric:20s} " + (
+                f"mean |error| {row['mean_abs_error_pct']:.1f} %, max "
+                f"{row['max_abs_error_pct']:.1f} %, mean {row['mean_error_pct']:+.1f} % over "
+                f"{row['runs']} runs" if row else "no measurement in the fit data: not "
+                                                   "validated"))
+    print(summary["latency_note"])
     return 0
 
 
