@@ -46,8 +46,9 @@ layout = html.Div(className="page-body", children=[
     html.P(className="summary", children=(
         "The model and system of the control panel served under the workload below: the "
         "layout with the most output tokens/s per GPU within the SLAs (TTFT: arrival to first "
-        "token; TPOT = (end-to-end − TTFT)/(output tokens − 1)), on the TensorRT-LLM 1.0 "
-        "serving stack fitted to its published throughput.")),
+        "token; TPOT = (end-to-end − TTFT)/(output tokens − 1)), on the engine chosen below: "
+        "TensorRT-LLM 1.0 fitted to its published throughput, or vLLM and SGLang from their "
+        "defaults (not validated end to end).")),
     html.Div(className="card sweep-form", children=[
         _number("gpus", "GPUs", "1"), _number("input_tokens", "Input tokens", "1"),
         _number("output_tokens", "Output tokens", "1"),

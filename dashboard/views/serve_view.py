@@ -177,4 +177,7 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
         out["serve-load"] = fs.load_figure(curve, knee, pres)
     else:
         out["serve-load"] = figures.empty_figure("No layout fits: no load curve.", pres)
-    return out, headline(best, result.message)
+    text = headline(best, result.message)
+    if not best.get("validated", True):  # vLLM, SGLang: say it with the answer
+        text += f" — {stack}: not validated end to end"
+    return out, text
