@@ -111,3 +111,25 @@ def test_ttft_grows_with_the_wave_not_only_past_the_kv_cache():
     one, eight = got.ttft_s[0], got.ttft_s[3]
     assert eight == pytest.approx(tau_d(0) + 8 * 1024 * 7e-6, rel=1e-6)
     assert eight > 4 * one
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.7, 0.9])
+def test_md1_wait_quantiles_match_a_lindley_simulation(rho):
+    """The request-rate mode's TTFT p90/p99: the M/D/1 wait quantiles (Cramér–Lundberg) within
+    10 % of a Lindley recursion W' = max(W + S − A, 0) over 200,000 Poisson arrivals."""
+    from model.serving.modes import md1_wait_quantile_s, md1_wait_s
+
+    rng = np.random.default_rng(7)
+    gaps = 1.0 - rng.exponential(1.0 / rho, 200_000)  # service 1 s minus the next gap
+    waits = np.empty(len(gaps))
+    w = 0.0
+    for k, x in enumerate(gaps):
+        waits[k] = w
+        w = max(w + x, 0.0)
+    waits = waits[10_000:]
+    assert waits.mean() == pytest.approx(md1_wait_s(np.array([rho]), np.array([1.0]))[0],
+                                         rel=0.05)
+    for q in (0.9, 0.99):
+        got = md1_wait_quantile_s(np.array([rho]), np.array([1.0]), q)[0]
+        assert got == pytest.approx(np.quantile(waits, q), rel=0.10), (rho, q)
+    assert np.isinf(md1_wait_quantile_s(np.array([1.2]), np.array([1.0]), 0.9)[0])

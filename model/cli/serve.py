@@ -23,7 +23,8 @@ from model.specs.transformer import Transformer
 # predicts is accepted 85-90 % of the time; the default when --mtp is given alone
 DEFAULT_MTP_ACCEPTANCE = 0.85
 KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
-        "ttft_s", "tpot_s", "itl_s", "e2e_s", "batch", "requests_per_s", "kv_cache_gb",
+        "ttft_s", "ttft_p90_s", "ttft_p99_s", "tpot_s", "itl_s", "e2e_s", "batch",
+        "requests_per_s", "kv_cache_gb",
         "memory_gb", "weights_gb", "fits", "meets_sla", "usd_per_million_output_tokens",
         "usd_per_million_input_tokens", "energy_j_per_output_token")
 
@@ -169,6 +170,8 @@ def run_serve(args: argparse.Namespace) -> int:
         value = best.get(key)
         if one_token and key in ONE_TOKEN_NA:
             value = "n/a (one output token: TTFT only)"
+        elif key.startswith("ttft_p") and isinstance(value, float) and math.isnan(value):
+            value = "n/a (modelled for Poisson arrivals, --request-rate, only)"
         print(f"  {key:34s} {value if not isinstance(value, float) else f'{value:.4g}'}")
     for metric, bar in best.get("error_bars", {}).items():
         print(f"  error bar of {metric}: {bar}")

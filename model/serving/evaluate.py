@@ -17,6 +17,7 @@ from model.serving.modes import (
     decode_keys,
     decode_step_s,
     max_batch,
+    md1_wait_quantile_s,
     md1_wait_s,
     memory,
     prefill_s,
@@ -169,7 +170,8 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
     tpot = tau / a
     chunks = np.ceil(in_len / chunk)
     gpus = c.gpus
-    ttft = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus)) + wait
+    service = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus))
+    ttft = service + wait
     rate = np.where(stable, c.instances * batch * a / (tau * out_len), 0.0)
     if wl.mode == "concurrency" and agg.any():
         rows = np.flatnonzero(agg)
@@ -202,11 +204,34 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
             "kv_used_gb": so.kv_bytes_per_sequence(m, wl, lay, in_len + out_len) * batch
             / lay.attention_groups / 1e9,
             "prefill_s_per_request": t_p, "decode_step_s": dec}
+    cols.update(_ttft_tail(engine, c, lam, rate_of(b_max), 1.0 / t_p, service, stable))
     cols["memory_gb"] = cols["weights_gb"] + cols["activations_gb"] + cols["kv_cache_gb"]
     share = np.where(agg, batch * a / out_len * t_p / tau, c.prefill / (c.prefill + c.instances))
     cols.update(_costs(engine, gpus, out_tps, rate * in_len, share))
     cols["meets_sla"] = _sla(wl, cols)
     return cols
+
+
+QUANTILES = {"ttft_p90_s": 0.9, "ttft_p99_s": 0.99}
+
+
+def _ttft_tail(engine: Engine, c: Candidates, lam: np.ndarray, mu: np.ndarray,
+               capacity_p: np.ndarray, service: np.ndarray, stable: np.ndarray
+               ) -> dict[str, np.ndarray]:
+    """TTFT p90 and p99, s: in the request-rate mode the TTFT without its wait plus the wait's
+    quantile (:func:`md1_wait_quantile_s`; with disaggregation the prefill queue's quantile
+    added too, an upper bound of the sum's); NaN in the offline and concurrency modes (fixed
+    lengths, no arrival randomness: the closed loop's clumps give a few discrete values)."""
+    if engine.workload.mode != "request-rate":
+        return {k: np.full(len(c), np.nan) for k in QUANTILES}
+    split = c.prefill > 0
+    out = {}
+    for key, q in QUANTILES.items():
+        wait = md1_wait_quantile_s(lam / c.instances, mu, q)
+        wait = wait + np.where(split, md1_wait_quantile_s(lam / np.maximum(c.prefill, 1),
+                                                          capacity_p, q), 0.0)
+        out[key] = np.where(stable, service + wait, np.inf)
+    return out
 
 
 def _closed_loop(engine: Engine, c: Candidates, lay: so.Layout, rows: np.ndarray, keys,

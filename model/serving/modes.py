@@ -145,3 +145,25 @@ def md1_wait_s(rate: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         wait = rho / (2.0 * capacity * (1.0 - rho))
     return np.where(rho < 1.0, wait, np.inf)
+
+
+def md1_wait_quantile_s(rate: np.ndarray, capacity: np.ndarray, q: float) -> np.ndarray:
+    """The q-quantile of the M/D/1 wait, s, by the Cramér–Lundberg approximation of the M/G/1
+    waiting time (Asmussen 2003, Applied Probability and Queues, XIII.5): P(W > t) ≈ C·e^(−γt),
+    γ the positive root of λ(e^(γ/μ) − 1) = γ (deterministic service 1/μ) and
+    C = (1 − ρ)/(ρ·e^(γ/μ) − 1); so t_q = ln(C/(1 − q))/γ, 0 when C ≤ 1 − q. Checked against a
+    Lindley-recursion simulation (tests/test_scheduler.py): within 6 % at ρ 0.3-0.95 for
+    q = 0.9 and 0.99. inf when ρ ≥ 1."""
+    mu = np.maximum(np.asarray(capacity, dtype=float), 1e-300)
+    rho = np.asarray(rate, dtype=float) / mu
+    ok = rho < 1.0
+    r = np.where(ok, np.maximum(rho, 1e-12), 0.5)
+    lo, hi = np.full_like(r, 1e-12), np.full_like(r, 60.0)  # γ/μ: the root lies below 60
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        below = r * (np.exp(mid) - 1.0) < mid
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    g = 0.5 * (lo + hi)
+    c = (1.0 - r) / np.maximum(r * np.exp(g) - 1.0, 1e-300)
+    t = np.log(np.maximum(c / (1.0 - q), 1.0)) / (g * mu)
+    return np.where(ok, t, np.inf)
