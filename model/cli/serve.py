@@ -170,7 +170,7 @@ def run_serve(args: argparse.Namespace) -> int:
         value = best.get(key)
         if one_token and key in ONE_TOKEN_NA:
             value = "n/a (one output token: TTFT only)"
-        elif key.startswith("ttft_p") and isinstance(value, float) and math.isnan(value):
+        elif key.startswith("ttft_p") and value is None:
             value = "n/a (modelled for Poisson arrivals, --request-rate, only)"
         print(f"  {key:34s} {value if not isinstance(value, float) else f'{value:.4g}'}")
     for metric, bar in best.get("error_bars", {}).items():

@@ -174,6 +174,9 @@ def serve_request(req: Request) -> ServeResult:
                         cols["tokens_per_s_per_user"])
     pareto = frame[front].sort_values("output_tokens_per_s_per_gpu").reset_index(drop=True)
     best = _row(frame, best_i)
+    for key in ("ttft_p90_s", "ttft_p99_s"):  # not modelled outside Poisson arrivals: None
+        if best[key] != best[key]:
+            best[key] = None
     best.update(meets_sla=bool(ok[best_i]), candidates=len(cand), stack=engine.stack.name,
                 model=model.name, system=system.name, mode=wl.mode,
                 weight_precision=wl.weight_precision, kv_precision=wl.kv_precision,
