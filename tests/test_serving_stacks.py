@@ -77,3 +77,14 @@ def test_closed_loop_users_queue_behind_each_others_prefill():
     assert eight["ttft_s"] > 5 * one["ttft_s"] and many["ttft_s"] > 5 * one["ttft_s"]
     assert many["tpot_s"] > eight["tpot_s"] > one["tpot_s"]
     assert many["ttft_p90_s"] is None  # no tail in the deterministic closed loop
+
+
+def test_trtllm_serve_shares_the_fit_with_online_limits():
+    """trtllm-1.0-serve: trtllm-serve's defaults (2048 requests, 8192 tokens per step, 0.9 of
+    the free memory) on the fitted engine; its fitted values are trtllm-1.0's, kept equal."""
+    bench, online = load_serving_stack("trtllm-1.0"), load_serving_stack("trtllm-1.0-serve")
+    assert online.efficiency == bench.efficiency and online.fit == bench.fit
+    assert (online.max_batch, online.max_num_tokens, online.kv_cache_memory_fraction) == (
+        2048, 8192, 0.9)
+    one, many = _serve(1, "trtllm-1.0-serve"), _serve(64, "trtllm-1.0-serve")
+    assert many["ttft_s"] > 5 * one["ttft_s"]
