@@ -23,7 +23,7 @@ from model.serving.modes import (
     prefill_s,
     solve_batch,
 )
-from model.serving.scheduler import closed_loop
+from model.serving.scheduler import ClosedLoop, closed_loop
 
 
 @dataclass(frozen=True)
@@ -234,8 +234,9 @@ def _ttft_tail(engine: Engine, c: Candidates, lam: np.ndarray, mu: np.ndarray,
     return out
 
 
-def _closed_loop(engine: Engine, c: Candidates, lay: so.Layout, rows: np.ndarray, keys,
-                 b_max: np.ndarray, chunk: np.ndarray, t_p: np.ndarray):
+def _closed_loop(engine: Engine, c: Candidates, lay: so.Layout, rows: np.ndarray,
+                 keys: np.ndarray, b_max: np.ndarray, chunk: np.ndarray,
+                 t_p: np.ndarray) -> ClosedLoop:
     """:func:`model.serving.scheduler.closed_loop` of the aggregated candidates ``rows``: the
     users of one instance, its token budget (the chunk of every attention rank), its largest
     batch, its decode step and the GPU time of one prompt token (t_p / I)."""

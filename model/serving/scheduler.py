@@ -106,7 +106,8 @@ def closed_loop(users: np.ndarray, input_tokens: float, output_tokens: float,
     return ClosedLoop(d, ttft, step / a, rate, step)
 
 
-def _crowded_ttft(per_step, g, big_i, left, ride, c_p) -> np.ndarray:
+def _crowded_ttft(per_step: np.ndarray, g: np.ndarray, big_i: float, left: np.ndarray,
+                  ride: np.ndarray, c_p: np.ndarray) -> np.ndarray:
     """Mean TTFT, s, when more prompts arrive per step (m = X·τ) than a step's budget holds
     whole (g = ⌊K/I⌋): a share f = m − g of the steps gets g + 1 prompts, whose last one spills
     s = (g + 1)·I − K tokens into the next step; the first g finish in the full step
@@ -122,7 +123,9 @@ def _crowded_ttft(per_step, g, big_i, left, ride, c_p) -> np.ndarray:
     return total / np.maximum(g + f, 1e-9)
 
 
-def _prefill_only(users, n, big_i, budget, max_batch, tau_d, prompt_token_s) -> ClosedLoop:
+def _prefill_only(users: np.ndarray, n: np.ndarray, big_i: float, budget: np.ndarray,
+                  max_batch: np.ndarray, tau_d: Callable[[np.ndarray], np.ndarray],
+                  prompt_token_s: np.ndarray) -> ClosedLoop:
     """O = 1: every request is its prompt alone. The n prompts of a cycle are one wave of
     S = ⌈n·I/N⌉ full steps, prompt k out at step ⌈k·I/N⌉; the mean over the wave is taken as
     the step (S + 1)/2 and the tokens min((S + 1)/2·N, n·I) (exact for S = 1); TPOT is not
