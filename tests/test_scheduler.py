@@ -13,7 +13,8 @@ from model.serving.scheduler import closed_loop
 USERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 # (I, O, budget N, max batch, s per prompt token): an 8B-like instance on one H100
 CASES = ((1024, 128, 8192, 512, 7e-6), (128, 1024, 8192, 512, 7e-6),
-         (2048, 256, 8192, 512, 7e-6), (1000, 200, 2048, 256, 2e-5))
+         (2048, 256, 8192, 512, 7e-6), (1000, 200, 2048, 256, 2e-5),
+         (12000, 300, 8192, 512, 7e-6))  # the last: prompts longer than a step's budget
 
 
 def tau_d(d):
@@ -83,7 +84,8 @@ def _closed(case):
 def test_closed_forms_match_the_simulation(case):
     """TTFT, TPOT and requests/s within 5 % of the simulated scheduler's steady state from 1
     to 1,024 users (the prefill knee included: 1000/200 at 256 users, where more prompts
-    arrive per step than the budget holds whole)."""
+    arrive per step than the budget holds whole; and prompts longer than the budget, whose
+    last chunk's step the next prompt fills)."""
     got = _closed(case)
     for j, users in enumerate(USERS):
         ref = simulate(users, *case)
