@@ -3,6 +3,9 @@ efficiencies and the errors (in-sample, leave-one-model-out, leave-one-GPU-out) 
 model/data/serving_stacks/trtllm-1.0.json (docs/serving.md, "Validation").
 
     .venv/bin/python bench/serve_fit.py            # about 10 minutes on one core
+    .venv/bin/python bench/serve_fit.py --errors   # only the in-sample and per-population
+                                                   # errors of the stored fit (seconds), after
+                                                   # a physics change that keeps the fit
 """
 
 from __future__ import annotations
@@ -14,11 +17,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pandas as pd  # noqa: E402
+
 from model.specs.serving_stack import SERVING_STACKS_DIR, load_serving_stack  # noqa: E402
 from model.validation import serving as v  # noqa: E402
 
 
+def errors_only() -> int:
+    """Rewrite ``fit.in_sample`` and ``fit.populations`` of both TensorRT-LLM presets from the
+    stored efficiencies (no refit)."""
+    stack = load_serving_stack("trtllm-1.0")
+    frame = pd.DataFrame(v.records(stack))
+    in_sample = v.error_summary(v.log_errors(list(v.runs()), stack))
+    for name in ("trtllm-1.0", "trtllm-1.0-serve"):
+        path = SERVING_STACKS_DIR / f"{name}.json"
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["fit"]["in_sample"] = in_sample
+        data["fit"]["populations"] = v.population_errors(frame)
+        path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print("in-sample", in_sample)
+    return 0
+
+
 def main() -> int:
+    if "--errors" in sys.argv[1:]:
+        return errors_only()
     path = SERVING_STACKS_DIR / "trtllm-1.0.json"
     start = time.perf_counter()
     stack = load_serving_stack("trtllm-1.0").with_efficiency({})  # from v.START
@@ -31,11 +54,17 @@ def main() -> int:
     print("leave one GPU out", by_gpu, flush=True)
     data = json.loads(path.read_text(encoding="utf-8"))
     data["efficiency"] = fitted.efficiency
-    data["fit"] = {"data": "model/data/reference/trtllm_perf_overview.json",
+    frame = pd.DataFrame(v.records(fitted))
+    data["fit"] = {"populations": v.population_errors(frame),
+                   "data": "model/data/reference/trtllm_perf_overview.json",
                    "commit": "00f37686aa854010d68bcbd0f4ab000221541ca6",
                    "in_sample": in_sample, "leave_one_model_out": by_model,
                    "leave_one_gpu_out": by_gpu, "script": "bench/serve_fit.py"}
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    serve_path = SERVING_STACKS_DIR / "trtllm-1.0-serve.json"  # the same engine, online limits
+    online = json.loads(serve_path.read_text(encoding="utf-8"))
+    online["efficiency"], online["fit"] = data["efficiency"], data["fit"]
+    serve_path.write_text(json.dumps(online, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {path} in {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -95,11 +95,14 @@ def test_search_pins_respected(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_search_infeasible_has_hint(capsys: pytest.CaptureFixture[str]) -> None:
-    out = run_json(capsys, ["search", *H200, "--gpus", "8", "--strategy", "1d", "--json"])
-    [res] = out["results"]
+    """Nothing fits: the report still prints, the reason goes to stderr, exit 3."""
+    assert main(["search", *H200, "--gpus", "8", "--strategy", "1d", "--json"]) == 3
+    captured = capsys.readouterr()
+    [res] = json.loads(captured.out)["results"]
     assert res["feasible"] is False and res["best"] is None and res["top"] == []
-    assert "more GPUs" in res["hint"]
-    text = run_text(capsys, ["search", *H200, "--gpus", "8", "--strategy", "1d"])
+    assert "more GPUs" in res["hint"] and captured.err.startswith("no answer: ")
+    assert main(["search", *H200, "--gpus", "8", "--strategy", "1d"]) == 3
+    text = capsys.readouterr().out
     assert "no configuration fits in HBM" in text and "try more GPUs" in text
 
 

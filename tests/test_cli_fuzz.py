@@ -179,8 +179,11 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 
 def assert_cli_contract(argv: list[str], code: int, out: str, err: str) -> None:
-    assert code in (0, 2), f"exit {code} for {argv}: {err.strip()}"
+    assert code in (0, 2, 3), f"exit {code} for {argv}: {err.strip()}"
     assert "Traceback" not in out + err, argv
+    if code == 3:  # valid input, no answer: the reason as one line
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("no answer: "), (argv, err)
     if code == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (argv, err)

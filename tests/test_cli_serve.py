@@ -17,8 +17,8 @@ CONTRACT = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_
             "usd_per_million_output_tokens")
 
 
-def _json(capsys, argv):
-    assert main(argv) == 0
+def _json(capsys, argv, code=0):
+    assert main(argv) == code
     return json.loads(capsys.readouterr().out)
 
 
@@ -68,10 +68,67 @@ def test_nvfp4_needs_an_fp4_gpu(capsys):
     assert "NVFP4" in capsys.readouterr().err
 
 
-def test_saturated_and_unfit_are_said(capsys):
-    out = _json(capsys, BASE + ["--tp", "8", "--request-rate", "1e6", "--json"])
+def test_saturated_and_unfit_are_said_and_exit_3(capsys):
+    """Valid input with no answer: the report, the reason on stderr, exit 3 (docs/cli.md)."""
+    assert main(BASE + ["--tp", "8", "--request-rate", "1e6", "--json"]) == 3
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
     assert out["stable"] is False and out["ttft_s"] is None and "saturated" in out["message"]
+    assert captured.err.startswith("no answer: ") and "saturated" in captured.err
     big = _json(capsys, ["serve", "--model", "llama3-405b", "--system", "h100", "--gpus", "1",
                          "--precision", "bf16", "--input-tokens", "100", "--output-tokens",
-                         "100", "--offline", "--json"])
+                         "100", "--offline", "--json"], code=3)
     assert big["fits"] is False and big["message"] == "no layout fits in memory"
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--input-tokens", "1000000", "--offline"],
+     ["--input-tokens", "--output-tokens", "llama3-70b's context of 131,072"]),
+    (["--input-tokens", "1000000000000", "--offline"], ["--input-tokens", "beyond any model"]),
+    (["--mtp", "3", "--offline"], ["--mtp 3", "no MTP head"]),
+])
+def test_questions_the_model_cannot_answer_are_refused(capsys, extra, words):
+    """A prompt beyond the context window names the flags and the limit (not seq_len); MTP on
+    a model without an MTP head is refused."""
+    assert main(BASE + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("error: ") and "seq_len" not in err
+    for word in words:
+        assert word in err, (word, err)
+
+
+def test_one_output_token_is_ttft_only(capsys):
+    out = _json(capsys, [a if a != "1000" else "1" for a in BASE[:-1]] + [
+        "1", "--concurrency", "8", "--tp", "8", "--json"])
+    assert out["ttft_s"] > 0 and out["tpot_s"] is None and out["tokens_per_s_per_user"] is None
+    assert main(BASE[:-1] + ["1", "--concurrency", "8", "--tp", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "tpot_s" in text and "n/a (one output token: TTFT only)" in text
+
+
+def test_attention_dp_pinned_both_ways(capsys):
+    """--attention-dp and --no-attention-dp pin the layout as given (a MoE model, tp 8)."""
+    moe = ["serve", "--model", "qwen3-235b-a22b", "--system", "h200", "--gpus", "8",
+           "--precision", "fp8", "--input-tokens", "1000", "--output-tokens", "1000",
+           "--offline", "--tp", "8", "--json"]
+    on = _json(capsys, moe + ["--attention-dp"])
+    off = _json(capsys, moe + ["--no-attention-dp"])
+    searched = _json(capsys, moe)
+    assert on["attention_dp"] is True and off["attention_dp"] is False
+    assert on["ep"] == 8 and searched["candidates"] > on["candidates"]
+    assert on["output_tokens_per_s"] != off["output_tokens_per_s"]
+
+
+@pytest.mark.parametrize("engine", ["trtllm-1.0", "vllm-0.x", "sglang-0.5"])
+def test_engines_selectable_with_their_error_bars(capsys, engine):
+    out = _json(capsys, BASE + ["--tp", "8", "--concurrency", "64", "--engine", engine,
+                                "--json"])
+    assert out["stack"] == engine and out["ttft_s"] > 0
+    bars = out["error_bars"]
+    assert set(bars) == {"output_tokens_per_s", "ttft_s", "tpot_s"}
+    assert "not validated" in bars["ttft_s"] and "not validated" in bars["tpot_s"]
+    if engine == "trtllm-1.0":
+        assert bars["output_tokens_per_s"].startswith("±") and "dense hopper" in bars[
+            "output_tokens_per_s"]
+    else:
+        assert "not validated end to end" in bars["output_tokens_per_s"]

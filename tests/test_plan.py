@@ -240,8 +240,15 @@ def test_plan_command_json(capsys, gpt3, h100):
     assert fewer["gpus"] == data["gpus"] - 8 and (fewer["days"] is None or fewer["days"] > 20)
 
 
+def test_plan_without_an_answer_exits_3(capsys):
+    """Valid input that no GPU count meets: the reason on stderr, exit 3 (docs/cli.md)."""
+    code, out, err = _run(capsys, ["plan", "--model", "gpt3-175b", "--system", "h100",
+                                   "--days", "0.001", "--max-gpus", "64"])
+    assert code == 3 and out == "" and err.startswith("no answer: ") and err.count("\n") == 1
+    assert "no GPU count up to 64" in err
+
+
 @pytest.mark.parametrize("argv, words", [
-    (["--days", "0.001", "--max-gpus", "64"], "no GPU count up to 64"),
     ([], "needs a target"),
     (["--days", "-3"], "positive number"),
     (["--budget-usd", "1e6", "--system", "paper-h200"], "no price"),

@@ -132,3 +132,25 @@ def test_fp4_what_if():
     _, errors = S.validate_scenario({**SCN, "matrix_tflops_fp4": -1.0})
     assert "matrix_tflops_fp4" in errors and "Peak FP4 matmul" in errors["matrix_tflops_fp4"]
 
+
+
+def test_engine_selector_and_attention_dp_pin():
+    """The engine picks the serving stack (the API's answer for it); the attention-DP pin is
+    searched, on or off as the CLI's --attention-dp / --no-attention-dp."""
+    from dashboard.views.serve_view import engines, form_stack
+
+    assert {"trtllm-1.0", "vllm-0.x", "sglang-0.5"} <= set(engines())
+    form = {**FORM, "engine": "vllm-0.x"}
+    out = outputs(SCN, form)
+    gpus, workload, pins = checked_form(form)
+    best = serve(load_model("llama3-70b"), load_system("h200"), gpus, workload, pins,
+                 stack=form_stack(form)).best
+    assert f"{best['output_tokens_per_s_per_gpu']:,.0f} output tokens/s per GPU" in out["headline"]
+    assert "not validated" in out["headline"]
+    assert "not validated" not in outputs(SCN)["headline"].split("(")[0]
+    with pytest.raises(ModelError, match="engine must be one of"):
+        form_stack({**FORM, "engine": "ollama"})
+    assert checked_form({**FORM, "attention_dp": "off"})[2] == ServingLayout(attention_dp=False)
+    assert checked_form({**FORM, "attention_dp": "on"})[2] == ServingLayout(attention_dp=True)
+    assert checked_form(FORM)[2] == ServingLayout()
+    assert "attention DP must be" in outputs(SCN, {**FORM, "attention_dp": "maybe"})["error"]

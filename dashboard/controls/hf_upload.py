@@ -35,7 +35,8 @@ from model.specs.transformer import Transformer
 KEPT = ("seq_len", "global_batch", "budget_kind", "budget")
 MODEL_CONTROLS = tuple(c for c in CONTROLS if c.group == "model" and not c.preset
                        and c.key not in KEPT)
-NOT_COMPARED = {"name", "source", "tokens", "samples", "global_batch"}
+# max_context_tokens: the serving context limit (serve's refusal), no control, unused in training
+NOT_COMPARED = {"name", "source", "tokens", "samples", "global_batch", "max_context_tokens"}
 
 
 def hf_config_of(data: bytes) -> dict[str, Any] | None:

@@ -14,7 +14,14 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
-from dashboard.views.serve_view import CARDS, DEFAULT_FORM, build, form_from_query, form_query
+from dashboard.views.serve_view import (
+    CARDS,
+    DEFAULT_FORM,
+    build,
+    engines,
+    form_from_query,
+    form_query,
+)
 from model import ModelError
 from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
 
@@ -39,8 +46,9 @@ layout = html.Div(className="page-body", children=[
     html.P(className="summary", children=(
         "The model and system of the control panel served under the workload below: the "
         "layout with the most output tokens/s per GPU within the SLAs (TTFT: arrival to first "
-        "token; TPOT = (end-to-end − TTFT)/(output tokens − 1)), on the TensorRT-LLM 1.0 "
-        "serving stack fitted to its published throughput.")),
+        "token; TPOT = (end-to-end − TTFT)/(output tokens − 1)), on the engine chosen below: "
+        "TensorRT-LLM 1.0 fitted to its published throughput, or vLLM and SGLang from their "
+        "defaults (not validated end to end).")),
     html.Div(className="card sweep-form", children=[
         _number("gpus", "GPUs", "1"), _number("input_tokens", "Input tokens", "1"),
         _number("output_tokens", "Output tokens", "1"),
@@ -56,6 +64,10 @@ layout = html.Div(className="page-body", children=[
         _choice("tp", "TP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
         _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
         _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
+        _choice("engine", "Engine", [{"label": e, "value": e} for e in engines()]),
+        _choice("attention_dp", "Attention DP", [{"label": "search", "value": "auto"},
+                                                 {"label": "on", "value": "on"},
+                                                 {"label": "off", "value": "off"}]),
         html.Div(id="serve-error", className="ctl-error", role="alert"),
     ]),
     html.P(id="serve-headline", className="headline", role="status"),

@@ -47,6 +47,13 @@ def summary_text(summary: dict) -> str:
         if rows:
             parts.append(f"{label}: " + ", ".join(
                 f"{k} {v['mean_abs_error_pct']:.0f} %" for k, v in rows.items()) + ".")
+    pops = summary.get("populations") or {}
+    if pops:
+        parts.append("Throughput by population: " + ", ".join(
+            f"{k.replace('/', ' ')} {v['output_tokens_per_s']['mean_abs_error_pct']:.0f} % "
+            f"({v['output_tokens_per_s']['runs']} runs)" for k, v in pops.items()) + ".")
+    if summary.get("latency_note"):
+        parts.append(summary["latency_note"])
     return " ".join(parts)
 
 

@@ -18,13 +18,19 @@ from model import ModelError, ServingLayout, ServingWorkload, serve
 from model.engine.request import Request
 from model.serving.serve import cost_versus_sla, load_curve
 from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
+from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
+from model.specs.serving_stack import NONE as NO_STACK
+from model.specs.serving_stack import list_serving_stacks
+
+ADP = {"auto": None, "on": True, "off": False}  # the attention-DP pin: searched, on, off
 
 MAX_GPUS = 1024  # the page's search stays well under its latency budget
 PINS = ("tp", "pp")
 DEFAULT_FORM: dict[str, Any] = {
     "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
     "load": 256, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
-    "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0}
+    "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
+    "attention_dp": "auto"}
 TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
@@ -84,7 +90,28 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
         value = form.get(key)
         if value != "auto":
             pins[key] = _int(form, key, 1, MAX_GPUS, key)
-    return gpus, workload, ServingLayout(**pins)
+    return gpus, workload, ServingLayout(**pins, **_adp_pin(form))
+
+
+def _adp_pin(form: dict) -> dict[str, bool]:
+    """The attention-DP pin of the form: none (searched), on or off."""
+    adp = form.get("attention_dp", "auto")
+    if adp not in ADP:
+        raise ModelError("attention DP must be search, on or off")
+    return {} if ADP[adp] is None else {"attention_dp": ADP[adp]}
+
+
+def engines() -> list[str]:
+    """The serving stacks the page offers (every preset; not the bare 'none')."""
+    return [s for s in list_serving_stacks() if s != NO_STACK]
+
+
+def form_stack(form: Any) -> str:
+    """The serving stack (engine and version) the form names, or ModelError."""
+    name = form.get("engine", DEFAULT_STACK) if isinstance(form, dict) else DEFAULT_STACK
+    if name not in engines():
+        raise ModelError(f"engine must be one of {', '.join(engines())}")
+    return name
 
 
 def form_query(form: dict[str, Any]) -> str:
@@ -134,7 +161,8 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
     gpus, workload, pins = checked_form(form)
     model, system = build_inputs(scn)
     pres = bool(scn.get("presentation"))
-    request = Request(model, system, Serving(workload, gpus, pins))
+    stack = form_stack(form)
+    request = Request(model, system, Serving(workload, gpus, pins), stack=stack)
     result = serve(request)
     offline = result if workload.mode == "offline" else serve(request.replace(
         workload=Serving(workload.with_overrides(mode="offline", concurrency=None,
@@ -145,8 +173,11 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
            "serve-step": fs.step_figure(result.step_by_op_s, pres),
            "serve-cost": fs.cost_figure(cost_versus_sla(offline.frame, TPOT_LIMITS_S), pres)}
     if best.get("fits"):
-        curve, knee = load_curve(model, system, workload, best, points=40)
+        curve, knee = load_curve(model, system, workload, best, stack=stack, points=40)
         out["serve-load"] = fs.load_figure(curve, knee, pres)
     else:
         out["serve-load"] = figures.empty_figure("No layout fits: no load curve.", pres)
-    return out, headline(best, result.message)
+    text = headline(best, result.message)
+    if not best.get("validated", True):  # vLLM, SGLang: say it with the answer
+        text += f" — {stack}: not validated end to end"
+    return out, text

@@ -16,6 +16,7 @@ from model.specs.models import load_model
 from model.specs.transformer import Transformer
 
 EXIT_USAGE = 2
+EXIT_NO_ANSWER = 3  # the inputs are valid but nothing fits, or the load is unstable
 EXIT_INTERNAL = 1
 MAX_INT = 10**15  # far beyond any valid value; keeps numpy int64 comparisons exact
 DEFAULT_GLOBAL_BATCH = 4096  # samples per iteration, as in the paper (arXiv 2410.00273)

@@ -3,8 +3,9 @@ installed (``pip install .``), or ``python -m model ...`` from a checkout.
 
 Other tools rely on the options and on the ``--json`` output (see ``python -m model <cmd> --help``).
 Any bad input (usage, numbers, files, presets, pins, budget) prints ONE line ``error: ...`` on
-stderr and exits 2; an unexpected exception prints ``error: internal error: ...`` and exits 1.
-Never a traceback.
+stderr and exits 2; an unexpected exception prints ``error: internal error: ...`` and exits 1;
+valid input with no answer (nothing fits, no GPU count meets the target, a saturated load)
+prints ``no answer: ...`` on stderr and exits 3 (docs/cli.md, "Exit codes"). Never a traceback.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def _fail(message: str, code: int) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m model") -> int:
-    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 internal error).
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 3 no answer, 1 internal
+    error).
 
     ``prog`` is how the user called it (in usage lines and in printed commands)."""
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
 import pandas as pd
@@ -15,6 +16,7 @@ import pandas as pd
 from model.cli import format as cli_format
 from model.cli.args import (
     DEFAULT_GLOBAL_BATCH,
+    EXIT_NO_ANSWER,
     load_workload,
     positive_int,
     positive_number,
@@ -178,8 +180,9 @@ def run_plan(args: argparse.Namespace) -> int:
                             execution=execution_from_args(args, searching=True),
                             stack=args.stack, costs=costs_from_args(args))
     res = plan(request, days=args.days, budget_usd=args.budget_usd, failures=args.with_failures)
-    if res.row is None:
-        raise ModelError(_no_answer(res, model.name))
+    if res.row is None:  # valid input, no answer: the reason on stderr, exit 3
+        print(f"no answer: {_no_answer(res, model.name)}", file=sys.stderr)
+        return EXIT_NO_ANSWER
     if args.json:
         print_json(plan_json(res, model, system, args))
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,7 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from model.cli import format as cli_format
-from model.cli.args import PIN_OPTIONS, CliError, load_workload, print_json
+from model.cli.args import (
+    EXIT_NO_ANSWER,
+    PIN_OPTIONS,
+    CliError,
+    load_workload,
+    print_json,
+)
 from model.cli.costs import costs_from_args
 from model.cli.options import execution_from_args
 from model.cli.reproduce import evaluate_command
@@ -157,6 +164,10 @@ def run_search(args: argparse.Namespace) -> int:
                                               lambda row: evaluate_command(row, args),
                                               _error_bar(args, model, system),
                                               _usable_gb(args, system)))
+    if all(r.feasible == 0 for r in results):  # valid input, no answer: exit 3 with why
+        print("no answer: no configuration fits in HBM; try more GPUs (--gpus)",
+              file=sys.stderr)
+        return EXIT_NO_ANSWER
     return 0
 
 
@@ -277,6 +288,16 @@ def run_validate_serving(args: argparse.Namespace) -> int:
         for key, row in summary.get(name, {}).items():
             print(f"{name} {key}: mean |error| {row['mean_abs_error_pct']:.1f} % over "
                   f"{row['runs']} runs")
+    print("\nper population (engine trtllm-1.0 × dense/MoE × GPU generation × metric):")
+    for key, metrics in summary["populations"].items():
+        for metric in ("output_tokens_per_s", "ttft_s", "tpot_s"):
+            row = metrics.get(metric)
+            print(f"  {key:16s} {metric:20s} " + (
+                f"mean |error| {row['mean_abs_error_pct']:.1f} %, max "
+                f"{row['max_abs_error_pct']:.1f} %, mean {row['mean_error_pct']:+.1f} % over "
+                f"{row['runs']} runs" if row else "no measurement in the fit data: not "
+                                                   "validated"))
+    print(summary["latency_note"])
     return 0
 
 

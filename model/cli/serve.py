@@ -1,25 +1,30 @@
 """``python -m model serve``: the serving estimate of one layout, or the search of what is not
-pinned (docs/serving.md, "Command line"). Bad input: one line ``error: ...``, exit 2."""
+pinned (docs/serving.md, "Command line"). Bad input: one line ``error: ...``, exit 2; valid
+input with no answer (nothing fits in memory, or the request rate saturates every layout): the
+reason on stderr, exit 3 (docs/cli.md, "Exit codes")."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import Any
 
-from model.cli.args import CliError, positive_int, print_json
+from model.cli.args import EXIT_NO_ANSWER, CliError, positive_int, print_json
 from model.engine.request import Request
 from model.serving.serve import serve
 from model.specs.hardware import load_system
 from model.specs.models import load_model
 from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS, Serving
 from model.specs.serving_stack import DEFAULT, list_serving_stacks
+from model.specs.transformer import Transformer
 
 # DeepSeek-V3 technical report (arXiv 2412.19437) §5.4.3: the second token its MTP module
 # predicts is accepted 85-90 % of the time; the default when --mtp is given alone
 DEFAULT_MTP_ACCEPTANCE = 0.85
 KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "tokens_per_s_per_user",
-        "ttft_s", "tpot_s", "itl_s", "e2e_s", "batch", "requests_per_s", "kv_cache_gb",
+        "ttft_s", "ttft_p90_s", "ttft_p99_s", "tpot_s", "itl_s", "e2e_s", "batch",
+        "requests_per_s", "kv_cache_gb",
         "memory_gb", "weights_gb", "fits", "meets_sla", "usd_per_million_output_tokens",
         "usd_per_million_input_tokens", "energy_j_per_output_token")
 
@@ -54,8 +59,9 @@ def add_serve(sub: Any) -> None:
                         ("--decode-instances", "disaggregated: decode instances y"),
                         ("--batch", "largest batch per instance")):
         p.add_argument(flag, type=positive_int, help=help_ + " (default: searched)")
-    p.add_argument("--attention-dp", action="store_true", default=None,
-                   help="attention data-parallel over the tp GPUs (MoE models)")
+    p.add_argument("--attention-dp", action=argparse.BooleanOptionalAction, default=None,
+                   help="attention data-parallel over the tp GPUs (MoE models): pinned on, or "
+                        "off with --no-attention-dp (default: searched)")
     p.add_argument("--precision", required=True, choices=WEIGHT_PRECISIONS)
     p.add_argument("--kv-precision", choices=KV_PRECISIONS,
                    help="KV cache (default: fp8 with fp8/mxfp8/nvfp4 weights, else as weights)")
@@ -73,8 +79,10 @@ def add_serve(sub: Any) -> None:
                                      f"{DEFAULT_MTP_ACCEPTANCE}, DeepSeek-V3's)")
     p.add_argument("--ttft-max", type=_number(1e-6, 1e6, "seconds"), metavar="S")
     p.add_argument("--tpot-max", type=_number(1e-7, 1e4, "seconds"), metavar="S")
-    p.add_argument("--stack", default=DEFAULT, choices=list_serving_stacks(),
-                   help="serving stack (default: %(default)s)")
+    p.add_argument("--stack", "--engine", dest="stack", default=DEFAULT,
+                   choices=list_serving_stacks(),
+                   help="serving stack, engine and version (default: %(default)s, the one "
+                        "validated; vllm-0.x and sglang-0.5 are not validated end to end)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run_serve)
 
@@ -105,8 +113,36 @@ def _clean(value: Any) -> Any:
     return value
 
 
+MAX_TOKENS = 100_000_000  # the largest sequence a model spec takes (its seq_len field)
+NO_ANSWER = ("no layout fits in memory", "saturated")  # messages of serve() that answer nothing
+
+
+def _check_tokens(args: argparse.Namespace) -> None:
+    """The prompt and output in the user's words, before a model is built for them."""
+    total = args.input_tokens + args.output_tokens
+    if total > MAX_TOKENS:
+        raise CliError(f"--input-tokens {args.input_tokens:,} + --output-tokens "
+                       f"{args.output_tokens:,} = {total:,} tokens is beyond any model "
+                       f"(at most {MAX_TOKENS:,})")
+
+
+def _check_model(model: Transformer, args: argparse.Namespace, context: int | None) -> None:
+    """Refuse what the model cannot serve: a sequence beyond its context window, MTP without
+    an MTP head."""
+    total = args.input_tokens + args.output_tokens
+    if context and total > context:
+        raise CliError(f"--input-tokens {args.input_tokens:,} + --output-tokens "
+                       f"{args.output_tokens:,} = {total:,} tokens is beyond {model.name}'s "
+                       f"context of {context:,} tokens")
+    if args.mtp and not model.mtp_layers:
+        raise CliError(f"--mtp {args.mtp}: {model.name} has no MTP head (mtp_layers 0); "
+                       "speculative decoding with a separate draft model is not modelled")
+
+
 def run_serve(args: argparse.Namespace) -> int:
+    _check_tokens(args)
     model = load_model(args.model, seq_len=args.input_tokens + args.output_tokens)
+    _check_model(model, args, model.max_context_tokens)
     system = load_system(args.system)
     request = Request(model, system, Serving(_workload(args), args.gpus, _layout(args)),
                       stack=args.stack)  # the one request, as training's commands build
@@ -120,7 +156,7 @@ def run_serve(args: argparse.Namespace) -> int:
                     "pareto_front": [{k: _clean(v.item() if hasattr(v, "item") else v)
                                       for k, v in row.items()}
                                      for row in front.to_dict("records")]})
-        return 0
+        return _exit(result.message)
     print(f"{model.name} on {args.gpus} × {system.name}, {best['mode']}, "
           f"{best['weight_precision']} weights, {best['kv_precision']} KV, stack {best['stack']}"
           f" ({best['candidates']} layouts evaluated)")
@@ -129,9 +165,28 @@ def run_serve(args: argparse.Namespace) -> int:
                   f"{best['prefill_instances']:.0f}P{best['decode_instances']:.0f}D"
                   if best['prefill_instances'] else f"{best['replicas']:.0f} replica(s)"))
     print(f"layout: {layout}, batch {best['batch']:.0f}")
+    one_token = args.output_tokens == 1
     for key in KEYS:
         value = best.get(key)
+        if one_token and key in ONE_TOKEN_NA:
+            value = "n/a (one output token: TTFT only)"
+        elif key.startswith("ttft_p") and value is None:
+            value = "n/a (modelled for Poisson arrivals, --request-rate, only)"
         print(f"  {key:34s} {value if not isinstance(value, float) else f'{value:.4g}'}")
+    for metric, bar in best.get("error_bars", {}).items():
+        print(f"  error bar of {metric}: {bar}")
     if result.message:
         print(f"note: {result.message}")
+    return _exit(result.message)
+
+
+ONE_TOKEN_NA = ("tpot_s", "itl_s", "tokens_per_s_per_user")
+
+
+def _exit(message: str) -> int:
+    """0 when the estimate answers; :data:`EXIT_NO_ANSWER` with the reason on stderr when
+    nothing fits in memory or the load saturates every layout."""
+    if any(m in message for m in NO_ANSWER):
+        print(f"no answer: {message}", file=sys.stderr)
+        return EXIT_NO_ANSWER
     return 0

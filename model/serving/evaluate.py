@@ -17,11 +17,13 @@ from model.serving.modes import (
     decode_keys,
     decode_step_s,
     max_batch,
+    md1_wait_quantile_s,
     md1_wait_s,
     memory,
     prefill_s,
     solve_batch,
 )
+from model.serving.scheduler import ClosedLoop, closed_loop
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def _batch_and_wait(engine: Engine, c: Candidates, rate_of, b_max, capacity_p, l
             batch[split] = solve_batch(lambda b: rate_of(b, split),
                                        np.minimum(mu, prefill_cap)[split], b_max[split])
         return batch, np.zeros(len(c)), np.ones(len(c), bool)
-    if wl.mode == "concurrency":
+    if wl.mode == "concurrency":  # aggregated rows: model.serving.scheduler (evaluate)
         users = wl.concurrency / (c.instances + np.where(agg, 0.0, c.prefill))
         batch = np.minimum(users, b_max)
         rate = np.minimum(rate_of(batch), prefill_cap)
@@ -168,18 +170,31 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
     tpot = tau / a
     chunks = np.ceil(in_len / chunk)
     gpus = c.gpus
-    ttft = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus)) + wait
+    service = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus))
+    ttft = service + wait
     rate = np.where(stable, c.instances * batch * a / (tau * out_len), 0.0)
+    if wl.mode == "concurrency" and agg.any():
+        rows = np.flatnonzero(agg)
+        loop = _closed_loop(engine, c, lay, rows, keys, b_max, chunk, t_p)
+        batch, tau, tpot, ttft, rate = (x.astype(float).copy() for x in (
+            batch, tau, tpot, ttft, rate))
+        batch[rows], tau[rows], tpot[rows] = loop.decoding, loop.step_s, loop.tpot_s
+        ttft[rows] = loop.ttft_s
+        rate[rows] = np.where(stable[rows], c.instances[rows] * loop.requests_per_s, 0.0)
+    if out_len <= 1:  # one output token: a TTFT, no TPOT
+        tpot = np.full(len(c), np.nan)
     if wl.mode == "request-rate":
         rate = np.where(stable, lam, 0.0)
     out_tps = rate * out_len
     ttft, tpot = np.where(stable, ttft, np.inf), np.where(stable, tpot, np.inf)
+    per_user = np.where(stable, 1.0 / tpot, 0.0) if out_len > 1 else np.full(len(c), np.nan)
     cols = {"tp": c.tp, "pp": c.pp, "ep": c.ep, "attention_dp": c.adp,
             "replicas": np.where(agg, c.instances, 0), "prefill_instances": c.prefill,
             "decode_instances": np.where(agg, 0, c.instances), "gpus": gpus,
             "batch": batch, "max_batch": b_max, "ttft_s": ttft, "tpot_s": tpot,
-            "itl_s": np.where(stable, tau, np.inf), "e2e_s": ttft + (out_len - 1) * tpot,
-            "tokens_per_s_per_user": np.where(stable, 1.0 / tpot, 0.0),
+            "itl_s": np.where(stable, tau, np.inf),
+            "e2e_s": ttft + (out_len - 1) * np.where(np.isnan(tpot), 0.0, tpot),
+            "tokens_per_s_per_user": per_user,
             "output_tokens_per_s": out_tps, "output_tokens_per_s_per_gpu": out_tps / gpus,
             "total_tokens_per_s": rate * (in_len + out_len),
             "total_tokens_per_s_per_gpu": rate * (in_len + out_len) / gpus,
@@ -189,11 +204,52 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
             "kv_used_gb": so.kv_bytes_per_sequence(m, wl, lay, in_len + out_len) * batch
             / lay.attention_groups / 1e9,
             "prefill_s_per_request": t_p, "decode_step_s": dec}
+    cols.update(_ttft_tail(engine, c, lam, rate_of(b_max), 1.0 / t_p, service, stable))
     cols["memory_gb"] = cols["weights_gb"] + cols["activations_gb"] + cols["kv_cache_gb"]
     share = np.where(agg, batch * a / out_len * t_p / tau, c.prefill / (c.prefill + c.instances))
     cols.update(_costs(engine, gpus, out_tps, rate * in_len, share))
     cols["meets_sla"] = _sla(wl, cols)
     return cols
+
+
+QUANTILES = {"ttft_p90_s": 0.9, "ttft_p99_s": 0.99}
+
+
+def _ttft_tail(engine: Engine, c: Candidates, lam: np.ndarray, mu: np.ndarray,
+               capacity_p: np.ndarray, service: np.ndarray, stable: np.ndarray
+               ) -> dict[str, np.ndarray]:
+    """TTFT p90 and p99, s: in the request-rate mode the TTFT without its wait plus the wait's
+    quantile (:func:`md1_wait_quantile_s`; with disaggregation the prefill queue's quantile
+    added too, an upper bound of the sum's); NaN in the offline and concurrency modes (fixed
+    lengths, no arrival randomness: the closed loop's clumps give a few discrete values)."""
+    if engine.workload.mode != "request-rate":
+        return {k: np.full(len(c), np.nan) for k in QUANTILES}
+    split = c.prefill > 0
+    out = {}
+    for key, q in QUANTILES.items():
+        wait = md1_wait_quantile_s(lam / c.instances, mu, q)
+        wait = wait + np.where(split, md1_wait_quantile_s(lam / np.maximum(c.prefill, 1),
+                                                          capacity_p, q), 0.0)
+        out[key] = np.where(stable, service + wait, np.inf)
+    return out
+
+
+def _closed_loop(engine: Engine, c: Candidates, lay: so.Layout, rows: np.ndarray,
+                 keys: np.ndarray, b_max: np.ndarray, chunk: np.ndarray,
+                 t_p: np.ndarray) -> ClosedLoop:
+    """:func:`model.serving.scheduler.closed_loop` of the aggregated candidates ``rows``: the
+    users of one instance, its token budget (the chunk of every attention rank), its largest
+    batch, its decode step and the GPU time of one prompt token (t_p / I)."""
+    wl = engine.workload
+    lay_ = lay.take(rows)
+    groups = lay_.attention_groups
+
+    def tau_d(d: np.ndarray) -> np.ndarray:
+        return _per_distinct(lambda l_, b: decode_step_s(engine, l_, b, keys), lay_, d)
+
+    return closed_loop(wl.concurrency / c.instances[rows], wl.input_tokens, wl.output_tokens,
+                       wl.tokens_per_step, wl.mtp_depth + 1.0, chunk[rows] * groups,
+                       b_max[rows], tau_d, t_p[rows] / wl.input_tokens)
 
 
 def _costs(engine: Engine, gpus, out_tps, in_tps, prefill_share) -> dict[str, np.ndarray]:
@@ -224,6 +280,6 @@ def _sla(wl, cols) -> np.ndarray:
     ok = cols["fits"] & cols["stable"] & (cols["output_tokens_per_s"] > 0)
     if wl.ttft_max_s is not None:
         ok &= cols["ttft_s"] <= wl.ttft_max_s
-    if wl.tpot_max_s is not None:
+    if wl.tpot_max_s is not None and wl.output_tokens > 1:  # no TPOT with one output token
         ok &= cols["tpot_s"] <= wl.tpot_max_s
     return ok

@@ -22,6 +22,7 @@ from model.physics import serving_ops as so
 from model.physics.serving_step import Engine, step_times
 from model.serving.evaluate import Candidates, candidates, evaluate_candidates
 from model.serving.modes import decode_keys
+from model.serving.validity import error_bars
 from model.specs.hardware import System
 from model.specs.serving import (
     Serving,
@@ -173,9 +174,14 @@ def serve_request(req: Request) -> ServeResult:
                         cols["tokens_per_s_per_user"])
     pareto = frame[front].sort_values("output_tokens_per_s_per_gpu").reset_index(drop=True)
     best = _row(frame, best_i)
+    for key in ("ttft_p90_s", "ttft_p99_s"):  # not modelled outside Poisson arrivals: None
+        if best[key] != best[key]:
+            best[key] = None
     best.update(meets_sla=bool(ok[best_i]), candidates=len(cand), stack=engine.stack.name,
                 model=model.name, system=system.name, mode=wl.mode,
-                weight_precision=wl.weight_precision, kv_precision=wl.kv_precision)
+                weight_precision=wl.weight_precision, kv_precision=wl.kv_precision,
+                validated=engine.stack.validated,
+                error_bars=error_bars(engine.stack, model.moe, system.generation))
     return ServeResult(best, frame, pareto, decode_breakdown(engine, cand.take([best_i]),
                                                              best["batch"]), message)
 

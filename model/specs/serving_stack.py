@@ -15,7 +15,7 @@ host overhead. The stack ``none`` applies nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,15 @@ FIELDS = (
           "activations that the KV cache takes", 0.01, 1, default=0.9),
     Field("kernel_overhead_s", float, "launch overhead of one kernel, s", 0, 1e-2,
           default=20e-6),
+    Field("hbm_utilization", float, "share of the whole HBM that weights, activations and KV "
+          "cache may take (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static); 0: "
+          "the KV cache takes kv_cache_memory_fraction of what is left instead", 0, 1,
+          default=0.0),
+    Field("kv_block_tokens", int, "tokens of one KV-cache block (a sequence holds whole "
+          "blocks)", 1, 4096, default=1),
+    Field("cuda_graphs", bool, "decode steps replayed as CUDA graphs", default=True),
+    Field("validated", bool, "true only where the stack's end-to-end constants were fitted "
+          "on published measurements of that engine", default=False),
     Field("efficiency", dict, "per GPU generation: gemm, hbm, step_overhead_s", default=None),
     Field("gemm_shapes", str, "shape terms of a dense GEMM's efficiency: 'tiles' (128-row "
           "tile waves and DeepGEMM's depth, model.physics.gemm) or 'kernel-tables' (the "
@@ -64,6 +73,10 @@ class ServingStack:
     max_num_tokens: int = 8192
     kv_cache_memory_fraction: float = 0.9
     kernel_overhead_s: float = 20e-6
+    hbm_utilization: float = 0.0
+    kv_block_tokens: int = 1
+    cuda_graphs: bool = True
+    validated: bool = False
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
     gemm_shapes: str = "tiles"
@@ -104,9 +117,7 @@ class ServingStack:
 
     def with_efficiency(self, table: dict[str, dict[str, float]]) -> ServingStack:
         """A copy with other per-generation efficiencies (the fit tries candidates)."""
-        return ServingStack(self.name, self.source, self.engine, self.max_batch,
-                            self.max_num_tokens, self.kv_cache_memory_fraction,
-                            self.kernel_overhead_s, table, self.fit, self.gemm_shapes)
+        return replace(self, efficiency=table)
 
 
 def _efficiency_table(data: Any) -> dict[str, dict[str, float]]:

@@ -71,6 +71,8 @@ FIELDS = (
     Field("v_head_dim", int, "MLA value head dimension", 0, 100_000, default=0),
     Field("mtp_layers", int, "multi-token-prediction layers (DeepSeek-V3 MTP modules)", 0, 100,
           default=0),
+    Field("max_context_tokens", int, "the longest sequence (prompt + output) the released model "
+          "serves, tokens (0: not stated)", 0, 1_000_000_000, default=0),
     Field("sliding_window", int, "attention window in tokens (0: full attention)", 0,
           100_000_000, default=0),
     Field("window_layers", int, "layers that use the window (default: all)", 0, 10_000),
@@ -137,6 +139,7 @@ class Transformer:
     position_embedding: str = "rope"
     norm: str = "layernorm"
     attention_sinks: bool = False
+    max_context_tokens: int = 0
 
     @property
     def moe(self) -> bool:

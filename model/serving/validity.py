@@ -1,0 +1,45 @@
+"""The error bar every serving answer carries: per metric, what the stack's fit measured on the
+answer's own population — engine (the stack) × dense or MoE × GPU generation × metric — or
+"not validated" (docs/serving.md, "Validation").
+
+The populations are written by ``bench/serve_fit.py`` into the stack's ``fit.populations``
+(:func:`model.validation.serving.population_errors`): for each ``dense/<generation>`` and
+``moe/<generation>`` the runs of the fit data in it and their mean and largest
+|predicted/measured − 1| per metric. A metric the fit data never measured (TensorRT-LLM's perf
+overview gives offline throughput only: no TTFT, no TPOT) has no entry, and a stack that was
+never fitted (``validated`` false: vLLM, SGLang) has none at all.
+"""
+
+from __future__ import annotations
+
+from model.specs.serving_stack import ServingStack
+
+METRICS = {"output_tokens_per_s": "throughput", "ttft_s": "TTFT", "tpot_s": "TPOT"}
+MIN_RUNS = 3  # fewer runs of a population than this: no bar, "not validated"
+
+
+def population(moe: bool, generation: str) -> str:
+    """The population key of a model (dense or MoE) on a GPU generation."""
+    return f"{'moe' if moe else 'dense'}/{generation}"
+
+
+def error_bars(stack: ServingStack, moe: bool, generation: str) -> dict[str, str]:
+    """Per metric (:data:`METRICS`), the error bar of an answer for a dense or MoE model on a
+    GPU generation under ``stack``, in words."""
+    key = population(moe, generation)
+    if not stack.validated:
+        return {m: f"not validated end to end ({stack.engine or stack.name}: no measurement of "
+                   "this engine in the fit data)" for m in METRICS}
+    table = (stack.fit or {}).get("populations", {}).get(key, {})
+    source = (stack.fit or {}).get("data", "the fit data")
+    out = {}
+    for metric, label in METRICS.items():
+        row = table.get(metric)
+        if not row or row.get("runs", 0) < MIN_RUNS:
+            out[metric] = (f"not validated ({label} of {key.replace('/', ' models on ')} "
+                           f"is not measured in {source})")
+            continue
+        out[metric] = (f"±{row['mean_abs_error_pct']:.0f} % (offline {label}: mean |error| over "
+                       f"{row['runs']} {key.replace('/', ' ')} runs of {source}, in sample; "
+                       f"max {row['max_abs_error_pct']:.0f} %)")
+    return out
