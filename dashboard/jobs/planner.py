@@ -18,20 +18,13 @@ from typing import Any
 import pandas as pd
 
 from dashboard.controls.scenario import PLAN_KEYS, build_inputs, costs_of, execution_of, stack_of
-from dashboard.jobs import budget, compute
+from dashboard.jobs import budget, compute, plan_stages
+from dashboard.jobs.plan_stages import Stage
 from model import ModelError, load_system
-from model.engine.counts import count_range
 from model.engine.request import Request
 from model.studies.lost_node import lost_node_frame
 from model.studies.pareto import pareto_frame
-from model.studies.plan import (
-    FIRST_WINDOW,
-    PlanResult,
-    Progress,
-    plan,
-    plan_execution,
-    plan_strategies,
-)
+from model.studies.plan import PlanResult, plan_execution, plan_strategies
 
 PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
 PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
@@ -47,11 +40,10 @@ def payload(scn: dict[str, Any], *extra: Any) -> dict[str, Any]:
 
 def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dict[str, Any]]:
     """(model, system, the keyword arguments of plan/lost_node_frame/pareto_frame). Raises
-    ModelError in the paper mode, which models neither an execution nor a cost, and for a
-    scenario over the request's budgets: with ``whole_plan`` (the plan itself) the plan's
-    first batch of counts is sized — every multiple of the node size in its first window, or
-    up to the largest with a budget, one vectorized search per strategy; else (the lost-node
-    and Pareto views, which run after the plan) one search at the largest count."""
+    ModelError in the paper mode, which models neither an execution nor a cost; without
+    ``whole_plan`` (the lost-node and Pareto views, which run after the plan) also for one
+    search at the largest count over the request's budgets. The plan itself
+    (``whole_plan``) is sized chunk by chunk as it runs (:mod:`dashboard.jobs.plan_stages`)."""
     if scn["compat"] == "paper":
         raise ModelError("Plan & cost needs the default model mode (the paper mode models no "
                          "cost): set Model mode to default")
@@ -61,15 +53,7 @@ def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dic
     strategy = plan_strategies(model, scn["strategy"])
     strategy = (strategy,) if isinstance(strategy, str) else strategy
     execution = plan_execution(execution_of(scn))
-    if whole_plan:
-        counts = count_range(scn["plan_max_gpus"], system.node_size)
-        first = counts if scn["plan_goal"] != "days" else counts[:FIRST_WINDOW]
-        if len(first) == 0:  # no whole node within the largest count: plan() says so
-            return model, system, {"strategy": strategy, "execution": execution,
-                                   "stack": stack_of(scn), "costs": costs_of(scn)}
-        budget.check_plan(f"The plan's first {len(first):,} GPU counts (up to {first[-1]:,})",
-                          _sized(scn, model, system, first, strategy, execution), NARROW)
-    else:
+    if not whole_plan:
         budget.check_searches(f"A search at the plan's largest count "
                               f"({scn['plan_max_gpus']:,} GPUs)",
                               _sized(scn, model, system, [scn["plan_max_gpus"]], strategy,
@@ -115,14 +99,18 @@ def answer_frame(res: PlanResult, note: str = "") -> pd.DataFrame:
                         counts_searched=res.counts_searched, note=note)
 
 
-def answer(scn: dict[str, Any], progress: Progress | None = None) -> pd.DataFrame:
-    """:func:`answer_frame` of the scenario's plan; ``progress(done, total)`` gets the GPU
-    counts settled (:func:`model.studies.plan.plan_request`; not called on a cached answer)."""
+def answer(scn: dict[str, Any], stage: Stage | None = None) -> pd.DataFrame:
+    """:func:`answer_frame` of the scenario's plan, :func:`model.studies.plan.plan`'s answer
+    searched in budget-sized chunks, each cached (:mod:`dashboard.jobs.plan_stages`);
+    ``stage(done, total, text)`` hears each chunk (not called on a cached answer)."""
     def run() -> pd.DataFrame:
         model, system, kw = inputs(scn, whole_plan=True)
         request = Request.build(model, system, global_batch=scn["global_batch"],
                                 max_gpus=scn["plan_max_gpus"], **kw)
-        res = plan(request, **targets(scn), failures=scn["plan_failures"], progress=progress)
+        res = plan_stages.staged_plan(request, **targets(scn), failures=scn["plan_failures"],
+                                      frames=plan_stages.cached_frames("plan-chunk",
+                                                                       payload(scn)),
+                                      stage=stage)
         return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
     return compute.cached_frame("plan-answer", payload(scn), run)
 

@@ -172,19 +172,12 @@ def input_texts(scn: dict[str, Any]) -> list[str]:
 Stage = Callable[[int, int, str], None]  # (value, max, text) of the page's progress bar
 
 
-def plan_progress(stage: Stage) -> Callable[[int, int], None]:
-    """The plan's ``progress(done, total)`` (GPU counts settled) as the page's stage text."""
-    def report(done: int, total: int) -> None:
-        stage(done, total, f"Plan: searched {done:,} of {total:,} GPU counts")
-    return report
-
-
 def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
     """Every output of the page for a valid scenario (the callback, callable without a browser).
     Raises ModelError (the paper mode, a system without a price for a budget, a search over
     its budget): the callback shows it. ``stage``, when given, hears each stage: the GPU
     counts the plan searched, then the Pareto front and the lost-node view."""
-    frame = planner.answer(scn) if stage is None else planner.answer(scn, plan_progress(stage))
+    frame = planner.answer(scn, stage)
     stage = stage or (lambda _value, _max, _text: None)
     pres = bool(scn.get("presentation"))
     head, message = headline(scn, frame)
