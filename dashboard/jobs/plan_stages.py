@@ -107,11 +107,20 @@ def _meets(frame: pd.DataFrame, days: float | None) -> bool:
     return days is not None and len(frame) > 0 and bool((frame["plan_days"] <= days).any())
 
 
+def search_all(req: Request, counts: Sequence[int], frames: Frames) -> pd.DataFrame:
+    """The best row of each of ``counts`` that has one, searched in budget-sized chunks (the
+    lost-node view's counts not searched by the plan)."""
+    found = [frames(run, lambda run=run: search(req, run, False))
+             for run in chunks(req, counts, *sized(req, counts))] if len(counts) else []
+    return _merged(found)
+
+
 def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
-                failures: bool, frames: Frames, stage: Stage | None = None) -> PlanResult:
+                failures: bool, frames: Frames, stage: Stage | None = None
+                ) -> tuple[PlanResult, list[int]]:
     """:func:`model.studies.plan.plan_request`'s answer, searched in budget-sized chunks (the
-    module docstring). ``frames(counts, run)``: the rows of a chunk (``run()`` unless cached);
-    ``stage(done, total, text)`` hears each chunk."""
+    module docstring), and the counts searched. ``frames(counts, run)``: the rows of a chunk
+    (``run()`` unless cached); ``stage(done, total, text)`` hears each chunk."""
     report = stage or (lambda _d, _t, _x: None)
     start = time.perf_counter()
     check_targets(days, budget_usd, req.model)
@@ -125,7 +134,7 @@ def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
         raise ModelError(f"system '{req.system.name}' has no price for its pricing; give "
                          "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")
     found: list[pd.DataFrame] = []
-    coarse, searched = coarse_counts(counts), []
+    coarse, searched = coarse_counts(counts), []  # type: ignore[var-annotated]
     report(0, len(coarse), f"Coarse: the node size × 1, 2, 4, … up to {counts[-1]:,} GPUs")
     for run in chunks(req, coarse, *sized(req, coarse)):
         found.append(frames(run, lambda run=run: search(req, run, failures)))
@@ -142,16 +151,16 @@ def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
     done = 0
     for run in chunks(req, rest, rest_shapes, rest_cands):
         found.append(frames(run, lambda run=run: search(req, run, failures)))
+        searched += run
         done += len(run)
         report(done, len(rest), f"Refine: searched every multiple of {step} up to "
                                 f"{run[-1]:,} GPUs")
         if _meets(found[-1], days) and budget_usd is None:
             break
     per_count = _merged(found)
-    done += len(searched)
     return PlanResult(choose(per_count, days, budget_usd), int(step), int(work.max_gpus), days,
-                      budget_usd, failures, per_count, int(done),
-                      time.perf_counter() - start)
+                      budget_usd, failures, per_count, len(searched),
+                      time.perf_counter() - start), sorted(searched)
 
 
 def _check_refine(req: Request, rest: np.ndarray, cands: np.ndarray) -> None:

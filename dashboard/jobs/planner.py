@@ -22,7 +22,7 @@ from dashboard.jobs import budget, compute, plan_stages
 from dashboard.jobs.plan_stages import Stage
 from model import ModelError, load_system
 from model.engine.request import Request
-from model.studies.lost_node import lost_node_frame
+from model.studies.lost_node import lost_node_counts, lost_node_view
 from model.studies.pareto import pareto_frame
 from model.studies.plan import PlanResult, plan_execution, plan_strategies
 
@@ -102,42 +102,78 @@ def answer_frame(res: PlanResult, note: str = "") -> pd.DataFrame:
 def answer(scn: dict[str, Any], stage: Stage | None = None) -> pd.DataFrame:
     """:func:`answer_frame` of the scenario's plan, :func:`model.studies.plan.plan`'s answer
     searched in budget-sized chunks, each cached (:mod:`dashboard.jobs.plan_stages`);
-    ``stage(done, total, text)`` hears each chunk (not called on a cached answer)."""
+    ``stage(done, total, text)`` hears each chunk (not called on a cached answer). The best
+    row of every count searched is cached too (:func:`plan_rows`), for the lost-node view."""
     def run() -> pd.DataFrame:
         model, system, kw = inputs(scn, whole_plan=True)
         request = Request.build(model, system, global_batch=scn["global_batch"],
                                 max_gpus=scn["plan_max_gpus"], **kw)
-        res = plan_stages.staged_plan(request, **targets(scn), failures=scn["plan_failures"],
-                                      frames=plan_stages.cached_frames("plan-chunk",
-                                                                       payload(scn)),
-                                      stage=stage)
+        res, searched = plan_stages.staged_plan(
+            request, **targets(scn), failures=scn["plan_failures"],
+            frames=plan_stages.cached_frames("plan-chunk", payload(scn)), stage=stage)
+        compute.cached_frame("plan-rows", payload(scn), lambda: res.per_count)
+        compute.cached_frame("plan-searched", payload(scn),
+                             lambda: pd.DataFrame({"gpus": searched}, dtype="int64"))
         return answer_frame(res, res.budget_note(scn["global_batch"]))  # as tperf plan
     return compute.cached_frame("plan-answer", payload(scn), run)
 
 
+def plan_rows(scn: dict[str, Any]) -> tuple[pd.DataFrame, set[int]]:
+    """(the best row of every count the scenario's plan searched that has one, the counts it
+    searched), both empty unless :func:`answer` cached them."""
+    def none() -> pd.DataFrame:
+        raise LookupError
+    try:
+        rows = compute.cached_frame("plan-rows", payload(scn), none)
+        searched = compute.cached_frame("plan-searched", payload(scn), none)
+    except LookupError:
+        return pd.DataFrame(), set()
+    return rows, {int(n) for n in searched["gpus"]}
+
+
 def lost_nodes(scn: dict[str, Any], gpus: int) -> pd.DataFrame:
     """The lost-node view of a job of ``gpus`` GPUs: up to ``lost_nodes`` nodes lost (fewer
-    when the job has fewer nodes left to lose)."""
+    when the job has fewer nodes left to lose), from the plan's own rows of the counts it
+    searched and the other counts searched here in budget-sized chunks."""
     def run() -> pd.DataFrame:
-        model, system, kw = inputs(scn)  # checks the mode and sizes the largest search
+        model, system, kw = inputs(scn, whole_plan=True)  # checks the mode
         lost = min(scn["lost_nodes"], gpus // system.node_size - 1)
         if lost < 1:
             return pd.DataFrame()
         # the plan's own strategies and execution (plan_execution), as the plan answered with
         request = Request.build(model, system, global_batch=scn["global_batch"], gpus=gpus,
                                 **kw)
-        return lost_node_frame(request, lost=lost)
+        counts = lost_node_counts(request, lost=lost)
+        rows, searched = plan_rows(scn)
+        planned = rows[rows["gpus"].isin(counts)] if len(rows) else rows
+        more = plan_stages.search_all(request, [n for n in counts if n not in searched],
+                                      plan_stages.cached_frames("plan-lost-chunk", payload(scn)))
+        frame = pd.concat([f for f in (planned, more) if len(f)], ignore_index=True) \
+            if len(planned) or len(more) else more
+        frame = frame.drop(columns=[c for c in frame.columns if c.startswith("plan_")])
+        if len(frame):
+            frame = frame.sort_values("gpus", kind="stable").reset_index(drop=True)
+        return lost_node_view(request, frame, lost=lost)
     return compute.cached_frame("plan-lost", payload(scn, gpus), run)
+
+
+def pareto_systems(scn: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(the presets of :data:`PARETO_SYSTEMS` the Pareto figure compares with the scenario's
+    system, those left out because their GPU cannot run the scenario's precision: the same
+    format × generation check as the scenario's own system, ``System.precision_problem``)."""
+    others = [name for name in PARETO_SYSTEMS if name != scn["system"]]
+    left_out = [name for name in others if load_system(name).precision_problem(scn["precision"])]
+    return [name for name in others if name not in left_out], left_out
 
 
 def pareto(scn: dict[str, Any]) -> pd.DataFrame:
     """Days and cost of the best configuration of every sampled count, on the scenario's
-    system (as the panel sets it) and the priced presets of :data:`PARETO_SYSTEMS`."""
+    system (as the panel sets it) and the priced presets of :data:`PARETO_SYSTEMS` whose GPU
+    runs the scenario's precision (:func:`pareto_systems`)."""
     def run() -> pd.DataFrame:
         model, system, kw = inputs(scn)
         request = Request.build(model, system, global_batch=scn["global_batch"],
                                 max_gpus=scn["plan_max_gpus"], **kw)
-        others = [load_system(name).with_costs(kw["costs"]) for name in PARETO_SYSTEMS
-                  if name != scn["system"]]
+        others = [load_system(name).with_costs(kw["costs"]) for name in pareto_systems(scn)[0]]
         return pareto_frame(request, [request.system, *others], max_counts=PARETO_COUNTS)
     return compute.cached_frame("plan-pareto", payload(scn), run)

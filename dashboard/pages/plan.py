@@ -184,7 +184,12 @@ def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
     roles = frame.set_index("role")
     answer = roles.loc["answer"] if "answer" in roles.index else None
     t = planner.targets(scn)
-    stage(1, 3, f"Pareto front: searching {len(planner.PARETO_SYSTEMS)} systems")
+    kept, left_out = planner.pareto_systems(scn)
+    if left_out:
+        message = " ".join(x for x in (message, (
+            f"Cost against time leaves out {', '.join(n.upper() for n in left_out)}: "
+            f"no {scn['precision'].upper()} tensor cores on their GPUs.")) if x)
+    stage(1, 3, f"Pareto front: searching {len(kept) + 1} systems")
     pareto = figures.pareto_figure(planner.pareto(scn), answer, t["days"], t["budget_usd"],
                                    presentation=pres)
     if answer is None:
