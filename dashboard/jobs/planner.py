@@ -21,6 +21,7 @@ from dashboard.controls.scenario import PLAN_KEYS, build_inputs, costs_of, execu
 from dashboard.jobs import budget, compute, plan_stages
 from dashboard.jobs.plan_stages import Stage
 from model import ModelError, load_system
+from model.engine.counts import count_range
 from model.engine.request import Request
 from model.studies.lost_node import lost_node_counts, lost_node_view
 from model.studies.pareto import pareto_frame
@@ -28,6 +29,7 @@ from model.studies.plan import PlanResult, plan_execution, plan_strategies
 
 PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
 PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
+QUICK_S = 1.0  # estimated search seconds of a plan computed within the request (quick)
 NARROW = "lower the plan's largest GPU count, or choose a smaller model or batch"
 META = ("gpu_step", "max_gpus", "counts_searched")  # columns every answer row carries
 
@@ -68,6 +70,37 @@ def _sized(scn: dict[str, Any], model: Any, system: Any, counts: Any,
     return Request.build(model, system, global_batch=scn["global_batch"],
                          gpus=tuple(int(n) for n in counts), strategy=strategy,
                          execution=execution, stack=stack_of(scn))
+
+
+def cached_outputs(kind: str, payload_: dict[str, Any]) -> list | None:
+    """A page's cached outputs for ``payload_`` (:func:`dashboard.jobs.compute.cached_outputs`),
+    or None when they are not cached (nothing is computed)."""
+    def missing() -> tuple:
+        raise LookupError
+    try:
+        return compute.cached_outputs(kind, payload_, missing)
+    except LookupError:
+        return None
+
+
+def quick(scn: dict[str, Any]) -> bool:
+    """Whether the scenario's plan is small enough to compute within the request, as the Scaling
+    page computes its views: the coarse stage's candidates (:mod:`dashboard.jobs.plan_stages`,
+    counted exactly) take at most :data:`QUICK_S` by :mod:`dashboard.jobs.budget`'s measured
+    cost per candidate (a dense model: 0.6 million for gpt3-1t, about 0.3 s; a
+    mixture-of-experts model: 4 to 25 million). Raises ModelError as :func:`inputs`."""
+    model, system, kw = inputs(scn, whole_plan=True)
+    request = Request.build(model, system, global_batch=scn["global_batch"],
+                            max_gpus=scn["plan_max_gpus"], **kw)
+    counts = count_range(scn["plan_max_gpus"], system.node_size)
+    if len(counts) == 0:
+        return True  # plan() says so at once
+    counted, total = budget.counted(request), 0
+    for n in plan_stages.coarse_counts(counts):  # the smallest first: stop once over
+        total += int(plan_stages.sized(request, [n], counted)[1][0])
+        if budget.SEARCH_S_PER_CANDIDATE * total > QUICK_S:
+            return False
+    return True
 
 
 def targets(scn: dict[str, Any]) -> dict[str, float | None]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, callback, html
+from dash import Input, Output, callback, dcc, html, no_update
 
 from dashboard import figures
 from dashboard.controls.scenario import build_inputs, costs_of
@@ -41,11 +41,17 @@ SITE_SOURCES = (  # the site inputs' defaults (model.specs.cost, docs/model.md �
     "Failures 1.97e-5 per GPU-hour: Llama 3 405B, 419 interruptions in 54 days on 16,384 "
     "H100s (arXiv 2407.21783, §3.3.4); checkpoints at 2 TB/s (§3.3.1), restart 10 min.",
 )
+HIDDEN = {"display": "none"}
 
 layout = html.Div(className="page-body", children=[
-    html.Div(id="plan-busy", className="busy"),
-    html.Progress(id="plan-progress", value="0", max="1"),
-    html.Span(id="plan-progress-text", className="progress-text"),
+    dcc.Store(id="plan-job"),  # a scenario too large to plan in the request: the job's input
+    dcc.Store(id="plan-cancel"),  # bumped when the page answers at once: a stale job stops
+    # shown only while the job runs (so "Planning…" never sits beside a finished bar)
+    html.Div(id="plan-progress-box", className="job-progress", style=HIDDEN, children=[
+        html.Span(id="plan-busy", className="busy"),
+        html.Progress(id="plan-progress", value="0", max="1"),
+        html.Span(id="plan-progress-text", className="progress-text"),
+    ]),
     html.P(id="plan-headline", className="summary"),
     html.Div(id="plan-message", className="alert", role="status"),
     html.Div(className="grid", children=[
@@ -195,10 +201,9 @@ def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
     if answer is None:
         lost = figures.empty_figure("No plan: no job to lose nodes from.", pres)
     else:
-        stage(2, 3, "Lost nodes: searching the planned job with nodes lost")
+        stage(2, 3, "Lost nodes: the planned job with nodes lost")
         lost = figures.lost_node_figure(planner.lost_nodes(scn, int(answer["gpus"])),
                                         DEFAULT_CLIFF_RATIO, presentation=pres)
-    stage(3, 3, "Done")
     return (head, message, *answer_texts(scn, frame), *input_texts(scn), pareto, lost)
 
 
@@ -208,20 +213,50 @@ def failed(message: str, presentation: bool = False) -> tuple:
     return ("", message, *["–"] * len(ANSWER), *[""] * (len(INPUTS) + 1), empty, empty)
 
 
+def page_outputs(duplicate: bool = False) -> list[Output]:
+    """The page's outputs (the order of :func:`build`'s tuple)."""
+    ids = [("plan-headline", "children"), ("plan-message", "children"),
+           *[(f"plan-{key}", "children") for key, _ in ANSWER],
+           *[(f"plan-{key}", "children") for key in (*INPUTS, "sources")],
+           ({"type": "graph", "name": "plan-pareto"}, "figure"),
+           ({"type": "graph", "name": "plan-lost"}, "figure")]
+    return [Output(i, prop, allow_duplicate=duplicate) for i, prop in ids]
+
+
+@callback(*page_outputs(), Output("plan-job", "data"), Output("plan-cancel", "data"),
+          Input("scenario", "data"))
+def show(scn: Any) -> tuple:
+    """The plan at once when it is cached or small (:func:`dashboard.jobs.planner.quick`: a
+    dense model's plan takes well under a second), as the Scaling page answers; else the
+    scenario to the background job (:func:`update_job`), which plans in stages with its
+    progress shown, while the figures keep their spinner."""
+    return answer_now(scn)
+
+
+@page_callback(0, lambda message: (*failed(message), no_update, message))
+def answer_now(scn: dict[str, Any]) -> tuple:
+    """:func:`show` of a valid scenario (a ModelError: the message, any job stopped)."""
+    done = planner.cached_outputs("page-plan", planner.payload(scn))
+    if done is None and planner.quick(scn):
+        done = outputs(scn)
+    if done is not None:
+        return (*done, no_update, planner.payload(scn))  # and a job still running stops
+    waiting = (f"Planning {scn['model']} on {scn['system']} in stages (every GPU count up to "
+               "the answer, as tperf plan): the progress is shown above.")
+    return (waiting, "", *[no_update] * (len(page_outputs()) - 2), scn, no_update)
+
+
 @callback(
-    Output("plan-headline", "children"), Output("plan-message", "children"),
-    *[Output(f"plan-{key}", "children") for key, _ in ANSWER],
-    *[Output(f"plan-{key}", "children") for key in (*INPUTS, "sources")],
-    Output({"type": "graph", "name": "plan-pareto"}, "figure"),
-    Output({"type": "graph", "name": "plan-lost"}, "figure"),
-    Input("scenario", "data"), background=True,
-    # Dash polls a background job every ``interval`` ms (default 1000): the answer shows up to
-    # one interval after it is computed (~1.4 s cold, bench/plan_page.py), so poll twice as
-    # often; a poll is one small request that reads the job store
+    *page_outputs(duplicate=True), Input("plan-job", "data"), background=True,
+    prevent_initial_call=True,
+    # Dash polls a background job every ``interval`` ms (default 1000); a staged plan takes
+    # seconds to a minute, its progress shown at each poll
     interval=500,
-    running=[(Output("plan-busy", "children"), "Planning…", "")],
+    running=[(Output("plan-busy", "children"), "Planning…", ""),
+             (Output("plan-progress-box", "style"), {}, HIDDEN)],
     progress=[Output("plan-progress", "value"), Output("plan-progress", "max"),
               Output("plan-progress-text", "children")],
+    cancel=[Input("plan-cancel", "data")],
     on_error=job_error(failed, "Planning"),  # job refused, died or late: a message, not 500
 )
 def update_job(set_progress: Callable[[tuple], None], scn: Any) -> list | tuple:
