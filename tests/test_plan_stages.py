@@ -151,17 +151,44 @@ def test_a_count_over_the_budget_alone_is_refused_in_words(monkeypatch):
     assert "memory budget" in out[1] and out[2] == "–"
 
 
-def test_dense_plans_answer_in_the_request_moe_plans_go_to_the_job():
+def test_dense_plans_answer_in_the_request_moe_plans_go_to_the_job(monkeypatch):
+    monkeypatch.setattr(planner, "QUICK_WALL_S", 600.0)  # no deadline: the gate decides
     dense = {**BASE, "strategy": "1d", "target_days": 31.5}
     assert planner.quick(dense)
     out = page.answer_now(dense)
     assert out[-2] is no_update and gpus_of(out[2]) > 0  # answered: no job
+    assert out[-1] == planner.payload(dense)  # and a job still running for another stops
     assert page.answer_now(dense)[2] == out[2]  # and cached
     moe = scenario("mixtral-8x7b", target_days=29.5)
+    assert not planner.quick(moe)  # its coarse stage alone: millions of configurations
     out = page.answer_now(moe)
     assert out[-2] == moe and out[-1] is no_update  # the job's input; no answer yet
     assert out[0].startswith("Planning mixtral-8x7b on h200 in stages")
     assert out[2] is no_update
+
+
+def test_a_plan_past_the_requests_deadline_goes_to_the_job_with_its_chunks_cached(
+        monkeypatch):
+    with pytest.raises(plan_stages.NotQuick):
+        page.deadline(-1.0)(0, 1, "any stage")
+    page.deadline(600.0)(0, 1, "any stage")
+
+    def after_first_chunk(_seconds):
+        def stage(_value, _top, text):
+            if text.startswith("Coarse: searched"):
+                raise plan_stages.NotQuick(text)
+        return stage
+    monkeypatch.setattr(page, "deadline", after_first_chunk)
+    dense = {**BASE, "strategy": "1d", "target_days": 32.5}
+    out = page.answer_now(dense)
+    assert out[-2] == dense and out[2] is no_update and out[1] == ""  # to the job, no error
+    ran = []
+    frames = plan_stages.cached_frames("plan-chunk", planner.payload(dense))
+    coarse = list(plan_stages.coarse_counts(count_range(dense["plan_max_gpus"], 8)))
+    req = request_of(dense)
+    first = next(plan_stages.chunks(req, coarse, *plan_stages.sized(req, coarse)))
+    frames(first, lambda: ran.append(first))  # the chunk the request searched: cached
+    assert ran == []
 
 
 def test_the_page_reports_each_stage_and_no_done_beside_planning():

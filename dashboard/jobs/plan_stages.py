@@ -39,6 +39,11 @@ from model.studies.plan import PlanResult, check_targets, choose, cost_unknown, 
 
 # the whole plan's time (the background job's own budget, dashboard.jobs.studies)
 PLAN_TIME_BUDGET_S = 300.0
+class NotQuick(Exception):  # noqa: N818 - a signal to the caller, not an error shown
+    """Raised by a caller's ``stage`` past its own deadline: the plan goes to a job (the
+    chunks searched so far stay cached)."""
+
+
 Stage = Callable[[int, int, str], None]  # (counts done, counts to search, what is running)
 Frames = Callable[[Sequence[int], Callable[[], pd.DataFrame]], pd.DataFrame]
 
@@ -120,7 +125,8 @@ def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
                 ) -> tuple[PlanResult, list[int]]:
     """:func:`model.studies.plan.plan_request`'s answer, searched in budget-sized chunks (the
     module docstring), and the counts searched. ``frames(counts, run)``: the rows of a chunk
-    (``run()`` unless cached); ``stage(done, total, text)`` hears each chunk."""
+    (``run()`` unless cached); ``stage(done, total, text)`` hears each chunk (and may stop
+    the plan by raising, e.g. :class:`NotQuick`: the chunks searched are cached)."""
     report = stage or (lambda _d, _t, _x: None)
     start = time.perf_counter()
     check_targets(days, budget_usd, req.model)
@@ -163,12 +169,12 @@ def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
                       time.perf_counter() - start), sorted(searched)
 
 
-def _check_refine(req: Request, rest: np.ndarray, cands: np.ndarray) -> None:
-    """OverBudget when searching the refine stage's counts (with their candidates) would take
-    longer than :data:`PLAN_TIME_BUDGET_S` (one fixed cost per strategy and chunk of at most
-    :data:`~model.engine.counts.CHUNK` counts, as ``best_per_count`` runs them)."""
+def _check_refine(req: Request, rest: np.ndarray, cands: np.ndarray) -> float:
+    """The estimated seconds of the refine stage's counts (with their candidates; one fixed
+    cost per strategy and chunk of at most :data:`~model.engine.counts.CHUNK` counts, as
+    ``best_per_count`` runs them); OverBudget over :data:`PLAN_TIME_BUDGET_S`."""
     if len(rest) == 0:
-        return
+        return 0.0
     strategies = len(budget.counted(req)[1])
     need_s = (budget.SEARCH_S_PER_CANDIDATE * float(cands.sum())
               + budget.SEARCH_FIXED_S * strategies * -(-len(rest) // CHUNK))
@@ -178,6 +184,7 @@ def _check_refine(req: Request, rest: np.ndarray, cands: np.ndarray) -> None:
             f"{int(rest[-1]):,}, {int(cands.sum()):,} configurations): about {need_s:,.0f} s, "
             f"over this server's time budget of {PLAN_TIME_BUDGET_S:g} s for a plan; lower "
             "'Plan up to', or choose a smaller model or batch")
+    return need_s
 
 
 def _merged(found: list[pd.DataFrame]) -> pd.DataFrame:

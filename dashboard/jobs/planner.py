@@ -29,7 +29,8 @@ from model.studies.plan import PlanResult, plan_execution, plan_strategies
 
 PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price
 PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
-QUICK_S = 1.0  # estimated search seconds of a plan computed within the request (quick)
+QUICK_S = 1.0  # estimated seconds of the coarse stage of a plan computed in the request
+QUICK_WALL_S = 1.0  # wall seconds past which the request hands the rest to the job
 NARROW = "lower the plan's largest GPU count, or choose a smaller model or batch"
 META = ("gpu_step", "max_gpus", "counts_searched")  # columns every answer row carries
 
@@ -136,7 +137,8 @@ def answer(scn: dict[str, Any], stage: Stage | None = None) -> pd.DataFrame:
     """:func:`answer_frame` of the scenario's plan, :func:`model.studies.plan.plan`'s answer
     searched in budget-sized chunks, each cached (:mod:`dashboard.jobs.plan_stages`);
     ``stage(done, total, text)`` hears each chunk (not called on a cached answer). The best
-    row of every count searched is cached too (:func:`plan_rows`), for the lost-node view."""
+    row of every count searched is cached too (:func:`plan_rows`), for the
+    lost-node view."""
     def run() -> pd.DataFrame:
         model, system, kw = inputs(scn, whole_plan=True)
         request = Request.build(model, system, global_batch=scn["global_batch"],

@@ -6,7 +6,9 @@ energy inputs in use and their sources, cost against time to train over GPU coun
 
 from __future__ import annotations
 
+import contextlib
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,7 @@ from dashboard.controls.scenario import build_inputs, costs_of
 from dashboard.figures.common import strategy_name
 from dashboard.figures.theme import dimension_label
 from dashboard.jobs import compute, planner
+from dashboard.jobs.plan_stages import NotQuick
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import job_error, page_callback
 from dashboard.views import codesign_view, notes
@@ -227,9 +230,10 @@ def page_outputs(duplicate: bool = False) -> list[Output]:
           Input("scenario", "data"))
 def show(scn: Any) -> tuple:
     """The plan at once when it is cached or small (:func:`dashboard.jobs.planner.quick`: a
-    dense model's plan takes well under a second), as the Scaling page answers; else the
-    scenario to the background job (:func:`update_job`), which plans in stages with its
-    progress shown, while the figures keep their spinner."""
+    dense model's plan takes well under a second) and done within
+    :data:`~dashboard.jobs.planner.QUICK_WALL_S`, as the Scaling page answers; else the scenario
+    to the background job (:func:`update_job`), which plans in stages with its progress
+    shown (the chunks already searched cached), while the figures keep their spinner."""
     return answer_now(scn)
 
 
@@ -238,7 +242,8 @@ def answer_now(scn: dict[str, Any]) -> tuple:
     """:func:`show` of a valid scenario (a ModelError: the message, any job stopped)."""
     done = planner.cached_outputs("page-plan", planner.payload(scn))
     if done is None and planner.quick(scn):
-        done = outputs(scn)
+        with contextlib.suppress(NotQuick):  # what was searched stays cached for the job
+            done = outputs(scn, deadline(planner.QUICK_WALL_S))
     if done is not None:
         return (*done, no_update, planner.payload(scn))  # and a job still running stops
     waiting = (f"Planning {scn['model']} on {scn['system']} in stages (every GPU count up to "
@@ -271,6 +276,17 @@ def update(scn: dict[str, Any], stage: Stage | None = None) -> list | tuple:
     """:func:`build` of the scenario (validated again on the server by ``page_callback``,
     which shows a ``ModelError`` as the message), outputs cached as JSON."""
     return outputs(scn, stage)
+
+
+def deadline(seconds: float) -> Stage:
+    """A ``stage`` that stops the plan (:class:`NotQuick`) at the first stage reached more
+    than ``seconds`` after it was made."""
+    start = time.monotonic()
+
+    def stage(_value: int, _top: int, text: str) -> None:
+        if time.monotonic() - start > seconds:
+            raise NotQuick(f"past {seconds:g} s at '{text}'")
+    return stage
 
 
 def outputs(scn: dict[str, Any], stage: Stage | None = None) -> list:
