@@ -49,8 +49,8 @@ def progress_shown(ui) -> bool:
 
 @pytest.mark.own_page  # it opens a link first
 def test_a_moe_preset_is_planned_in_stages_with_the_apis_answer(ui) -> None:
-    open_plan(ui, "strategy=1d")
-    assert not progress_shown(ui)  # a dense plan: answered in the request, no job
+    open_plan(ui, "strategy=all")  # every strategy: a MoE plan goes to the staged job
+    assert not progress_shown(ui)
     ui.driver.execute_script(_WATCH_SPINNER, "#card-plan-pareto")
     ui.choose("model", "gpt-oss-120b")
     texts = set()
@@ -59,9 +59,13 @@ def test_a_moe_preset_is_planned_in_stages_with_the_apis_answer(ui) -> None:
         texts.add(ui.text("#plan-progress-text") if progress_shown(ui) else "")
         return "gpt-oss-120b on h200" in ui.text("#plan-headline") and \
             ui.text("#plan-gpus")[:1].isdigit() and not progress_shown(ui)
-    ui.until(planned, "the staged plan of gpt-oss-120b", timeout=240)
-    scn = S.validate_scenario({**S.default_scenario(), **S.model_values("gpt-oss-120b"),
-                               "strategy": "1d"})[0]
+    try:
+        ui.until(planned, "the staged plan of gpt-oss-120b", timeout=150)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: headline {ui.text('#plan-headline')!r}, message "
+                             f"{ui.text('#plan-message')!r}, progress {sorted(texts)}, "
+                             f"logs {ui.severe_logs()}") from None
+    scn = S.validate_scenario({**S.default_scenario(), **S.model_values("gpt-oss-120b")})[0]
     assert ui.text("#plan-gpus").startswith(f"{api_gpus(scn):,} (")
     assert ui.text("#plan-message") == ""
     assert any(t.startswith(("Coarse:", "Refine:")) for t in texts), texts  # its progress
