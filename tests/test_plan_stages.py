@@ -183,7 +183,7 @@ def test_a_plan_past_the_requests_deadline_goes_to_the_job_with_its_chunks_cache
     out = page.answer_now(dense)
     assert out[-2] == dense and out[2] is no_update and out[1] == ""  # to the job, no error
     ran = []
-    frames = plan_stages.cached_frames("plan-chunk", planner.payload(dense))
+    frames = plan_stages.cached_frames("plan-chunk", planner.rows_payload(dense))
     coarse = list(plan_stages.coarse_counts(count_range(dense["plan_max_gpus"], 8)))
     req = request_of(dense)
     first = next(plan_stages.chunks(req, coarse, *plan_stages.sized(req, coarse)))
@@ -213,3 +213,24 @@ def test_a_refused_precision_names_the_scenario_the_figures_show():
     two = banner_text({"pue": "PUE must be at least 1", "_": "The upload could not be read."},
                       BASE)
     assert two.endswith("(and 1 more, marked in the panel)")
+
+
+def test_a_new_target_reuses_the_counts_searched(monkeypatch):
+    """The best row of a count does not depend on the target: a longer target (the bound the
+    coarse stage finds at most the same) searches at most one chunk again (the last, cut
+    shorter), and the Pareto figure not at all."""
+    calls = []
+    search = plan_stages.search
+    monkeypatch.setattr(plan_stages, "search", lambda req, counts, failures: (
+        calls.append(list(counts)), search(req, counts, failures))[1])
+    first = {**BASE, "strategy": "1d", "target_days": 33.5, "pue": 1.31}  # searched by no other
+    page.update(first)
+    assert len(calls) >= 2  # the coarse stage and the refine stage
+    calls.clear()
+
+    def no_search(*_args, **_kw):
+        raise AssertionError("the Pareto figure searched again")
+    monkeypatch.setattr(planner, "pareto_frame", no_search)
+    out = page.update({**first, "target_days": 34.5})
+    assert out[1] == "" and gpus_of(out[2]) > 0
+    assert len(calls) <= 1, calls

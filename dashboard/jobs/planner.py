@@ -31,6 +31,7 @@ PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a renta
 PARETO_COUNTS = 128  # GPU counts per system in the Pareto figure (a bounded sample)
 QUICK_S = 1.0  # estimated seconds of the coarse stage of a plan computed in the request
 QUICK_WALL_S = 1.0  # wall seconds past which the request hands the rest to the job
+TARGET_KEYS = ("plan_goal", "target_days", "budget_usd")  # what the plan is asked, not searched
 NARROW = "lower the plan's largest GPU count, or choose a smaller model or batch"
 META = ("gpu_step", "max_gpus", "counts_searched")  # columns every answer row carries
 
@@ -39,6 +40,14 @@ def payload(scn: dict[str, Any], *extra: Any) -> dict[str, Any]:
     """What decides the page's results: the estimator's inputs, the strategies, the plan and
     cost inputs, and ``extra`` (e.g. the planned job's GPU count)."""
     return {**compute.page_payload(scn, "strategy", *PLAN_KEYS), "extra": list(extra)}
+
+
+def rows_payload(scn: dict[str, Any], *extra: Any) -> dict[str, Any]:
+    """What decides the best row of a GPU count (and the Pareto figure's points, with
+    ``plan_max_gpus`` in ``extra``): :func:`payload` without the targets and the lost nodes,
+    so a new target reuses the searches of the counts already searched."""
+    drop = {*TARGET_KEYS, "plan_max_gpus", "lost_nodes"}
+    return {**{k: v for k, v in payload(scn).items() if k not in drop}, "extra": list(extra)}
 
 
 def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dict[str, Any]]:
@@ -145,7 +154,7 @@ def answer(scn: dict[str, Any], stage: Stage | None = None) -> pd.DataFrame:
                                 max_gpus=scn["plan_max_gpus"], **kw)
         res, searched = plan_stages.staged_plan(
             request, **targets(scn), failures=scn["plan_failures"],
-            frames=plan_stages.cached_frames("plan-chunk", payload(scn)), stage=stage)
+            frames=plan_stages.cached_frames("plan-chunk", rows_payload(scn)), stage=stage)
         compute.cached_frame("plan-rows", payload(scn), lambda: res.per_count)
         compute.cached_frame("plan-searched", payload(scn),
                              lambda: pd.DataFrame({"gpus": searched}, dtype="int64"))
@@ -182,14 +191,15 @@ def lost_nodes(scn: dict[str, Any], gpus: int) -> pd.DataFrame:
         rows, searched = plan_rows(scn)
         planned = rows[rows["gpus"].isin(counts)] if len(rows) else rows
         more = plan_stages.search_all(request, [n for n in counts if n not in searched],
-                                      plan_stages.cached_frames("plan-lost-chunk", payload(scn)))
+                                      plan_stages.cached_frames("plan-lost-chunk",
+                                                                rows_payload(scn)))
         frame = pd.concat([f for f in (planned, more) if len(f)], ignore_index=True) \
             if len(planned) or len(more) else more
         frame = frame.drop(columns=[c for c in frame.columns if c.startswith("plan_")])
         if len(frame):
             frame = frame.sort_values("gpus", kind="stable").reset_index(drop=True)
         return lost_node_view(request, frame, lost=lost)
-    return compute.cached_frame("plan-lost", payload(scn, gpus), run)
+    return compute.cached_frame("plan-lost", rows_payload(scn, gpus, scn["lost_nodes"]), run)
 
 
 def pareto_systems(scn: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -211,4 +221,4 @@ def pareto(scn: dict[str, Any]) -> pd.DataFrame:
                                 max_gpus=scn["plan_max_gpus"], **kw)
         others = [load_system(name).with_costs(kw["costs"]) for name in pareto_systems(scn)[0]]
         return pareto_frame(request, [request.system, *others], max_counts=PARETO_COUNTS)
-    return compute.cached_frame("plan-pareto", payload(scn), run)
+    return compute.cached_frame("plan-pareto", rows_payload(scn, scn["plan_max_gpus"]), run)
