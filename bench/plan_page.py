@@ -18,8 +18,11 @@ and the JSON of the answer, without a socket), p50/p95 of ``--repeat`` requests 
 
 * Plan, cached: the callback the scenario store triggers (``show``) for a scenario answered
   before; the Scaling page's callback for its cached default beside it, the goal;
-* Plan, new dense plan: a target never planned before each time (30.01, 30.02, … days), the
-  estimator's search cache kept warm as a running server's is: answered in the request, no job;
+* Plan, new target: a target never planned before each time (30.01, 30.02, … days), the
+  estimator's search cache kept warm as a running server's is (the counts already searched are
+  reused); new dense: a PUE never seen (1.301, 1.302, …: every count searched again, only the
+  estimator's per-process search cache warm). A request answers within its wall deadline
+  (``planner.QUICK_WALL_S``) or hands the plan to the job: its time is then the deadline's;
 * Plan, new MoE plan (``--moe``, once): DeepSeek-V3's plan in stages, in-process (the job's
   work), its peak memory growth and the request that hands it to the job.
 """
@@ -81,9 +84,13 @@ def _outputs(spec: str) -> list[dict]:
     return out
 
 
+HANDED: list[bool] = []  # per Plan request: handed to the job (not answered in the request)
+
+
 def http_caller(has: str) -> Callable[[dict, dict], float]:
     """A function posting the callback whose output names ``has`` (its inputs: the scenario
-    store, then the values given by id) and returning the seconds it took."""
+    store, then the values given by id) and returning the seconds it took (whether a Plan
+    request handed its plan to the job: :data:`HANDED`)."""
     client = app.app.server.test_client()
     deps = client.get("/_dash-dependencies").get_json()
     dep = next(d for d in deps if has in d["output"] and d["inputs"][0]["id"] == "scenario")
@@ -98,14 +105,15 @@ def http_caller(has: str) -> Callable[[dict, dict], float]:
         elapsed = time.perf_counter() - t0
         if res.status_code != 200:
             raise SystemExit(f"HTTP {res.status_code}: {res.get_data(as_text=True)[:300]}")
+        HANDED.append("plan-job" in res.get_json().get("response", {}))
         return elapsed
     return call
 
 
 def pcts(times: list[float]) -> str:
-    ms = np.array(times) * 1e3
+    ms, handed = np.array(times) * 1e3, sum(HANDED[-len(times):])
     return (f"p50 {np.percentile(ms, 50):7.1f} ms  p95 {np.percentile(ms, 95):7.1f} ms  "
-            f"(n={len(ms)})")
+            f"(n={len(ms)}, {handed} handed to the job)")
 
 
 def http(repeat: int, moe: bool) -> None:
@@ -114,13 +122,16 @@ def http(repeat: int, moe: bool) -> None:
     plan_http, scaling_http = http_caller("plan-job.data"), http_caller("scaling-summary")
     scaling_in = {"scaling-threshold": 80, "scaling-breakdown-scale": "log"}
     fresh("http")
-    plan_http(base, {})
-    scaling_http(base, scaling_in)  # both cached now
+    page.update(base)  # the plan as its job computes it (a request past its deadline hands
+    scaling_http(base, scaling_in)  # it to the job, which the test client does not poll)
     print(f"scaling cached   {pcts([scaling_http(base, scaling_in) for _ in range(repeat)])}")
     print(f"plan cached      {pcts([plan_http(base, {}) for _ in range(repeat)])}")
     new = [plan_http({**base, "target_days": round(30.0 + (i + 1) / 100, 2)}, {})
            for i in range(repeat)]
-    print(f"plan new, dense  {pcts(new)}")
+    print(f"plan new target  {pcts(new)}")
+    new = [plan_http({**base, "pue": round(1.3 + (i + 1) / 1000, 3)}, {})
+           for i in range(repeat)]
+    print(f"plan new dense   {pcts(new)}  (a new PUE: nothing cached but the estimator's)")
     if moe:
         scn = {**base, **model_values("deepseek-v3")}
         print(f"plan new, MoE    the request handing it to the job: "

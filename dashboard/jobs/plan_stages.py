@@ -120,13 +120,26 @@ def search_all(req: Request, counts: Sequence[int], frames: Frames) -> pd.DataFr
     return _merged(found)
 
 
+def memo_sized(req: Request, counts: Sequence[int], sizes: Frames | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sized` of ``counts`` through ``sizes(counts, run)`` (a cache: the shapes and
+    candidates of a count depend on neither the targets nor the prices)."""
+    def run() -> pd.DataFrame:
+        shapes, cands = sized(req, counts)
+        return pd.DataFrame({"shapes": shapes, "candidates": cands})
+    frame = run() if sizes is None or len(counts) == 0 else sizes(counts, run)
+    return (frame["shapes"].to_numpy(np.int64), frame["candidates"].to_numpy(np.int64)) \
+        if len(frame) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
 def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
-                failures: bool, frames: Frames, stage: Stage | None = None
-                ) -> tuple[PlanResult, list[int]]:
+                failures: bool, frames: Frames, stage: Stage | None = None,
+                sizes: Frames | None = None) -> tuple[PlanResult, list[int]]:
     """:func:`model.studies.plan.plan_request`'s answer, searched in budget-sized chunks (the
     module docstring), and the counts searched. ``frames(counts, run)``: the rows of a chunk
     (``run()`` unless cached); ``stage(done, total, text)`` hears each chunk (and may stop
-    the plan by raising, e.g. :class:`NotQuick`: the chunks searched are cached)."""
+    the plan by raising, e.g. :class:`NotQuick`: the chunks searched are cached); ``sizes``:
+    the same for the counts' sizes (:func:`memo_sized`)."""
     report = stage or (lambda _d, _t, _x: None)
     start = time.perf_counter()
     check_targets(days, budget_usd, req.model)
@@ -142,7 +155,7 @@ def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
     found: list[pd.DataFrame] = []
     coarse, searched = coarse_counts(counts), []  # type: ignore[var-annotated]
     report(0, len(coarse), f"Coarse: the node size × 1, 2, 4, … up to {counts[-1]:,} GPUs")
-    for run in chunks(req, coarse, *sized(req, coarse)):
+    for run in chunks(req, coarse, *memo_sized(req, coarse, sizes)):
         found.append(frames(run, lambda run=run: search(req, run, failures)))
         searched += run
         report(len(searched), len(coarse), f"Coarse: searched up to {run[-1]:,} GPUs")
@@ -152,7 +165,7 @@ def staged_plan(req: Request, *, days: float | None, budget_usd: float | None,
     top = int(best["gpus"]) if best is not None and budget_usd is None else int(counts[-1])
     rest = counts[(counts < top) & ~np.isin(counts, coarse)]
     report(0, len(rest), f"Refine: sizing every multiple of {step} below {top:,} GPUs")
-    rest_shapes, rest_cands = sized(req, rest)
+    rest_shapes, rest_cands = memo_sized(req, rest, sizes)
     _check_refine(req, rest, rest_cands)
     done = 0
     for run in chunks(req, rest, rest_shapes, rest_cands):

@@ -154,7 +154,8 @@ def answer(scn: dict[str, Any], stage: Stage | None = None) -> pd.DataFrame:
                                 max_gpus=scn["plan_max_gpus"], **kw)
         res, searched = plan_stages.staged_plan(
             request, **targets(scn), failures=scn["plan_failures"],
-            frames=plan_stages.cached_frames("plan-chunk", rows_payload(scn)), stage=stage)
+            frames=plan_stages.cached_frames("plan-chunk", rows_payload(scn)), stage=stage,
+            sizes=plan_stages.cached_frames("plan-sizes", compute.page_payload(scn, "strategy")))
         compute.cached_frame("plan-rows", payload(scn), lambda: res.per_count)
         compute.cached_frame("plan-searched", payload(scn),
                              lambda: pd.DataFrame({"gpus": searched}, dtype="int64"))
