@@ -110,10 +110,10 @@ def http_caller(has: str) -> Callable[[dict, dict], float]:
     return call
 
 
-def pcts(times: list[float]) -> str:
+def pcts(times: list[float], plan: bool = True) -> str:
     ms, handed = np.array(times) * 1e3, sum(HANDED[-len(times):])
     return (f"p50 {np.percentile(ms, 50):7.1f} ms  p95 {np.percentile(ms, 95):7.1f} ms  "
-            f"(n={len(ms)}, {handed} handed to the job)")
+            f"(n={len(ms)}" + (f", {handed} handed to the job)" if plan else ")"))
 
 
 def http(repeat: int, moe: bool) -> None:
@@ -124,7 +124,8 @@ def http(repeat: int, moe: bool) -> None:
     fresh("http")
     page.update(base)  # the plan as its job computes it (a request past its deadline hands
     scaling_http(base, scaling_in)  # it to the job, which the test client does not poll)
-    print(f"scaling cached   {pcts([scaling_http(base, scaling_in) for _ in range(repeat)])}")
+    print(f"scaling cached   "
+          f"{pcts([scaling_http(base, scaling_in) for _ in range(repeat)], plan=False)}")
     print(f"plan cached      {pcts([plan_http(base, {}) for _ in range(repeat)])}")
     new = [plan_http({**base, "target_days": round(30.0 + (i + 1) / 100, 2)}, {})
            for i in range(repeat)]
