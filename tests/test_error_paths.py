@@ -65,8 +65,9 @@ def test_finding4_a_refused_plan_job_is_an_inline_message_over_http(tmp_path):
                       env={"PERF_MAX_JOBS": "0"})
     try:
         deps = json.loads(http(server.url + "/_dash-dependencies")[2])
-        data = json.dumps(callback_body(deps, "plan-headline.children",
-                                        {"scenario": SCN})).encode()
+        # the page's job (the callback the request hands a plan to: dashboard/pages/plan.py)
+        data = json.dumps(callback_body(deps, "plan-headline.children@",
+                                        {"plan-job": SCN})).encode()
         status, _, raw = http(server.url + "/_dash-update-component", data)
         assert status == 200, raw[:300]
         job = last = json.loads(raw)

@@ -186,7 +186,7 @@ def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
     Raises ModelError (the paper mode, a system without a price for a budget, a search over
     its budget): the callback shows it. ``stage``, when given, hears each stage: the GPU
     counts the plan searched, then the Pareto front and the lost-node view."""
-    frame = planner.answer(scn, stage)
+    frame = planner.answer(scn) if stage is None else planner.answer(scn, stage)
     stage = stage or (lambda _value, _max, _text: None)
     pres = bool(scn.get("presentation"))
     head, message = headline(scn, frame)
