@@ -265,7 +265,11 @@ def answer_now(scn: dict[str, Any]) -> tuple:
     on_error=job_error(failed, "Planning"),  # job refused, died or late: a message, not 500
 )
 def update_job(set_progress: Callable[[tuple], None], scn: Any) -> list | tuple:
-    """The background callback: :func:`update` with each stage shown in the progress bar."""
+    """The background callback: :func:`update` with each stage shown in the progress bar
+    (in the job's own process: its own connection to the results cache, which it reads and
+    writes at every chunk)."""
+    compute.forget_inherited_handle()
+
     def stage(value: int, top: int, text: str) -> None:
         set_progress((str(value), str(top), text))
     return update(scn, stage)
