@@ -156,13 +156,12 @@ def test_dense_plans_answer_in_the_request_moe_plans_go_to_the_job(monkeypatch):
     dense = {**BASE, "strategy": "1d", "target_days": 31.5}
     assert planner.quick(dense)
     out = page.answer_now(dense)
-    assert out[-2] is no_update and gpus_of(out[2]) > 0  # answered: no job
-    assert out[-1] == planner.payload(dense)  # and a job still running for another stops
+    assert out[-1] is no_update and gpus_of(out[2]) > 0  # answered: no job
     assert page.answer_now(dense)[2] == out[2]  # and cached
     moe = scenario("mixtral-8x7b", target_days=29.5)
     assert not planner.quick(moe)  # its coarse stage alone: millions of configurations
     out = page.answer_now(moe)
-    assert out[-2] == moe and out[-1] is no_update  # the job's input; no answer yet
+    assert out[-1] == moe  # the job's input; no answer yet
     assert out[0].startswith("Planning mixtral-8x7b on h200 in stages")
     assert out[2] is no_update
 
@@ -181,7 +180,7 @@ def test_a_plan_past_the_requests_deadline_goes_to_the_job_with_its_chunks_cache
     monkeypatch.setattr(page, "deadline", after_first_chunk)
     dense = {**BASE, "strategy": "1d", "target_days": 32.5}
     out = page.answer_now(dense)
-    assert out[-2] == dense and out[2] is no_update and out[1] == ""  # to the job, no error
+    assert out[-1] == dense and out[2] is no_update and out[1] == ""  # to the job, no error
     ran = []
     frames = plan_stages.cached_frames("plan-chunk", planner.rows_payload(dense))
     coarse = list(plan_stages.coarse_counts(count_range(dense["plan_max_gpus"], 8)))
@@ -234,3 +233,18 @@ def test_a_new_target_reuses_the_counts_searched(monkeypatch):
     out = page.update({**first, "target_days": 34.5})
     assert out[1] == "" and gpus_of(out[2]) > 0
     assert len(calls) <= 1, calls
+
+
+def test_the_jobs_answer_shows_only_for_the_scenario_the_panel_holds():
+    """A job for a scenario the user has left answers nothing (the page shows the panel's
+    state); the job's own answer comes from the cache; a failed job, its message."""
+    scn = S.validate_scenario({**BASE, "strategy": "1d", "target_days": 35.5})[0]
+    other = {**scn, "target_days": 36.5}
+    page.update(scn)  # what the job computes and caches
+    shown = page.ready({"scenario": scn, "failed": None}, scn)
+    assert gpus_of(shown[2]) > 0 and shown[0].startswith("gpt3-1t on h200")
+    assert all(v is no_update for v in page.ready({"scenario": scn, "failed": None}, other))
+    assert all(v is no_update for v in page.ready({"scenario": other, "failed": "x"}, scn))
+    refused = page.ready({"scenario": None, "failed": "Planning failed: the limit"}, scn)
+    assert refused[1] == "Planning failed: the limit" and refused[2] == "–"
+    assert all(v is no_update for v in page.ready("not a dict", scn))

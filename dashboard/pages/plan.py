@@ -14,10 +14,10 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, dcc, html, no_update
 
 from dashboard import figures
-from dashboard.controls.scenario import build_inputs, costs_of
+from dashboard.controls.scenario import build_inputs, costs_of, validate_scenario
 from dashboard.figures.common import strategy_name
 from dashboard.figures.theme import dimension_label
 from dashboard.jobs import compute, planner
@@ -48,7 +48,7 @@ HIDDEN = {"display": "none"}
 
 layout = html.Div(className="page-body", children=[
     dcc.Store(id="plan-job"),  # a scenario too large to plan in the request: the job's input
-    dcc.Store(id="plan-cancel"),  # bumped when the page answers at once: a stale job stops
+    dcc.Store(id="plan-ready"),  # the job's scenario, once its outputs are in the cache
     # shown only while the job runs (so "Planning…" never sits beside a finished bar)
     html.Div(id="plan-progress-box", className="job-progress", style=HIDDEN, children=[
         html.Span(id="plan-busy", className="busy"),
@@ -57,7 +57,7 @@ layout = html.Div(className="page-body", children=[
     ]),
     html.P(id="plan-headline", className="summary"),
     html.Div(id="plan-message", className="alert", role="status"),
-    html.Div(className="grid", children=[
+    html.Div(id="plan-grid", className="grid", children=[  # a spinner on each card: running
         html.Div(className="card", id="card-plan-answer", children=[
             html.H3("The plan"),
             html.Table(className="plan-table", children=[
@@ -226,53 +226,79 @@ def page_outputs(duplicate: bool = False) -> list[Output]:
     return [Output(i, prop, allow_duplicate=duplicate) for i, prop in ids]
 
 
-@callback(*page_outputs(), Output("plan-job", "data"), Output("plan-cancel", "data"),
-          Input("scenario", "data"))
+@callback(*page_outputs(), Output("plan-job", "data"), Input("scenario", "data"))
 def show(scn: Any) -> tuple:
     """The plan at once when it is cached or small (:func:`dashboard.jobs.planner.quick`: a
     dense model's plan takes well under a second) and done within
-    :data:`~dashboard.jobs.planner.QUICK_WALL_S`, as the Scaling page answers; else the scenario
-    to the background job (:func:`update_job`), which plans in stages with its progress
-    shown (the chunks already searched cached), while the figures keep their spinner."""
+    :data:`~dashboard.jobs.planner.QUICK_WALL_S`, as the Scaling page answers; else the
+    scenario to the background job (:func:`update_job`), which plans in stages with its
+    progress shown (the chunks already searched cached) and a spinner on every card."""
     return answer_now(scn)
 
 
-@page_callback(0, lambda message: (*failed(message), no_update, message))
+@page_callback(0, lambda message: (*failed(message), no_update))
 def answer_now(scn: dict[str, Any]) -> tuple:
-    """:func:`show` of a valid scenario (a ModelError: the message, any job stopped)."""
+    """:func:`show` of a valid scenario (a ModelError: the message)."""
     done = planner.cached_outputs("page-plan", planner.payload(scn))
     if done is None and planner.quick(scn):
         with contextlib.suppress(NotQuick):  # what was searched stays cached for the job
             done = outputs(scn, deadline(planner.QUICK_WALL_S))
     if done is not None:
-        return (*done, no_update, planner.payload(scn))  # and a job still running stops
+        return (*done, no_update)
     waiting = (f"Planning {scn['model']} on {scn['system']} in stages (every GPU count up to "
                "the answer, as tperf plan): the progress is shown above.")
-    return (waiting, "", *[no_update] * (len(page_outputs()) - 2), scn, no_update)
+    return (waiting, "", *[no_update] * (len(page_outputs()) - 2), scn)
 
 
 @callback(
-    *page_outputs(duplicate=True), Input("plan-job", "data"), background=True,
+    Output("plan-ready", "data"), Input("plan-job", "data"), background=True,
     prevent_initial_call=True,
     # Dash polls a background job every ``interval`` ms (default 1000); a staged plan takes
     # seconds to a minute, its progress shown at each poll
     interval=500,
     running=[(Output("plan-busy", "children"), "Planning…", ""),
-             (Output("plan-progress-box", "style"), {}, HIDDEN)],
+             (Output("plan-progress-box", "style"), {}, HIDDEN),
+             (Output("plan-grid", "className"), "grid busy-figures", "grid")],
     progress=[Output("plan-progress", "value"), Output("plan-progress", "max"),
               Output("plan-progress-text", "children")],
-    cancel=[Input("plan-cancel", "data")],
-    on_error=job_error(failed, "Planning"),  # job refused, died or late: a message, not 500
+    on_error=job_error(lambda message: {"scenario": None, "failed": message}, "Planning"),
 )
-def update_job(set_progress: Callable[[tuple], None], scn: Any) -> list | tuple:
-    """The background callback: :func:`update` with each stage shown in the progress bar
-    (in the job's own process: its own connection to the results cache, which it reads and
-    writes at every chunk)."""
+def update_job(set_progress: Callable[[tuple], None], scn: Any) -> dict[str, Any]:
+    """The background callback: :func:`update` with each stage shown in the progress bar (in
+    the job's own process: its own connection to the results cache, which it reads and
+    writes at every chunk). Its outputs stay in the cache; the browser gets the scenario they
+    answer (or why it failed), which :func:`ready` shows only if the panel still holds it."""
     compute.forget_inherited_handle()
 
     def stage(value: int, top: int, text: str) -> None:
         set_progress((str(value), str(top), text))
-    return update(scn, stage)
+    out = update(scn, stage)
+    return {"scenario": scn, "failed": out[1] if out[0] == "" else None}
+
+
+@callback(*page_outputs(duplicate=True), Input("plan-ready", "data"),
+          State("scenario", "data"), prevent_initial_call=True)
+def show_ready(result: Any, scn: Any) -> tuple:
+    """The job's answer, from the cache: only for the scenario the panel holds now (a job for
+    a scenario the user has left answers nothing); a job that failed, its message."""
+    return ready(result, scn)
+
+
+@page_callback(1, failed)
+def ready(result: Any, scn: dict[str, Any]) -> tuple:
+    """:func:`show_ready` of a valid store."""
+    result = result if isinstance(result, dict) else {}  # a store comes from the browser
+    planned, _ = validate_scenario(result.get("scenario"))
+    same = planned is not None and planner.payload(planned) == planner.payload(scn)
+    if result.get("failed") and (same or result.get("scenario") is None):
+        return failed(str(result["failed"])[:2000])
+    if not same:
+        return tuple([no_update] * len(page_outputs()))
+    done = planner.cached_outputs("page-plan", planner.payload(scn))
+    if done is None:
+        return failed("The plan was computed but not kept (the results cache is unavailable): "
+                      "change an input to plan again.")
+    return tuple(done)
 
 
 @page_callback(0, failed)

@@ -13,12 +13,18 @@ from dashboard.jobs import planner
 from model.engine.request import Request
 from model.studies.plan import plan
 
-# records, from before a change, whether a spinner (dcc.Loading's) covered a card's figure
+# records, from before a change, whether a spinner covered a card's figure: the job's (the
+# cards' grid marked busy while it runs, CSS draws it) or dcc.Loading's (a request's)
 _WATCH_SPINNER = """
 window.__spinner = false;
 const card = document.querySelector(arguments[0]);
-const seen = () => { if (card.querySelector('.dash-spinner')) { window.__spinner = true; } };
-new MutationObserver(seen).observe(card, {subtree: true, childList: true, attributes: true});
+const seen = () => {
+  if (card.querySelector('.dash-spinner') || card.closest('.busy-figures')) {
+    window.__spinner = true;
+  }
+};
+new MutationObserver(seen).observe(document.querySelector('#plan-grid'),
+                                   {subtree: true, childList: true, attributes: true});
 """
 _IN_VIEW = """
 const r = document.querySelector(arguments[0]).getBoundingClientRect();
