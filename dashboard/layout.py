@@ -6,6 +6,7 @@ from __future__ import annotations
 import dash
 from dash import dcc, html
 
+from dashboard.controls.banner import banner
 from dashboard.controls.panel import HEADER, panel, widget
 from dashboard.controls.scenario import PRESET_OF, default_scenario
 
@@ -29,6 +30,6 @@ def shell() -> html.Div:
         ]),
         html.Div(className="body", children=[
             panel(scn),
-            html.Main(dash.page_container, className="page"),
+            html.Main([banner(), dash.page_container], className="page"),
         ]),
     ])

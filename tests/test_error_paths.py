@@ -65,8 +65,8 @@ def test_finding4_a_refused_plan_job_is_an_inline_message_over_http(tmp_path):
                       env={"PERF_MAX_JOBS": "0"})
     try:
         deps = json.loads(http(server.url + "/_dash-dependencies")[2])
-        data = json.dumps(callback_body(deps, "plan-headline.children",
-                                        {"scenario": SCN})).encode()
+        # the page's job (the callback the request hands a plan to: dashboard/pages/plan.py)
+        data = json.dumps(callback_body(deps, "plan-ready.data", {"plan-job": SCN})).encode()
         status, _, raw = http(server.url + "/_dash-update-component", data)
         assert status == 200, raw[:300]
         job = last = json.loads(raw)
@@ -77,7 +77,7 @@ def test_finding4_a_refused_plan_job_is_an_inline_message_over_http(tmp_path):
                                   f"{job['cacheKey']}&job={job['job']}", data)
             assert status == 200, raw[:300]
             last = json.loads(raw) if raw.strip() else {}  # empty or progress while it runs
-        message = last["response"]["plan-message"]["children"]
+        message = last["response"]["plan-ready"]["data"]["failed"]  # shown by plan.ready
         assert message.startswith("Planning failed: the server is running its limit of 0")
         assert "Traceback" not in server.log.read_text()
     finally:

@@ -16,12 +16,8 @@ atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
 if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
-from pathlib import Path  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
-from dashboard.controls import scenario as S  # noqa: E402
-from dashboard.jobs import compute  # noqa: E402
-from dashboard.pages import plan as page  # noqa: E402
 from model import load_model, load_system  # noqa: E402
 from model.engine.counts import count_range  # noqa: E402
 from model.studies.plan import FIRST_WINDOW, plan  # noqa: E402
@@ -48,19 +44,4 @@ def test_progress_counts_increase_and_end_at_the_counts_in_range():
         assert quiet.gpus == res.gpus and quiet.counts_searched == res.counts_searched
 
 
-def test_the_page_reports_each_stage(tmp_path, monkeypatch):
-    monkeypatch.setattr(compute, "CACHE_DIR", Path(tmp_path))  # an empty results cache:
-    monkeypatch.setattr(compute, "_cache", None)  # every stage runs (the old one back after)
-    stages = []
-    scn = {**S.default_scenario(), "strategy": "1d", "plan_max_gpus": MAX_GPUS}
-    out = page.update(scn, lambda value, top, text: stages.append((value, top, text)))
-    assert out[1] == ""  # no message: a plan
-    texts = [text for _, _, text in stages]
-    total = len(count_range(MAX_GPUS, 8))
-    plan_texts = [t for t in texts if t.startswith("Plan: ")]
-    assert plan_texts[0] == f"Plan: searched 0 of {total:,} GPU counts"
-    assert plan_texts[-1] == f"Plan: searched {total:,} of {total:,} GPU counts"
-    rest = texts[len(plan_texts):]
-    assert [t.split(":")[0] for t in rest] == ["Pareto front", "Lost nodes", "Done"]
-    assert [(v, m) for v, m, _ in stages[len(plan_texts):]] == [(1, 3), (2, 3), (3, 3)]
-    compute._cache.close()  # this test's cache, before monkeypatch puts the old one back
+# the page's own stages (the plan in budget-sized chunks): tests/test_plan_stages.py

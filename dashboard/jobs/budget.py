@@ -129,18 +129,6 @@ def check_searches(what: str, request: Request, narrow: str, repeat: int = 1,
     return sized
 
 
-def check_plan(what: str, request: Request, narrow: str) -> Size:
-    """Refuse a plan whose first batch of counts (the request's GPU counts: one vectorized
-    search per strategy over all of them, :func:`model.engine.counts.best_per_count`) would
-    not fit the budgets: the candidates and shapes of every count, but one fixed search cost
-    per strategy, not per count. Returns their size."""
-    sized = size(request)
-    need_s = (SEARCH_FIXED_S * len(strategy_names(request.strategy))
-              + SEARCH_S_PER_CANDIDATE * sized.candidates)
-    check(what, sized.search_bytes(), need_s, sized, narrow)
-    return sized
-
-
 def check_design(what: str, request: Request, narrow: str) -> Size:
     """Refuse the design heatmap's cells (:func:`model.engine.design.design_cells`) of the
     request (one strategy at one count) over budget."""

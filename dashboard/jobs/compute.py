@@ -169,6 +169,21 @@ def _failed(what: str, exc: Exception) -> None:
     _reset_cache(exc)
 
 
+_inherited: list[Any] = []  # handles a forked job found open: kept, never closed or used
+
+
+def forget_inherited_handle() -> None:
+    """In a job's process forked from a server process: leave the results cache handle it
+    inherited (its SQLite connection belongs to the parent's thread: SQLite's docs, "How To
+    Corrupt An SQLite Database File" §2.6, carrying an open connection across fork()), so
+    the job opens its own at its first read or write. Kept referenced, never closed (closing
+    it here could disturb the parent's file locks)."""
+    global _cache
+    if _cache is not None:
+        _inherited.append(_cache)
+    _cache = None
+
+
 def _reset_cache(exc: Exception | None = None) -> None:
     """Drop the cache handle; the next :func:`cache` opens a fresh one. A cache whose database
     file is corrupt is deleted: it only ever holds recomputable results."""

@@ -6,19 +6,22 @@ energy inputs in use and their sources, cost against time to train over GPU coun
 
 from __future__ import annotations
 
+import contextlib
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, callback, html
+from dash import Input, Output, State, callback, dcc, html, no_update
 
 from dashboard import figures
-from dashboard.controls.scenario import build_inputs, costs_of
+from dashboard.controls.scenario import build_inputs, costs_of, validate_scenario
 from dashboard.figures.common import strategy_name
 from dashboard.figures.theme import dimension_label
 from dashboard.jobs import compute, planner
+from dashboard.jobs.plan_stages import NotQuick
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import job_error, page_callback
 from dashboard.views import codesign_view, notes
@@ -41,14 +44,20 @@ SITE_SOURCES = (  # the site inputs' defaults (model.specs.cost, docs/model.md �
     "Failures 1.97e-5 per GPU-hour: Llama 3 405B, 419 interruptions in 54 days on 16,384 "
     "H100s (arXiv 2407.21783, §3.3.4); checkpoints at 2 TB/s (§3.3.1), restart 10 min.",
 )
+HIDDEN = {"display": "none"}
 
 layout = html.Div(className="page-body", children=[
-    html.Div(id="plan-busy", className="busy"),
-    html.Progress(id="plan-progress", value="0", max="1"),
-    html.Span(id="plan-progress-text", className="progress-text"),
+    dcc.Store(id="plan-job"),  # a scenario too large to plan in the request: the job's input
+    dcc.Store(id="plan-ready"),  # the job's scenario, once its outputs are in the cache
+    # shown only while the job runs (so "Planning…" never sits beside a finished bar)
+    html.Div(id="plan-progress-box", className="job-progress", style=HIDDEN, children=[
+        html.Span(id="plan-busy", className="busy"),
+        html.Progress(id="plan-progress", value="0", max="1"),
+        html.Span(id="plan-progress-text", className="progress-text"),
+    ]),
     html.P(id="plan-headline", className="summary"),
     html.Div(id="plan-message", className="alert", role="status"),
-    html.Div(className="grid", children=[
+    html.Div(id="plan-grid", className="grid", children=[  # a spinner on each card: running
         html.Div(className="card", id="card-plan-answer", children=[
             html.H3("The plan"),
             html.Table(className="plan-table", children=[
@@ -172,35 +181,32 @@ def input_texts(scn: dict[str, Any]) -> list[str]:
 Stage = Callable[[int, int, str], None]  # (value, max, text) of the page's progress bar
 
 
-def plan_progress(stage: Stage) -> Callable[[int, int], None]:
-    """The plan's ``progress(done, total)`` (GPU counts settled) as the page's stage text."""
-    def report(done: int, total: int) -> None:
-        stage(done, total, f"Plan: searched {done:,} of {total:,} GPU counts")
-    return report
-
-
 def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
     """Every output of the page for a valid scenario (the callback, callable without a browser).
     Raises ModelError (the paper mode, a system without a price for a budget, a search over
     its budget): the callback shows it. ``stage``, when given, hears each stage: the GPU
     counts the plan searched, then the Pareto front and the lost-node view."""
-    frame = planner.answer(scn) if stage is None else planner.answer(scn, plan_progress(stage))
+    frame = planner.answer(scn) if stage is None else planner.answer(scn, stage)
     stage = stage or (lambda _value, _max, _text: None)
     pres = bool(scn.get("presentation"))
     head, message = headline(scn, frame)
     roles = frame.set_index("role")
     answer = roles.loc["answer"] if "answer" in roles.index else None
     t = planner.targets(scn)
-    stage(1, 3, f"Pareto front: searching {len(planner.PARETO_SYSTEMS)} systems")
+    kept, left_out = planner.pareto_systems(scn)
+    if left_out:
+        message = " ".join(x for x in (message, (
+            f"Cost against time leaves out {', '.join(n.upper() for n in left_out)}: "
+            f"no {scn['precision'].upper()} tensor cores on their GPUs.")) if x)
+    stage(1, 3, f"Pareto front: searching {len(kept) + 1} systems")
     pareto = figures.pareto_figure(planner.pareto(scn), answer, t["days"], t["budget_usd"],
                                    presentation=pres)
     if answer is None:
         lost = figures.empty_figure("No plan: no job to lose nodes from.", pres)
     else:
-        stage(2, 3, "Lost nodes: searching the planned job with nodes lost")
+        stage(2, 3, "Lost nodes: the planned job with nodes lost")
         lost = figures.lost_node_figure(planner.lost_nodes(scn, int(answer["gpus"])),
                                         DEFAULT_CLIFF_RATIO, presentation=pres)
-    stage(3, 3, "Done")
     return (head, message, *answer_texts(scn, frame), *input_texts(scn), pareto, lost)
 
 
@@ -210,27 +216,89 @@ def failed(message: str, presentation: bool = False) -> tuple:
     return ("", message, *["–"] * len(ANSWER), *[""] * (len(INPUTS) + 1), empty, empty)
 
 
+def page_outputs(duplicate: bool = False) -> list[Output]:
+    """The page's outputs (the order of :func:`build`'s tuple)."""
+    ids = [("plan-headline", "children"), ("plan-message", "children"),
+           *[(f"plan-{key}", "children") for key, _ in ANSWER],
+           *[(f"plan-{key}", "children") for key in (*INPUTS, "sources")],
+           ({"type": "graph", "name": "plan-pareto"}, "figure"),
+           ({"type": "graph", "name": "plan-lost"}, "figure")]
+    return [Output(i, prop, allow_duplicate=duplicate) for i, prop in ids]
+
+
+@callback(*page_outputs(), Output("plan-job", "data"), Input("scenario", "data"))
+def show(scn: Any) -> tuple:
+    """The plan at once when it is cached or small (:func:`dashboard.jobs.planner.quick`: a
+    dense model's plan takes well under a second) and done within
+    :data:`~dashboard.jobs.planner.QUICK_WALL_S`, as the Scaling page answers; else the
+    scenario to the background job (:func:`update_job`), which plans in stages with its
+    progress shown (the chunks already searched cached) and a spinner on every card."""
+    return answer_now(scn)
+
+
+@page_callback(0, lambda message: (*failed(message), no_update))
+def answer_now(scn: dict[str, Any]) -> tuple:
+    """:func:`show` of a valid scenario (a ModelError: the message)."""
+    done = planner.cached_outputs("page-plan", planner.payload(scn))
+    if done is None and planner.quick(scn):
+        with contextlib.suppress(NotQuick):  # what was searched stays cached for the job
+            done = outputs(scn, deadline(planner.QUICK_WALL_S))
+    if done is not None:
+        return (*done, no_update)
+    waiting = (f"Planning {scn['model']} on {scn['system']} in stages (every GPU count up to "
+               "the answer, as tperf plan): the progress is shown above.")
+    return (waiting, "", *[no_update] * (len(page_outputs()) - 2), scn)
+
+
 @callback(
-    Output("plan-headline", "children"), Output("plan-message", "children"),
-    *[Output(f"plan-{key}", "children") for key, _ in ANSWER],
-    *[Output(f"plan-{key}", "children") for key in (*INPUTS, "sources")],
-    Output({"type": "graph", "name": "plan-pareto"}, "figure"),
-    Output({"type": "graph", "name": "plan-lost"}, "figure"),
-    Input("scenario", "data"), background=True,
-    # Dash polls a background job every ``interval`` ms (default 1000): the answer shows up to
-    # one interval after it is computed (~1.4 s cold, bench/plan_page.py), so poll twice as
-    # often; a poll is one small request that reads the job store
+    Output("plan-ready", "data"), Input("plan-job", "data"), background=True,
+    prevent_initial_call=True,
+    # Dash polls a background job every ``interval`` ms (default 1000); a staged plan takes
+    # seconds to a minute, its progress shown at each poll
     interval=500,
-    running=[(Output("plan-busy", "children"), "Planning…", "")],
+    running=[(Output("plan-busy", "children"), "Planning…", ""),
+             (Output("plan-progress-box", "style"), {}, HIDDEN),
+             (Output("plan-grid", "className"), "grid busy-figures", "grid")],
     progress=[Output("plan-progress", "value"), Output("plan-progress", "max"),
               Output("plan-progress-text", "children")],
-    on_error=job_error(failed, "Planning"),  # job refused, died or late: a message, not 500
+    on_error=job_error(lambda message: {"scenario": None, "failed": message}, "Planning"),
 )
-def update_job(set_progress: Callable[[tuple], None], scn: Any) -> list | tuple:
-    """The background callback: :func:`update` with each stage shown in the progress bar."""
+def update_job(set_progress: Callable[[tuple], None], scn: Any) -> dict[str, Any]:
+    """The background callback: :func:`update` with each stage shown in the progress bar (in
+    the job's own process: its own connection to the results cache, which it reads and
+    writes at every chunk). Its outputs stay in the cache; the browser gets the scenario they
+    answer (or why it failed), which :func:`ready` shows only if the panel still holds it."""
+    compute.forget_inherited_handle()
+
     def stage(value: int, top: int, text: str) -> None:
         set_progress((str(value), str(top), text))
-    return update(scn, stage)
+    out = update(scn, stage)
+    return {"scenario": scn, "failed": out[1] if out[0] == "" else None}
+
+
+@callback(*page_outputs(duplicate=True), Input("plan-ready", "data"),
+          State("scenario", "data"), prevent_initial_call=True)
+def show_ready(result: Any, scn: Any) -> tuple:
+    """The job's answer, from the cache: only for the scenario the panel holds now (a job for
+    a scenario the user has left answers nothing); a job that failed, its message."""
+    return ready(result, scn)
+
+
+@page_callback(1, failed)
+def ready(result: Any, scn: dict[str, Any]) -> tuple:
+    """:func:`show_ready` of a valid store."""
+    result = result if isinstance(result, dict) else {}  # a store comes from the browser
+    planned, _ = validate_scenario(result.get("scenario"))
+    same = planned is not None and planner.payload(planned) == planner.payload(scn)
+    if result.get("failed") and (same or result.get("scenario") is None):
+        return failed(str(result["failed"])[:2000])
+    if not same:
+        return tuple([no_update] * len(page_outputs()))
+    done = planner.cached_outputs("page-plan", planner.payload(scn))
+    if done is None:
+        return failed("The plan was computed but not kept (the results cache is unavailable): "
+                      "change an input to plan again.")
+    return tuple(done)
 
 
 @page_callback(0, failed)
@@ -238,6 +306,17 @@ def update(scn: dict[str, Any], stage: Stage | None = None) -> list | tuple:
     """:func:`build` of the scenario (validated again on the server by ``page_callback``,
     which shows a ``ModelError`` as the message), outputs cached as JSON."""
     return outputs(scn, stage)
+
+
+def deadline(seconds: float) -> Stage:
+    """A ``stage`` that stops the plan (:class:`NotQuick`) at the first stage reached more
+    than ``seconds`` after it was made."""
+    start = time.monotonic()
+
+    def stage(_value: int, _top: int, text: str) -> None:
+        if time.monotonic() - start > seconds:
+            raise NotQuick(f"past {seconds:g} s at '{text}'")
+    return stage
 
 
 def outputs(scn: dict[str, Any], stage: Stage | None = None) -> list:

@@ -55,28 +55,45 @@ def lost_node_frame(model: Transformer | Request, system: System | None = None,
 def lost_node_request(req: Request, *, lost: int = 8, node: int | None = None,
                       cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> pd.DataFrame:
     """:func:`lost_node_frame` of a request."""
-    model, system = req.model, req.system
+    counts = lost_node_counts(req, lost=lost, node=node, cliff_ratio=cliff_ratio)
+    frame, _ = best_per_count(req.model, req.system, counts, req.global_batch, req.strategy,
+                              compat=req.compat, pins=dict(req.pins),
+                              execution=req.execution_given(), stack=req.stack,
+                              budget=req.budget, pruning=req.pruning)
+    return lost_node_view(req, frame, lost=lost, node=node, cliff_ratio=cliff_ratio)
+
+
+def lost_node_counts(req: Request, *, lost: int = 8, node: int | None = None,
+                     cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> list[int]:
+    """The GPU counts whose best configurations :func:`lost_node_request` compares (its
+    arguments checked first, in their words)."""
     work = req.training()
     if len(work.gpus) != 1:
         raise ModelError("the lost-node view takes one GPU count: the job's")
     [gpus] = work.gpus
-    node = system.node_size if node is None else node
-    counts = _counts(system, gpus, req.execution_given(), req.stack)  # validates gpus
+    node = req.system.node_size if node is None else node
+    counts = _counts(req.system, gpus, req.execution_given(), req.stack)  # validates gpus
     if isinstance(lost, bool) or not isinstance(lost, int) or not 0 <= lost < gpus // node:
         raise ModelError(f"'lost' must be an integer in [0, {gpus // node - 1}] nodes of "
                          f"{node} GPUs, got {lost!r}")
     if not 0 < cliff_ratio <= 1:
         raise ModelError(f"'cliff_ratio' must be in (0, 1], got {cliff_ratio!r}")
-    frame, _ = best_per_count(model, system, counts, req.global_batch, req.strategy,
-                              compat=req.compat, pins=dict(req.pins),
-                              execution=req.execution_given(), stack=req.stack,
-                              budget=req.budget, pruning=req.pruning)
-    strategy = req.strategy
+    return counts
+
+
+def lost_node_view(req: Request, frame: pd.DataFrame, *, lost: int = 8,
+                   node: int | None = None, cliff_ratio: float = DEFAULT_CLIFF_RATIO
+                   ) -> pd.DataFrame:
+    """:func:`lost_node_request`'s rows from ``frame``, the best configuration of each of
+    :func:`lost_node_counts` that has one (``best_per_count``'s rows, searched at once or in
+    parts, e.g. by the dashboard within its memory budget)."""
+    [gpus] = req.training().gpus
+    node = req.system.node_size if node is None else node
     if frame.empty:  # a question without an answer at any count: say so, not an empty view
-        raise ModelError(f"no configuration of {model.name} fits on {gpus:,} GPUs of "
-                         f"{system.name} or fewer (strategy {_names(strategy)}): there is no "
-                         "job to lose nodes from; try more GPUs, more HBM or memory-saving "
-                         "options")
+        raise ModelError(f"no configuration of {req.model.name} fits on {gpus:,} GPUs of "
+                         f"{req.system.name} or fewer (strategy {_names(req.strategy)}): there "
+                         "is no job to lose nodes from; try more GPUs, more HBM or "
+                         "memory-saving options")
     available = gpus - node * np.arange(lost + 1)
     rows, exact = [], []
     for a in available:

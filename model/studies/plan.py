@@ -213,7 +213,7 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
             break
     per_count = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(
         len(f) for f in frames) else frames[0]
-    row = _choose(per_count, days, budget_usd)
+    row = choose(per_count, days, budget_usd)
     if searched < len(counts):
         report(len(counts), len(counts))
     return PlanResult(row, int(step), int(max_gpus), days, budget_usd, failures, per_count,
@@ -237,7 +237,7 @@ def _windows(n: int) -> list[tuple[int, int]]:
     return out
 
 
-def _choose(per_count: pd.DataFrame, days: float | None, budget_usd: float | None
+def choose(per_count: pd.DataFrame, days: float | None, budget_usd: float | None
             ) -> pd.Series | None:
     """The row a plan answers with, or None (see the module docstring)."""
     if per_count.empty:
