@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.physics import gemm
+from model.physics import gemm, routing
 from model.physics.block import _kernel_times
 from model.physics.collectives import Collective, collective_time_s
 from model.physics.context import Ctx
@@ -80,28 +80,44 @@ def gemms_efficiency(engine: Engine, gemms: tuple) -> np.ndarray:
     each one's FLOPs / efficiency."""
     if len(gemms) == 1:
         return shape_efficiency(engine, *gemms[0])
-    flops = [np.asarray(r * k * n, dtype=float) for r, k, n, _ in gemms]
+    flops = [np.asarray(r * k * n, dtype=float) for r, k, n, *_ in gemms]
     slow = sum(f / shape_efficiency(engine, *g) for f, g in zip(flops, gemms))
     return np.where(slow > 0, sum(flops) / np.maximum(slow, 1e-300), 1.0)
 
 
-def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray) -> np.ndarray:
+def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray,
+                     tokens: np.ndarray | None = None) -> np.ndarray:
     """Forward shape efficiency of a GEMM Y[rows, n] = X[rows, k]·W[k, n] (``experts`` > 0: a
     grouped GEMM of that many local experts sharing ``rows``), the training model's
     (:mod:`model.physics.gemm`): the depth efficiency k/(k + k₀) (k₀ fitted on DeepGEMM's
     published FP8 kernels, scaled by the precision's MMA rate) times the wave quantisation of
-    the 128×128 output tiles over the SMs — per expert rows padded to whole tiles for a grouped
-    kernel (:func:`model.physics.moe.grouped_wave_efficiency`; TensorRT-LLM's fused MoE runs one
-    CUTLASS grouped GEMM over the local experts). Decode GEMMs have few rows: the tiles'
-    padding, not the FLOPs, sets their compute time."""
+    the 128×128 output tiles over the SMs. A grouped kernel (TensorRT-LLM's fused MoE runs one
+    CUTLASS grouped GEMM over the local experts) with the step's ``tokens`` routed top-k over
+    the model's experts runs only the touched experts, each its rows padded to whole tiles
+    (:func:`expert_row_tiles`); without ``tokens`` every local expert gets rows/experts rows
+    (:func:`model.physics.moe.grouped_wave_efficiency`). Decode GEMMs have few rows: the
+    tiles' padding, not the FLOPs, sets their compute time."""
     sysm, field = engine.system, PRECISIONS[engine.ctx.execution.precision].peak_field
     depth = gemm.depth_efficiency(k, gemm.depth_overhead(field))
     rows = np.maximum(np.asarray(rows, dtype=float), 1e-9)
     e = np.asarray(experts, dtype=float)
     if not np.any(e > 0):
         return depth * wave_efficiency(rows, n, sysm.gemm_tile, sysm.sm_count)
+    if tokens is not None:
+        tiles = expert_row_tiles(engine, tokens, e)
+        return depth * routing.padded_wave_efficiency(rows, tiles, n, sysm.gemm_tile,
+                                                      sysm.sm_count)
     e = np.maximum(e, 1.0)
     return depth * grouped_wave_efficiency(rows, e, n, sysm.gemm_tile, sysm.sm_count)
+
+
+def expert_row_tiles(engine: Engine, tokens, local_experts) -> np.ndarray:
+    """Row tiles of one GPU's ``local_experts`` when the step's ``tokens`` tokens are routed
+    top-k over the model's E experts (balanced routing, :mod:`model.physics.routing`):
+    local·E[⌈m/B⌉], m ~ Binomial(T, k/E), B the system's tile edge."""
+    m = engine.model
+    return np.asarray(local_experts, dtype=float) * routing.row_tiles_per_expert(
+        tokens, m.top_k, m.experts, engine.system.gemm_tile)
 
 
 def _tau(group: np.ndarray, inner: np.ndarray | float, domain: int) -> np.ndarray:
