@@ -78,3 +78,29 @@ def test_every_expert_full_gets_whole_tiles():
     """k = E: every expert gets every token, ⌈T/B⌉ tiles exactly."""
     got = routing.row_tiles_per_expert(np.array([300.0, 256.0, 1.0]), 4, 4, 128.0)
     assert np.allclose(got, [3.0, 2.0, 1.0])
+
+
+def test_training_experts_pad_binomial_counts():
+    """Training's grouped GEMM (model.physics.moe.expert_shape_efficiency): 64 local experts of
+    DeepSeek-V3's 256 (top 8) with 128 routed rows each on average are not one full tile each:
+    their counts are binomial, so the row tiles they fill are those of a seeded sample of the
+    counts (within 1 %), about 1.5 per expert."""
+    from types import SimpleNamespace
+
+    from model.physics import gemm
+    from model.physics.moe import expert_shape_efficiency
+
+    ctx = SimpleNamespace(system=SimpleNamespace(sm_count=132, gemm_tile=128),
+                          execution=SimpleNamespace(expert_gemm="grouped"),
+                          model=SimpleNamespace(top_k=8, experts=256))
+    experts, mean_rows, k, n = 64.0, 128.0, 7168.0, 4096.0
+    fwd, _ = expert_shape_efficiency(experts * mean_rows, experts, k, n, ctx,
+                                     "matrix_tflops_fp8")
+    counts = np.random.default_rng(3).binomial(int(mean_rows * 256 / 8), 8 / 256,
+                                               size=(2000, 64))
+    tiles = np.ceil(counts / 128.0).sum(axis=1).mean()
+    cta = tiles * n / 128
+    busy = experts * mean_rows / (tiles * 128) * cta / (np.ceil(cta / 132) * 132)
+    depth = float(gemm.depth_efficiency(k, gemm.depth_overhead("matrix_tflops_fp8")))
+    assert float(fwd) / depth == pytest.approx(busy, rel=0.01)
+    assert tiles / experts == pytest.approx(1.5, abs=0.05)
