@@ -185,6 +185,9 @@ class StepOp:
     # grouped GEMM's T tokens routed top-k over the model's experts set its touched experts'
     # row tiles, model.physics.routing); None: no GEMM
     shape: tuple | None = None
+    # a routed-experts op: (T tokens entering the layer, local experts, etp), priced by the
+    # measured-kernel model where one is fitted (model.physics.kernels.moe_kernel)
+    routing: tuple | None = None
 
 
 def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR,
@@ -309,6 +312,7 @@ def _moe(m: Transformer, wl, lay: Layout, tokens, t_a, g, share: float) -> list[
     # tokens per expert waste them. fc1 (reduction e, (g − 1)·f outputs) and fc2 (reduction f:
     # a small expert FFN makes it shallow) priced apart
     f_local = m.expert_ffn / etp
+    experts.routing = (tokens, local_experts, etp)
     experts.shape = ((routed, float(m.hidden), (_gates(m) - 1) * f_local, local_experts,
                       tokens),
                      (routed, f_local, float(m.hidden), local_experts, tokens))

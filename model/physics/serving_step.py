@@ -24,8 +24,10 @@ from model.physics import gemm, routing
 from model.physics.block import _kernel_times
 from model.physics.collectives import Collective, collective_time_s
 from model.physics.context import Ctx
+from model.physics.kernels import moe_kernel
 from model.physics.moe import grouped_wave_efficiency
 from model.physics.ops import wave_efficiency
+from model.physics.optable import Kind
 from model.physics.serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
 from model.specs.execution import Execution
 from model.specs.hardware import System
@@ -47,13 +49,17 @@ class Engine:
     ctx: Ctx
     step_overhead_s: float
     sequence_overhead_s: float = 0.0
+    # the measured fused-MoE kernel fit of this GPU × weight precision (None: the roofline)
+    moe_kernel: moe_kernel.KernelFit | None = None
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
              stack: ServingStack) -> Engine:
         applied = stack.apply(system)
         ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
-        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system))
+        fit = (moe_kernel.serving_fit(system.name, workload.weight_precision)
+               if model.moe else None)
+        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit)
 
 
 @dataclass
@@ -67,7 +73,16 @@ class StepTimes:
 
 def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
     """One op's seconds: the training roofline of its forward counts, times its share, a GEMM's
-    FLOP time divided by its shape efficiency (:func:`shape_efficiency`)."""
+    FLOP time divided by its shape efficiency (:func:`shape_efficiency`). Where the GPU ×
+    weight precision has a measured fused-MoE kernel fit, the routed experts are priced by it
+    (:func:`model.physics.kernels.moe_kernel.grouped_moe_s`: the touched experts' weights, the
+    tile-padded matmuls and the token permutation in one kernel, so ``moe/permute`` is in it)."""
+    if engine.moe_kernel is not None:
+        if op.routing is not None:
+            return op.share * moe_kernel.grouped_moe_s(engine.moe_kernel, engine.model,
+                                                       *op.routing) + zero
+        if op.spec.kind == Kind.PERMUTE:
+            return zero
     if op.shape is not None and engine.system.sm_count > 0:
         op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
     *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)

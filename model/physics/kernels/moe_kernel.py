@@ -30,15 +30,18 @@ refused (:func:`unsupported`) on a GPU generation whose tensor cores lack the ac
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cache, lru_cache
 
 import numpy as np
 
 from model.errors import ModelError
+from model.physics import routing
 from model.physics.gemm import depth_efficiency, depth_overhead
 from model.physics.kernels.fit import fit_log_latency
 from model.specs.hardware import load_system
 from model.specs.schema import DATA_DIR
+from model.specs.transformer import Transformer
 
 Array = np.ndarray
 Columns = dict[str, Array]
@@ -62,6 +65,9 @@ MOE_DTYPES: dict[str, tuple[float, str, tuple[str, ...]]] = {
     "w4a8_mxfp4_mxfp8": (0.5 + 1.0 / 32, "matrix_tflops_fp8", _BLACKWELL),
     "int4_wo": (0.5 + 2.0 / 128, "matrix_tflops_fp16", _FP16),
 }
+# a serving weight precision → the MoE table dtype its TensorRT-LLM fused MoE runs
+SERVING_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8", "nvfp4": "nvfp4"}
+SERVING_ENGINE = "trtllm/cutlass"
 # AIConfigurator GPU folder → project system preset
 GPU_PRESETS = {"h100_sxm": "h100", "h200_sxm": "h200", "b200_sxm": "b200",
                "gb200": "gb200-nvl72", "b300_sxm": "b300", "gb300": "gb300-nvl72",
@@ -198,13 +204,52 @@ def _data() -> dict:
     return json.loads(DATA.read_text(encoding="utf-8"))
 
 
-def fitted(gpu: str, dtype: str, engine: str) -> Array | None:
-    """The shipped θ of a GPU (folder or preset name) × dtype × engine, None if not fitted."""
+@dataclass(frozen=True)
+class KernelFit:
+    """The shipped fit of one GPU (AIConfigurator folder) × dtype × engine: θ and tile height."""
+
+    gpu: str
+    dtype: str
+    engine: str
+    theta: tuple[float, ...]
+    tile: float
+
+
+def fitted(gpu: str, dtype: str, engine: str) -> KernelFit | None:
+    """The shipped fit of a GPU (folder or preset name) × dtype × engine, None if none."""
     folder = next((k for k, v in GPU_PRESETS.items() if v == gpu), gpu)
     for f in _data()["fits"]:
         if (f["gpu"], f["dtype"], f["engine"]) == (folder, dtype, engine):
-            return np.array([f["params"][p] for p in PARAMS])
+            return KernelFit(folder, dtype, engine, tuple(f["params"][p] for p in PARAMS),
+                             float(f["tile"]))
     return None
+
+
+@lru_cache(maxsize=64)
+def serving_fit(system: str, weight_precision: str,
+                engine: str = SERVING_ENGINE) -> KernelFit | None:
+    """The fit a serving step prices its routed experts with: the system preset's GPU, the
+    weight precision's MoE dtype (:data:`SERVING_DTYPES`), TensorRT-LLM's CUTLASS fused MoE;
+    None where no table measured it (the step falls back to the roofline)."""
+    dtype = SERVING_DTYPES.get(weight_precision)
+    return fitted(system, dtype, engine) if dtype else None
+
+
+def grouped_moe_s(fit: KernelFit, model: Transformer, tokens: Array, local: Array,
+                  etp: Array) -> Array:
+    """Seconds of one MoE layer's fused expert kernel on one GPU: ``tokens`` tokens entering
+    the layer routed top-k (balanced) over the model's E experts, ``local`` of them on this GPU,
+    their features split over ``etp`` (:func:`latency_s` on the expected touched experts,
+    routed rows and row tiles of :mod:`model.physics.routing`)."""
+    t = np.asarray(tokens, dtype=float)
+    loc = np.asarray(local, dtype=float)
+    cols = {"tokens": t, "hidden": float(model.hidden), "inter": float(model.expert_ffn),
+            "tp": np.asarray(etp, dtype=float), "gated": 1.0 if model.mlp == "swiglu" else 0.0,
+            "touched": loc * routing.touched_share(t, model.top_k, model.experts),
+            "routed": t * model.top_k * loc / model.experts,
+            f"tiles_{int(fit.tile)}": loc * routing.row_tiles_per_expert(
+                t, model.top_k, model.experts, fit.tile)}
+    return latency_s(cols, fit.gpu, fit.dtype, fit.theta, fit.tile)
 
 
 def validation_rows() -> list[dict]:
@@ -220,7 +265,7 @@ def validation_rows() -> list[dict]:
         cols = {k: np.array([r[k] for r in sub], dtype=float) for k in sub[0]
                 if k not in ("gpu", "dtype", "engine")}
         theta = [f["params"][p] for p in PARAMS]
-        err = relative_errors_pct(cols, f["gpu"], f["dtype"], theta)
+        err = relative_errors_pct(cols, f["gpu"], f["dtype"], theta, float(f["tile"]))
         rows.append({"class": "moe", "gpu": f["gpu"], "dtype": f["dtype"],
                      "engine": f["engine"], "n": f["rows"],
                      "median_pct": round(f["held_out_median_pct"], 1),
@@ -229,6 +274,6 @@ def validation_rows() -> list[dict]:
     return rows
 
 
-__all__ = ["MOE_DTYPES", "MoEKernelError", "PARAMS", "TILE_ROWS", "config_id", "engine_of",
-           "fit_group", "fitted", "held_out_errors_pct", "latency_s", "relative_errors_pct",
+__all__ = ["MOE_DTYPES", "KernelFit", "MoEKernelError", "PARAMS", "SERVING_DTYPES", "TILE_ROWS",
+           "config_id", "engine_of", "fit_group", "fitted", "grouped_moe_s", "serving_fit", "held_out_errors_pct", "latency_s", "relative_errors_pct",
            "unsupported", "validation_rows"]
