@@ -5,7 +5,7 @@ down-sampled validation subset to model/data/reference/kernels/moe_kernels.json.
 Dev-only: needs the unpacked wheel (PyPI ``aiconfigurator-core`` 0.12.0, Apache-2.0) and
 pyarrow (``.venv/bin/pip install pyarrow``; never a runtime dependency).
 
-    .venv/bin/python scripts/fit_moe_kernels.py [--root /tmp/aic/x] [--rows-per-group 40]
+    .venv/bin/python scripts/fit_moe_kernels.py [--root /tmp/aic/x] [--rows-per-group 25]
 
 Rows: each table's ``balanced`` rows (AIConfigurator's collector ``balanced_logits``, ai-dynamo/
 aiconfigurator collector/helper.py @ 095f58a: token t picks experts ⌊(t + j·⌈E/k⌉)⌋ mod E,
@@ -126,7 +126,7 @@ def group_rows(root: Path) -> tuple[dict, list[dict]]:
 
 def summarise(groups: dict, per_group: int) -> tuple[list[dict], list[dict]]:
     """Fitted parameters and held-out errors per group; a down-sampled subset of rows."""
-    rng = np.random.default_rng(0)
+    rng, pick_rng = np.random.default_rng(0), np.random.default_rng(1)
     fits, subset = [], []
     for (gpu, engine, dtype), cols in sorted(groups.items()):
         if len(cols["latency_s"]) < 30:
@@ -145,10 +145,10 @@ def summarise(groups: dict, per_group: int) -> tuple[list[dict], list[dict]]:
                      "in_sample_median_pct": float(np.median(inside)),
                      "held_out_median_pct": float(np.median(held)),
                      "held_out_p90_pct": float(np.percentile(held, 90))})
-        take = rng.choice(len(inside), size=min(per_group, len(inside)), replace=False)
+        take = pick_rng.choice(len(inside), size=min(per_group, len(inside)), replace=False)
         for i in np.sort(take):
             subset.append({"gpu": gpu, "engine": engine, "dtype": dtype,
-                           **{k: float(v[i]) for k, v in cols.items()}})
+                           **{k: float(f"{v[i]:.6g}") for k, v in cols.items()}})
         print(f"{gpu:9s} {engine:16s} {dtype:18s} rows {len(inside):6d} held-out median "
               f"{fits[-1]['held_out_median_pct']:5.1f} % p90 {fits[-1]['held_out_p90_pct']:5.1f} %"
               f"  {fits[-1]['params']}", flush=True)
@@ -158,10 +158,12 @@ def summarise(groups: dict, per_group: int) -> tuple[list[dict], list[dict]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default="/tmp/aic/x", help="the unpacked wheel")
-    ap.add_argument("--rows-per-group", type=int, default=40)
+    ap.add_argument("--rows-per-group", type=int, default=25)
     args = ap.parse_args()
     groups, sources = group_rows(Path(args.root))
     fits, subset = summarise(groups, args.rows_per_group)
+    for f in fits:
+        f["params"] = {k: float(f"{v:.6g}") for k, v in f["params"].items()}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     data = {"provenance": {"package": PACKAGE, "version": VERSION, "license": "Apache-2.0",
                            "tables": sources, "rows": "distribution == balanced",
@@ -169,7 +171,9 @@ def main() -> int:
                            "script": "scripts/fit_moe_kernels.py"},
             "model": "model/physics/kernels/moe_kernel.py", "params": list(mk.PARAMS),
             "fits": fits, "subset": subset}
-    OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    text = json.dumps({k: v for k, v in data.items() if k != "subset"}, indent=1)[:-2]
+    rows = ",\n".join(json.dumps(r, separators=(",", ":")) for r in subset)
+    OUT.write_text(f'{text},\n "subset": [\n{rows}\n]\n}}\n', encoding="utf-8")
     print(f"wrote {OUT} ({OUT.stat().st_size / 1e3:.0f} kB)")
     return 0
 
