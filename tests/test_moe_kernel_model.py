@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -62,12 +64,15 @@ def test_shipped_fits_reproduce_their_subset_and_report_held_out_errors():
 
 
 def test_serving_prices_the_experts_with_the_measured_kernel():
-    """DeepSeek-V3 FP8 on 8 H200 (trtllm-1.0): the step's routed experts are the kernel
-    model's time on the expected touched experts, the permutation inside it; at concurrency 4
-    they take a few ms of the step, not the 46 ms of tiling every local expert."""
+    """DeepSeek-V3 FP8 on 8 H200 (trtllm-1.0 with ``moe_kernel`` 'measured'): the step's
+    routed experts are the kernel model's time on the expected touched experts, the
+    permutation inside it; at concurrency 4 they take a few ms of the step, not the 46 ms of
+    tiling every local expert. The preset itself keeps the roofline (docs/serving.md)."""
     m, s = load_model("deepseek-v3"), load_system("h200")
     wl = ServingWorkload(1000, 1000, weight_precision="fp8")
-    engine = Engine.make(m, s, wl, load_serving_stack("trtllm-1.0"))
+    preset = load_serving_stack("trtllm-1.0")
+    assert Engine.make(m, s, wl, preset).moe_kernel is None
+    engine = Engine.make(m, s, wl, dataclasses.replace(preset, moe_kernel="measured"))
     assert engine.moe_kernel is not None and engine.moe_kernel.dtype == "fp8"
     lay = layout(8, 1, 8, True)
     t = np.array([4.0])
@@ -85,5 +90,6 @@ def test_serving_prices_the_experts_with_the_measured_kernel():
 def test_a_system_without_a_table_keeps_the_roofline():
     m = load_model("deepseek-v3")
     wl = ServingWorkload(1000, 1000, weight_precision="fp8")
-    engine = Engine.make(m, load_system("h800"), wl, load_serving_stack("trtllm-1.0"))
+    stack = dataclasses.replace(load_serving_stack("trtllm-1.0"), moe_kernel="measured")
+    engine = Engine.make(m, load_system("h800"), wl, stack)
     assert engine.moe_kernel is None

@@ -58,7 +58,7 @@ class Engine:
         applied = stack.apply(system)
         ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
         fit = (moe_kernel.serving_fit(system.name, workload.weight_precision)
-               if model.moe else None)
+               if model.moe and stack.moe_kernel == "measured" else None)
         return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit)
 
 

@@ -42,6 +42,10 @@ FIELDS = (
           "activations that the KV cache takes", 0.01, 1, default=0.9),
     Field("kernel_overhead_s", float, "launch overhead of one kernel, s", 0, 1e-2,
           default=20e-6),
+    Field("moe_kernel", str, "how the routed experts are priced: 'roofline' (the op roofline at "
+          "the fitted expert_gemm) or 'measured' (the fused-MoE kernel fitted on "
+          "AIConfigurator's tables, model/physics/kernels/moe_kernel.py, where one exists)",
+          default="roofline", choices=("roofline", "measured")),
     Field("efficiency", dict, "per GPU generation: gemm, hbm, step_overhead_s", default=None),
     Field("fit", dict, "what the fit reports (errors, data, commit)", default=None),
 )
@@ -59,11 +63,12 @@ class ServingStack:
     max_num_tokens: int = 8192
     kv_cache_memory_fraction: float = 0.9
     kernel_overhead_s: float = 20e-6
+    moe_kernel: str = "roofline"
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __hash__(self) -> int:
-        return hash((self.name, self.max_batch, self.max_num_tokens,
+        return hash((self.name, self.max_batch, self.max_num_tokens, self.moe_kernel,
                      tuple(sorted((g, tuple(sorted(v.items())))
                                   for g, v in self.efficiency.items()))))
 
@@ -100,7 +105,7 @@ class ServingStack:
         """A copy with other per-generation efficiencies (the fit tries candidates)."""
         return ServingStack(self.name, self.source, self.engine, self.max_batch,
                             self.max_num_tokens, self.kv_cache_memory_fraction,
-                            self.kernel_overhead_s, table, self.fit)
+                            self.kernel_overhead_s, self.moe_kernel, table, self.fit)
 
 
 def _efficiency_table(data: Any) -> dict[str, dict[str, float]]:

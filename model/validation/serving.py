@@ -97,11 +97,12 @@ def log_errors(selected: list[Run], stack: ServingStack) -> np.ndarray:
     return np.array(out)
 
 
-def _roofline_experts(run: Run) -> bool:
+def _roofline_experts(run: Run, stack: ServingStack) -> bool:
     """Whether the run's routed experts are priced by the roofline's ``expert_gemm`` (a MoE
-    model on a GPU × precision without a measured fused-MoE kernel fit)."""
-    return _model(run.model).moe and moe_kernel.serving_fit(
-        _system(run.system).name, run.weight_precision) is None
+    model, unless the stack prices them by the measured fused-MoE kernel and one is fitted for
+    the GPU × precision)."""
+    return _model(run.model).moe and (stack.moe_kernel != "measured" or moe_kernel.serving_fit(
+        _system(run.system).name, run.weight_precision) is None)
 
 
 def _with(stack: ServingStack, gen: str, values: dict[str, float]) -> ServingStack:
@@ -114,7 +115,7 @@ def fit_generation(selected: list[Run], stack: ServingStack, gen: str,
     error on ``selected`` (coordinate descent, module docstring)."""
     best = dict(stack.efficiency.get(gen, START))  # the full fit and every refit start alike
     loss = float(np.mean(log_errors(selected, _with(stack, gen, best)) ** 2))
-    keys = [k for k in START if k != "expert_gemm" or any(_roofline_experts(r)
+    keys = [k for k in START if k != "expert_gemm" or any(_roofline_experts(r, stack)
                                                          for r in selected)]
     for _ in range(rounds):
         for key in keys:
