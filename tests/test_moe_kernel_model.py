@@ -47,6 +47,11 @@ def test_formats_are_refused_where_the_tensor_cores_lack_them():
     assert "w4a8_mxfp4_mxfp8" in mk.unsupported("h200_sxm", "w4a8_mxfp4_mxfp8")
     assert "fp8" in mk.unsupported("a100_sxm", "fp8")
     assert "unknown MoE weight format" in mk.unsupported("h100_sxm", "int3")
+    with pytest.raises(mk.MoEKernelError, match="h100 .hopper. has no tensor cores for nvfp4"):
+        mk.require("h100", "nvfp4")
+    with pytest.raises(mk.MoEKernelError, match="no measured table"):
+        mk.require("h800", "fp8")
+    assert mk.require("h200", "fp8").gpu == "h200_sxm"
 
 
 def test_shipped_fits_reproduce_their_subset_and_report_held_out_errors():

@@ -225,6 +225,18 @@ def fitted(gpu: str, dtype: str, engine: str) -> KernelFit | None:
     return None
 
 
+def require(gpu: str, dtype: str, engine: str = SERVING_ENGINE) -> KernelFit:
+    """The shipped fit, or :class:`MoEKernelError` saying in words why there is none (the GPU
+    lacks the format, or no table measured it)."""
+    why = unsupported(gpu, dtype)
+    if why:
+        raise MoEKernelError(why)
+    fit = fitted(gpu, dtype, engine)
+    if fit is None:
+        raise MoEKernelError(f"no measured table has {dtype} MoE kernels of {engine} on {gpu}")
+    return fit
+
+
 @lru_cache(maxsize=64)
 def serving_fit(system: str, weight_precision: str,
                 engine: str = SERVING_ENGINE) -> KernelFit | None:
@@ -275,5 +287,6 @@ def validation_rows() -> list[dict]:
 
 
 __all__ = ["MOE_DTYPES", "KernelFit", "MoEKernelError", "PARAMS", "SERVING_DTYPES", "TILE_ROWS",
-           "config_id", "engine_of", "fit_group", "fitted", "grouped_moe_s", "serving_fit", "held_out_errors_pct", "latency_s", "relative_errors_pct",
-           "unsupported", "validation_rows"]
+           "config_id", "engine_of", "fit_group", "fitted", "grouped_moe_s", "held_out_errors_pct",
+           "latency_s", "relative_errors_pct", "require", "serving_fit", "unsupported",
+           "validation_rows"]
