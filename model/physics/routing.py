@@ -45,22 +45,29 @@ def touched_share(tokens: Array | float, top_k: float, experts: float) -> Array:
 def row_tiles_per_expert(tokens: Array | float, top_k: float, experts: float,
                          tile: float) -> Array:
     """E[⌈m/B⌉], m ~ Binomial(T, k/E): the expected row tiles of one expert (module
-    docstring), 0 for an untouched expert. Vectorised over ``tokens``."""
+    docstring), 0 for an untouched expert. Vectorised over ``tokens``; only the T > B entries
+    go past the j = 0 term, and only those with σ < B/2 through the window sum."""
     t = np.asarray(tokens, dtype=float)
     p = min(top_k / experts, 1.0)
-    mu = t * p
-    sigma = np.sqrt(t * p * (1.0 - p))
     out = touched_share(t, top_k, experts)
-    if not np.any(t > tile):  # nobody can fill a second tile: the j = 0 term is all
+    many = t > tile
+    if not np.any(many):  # nobody can fill a second tile: the j = 0 term is all
         return out
-    lo = np.maximum(np.floor((mu - 6.0 * sigma) / tile), 1.0)  # tiles j < lo are full: P ≈ 1
-    j = lo[..., None] + np.arange(WINDOW)
-    edge = j * tile
-    z = (edge + 0.5 - mu[..., None]) / np.maximum(sigma[..., None], 1e-12)
-    tail = np.where(edge < t[..., None], _normal_sf(z), 0.0).sum(axis=-1)
-    window = out + (lo - 1.0) + tail
-    smooth = mu / tile + (tile - 1.0) / (2.0 * tile)
-    return np.where(t <= tile, out, np.where(sigma >= 0.5 * tile, smooth, window))
+    tm = t[many]
+    mu = tm * p
+    sigma = np.sqrt(mu * (1.0 - p))
+    value = mu / tile + (tile - 1.0) / (2.0 * tile)  # σ ≥ B/2: the mean padding
+    narrow = sigma < 0.5 * tile
+    if np.any(narrow):
+        tn, mn, sn = tm[narrow], mu[narrow], sigma[narrow]
+        lo = np.maximum(np.floor((mn - 6.0 * sn) / tile), 1.0)  # tiles j < lo full: P ≈ 1
+        edge = (lo[:, None] + np.arange(WINDOW)) * tile
+        z = (edge + 0.5 - mn[:, None]) / np.maximum(sn[:, None], 1e-12)
+        tail = np.where(edge < tn[:, None], _normal_sf(z), 0.0).sum(axis=1)
+        value[narrow] = out[many][narrow] + (lo - 1.0) + tail
+    out = np.array(out, dtype=float)
+    out[many] = value
+    return out
 
 
 def grouped_tiles(tokens: Array | float, top_k: float, experts: float, local: Array | float,
@@ -77,14 +84,14 @@ def padded_wave_efficiency(rows: Array, row_tiles: Array, cols: Array, tile: flo
     """Busy fraction of a grouped GEMM of ``rows`` routed rows in ``row_tiles`` row tiles (each
     touched expert's rows padded to whole tiles) over ``cols`` output columns, its
     row_tiles·⌈cols/B⌉ tiles run in waves of ``units`` SMs: rows/(row_tiles·B) ·
-    tiles/(⌈tiles/units⌉·units); 1 where no rows."""
+    tiles/(⌈tiles/units⌉·units), at most 1 each; 1 where no rows."""
     rows = np.asarray(rows, dtype=float)
     rt = np.maximum(np.asarray(row_tiles, dtype=float), 1e-12)
     fill = np.where(rows > 0, np.minimum(rows / (rt * tile), 1.0), 1.0)
     if units <= 0:
         return fill
     tiles = rt * np.ceil(np.asarray(cols, dtype=float) / tile)
-    waves = np.maximum(np.ceil(tiles / units - 1e-9) * units, 1.0)
+    waves = np.maximum(np.ceil(tiles / units - 1e-9), 1.0) * units
     return fill * np.minimum(tiles / waves, 1.0)
 
 

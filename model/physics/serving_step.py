@@ -96,12 +96,16 @@ def gemms_efficiency(engine: Engine, gemms: tuple) -> np.ndarray:
     if len(gemms) == 1:
         return shape_efficiency(engine, *gemms[0])
     flops = [np.asarray(r * k * n, dtype=float) for r, k, n, *_ in gemms]
-    slow = sum(f / shape_efficiency(engine, *g) for f, g in zip(flops, gemms))
+    tiles = None  # a grouped op's GEMMs share their row tiles: computed once
+    if len(gemms[0]) == 5:
+        tiles = expert_row_tiles(engine, gemms[0][4], gemms[0][3])
+    slow = sum(f / shape_efficiency(engine, *g, row_tiles=tiles) for f, g in zip(flops, gemms))
     return np.where(slow > 0, sum(flops) / np.maximum(slow, 1e-300), 1.0)
 
 
 def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray,
-                     tokens: np.ndarray | None = None) -> np.ndarray:
+                     tokens: np.ndarray | None = None,
+                     row_tiles: np.ndarray | None = None) -> np.ndarray:
     """Forward shape efficiency of a GEMM Y[rows, n] = X[rows, k]·W[k, n] (``experts`` > 0: a
     grouped GEMM of that many local experts sharing ``rows``), the training model's
     (:mod:`model.physics.gemm`): the depth efficiency k/(k + k₀) (k₀ fitted on DeepGEMM's
@@ -109,7 +113,8 @@ def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray,
     the 128×128 output tiles over the SMs. A grouped kernel (TensorRT-LLM's fused MoE runs one
     CUTLASS grouped GEMM over the local experts) with the step's ``tokens`` routed top-k over
     the model's experts runs only the touched experts, each its rows padded to whole tiles
-    (:func:`expert_row_tiles`); without ``tokens`` every local expert gets rows/experts rows
+    (:func:`expert_row_tiles`, or ``row_tiles`` where computed already); without ``tokens``
+    every local expert gets rows/experts rows
     (:func:`model.physics.moe.grouped_wave_efficiency`). Decode GEMMs have few rows: the
     tiles' padding, not the FLOPs, sets their compute time."""
     sysm, field = engine.system, PRECISIONS[engine.ctx.execution.precision].peak_field
@@ -119,7 +124,7 @@ def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray,
     if not np.any(e > 0):
         return depth * wave_efficiency(rows, n, sysm.gemm_tile, sysm.sm_count)
     if tokens is not None:
-        tiles = expert_row_tiles(engine, tokens, e)
+        tiles = expert_row_tiles(engine, tokens, e) if row_tiles is None else row_tiles
         return depth * routing.padded_wave_efficiency(rows, tiles, n, sysm.gemm_tile,
                                                       sysm.sm_count)
     e = np.maximum(e, 1.0)
