@@ -17,6 +17,7 @@ rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,7 +25,6 @@ from model.physics import gemm, routing
 from model.physics.block import _kernel_times
 from model.physics.collectives import Collective, collective_time_s
 from model.physics.context import Ctx
-from model.physics.kernels import moe_kernel
 from model.physics.moe import grouped_wave_efficiency
 from model.physics.ops import wave_efficiency
 from model.physics.optable import Kind
@@ -35,6 +35,9 @@ from model.specs.precision import PRECISIONS
 from model.specs.serving import ServingWorkload
 from model.specs.serving_stack import ServingStack
 from model.specs.transformer import Transformer
+
+if TYPE_CHECKING:
+    from model.physics.kernels.moe_kernel import KernelFit
 
 
 @dataclass
@@ -49,16 +52,19 @@ class Engine:
     ctx: Ctx
     step_overhead_s: float
     sequence_overhead_s: float = 0.0
-    # the measured fused-MoE kernel fit of this GPU × weight precision (None: the roofline)
-    moe_kernel: moe_kernel.KernelFit | None = None
+    # the measured fused-MoE kernel fit of this GPU × weight precision (None: the roofline);
+    # model.physics.kernels.moe_kernel is imported only for a stack that asks for it
+    moe_kernel: KernelFit | None = None
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
              stack: ServingStack) -> Engine:
         applied = stack.apply(system)
         ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
-        fit = (moe_kernel.serving_fit(system.name, workload.weight_precision)
-               if model.moe and stack.moe_kernel == "measured" else None)
+        fit = None
+        if model.moe and stack.moe_kernel == "measured":
+            from model.physics.kernels.moe_kernel import serving_fit
+            fit = serving_fit(system.name, workload.weight_precision)
         return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit)
 
 
@@ -79,8 +85,9 @@ def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
     tile-padded matmuls and the token permutation in one kernel, so ``moe/permute`` is in it)."""
     if engine.moe_kernel is not None:
         if op.routing is not None:
-            return op.share * moe_kernel.grouped_moe_s(engine.moe_kernel, engine.model,
-                                                       *op.routing) + zero
+            from model.physics.kernels.moe_kernel import grouped_moe_s
+            return op.share * grouped_moe_s(engine.moe_kernel, engine.model,
+                                            *op.routing) + zero
         if op.spec.kind == Kind.PERMUTE:
             return zero
     if op.shape is not None and engine.system.sm_count > 0:
