@@ -39,7 +39,7 @@ def test_one_token_reads_and_computes_exactly_k_experts():
     tiles = expert_row_tiles(engine, np.array([1.0]), float(m.experts))
     assert float(tiles[0]) == pytest.approx(m.top_k, rel=1e-12)
     # each of the k rows sits in a tile of B rows of its own: the fill is 1/B
-    eff = routing.padded_wave_efficiency(np.array([m.top_k]), tiles, 0.0, 128.0, 0.0)
+    eff = routing.padded_wave_efficiency(np.array([float(m.top_k)]), tiles, 0.0, 128.0, 0.0)
     assert float(eff[0]) == pytest.approx(1.0 / 128.0, rel=1e-12)
     for rows, _k, _n, local, tokens in op.shape:
         assert local == m.experts and float(tokens[0]) == 1.0 and float(rows[0]) == m.top_k

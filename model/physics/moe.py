@@ -262,9 +262,10 @@ def expert_shape_efficiency(tokens, experts, k, n, ctx: Ctx, peak_field: str):
         c = gemm.concurrent_experts(e, ctx.execution.expert_gemm)
         model = ctx.model
         p = min(model.top_k / model.experts, 1.0) if model.experts else 1.0
-        per_expert = routing.row_tiles_per_expert(m / p, model.top_k, model.experts, tile)
-        fwd = fwd * routing.padded_wave_efficiency(m * c, c * per_expert, n, tile, units)
-        dx = dx * routing.padded_wave_efficiency(m * c, c * per_expert, k, tile, units)
+        tiles = c * routing.row_tiles_per_expert(m / p, model.top_k, model.experts, tile)
+        rows = m * c
+        fwd = fwd * routing.padded_wave_efficiency(rows, tiles, n, tile, units)
+        dx = dx * routing.padded_wave_efficiency(rows, tiles, k, tile, units)
         dw = dw * wave_efficiency(c * k, n, tile, units)
     return fwd, gemm.backward_efficiency(dx, dw)
 

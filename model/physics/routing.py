@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 Array = np.ndarray
-UNIQUE_ABOVE = 256  # entries beyond which the distinct token counts are evaluated once each
+UNIQUE_ABOVE = 1024  # entries beyond which the distinct token counts are evaluated once each
 WINDOW = 6  # terms j ≥ 1 summed around μ/B (σ < B/2: ±4σ, tails < 4e-5, within 6 tiles)
 
 
@@ -96,10 +96,10 @@ def padded_wave_efficiency(rows: Array, row_tiles: Array, cols: Array, tile: flo
     """Busy fraction of a grouped GEMM of ``rows`` routed rows in ``row_tiles`` row tiles (each
     touched expert's rows padded to whole tiles) over ``cols`` output columns, its
     row_tiles·⌈cols/B⌉ tiles run in waves of ``units`` SMs: rows/(row_tiles·B) ·
-    tiles/(⌈tiles/units⌉·units), at most 1 each; 1 where no rows."""
+    tiles/(⌈tiles/units⌉·units), at most 1 each (``rows`` > 0: callers floor them)."""
     rows = np.asarray(rows, dtype=float)
     rt = np.maximum(np.asarray(row_tiles, dtype=float), 1e-12)
-    fill = np.where(rows > 0, np.minimum(rows / (rt * tile), 1.0), 1.0)
+    fill = np.minimum(rows / (rt * tile), 1.0)
     if units <= 0:
         return fill
     tiles = rt * np.ceil(np.asarray(cols, dtype=float) / tile)
