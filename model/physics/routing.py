@@ -82,15 +82,6 @@ def _row_tiles(t: Array, top_k: float, experts: float, tile: float) -> Array:
     return out
 
 
-def grouped_tiles(tokens: Array | float, top_k: float, experts: float, local: Array | float,
-                  tile: float) -> tuple[Array, Array]:
-    """(touched experts, row tiles) of one GPU's ``local`` experts when ``tokens`` tokens are
-    routed top_k of ``experts`` (balanced): local·P(m > 0) and local·E[⌈m/B⌉]."""
-    loc = np.asarray(local, dtype=float)
-    return (loc * touched_share(tokens, top_k, experts),
-            loc * row_tiles_per_expert(tokens, top_k, experts, tile))
-
-
 def padded_wave_efficiency(rows: Array, row_tiles: Array, cols: Array, tile: float,
                            units: float) -> Array:
     """Busy fraction of a grouped GEMM of ``rows`` routed rows in ``row_tiles`` row tiles (each
@@ -107,5 +98,5 @@ def padded_wave_efficiency(rows: Array, row_tiles: Array, cols: Array, tile: flo
     return fill * np.minimum(tiles / waves, 1.0)
 
 
-__all__ = ["WINDOW", "grouped_tiles", "padded_wave_efficiency", "row_tiles_per_expert",
+__all__ = ["WINDOW", "padded_wave_efficiency", "row_tiles_per_expert",
            "touched_share"]
