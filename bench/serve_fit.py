@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
@@ -46,8 +48,12 @@ def main() -> int:
     start = time.perf_counter()
     stack = load_serving_stack("trtllm-1.0").with_efficiency({})  # from v.START
     fitted = v.fit(stack)
-    in_sample = v.error_summary(v.log_errors(list(v.runs()), fitted))
-    print("in-sample", in_sample, f"{time.perf_counter() - start:.0f} s", flush=True)
+    all_runs = list(v.runs())
+    errors = v.log_errors(all_runs, fitted)
+    in_sample = v.error_summary(errors)
+    moe = np.array([v._model(r.model).moe for r in all_runs])
+    by_kind = {"dense": v.error_summary(errors[~moe]), "moe": v.error_summary(errors[moe])}
+    print("in-sample", in_sample, by_kind, f"{time.perf_counter() - start:.0f} s", flush=True)
     by_model = v.leave_one_out(fitted, "model")
     print("leave one model out", by_model, flush=True)
     by_gpu = v.leave_one_out(fitted, "system")
@@ -58,7 +64,8 @@ def main() -> int:
     data["fit"] = {"populations": v.population_errors(frame),
                    "data": "model/data/reference/trtllm_perf_overview.json",
                    "commit": "00f37686aa854010d68bcbd0f4ab000221541ca6",
-                   "in_sample": in_sample, "leave_one_model_out": by_model,
+                   "in_sample": in_sample, "in_sample_by_kind": by_kind,
+                   "leave_one_model_out": by_model,
                    "leave_one_gpu_out": by_gpu, "script": "bench/serve_fit.py"}
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     serve_path = SERVING_STACKS_DIR / "trtllm-1.0-serve.json"  # the same engine, online limits

@@ -80,7 +80,8 @@ def test_the_depth_constant_holds_on_xla_b200_and_h100_tables():
 
 def _ctx(path: str, sm: int = 0, tile: int = 128):
     return SimpleNamespace(system=SimpleNamespace(sm_count=sm, gemm_tile=tile),
-                           execution=SimpleNamespace(expert_gemm=path))
+                           execution=SimpleNamespace(expert_gemm=path),
+                           model=SimpleNamespace(top_k=8, experts=256))
 
 
 def test_expert_shapes_without_waves_are_the_depth_factors():
@@ -99,8 +100,10 @@ def test_expert_shapes_without_waves_are_the_depth_factors():
 
 
 def test_kernel_path_decides_which_experts_share_a_wave():
-    """8 experts of 128 rows × 128 columns: one tile each. A grouped kernel runs the 8 tiles
-    in one wave of 132 SMs, TE's 4 streams 4 at a time: half the busy fraction."""
+    """8 experts of 128 rows on average × 128 columns: one or two row tiles each (binomial
+    counts, model.physics.routing). A grouped kernel runs the tiles in one wave of 132 SMs,
+    TE's 4 streams 4 experts at a time: half the busy fraction (in one partial wave the busy
+    fraction is the useful rows over the SMs' tiles, whatever the padding)."""
     assert list(gemm.concurrent_experts(np.array([2.0, 8.0]), "multi-stream")) == [2.0, 4.0]
     assert list(gemm.concurrent_experts(np.array([2.0, 8.0]), "grouped")) == [2.0, 8.0]
     k0 = gemm.DEPTH_OVERHEAD_FP8

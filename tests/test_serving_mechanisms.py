@@ -49,10 +49,10 @@ def test_expert_fc2_is_shallower_than_fc1():
     lay = so.layout(8, 1, 8, True)
     ops = {op.spec.name: op for op in so.layer_ops(m, eng.workload, lay, np.array([4096.0]),
                                                    np.array([4096.0]), 1500.0, True)}
-    (r1, k1, n1, e1), (r2, k2, n2, e2) = ops["moe/experts"].shape
+    (r1, k1, n1, e1, t1), (r2, k2, n2, e2, t2) = ops["moe/experts"].shape
     assert (k1, n1, k2, n2) == (m.hidden, 2 * m.expert_ffn, m.expert_ffn, m.hidden)
-    eta1 = shape_efficiency(eng, r1, k1, n1, e1)
-    eta2 = shape_efficiency(eng, r2, k2, n2, e2)
+    eta1 = shape_efficiency(eng, r1, k1, n1, e1, t1)
+    eta2 = shape_efficiency(eng, r2, k2, n2, e2, t2)
     assert float(eta2[0]) < float(eta1[0])
 
 

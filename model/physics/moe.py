@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from model.physics import gemm, token_kernels
+from model.physics import gemm, routing, token_kernels
 from model.physics.ops import OpCounts, bias, linear, quantisation, wave_efficiency
 from model.physics.optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
 from model.specs.precision import PRECISIONS
@@ -244,11 +244,14 @@ def fp8_padding(b: Array, rows: Array, feats: Array, s: float) -> Array:
 
 def expert_shape_efficiency(tokens, experts, k, n, ctx: Ctx, peak_field: str):
     """(forward, backward) shape efficiency of the local experts' GEMMs on ``tokens`` routed
-    rows, m = tokens/E_l per expert (model.physics.gemm): forward Y [m, n] per expert with
-    reduction k, backward dX [m, k] (reduction n) and dW [k, n] (reduction m, the expert's
-    tokens), each its depth efficiency times the wave quantisation of the tiles of the experts
-    that run together on the stack's kernel path (``Execution.expert_gemm``:
-    :func:`model.physics.gemm.concurrent_experts`)."""
+    rows, m = tokens/E_l per expert on average (model.physics.gemm): forward Y [m, n] per
+    expert with reduction k, backward dX [m, k] (reduction n) and dW [k, n] (reduction m, the
+    expert's tokens), each its depth efficiency times the wave quantisation of the tiles of the
+    experts that run together on the stack's kernel path (``Execution.expert_gemm``:
+    :func:`model.physics.gemm.concurrent_experts`). Each expert's rows are padded to whole
+    tiles of their own, its count m ~ Binomial(N, k/E) under balanced top-k routing of the
+    N = m·E/k tokens its EP group routes (:func:`model.physics.routing.row_tiles_per_expert`,
+    as serving's grouped GEMM)."""
     e = np.maximum(np.asarray(experts, dtype=float), 1.0)
     m = np.asarray(tokens, dtype=float) / e
     k0 = gemm.depth_overhead(peak_field)
@@ -257,8 +260,12 @@ def expert_shape_efficiency(tokens, experts, k, n, ctx: Ctx, peak_field: str):
     if sysm.sm_count > 0:
         tile, units = sysm.gemm_tile, sysm.sm_count
         c = gemm.concurrent_experts(e, ctx.execution.expert_gemm)
-        fwd = fwd * grouped_wave_efficiency(m * c, c, n, tile, units)
-        dx = dx * grouped_wave_efficiency(m * c, c, k, tile, units)
+        model = ctx.model
+        p = min(model.top_k / model.experts, 1.0) if model.experts else 1.0
+        tiles = c * routing.row_tiles_per_expert(m / p, model.top_k, model.experts, tile)
+        rows = m * c
+        fwd = fwd * routing.padded_wave_efficiency(rows, tiles, n, tile, units)
+        dx = dx * routing.padded_wave_efficiency(rows, tiles, k, tile, units)
         dw = dw * wave_efficiency(c * k, n, tile, units)
     return fwd, gemm.backward_efficiency(dx, dw)
 

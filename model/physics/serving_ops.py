@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.physics import ops
+from model.physics import ops, routing
 from model.physics.optable import Kind, OpSpec
 from model.specs import params
 from model.specs.serving import ServingWorkload
@@ -164,9 +164,10 @@ def weight_bytes_per_gpu(m: Transformer, wl: ServingWorkload, lay: Layout) -> np
 
 def experts_touched(m: Transformer, tokens: np.ndarray) -> np.ndarray:
     """Expected share of a layer's routed experts at least one of ``tokens`` tokens picks, each
-    token choosing top_k of E (uniform routing): 1 − (1 − k/E)^T. A decode step at small batch
-    reads only these experts' weights."""
-    return 1.0 - (1.0 - m.top_k / m.experts) ** np.asarray(tokens, dtype=float)
+    token choosing top_k of E (uniform routing): 1 − (1 − k/E)^T
+    (:func:`model.physics.routing.touched_share`). A decode step at small batch reads only these
+    experts' weights and computes only their tiles."""
+    return routing.touched_share(tokens, m.top_k, m.experts)
 
 
 # --- one step's ops ------------------------------------------------------------------------------
@@ -178,10 +179,15 @@ class StepOp:
     spec: OpSpec
     counts: ops.OpCounts
     share: float
-    # the op's GEMMs as (rows m, reduction k, columns n, local experts) each, priced by their
-    # shape (model.physics.serving_step.shape_efficiency: the DeepGEMM-fitted depth and wave
-    # efficiencies; an op of several GEMMs takes their FLOP-weighted time); None: no GEMM
+    # the op's GEMMs as (rows m, reduction k, columns n, local experts[, tokens routed]) each,
+    # priced by their shape (model.physics.serving_step.shape_efficiency: the DeepGEMM-fitted
+    # depth and wave efficiencies; an op of several GEMMs takes their FLOP-weighted time; a
+    # grouped GEMM's T tokens routed top-k over the model's experts set its touched experts'
+    # row tiles, model.physics.routing); None: no GEMM
     shape: tuple | None = None
+    # a routed-experts op: (T tokens entering the layer, local experts, etp), priced by the
+    # measured-kernel model where one is fitted (model.physics.kernels.moe_kernel)
+    routing: tuple | None = None
 
 
 def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR,
@@ -295,17 +301,21 @@ def _moe(m: Transformer, wl, lay: Layout, tokens, t_a, g, share: float) -> list[
     routed = tokens * m.top_k / lay.ep
     local_experts = m.experts / lay.ep
     width = _gates(m) * m.expert_ffn / etp  # fc1 (gate, up) outputs + fc2 inputs per expert
+    # only the experts the step's T_i tokens touch run: their weights are read and their rows
+    # padded to whole tiles, each its own (model.physics.routing: balanced top-k routing)
     touched = local_experts * experts_touched(m, tokens)
     experts = _linear("moe/experts", routed, float(m.hidden), width, wl, Kind.EXPERT_LINEAR,
                       weight_rows=touched * m.hidden)
     experts.counts.launches_fwd = 2.0  # a grouped GEMM each for fc1 and fc2
     # one grouped kernel each for fc1 and fc2 (TensorRT-LLM's fused MoE: a CUTLASS grouped
-    # GEMM over the local experts; each expert's rows are padded to whole tiles, so few tokens
-    # per expert waste them. fc1 (reduction e, (g − 1)·f outputs) and fc2 (reduction f: a
-    # small expert FFN makes it shallow) priced apart
+    # GEMM over the touched local experts; each expert's rows are padded to whole tiles, so few
+    # tokens per expert waste them. fc1 (reduction e, (g − 1)·f outputs) and fc2 (reduction f:
+    # a small expert FFN makes it shallow) priced apart
     f_local = m.expert_ffn / etp
-    experts.shape = ((routed, float(m.hidden), (_gates(m) - 1) * f_local, local_experts),
-                     (routed, f_local, float(m.hidden), local_experts))
+    experts.routing = (tokens, local_experts, etp)
+    experts.shape = ((routed, float(m.hidden), (_gates(m) - 1) * f_local, local_experts,
+                      tokens),
+                     (routed, f_local, float(m.hidden), local_experts, tokens))
     # permute each token into its k experts' rows and combine them back (TensorRT-LLM's fused
     # MoE: expandInputRows and finalizeMoeRouting): with attention DP every GPU runs it on all
     # T_i gathered tokens (model.physics.serving_step.layer_comm_s), so read T_i·e, write

@@ -17,16 +17,18 @@ rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from model.physics import gemm
+from model.physics import gemm, routing
 from model.physics.block import _kernel_times
 from model.physics.collectives import Collective, collective_time_s
 from model.physics.context import Ctx
 from model.physics.kernels import pricing as kernel_pricing
 from model.physics.moe import grouped_wave_efficiency
 from model.physics.ops import wave_efficiency
+from model.physics.optable import Kind
 from model.physics.serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
 from model.specs.execution import Execution
 from model.specs.hardware import System
@@ -34,6 +36,9 @@ from model.specs.precision import PRECISIONS
 from model.specs.serving import ServingWorkload
 from model.specs.serving_stack import ServingStack
 from model.specs.transformer import Transformer
+
+if TYPE_CHECKING:
+    from model.physics.kernels.moe_kernel import KernelFit
 
 
 @dataclass
@@ -48,13 +53,20 @@ class Engine:
     ctx: Ctx
     step_overhead_s: float
     sequence_overhead_s: float = 0.0
+    # the measured fused-MoE kernel fit of this GPU × weight precision (None: the roofline);
+    # model.physics.kernels.moe_kernel is imported only for a stack that asks for it
+    moe_kernel: KernelFit | None = None
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
              stack: ServingStack) -> Engine:
         applied = stack.apply(system)
         ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
-        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system))
+        fit = None
+        if model.moe and stack.moe_kernel == "measured":
+            from model.physics.kernels.moe_kernel import serving_fit
+            fit = serving_fit(system.name, workload.weight_precision)
+        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit)
 
 
 @dataclass
@@ -68,7 +80,17 @@ class StepTimes:
 
 def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
     """One op's seconds: the training roofline of its forward counts, times its share, a GEMM's
-    FLOP time divided by its shape efficiency (:func:`shape_efficiency`)."""
+    FLOP time divided by its shape efficiency (:func:`shape_efficiency`). Where the GPU ×
+    weight precision has a measured fused-MoE kernel fit, the routed experts are priced by it
+    (:func:`model.physics.kernels.moe_kernel.grouped_moe_s`: the touched experts' weights, the
+    tile-padded matmuls and the token permutation in one kernel, so ``moe/permute`` is in it)."""
+    if engine.moe_kernel is not None:
+        if op.routing is not None:
+            from model.physics.kernels.moe_kernel import grouped_moe_s
+            return op.share * grouped_moe_s(engine.moe_kernel, engine.model,
+                                            *op.routing) + zero
+        if op.spec.kind == Kind.PERMUTE:
+            return zero
     if op.shape is not None and engine.system.sm_count > 0:
         op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
     *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)
@@ -81,20 +103,28 @@ def gemms_efficiency(engine: Engine, gemms: tuple) -> np.ndarray:
     each one's FLOPs / efficiency."""
     if len(gemms) == 1:
         return shape_efficiency(engine, *gemms[0])
-    flops = [np.asarray(r * k * n, dtype=float) for r, k, n, _ in gemms]
-    slow = sum(f / shape_efficiency(engine, *g) for f, g in zip(flops, gemms))
+    flops = [np.asarray(r * k * n, dtype=float) for r, k, n, *_ in gemms]
+    tiles = None  # a grouped op's GEMMs share their row tiles: computed once
+    if len(gemms[0]) == 5:
+        tiles = expert_row_tiles(engine, gemms[0][4], gemms[0][3])
+    slow = sum(f / shape_efficiency(engine, *g, row_tiles=tiles) for f, g in zip(flops, gemms))
     return np.where(slow > 0, sum(flops) / np.maximum(slow, 1e-300), 1.0)
 
 
-def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray) -> np.ndarray:
+def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray,
+                     tokens: np.ndarray | None = None,
+                     row_tiles: np.ndarray | None = None) -> np.ndarray:
     """Forward shape efficiency of a GEMM Y[rows, n] = X[rows, k]·W[k, n] (``experts`` > 0: a
     grouped GEMM of that many local experts sharing ``rows``), the training model's
     (:mod:`model.physics.gemm`): the depth efficiency k/(k + k₀) (k₀ fitted on DeepGEMM's
     published FP8 kernels, scaled by the precision's MMA rate) times the wave quantisation of
-    the 128×128 output tiles over the SMs — per expert rows padded to whole tiles for a grouped
-    kernel (:func:`model.physics.moe.grouped_wave_efficiency`; TensorRT-LLM's fused MoE runs one
-    CUTLASS grouped GEMM over the local experts). Decode GEMMs have few rows: the tiles'
-    padding, not the FLOPs, sets their compute time. A stack whose ``gemm_shapes`` is
+    the 128×128 output tiles over the SMs. A grouped kernel (TensorRT-LLM's fused MoE runs one
+    CUTLASS grouped GEMM over the local experts) with the step's ``tokens`` routed top-k over
+    the model's experts runs only the touched experts, each its rows padded to whole tiles
+    (:func:`expert_row_tiles`, or ``row_tiles`` where computed already); without ``tokens``
+    every local expert gets rows/experts rows
+    (:func:`model.physics.moe.grouped_wave_efficiency`). Decode GEMMs have few rows: the
+    tiles' padding, not the FLOPs, sets their compute time. A stack whose ``gemm_shapes`` is
     ``kernel-tables`` prices a dense GEMM's shape by the measured kernel's fitted terms instead
     (:func:`model.physics.kernels.pricing.gemm_shape_efficiency`: split-K waves, fitted depth,
     padded rows), where the tables cover the system and precision."""
@@ -108,8 +138,21 @@ def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray) ->
     depth = gemm.depth_efficiency(k, gemm.depth_overhead(field))
     if not np.any(e > 0):
         return depth * wave_efficiency(rows, n, sysm.gemm_tile, sysm.sm_count)
+    if tokens is not None:
+        tiles = expert_row_tiles(engine, tokens, e) if row_tiles is None else row_tiles
+        return depth * routing.padded_wave_efficiency(rows, tiles, n, sysm.gemm_tile,
+                                                      sysm.sm_count)
     e = np.maximum(e, 1.0)
     return depth * grouped_wave_efficiency(rows, e, n, sysm.gemm_tile, sysm.sm_count)
+
+
+def expert_row_tiles(engine: Engine, tokens, local_experts) -> np.ndarray:
+    """Row tiles of one GPU's ``local_experts`` when the step's ``tokens`` tokens are routed
+    top-k over the model's E experts (balanced routing, :mod:`model.physics.routing`):
+    local·E[⌈m/B⌉], m ~ Binomial(T, k/E), B the system's tile edge."""
+    m = engine.model
+    return np.asarray(local_experts, dtype=float) * routing.row_tiles_per_expert(
+        tokens, m.top_k, m.experts, engine.system.gemm_tile)
 
 
 def _tau(group: np.ndarray, inner: np.ndarray | float, domain: int) -> np.ndarray:

@@ -52,6 +52,10 @@ FIELDS = (
     Field("cuda_graphs", bool, "decode steps replayed as CUDA graphs", default=True),
     Field("validated", bool, "true only where the stack's end-to-end constants were fitted "
           "on published measurements of that engine", default=False),
+    Field("moe_kernel", str, "how the routed experts are priced: 'roofline' (the op roofline at "
+          "the fitted expert_gemm) or 'measured' (the fused-MoE kernel fitted on "
+          "AIConfigurator's tables, model/physics/kernels/moe_kernel.py, where one exists)",
+          default="roofline", choices=("roofline", "measured")),
     Field("efficiency", dict, "per GPU generation: gemm, hbm, step_overhead_s", default=None),
     Field("gemm_shapes", str, "shape terms of a dense GEMM's efficiency: 'tiles' (128-row "
           "tile waves and DeepGEMM's depth, model.physics.gemm) or 'kernel-tables' (the "
@@ -77,12 +81,14 @@ class ServingStack:
     kv_block_tokens: int = 1
     cuda_graphs: bool = True
     validated: bool = False
+    moe_kernel: str = "roofline"
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
     gemm_shapes: str = "tiles"
 
     def __hash__(self) -> int:
         return hash((self.name, self.max_batch, self.max_num_tokens, self.gemm_shapes,
+                     self.moe_kernel,
                      tuple(sorted((g, tuple(sorted(v.items())))
                                   for g, v in self.efficiency.items()))))
 

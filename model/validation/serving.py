@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from model.physics.kernels import moe_kernel
 from model.physics.serving_step import Engine
 from model.serving.evaluate import candidates, evaluate_candidates
 from model.specs import memo
@@ -96,6 +97,14 @@ def log_errors(selected: list[Run], stack: ServingStack) -> np.ndarray:
     return np.array(out)
 
 
+def _roofline_experts(run: Run, stack: ServingStack) -> bool:
+    """Whether the run's routed experts are priced by the roofline's ``expert_gemm`` (a MoE
+    model, unless the stack prices them by the measured fused-MoE kernel and one is fitted for
+    the GPU × precision)."""
+    return _model(run.model).moe and (stack.moe_kernel != "measured" or moe_kernel.serving_fit(
+        _system(run.system).name, run.weight_precision) is None)
+
+
 def _with(stack: ServingStack, gen: str, values: dict[str, float]) -> ServingStack:
     return stack.with_efficiency({**stack.efficiency, gen: dict(values)})
 
@@ -106,7 +115,7 @@ def fit_generation(selected: list[Run], stack: ServingStack, gen: str,
     error on ``selected`` (coordinate descent, module docstring)."""
     best = dict(stack.efficiency.get(gen, START))  # the full fit and every refit start alike
     loss = float(np.mean(log_errors(selected, _with(stack, gen, best)) ** 2))
-    keys = [k for k in START if k != "expert_gemm" or any(_model(r.model).moe
+    keys = [k for k in START if k != "expert_gemm" or any(_roofline_experts(r, stack)
                                                          for r in selected)]
     for _ in range(rounds):
         for key in keys:
