@@ -252,7 +252,7 @@ def run_validate_kernels(args: argparse.Namespace) -> int:
     from model.validation import kernels as kv  # refits only when asked for
     from model.validation.kernels_torch import torch_error_rows
 
-    rows = kv.join_rows(kv.kernel_error_rows(), torch_error_rows())
+    rows = kv.join_rows(kv.kernel_error_rows(), torch_error_rows(), kv.moe_error_rows())
     if args.json:
         print_json({"rows": rows, "target": {"median_pct": kv.TARGET_MEDIAN_PCT,
                                               "p90_pct": kv.TARGET_P90_PCT}})

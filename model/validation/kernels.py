@@ -84,7 +84,8 @@ def meets_target(row: dict) -> bool:
 
 
 __all__ = ["ROW_KEYS", "TARGET_MEDIAN_PCT", "TARGET_P90_PCT", "held_out_errors", "join_rows",
-           "kernel_error_rows", "meets_target", "stored_error_rows", "write_error_table",
+           "kernel_error_rows", "meets_target", "moe_error_rows", "stored_error_rows",
+           "write_error_table",
            "format_rows"]
 
 
@@ -95,12 +96,21 @@ def stored_error_rows() -> list[dict]:
     return json.loads(ERRORS_FILE.read_text())["rows"]
 
 
+def moe_error_rows() -> list[dict]:
+    """The fused-MoE kernel model's held-out rows (:func:`model.physics.kernels.moe_kernel.
+    validation_rows`: one expert configuration left out), class ``moe``, the engine named in
+    the dtype column (its kernels differ per engine)."""
+    from model.physics.kernels.moe_kernel import validation_rows
+
+    return [{**r, "dtype": f"{r['dtype']} ({r['engine']})"} for r in validation_rows()]
+
+
 def write_error_table() -> list[dict]:
     """Recompute the held-out error table and store it (``python -m model.validation.kernels``;
     the extraction script calls it after a refit)."""
     from model.validation.kernels_torch import torch_error_rows
 
-    rows = join_rows(kernel_error_rows(), torch_error_rows())
+    rows = join_rows(kernel_error_rows(), torch_error_rows(), moe_error_rows())
     ERRORS_FILE.write_text(json.dumps({
         "what": "held-out error of the kernel layer per class × GPU × dtype "
                 "(model/validation/kernels.py kernel_error_rows), and its error on the "
