@@ -12,6 +12,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.controls.scenario import default_scenario
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.serve_view import CARDS, DEFAULT_FORM, build, form_from_query, form_query
@@ -22,6 +23,8 @@ dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")
 
 FORM_KEYS = tuple(DEFAULT_FORM)
+# the page's own default scenario: Llama 3 70B on 8 H100 (with the form's FP8 and 64 users)
+SERVING_DEFAULT = "#model=llama3-70b&system=h100"
 _AUTO = [{"label": "search", "value": "auto"}]
 
 
@@ -87,6 +90,19 @@ def update(scn: dict[str, Any], *values: Any) -> tuple:
     form = form_of(values)
     figs, text = build(scn, form)
     return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+
+
+@callback(Output("url", "hash", allow_duplicate=True), Input("url", "pathname"),
+          State("scenario", "data"), State("url", "hash"),
+          prevent_initial_call="initial_duplicate")
+def serving_default(path: Any, scn: Any, fragment: Any) -> str:
+    """Opened on the untouched default scenario (a training one: GPT-3 1T on H200), the page
+    loads a model people serve instead, :data:`SERVING_DEFAULT` (its presets fill the
+    control panel, through the link's fragment); any scenario the user chose stays."""
+    if not (isinstance(path, str) and path.rstrip("/").endswith("/serving")) or fragment \
+            or scn != default_scenario():
+        raise PreventUpdate
+    return SERVING_DEFAULT
 
 
 @callback(*(Output(f"serve-{k}", "value") for k in FORM_KEYS), Input("url", "search"),
