@@ -80,18 +80,19 @@ def test_the_pareto_hover_keeps_a_fractional_batch():
 def test_the_default_is_a_model_people_serve():
     assert (DEFAULT_FORM["gpus"], DEFAULT_FORM["load"], DEFAULT_FORM["precision"],
             DEFAULT_FORM["mode"]) == (8, 64, "fp8", "concurrency")
-    fragment = page.serving_default("/serving", S.default_scenario(), "")
+    fragment, done = page.serving_default(True, None, S.default_scenario())
+    assert done is True
     raw = S.from_query(fragment)
     scn, errors = S.validate_scenario(S.with_presets(raw))
     assert errors == {} and (scn["model"], scn["system"]) == ("llama3-70b", "h100")
     _, text = build(scn, DEFAULT_FORM)
     ttft_ms = float(text.split("TTFT ")[1].split(" ms")[0].replace(",", ""))
     assert ttft_ms < 2000, text  # not "TTFT 1,312,268 ms"
-    for path, current, frag in (("/scaling", S.default_scenario(), ""),
-                                ("/serving", {**S.default_scenario(), "gpus": 64}, ""),
-                                ("/serving", S.default_scenario(), "#model=gpt3-175b")):
+    for hydrated, defaulted, current in ((False, None, S.default_scenario()),
+                                         (True, True, S.default_scenario()),
+                                         (True, None, {**S.default_scenario(), "gpus": 64})):
         with pytest.raises(PreventUpdate):
-            page.serving_default(path, current, frag)
+            page.serving_default(hydrated, defaulted, current)
 
 
 def test_the_knee_note_sits_inside_the_plot_under_the_legend(drawn):

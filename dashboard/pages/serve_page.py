@@ -39,6 +39,7 @@ def _choice(key: str, label: str, options: list) -> html.Label:
 
 
 layout = html.Div(className="page-body", children=[
+    dcc.Store(id="serve-defaulted", storage_type="session"),
     html.P(className="summary", children=(
         "The model and system of the control panel served under the workload below: the "
         "layout with the most output tokens/s per GPU within the SLAs (TTFT: arrival to first "
@@ -92,17 +93,17 @@ def update(scn: dict[str, Any], *values: Any) -> tuple:
     return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
 
 
-@callback(Output("url", "hash", allow_duplicate=True), Input("url", "pathname"),
-          State("scenario", "data"), State("url", "hash"),
-          prevent_initial_call="initial_duplicate")
-def serving_default(path: Any, scn: Any, fragment: Any) -> str:
-    """Opened on the untouched default scenario (a training one: GPT-3 1T on H200), the page
-    loads a model people serve instead, :data:`SERVING_DEFAULT` (its presets fill the
-    control panel, through the link's fragment); any scenario the user chose stays."""
-    if not (isinstance(path, str) and path.rstrip("/").endswith("/serving")) or fragment \
-            or scn != default_scenario():
+@callback(Output("url", "hash", allow_duplicate=True), Output("serve-defaulted", "data"),
+          Input("hydrated", "data"), Input("serve-defaulted", "data"),
+          State("scenario", "data"), prevent_initial_call="initial_duplicate")
+def serving_default(hydrated: Any, defaulted: Any, scn: Any) -> tuple[str, bool]:
+    """The first time this tab opens the page on the untouched default scenario (a training
+    one: GPT-3 1T on H200) it loads a model people serve instead, :data:`SERVING_DEFAULT`
+    (its presets fill the control panel, through the link's fragment, once the link has been
+    read); a scenario the user chose or linked stays, and so does one chosen afterwards."""
+    if hydrated is not True or defaulted is True or scn != default_scenario():
         raise PreventUpdate
-    return SERVING_DEFAULT
+    return SERVING_DEFAULT, True
 
 
 @callback(*(Output(f"serve-{k}", "value") for k in FORM_KEYS), Input("url", "search"),
