@@ -58,8 +58,9 @@ layout = html.Div(className="page-body", children=[
     html.Div(className="grid", children=[
         graph_card("scaling-time", "Training time vs GPUs", note=(
             "Best configuration per strategy and GPU count; dashed: ideal scaling from the "
-            "smallest count that fits; hollow markers: idealised strategies no production "
-            "stack ships; ★: the recommended size.")),
+            "best strategy's smallest count that fits; hollow markers: idealised strategies "
+            "no production stack ships (drawn from that count on); ★: the recommended "
+            "size.")),
         graph_card("scaling-breakdown", "Where the time goes (best configuration)", note=(
             "Log axis: a bar's top is the iteration time and each boundary a running total, so "
             "lower parts look larger than they are; compare parts with 'share of the "
