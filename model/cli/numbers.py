@@ -5,8 +5,8 @@ project).
 Rules: thousands separators ('1,024'); a sensible number of significant digits and never
 scientific notation ('15,000 TFLOP/s', not '1.5e+04'); units named, in the singular for
 exactly one ('1 node', '2 nodes'); money in dollars ('$18.99M', '$125,000'); a duration below
-a day in hours or minutes ('4.8 hours', not '0.2 days'). Missing or non-finite values read
-'–'.
+a day in hours or minutes ('4.8 hours', not '0.2 days'), from a day up with one decimal.
+Missing or non-finite values read '–'.
 """
 
 from __future__ import annotations
@@ -87,18 +87,29 @@ def money(usd: object) -> str:
     return f"${v:,.2f}"
 
 
-def duration_days(days: object, digits: int = 3) -> str:
-    """A duration given in days, in the unit that reads best: '25.3 days', '1 day',
-    '4.8 hours', '12 minutes', '45 seconds'."""
+def fixed(value: object, decimals: int = 1) -> str:
+    """``decimals`` decimals with thousands separators from 1 up ('12.0', '1,234.5'); below 1
+    the significant digits :func:`number` keeps ('0.0123', never '0.0')."""
+    v = _finite(value)
+    if v is None:
+        return DASH
+    return f"{v:,.{decimals}f}" if abs(v) >= 1 or v == 0 else number(v, decimals + 2)
+
+
+def duration_days(days: object) -> str:
+    """A duration given in days, in the unit that reads best: '25.3 days', '1,824.0 days'
+    (one decimal from a day up), '4.8 hours', '12 minutes', '45 seconds' below."""
     v = _finite(days)
     if v is None:
         return f"{DASH} days"
-    for size, unit in ((1.0, "day"), (1 / 24, "hour"), (1 / 1440, "minute")):
-        if abs(v) >= size or v == 0:
-            shown = number(v / size, digits)
-            return f"{shown} {plural(unit, float(shown.replace(',', '')))}"
-    shown = number(v * 86400, digits)
-    return f"{shown} {plural('second', float(shown.replace(',', '').lstrip('<')))}"
+    if abs(v) >= 1 or v == 0:
+        shown = fixed(v, 1)
+        return f"{shown} {'day' if shown == '1.0' else 'days'}"
+    for size, unit in ((1 / 24, "hour"), (1 / 1440, "minute"), (1 / 86400, "second")):
+        if abs(v) >= size or unit == "second":
+            shown = number(v / size, 2 if v / size < 10 else 3)
+            return f"{shown} {plural(unit, 1 if shown == '1' else 2)}"
+    raise AssertionError("unreachable")
 
 
 def share(value: object, each: str) -> str:
