@@ -98,7 +98,9 @@ def not_validated(scn: dict[str, Any], system: str | None = None) -> str:
         bar = error_bar(scn["stack"], model.moe, system)
     else:
         bar = error_bar_of(scn)
-    return "" if bar is None or bar.validated else f"not validated: {bar.text}"
+    if bar is None or bar.validated:
+        return ""
+    return bar.text if bar.text.startswith("not validated") else f"not validated: {bar.text}"
 
 
 def stack_lineage(scn: dict[str, Any]) -> str:
