@@ -19,7 +19,7 @@ from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import checked_scenario, page_callback
 from dashboard.state import CONTROLS_OUT, HEADER_OUT
 from dashboard.views import scenarios_view
-from dashboard.views.grid import number_column, text_column
+from dashboard.views.grid import SIGNIFICANT, number_column, text_column
 from model import ModelError
 from model.cli.numbers import count
 from model.studies.sensitivity import MAX_FRACTION
@@ -30,8 +30,8 @@ dash.register_page(__name__, path="/scenarios", name="Scenarios", order=3.8,
 DEFAULT_CHANGE_PCT = 10
 COMPARE_COLUMNS = [
     text_column("label", "", 230, filter=False, sortable=False),
-    number_column("a", "A", ",.4g", 140), number_column("b", "B", ",.4g", 140),
-    number_column("delta", "B − A", "+,.4g", 140),
+    number_column("a", "A", SIGNIFICANT, 140), number_column("b", "B", SIGNIFICANT, 140),
+    number_column("delta", "B − A", "+" + SIGNIFICANT, 140),
     number_column("delta_pct", "Δ %", "+.2f", 110),
     text_column("unit", "unit", 200, filter=False, sortable=False),
 ]
