@@ -102,3 +102,14 @@ def test_the_knee_note_sits_inside_the_plot_under_the_legend(drawn):
         assert note["y"] < 1 and note["yanchor"] == "top", note
     assert layout["yaxis2"]["title"]["text"] == "TPOT (ms)"
     assert layout["yaxis2"]["nticks"] <= 6 and layout["margin"]["r"] >= 60
+
+
+def test_the_command_line_writes_the_same_fractional_batch(capsys):
+    """One user over two replicas: the CLI said 'batch 0' too (model/cli/numbers.share)."""
+    from model.cli.commands import main
+
+    assert main(["serve", "--model", "llama3-70b", "--system", "h100", "--gpus", "2", "--tp",
+                 "1", "--precision", "fp8", "--input-tokens", "1000", "--output-tokens",
+                 "1000", "--concurrency", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "2 replicas, batch 0.5 per replica" in out and "batch 0\n" not in out

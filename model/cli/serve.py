@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from model.cli.args import CliError, positive_int, print_json
+from model.cli.numbers import count, share
 from model.engine.request import Request
 from model.serving.serve import serve
 from model.specs.hardware import load_system
@@ -127,8 +128,9 @@ def run_serve(args: argparse.Namespace) -> int:
     layout = (f"tp {best['tp']:.0f}, pp {best['pp']:.0f}, ep {best['ep']:.0f}"
               f"{', attention DP' if best['attention_dp'] else ''}, " + (
                   f"{best['prefill_instances']:.0f}P{best['decode_instances']:.0f}D"
-                  if best['prefill_instances'] else f"{best['replicas']:.0f} replica(s)"))
-    print(f"layout: {layout}, batch {best['batch']:.0f}")
+                  if best['prefill_instances'] else count(best['replicas'], "replica")))
+    each = "decode instance" if best['prefill_instances'] else "replica"
+    print(f"layout: {layout}, batch {share(best['batch'], each)}")
     for key in KEYS:
         value = best.get(key)
         print(f"  {key:34s} {value if not isinstance(value, float) else f'{value:.4g}'}")
