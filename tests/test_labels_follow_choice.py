@@ -78,3 +78,29 @@ def test_the_headline_names_the_scenarios_own_stack():
     titan = scaling.summary_text(frame, {**S.default_scenario(), "stack": "torchtitan-2025"})
     assert "torchtitan" in titan and "Megatron" not in titan
     assert "15,000 TFLOP/s" in fsdp and "e+" not in fsdp  # not '1.5e+04 TFLOP/s'
+
+
+def test_an_fsdp_only_stack_is_offered_only_its_layouts():
+    """llm-foundry on PyTorch FSDP1 runs data parallelism only: the page searched cp/pp/tp
+    layouts for it (13.2 days with 'dp 32 · tp1 8 · cp 2 · pp 32' on the default)."""
+    import pytest
+
+    from dashboard.jobs import compute
+    from model import ModelError
+    from model.specs.stack import load_stack, stack_from_dict
+
+    fsdp = load_stack("pytorch-fsdp-2023")
+    assert fsdp.parallelism == ("dp",)
+    assert fsdp.layout_pins() == {"tp1": 1, "tp2": 1, "pp": 1, "ep": 1, "etp": 1}
+    assert load_stack("torchtitan-2025").layout_pins() == {}
+    assert stack_from_dict(fsdp.to_dict()).parallelism == ("dp",)  # a fitted stack keeps it
+    with pytest.raises(ModelError, match="parallelism"):
+        stack_from_dict({**fsdp.to_dict(), "parallelism": ["tp"]})
+    scn = _scenario(model="llama3-8b", system="a100", stack="pytorch-fsdp-2023", gpus_max=64)
+    request = S.request_of(scn, gpus=(8,), strategy="all")
+    assert request.strategy == "1d" and dict(request.pins)["pp"] == 1
+    frame = compute.scaling(scn)
+    assert not frame.empty and set(frame["strategy"]) == {"1d"}
+    assert (frame[["tp1", "tp2", "pp"]] == 1).all().all()
+    megatron = S.request_of({**scn, "stack": "megatron-bridge-26.08"}, gpus=(8,))
+    assert dict(megatron.pins) == {} and len(megatron.strategy) > 1
