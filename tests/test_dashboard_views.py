@@ -63,7 +63,7 @@ def test_headline_is_a_production_strategy_with_the_idealised_one_beside(frame):
     summary, ideal = scaling.summary_text(frame), scaling.idealised_text(frame)
     production = frame[frame["strategy"].isin(["1d", "context"])]
     best = production.loc[production["train_days"].idxmin()]
-    assert f"on {int(best['gpus'])} GPUs — {best['train_days']:.1f} days" in summary
+    assert f"on {int(best['gpus']):,} GPUs — {best['train_days']:.1f} days" in summary
     assert "Megatron-LM" in summary and "(idealised)" not in summary
     summa = frame[frame["strategy"] == "summa"]
     fastest = summa.loc[summa["train_days"].idxmin()]

@@ -113,3 +113,16 @@ def test_the_command_line_writes_the_same_fractional_batch(capsys):
                  "1000", "--concurrency", "1"]) == 0
     out = capsys.readouterr().out
     assert "2 replicas, batch 0.5 per replica" in out and "batch 0\n" not in out
+
+
+def test_a_system_the_serving_stack_was_never_fitted_on_is_marked(drawn):
+    def marks(fig):
+        fig = fig if isinstance(fig, dict) else plain(fig)
+        return [a["text"] for a in fig["layout"].get("annotations") or []
+                if "not validated" in a["text"]]
+
+    assert all(marks(fig) == [] for fig in drawn[0].values())  # H100: fitted
+    mi300x = {**SCN, **S.system_values("mi300x"), "system": "mi300x"}
+    figs, _ = build(mi300x, DEFAULT_FORM)
+    for card in CARDS:
+        assert any("no fit on mi300x" in m for m in marks(figs[card])), card

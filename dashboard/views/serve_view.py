@@ -19,6 +19,7 @@ from model.cli.numbers import count, integer, money, number, share
 from model.engine.request import Request
 from model.serving.serve import cost_versus_sla, load_curve
 from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
+from model.specs.serving_stack import load_serving_stack
 
 MAX_GPUS = 1024  # the page's search stays well under its latency budget
 PINS = ("tp", "pp")
@@ -176,4 +177,19 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
     else:
         out["serve-load"] = figures.empty_figure("No layout fits: no load curve.", pres)
     text = workload_caption(scn, gpus, workload)
-    return {k: _captioned(v, text) for k, v in out.items()}, headline(best, result.message)
+    why = not_fitted(system, best.get("stack"))
+    out = {k: figures.mark_not_validated(_captioned(v, text), why, pres) for k, v in out.items()}
+    return out, headline(best, result.message)
+
+
+def not_fitted(system: Any, stack: Any = None) -> str:
+    """'not validated: …' when the serving stack has no fit for the system's GPU (its
+    efficiencies are then the system's own, never compared with a measurement), else ''."""
+    try:
+        found = load_serving_stack(stack if isinstance(stack, str) and stack else None)
+    except ModelError:
+        return ""
+    if found.name == "none" or found.values_for(system):
+        return ""
+    return (f"not validated: the {found.name} serving stack has no fit on "
+            f"{system.name} (no published serving run on it was scored)")
