@@ -104,3 +104,17 @@ def test_an_fsdp_only_stack_is_offered_only_its_layouts():
     assert (frame[["tp1", "tp2", "pp"]] == 1).all().all()
     megatron = S.request_of({**scn, "stack": "megatron-bridge-26.08"}, gpus=(8,))
     assert dict(megatron.pins) == {} and len(megatron.strategy) > 1
+
+
+def test_the_design_pages_figures_of_an_unvalidated_system_say_so():
+    from dashboard.jobs import compute
+    from dashboard.pages import design
+    from dashboard.views import selected
+
+    scn = _scenario(model="llama3-8b", system="mi300x", gpus=64, gpus_max=256)
+    rows = design._rows(compute.top(scn))[:1]
+    assert rows
+    ops, roof, _ = design.build_ops(scn, rows)
+    timeline, memory, _ = selected.build(scn, rows)
+    for fig in (ops, roof, timeline, memory):
+        assert any("mi300x" in m for m in _marks(fig)), fig

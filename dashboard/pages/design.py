@@ -135,7 +135,9 @@ def build_space(scn: dict[str, Any]) -> tuple:
         heat = figures.empty_figure(f"No configuration exists on {scn['gpus']} GPUs: see the "
                                     "explanation above.", pres)
     else:
-        heat = figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres)
+        heat = figures.mark_not_validated(
+            figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres),
+            notes.not_validated(scn), pres)
     rows = _rows(compute.top(scn))
     return heat, rows, rows[:1], why
 
@@ -168,7 +170,10 @@ def build_ops(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> tup
     _, system = build_inputs(scn)
     roof = figures.roofline_figure(ops, system.matrix_tflops_fp16, system.vector_tflops_fp16,
                                    system.hbm_bandwidth_gb_per_s, presentation=pres)
-    return figures.ops_breakdown_figure(ops, presentation=pres), roof, ops.to_dict("records")
+    why = notes.not_validated(scn)
+    return (figures.mark_not_validated(figures.ops_breakdown_figure(ops, presentation=pres),
+                                       why, pres),
+            figures.mark_not_validated(roof, why, pres), ops.to_dict("records"))
 
 
 

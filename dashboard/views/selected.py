@@ -12,6 +12,7 @@ from dashboard import figures
 from dashboard.controls.scenario import build_inputs, execution_of, stack_of
 from dashboard.figures.timeline import memory_parts_figure, timeline_figure
 from dashboard.jobs import compute
+from dashboard.views import notes
 from model import ModelError
 from model.cli.numbers import count, number
 from model.engine.search import with_stack
@@ -73,8 +74,11 @@ def build(scn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple:
         empty = figures.empty_figure("Select a configuration in the table.", pres)
         return empty, empty, ""
     timeline, parts, row = frames(scn, rows[0])
-    return (timeline_figure(timeline, presentation=pres),
-            memory_parts_figure(parts, presentation=pres), summary(timeline, row))
+    why = notes.not_validated(scn)
+    return (figures.mark_not_validated(timeline_figure(timeline, presentation=pres), why, pres),
+            figures.mark_not_validated(memory_parts_figure(parts, presentation=pres), why,
+                                       pres),
+            summary(timeline, row))
 
 
 def exported(scn: dict[str, Any], context: Any, checked) -> dict[str, Any]:
