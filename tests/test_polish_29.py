@@ -98,3 +98,13 @@ def test_one_microbatch_and_one_stage_are_singular():
     two = row.copy()
     two["pp"] = 2
     assert selected.summary(timeline, two).startswith("2 stages × 1 microbatch:")
+
+
+def test_hovers_write_no_exponent():
+    """d3's '.4g' wrote an NVFP4 peak of 15,000 TFLOP/s as '1.500e+4' in every hover."""
+    from dashboard.figures.hover import Hover, for_people
+
+    assert for_people(".4g") == ",.4~r" and for_people(".1%") == ".1%"
+    hover = Hover(pd.DataFrame({"mfu_peak_tflops": [15000.0]}), "<b>x</b>").add(
+        "mfu_peak_tflops", "of the peak", ".4g", " TFLOP/s")
+    assert hover.lines[-1] == "of the peak %{customdata[0]:,.4~r} TFLOP/s"
