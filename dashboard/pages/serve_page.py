@@ -94,13 +94,16 @@ def update(scn: dict[str, Any], *values: Any) -> tuple:
 
 
 @callback(Output("url", "hash", allow_duplicate=True), Output("serve-defaulted", "data"),
-          Input("hydrated", "data"), Input("serve-defaulted", "data"),
-          State("scenario", "data"), prevent_initial_call="initial_duplicate")
-def serving_default(hydrated: Any, defaulted: Any, scn: Any) -> tuple[str, bool]:
-    """The first time this tab opens the page on the untouched default scenario (a training
+          Input("serve-headline", "children"), State("hydrated", "data"),
+          State("serve-defaulted", "data"), State("scenario", "data"),
+          prevent_initial_call=True)
+def serving_default(_: Any, hydrated: Any, defaulted: Any, scn: Any) -> tuple[str, bool]:
+    """The first time this tab draws the page on the untouched default scenario (a training
     one: GPT-3 1T on H200) it loads a model people serve instead, :data:`SERVING_DEFAULT`
-    (its presets fill the control panel, through the link's fragment, once the link has been
-    read); a scenario the user chose or linked stays, and so does one chosen afterwards."""
+    (its presets fill the control panel, through the link's fragment); a scenario the user
+    chose or linked stays, and so does one chosen afterwards. Triggered by the page's first
+    answer, which comes after the link was read and the navigation's own fragment written
+    (``dashboard/state.py``: ``hydrate``, ``keep_fragment``); its inputs all on this page."""
     if hydrated is not True or defaulted is True or scn != default_scenario():
         raise PreventUpdate
     return SERVING_DEFAULT, True
