@@ -80,7 +80,7 @@ def test_the_pareto_hover_keeps_a_fractional_batch():
 def test_the_default_is_a_model_people_serve():
     assert (DEFAULT_FORM["gpus"], DEFAULT_FORM["load"], DEFAULT_FORM["precision"],
             DEFAULT_FORM["mode"]) == (8, 64, "fp8", "concurrency")
-    fragment, done = page.serving_default("headline", True, None, S.default_scenario())
+    fragment, done = page.serving_default(1, True, None, S.default_scenario())
     assert done is True
     raw = S.from_query(fragment)
     scn, errors = S.validate_scenario(S.with_presets(raw))
@@ -92,7 +92,7 @@ def test_the_default_is_a_model_people_serve():
                                          (True, True, S.default_scenario()),
                                          (True, None, {**S.default_scenario(), "gpus": 64})):
         with pytest.raises(PreventUpdate):
-            page.serving_default("headline", hydrated, defaulted, current)
+            page.serving_default(1, hydrated, defaulted, current)
 
 
 def test_the_knee_note_sits_inside_the_plot_under_the_legend(drawn):

@@ -40,6 +40,7 @@ def _choice(key: str, label: str, options: list) -> html.Label:
 
 layout = html.Div(className="page-body", children=[
     dcc.Store(id="serve-defaulted", storage_type="session"),
+    dcc.Interval(id="serve-default-tick", interval=600, max_intervals=4),
     html.P(className="summary", children=(
         "The model and system of the control panel served under the workload below: the "
         "layout with the most output tokens/s per GPU within the SLAs (TTFT: arrival to first "
@@ -94,16 +95,19 @@ def update(scn: dict[str, Any], *values: Any) -> tuple:
 
 
 @callback(Output("url", "hash", allow_duplicate=True), Output("serve-defaulted", "data"),
-          Input("serve-headline", "children"), State("hydrated", "data"),
+          Input("serve-default-tick", "n_intervals"), State("hydrated", "data"),
           State("serve-defaulted", "data"), State("scenario", "data"),
           prevent_initial_call=True)
 def serving_default(_: Any, hydrated: Any, defaulted: Any, scn: Any) -> tuple[str, bool]:
-    """The first time this tab draws the page on the untouched default scenario (a training
+    """The first time this tab opens the page on the untouched default scenario (a training
     one: GPT-3 1T on H200) it loads a model people serve instead, :data:`SERVING_DEFAULT`
     (its presets fill the control panel, through the link's fragment); a scenario the user
-    chose or linked stays, and so does one chosen afterwards. Triggered by the page's first
-    answer, which comes after the link was read and the navigation's own fragment written
-    (``dashboard/state.py``: ``hydrate``, ``keep_fragment``); its inputs all on this page."""
+    chose or linked stays, and so does one chosen afterwards.
+
+    Triggered by the page's own timer shortly after it opens: after the link was read and the
+    navigation's fragment written (``dashboard/state.py``: ``hydrate``, ``keep_fragment``,
+    which would otherwise race it), and from nothing the scenario drives (a trigger
+    downstream of the scenario closes a loop, and Dash then never redraws the page)."""
     if hydrated is not True or defaulted is True or scn != default_scenario():
         raise PreventUpdate
     return SERVING_DEFAULT, True
