@@ -38,5 +38,34 @@ def test_bad_or_large_uploads_are_refused_inline(tmp_path):
     refused = runs_upload.upload_runs.__wrapped__(_contents(big), scn)
     assert f"at most {runs_upload.MAX_RUNS}" in str(refused[0].children)
     huge = b" " * (runs_upload.MAX_BYTES + 1)
-    with pytest.raises(Exception, match="over 64 kB"):
+    with pytest.raises(Exception, match="over the 64 kB limit"):
         runs_upload.fit_upload(_contents(huge), "torchtitan-2025")
+
+
+def test_every_refusal_names_the_file_and_why_and_clears_the_fit(tmp_path):
+    """Issue 29, item 7: a 101 kB file or a .txt one was dropped silently in the browser and
+    the previous fit stayed on screen as if it were the new file's."""
+    scn = {"stack": "torchtitan-2025"}
+    raw = _synthetic_runs(tmp_path, 0.55).read_bytes()
+    for contents, name, why in (
+            (_contents(b" " * (101 * 1024)), "runs.json", "101.0 kB, over the 64 kB limit"),
+            (_contents(raw), "runs.txt", "not a JSON file (.txt)"),
+            (_contents(b'{"runs": 3}'), "mine.json", "expected {\"runs\"")):
+        shown, stored, disabled = runs_upload.upload_runs.__wrapped__(contents, scn, name)
+        text = str(shown.children)
+        assert text.startswith(f"Runs refused — {name}: ") and why in text, text
+        assert "previous fit is cleared" in text and stored is None and disabled is True
+    assert runs_upload.SENT_BYTES > 101 * 1024  # the browser sends it: refused in words
+    card = json.dumps(runs_upload.runs_card().to_plotly_json(), default=str)
+    assert '"accept"' not in card  # a .txt is sent, then refused in words
+
+
+def test_fit_rows_are_named_by_model_gpus_and_system(tmp_path):
+    raw = _synthetic_runs(tmp_path, 0.55).read_bytes()
+    shown, _ = runs_upload.upload_runs.__wrapped__(_contents(raw), {"stack": "torchtitan-2025"},
+                                                   "mine.json")[:2]
+    text = json.dumps(shown.to_plotly_json(), default=str, ensure_ascii=False)
+    cases = runs_from_text(raw, "torchtitan-2025")
+    for case in cases:
+        assert f"{case.model.name} · {case.gpus:,} × {case.system.name}" in text
+    assert '"run0"' not in text and "(mine.json)" in text

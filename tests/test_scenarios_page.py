@@ -98,16 +98,19 @@ def test_upload_and_save_callbacks() -> None:
     text = saved.to_file(saved.save([], "B200", b200()))
     contents = "data:application/json;base64," + base64.b64encode(text.encode()).decode()
     entries, message = page.upload(contents, "scenarios.json", [])
-    assert saved.names(entries) == ["B200"] and "Added 1 scenario" in message
+    assert saved.names(entries) == ["B200"]
+    assert message.children == "Added 1 scenario from the file."
+    assert message.className == "ctl-ok"  # a confirmation, not in the errors' red
     bad = "data:application/json;base64," + base64.b64encode(b"[1, 2]").decode()
     kept, message = page.upload(bad, "x.json", entries)
     assert kept is page.no_update and message.startswith("Upload rejected")
     entries, message = page.save(1, "mine", scenario(), entries)
     assert saved.names(entries) == ["B200", "mine"]
+    assert message.children.startswith("Saved 'mine'") and message.className == "ctl-ok"
     _, message = page.save(1, "", scenario(), entries)
     assert message == "give the scenario a name"
     loaded = page.load(1, "B200", entries)
-    assert loaded[-1] == "Loaded 'B200'." and loaded[-2]["system"] == "b200"
+    assert loaded[-1].children == "Loaded 'B200'." and loaded[-2]["system"] == "b200"
 
 
 def test_compare_shows_both_headlines_and_their_deltas() -> None:
@@ -193,3 +196,16 @@ def test_the_selected_configuration_says_whether_it_fits_with_the_memory_interva
     state, words = fit_status(float(row["memory_gb"]), usable)
     assert selected.memory_fit(scn, row) == f"Memory: {state} — {words}."
     assert state in ("fits", "tight")  # the table lists configurations that fit
+
+
+def test_the_a_and_b_picks_survive_a_reload() -> None:
+    """Issue 29: the picks were reset to 'current' on every reload; they are kept in this
+    browser (a local store) and restored with the options, a deleted one as 'current'."""
+    entries = saved.save(saved.save([], "B200", b200()), "mine", scenario())
+    kept = page.remember_picks("B200", "mine")
+    assert kept == ["B200", "mine"]
+    out = page.options(entries, kept)
+    assert out[3:] == ("B200", "mine")
+    assert page.options(saved.delete(entries, "mine"), kept)[3:] == ("B200", saved.CURRENT)
+    assert page.options(entries, None)[3:] == (saved.CURRENT, saved.CURRENT)
+    assert page.options(entries, ["x" * 999, 7])[3:] == (saved.CURRENT, saved.CURRENT)

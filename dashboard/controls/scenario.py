@@ -205,11 +205,33 @@ def request_of(scn: dict[str, Any], *, gpus: tuple[int, ...] = (),
     stack, execution, mode), built once per computation: the views differ only in the GPUs,
     strategy, pins and rows they ask for (``costs``: with the Plan & cost page's inputs)."""
     model, system = build_inputs(scn)
+    stack = stack_of(scn)
+    strategy, pins = stack_layouts(stack, strategy, pins)
     return Request.build(model, system, global_batch=scn["global_batch"], gpus=gpus,
                          max_gpus=max_gpus, strategy=strategy, top_k=top_k, pins=pins,
                          compat="paper" if scn["compat"] == "paper" else None,
-                         execution=execution_of(scn), stack=stack_of(scn),
+                         execution=execution_of(scn), stack=stack,
                          costs=costs_of(scn) if costs else None)
+
+
+def stack_layouts(stack: str | Stack | None, strategy: str | tuple[str, ...],
+                  pins: dict[str, int] | None) -> tuple[str | tuple[str, ...], dict | None]:
+    """(strategy, pins) narrowed to the layouts the stack runs (:meth:`Stack.layout_pins`):
+    llm-foundry on FSDP runs data parallelism only, so no tensor, context or pipeline layout
+    is offered for it, and with neither tensor nor context parallelism every strategy is the
+    1D one (tp 1); a pin the caller gives wins (and is refused by the search if it needs a
+    layout the stack does not run)."""
+    if stack is None:  # the paper mode
+        return strategy, pins
+    try:
+        layout = load_stack(stack).layout_pins()
+    except ModelError:
+        return strategy, pins
+    if not layout:
+        return strategy, pins
+    if layout.get("tp1") == 1 and layout.get("tp2") == 1:
+        strategy = "1d"
+    return strategy, {**layout, **{k: v for k, v in (pins or {}).items() if v is not None}}
 
 
 def costs_of(scn: dict[str, Any]) -> dict[str, Any]:

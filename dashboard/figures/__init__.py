@@ -10,7 +10,7 @@ export.
 
 from dashboard.figures.breakdown import memory_figure, time_breakdown_figure
 from dashboard.figures.codesign import codesign_figure
-from dashboard.figures.common import empty_figure
+from dashboard.figures.common import empty_figure, mark_not_validated
 from dashboard.figures.compare import parse_system_label, systems_figure
 from dashboard.figures.cross_validation import cross_validation_figure
 from dashboard.figures.design import hbm_contour_figure, heatmap_figure
@@ -23,7 +23,8 @@ from dashboard.figures.validation import validation_error_figure, validation_sca
 
 __all__ = [
     "codesign_figure", "cross_validation_figure", "efficiency_figure", "empty_figure",
-    "figure_table", "hbm_contour_figure", "heatmap_figure", "lost_node_figure", "memory_figure",
+    "figure_table", "hbm_contour_figure", "heatmap_figure", "lost_node_figure",
+    "mark_not_validated", "memory_figure",
     "ops_breakdown_figure", "optimal_config_figure", "pareto_figure", "parse_system_label",
     "plain_figures", "roofline_figure", "systems_figure", "time_breakdown_figure",
     "training_time_figure", "validation_error_figure", "validation_scatter_figure",

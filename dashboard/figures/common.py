@@ -49,6 +49,7 @@ from dashboard.figures.theme import (
     FONT_SIZE,
     GREY,
     STRATEGY_ORDER,
+    WARNING,
     base_layout,
     scale,
     strategy_label,
@@ -79,6 +80,26 @@ def empty_figure(message: str, presentation: bool = False) -> go.Figure:
                           font=dict(size=FONT_SIZE * 1.2 * scale(presentation), color=GREY))],
         xaxis=dict(visible=False), yaxis=dict(visible=False), showlegend=False)
     return make_figure([], layout)
+
+
+def mark_not_validated(fig: go.Figure | dict, text: str, presentation: bool = False
+                       ) -> go.Figure | dict:
+    """``fig`` marked, in the top-right corner of its plot area, with ``text`` ('not
+    validated: no published dense run on mi300x was ever scored') when it is not empty: a
+    figure of an unvalidated system or stack says so wherever it is shown or exported. A plotly
+    Figure or the plain dict of :func:`plain_figures`, changed in place and returned."""
+    if not text:
+        return fig
+    note = dict(text=f"⚠ {text[:160]}", x=1.0, xref="paper", xanchor="right", y=1.0,
+                yref="paper", yanchor="top", showarrow=False, name="not validated",
+                font=dict(size=FONT_SIZE * 0.85 * scale(presentation), color=WARNING),
+                bgcolor="rgba(255,255,255,0.85)")
+    if isinstance(fig, dict):
+        layout = fig["layout"]
+        layout["annotations"] = [*(layout.get("annotations") or []), note]
+    else:
+        fig.add_annotation(note)
+    return fig
 
 
 def missing(frame: pd.DataFrame | None, columns: Iterable[str]) -> list[str]:

@@ -7,6 +7,7 @@ the dash and the marker."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -21,6 +22,7 @@ from dashboard.figures.common import (
     gpu_ticks,
     log_ticks,
     make_figure,
+    mark_not_validated,
     strategy_name,
 )
 from dashboard.figures.theme import (
@@ -58,7 +60,11 @@ def system_head(label: str) -> str:
     return str(label).split("·")[0].strip()
 
 
-def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure:
+NOT_VALIDATED = " (not validated)"
+
+
+def systems_figure(frame: pd.DataFrame, presentation: bool = False,
+                   unvalidated: Mapping[str, str] | None = None) -> go.Figure:
     """Training time (days) vs GPU count, log-log, one line per system (``system`` column).
 
     Each point is the best configuration over all strategies for that system and GPU count.
@@ -66,7 +72,10 @@ def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure
     order), dash and marker = NVLink domain size ('… · NVS n'). Rows without a training time
     (a ``skipped`` system) are left out.
     Hover: system, strategy, days, samples/s, MFU (with its peak) and the configuration.
+    ``unvalidated``: system (the label's part before '·') → why its predictions are not
+    validated; those systems are named so in the legend and the figure says why.
     """
+    unvalidated = dict(unvalidated or {})
     msg = check_frame(frame, ("system", "gpus", "train_days"), "system comparison")
     if msg:
         return empty_figure(msg, presentation)
@@ -98,9 +107,10 @@ def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure
                  .add("mfu", "MFU", ".1%")
                  .add("mfu_peak_tflops", "of the peak", ".4g", " TFLOP/s").config())
         color = SYSTEM_COLORS[heads.index(system_head(system)) % len(SYSTEM_COLORS)]
+        name = system + (NOT_VALIDATED if system_head(system) in unvalidated else "")
         data.append(dict(
             type="scatter", x=part["gpus"].to_numpy(), y=part["train_days"].to_numpy(),
-            name=system, mode="lines+markers", line=dict(color=color, width=lw, dash=dash),
+            name=name, mode="lines+markers", line=dict(color=color, width=lw, dash=dash),
             marker=dict(color=color, size=ms, symbol=symbol),
             **hover.trace_kwargs(group=system)))
     layout = base_layout("Systems: best training time vs GPU count", presentation)
@@ -108,4 +118,8 @@ def systems_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure
         xaxis=dict(type="log", title=dict(text="GPUs"), **gpu_ticks(rows["gpus"])),
         yaxis=dict(type="log", title=dict(text="training time (days)"),
                    **log_ticks(rows["train_days"])))
-    return make_figure(data, layout)
+    shown = [head for head in heads if head in unvalidated]
+    why = "; ".join(f"{head} — {unvalidated[head].removeprefix('not validated: ')}"
+                    for head in shown)
+    return mark_not_validated(make_figure(data, layout), f"not validated: {why}" if why else "",
+                              presentation)

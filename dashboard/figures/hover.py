@@ -3,6 +3,7 @@ and :class:`Hover`, the customdata columns and hovertemplate lines of a trace.""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -67,6 +68,17 @@ def _as_list(values: object) -> list:
     return tolist() if tolist is not None else list(values)  # type: ignore[call-overload]
 
 
+_SIGNIFICANT = re.compile(r"\.(\d+)g")
+
+
+def for_people(fmt: str) -> str:
+    """A d3 format as model.cli.numbers writes numbers: '.4g' (which writes 15,000 as
+    '1.500e+4') becomes ',.4~r' (significant digits, thousands separators, never an
+    exponent); any other format is kept."""
+    found = _SIGNIFICANT.fullmatch(fmt)
+    return f",.{found.group(1)}~r" if found else fmt
+
+
 class Hover:
     """customdata columns of a trace and the hovertemplate lines that show them.
 
@@ -92,14 +104,14 @@ class Hover:
     def add(self, column: str, label: str, fmt: str = "", unit: str = "") -> Hover:
         if column in self.frame:
             i = self._push(column, self.frame[column])
-            spec = f":{fmt}" if fmt else ""
+            spec = f":{for_people(fmt)}" if fmt else ""
             self.lines.append(f"{label} %{{customdata[{i}]{spec}}}{unit}")
         return self
 
     def ref(self, column: str, fmt: str = "") -> str:
         """Register ``column`` and return its hovertemplate placeholder ('%{customdata[i]}')."""
         i = self._push(column, self.frame[column])
-        return f"%{{customdata[{i}]{':' + fmt if fmt else ''}}}"
+        return f"%{{customdata[{i}]{':' + for_people(fmt) if fmt else ''}}}"
 
     def line(self, text: str) -> Hover:
         self.lines.append(text)

@@ -106,18 +106,46 @@ def _knee_trace(x: float, y: float, text: str, size: float, xaxis: str = "x",
                 meta={"group": "knee", "customdata": []})
 
 
+def _ideal_anchor(rows: pd.DataFrame) -> tuple[str, float, float]:
+    """(strategy, GPUs n0, days at n0) of the ideal-scaling line: the best strategy (the
+    fastest production one, as the page's headline; any when none is production) at its
+    smallest fitting GPU count."""
+    strategies = rows["strategy"].to_numpy(dtype=object)
+    production = ~np.isin(strategies, list(IDEALISED))
+    pool = rows[production] if production.any() else rows
+    best = str(pool["strategy"].to_numpy(dtype=object)[np.argmin(floats(pool["train_days"]))])
+    own = rows[strategies == best]
+    first = int(np.argmin(floats(own["gpus"])))
+    return best, float(floats(own["gpus"])[first]), float(floats(own["train_days"])[first])
+
+
+def _within_range(rows: pd.DataFrame, start_gpus: float) -> pd.DataFrame:
+    """The rows to draw: every production strategy's; an idealised strategy's only from the
+    counts the best strategy fits at (where it is a choice beside it: below, e.g. 2D SUMMA
+    on 128 GPUs with TP across nodes at 148,753 days, it would stretch the axis over
+    decades), all of them when no production strategy is shown."""
+    idealised = np.isin(rows["strategy"].to_numpy(dtype=object), list(IDEALISED))
+    if idealised.all():
+        return rows
+    return rows[~idealised | (floats(rows["gpus"]) >= start_gpus)].reset_index(drop=True)
+
+
 def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
                          knee: tuple[int, str] | None = None) -> go.Figure:
     """Training time (days) vs GPU count, log-log, one line per strategy.
 
-    Each strategy also gets a dashed ideal-scaling line from its smallest feasible GPU count
-    n0: days(n0) · n0 / n. Hover: GPUs, days, samples/s, MFU (with its peak), the configuration
-    and its NVLink placement. If several rows share (strategy, gpus), the fastest is plotted.
-    ``knee`` = (GPUs, strategy) marks the recommended size with a star.
+    One dashed ideal-scaling line from the best strategy's smallest fitting GPU count n0
+    (:func:`_ideal_anchor`): days(n0) · n0 / n. Idealised strategies are drawn from n0 on
+    (:func:`_within_range`), so they never anchor the axes. Hover: GPUs, days, samples/s,
+    MFU (with its peak), the configuration and its NVLink placement. If several rows share
+    (strategy, gpus), the fastest is plotted. ``knee`` = (GPUs, strategy) marks the
+    recommended size with a star.
     """
     rows, msg = _scaling_rows(scaling, "train_days")
     if rows is None:
         return empty_figure(msg, presentation)
+    anchor, n0, days0 = _ideal_anchor(rows)
+    rows = _within_range(rows, n0)
     lw, ms = line_width(presentation), marker_size(presentation)
     data: list[dict] = []
     plotted: list[float] = []
@@ -128,17 +156,19 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
         data.append(dict(
             type="scatter", x=gpus, y=days, name=label, mode="lines+markers", legendgroup=s,
             **_look(s, color, lw, ms), **hover.trace_kwargs(group=s)))
-        ideal = days[0] * gpus[0] / gpus
-        plotted += [*days, *ideal]
-        data.append(dict(
-            type="scatter", x=gpus, y=ideal, name=f"{label} ideal", mode="lines",
-            legendgroup=s, showlegend=False, line=dict(color=color, width=lw * 0.6, dash="dash"),
-            hovertemplate=(f"<b>{label} ideal scaling</b><br>GPUs %{{x}}<br>"
-                           "training time %{y:.4g} days<extra></extra>"),
-            meta={"group": s, "customdata": []}))
-    data.append(dict(type="scatter", x=[None], y=[None], mode="lines", name="ideal scaling",
-                     line=dict(color=GREY, dash="dash", width=lw * 0.6), hoverinfo="skip",
-                     meta={"group": None, "customdata": []}))
+        plotted += [*days]
+    counts = np.unique(floats(rows["gpus"]))
+    counts = counts[counts >= n0]
+    ideal = days0 * n0 / counts
+    plotted += [*ideal]
+    data.append(dict(
+        type="scatter", x=counts, y=ideal, mode="lines",
+        name=f"ideal scaling from {strategy_name(anchor)} at {count_label(n0)}",
+        line=dict(color=GREY, width=lw * 0.8, dash="dash"),
+        hovertemplate=(f"<b>ideal scaling</b> from {strategy_name(anchor)} on "
+                       f"{count_label(n0)} GPUs<br>GPUs %{{x}}<br>"
+                       "training time %{y:.4g} days<extra></extra>"),
+        meta={"group": "ideal", "customdata": []}))
     at = _knee_row(rows, knee)
     if at is not None:
         data.append(_knee_trace(float(at["gpus"]), float(at["train_days"]),

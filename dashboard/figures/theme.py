@@ -36,6 +36,7 @@ LIGHT_GREY = "#D9D9D9"
 GRID = "#E6E6E6"
 AXIS_LINE = "#444444"
 TEXT = "#222222"
+WARNING = "#B54708"  # dark amber: a figure's "not validated" mark
 
 # the model's strategies (model.physics.strategies), in its order, each with its own colour
 STRATEGY_ORDER: tuple[str, ...] = STRATEGIES

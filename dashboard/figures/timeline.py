@@ -15,6 +15,7 @@ from dashboard.figures.theme import (
     LIGHT_GREY,
     MEMORY_COLORS,
     base_layout,
+    scale,
 )
 from model.studies.memory_parts import FREE, HOST, OVER, RESERVE
 from model.studies.timeline import BACKWARD, FORWARD, IDLE, TAIL
@@ -66,6 +67,10 @@ def timeline_figure(timeline: pd.DataFrame, title: str = "",
             **hover.trace_kwargs(group=phase, extra=label)))
     total = float((timeline["start_s"] + timeline["duration_s"]).max())
     layout = base_layout(title or "One iteration, stage by stage", presentation, legend="top")
+    # the legend under the axis: its six phases wrap to a second line above the plot, which
+    # then covered the title
+    layout["legend"].update(y=-0.3, yanchor="top")
+    layout["margin"].update(t=60, b=round(150 * scale(presentation)))
     layout.update(
         barmode="overlay", bargap=0.15,
         xaxis=dict(title=dict(text="time in the iteration (s)"), range=[0, total * 1.01]),

@@ -20,7 +20,7 @@ from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import bad_request, page_callback
 from dashboard.views import notes, selected
 from dashboard.views.explain import no_configuration_text
-from dashboard.views.grid import number_column, text_column
+from dashboard.views.grid import SIGNIFICANT, number_column, text_column
 from model import ModelError
 from model.physics.strategies import STRATEGIES
 
@@ -31,7 +31,7 @@ dash.register_page(__name__, path="/design", name="Design space", order=1,
 TOP_COLUMNS = [
     number_column("samples_per_s", "samples/s", ".2f", 130),
     number_column("train_days", "days", ".1f", 105), number_column("mfu", "MFU", ".0%", 100),
-    number_column("mfu_peak_tflops", "MFU peak TFLOP/s", ".4g", 150),
+    number_column("mfu_peak_tflops", "MFU peak TFLOP/s", SIGNIFICANT, 150),
     *[number_column(k, label, "d", width) for k, label, width in (
         ("dp", "dp", 90), ("tp1", "tp1", 90), ("tp2", "tp2", 90), ("pp", "pp", 90),
         ("microbatch", "mb", 85), ("nb", "nb", 85), ("ep", "ep", 85), ("etp", "etp", 90))],
@@ -149,7 +149,9 @@ def build_space(scn: dict[str, Any]) -> tuple:
         heat = figures.empty_figure(f"No configuration exists on {scn['gpus']} GPUs: see the "
                                     "explanation above.", pres)
     else:
-        heat = figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres)
+        heat = figures.mark_not_validated(
+            figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres),
+            notes.not_validated(scn), pres)
     rows = _rows(compute.top(scn))
     return heat, rows, rows[:1], why
 
@@ -182,7 +184,10 @@ def build_ops(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> tup
     _, system = build_inputs(scn)
     roof = figures.roofline_figure(ops, system.matrix_tflops_fp16, system.vector_tflops_fp16,
                                    system.hbm_bandwidth_gb_per_s, presentation=pres)
-    return figures.ops_breakdown_figure(ops, presentation=pres), roof, ops.to_dict("records")
+    why = notes.not_validated(scn)
+    return (figures.mark_not_validated(figures.ops_breakdown_figure(ops, presentation=pres),
+                                       why, pres),
+            figures.mark_not_validated(roof, why, pres), ops.to_dict("records"))
 
 
 

@@ -22,6 +22,7 @@ from dashboard.server.guard import page_callback
 from dashboard.views import notes
 from dashboard.views.explain import no_configuration_text
 from model import ModelError
+from model.cli.numbers import duration_days, quantity
 from model.engine.efficiency import knee
 from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS
 
@@ -58,8 +59,9 @@ layout = html.Div(className="page-body", children=[
     html.Div(className="grid", children=[
         graph_card("scaling-time", "Training time vs GPUs", note=(
             "Best configuration per strategy and GPU count; dashed: ideal scaling from the "
-            "smallest count that fits; hollow markers: idealised strategies no production "
-            "stack ships; ★: the recommended size.")),
+            "best strategy's smallest count that fits; hollow markers: idealised strategies "
+            "no production stack ships (drawn from that count on); ★: the recommended "
+            "size.")),
         graph_card("scaling-breakdown", "Where the time goes (best configuration)", note=(
             "Log axis: a bar's top is the iteration time and each boundary a running total, so "
             "lower parts look larger than they are; compare parts with 'share of the "
@@ -119,8 +121,8 @@ def _config(row: pd.Series) -> str:
 def _mfu(row: pd.Series) -> str:
     """MFU with the peak it is measured against (the matmuls' precision)."""
     precision = str(row.get("precision", "bf16")) if pd.notna(row.get("precision")) else "bf16"
-    return (f"MFU {100 * row['mfu']:.0f}% of the {row['mfu_peak_tflops']:.4g} TFLOP/s "
-            f"{precision} peak")
+    return (f"MFU {100 * row['mfu']:.0f}% of the {quantity(row['mfu_peak_tflops'], 'TFLOP/s', 4)}"
+            f" {precision} peak")
 
 
 def _stacks(strategies: list[str]) -> str:
@@ -139,10 +141,12 @@ def summary_text(frame: pd.DataFrame, scn: dict[str, Any] | None = None) -> str:
     production = [s for s in PRODUCTION if s in set(frame["strategy"])]
     rows = frame[frame["strategy"].isin(production)] if production else frame
     best = rows.loc[rows["train_days"].idxmin()]
-    who = (f"production strategies, as {_stacks(production)} ship them" if production
-           else "idealised strategies only: no production stack ships them")
+    lineage = notes.stack_lineage(scn)
+    who = ("idealised strategies only: no production stack ships them" if not production
+           else f"production strategies, as {lineage} runs them" if lineage
+           else f"production strategies, as {_stacks(production)} ship them")
     bar = notes.error_bar_of(scn)  # once for both texts
-    return (f"Fastest ({who}): {strategy_name(best['strategy'])} on {int(best['gpus'])} GPUs — "
+    return (f"Fastest ({who}): {strategy_name(best['strategy'])} on {int(best['gpus']):,} GPUs — "
             f"{notes.days_text(scn, best['train_days'], bar=bar)}, "
             f"{notes.rate_text(scn, best['samples_per_s'], bar=bar)}, "
             f"{_mfu(best)} ({_config(best)}).")
@@ -160,8 +164,8 @@ def idealised_text(frame: pd.DataFrame) -> str:
     rows = frame[frame["strategy"].isin(ideal)]
     best = rows.loc[rows["train_days"].idxmin()]
     return (f"Beside it, idealised (modelled, not shipped by a production stack): "
-            f"{strategy_name(best['strategy'])} on {int(best['gpus'])} GPUs — "
-            f"{best['train_days']:.1f} days, {_mfu(best)}.")
+            f"{strategy_name(best['strategy'])} on {int(best['gpus']):,} GPUs — "
+            f"{duration_days(best['train_days'])}, {_mfu(best)}.")
 
 
 def knee_text(frame: pd.DataFrame, threshold: float) -> tuple[str, tuple[int, str] | None]:
@@ -171,11 +175,11 @@ def knee_text(frame: pd.DataFrame, threshold: float) -> tuple[str, tuple[int, st
     if k is None:
         return "", None
     row, base = k.row, k.baseline
-    return (f"Recommended size: {k.gpus} GPUs ({strategy_name(k.strategy)}) — "
-            f"{row['train_days']:.1f} days, {_mfu(row)}; parallel efficiency "
-            f"{100 * k.efficiency:.0f}% against the most efficient count ({k.baseline_gpus} "
-            f"GPUs, {base['train_days']:.1f} days, MFU {100 * base['mfu']:.0f}%): the largest "
-            f"count whose efficiency stays at or above {100 * threshold:.0f}%"
+    return (f"Recommended size: {k.gpus:,} GPUs ({strategy_name(k.strategy)}) — "
+            f"{duration_days(row['train_days'])}, {_mfu(row)}; parallel efficiency "
+            f"{100 * k.efficiency:.0f}% against the most efficient count ({k.baseline_gpus:,} "
+            f"GPUs, {duration_days(base['train_days'])}, MFU {100 * base['mfu']:.0f}%): the "
+            f"largest count whose efficiency stays at or above {100 * threshold:.0f}%"
             + (" — the last count of the range: raise 'GPUs to' to find where it drops."
                if k.gpus == k.largest_gpus else ".")), (k.gpus, k.strategy)
 
@@ -213,14 +217,16 @@ def build(scn: dict[str, Any], threshold_pct: Any = DEFAULT_THRESHOLD_PCT,
     if threshold is None:
         threshold = DEFAULT_THRESHOLD_PCT / 100
     knee_line, at = knee_text(frame, threshold)
+    unvalidated = notes.not_validated(scn)
+    drawn = (figures.training_time_figure(frame, presentation=pres, knee=at),
+             figures.time_breakdown_figure(frame, presentation=pres,
+                                           normalized=breakdown == "share"),
+             figures.memory_figure(frame, system.hbm_capacity_gb, presentation=pres),
+             figures.optimal_config_figure(frame, presentation=pres),
+             figures.efficiency_figure(frame, presentation=pres, threshold=threshold, knee=at))
     return (
         summary_text(frame, scn), idealised_text(frame), knee_line, infeasible_text(scn, frame),
-        figures.training_time_figure(frame, presentation=pres, knee=at),
-        figures.time_breakdown_figure(frame, presentation=pres,
-                                      normalized=breakdown == "share"),
-        figures.memory_figure(frame, system.hbm_capacity_gb, presentation=pres),
-        figures.optimal_config_figure(frame, presentation=pres),
-        figures.efficiency_figure(frame, presentation=pres, threshold=threshold, knee=at),
+        *(figures.mark_not_validated(fig, unvalidated, pres) for fig in drawn),
     )
 
 

@@ -19,8 +19,9 @@ from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import checked_scenario, page_callback
 from dashboard.state import CONTROLS_OUT, HEADER_OUT
 from dashboard.views import scenarios_view
-from dashboard.views.grid import number_column, text_column
+from dashboard.views.grid import SIGNIFICANT, number_column, text_column
 from model import ModelError
+from model.cli.numbers import count
 from model.studies.sensitivity import MAX_FRACTION
 
 dash.register_page(__name__, path="/scenarios", name="Scenarios", order=3.8,
@@ -29,8 +30,8 @@ dash.register_page(__name__, path="/scenarios", name="Scenarios", order=3.8,
 DEFAULT_CHANGE_PCT = 10
 COMPARE_COLUMNS = [
     text_column("label", "", 230, filter=False, sortable=False),
-    number_column("a", "A", ",.4g", 140), number_column("b", "B", ",.4g", 140),
-    number_column("delta", "B − A", "+,.4g", 140),
+    number_column("a", "A", SIGNIFICANT, 140), number_column("b", "B", SIGNIFICANT, 140),
+    number_column("delta", "B − A", "+" + SIGNIFICANT, 140),
     number_column("delta_pct", "Δ %", "+.2f", 110),
     text_column("unit", "unit", 200, filter=False, sortable=False),
 ]
@@ -102,6 +103,7 @@ def _change_box() -> html.Div:
 
 layout = html.Div(className="page-body", children=[
     dcc.Store(id="scenarios-saved", storage_type="local", data=[]),
+    dcc.Store(id="scenarios-ab", storage_type="local"),  # the A and B picked
     _saved_card(),
     html.Div(className="grid", children=[
         _compare_card(),
@@ -119,6 +121,12 @@ layout = html.Div(className="page-body", children=[
 # --------------------------------------------------------------------------- saved scenarios
 
 
+def done(text: str) -> html.Span:
+    """A confirmation in the message line (whose own colour is the errors' red): in the
+    confirmations' green, as a status."""
+    return html.Span(text, className="ctl-ok", role="status")
+
+
 def _clicked(clicks: Any) -> None:
     """Only a click acts: a button drawn again (the page re-rendered) has no clicks."""
     if not clicks:
@@ -126,10 +134,25 @@ def _clicked(clicks: Any) -> None:
 
 
 @callback(Output("scenarios-pick", "options"), Output("scenarios-a", "options"),
-          Output("scenarios-b", "options"), Input("scenarios-saved", "data"))
-def options(data: Any) -> tuple:
-    plain, compared = _entry_options(saved.entries(data))
-    return plain, compared, compared
+          Output("scenarios-b", "options"), Output("scenarios-a", "value"),
+          Output("scenarios-b", "value"), Input("scenarios-saved", "data"),
+          State("scenarios-ab", "data"))
+def options(data: Any, ab: Any) -> tuple:
+    """The pickers' options from the saved scenarios, and the A and B picked before (kept in
+    this browser, so that a reload keeps them; a pick since deleted reads 'current')."""
+    entries = saved.entries(data)
+    plain, compared = _entry_options(entries)
+    names = set(saved.names(entries))
+    kept = ab if isinstance(ab, list) and len(ab) == 2 else [saved.CURRENT, saved.CURRENT]
+    a, b = (v if isinstance(v, str) and v in names else saved.CURRENT for v in kept)
+    return plain, compared, compared, a, b
+
+
+@callback(Output("scenarios-ab", "data"), Input("scenarios-a", "value"),
+          Input("scenarios-b", "value"), prevent_initial_call=True)
+def remember_picks(a: Any, b: Any) -> list:
+    """The A and B picked, kept in this browser (names of at most MAX_NAME characters)."""
+    return [str(v)[:saved.MAX_NAME] if v is not None else saved.CURRENT for v in (a, b)]
 
 
 @callback(Output("scenarios-saved", "data"), Output("scenarios-message", "children"),
@@ -140,7 +163,8 @@ def options(data: Any) -> tuple:
 def save(clicks: Any, name: Any, scn: dict[str, Any], data: Any) -> tuple:
     _clicked(clicks)
     entries = saved.save(saved.entries(data), name, scn)
-    return entries, f"Saved '{saved.clean_name(name)}' ({len(entries)} kept in this browser)."
+    return entries, done(f"Saved '{saved.clean_name(name)}' ({len(entries)} kept in this "
+                         f"browser).")
 
 
 @callback(Output("scenarios-saved", "data", allow_duplicate=True),
@@ -150,7 +174,7 @@ def save(clicks: Any, name: Any, scn: dict[str, Any], data: Any) -> tuple:
 def delete(clicks: Any, name: Any, data: Any) -> tuple:
     _clicked(clicks)
     try:
-        return saved.delete(saved.entries(data), name), f"Deleted '{name}'."
+        return saved.delete(saved.entries(data), name), done(f"Deleted '{name}'.")
     except ModelError as exc:
         return no_update, str(exc)
 
@@ -171,7 +195,7 @@ def upload(contents: Any, filename: Any, data: Any) -> tuple:
         return no_update, f"Upload rejected — {exc}"
     except ValueError:  # not base64
         return no_update, "The upload could not be read."
-    return entries, f"Added {len(new)} scenario{'s' if len(new) > 1 else ''} from the file."
+    return entries, done(f"Added {count(len(new), 'scenario')} from the file.")
 
 
 @callback(Output("scenarios-download", "data"),
@@ -199,7 +223,7 @@ def load(clicks: Any, name: Any, data: Any) -> tuple:
     except ModelError as exc:
         return (*keep, str(exc))
     return (*[scn[c.key] for c in PANEL], *[to_widget(c, scn[c.key]) for c in HEADER],
-            {p.key: scn[p.key] for p in PRESET_OF.values()}, f"Loaded '{name}'.")
+            {p.key: scn[p.key] for p in PRESET_OF.values()}, done(f"Loaded '{name}'."))
 
 
 # --------------------------------------------------------------------------- compare

@@ -12,6 +12,7 @@ import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.controls.scenario import default_scenario
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.serve_view import (
@@ -29,6 +30,8 @@ dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")
 
 FORM_KEYS = tuple(DEFAULT_FORM)
+# the page's own default scenario: Llama 3 70B on 8 H100 (with the form's FP8 and 64 users)
+SERVING_DEFAULT = "#model=llama3-70b&system=h100"
 _AUTO = [{"label": "search", "value": "auto"}]
 
 
@@ -43,6 +46,8 @@ def _choice(key: str, label: str, options: list) -> html.Label:
 
 
 layout = html.Div(className="page-body", children=[
+    dcc.Store(id="serve-defaulted", storage_type="session"),
+    dcc.Interval(id="serve-default-tick", interval=600, max_intervals=4),
     html.P(className="summary", children=(
         "The model and system of the control panel served under the workload below: the "
         "layout with the most output tokens/s per GPU within the SLAs (TTFT: arrival to first "
@@ -99,6 +104,25 @@ def update(scn: dict[str, Any], *values: Any) -> tuple:
     form = form_of(values)
     figs, text = build(scn, form)
     return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+
+
+@callback(Output("url", "hash", allow_duplicate=True), Output("serve-defaulted", "data"),
+          Input("serve-default-tick", "n_intervals"), State("hydrated", "data"),
+          State("serve-defaulted", "data"), State("scenario", "data"),
+          prevent_initial_call=True)
+def serving_default(_: Any, hydrated: Any, defaulted: Any, scn: Any) -> tuple[str, bool]:
+    """The first time this tab opens the page on the untouched default scenario (a training
+    one: GPT-3 1T on H200) it loads a model people serve instead, :data:`SERVING_DEFAULT`
+    (its presets fill the control panel, through the link's fragment); a scenario the user
+    chose or linked stays, and so does one chosen afterwards.
+
+    Triggered by the page's own timer shortly after it opens: after the link was read and the
+    navigation's fragment written (``dashboard/state.py``: ``hydrate``, ``keep_fragment``,
+    which would otherwise race it), and from nothing the scenario drives (a trigger
+    downstream of the scenario closes a loop, and Dash then never redraws the page)."""
+    if hydrated is not True or defaulted is True or scn != default_scenario():
+        raise PreventUpdate
+    return SERVING_DEFAULT, True
 
 
 @callback(*(Output(f"serve-{k}", "value") for k in FORM_KEYS), Input("url", "search"),

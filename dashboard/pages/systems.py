@@ -15,6 +15,7 @@ from dashboard import figures
 from dashboard.jobs import studies
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
+from dashboard.views import notes
 from model import ModelError, list_systems
 
 dash.register_page(__name__, path="/systems", name="Compare systems", order=2,
@@ -100,7 +101,21 @@ def build(scn: dict[str, Any], names: list[str] | None = None,
     if frame.empty or frame.get("train_days") is None:
         return (figures.empty_figure("No system fits this model in the GPU range.", pres), "",
                 skipped)
-    return figures.systems_figure(frame, presentation=pres), "", skipped
+    return figures.systems_figure(frame, presentation=pres,
+                                  unvalidated=unvalidated_systems(scn, names)), "", skipped
+
+
+def unvalidated_systems(scn: dict[str, Any], names: list[str]) -> dict[str, str]:
+    """System label (the part before '·') → why predictions on it are not validated, for the
+    systems picked whose predictions have no cross-validated error bar (MI300X: no published
+    run on it was ever scored)."""
+    out = {}
+    for name in names:
+        system = scn["system"] if name == studies.EDITED else name
+        reason = notes.not_validated(scn, system)
+        if reason:
+            out[studies.system_label(name, 0, scn).split("·")[0].strip()] = reason
+    return out
 
 
 def failed(exc: Exception) -> tuple:

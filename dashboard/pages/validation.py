@@ -68,7 +68,7 @@ CV_COLUMNS = [  # one row per source: sortable, no filters
           minWidth=300),
 ]
 RECORD_COLUMNS = [
-    _text("id", "record", 320, pinned="left"), _text("set", "set", 185),
+    _text("id", "record", 320, pinned="left", tooltipField="id"), _text("set", "set", 185),
     _text("metric_label", "metric", 225), _num("measured", "measured", ".4g", 125),
     _num("predicted", "predicted", ".4g", 125), _text("unit", "unit", 85),
     _num("error_pct", "error %", "+.1f", 110, flag=True),
@@ -117,6 +117,10 @@ def _intro() -> html.Div:
     ])
 
 
+# cells and headers wrap onto more lines instead of being cut with '…' (issue 29: the summary's
+# set labels and the records' reasons were truncated)
+WRAPPED = {"resizable": True, "wrapText": True, "autoHeight": True, "wrapHeaderText": True,
+           "autoHeaderHeight": True, "cellStyle": {"lineHeight": "1.4", "wordBreak": "normal"}}
 CV_TABLE_OPTIONS = dict(
     defaultColDef={"resizable": True, "wrapText": True, "autoHeight": True,
                    "wrapHeaderText": True, "autoHeaderHeight": True},
@@ -155,7 +159,7 @@ def _records_card() -> html.Div:
     return html.Div(className="card wide", children=[
         html.H3("Every record (sortable; skipped records with the reason)"),
         dag.AgGrid(id="validation-records", columnDefs=RECORD_COLUMNS, rowData=[],
-                   defaultColDef={"resizable": True},
+                   defaultColDef=WRAPPED,
                    dashGridOptions={"animateRows": False, "tooltipShowDelay": 300},
                    style={"height": "560px"}, className="ag-theme-alpine"),
     ])
@@ -181,7 +185,7 @@ layout = html.Div(className="page-body", children=[
         html.Div(className="card wide", children=[
             html.H3("Accuracy per set and metric (predicted records)"),
             dag.AgGrid(id="validation-summary", columnDefs=SUMMARY_COLUMNS, rowData=[],
-                       defaultColDef={"resizable": True},
+                       defaultColDef=WRAPPED,
                        dashGridOptions={"domLayout": "autoHeight", "animateRows": False,
                                         "suppressHorizontalScroll": True},
                        columnSize="sizeToFit", style={"height": None},

@@ -44,6 +44,7 @@ AT_DESIGN_COUNT = ("design-", "hbm-")
 Builder = Callable[[dict[str, Any], Any], dict[str, Any]]
 EXPORTS: dict[str, Builder] = {}
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+MAX_PNG_HEIGHT = 2000  # px before the 3× scale: a PNG at most 6,000 px tall
 
 
 def register_exports(names: Iterable[str], builder: Builder) -> None:
@@ -129,6 +130,14 @@ def _with_caption(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
+def png_height(fig: go.Figure) -> int:
+    """The height (px, before the 3× scale) a PNG export is drawn at: the figure's own, at
+    least 700 and at most :data:`MAX_PNG_HEIGHT` (the error per record grows 20 px a record:
+    5,750 px, a 17,250-px image no slide can hold; plotly thins the labels of a shorter
+    category axis itself)."""
+    return min(max(700, int(fig.layout.height or 0)), MAX_PNG_HEIGHT)
+
+
 def render(figure: dict[str, Any], fmt: str, caption_text: str = "") -> tuple[bytes | str, str]:
     """The figure as PNG bytes (3× scale), standalone HTML text, or CSV text of its data;
     ``caption_text`` goes under the title of the PNG and the HTML."""
@@ -136,8 +145,7 @@ def render(figure: dict[str, Any], fmt: str, caption_text: str = "") -> tuple[by
     if caption_text and fmt in ("png", "html"):
         _with_caption(fig, caption_text)
     if fmt == "png":
-        height = max(700, int(fig.layout.height or 0))
-        return png.render(fig.to_dict(), width=1200, height=height, scale=3), "png"
+        return png.render(fig.to_dict(), width=1200, height=png_height(fig), scale=3), "png"
     if fmt == "html":
         return fig.to_html(include_plotlyjs=True, full_html=True), "html"
     return safe_cells(figure_table(fig)).to_csv(index=False, lineterminator="\r\n",

@@ -20,8 +20,9 @@ from dashboard.jobs import codesign
 from dashboard.jobs.background import job_callback
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
-from dashboard.views.grid import number_column, text_column
+from dashboard.views.grid import SIGNIFICANT, number_column, text_column
 from model import ModelError, list_models, list_systems
+from model.cli.numbers import money
 from model.specs.prices import VARIABLE
 
 MAX_STORED_ROWS = codesign.MAX_ROWS  # what the render callback accepts from the browser
@@ -47,9 +48,27 @@ def _field_row(i: int, row: dict[str, Any]) -> html.Div:
     ])
 
 
-def _box(key: str, label: str, value: Any, kind: str = "number") -> html.Label:
+def _box(key: str, label: str, value: Any, kind: str = "number",
+         note: Any = None) -> html.Label:
     return html.Label([label, dcc.Input(id=f"cd-{key}", type=kind, value=value,
-                                        **({"step": "any"} if kind == "number" else {}))])
+                                        **({"step": "any"} if kind == "number" else {})),
+                       note])
+
+
+def budget_text(value: Any) -> str:
+    """A dollar box's value as money, beside it: 125000000 → '= $125.00M' (a bare 125000000
+    is easily read as $125k); '' when it is no number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value):
+        return ""
+    return f"= {money(value)}"
+
+
+@callback(Output("cd-budget-text", "children"), Output("cd-base-text", "children"),
+          Input("cd-budget", "value"), Input("cd-base", "value"))
+def dollars(budget: Any, base: Any) -> tuple[str, str]:
+    """The budget and the base price written as money while they are typed."""
+    return budget_text(budget), budget_text(base)
 
 
 def section() -> html.Div:
@@ -71,8 +90,12 @@ def section() -> html.Div:
             html.Label(["Base system", dcc.Dropdown(id="cd-system", options=list_systems(),
                                                     value=d["system"], clearable=False)]),
             _box("host", "Host memory bandwidth (GB/s per GPU)", d["host_gb_per_s"]),
-            _box("budget", "Budget (USD)", d["budget_usd"]),
-            _box("base", "Base price per GPU (USD)", d["base_usd"]),
+            _box("budget", "Budget (USD)", d["budget_usd"],
+                 note=html.Span(budget_text(d["budget_usd"]), id="cd-budget-text",
+                                className="card-note")),
+            _box("base", "Base price per GPU (USD)", d["base_usd"],
+                 note=html.Span(budget_text(d["base_usd"]), id="cd-base-text",
+                                className="card-note")),
         ]),
         html.Div(className="codesign-fields", children=[
             *[html.Span(text, className="codesign-head") for text in (
@@ -108,12 +131,12 @@ def section() -> html.Div:
 def columns(varied: list[str]) -> list[dict[str, Any]]:
     """The table's columns: model, the varied fields, then the results."""
     return [text_column("model", "Model", pinned="left"),
-            *[number_column(k, k, ".4~g", width=130) for k in varied],
+            *[number_column(k, k, SIGNIFICANT, width=130) for k in varied],
             number_column("price_per_gpu_usd", "$ per GPU", ",.0f"),
             number_column("max_gpus", "GPUs bought", ",d"),
             number_column("gpus", "GPUs used", ",d"),
-            number_column("samples_per_s", "samples/s", ".4~g"),
-            number_column("samples_per_s_per_musd", "samples/s per $M", ".4~g", width=140),
+            number_column("samples_per_s", "samples/s", SIGNIFICANT),
+            number_column("samples_per_s_per_musd", "samples/s per $M", SIGNIFICANT, width=140),
             text_column("best_mark", "Best", width=80),
             text_column("config", "Configuration", width=320)]
 

@@ -8,6 +8,9 @@ from typing import Any
 
 _FORMAT = "params.value == null ? '–' : d3.format('{fmt}')(params.value)"
 FLAG_PCT = 10  # |error| above this many percent is shown in red
+# 4 significant digits with thousands separators and never an exponent (d3 'r': 18,990,000 and
+# 0.01234, where ',.4g' wrote '1.899e+7'): what model.cli.numbers.number writes, in the browser
+SIGNIFICANT = ",.4~r"
 
 
 def number_column(field: str, header: str, fmt: str = ".1f", width: int = 110,

@@ -14,8 +14,10 @@ from dashboard.controls.fitted import FITTED, FITTED_KEY, fit_error_bar
 from dashboard.controls.inputs import number_text
 from dashboard.controls.scenario import build_inputs
 from model import ModelError, load_model
+from model.cli.numbers import duration_days, fixed
 from model.specs.batch import critical_batch_warning as batch_warning
 from model.specs.stack import NONE as NO_STACK
+from model.specs.stack import load_stack
 from model.validation.error_bars import ErrorBar, error_bar
 
 
@@ -82,17 +84,54 @@ def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
 _ASK = object()  # the error bar not given: worked out from the scenario
 
 
+def not_validated(scn: dict[str, Any], system: str | None = None) -> str:
+    """'not validated: no published dense run on mi300x was ever scored' when the scenario's
+    predictions (on ``system``, a preset name; default the scenario's) have no cross-validated
+    error bar, '' when they have one or carry none (paper mode, no stack)."""
+    if system is not None and system != scn.get("system"):
+        if scn.get("compat") == "paper" or scn.get("stack") in (None, NO_STACK, FITTED):
+            return ""
+        try:
+            model, _ = build_inputs(scn)
+        except ModelError:
+            return ""
+        bar = error_bar(scn["stack"], model.moe, system)
+    else:
+        bar = error_bar_of(scn)
+    if bar is None or bar.validated:
+        return ""
+    return bar.text if bar.text.startswith("not validated") else f"not validated: {bar.text}"
+
+
+def stack_lineage(scn: dict[str, Any]) -> str:
+    """The software stack the scenario's predictions are calibrated to, in its own words:
+    'Megatron-Bridge 26.08 (Megatron-Core + Transformer Engine)', 'Composer/llm-foundry on
+    PyTorch FSDP1', 'your fitted stack'; '' without one (paper mode, no stack)."""
+    name = scn.get("stack")
+    if scn.get("compat") == "paper" or name in (None, NO_STACK):
+        return ""
+    if name == FITTED:
+        return "your fitted stack"
+    try:
+        description = load_stack(name).description
+    except ModelError:
+        return str(name)
+    return description.split(":")[0].strip() or str(name)
+
+
 def days_text(scn: dict[str, Any], days: float, bar: Any = _ASK) -> str:
     """'182.0 days (173.0–191.0, ±5.1 % … on 10 runs of every stack on gb200-nvl72)', '182.0
     days (not validated: no published dense run on mi300x was ever scored)', or '182.0 days'.
     ``bar``: the scenario's :func:`error_bar_of` when the caller has it (it builds the model)."""
     bar = error_bar_of(scn) if bar is _ASK else bar
     if bar is None or not math.isfinite(days):
-        return f"{days:.1f} days"
+        return duration_days(days)
     if not bar.stated:
-        return f"{days:.1f} days ({bar.text})"
+        return f"{duration_days(days)} ({bar.text})"
     low, high = bar.time_range(days)
-    return f"{days:.1f} days ({low:.1f}–{high:.1f}, {bar.text})"
+    span = (f"{fixed(low)}–{fixed(high)}" if low >= 1
+            else f"{duration_days(low)}–{duration_days(high)}")
+    return f"{duration_days(days)} ({span}, {bar.text})"
 
 
 def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s",
@@ -101,10 +140,10 @@ def rate_text(scn: dict[str, Any], per_s: float, unit: str = "samples/s",
     there is no error bar (``bar``: as :func:`days_text`)."""
     bar = error_bar_of(scn) if bar is _ASK else bar
     if bar is None or not math.isfinite(per_s):
-        return f"{per_s:.1f} {unit}"
+        return f"{fixed(per_s)} {unit}"
     if not bar.validated:
-        return f"{per_s:.1f} {unit} (not validated)"
+        return f"{fixed(per_s)} {unit} (not validated)"
     if not bar.stated:
-        return f"{per_s:.1f} {unit} (interval not stated)"
+        return f"{fixed(per_s)} {unit} (interval not stated)"
     low, high = bar.rate_range(per_s)
-    return f"{per_s:.1f} {unit} ({low:.1f}–{high:.1f})"
+    return f"{fixed(per_s)} {unit} ({fixed(low)}–{fixed(high)})"

@@ -38,11 +38,13 @@ from dashboard.controls.scenario import (
 )
 from dashboard.server.guard import page_callback
 from model import ModelError
+from model.cli.numbers import count, fixed, number
 from model.specs.stack import Stack, load_stack
 from model.validation.user_runs import calibrate_runs, fitted_stack, runs_from_text
 
 MAX_RUNS = 12  # each run is priced on 14 efficiencies: about a second per run at most
 MAX_BYTES = 64 * 1024
+SENT_BYTES = 600 * 1024  # sent to be refused in words: base64 of it fits the 1 MB request limit
 
 
 def runs_card() -> html.Div:
@@ -52,8 +54,10 @@ def runs_card() -> html.Div:
                f"{MAX_BYTES // 1024} kB; the schema is in docs/stacks.md). The scenario's "
                "software stack is the base; its GEMM efficiency is fitted per system of the "
                "runs."),
-        dcc.Upload(id="validation-runs-upload", max_size=MAX_BYTES,
-                   accept=".json,application/json",
+        # no type filter and a size limit well above MAX_BYTES in the browser: a file the
+        # browser drops is dropped silently, so every file under the request limit is sent
+        # and refused on the server in words (its size, its type, its schema)
+        dcc.Upload(id="validation-runs-upload", max_size=SENT_BYTES,
                    children=html.Button("Upload runs (JSON)")),
         html.Div(id="validation-runs-result", role="status"),
         dcc.Store(id="validation-runs-stack"),
@@ -79,8 +83,24 @@ def fit_name(filename: Any) -> str:
     return name or "my-stack"
 
 
-def fit_upload(contents: str, base: str | Stack | None, name: str = "my-stack"
-               ) -> tuple[html.Div, dict[str, Any]]:
+def checked_file(filename: Any) -> str:
+    """The upload's file name, refused (ModelError) unless it names a JSON file."""
+    name = filename if isinstance(filename, str) else ""
+    if name and PurePath(name).suffix.lower() != ".json":
+        kind = PurePath(name).suffix or "no extension"
+        raise ModelError(f"not a JSON file ({kind}): upload RUNS.json, a .json file")
+    return name
+
+
+def run_label(case: Any) -> str:
+    """A fitted run as the table names it: its model, GPU count and system ('llama3-8b · 8 ×
+    h100'), then the id the file gave it, if any."""
+    label = f"{case.model.name} · {case.gpus:,} × {case.system.name}"
+    return label if case.id == case.source else f"{label} ({case.id})"
+
+
+def fit_upload(contents: str, base: str | Stack | None, name: str = "my-stack",
+               filename: str = "") -> tuple[html.Div, dict[str, Any]]:
     """(the result shown, the fit: ``{"stack": the fitted stack as calibrate --out writes it,
     "fit": its leave-one-out errors per system}``) of an upload; ModelError when refused."""
     try:
@@ -88,22 +108,25 @@ def fit_upload(contents: str, base: str | Stack | None, name: str = "my-stack"
     except (IndexError, ValueError):
         raise ModelError("the upload could not be read") from None
     if len(raw) > MAX_BYTES:
-        raise ModelError(f"the upload is over {MAX_BYTES // 1024} kB")
+        raise ModelError(f"{fixed(len(raw) / 1024)} kB, over the {MAX_BYTES // 1024} kB limit")
     stack = load_stack(base)  # a preset's name, or the session's fitted stack as a record
     cases = [replace(c, stack=stack) for c in runs_from_text(raw, stack.name, MAX_RUNS)]
     result = calibrate_runs(cases)
     fitted = fitted_stack(stack, name, result["efficiency"])
     rows = [html.Tr([html.Th(h) for h in ("run", "system", "measured s", "in sample %",
                                          "leave-one-out %")])]
+    labels = {c.id: run_label(c) for c in cases}
     for r in result["runs"]:
         loo = r["leave_one_out_s"]
-        rows.append(html.Tr([html.Td(r["id"]), html.Td(r["system"]),
-                             html.Td(f"{r['measured_s']:.3g}"),
+        rows.append(html.Tr([html.Td(labels.get(r["id"], r["id"])), html.Td(r["system"]),
+                             html.Td(number(r["measured_s"])),
                              html.Td(f"{_pct(r['measured_s'], r['in_sample_s']):+.1f}"),
                              html.Td("—" if np.isnan(loo) else
                                      f"{_pct(r['measured_s'], loo):+.1f}")]))
     fitted_text = ", ".join(f"{s}: {eta:.3f}" for s, eta in result["efficiency"].items())
-    shown = html.Div([html.P(f"Fitted stack '{name}' from {stack.name} on {len(cases)} runs — GEMM "
+    source = f" ({filename})" if filename else ""
+    shown = html.Div([html.P(f"Fitted stack '{name}' from {stack.name} on "
+                             f"{count(len(cases), 'run')}{source} — GEMM "
                              f"efficiency of the BF16 peak: {fitted_text}."),
                       html.Table(rows, className="runs-fit")])
     return shown, {"stack": fitted.to_dict(), "fit": fit_summary(result["runs"])}
@@ -121,15 +144,20 @@ def _base(scn: dict[str, Any]) -> str | Stack | None:
           Output("validation-runs-apply", "disabled"),
           Input("validation-runs-upload", "contents"), State("scenario", "data"),
           State("validation-runs-upload", "filename"), prevent_initial_call=True)
-@page_callback(1, lambda message: (html.P(message, className="alert"), no_update, no_update))
+@page_callback(1, lambda message: (html.P(message, className="alert"), None, True))
 def upload_runs(contents: str | None, scn: dict[str, Any], filename: Any = None) -> tuple:
-    """Fit the uploaded runs from the scenario's stack (a refusal is shown, nothing kept)."""
+    """Fit the uploaded runs from the scenario's stack. A refusal says in one line which file
+    and why (its size, its type, its schema), and clears the previous file's fit: nothing on
+    screen or in the store describes a file that was not fitted."""
     if not contents:
         return no_update, no_update, no_update
+    shown_name = filename[:80] if isinstance(filename, str) and filename else "the file"
     try:
-        shown, fit = fit_upload(contents, _base(scn), fit_name(filename))
+        name = checked_file(filename)
+        shown, fit = fit_upload(contents, _base(scn), fit_name(filename), name[:80])
     except ModelError as exc:
-        return html.P(f"Runs refused — {exc}", className="alert"), None, True
+        return (html.P(f"Runs refused — {shown_name}: {exc}. The previous fit is cleared.",
+                       className="alert"), None, True)
     return shown, fit, False
 
 

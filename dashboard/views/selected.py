@@ -12,7 +12,9 @@ from dashboard import figures
 from dashboard.controls.scenario import build_inputs, execution_of, stack_of
 from dashboard.figures.timeline import memory_parts_figure, timeline_figure
 from dashboard.jobs import compute
+from dashboard.views import notes
 from model import ModelError
+from model.cli.numbers import count, number
 from model.engine.search import with_stack
 from model.specs.modes import resolve_mode
 from model.studies.memory_parts import memory_frame
@@ -57,11 +59,11 @@ def summary(timeline: pd.DataFrame, row: pd.Series) -> str:
     bubble = float(bubble_s(timeline).max())
     total = float(row["iteration_time_s"])
     if pp == 1:
-        return (f"One stage (no pipeline parallelism), {n_mb} microbatches: no bubble; "
-                f"iteration {total:.3g} s.")
-    return (f"{pp} stage{'s' if pp > 1 else ''} × {n_mb} microbatches"
+        return (f"One stage (no pipeline parallelism), {count(n_mb, 'microbatch')}: no "
+                f"bubble; iteration {number(total)} s.")
+    return (f"{count(pp, 'stage')} × {count(n_mb, 'microbatch')}"
             + (f" × {v} virtual stages" if v > 1 else "")
-            + f": iteration {total:.3g} s, of it the bubble {bubble:.3g} s "
+            + f": iteration {number(total)} s, of it the bubble {number(bubble)} s "
             f"({100 * bubble / total:.1f} %; (pp − 1)/(n_mb·V) = {pp - 1}/{n_mb * v} of the "
             "pipeline's busy time), every stage at the binding stage's pace.")
 
@@ -73,8 +75,10 @@ def build(scn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple:
         empty = figures.empty_figure("Select a configuration in the table.", pres)
         return empty, empty, ""
     timeline, parts, row = frames(scn, rows[0])
-    return (timeline_figure(timeline, presentation=pres),
-            memory_parts_figure(parts, presentation=pres),
+    why = notes.not_validated(scn)
+    return (figures.mark_not_validated(timeline_figure(timeline, presentation=pres), why, pres),
+            figures.mark_not_validated(memory_parts_figure(parts, presentation=pres), why,
+                                       pres),
             f"{summary(timeline, row)} {memory_fit(scn, row)}")
 
 

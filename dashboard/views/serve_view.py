@@ -15,12 +15,13 @@ from dashboard import figures
 from dashboard.controls.scenario import build_inputs
 from dashboard.figures import serve as fs
 from model import ModelError, ServingLayout, ServingWorkload, serve
+from model.cli.numbers import count, integer, money, number, share
 from model.engine.request import Request
 from model.serving.serve import cost_versus_sla, load_curve
 from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
 from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
 from model.specs.serving_stack import NONE as NO_STACK
-from model.specs.serving_stack import list_serving_stacks
+from model.specs.serving_stack import list_serving_stacks, load_serving_stack
 
 ADP = {"auto": None, "on": True, "off": False}  # the attention-DP pin: searched, on, off
 
@@ -28,7 +29,7 @@ MAX_GPUS = 1024  # the page's search stays well under its latency budget
 PINS = ("tp", "pp")
 DEFAULT_FORM: dict[str, Any] = {
     "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
-    "load": 256, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
+    "load": 64, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
     "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
     "attention_dp": "auto"}
 TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
@@ -143,17 +144,42 @@ def form_from_query(search: Any) -> dict[str, Any]:
 
 
 def headline(best: dict, message: str) -> str:
-    """The page's answer in one sentence."""
+    """The page's answer in one sentence (numbers as :mod:`model.cli.numbers` writes them)."""
     if not best.get("fits"):
         return message or "No layout fits in memory."
+    disaggregated = bool(best["prefill_instances"])
     layout = (f"{best['prefill_instances']:.0f}P{best['decode_instances']:.0f}D"
-              if best["prefill_instances"] else f"{best['replicas']:.0f} replica(s)")
-    text = (f"tp {best['tp']:.0f} × pp {best['pp']:.0f}, {layout}, batch {best['batch']:.0f}: "
-            f"{best['output_tokens_per_s_per_gpu']:,.0f} output tokens/s per GPU, "
-            f"{best['tokens_per_s_per_user']:.1f} tokens/s per user, TTFT "
-            f"{best['ttft_s'] * 1e3:,.0f} ms, TPOT {best['tpot_s'] * 1e3:.1f} ms, "
-            f"${best['usd_per_million_output_tokens']:.3g} per million output tokens")
+              if disaggregated else count(best["replicas"], "replica"))
+    text = (f"tp {best['tp']:.0f} × pp {best['pp']:.0f}, {layout}, batch "
+            f"{share(best['batch'], fs.batch_unit(best['prefill_instances']))}: "
+            f"{integer(best['output_tokens_per_s_per_gpu'])} output tokens/s per GPU, "
+            f"{number(best['tokens_per_s_per_user'])} tokens/s per user, TTFT "
+            f"{number(best['ttft_s'] * 1e3)} ms, TPOT {number(best['tpot_s'] * 1e3)} ms, "
+            f"{money(best['usd_per_million_output_tokens'])} per million output tokens")
     return text + (f" ({message})" if message else "")
+
+
+def workload_caption(scn: dict[str, Any], gpus: int, workload: ServingWorkload) -> str:
+    """What the page's figures show, for an exported figure's caption: the model, the GPUs,
+    the precisions, the tokens of a request and the load."""
+    load = {"offline": "offline (all requests queued)",
+            "concurrency": count(workload.concurrency, "concurrent user"),
+            "request-rate": f"{number(workload.request_rate_per_s)} requests/s (Poisson)"}
+    kv = workload.kv_precision or "auto"
+    return (f"serving {scn['model']} on {count(gpus, scn['system'] + ' GPU')} · "
+            f"{workload.weight_precision} weights, KV {kv} · "
+            f"{integer(workload.input_tokens)} input / {integer(workload.output_tokens)} output "
+            f"tokens per request · {load[workload.mode]}")
+
+
+def _captioned(fig: Any, text: str) -> Any:
+    """The figure with ``text`` as its export caption (``layout.meta``, read by
+    :func:`dashboard.server.export.caption`)."""
+    if isinstance(fig, dict):
+        fig["layout"]["meta"] = {"caption": text}
+    else:
+        fig.layout.meta = {"caption": text}
+    return fig
 
 
 def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
@@ -177,7 +203,23 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
         out["serve-load"] = fs.load_figure(curve, knee, pres)
     else:
         out["serve-load"] = figures.empty_figure("No layout fits: no load curve.", pres)
-    text = headline(best, result.message)
+    text = workload_caption(scn, gpus, workload)
+    why = not_fitted(system, best.get("stack"))
+    out = {k: figures.mark_not_validated(_captioned(v, text), why, pres) for k, v in out.items()}
+    words = headline(best, result.message)
     if not best.get("validated", True):  # vLLM, SGLang: say it with the answer
-        text += f" — {stack}: not validated end to end"
-    return out, text
+        words += f" — {stack}: not validated end to end"
+    return out, words
+
+
+def not_fitted(system: Any, stack: Any = None) -> str:
+    """'not validated: …' when the serving stack has no fit for the system's GPU (its
+    efficiencies are then the system's own, never compared with a measurement), else ''."""
+    try:
+        found = load_serving_stack(stack if isinstance(stack, str) and stack else None)
+    except ModelError:
+        return ""
+    if found.name == "none" or found.values_for(system):
+        return ""
+    return (f"not validated: the {found.name} serving stack has no fit on "
+            f"{system.name} (no published serving run on it was scored)")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from model.cli import numbers
 from model.engine.search import Evaluation, SearchResult
 from model.specs.execution import CHOICES as EXECUTION_COLUMNS
 from model.validation.conformal import COVERAGE
@@ -206,8 +207,8 @@ def throughput_line(row: pd.Series) -> str:
 
 
 def money(usd: float) -> str:
-    return "unknown" if not math.isfinite(usd) else (
-        f"${usd / 1e6:,.2f}M" if usd >= 1e6 else f"${usd:,.0f}")
+    """Dollars as every output writes them (:func:`model.cli.numbers.money`)."""
+    return numbers.money(usd)
 
 
 def cost_line(row: pd.Series) -> str:

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from model.cli.args import EXIT_NO_ANSWER, CliError, positive_int, print_json
+from model.cli.numbers import count, share
 from model.engine.request import Request
 from model.serving.serve import serve
 from model.specs.hardware import load_system
@@ -163,8 +164,9 @@ def run_serve(args: argparse.Namespace) -> int:
     layout = (f"tp {best['tp']:.0f}, pp {best['pp']:.0f}, ep {best['ep']:.0f}"
               f"{', attention DP' if best['attention_dp'] else ''}, " + (
                   f"{best['prefill_instances']:.0f}P{best['decode_instances']:.0f}D"
-                  if best['prefill_instances'] else f"{best['replicas']:.0f} replica(s)"))
-    print(f"layout: {layout}, batch {best['batch']:.0f}")
+                  if best['prefill_instances'] else count(best['replicas'], "replica")))
+    each = "decode instance" if best['prefill_instances'] else "replica"
+    print(f"layout: {layout}, batch {share(best['batch'], each)}")
     one_token = args.output_tokens == 1
     for key in KEYS:
         value = best.get(key)

@@ -25,6 +25,8 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
 * ``family``: ``megatron`` (Megatron-LM, NeMo, Megatron-Bridge, DeepSpeed) or ``pytorch``
   (PyTorch FSDP stacks: Composer/llm-foundry, torchtitan): the runs its cross-validation pools
   (model/validation/calibrate.py).
+* ``parallelism``: the parallelisms the stack runs, of dp, tp, cp, pp, ep (default all); the
+  dashboard searches only its layouts (llm-foundry on FSDP: ``["dp"]``).
 * ``base``: an earlier stack whose values it starts from (a release inherits what it does not
   re-measure).
 
@@ -51,8 +53,10 @@ EFFICIENCY_KEYS = ("bf16", "fp8", "mxfp8", "nvfp4")
 NONE = "none"  # no stack: the system's own efficiencies and the Execution defaults
 KEYS = ("name", "released", "source", "description", "base", "execution", "gemm_efficiency",
         "attention_efficiency", "memory_reserve_gb", "calibration", "expert_gemm_efficiency",
-        "expert_calibration", "moe_token_efficiency", "family")
+        "expert_calibration", "moe_token_efficiency", "family", "parallelism")
 FAMILIES = ("megatron", "pytorch")  # whose runs a stack's cross-validation pools (calibrate)
+# the parallelisms a stack may run: data (FSDP/ZeRO included), tensor, context, pipeline, expert
+PARALLELISMS = ("dp", "tp", "cp", "pp", "ep")
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,22 @@ class Stack:
     expert_gemm_efficiency: dict[str, dict[str, float]] = field(default_factory=dict)
     moe_token_efficiency: dict[str, float] = field(default_factory=dict)
     family: str = "megatron"  # megatron (Megatron-LM, NeMo, Megatron-Bridge, DeepSpeed) | pytorch
+    parallelism: tuple[str, ...] = PARALLELISMS  # what it runs (llm-foundry: FSDP, dp only)
+
+    def layout_pins(self) -> dict[str, int]:
+        """The search-space pins of the layouts this stack does not run: tp1 1 without tensor
+        parallelism, tp2 1 (2D SUMMA's second axis, or the context axis) without tensor and
+        context parallelism, pp 1 without pipelining, ep and etp 1 without expert
+        parallelism; {} for a stack that runs them all."""
+        runs = set(self.parallelism)
+        pins = {"tp1": 1} if "tp" not in runs else {}
+        if not runs & {"tp", "cp"}:
+            pins["tp2"] = 1
+        if "pp" not in runs:
+            pins["pp"] = 1
+        if "ep" not in runs:
+            pins.update(ep=1, etp=1)
+        return pins
 
     def apply(self, system: System) -> System:
         """``system`` with this stack's calibrated values for it: those of its preset name where
@@ -114,7 +134,7 @@ class Stack:
                 "expert_gemm_efficiency": {g: dict(v)
                                            for g, v in self.expert_gemm_efficiency.items()},
                 "moe_token_efficiency": dict(self.moe_token_efficiency),
-                "family": self.family}
+                "family": self.family, "parallelism": list(self.parallelism)}
 
 
 NO_STACK = Stack(NONE, "", "no stack: the system's own efficiencies, the Execution defaults")
@@ -167,7 +187,16 @@ def stack_from_dict(data: Any, base: Stack | None = None) -> Stack:
         raise ModelError(f"stack: 'family' must be one of {', '.join(FAMILIES)}, got {family!r}")
     return Stack(data["name"], data["released"], data["source"],
                  str(data.get("description", "")), execution, gemm, attention, reserve, expert,
-                 token, family)
+                 token, family, _parallelism(data.get("parallelism", base.parallelism)))
+
+
+def _parallelism(value: Any) -> tuple[str, ...]:
+    """A stack's 'parallelism': a list of :data:`PARALLELISMS` with data parallelism in it."""
+    if not isinstance(value, (list, tuple)) or "dp" not in value or any(
+            v not in PARALLELISMS for v in value):
+        raise ModelError(f"stack: 'parallelism' must list some of {', '.join(PARALLELISMS)} "
+                         f"with dp among them, got {value!r}")
+    return tuple(p for p in PARALLELISMS if p in value)
 
 
 def _gemm_table(data: dict, key: str, base: dict[str, dict[str, float]],

@@ -86,6 +86,9 @@ def test_sensitivity_saved_scenarios_and_compare(ui, tmp_path) -> None:
     ui.duo.find_element("#scenarios-name").send_keys("H200 base")
     ui.duo.find_element("#scenarios-save").click()
     ui.wait_text("#scenarios-message", lambda t: t.startswith("Saved 'H200 base'"), "saved")
+    colour = ui.driver.execute_script(  # a confirmation, not in the errors' red (issue 29)
+        "return getComputedStyle(document.querySelector('#scenarios-message .ctl-ok')).color;")
+    assert colour == "rgb(6, 118, 71)", colour
     ui.until(lambda: [e["name"] for e in _stored(ui)] == ["H200 base"], "local storage")
     assert _stored(ui)[0]["scenario"]["system"] == "h200"
 
@@ -143,7 +146,9 @@ def test_sensitivity_saved_scenarios_and_compare(ui, tmp_path) -> None:
     ui.wait_data("scenarios-sensitivity")
     ui.idle()
     assert ui.text("#scenarios-message") == ""  # no button acted without a click
-    assert "current" in ui.text("#scenarios-a")
+    # the picks survive the reload (issue 29: they were reset to 'current')
+    ui.until(lambda: ui.text("#scenarios-a").strip() == "H200 base", "A kept after a reload")
+    assert ui.text("#scenarios-b").strip() == "B200-ish"
     _pick(ui, "scenarios-a", "B200-ish")  # offered again after the reload
     assert ui.severe_logs() == []
     ui.screenshot("scenarios")
