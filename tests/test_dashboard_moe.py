@@ -219,7 +219,7 @@ def test_the_panel_draws_sections_collapsed_for_a_dense_model():
     assert kimi.pop("section-fsdp") is False  # ZeRO-1: the FSDP options folded
     assert set(kimi.values()) == {True}
     assert {c.section for c in CONTROLS if c.section} == set(SECTIONS)
-    assert state.DEPENDS == ("attention", "experts", "zero")
+    assert state.DEPENDS == ("attention", "experts", "trainable", "zero")
 
 
 # --------------------------------------------------------------------------- views
