@@ -28,8 +28,8 @@ from model.engine.space import build_space
 from model.engine.variant import clear_shape_spaces, variant_frontier
 from model.errors import ModelError
 from model.physics.block import Ctx
-from model.physics.op_sac import MODE as OP_SAC
-from model.physics.op_sac import applies as op_sac_applies
+from model.physics.op_sac_scope import MODE as OP_SAC
+from model.physics.op_sac_scope import applies as op_sac_applies
 from model.physics.strategies import build_strategy, canonical_strategy
 from model.specs.execution import (
     DEFAULT_SEARCH,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from model.errors import ModelError
 from model.physics.attention_kernels import kernel_used, pass_efficiencies, supports
 from model.physics.dims import model_dims
+from model.physics.op_sac_scope import check_model
 from model.physics.optable import OpSpec, layer_share
 from model.physics.pricing import Bound, Exact, Pricing
 from model.specs.execution import DEFAULT_EXECUTION, Execution, resolve_execution
@@ -57,7 +58,6 @@ class Ctx:
                              "parallelism, 1F1B, distributed optimizer, bf16); drop the "
                              "execution options or use the default model")
         if ex.recompute == "op-sac":  # TorchTitan's policy: Llama-style blocks only
-            from model.physics.op_sac import check_model  # op_sac reads Ctx: imported here
             check_model(model)
         precision = PRECISIONS[ex.precision]
         peak = system.matrix_peak_flop_per_s(ex.precision)  # ModelError if the GPU lacks it

@@ -22,7 +22,8 @@ w3]) that is, per block and microbatch of b·r tokens, s bytes an element:
   GEMM (kv·d_q / (H·d_q + kv·(d_q + d_v))), all of wo, and w3's half of fc1.
 
 The policy is TorchTitan's for its Llama-style blocks: a SwiGLU MLP without MoE or MLA
-(other blocks are refused where the execution is checked: :func:`check_model`). Not modelled:
+(other blocks are refused where the execution is checked:
+:func:`model.physics.op_sac_scope.check_model`). Not modelled:
 with tensor parallelism, the reduce-scatter outputs it also saves (s·b·r/tp·e each after wo
 and w2). Closed-form test: tests/test_op_sac.py.
 """
@@ -33,34 +34,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from model.errors import ModelError
 from model.physics.light_recompute import rerun_forward
+from model.physics.op_sac_scope import MODE
 from model.physics.ops import OpCounts
 from model.physics.optable import Kind, OpSpec
-from model.specs.transformer import Transformer
 
 if TYPE_CHECKING:
     from model.physics.context import Ctx
 
-MODE = "op-sac"
 _RERUN = frozenset({"attn/norm", "mlp/norm", "mlp/act", "attn/proj"})
 _NOTHING_KEPT = frozenset({"attn/qkv", "mlp/norm", "mlp/fc1", "mlp/fc2"})
 _FWD_FIELDS = (("flop_mat_fwd", "flop_mat_bwd"), ("flop_vec_fwd", "flop_vec_bwd"),
                ("bytes_fwd", "bytes_bwd"), ("extra_bytes_fwd", "extra_bytes_bwd"),
                ("launches_fwd", "launches_bwd"), ("exp_fwd", "exp_bwd"))
-
-
-def applies(model: Transformer) -> bool:
-    """Whether op-SAC is TorchTitan's policy for the model's blocks (dense SwiGLU, no MLA)."""
-    return not (model.moe or model.mla or model.mlp != "swiglu")
-
-
-def check_model(model: Transformer) -> None:
-    """Refuse op-SAC for a block it is not TorchTitan's policy for."""
-    if not applies(model):
-        raise ModelError("recompute 'op-sac' is TorchTitan's per-op policy for Llama-style "
-                         "blocks (SwiGLU MLP, no MoE, no MLA); choose selective or full for "
-                         f"{model.name}")
 
 
 def rerun_share(c: OpCounts, share: float) -> OpCounts:
