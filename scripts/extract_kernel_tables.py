@@ -211,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         separators=(",", ":")) + "\n")
     from model.physics.kernels.params import kernel_params, kernel_subset
     from model.validation.kernels import format_rows, write_error_table
-    kernel_params.cache_clear()
-    kernel_subset.cache_clear()
+    kernel_params.clear()
+    kernel_subset.clear()
     print(format_rows(write_error_table()))
     return 0
 

@@ -16,13 +16,13 @@ so ``ends_count_as_layers`` is off for these runs.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from model.engine.search import evaluate
+from model.specs import memo
 from model.specs.hardware import load_system
 from model.specs.models import load_model
 
@@ -37,7 +37,7 @@ def reference() -> dict:
     return json.loads(DATA.read_text())
 
 
-@lru_cache(maxsize=1)
+@memo.lru("fine-tuning validation", 1)
 def records() -> pd.DataFrame:
     """One row per published run: measured and predicted tokens/s per GPU, the error
     100·(predicted/measured − 1) and the predicted memory per GPU."""

@@ -6,8 +6,8 @@ same peaks the rest of the model uses."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
+from model.specs import memo
 from model.specs.hardware import load_system
 
 # AIConfigurator's GPU folder → the project's system preset
@@ -37,7 +37,7 @@ class KernelHardware:
         return value
 
 
-@cache
+@memo.lru("kernel-layer hardware", 64)
 def kernel_hardware(gpu: str) -> KernelHardware:
     """The datasheet rates of an AIConfigurator GPU folder name or a project preset name."""
     system = load_system(GPU_PRESETS.get(gpu, gpu))

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache, lru_cache
 
 import numpy as np
 
@@ -39,6 +38,7 @@ from model.errors import ModelError
 from model.physics import routing
 from model.physics.gemm import depth_efficiency, depth_overhead
 from model.physics.kernels.fit import fit_log_latency
+from model.specs import memo
 from model.specs.hardware import load_system
 from model.specs.schema import DATA_DIR
 from model.specs.transformer import Transformer
@@ -94,7 +94,7 @@ def engine_of(framework: str, kernel_source: str) -> str:
     return f"{framework}/{family}"
 
 
-@cache
+@memo.lru("MoE kernel hardware", 64)
 def _hardware(gpu: str, dtype: str) -> tuple[float, float, float, str]:
     """(peak FLOP/s of the dtype's MMA, HBM bytes/s, SMs, peak field) of a GPU."""
     s = load_system(GPU_PRESETS.get(gpu, gpu))
@@ -199,7 +199,7 @@ def held_out_errors_pct(cols: Columns, gpu: str, dtype: str,
     return out[np.isfinite(out)]
 
 
-@lru_cache(maxsize=1)
+@memo.lru("MoE kernel fits", 1)
 def _data() -> dict:
     return json.loads(DATA.read_text(encoding="utf-8"))
 
@@ -237,7 +237,7 @@ def require(gpu: str, dtype: str, engine: str = SERVING_ENGINE) -> KernelFit:
     return fit
 
 
-@lru_cache(maxsize=64)
+@memo.lru("MoE kernel serving fits", 64)
 def serving_fit(system: str, weight_precision: str,
                 engine: str = SERVING_ENGINE) -> KernelFit | None:
     """The fit a serving step prices its routed experts with: the system preset's GPU, the

@@ -5,9 +5,9 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
+from model.specs import memo
 from model.specs.schema import DATA_DIR
 
 KERNEL_DIR = DATA_DIR / "reference" / "kernels"
@@ -15,13 +15,13 @@ PARAMS_FILE = KERNEL_DIR / "aic_params.json"
 SUBSET_FILE = KERNEL_DIR / "aic_subset.json"
 
 
-@lru_cache(maxsize=1)
+@memo.lru("kernel-layer parameters", 1)
 def kernel_params() -> dict[str, Any]:
     """{class: {gpu: {dtype: {parameter: value, 'rows': n}}}} and the provenance."""
     return json.loads(PARAMS_FILE.read_text())
 
 
-@lru_cache(maxsize=1)
+@memo.lru("kernel-layer validation subset", 1)
 def kernel_subset() -> dict[str, Any]:
     """The shipped validation rows: {'columns': {class: [...]}, 'rows': {class: {gpu: {dtype:
     [[...], ...]}}}, 'provenance': {...}}."""
