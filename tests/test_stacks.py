@@ -187,10 +187,13 @@ def test_calibrate_recovers_a_known_efficiency(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("value", "words"), [
-    (float("nan"), "'tokens_per_s_per_gpu' is nan; a measurement must be a finite positive"),
-    (float("inf"), "'tokens_per_s_per_gpu' is inf; a measurement must be a finite positive"),
+    # NaN, Infinity and 1e300 never reach the fit: the runs file's reader refuses them
+    # (model/specs/strict_json.py); the physical checks refuse what a JSON file can hold
+    (float("nan"), "NaN is not a number JSON allows"),
+    (float("inf"), "Infinity is not a number JSON allows"),
     (-5.0, "'tokens_per_s_per_gpu' is -5.0"), (0.0, "'tokens_per_s_per_gpu' is 0.0"),
-    (1e300, "above what h100 can compute for llama3-70b: its bf16 peak allows at most 2,202"),
+    (1e300, "the number 1e+300 is out of range"),
+    (1e6, "above what h100 can compute for llama3-70b: its bf16 peak allows at most 2,202"),
     (50_000.0, "runs[1] ('bad'): 50,000 tokens/s per GPU is above what h100 can compute"),
 ])
 def test_calibrate_refuses_a_run_that_cannot_be(tmp_path, capsys, value, words):

@@ -188,7 +188,8 @@ def test_cli_execution_flags(capsys):
     assert 0 < best["mfu"] < best["hfu"] < 1
     assert main(["evaluate", *base, "--tp", "8", "--pp", "8", "--dp", "1", "--microbatch", "1",
                  "--recompute", "full", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["fits"] in (True, False)
+    out = json.loads(capsys.readouterr().out)
+    assert out["fits"] in ("fits", "tight", "no") and out["fits_bool"] in (True, False)
     code = main(["search", *base, "--compat", "paper", "--recompute", "full"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error:") and "paper" in err
