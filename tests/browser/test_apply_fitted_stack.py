@@ -69,18 +69,19 @@ def test_a_fit_applied_to_the_session_is_the_headlines_stack(ui, tmp_path) -> No
     gpus, days = _api_best(scn, stack)
 
     ui.go("scaling")
-    shown = _headline(ui, lambda t: "your fitted stack 'runs'" in t and small(t),
+    shown = _headline(ui, lambda t: "fitted stack 'runs'" in t and small(t),
                       "the fitted headline")
     assert shown[0] == gpus and abs(shown[1] - days) <= 0.05 + 1e-9, (shown, gpus, days)
     assert shown[1] != before[1]  # the fit changed the answer
-    assert "leave-one-out on your 3 runs on h100, your fitted stack 'runs'" in shown[2]
+    # its own interval: 3 leave-one-out runs state no 80 % interval, and the words say so
+    assert "leave-one-out runs of your runs on h100 (fitted stack 'runs')" in shown[2]
     assert "cross-validation" not in shown[2]  # never a preset's error bar
 
     # back to the preset, and to the fit again: each its own answer
     ui.choose("stack", "torchtitan-2025")
-    again = _headline(ui, lambda t: "your fitted stack" not in t and small(t),
+    again = _headline(ui, lambda t: "fitted stack" not in t and small(t),
                       "the preset's headline")
     assert again[:2] == before[:2]
     ui.choose("stack", "fitted: runs")
-    assert _headline(ui, lambda t: "your fitted stack 'runs'" in t, "the fit again") == shown
+    assert _headline(ui, lambda t: "fitted stack 'runs'" in t, "the fit again") == shown
     assert ui.severe_logs() == []
