@@ -3,6 +3,8 @@ each generated block equals what model/validation/accuracy_doc.py makes of today
 
 from __future__ import annotations
 
+import re
+
 from model.validation import accuracy_doc
 
 
@@ -19,6 +21,7 @@ def test_a_stale_figure_is_caught():
     where the code says 77 %) differs from the generated text."""
     text = accuracy_doc.DOC.read_text()
     moe = accuracy_doc.blocks()["moe-sources"]()
-    assert "77.25 %" in moe
-    stale = text.replace(moe, moe.replace("77.25 %", "49.29 %"))
+    left_out_max = re.findall(r"([\d.]+ %)", moe.splitlines()[-1])[-1]  # all runs' max
+    assert left_out_max != "49.29 %"
+    stale = text.replace(moe, moe.replace(left_out_max, "49.29 %"))
     assert stale != text and accuracy_doc.render(stale) == text

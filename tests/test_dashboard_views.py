@@ -223,8 +223,8 @@ def test_compare_edited_system_and_domains():
     fig, error, skipped = systems.build(scn, ["gb200-nvl72", studies.EDITED], [0, 8])
     assert error == "" and skipped == ""
     names = [t.name for t in fig.data]
-    # H200 with the default stack: no published dense run on it was scored (issue 29)
-    edited = "H200 (edited) · NVS 8 (not validated)"
+    # H200 with the default stack: in the scored Hopper population (issue 32's error bars)
+    edited = "H200 (edited) · NVS 8"
     assert names == ["GB200-NVL72 · NVS 8", "GB200-NVL72 · NVS 72", edited]
     colours = {t.name: t.line.color for t in fig.data}
     assert colours["GB200-NVL72 · NVS 8"] == colours["GB200-NVL72 · NVS 72"]
