@@ -10,8 +10,8 @@ from typing import Any
 
 import dash
 from dash import Input, Output, State, callback, dcc, html, no_update
-from dash.exceptions import PreventUpdate
 
+from dashboard.form_link import exports_from, link_form
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.post_training_view import (
@@ -22,7 +22,6 @@ from dashboard.views.post_training_view import (
     form_from_query,
     form_query,
 )
-from model import ModelError
 from model.studies.rl import ALGORITHMS, PLACEMENTS
 
 dash.register_page(__name__, path="/post-training", name="Post-training", order=7,
@@ -124,34 +123,5 @@ def question_parts(question: Any) -> tuple:
             *(show(rl) for _ in RL_CARDS))
 
 
-@callback(*(Output(f"post-{k}", "value") for k in FORM_KEYS), Input("url", "search"),
-          *(State(f"post-{k}", "value") for k in FORM_KEYS))
-def from_url(search: Any, *current: Any) -> tuple:
-    """A link's query fills the form (at load, or when the query changes); the rest stays."""
-    given = form_from_query(search)
-    form = form_of(current)
-    if not given or all(form.get(k) == v for k, v in given.items()):
-        raise PreventUpdate
-    return tuple(given[k] if k in given else no_update for k in FORM_KEYS)
-
-
-@callback(Output("url", "search", allow_duplicate=True), Input("post-run", "n_clicks"),
-          *(State(f"post-{k}", "value") for k in FORM_KEYS), State("url", "search"),
-          prevent_initial_call=True)
-def to_url(_clicks: Any, *args: Any) -> str:
-    """The form into the URL's query when Run is pressed, so a copied link reproduces it."""
-    *values, search = args
-    query = form_query(form_of(tuple(values)))
-    if query == search:
-        raise PreventUpdate
-    return query
-
-
-def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The page's figures for the form the card was drawn with (checked again)."""
-    if not isinstance(context, dict):
-        raise ModelError("draw the figure first")
-    return build(scn, context)[0]
-
-
-register_exports(CARDS, _exported)
+link_form("post", FORM_KEYS, form_from_query, form_query, run="post-run")
+register_exports(CARDS, exports_from(build))

@@ -13,6 +13,7 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard.controls.scenario import default_scenario
+from dashboard.form_link import exports_from, link_form
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.serve_view import (
@@ -23,7 +24,6 @@ from dashboard.views.serve_view import (
     form_from_query,
     form_query,
 )
-from model import ModelError
 from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
@@ -125,34 +125,5 @@ def serving_default(_: Any, hydrated: Any, defaulted: Any, scn: Any) -> tuple[st
     return SERVING_DEFAULT, True
 
 
-@callback(*(Output(f"serve-{k}", "value") for k in FORM_KEYS), Input("url", "search"),
-          *(State(f"serve-{k}", "value") for k in FORM_KEYS))
-def from_url(search: Any, *current: Any) -> tuple:
-    """A link's query fills the form (at load, or when the query changes); the rest stays."""
-    given = form_from_query(search)
-    form = form_of(current)
-    if not given or all(form.get(k) == v for k, v in given.items()):
-        raise PreventUpdate
-    return tuple(given[k] if k in given else no_update for k in FORM_KEYS)
-
-
-@callback(Output("url", "search", allow_duplicate=True),
-          *(Input(f"serve-{k}", "value") for k in FORM_KEYS), State("url", "search"),
-          prevent_initial_call=True)
-def to_url(*args: Any) -> str:
-    """The form into the URL's query, so that a copied link reproduces the page."""
-    *values, search = args
-    query = form_query(form_of(tuple(values)))
-    if query == search:
-        raise PreventUpdate
-    return query
-
-
-def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
-    """The page's figures for the form the card was drawn with (checked again)."""
-    if not isinstance(context, dict):
-        raise ModelError("draw the figure first")
-    return build(scn, context)[0]
-
-
-register_exports(CARDS, _exported)
+link_form("serve", FORM_KEYS, form_from_query, form_query)
+register_exports(CARDS, exports_from(build))

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 from dashboard.controls.scenario import build_inputs, request_of, stack_of
 from dashboard.figures import post_training as fp
+from dashboard.views.page_form import fields_of, query_of, whole
 from model import FineTune, ModelError, RlStep, finetune, rl_step
 from model.studies.finetune import METHODS
 from model.studies.rl import ALGORITHMS, PLACEMENTS
@@ -31,14 +31,6 @@ CARDS = ("post-memory", "post-days", "post-timeline", "post-split")
 TRAINED_FIELDS = ("trainable", "lora_rank", "lora_targets")  # the method's, not the panel's
 
 
-def _int(form: dict, key: str, lo: int, hi: int, what: str) -> int:
-    value = form.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value) or value != int(value) or not lo <= value <= hi:
-        raise ModelError(f"{what} must be a whole number in [{lo:,}, {hi:,}]")
-    return int(value)
-
-
 def _choice(form: dict, key: str, allowed: tuple, what: str) -> str:
     value = form.get(key)
     if value not in allowed:
@@ -51,58 +43,43 @@ def checked_form(form: Any) -> dict[str, Any]:
     if not isinstance(form, dict):
         raise ModelError("the post-training form is missing")
     out = {"question": _choice(form, "question", QUESTIONS, "the question"),
-           "gpus": _int(form, "gpus", 1, MAX_GPUS, "GPUs")}
+           "gpus": whole(form, "gpus", 1, MAX_GPUS, "GPUs")}
     if out["question"] == "finetune":
         tokens = form.get("tokens")
         if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
                 math.isfinite(tokens) and 1 <= tokens <= 1e15):
             raise ModelError("training tokens must be a number in [1, 1e15]")
         out.update(tokens=float(tokens),
-                   seq_len=_int(form, "seq_len", 16, 1_048_576, "the sequence length"),
-                   global_batch=_int(form, "global_batch", 1, 1_000_000, "the global batch"),
-                   lora_rank=_int(form, "lora_rank", 1, 65_536, "the LoRA rank"),
+                   seq_len=whole(form, "seq_len", 16, 1_048_576, "the sequence length"),
+                   global_batch=whole(form, "global_batch", 1, 1_000_000, "the global batch"),
+                   lora_rank=whole(form, "lora_rank", 1, 65_536, "the LoRA rank"),
                    lora_targets=_choice(form, "lora_targets", TARGETS, "LoRA targets"))
         return out
-    out.update(prompts=_int(form, "prompts", 1, 100_000, "prompts per step"),
-               samples=_int(form, "samples", 1, 1024, "samples per prompt"),
-               input_tokens=_int(form, "input_tokens", 1, 1_000_000, "input tokens"),
-               output_tokens=_int(form, "output_tokens", 1, 1_000_000, "output tokens"),
-               max_output_tokens=_int(form, "max_output_tokens", 1, 1_000_000,
+    out.update(prompts=whole(form, "prompts", 1, 100_000, "prompts per step"),
+               samples=whole(form, "samples", 1, 1024, "samples per prompt"),
+               input_tokens=whole(form, "input_tokens", 1, 1_000_000, "input tokens"),
+               output_tokens=whole(form, "output_tokens", 1, 1_000_000, "output tokens"),
+               max_output_tokens=whole(form, "max_output_tokens", 1, 1_000_000,
                                       "the longest answer"),
                placement=_choice(form, "placement", PLACEMENTS, "the placement"),
                algorithm=_choice(form, "algorithm", ALGORITHMS, "the algorithm"),
                off_policy=_choice(form, "off_policy", ("no", "yes"), "off-policy") == "yes",
-               steps=_int(form, "steps", 1, 10_000_000, "RL steps"))
+               steps=whole(form, "steps", 1, 10_000_000, "RL steps"))
     g = form.get("generation_gpus")
-    out["generation_gpus"] = None if g in ("auto", None, "") else _int(
+    out["generation_gpus"] = None if g in ("auto", None, "") else whole(
         form, "generation_gpus", 1, MAX_GPUS, "generation GPUs")
     return out
 
 
 def form_query(form: dict[str, Any]) -> str:
-    """The form as a URL query (empty fields left out), so a copied link reproduces it."""
-    items = {k: form.get(k) for k in DEFAULT_FORM if form.get(k) not in (None, "")}
-    return "?" + urlencode({k: str(v)[:40] for k, v in items.items()})
-
-
-def _typed(text: str) -> Any:
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    if not math.isfinite(number):
-        return text
-    return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() \
-        else number
+    """The form as a URL query (empty fields left out), so a copied link reproduces the page."""
+    return query_of(form, DEFAULT_FORM)
 
 
 def form_from_query(search: Any) -> dict[str, Any]:
-    """The form's fields a URL query gives (unknown keys and overlong values ignored; checked
-    as typed ones are, by :func:`checked_form`)."""
-    if not isinstance(search, str) or len(search) > 2000:
-        return {}
-    return {k: _typed(v) for k, v in parse_qsl(search.lstrip("?"))[:50]
-            if k in DEFAULT_FORM and len(v) <= 40}
+    """The form's fields a URL query gives (checked as typed ones are, by
+    :func:`checked_form`)."""
+    return fields_of(search, DEFAULT_FORM)
 
 
 def _finetune(scn: dict[str, Any], form: dict) -> tuple[dict[str, dict], list[str]]:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
 
 from dashboard import figures
 from dashboard.controls.scenario import build_inputs
 from dashboard.figures import serve as fs
+from dashboard.views.page_form import fields_of, query_of, whole
 from model import ModelError, ServingLayout, ServingWorkload, serve
 from model.cli.numbers import count, integer, money, number, share
 from model.engine.request import Request
@@ -36,14 +36,6 @@ TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
 
-def _int(form: dict, key: str, lo: int, hi: int, what: str) -> int:
-    value = form.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value) or value != int(value) or not lo <= value <= hi:
-        raise ModelError(f"{what} must be a whole number in [{lo}, {hi}]")
-    return int(value)
-
-
 def _optional(form: dict, key: str, what: str) -> float | None:
     value = form.get(key)
     if value in (None, ""):
@@ -58,13 +50,13 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
     """(GPUs, workload, layout pins) of the page's form, or ModelError in the form's words."""
     if not isinstance(form, dict):
         raise ModelError("the serving form is missing")
-    gpus = _int(form, "gpus", 1, MAX_GPUS, "GPUs")
+    gpus = whole(form, "gpus", 1, MAX_GPUS, "GPUs")
     mode = form.get("mode")
     if mode not in MODES:
         raise ModelError(f"mode must be one of {', '.join(MODES)}")
     load = form.get("load")
     if mode == "concurrency":
-        concurrency, rate = _int(form, "load", 1, 10_000_000, "concurrent users"), None
+        concurrency, rate = whole(form, "load", 1, 10_000_000, "concurrent users"), None
     elif mode == "request-rate":
         if isinstance(load, bool) or not isinstance(load, (int, float)) or not (
                 math.isfinite(load) and 0 < load <= 1e7):
@@ -77,10 +69,10 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
     kv = form.get("kv_precision")
     if kv != "auto" and kv not in KV_PRECISIONS:
         raise ModelError(f"KV precision must be auto or one of {', '.join(KV_PRECISIONS)}")
-    mtp = _int(form, "mtp", 0, 8, "MTP depth")
+    mtp = whole(form, "mtp", 0, 8, "MTP depth")
     workload = ServingWorkload(
-        _int(form, "input_tokens", 1, 1_000_000, "input tokens"),
-        _int(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,
+        whole(form, "input_tokens", 1, 1_000_000, "input tokens"),
+        whole(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,
         concurrency=concurrency, request_rate_per_s=rate, weight_precision=form["precision"],
         kv_precision=None if kv == "auto" else kv, mtp_depth=mtp,
         mtp_acceptance=0.85 if mtp else 0.0,
@@ -90,7 +82,7 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
     for key in PINS:
         value = form.get(key)
         if value != "auto":
-            pins[key] = _int(form, key, 1, MAX_GPUS, key)
+            pins[key] = whole(form, key, 1, MAX_GPUS, key)
     return gpus, workload, ServingLayout(**pins, **_adp_pin(form))
 
 
@@ -116,31 +108,14 @@ def form_stack(form: Any) -> str:
 
 
 def form_query(form: dict[str, Any]) -> str:
-    """The form as a URL query (``?gpus=8&mode=offline…``; empty fields left out), so a copied
-    link reproduces the page."""
-    items = {k: form.get(k) for k in DEFAULT_FORM if form.get(k) not in (None, "")}
-    return "?" + urlencode({k: str(v)[:40] for k, v in items.items()})
-
-
-def _typed(text: str) -> Any:
-    """A query value as the control holds it: an integer, a number, or the text."""
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    if not math.isfinite(number):
-        return text
-    return int(number) if number.is_integer() and "." not in text and "e" not in text.lower() \
-        else number
+    """The form as a URL query (empty fields left out), so a copied link reproduces the page."""
+    return query_of(form, DEFAULT_FORM)
 
 
 def form_from_query(search: Any) -> dict[str, Any]:
-    """The form's fields a URL query gives (unknown keys and overlong values ignored; the
-    values are checked as typed ones are, by :func:`checked_form`)."""
-    if not isinstance(search, str) or len(search) > 2000:
-        return {}
-    return {k: _typed(v) for k, v in parse_qsl(search.lstrip("?"))[:50]
-            if k in DEFAULT_FORM and len(v) <= 40}
+    """The form's fields a URL query gives (checked as typed ones are, by
+    :func:`checked_form`)."""
+    return fields_of(search, DEFAULT_FORM)
 
 
 def headline(best: dict, message: str) -> str:
