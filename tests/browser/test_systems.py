@@ -81,6 +81,6 @@ def test_other_domains_and_an_edited_system(ui) -> None:
         assert all(nvl72[n] <= nvl8[n] * (1 + 1e-9) for n in shared), system
     ui.wait_text("#systems-compare-busy", lambda s: s == "", "the computation to finish")
     ui.set_input("nic_gb_per_s", 25)
-    ui.wait_figure("systems-compare", lambda t: f"H200 (edited) · NVS 8{NV}" in ui.ys(t),
+    ui.wait_figure("systems-compare", lambda t: "H200 (edited) · NVS 8" in ui.ys(t),
                    "the edited system relabelled", timeout=120)
     assert ui.severe_logs() == []
