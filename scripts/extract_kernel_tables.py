@@ -88,13 +88,17 @@ def attention_groups(data: Path, gpu: str, root: Path, sources: list, phase: str
         cols = {"batch": t["batch_size"], "heads": t["num_heads"], "kv_heads":
                 t["num_key_value_heads"], "head_dim": t["head_dim"], "window": t["window_size"]}
         cols = {k: v[keep].astype(float) for k, v in cols.items()}
-        if phase == "context":
-            cols["seq"] = t["isl"][keep].astype(float)
-        else:
-            cols["kv_len"] = (t["isl"] + t["step"])[keep].astype(float)
-        cols["latency_s"] = t["latency"][keep].astype(float) * 1e-3
-        out[dtype] = cols
+        out[dtype] = {**cols, **_length_and_latency(t, keep, phase)}
     return out
+
+
+def _length_and_latency(t: dict, keep, phase: str) -> Columns:
+    """The kept rows' sequence length (prefill: isl tokens) or KV-cache length (decode: isl +
+    step tokens), and their latency in seconds (the tables give milliseconds)."""
+    length = {"seq": t["isl"][keep]} if phase == "context" else {
+        "kv_len": (t["isl"] + t["step"])[keep]}
+    return {**{k: v.astype(float) for k, v in length.items()},
+            "latency_s": t["latency"][keep].astype(float) * 1e-3}
 
 
 def mla_groups(data: Path, gpu: str, root: Path, sources: list, phase: str
@@ -111,12 +115,7 @@ def mla_groups(data: Path, gpu: str, root: Path, sources: list, phase: str
         keep = (t["kv_cache_dtype"] == dtype) & (t["latency"] > 0)
         cols = {"batch": t["batch_size"][keep].astype(float),
                 "heads": t["num_heads"][keep].astype(float)}
-        if phase == "context":
-            cols["seq"] = t["isl"][keep].astype(float)
-        else:
-            cols["kv_len"] = (t["isl"] + t["step"])[keep].astype(float)
-        cols["latency_s"] = t["latency"][keep].astype(float) * 1e-3
-        out[dtype] = cols
+        out[dtype] = {**cols, **_length_and_latency(t, keep, phase)}
     return out
 
 

@@ -167,7 +167,7 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
         head = counts.post[[s.name for s in strategy.post].index(HEAD)].weight_bytes
         post_w = _untied(model, strategy, post_w, _per_row(head, inv), cols["pp"])
     trainable = trainable_share(model, strategy, ctx)
-    grad_factor = gradient_factor(model, strategy, ctx)
+    grad_factor = gradient_factor(ctx, trainable)
     if ex.pipeline_schedule == "dualpipe":  # two stages' parameters per GPU (DualPipe README)
         block_w, expert_w = 2.0 * block_w, 2.0 * expert_w
 
@@ -295,6 +295,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     edge, edge_weight = _pipeline_ends(model, strategy, totals, inverse, pp, breakdown)
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
     ones = np.ones_like(pp)  # a shape has no placement: a bound ignores it
+    trainable = trainable_share(model, strategy, ctx)  # 1 unless LoRA freezes the base
     out = iteration_time(
         block=block_c, edge=edge, edge_weight=edge_weight,
         boundary_act_bytes=_p2p_bytes(boundary, strategy, sh)[inverse], n_mb=n_mb,
@@ -302,14 +303,12 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
         dp_group=_dp_group(strategy, cols),
         dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones, system=system,
         mode=ctx.mode, pricing=ctx.pricing, interleave=cols["interleave"],
-        zero=ctx.execution.zero, grad_factor=gradient_factor(model, strategy, ctx),
-        params_bytes=(cols["params_bytes"] * trainable_share(model, strategy, ctx)
-                      if "params_bytes" in cols else 0.0),
+        zero=ctx.execution.zero, grad_factor=gradient_factor(ctx, trainable),
+        params_bytes=cols["params_bytes"] * trainable if "params_bytes" in cols else 0.0,
         execution=ctx.execution,
         expert_group=expert_dp_group(cols) if any(s.routed for s in strategy.block) else 1,
         expert_tau=cols["nv_edp"] if "nv_edp" in cols else ones,
-        expert_params_bytes=cols.get("expert_params_bytes", 0.0)
-        * trainable_share(model, strategy, ctx),
+        expert_params_bytes=cols.get("expert_params_bytes", 0.0) * trainable,
     )
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers

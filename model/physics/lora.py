@@ -149,7 +149,8 @@ def trainable_share(model: Transformer, strategy, ctx: Ctx) -> float:
                     float(total_params(model)), ex.trainable, ex.lora_rank, ex.lora_targets)
 
 
-def gradient_factor(model: Transformer, strategy, ctx: Ctx) -> float:
+def gradient_factor(ctx: Ctx, share: float) -> float:
     """Gradient bytes per weight byte held: 2 for fp32 gradients, else 1, times the trainable
-    share (gradients, their reduction and the optimizer state cover trainable weights only)."""
-    return (2.0 if ctx.execution.fp32_gradients else 1.0) * trainable_share(model, strategy, ctx)
+    ``share`` (:func:`trainable_share`: gradients, their reduction and the optimizer state
+    cover trainable weights only)."""
+    return (2.0 if ctx.execution.fp32_gradients else 1.0) * share
