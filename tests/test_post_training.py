@@ -180,6 +180,30 @@ def test_rl_json_carries_the_contract(capsys):
                                            + data["reference_s"] + data["training_s"])
 
 
+TINY_RL = ("rl", "--model", "llama3-8b", "--gpus", "8", "--prompts-per-step", "1",
+           "--samples-per-prompt", "1", "--input-tokens", "1", "--output-tokens", "1",
+           "--placement", "colocated", "--steps", "10", "--json")
+
+
+def test_rl_cost_is_the_gpu_hour_price_times_the_step_even_for_a_tiny_step(capsys):
+    # one 2-token rollout registers no training GPU-hours: the price is the system's own
+    code, out, _ = _cli(capsys, *TINY_RL, "--system", "h100", "--usd-per-gpu-hour", "3")
+    assert code == 0
+    data = json.loads(out)
+    assert data["cost_per_step_usd"] == pytest.approx(8 * data["step_s"] / 3600 * 3)
+    assert data["run_cost_usd"] == pytest.approx(10 * data["cost_per_step_usd"])
+
+
+def test_rl_on_a_system_without_a_price_reports_no_cost_rather_than_failing(capsys):
+    assert load_system("b300").usd_per_gpu_hour == 0  # the premise: B300 has no price
+    code, out, _ = _cli(capsys, *TINY_RL, "--system", "b300")
+    assert code == 0
+    data = json.loads(out)
+    assert data["cost_per_step_usd"] is None and data["run_cost_usd"] is None
+    code, out, _ = _cli(capsys, *[a for a in TINY_RL if a != "--json"], "--system", "b300")
+    assert code == 0 and "cost unknown" in out
+
+
 @pytest.mark.parametrize("argv, words", [
     (("finetune", "--model", "llama3-8b", "--system", "h100", "--gpus", "8", "--method",
       "lora", "--tokens", "1e9", "--packing", "padded"), "--mean-example-tokens"),

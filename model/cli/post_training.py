@@ -85,6 +85,7 @@ def add_post_training(sub: Any) -> None:
                    help="generation weights (default: %(default)s)")
     r.add_argument("--steps", type=positive_int, default=1000, metavar="S",
                    help="RL steps of the run, for its cost (default: %(default)s)")
+    add_cost_args(r)
     r.set_defaults(run=run_rl)
 
 
@@ -128,7 +129,7 @@ def run_rl(args: argparse.Namespace) -> int:
     if args.off_policy and args.placement != "split":
         raise CliError("--off-policy is for --placement split (colocated GPUs alternate)")
     model = load_model(args.model)
-    system = load_system(args.system)
+    system = load_system(args.system).with_costs(costs_from_args(args))
     step = RlStep(args.prompts_per_step, args.samples_per_prompt, args.input_tokens,
                   args.output_tokens, args.max_output_tokens or args.output_tokens,
                   args.placement, args.algorithm, args.off_policy, args.precision)
@@ -137,7 +138,8 @@ def run_rl(args: argparse.Namespace) -> int:
     out = {**res.summary(), "steps": args.steps,
            "accuracy": "not validated: no published RL step time was scored"}
     out["run_days"] = args.steps * out["step_s"] / 86400.0
-    out["run_cost_usd"] = args.steps * out["cost_per_step_usd"]
+    per_step = out["cost_per_step_usd"]
+    out["run_cost_usd"] = None if per_step is None else args.steps * per_step
     if args.json:
         print_json({"model": model.name, "system": system.name, **out})
         return 0
@@ -148,8 +150,10 @@ def run_rl(args: argparse.Namespace) -> int:
           f"(tail {out['tail_s']:.3g}), reference/reward {out['reference_s']:.3g}, "
           f"training {out['training_s']:.4g}, sync {out['sync_s']:.3g}, "
           f"offload {out['offload_s']:.3g}")
-    print(f"  cost ${out['cost_per_step_usd']:,.2f} per step; {args.steps:,} steps: "
-          f"{out['run_days']:.3g} days, ${out['run_cost_usd']:,.0f}")
+    cost = ("cost unknown (the system has no price: give --usd-per-gpu-hour)"
+            if per_step is None else
+            f"cost ${per_step:,.2f} per step, ${out['run_cost_usd']:,.0f} in all")
+    print(f"  {args.steps:,} steps: {out['run_days']:.3g} days; {cost}")
     print(f"  accuracy: {out['accuracy']}")
     print(f"  idle GPU share {out['idle_gpu_share']:.1%}; generation on "
           f"{out['generation_gpus']} GPUs, training on {out['training_gpus']}")

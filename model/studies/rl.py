@@ -37,9 +37,11 @@ keep every GPU of the pool).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from model.engine.api import search
+from model.engine.economics import cost_columns
 from model.engine.request import Request
 from model.errors import ModelError
 from model.serving.serve import serve
@@ -123,6 +125,11 @@ class RlResult:
     # (generation GPUs, step seconds) of every split tried (split placement only)
     splits: tuple[tuple[int, float], ...] = ()
 
+    def cost_per_step_usd(self) -> float | None:
+        """USD of one step on all its GPUs; None when the system has no price."""
+        usd = self.gpus * self.step_s / 3600.0 * self.phases.usd_per_gpu_hour
+        return usd if math.isfinite(usd) else None
+
     def summary(self) -> dict:
         p = self.phases
         return {"algorithm": self.step.algorithm, "placement": self.step.placement,
@@ -135,7 +142,7 @@ class RlResult:
                 "sync_s": p.sync_s, "offload_s": p.offload_s,
                 "idle_gpu_share": self.idle_gpu_share,
                 "rollouts_per_step": self.step.rollouts,
-                "cost_per_step_usd": self.gpus * self.step_s / 3600.0 * p.usd_per_gpu_hour,
+                "cost_per_step_usd": self.cost_per_step_usd(),
                 "generation_layout": p.generation_layout,
                 "training_layout": p.training_layout}
 
@@ -200,7 +207,9 @@ def _training(model: Transformer, system: System, gpus: int, step: RlStep,
     row = result.top.iloc[0]
     layout = {k: int(row[k]) for k in ("tp1", "pp", "dp", "microbatch")}
     state = (float(row["gradients_gb"]) + float(row["optimizer_gb"])) * 1e9
-    price = float(row["cost_usd"]) / float(row["gpu_hours"])
+    # the price of one GPU-hour under the system's cost inputs (rental or purchase); taken
+    # from the row's own ratio it is 0/0 when the run is too short to register GPU-hours
+    price = float(cost_columns(model, system, 1, 1.0 / 24.0)["cost_usd"])
     return TRAINED_MODELS[step.algorithm] * float(row["iteration_time_s"]), layout, state, price
 
 
