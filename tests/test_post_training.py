@@ -250,3 +250,12 @@ def test_the_docs_accuracy_table_is_what_validate_prints():
         expected = (f"{row['mean_abs_error_pct']:.1f} % mean \\|error\\|, max "
                     f"{row['max_abs_error_pct']:.1f} % ({row['runs']} runs)")
         assert expected in text, expected
+
+
+def test_finetune_on_a_system_without_a_price_reports_no_cost(capsys):
+    argv = ("finetune", "--model", "llama3-8b", "--system", "b300", "--gpus", "8", "--method",
+            "lora", "--tokens", "1", "--seq-len", "1", "--json")
+    code, out, _ = _cli(capsys, *argv)
+    assert code == 0 and json.loads(out)["cost_usd"] is None
+    code, out, _ = _cli(capsys, *argv[:-1])
+    assert code == 0 and "cost unknown" in out

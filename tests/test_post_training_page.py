@@ -68,3 +68,10 @@ def test_the_link_round_trips():
     form = {**DEFAULT_FORM, "question": "rl", "gpus": 32, "placement": "colocated"}
     back = form_from_query(form_query(form))
     assert checked_form({**DEFAULT_FORM, **back}) == checked_form(form)
+
+
+@pytest.mark.parametrize("question", ["finetune", "rl"])
+def test_a_gpu_without_a_price_reads_cost_unknown(question):
+    scn = {**llama8b(), "usd_per_gpu_hour": 0.0}
+    _, text = build(scn, {**DEFAULT_FORM, "question": question, "gpus": 16})
+    assert "cost unknown" in text and "$nan" not in text

@@ -102,6 +102,13 @@ def _finetune(scn: dict[str, Any], form: dict) -> tuple[dict[str, dict], list[st
     return answers, refused
 
 
+def _usd(value: float | None, decimals: int = 0, times: int = 1) -> str:
+    """``times`` × ``value`` dollars, or words when the system has no price (None)."""
+    if value is None:
+        return "cost unknown (this GPU has no price: set its rental price)"
+    return f"${times * value:,.{decimals}f}"
+
+
 def finetune_headline(answers: dict[str, dict], refused: list[str], gpus: int) -> str:
     """The fine-tuning answer in one paragraph."""
     if not answers:
@@ -112,7 +119,7 @@ def finetune_headline(answers: dict[str, dict], refused: list[str], gpus: int) -
         lay = a["layout"]
         parts.append(f"{method}: {a['days']:.3g} days, {a['tokens_per_s_per_gpu']:,.0f} "
                      f"tokens/s per GPU, {a['memory_gb']:.1f} GB per GPU, "
-                     f"${a['cost_usd']:,.0f} (tp {lay['tp1']} · pp {lay['pp']} · dp "
+                     f"{_usd(a['cost_usd'])} (tp {lay['tp1']} · pp {lay['pp']} · dp "
                      f"{lay['dp']}; {a['trainable_params']:,.0f} trainable parameters)")
     text = f"On {gpus:,} GPUs — " + "; ".join(parts) + "."
     return text + (f" No layout of {', '.join(refused)} fits on these GPUs." if refused
@@ -129,9 +136,9 @@ def rl_headline(step: dict, steps: int) -> str:
             f"it the straggler tail {step['tail_s']:.3g} s), forward passes "
             f"{step['reference_s']:.3g} s, update {step['training_s']:.3g} s, sync "
             f"{step['sync_s']:.3g} s; GPUs idle {step['idle_gpu_share']:.0%}; "
-            f"${step['cost_per_step_usd']:,.2f} per step, {steps:,} steps "
+            f"{_usd(step['cost_per_step_usd'], 2)} per step, {steps:,} steps "
             f"{steps * step['step_s'] / 86400:.3g} days and "
-            f"${steps * step['cost_per_step_usd']:,.0f}. Not validated: no published RL step "
+            f"{_usd(step['cost_per_step_usd'], 0, steps)}. Not validated: no published RL step "
             f"time was scored.")
 
 

@@ -112,8 +112,10 @@ def run_finetune(args: argparse.Namespace) -> int:
     lay = out["layout"]
     print(f"{model.name} fine-tuned by {args.method} on {args.gpus} × {system.name}, "
           f"{args.tokens:,.0f} tokens, sequences of {model.seq_len:,} ({args.packing})")
+    cost = ("cost unknown (the system has no price: give --usd-per-gpu-hour)"
+            if out["cost_usd"] is None else f"cost ${out['cost_usd']:,.0f}")
     print(f"  {out['days']:.3g} days, {out['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
-          f"cost ${out['cost_usd']:,.0f}")
+          f"{cost}")
     print(f"  trainable parameters {out['trainable_params']:,.0f}")
     print(f"  accuracy: {out['accuracy']}")
     parts = ", ".join(f"{k} {v:.2f}" for k, v in out["memory_breakdown_gb"].items())

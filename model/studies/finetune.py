@@ -19,11 +19,13 @@ configuration's cost column (the system's, or the costs given).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 
 from model.engine.api import search
+from model.engine.economics import cost_columns
 from model.engine.request import Request
 from model.errors import ModelError
 from model.physics.dims import model_dims
@@ -109,7 +111,7 @@ class FineTuneResult:
     trainable_params: float
     useful_share: float
     days: float
-    cost_usd: float
+    cost_usd: float | None  # None: the system has no price
     gpus: int
 
     def summary(self) -> dict:
@@ -153,7 +155,10 @@ def finetune(request: Request, ft: FineTune) -> FineTuneResult:
     gpus = int(row["gpus"])
     useful_tokens_per_s = float(row["tokens_per_s"]) * useful
     seconds = ft.tokens / useful_tokens_per_s
-    per_gpu_hour = float(row["cost_usd"]) / float(row["gpu_hours"])
+    # one GPU-hour's price under the system's cost inputs (the row's own ratio is 0/0 for a
+    # run too short to register GPU-hours); NaN when the system has no price
+    per_gpu_hour = float(cost_columns(request.model, request.system, 1, 1.0 / 24.0)["cost_usd"])
+    usd = per_gpu_hour * gpus * seconds / 3600.0
     return FineTuneResult(row, ft, trainable_params(request.model, ft), useful,
-                          seconds / 86400.0, per_gpu_hour * gpus * seconds / 3600.0, gpus)
+                          seconds / 86400.0, usd if math.isfinite(usd) else None, gpus)
 
