@@ -65,7 +65,8 @@ from model.specs import hardware, transformer  # noqa: E402
 from model.specs.schema import Field  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-FUZZ = settings(max_examples=80, deadline=None, derandomize=False,
+# examples per fuzz test: scripts/fuzz raises it (TPERF_FUZZ_EXAMPLES) to explore
+FUZZ = settings(max_examples=int(os.environ.get("TPERF_FUZZ_EXAMPLES", "80")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                        HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])
