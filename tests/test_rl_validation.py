@@ -156,3 +156,18 @@ def test_tperf_rl_json_accuracy_follows_the_gpu_generation(capsys):
     code, out, _ = _cli(capsys, *argv, "--system", "a100")
     assert code == 0
     assert json.loads(out)["accuracy"].startswith("not validated")
+
+
+def test_the_docs_rl_accuracy_table_is_what_validate_prints():
+    """docs/post_training.md's RL errors per population are the ones computed now."""
+    from pathlib import Path
+
+    stats = rlv.summary(rlv.records())
+    text = (Path(__file__).resolve().parents[1] / "docs" / "post_training.md").read_text()
+    labels = {"hopper": "Hopper", "blackwell": "Blackwell"}
+    for name, row in stats["populations"].items():
+        gen = name.rsplit(" on ", 1)[1]
+        expected = (f"| {labels[gen]} | {row['mean_abs_error_pct']:.1f} % mean \\|error\\|, "
+                    f"max {row['max_abs_error_pct']:.1f} % ({row['runs']} runs)")
+        assert expected in text, expected
+    assert f"{stats['all']['mean_abs_error_pct']:.1f} % mean" in text

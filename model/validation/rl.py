@@ -128,3 +128,25 @@ def accuracy(generation: str, placement: str, off_policy: bool, algorithm: str =
             f"mean |error| (max {stats['max_abs_error_pct']:.1f} %, mean signed "
             f"{stats['mean_error_pct']:+.1f} %) on {stats['runs']} NeMo-RL v0.5 step times, "
             "nothing fitted to them")
+
+
+def doc_block() -> str:
+    """docs/accuracy.md's ``rl`` block: every scored run, predicted vs measured step time and
+    the predicted phases, then the error per population."""
+    frame = records()
+    lines = ["| run (NeMo-RL v0.5 row) | GPUs (generating) | measured step | predicted step | "
+             "error | predicted generation (tail) · forwards · update · sync |",
+             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in frame.to_dict("records"):
+        lines.append(
+            f"| {r['id']} | {r['gpus']} ({r['generation_gpus']}) | {r['measured_step_s']:.1f} s "
+            f"| {r['predicted_step_s']:.1f} s | {r['error_pct']:+.1f} % | "
+            f"{r['generation_s']:.1f} ({r['tail_s']:.1f}) · {r['reference_s']:.1f} · "
+            f"{r['training_s']:.1f} · {r['sync_s']:.1f} s |")
+    stats = summary(frame)
+    lines += ["", "| population (GRPO, BF16) | runs | mean \\|error\\| | max \\|error\\| | "
+              "mean signed error |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name, s in [*stats["populations"].items(), ("**all**", stats["all"])]:
+        lines.append(f"| {name} | {s['runs']} | {s['mean_abs_error_pct']:.1f} % | "
+                     f"{s['max_abs_error_pct']:.1f} % | {s['mean_error_pct']:+.1f} % |")
+    return "\n".join(lines) + "\n"
