@@ -171,3 +171,17 @@ def test_the_docs_rl_accuracy_table_is_what_validate_prints():
                     f"max {row['max_abs_error_pct']:.1f} % ({row['runs']} runs)")
         assert expected in text, expected
     assert f"{stats['all']['mean_abs_error_pct']:.1f} % mean" in text
+
+
+def test_the_one_factor_diagnostic_is_why_nothing_is_fitted():
+    """docs/accuracy.md's reasons for fitting nothing: 15 of 16 predictions short, and one
+    factor fitted to the step loses more on its worst left-out run than the unfitted
+    estimate's worst; the factor is the least-squares one in log space."""
+    frame = rlv.records()
+    assert int((frame["error_pct"] < 0).sum()) == 15
+    one = rlv.one_scale(frame)
+    ratio = frame["measured_step_s"] / frame["predicted_step_s"]
+    assert one["factor"] == pytest.approx(float(np.exp(np.log(ratio).mean())))
+    assert one["leave_one_out_max_abs_error_pct"] > np.abs(frame["error_pct"]).max()
+    assert (one["leave_one_out_mean_abs_error_pct"]
+            >= one["in_sample_mean_abs_error_pct"])
