@@ -59,6 +59,12 @@ def _population_of(run: dict) -> str:
                       run["off_policy"])
 
 
+@memo.lru("RL validation runs", 32)
+def _predicted(run_id: str) -> dict:
+    """:func:`predict` of the published run ``run_id``, computed once per process."""
+    return predict(next(r for r in reference()["runs"] if r["id"] == run_id))
+
+
 def predict(run: dict) -> dict:
     """The ``tperf rl`` answer (summary dict) for one published run."""
     step = RlStep(run["prompts"], run["samples"], run["input_tokens"],
@@ -79,7 +85,7 @@ def records(only: str | None = None) -> pd.DataFrame:
     for run in reference()["runs"]:
         if only is not None and _population_of(run) != only:
             continue
-        out = predict(run)
+        out = _predicted(run["id"])
         measured = float(run["step_s"])
         rows.append({"id": run["id"], "model": run["model"], "system": run["system"],
                      "gpus": run["gpus"], "placement": placement_label(
