@@ -39,9 +39,25 @@ def test_rl_timeline_has_each_pools_phases():
     assert {"generation", "update", "weight sync"} <= names
     pools = {y for t in data for y in t["y"]}
     assert any(p.startswith("generation (") for p in pools)
-    assert "per step" in text and "Not validated" in text
+    assert "per step" in text
+    # the default split on-policy step: no such published run was scored
+    assert ("Accuracy: not validated: no published GRPO step time split, on-policy on hopper "
+            "was scored.") in text
     split = figs["post-split"].to_dict()["data"]
     assert len(split[0]["x"]) >= 1
+
+
+def test_rl_headline_carries_its_populations_accuracy_and_no_other():
+    """Colocated GRPO on the default H200 (a Hopper GPU) takes the colocated Hopper runs'
+    error; PPO there borrows no bar."""
+    from model.validation.rl import accuracy
+
+    form = {**DEFAULT_FORM, "question": "rl", "gpus": 16, "placement": "colocated"}
+    _, text = build(llama8b(), form)
+    assert f"Accuracy: {accuracy('hopper', 'colocated', False)}." in text
+    assert "NeMo-RL v0.5 step times" in text and "not validated" not in text
+    _, ppo = build(llama8b(), {**form, "algorithm": "ppo"})
+    assert "Accuracy: not validated: no published PPO step time was scored." in ppo
 
 
 def test_axis_titles_are_title_objects():

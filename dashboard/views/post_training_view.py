@@ -18,6 +18,7 @@ from dashboard.views.page_form import fields_of, query_of, whole
 from model import FineTune, ModelError, RlStep, finetune, rl_step
 from model.studies.finetune import METHODS
 from model.studies.rl import ALGORITHMS, PLACEMENTS
+from model.validation.rl import accuracy as rl_accuracy
 
 MAX_GPUS = 4096  # the page's searches stay within its latency budget
 QUESTIONS = ("finetune", "rl")
@@ -126,8 +127,9 @@ def finetune_headline(answers: dict[str, dict], refused: list[str], gpus: int) -
                    else "")
 
 
-def rl_headline(step: dict, steps: int) -> str:
-    """The RL answer in one paragraph."""
+def rl_headline(step: dict, steps: int, accuracy: str) -> str:
+    """The RL answer in one paragraph, ending with its population's accuracy
+    (:func:`model.validation.rl.accuracy`)."""
     pools = ("every GPU alternates" if step["placement"] == "colocated" else
              f"{step['generation_gpus']} GPUs generate, {step['training_gpus']} train"
              + (", one step off-policy" if step["off_policy"] else ""))
@@ -138,8 +140,7 @@ def rl_headline(step: dict, steps: int) -> str:
             f"{step['sync_s']:.3g} s; GPUs idle {step['idle_gpu_share']:.0%}; "
             f"{_usd(step['cost_per_step_usd'], 2)} per step, {steps:,} steps "
             f"{steps * step['step_s'] / 86400:.3g} days and "
-            f"{_usd(step['cost_per_step_usd'], 0, steps)}. Not validated: no published RL step "
-            f"time was scored.")
+            f"{_usd(step['cost_per_step_usd'], 0, steps)}. Accuracy: {accuracy}.")
 
 
 def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
@@ -164,4 +165,6 @@ def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
              "post-days": fp.days_figure({}, pres),
              "post-timeline": fp.timeline_figure(summary, pres),
              "post-split": fp.split_figure(list(result.splits), result.generation_gpus, pres)},
-            rl_headline(summary, checked["steps"]))
+            rl_headline(summary, checked["steps"], rl_accuracy(
+                system.generation, step.placement, step.off_policy, step.algorithm,
+                step.precision, stack_of(scn))))

@@ -76,12 +76,13 @@ def build_parser(prog: str = "python -m model") -> Parser:
                    help="folder with korthikanti_validation.json and measurements.json "
                         "(default: the published runs in the package, model/data/reference)")
     v.add_argument("--set", choices=("all", "korthikanti", "measurements", "extra", "pytorch",
-                                     "moe", "serving", "finetune", "kernels"),
+                                     "moe", "serving", "finetune", "rl", "kernels"),
                    default="all", help="extra: Megatron-Bridge 25.09/26.02 runs, held out; "
                                        "pytorch: llm-foundry A100 and torchtitan H100 runs; "
                                        "moe: its DeepSeek-V3 and Qwen3-235B runs; serving: "
                                        "TensorRT-LLM's offline throughput (the serving fit); "
                                        "finetune: Megatron-Bridge's SFT and LoRA runs; "
+                                       "rl: NeMo-RL's GRPO step times; "
                                        "kernels: the kernel layer's held-out error on "
                                        "AIConfigurator's measured kernel tables")
     v.add_argument("--json", action="store_true", help="print the records and the summary")

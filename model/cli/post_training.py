@@ -137,8 +137,11 @@ def run_rl(args: argparse.Namespace) -> int:
                   args.placement, args.algorithm, args.off_policy, args.precision)
     res = rl_step(model, system, args.gpus, step, stack=args.stack,
                   generation_gpus=args.generation_gpus)
+    from model.validation.rl import accuracy  # the validation runs only when answered
+
     out = {**res.summary(), "steps": args.steps,
-           "accuracy": "not validated: no published RL step time was scored"}
+           "accuracy": accuracy(system.generation, args.placement, args.off_policy,
+                                args.algorithm, args.precision, args.stack)}
     out["run_days"] = args.steps * out["step_s"] / 86400.0
     per_step = out["cost_per_step_usd"]
     out["run_cost_usd"] = None if per_step is None else args.steps * per_step
@@ -182,4 +185,27 @@ def run_validate_finetune(args: argparse.Namespace) -> int:
         row = stats[key]
         print(f"{key}: mean |error| {row['mean_abs_error_pct']:.1f} %, max "
               f"{row['max_abs_error_pct']:.1f} % over {row['runs']} runs")
+    return 0
+
+
+def run_validate_rl(args: argparse.Namespace) -> int:
+    """Predicted vs measured step time on NeMo-RL's published GRPO runs
+    (:mod:`model.validation.rl`; nothing fitted to them)."""
+    from model.validation import rl as rlv
+
+    frame = rlv.records()
+    stats = rlv.summary(frame)
+    if args.json:
+        print_json({"records": frame.to_dict("records"), "summary": stats})
+        return 0
+    cols = ["id", "gpus", "generation_gpus", "measured_step_s", "predicted_step_s",
+            "error_pct", *rlv.PHASES]
+    print(frame[cols].to_string(index=False, float_format="%.1f"))
+    print(f"\nerror % = 100·(predicted/measured − 1) of the step time; the phases are "
+          f"predicted (the source publishes step times only); fitted: {stats['fitted']} "
+          f"(out-of-sample); {stats['source']}")
+    for name, row in [("all", stats["all"]), *stats["populations"].items()]:
+        print(f"{name}: mean |error| {row['mean_abs_error_pct']:.1f} %, max "
+              f"{row['max_abs_error_pct']:.1f} %, mean error {row['mean_error_pct']:+.1f} % "
+              f"over {row['runs']} runs")
     return 0

@@ -222,6 +222,9 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.set == "finetune":
         from model.cli.post_training import run_validate_finetune
         return run_validate_finetune(args)
+    if args.set == "rl":
+        from model.cli.post_training import run_validate_rl
+        return run_validate_rl(args)
     if args.set == "kernels":
         return run_validate_kernels(args)
     sets = (("korthikanti", "measurements", "extra", "pytorch", "moe") if args.set == "all"

@@ -8,7 +8,8 @@ Blocks: ``coverage`` (per population, the stated and empirical coverage of the s
 intervals, :func:`model.validation.coverage.coverage_table`), ``intervals`` (the interval of a
 few predictions, :func:`model.validation.error_bars.error_bar`), ``sources`` and
 ``moe-sources`` (the leave-one-source-out table per source, ``memory`` (the memory model's
-residuals and TorchTitan's reserved memory: :mod:`model.validation.memory_error`),
+residuals and TorchTitan's reserved memory: :mod:`model.validation.memory_error`), ``rl``
+(NeMo-RL's GRPO step times predicted, :func:`model.validation.rl.doc_block`),
 :func:`model.validation.cross_validation.cross_validation_sources`).
 """
 
@@ -20,7 +21,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from model.validation import memory_error
+from model.validation import memory_error, rl
 from model.validation.coverage import coverage_table
 from model.validation.cross_validation import ALL_FIRM, cross_validation_sources
 from model.validation.error_bars import error_bar
@@ -120,7 +121,8 @@ def memory_block() -> str:
 def blocks() -> dict[str, Callable[[], str]]:
     """Every generated block of the document, by name."""
     return {"coverage": coverage_block, "intervals": intervals_block, "memory": memory_block,
-            "sources": lambda: _sources("dense"), "moe-sources": lambda: _sources("moe")}
+            "sources": lambda: _sources("dense"), "moe-sources": lambda: _sources("moe"),
+            "rl": rl.doc_block}
 
 
 def render(text: str) -> str:
