@@ -211,7 +211,7 @@ def test_stored_error_table_is_what_validate_computes():
 
 def _row(cls, gpu, dtype):
     return next(r for r in kv.stored_error_rows()
-                if (r["class"], r["gpu"], r["dtype"]) == (cls, gpu, dtype))
+                if (r["class"], r["gpu"], r["engine"], r["dtype"]) == (cls, gpu, "trtllm", dtype))
 
 
 @pytest.mark.parametrize("cls,gpu,dtype,median,p90", [
@@ -239,8 +239,8 @@ def test_join_rows_takes_other_classes_rows():
     moe = [{"class": "moe", "gpu": "h100_sxm", "dtype": "fp8", "n": 10, "median_pct": 5.0,
             "p90_pct": 9.0, "extra": 1}]
     joined = kv.join_rows(kv.stored_error_rows(), moe)
-    assert {"class": "moe", "gpu": "h100_sxm", "dtype": "fp8", "n": 10, "median_pct": 5.0,
-            "p90_pct": 9.0} in joined
+    assert {"class": "moe", "gpu": "h100_sxm", "engine": "trtllm", "dtype": "fp8", "n": 10,
+            "median_pct": 5.0, "p90_pct": 9.0} in joined
     assert all(set(r) == set(kv.ROW_KEYS) for r in joined)
 
 

@@ -1,7 +1,8 @@
 """The kernel part of the Validation page: the kernel layer's held-out error on NVIDIA
 AIConfigurator 0.12.0's measured kernel tables (dense GEMM, context and decode attention,
-MLA, collectives; MoE rows where the MoE kernel model adds them), per class × GPU × dtype — the
-table ``tperf validate --set kernels`` prints, as stored by ``model.validation.kernels``."""
+MLA, collectives; MoE rows where the MoE kernel model adds them), per class × GPU × engine
+× dtype — the table ``tperf validate --set kernels`` prints, as stored by
+``model.validation.kernels``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from model.validation import kernels as kv
 
 COLUMNS = [
     _text("class", "kernel class", 170, filter=False), _text("gpu", "GPU", 100, filter=False),
+    _text("engine", "engine", 90, filter=False),
     _text("dtype", "dtype / collective", 160, filter=False),
     _num("n", "rows", "d", 70, filter=False),
     _num("median_pct", "median |err| %", ".1f", 120, flag=True, filter=False),
@@ -41,12 +43,14 @@ def section() -> html.Div:
         html.H3("Kernels: held-out error on measured kernel tables"),
         html.P(className="summary", children=(
             "Each kernel class is a closed form (roofline × shape terms) fitted per GPU × "
-            "dtype to NVIDIA AIConfigurator 0.12.0's measured TensorRT-LLM and NCCL tables. "
+            "dtype to NVIDIA AIConfigurator 0.12.0's measured kernel tables, per engine: "
+            "TensorRT-LLM (trtllm) and NCCL, vLLM (vllm) and SGLang (sglang), each on its "
+            "own kernels. "
             "Error: the shape families (GEMM: (n, k) pairs; attention: head configurations; "
             "MLA: head counts; collectives: message-size decades) held out a fifth at a "
             "time, each priced by a refit without it. Target: median ≤ 10 %, 90th "
-            "percentile ≤ 25 %. '(torch)': PyTorch measurements on an H100 and an H200, not "
-            "fitted.")),
+            "percentile ≤ 25 %. '(torch)', engine pytorch: PyTorch measurements on an H100 and "
+            "an H200, not fitted.")),
         html.Div(message, className="alert", role="status") if message else None,
         dag.AgGrid(id="validation-kernels", columnDefs=COLUMNS, rowData=rows,
                    defaultColDef={"resizable": True},

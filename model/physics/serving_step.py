@@ -64,8 +64,9 @@ class Engine:
         ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
         fit = None
         if model.moe and stack.moe_kernel == "measured":
-            from model.physics.kernels.moe_kernel import serving_fit
-            fit = serving_fit(system.name, workload.weight_precision)
+            from model.physics.kernels.moe_kernel import engine_serving_fit
+            fit = engine_serving_fit(system.name, system.generation, workload.weight_precision,
+                                     stack.kernels)
         return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit)
 
 
@@ -127,14 +128,15 @@ def shape_efficiency(engine: Engine, rows, k, n, experts: float | np.ndarray,
     tiles' padding, not the FLOPs, sets their compute time. A stack whose ``gemm_shapes`` is
     ``kernel-tables`` prices a dense GEMM's shape by the measured kernel's fitted terms instead
     (:func:`model.physics.kernels.pricing.gemm_shape_efficiency`: split-K waves, fitted depth,
-    padded rows), where the tables cover the system and precision."""
+    padded rows) of the stack's engine (its ``kernels``: TensorRT-LLM, vLLM or SGLang), where
+    that engine's tables cover the system and precision."""
     sysm, field = engine.system, PRECISIONS[engine.ctx.execution.precision].peak_field
     rows = np.maximum(np.asarray(rows, dtype=float), 1e-9)
     e = np.asarray(experts, dtype=float)
     if not np.any(e > 0) and engine.stack.gemm_shapes == "kernel-tables":
-        key = kernel_pricing.table_key(sysm.name, field)
+        key = kernel_pricing.table_key(sysm.name, field, engine.stack.kernels)
         if key is not None:  # the measured kernel's shape terms (model.physics.kernels)
-            return kernel_pricing.gemm_shape_efficiency(key, rows, k, n)
+            return kernel_pricing.gemm_shape_efficiency(key, rows, k, n, engine.stack.kernels)
     depth = gemm.depth_efficiency(k, gemm.depth_overhead(field))
     if not np.any(e > 0):
         return depth * wave_efficiency(rows, n, sysm.gemm_tile, sysm.sm_count)

@@ -28,6 +28,8 @@ NONE = "none"
 DEFAULT = "trtllm-1.0"
 
 GEMM_SHAPES = ("tiles", "kernel-tables")
+# whose measured kernel tables a stack's kernel switches use (model.physics.kernels.params)
+KERNEL_ENGINES = ("trtllm", "vllm", "sglang")
 FIELDS = (
     Field("name", str, "stack name (default: the file name)"),
     Field("source", str, "where the limits and the fitted values come from", required=True,
@@ -62,6 +64,10 @@ FIELDS = (
           "measured kernel tables' fit, model.physics.kernels)", default="tiles",
           choices=GEMM_SHAPES),
     Field("fit", dict, "what the fit reports (errors, data, commit)", default=None),
+    Field("kernels", str, "whose measured kernel tables the kernel switches (gemm_shapes "
+          "'kernel-tables', moe_kernel 'measured') use: 'trtllm', 'vllm' or 'sglang' "
+          "(model/physics/kernels/params.py, engine_kernels.json)", default="trtllm",
+          choices=KERNEL_ENGINES),
 )
 EFFICIENCY_KEYS = ("gemm", "expert_gemm", "hbm", "step_overhead_s", "sequence_overhead_s")
 
@@ -85,10 +91,11 @@ class ServingStack:
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
     gemm_shapes: str = "tiles"
+    kernels: str = "trtllm"
 
     def __hash__(self) -> int:
         return hash((self.name, self.max_batch, self.max_num_tokens, self.gemm_shapes,
-                     self.moe_kernel,
+                     self.moe_kernel, self.kernels,
                      tuple(sorted((g, tuple(sorted(v.items())))
                                   for g, v in self.efficiency.items()))))
 

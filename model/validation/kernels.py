@@ -6,8 +6,10 @@ pairs for GEMM, head configurations for attention, message-size decades for a co
 GPU count — are left out a fifth at a time (one at a time where there are five or fewer), the
 class's parameters refitted on the other families of the same GPU × dtype
 (:func:`model.physics.kernels.classes.fit_group`) and the left-out rows
-priced. Rows: {class, gpu, dtype, n, median_pct, p90_pct} of |t̂ − t|/t, per dtype and pooled
-(dtype 'all'); :func:`join_rows` merges rows of other kernel classes (MoE) into one table."""
+priced. Per engine whose tables were fitted (TensorRT-LLM ``trtllm``; vLLM ``vllm`` and SGLang
+``sglang`` where their tables exist, :mod:`model.physics.kernels.params`). Rows: {class, gpu,
+engine, dtype, n, median_pct, p90_pct} of |t̂ − t|/t, per dtype and pooled (dtype 'all');
+:func:`join_rows` merges rows of other kernel classes (MoE) into one table."""
 
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ import numpy as np
 
 from model.physics.kernels.classes import CLASSES, columns_of, fit_group, subset
 from model.physics.kernels.fit import relative_errors_pct
-from model.physics.kernels.params import KERNEL_DIR, kernel_subset
+from model.physics.kernels.params import DEFAULT_ENGINE, ENGINES, KERNEL_DIR, kernel_subset
 
-ROW_KEYS = ("class", "gpu", "dtype", "n", "median_pct", "p90_pct")
+ROW_KEYS = ("class", "gpu", "engine", "dtype", "n", "median_pct", "p90_pct")
+TORCH_ENGINE = "pytorch"  # the lead's PyTorch measurements (kernels_torch), not fitted
 TARGET_MEDIAN_PCT, TARGET_P90_PCT = 10.0, 25.0
 ERRORS_FILE = KERNEL_DIR / "kernel_errors.json"
+ENGINE_ORDER = {e: i for i, e in enumerate(ENGINES)}
 FOLDS = 5  # shape families are held out a fifth at a time
 
 
@@ -46,16 +50,22 @@ def held_out_errors(kind: str, gpu: str, dtype: str, rows: list[list[float]]) ->
     return errors
 
 
-def _row(kind: str, gpu: str, dtype: str, errors: np.ndarray) -> dict:
-    return {"class": kind, "gpu": gpu, "dtype": dtype, "n": int(errors.size),
+def _row(kind: str, gpu: str, dtype: str, errors: np.ndarray,
+         engine: str = DEFAULT_ENGINE) -> dict:
+    return {"class": kind, "gpu": gpu, "engine": engine, "dtype": dtype, "n": int(errors.size),
             "median_pct": round(float(np.median(errors)), 1),
             "p90_pct": round(float(np.percentile(errors, 90)), 1)}
 
 
-def kernel_error_rows(classes: Iterable[str] | None = None) -> list[dict]:
-    """Held-out error rows per class × GPU × dtype and pooled per class × GPU ('all');
-    collectives per operation (dtype = the collective, GPU counts pooled)."""
-    data = kernel_subset()["rows"]
+def kernel_error_rows(classes: Iterable[str] | None = None,
+                      engines: Iterable[str] = ENGINES) -> list[dict]:
+    """Held-out error rows per engine × class × GPU × dtype and pooled per engine × class ×
+    GPU ('all'); collectives per operation (dtype = the collective, GPU counts pooled)."""
+    return [r for engine in engines for r in _engine_rows(engine, classes)]
+
+
+def _engine_rows(engine: str, classes: Iterable[str] | None) -> list[dict]:
+    data = kernel_subset(engine)["rows"]
     out: list[dict] = []
     for kind in classes or CLASSES:
         for gpu, groups in data.get(kind, {}).items():
@@ -64,18 +74,21 @@ def kernel_error_rows(classes: Iterable[str] | None = None) -> list[dict]:
                 label = dtype.split("/")[0]
                 by_label.setdefault(label, []).append(held_out_errors(kind, gpu, dtype, rows))
             pooled = [np.concatenate(v) for v in by_label.values()]
-            out += [_row(kind, gpu, label, e)
+            out += [_row(kind, gpu, label, e, engine)
                     for label, e in zip(by_label, pooled)]
             if len(pooled) > 1:
-                out.append(_row(kind, gpu, "all", np.concatenate(pooled)))
+                out.append(_row(kind, gpu, "all", np.concatenate(pooled), engine))
     return out
 
 
 def join_rows(*tables: Iterable[dict]) -> list[dict]:
     """One table of error rows from several sources (this module's and the MoE kernel's),
-    each row reduced to :data:`ROW_KEYS`, ordered by class, GPU, dtype."""
-    rows = [{key: r[key] for key in ROW_KEYS} for table in tables for r in table]
-    return sorted(rows, key=lambda r: (r["class"], r["gpu"], r["dtype"] == "all", r["dtype"]))
+    each row reduced to :data:`ROW_KEYS` (a row without an engine: TensorRT-LLM's), ordered by
+    class, GPU, engine, dtype."""
+    rows = [{key: r.get(key, DEFAULT_ENGINE) if key == "engine" else r[key] for key in ROW_KEYS}
+            for table in tables for r in table]
+    return sorted(rows, key=lambda r: (r["class"], r["gpu"], ENGINE_ORDER.get(r["engine"], 9),
+                                       r["engine"], r["dtype"] == "all", r["dtype"]))
 
 
 def meets_target(row: dict) -> bool:
@@ -98,11 +111,13 @@ def stored_error_rows() -> list[dict]:
 
 def moe_error_rows() -> list[dict]:
     """The fused-MoE kernel model's held-out rows (:func:`model.physics.kernels.moe_kernel.
-    validation_rows`: one expert configuration left out), class ``moe``, the engine named in
-    the dtype column (its kernels differ per engine)."""
+    validation_rows`: one expert configuration left out), class ``moe``, the engine's
+    framework in the engine column and its kernel family in the dtype column (the kernels
+    differ per engine)."""
     from model.physics.kernels.moe_kernel import validation_rows
 
-    return [{**r, "dtype": f"{r['dtype']} ({r['engine']})"} for r in validation_rows()]
+    return [{**r, "engine": r["engine"].split("/")[0], "dtype": f"{r['dtype']} ({r['engine']})"}
+            for r in validation_rows()]
 
 
 def write_error_table() -> list[dict]:
@@ -112,7 +127,7 @@ def write_error_table() -> list[dict]:
 
     rows = join_rows(kernel_error_rows(), torch_error_rows(), moe_error_rows())
     ERRORS_FILE.write_text(json.dumps({
-        "what": "held-out error of the kernel layer per class × GPU × dtype "
+        "what": "held-out error of the kernel layer per class × GPU × engine × dtype "
                 "(model/validation/kernels.py kernel_error_rows), and its error on the "
                 "PyTorch measurements, not fitted (kernels_torch.py torch_error_rows)",
         "rows": rows}, indent=1) + "\n")
@@ -121,10 +136,12 @@ def write_error_table() -> list[dict]:
 
 def format_rows(rows: list[dict]) -> str:
     """The error table as text for the terminal, with a mark where a row misses the target."""
-    lines = [f"{'class':18s} {'gpu':9s} {'dtype':18s} {'n':>5s} {'median %':>9s} {'p90 %':>7s}"]
+    lines = [f"{'class':18s} {'gpu':9s} {'engine':7s} {'dtype':18s} {'n':>5s} {'median %':>9s} "
+             f"{'p90 %':>7s}"]
     for r in rows:
         mark = "" if meets_target(r) else "  above target"
-        lines.append(f"{r['class']:18s} {r['gpu']:9s} {r['dtype']:18s} {r['n']:5d} "
+        lines.append(f"{r['class']:18s} {r['gpu']:9s} {r.get('engine', DEFAULT_ENGINE):7s} "
+                     f"{r['dtype']:18s} {r['n']:5d} "
                      f"{r['median_pct']:9.1f} {r['p90_pct']:7.1f}{mark}")
     return "\n".join(lines)
 

@@ -66,7 +66,8 @@ def torch_error_rows() -> list[dict]:
             groups.setdefault((LABELS[r["kind"]], label), []).append(err)
         for (kind, label), errs in groups.items():
             e = np.asarray(errs)
-            out.append({"class": kind, "gpu": gpu, "dtype": label, "n": int(e.size),
+            out.append({"class": kind, "gpu": gpu, "engine": "pytorch", "dtype": label,
+                        "n": int(e.size),
                         "median_pct": round(float(np.median(e)), 1),
                         "p90_pct": round(float(np.percentile(e, 90)), 1)})
     return out

@@ -247,6 +247,31 @@ def serving_fit(system: str, weight_precision: str,
     return fitted(system, dtype, engine) if dtype else None
 
 
+ENGINE_KERNELS = DATA_DIR / "reference" / "kernels" / "engine_kernels.json"
+
+
+@memo.lru("MoE kernel per serving engine", 1)
+def _engine_kernels() -> dict:
+    return json.loads(ENGINE_KERNELS.read_text(encoding="utf-8"))
+
+
+@memo.lru("MoE kernel serving fits per engine", 64)
+def engine_serving_fit(system: str, generation: str, weight_precision: str,
+                       kernels: str = "trtllm") -> KernelFit | None:
+    """The fit a serving step of an engine's stack (its ``kernels``) prices its routed experts
+    with: TensorRT-LLM's as :func:`serving_fit`; vLLM's and SGLang's the fused MoE kernel that
+    engine runs on the GPU generation at the weight precision
+    (``model/data/reference/kernels/engine_kernels.json``, which cites the tables); None where
+    no fit covers it (the step keeps the roofline)."""
+    if kernels == "trtllm":
+        return serving_fit(system, weight_precision)
+    entry = _engine_kernels()["moe"].get(kernels, {}).get(generation, {}).get(weight_precision)
+    if entry is None:
+        return None
+    engine, dtype = entry.split(":")
+    return fitted(system, dtype, engine)
+
+
 def grouped_moe_s(fit: KernelFit, model: Transformer, tokens: Array, local: Array,
                   etp: Array) -> Array:
     """Seconds of one MoE layer's fused expert kernel on one GPU: ``tokens`` tokens entering
@@ -286,7 +311,7 @@ def validation_rows() -> list[dict]:
     return rows
 
 
-__all__ = ["MOE_DTYPES", "KernelFit", "MoEKernelError", "PARAMS", "SERVING_DTYPES", "TILE_ROWS",
-           "config_id", "engine_of", "fit_group", "fitted", "grouped_moe_s", "held_out_errors_pct",
-           "latency_s", "relative_errors_pct", "require", "serving_fit", "unsupported",
-           "validation_rows"]
+__all__ = ["ENGINE_KERNELS", "MOE_DTYPES", "KernelFit", "MoEKernelError", "PARAMS",
+           "SERVING_DTYPES", "TILE_ROWS", "config_id", "engine_of", "engine_serving_fit",
+           "fit_group", "fitted", "grouped_moe_s", "held_out_errors_pct", "latency_s",
+           "relative_errors_pct", "require", "serving_fit", "unsupported", "validation_rows"]

@@ -21,21 +21,25 @@ TABLE_DTYPE = {"matrix_tflops_fp16": "bfloat16", "matrix_tflops_fp8": "fp8",
                "matrix_tflops_fp4": "nvfp4"}
 
 
-def table_key(system_name: str, peak_field: str) -> tuple[str, str] | None:
+def table_key(system_name: str, peak_field: str, engine: str = "trtllm"
+              ) -> tuple[str, str] | None:
     """(GPU, dtype) of the measured table for a system preset and precision, None where the
-    tables have no fit (other GPUs, MXFP8)."""
+    tables of ``engine`` (TensorRT-LLM's by default; vLLM's, SGLang's) have no fit (other GPUs,
+    MXFP8)."""
     gpu, dtype = TABLE_GPU.get(system_name), TABLE_DTYPE.get(peak_field)
-    if gpu is None or dtype is None or fitted("gemm", gpu, dtype) is None:
+    if gpu is None or dtype is None or fitted("gemm", gpu, dtype, engine) is None:
         return None
     return gpu, dtype
 
 
-def gemm_shape_efficiency(key: tuple[str, str], rows: Array, k: Array, n: Array) -> Array:
-    """Shape efficiency of Y[rows, n] = X[rows, k]·W[k, n] on the table's kernel: wave
-    quantisation of its CTAs (split-K where the kernel splits), the depth term with the
-    fitted k₀, and the rows' share of their padded MMA tiles (:mod:`.gemm_kernel`), without η."""
+def gemm_shape_efficiency(key: tuple[str, str], rows: Array, k: Array, n: Array,
+                          engine: str = "trtllm") -> Array:
+    """Shape efficiency of Y[rows, n] = X[rows, k]·W[k, n] on the table's kernel (of
+    ``engine``'s tables): wave quantisation of its CTAs (split-K where the kernel splits), the
+    depth term with the fitted k₀, and the rows' share of their padded MMA tiles
+    (:mod:`.gemm_kernel`), without η."""
     gpu, dtype = key
-    params = fitted("gemm", gpu, dtype)
+    params = fitted("gemm", gpu, dtype, engine)
     split, rows_tile = gemm_kernel.KERNEL_PATH[dtype]
     rows = np.maximum(np.asarray(rows, dtype=float), 1e-9)
     shape = gemm_kernel.gemm_efficiency(rows, n, k, kernel_hardware(gpu), 1.0, params["k0"],
