@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from model.engine import tight
 from model.specs import memo
 from model.specs.schema import DATA_DIR
 from model.validation import conformal
@@ -64,9 +65,8 @@ def stored_rows(path: Path = STORED) -> tuple[dict[str, Any], ...]:
 
 def memory_radius(coverage: float = COVERAGE) -> float | None:
     """The split-conformal radius of the memory model's scores at ``coverage`` (None: too few
-    figures)."""
-    return conformal.radius([r["score"] for r in stored_rows()], conformal.check_coverage(
-        coverage))
+    figures): the one the searches keep tight candidates by (:mod:`model.engine.tight`)."""
+    return tight.memory_radius(coverage)
 
 
 def fit_status(memory_gb: float, usable_gb: float, coverage: float = COVERAGE
