@@ -14,12 +14,14 @@ from tests.unstacked import search
 
 def test_the_design_and_plan_pages_mark_a_tight_row():
     h200 = load_system("paper-h200")
-    res = search(load_model("gpt3-1t"), h200, 1024, 4096, "1d", compat="paper", top_k=40)
-    scn = valid(system="paper-h200", model="gpt3-1t", compat="paper")
-    assert reserve_gb(scn) == h200.memory_reserve_gb  # the paper mode: the system's reserve
-    usable = h200.usable_hbm_bytes / 1e9
-    row = res.top[res.top["memory_gb"] > usable].iloc[0]
-    rows = design._rows(res.top.assign(strategy="1d"), scn)
-    assert {r["memory_fit"] for r in rows} >= {"tight"}
-    text = plan.tight_text(scn, row)
+    res = search(load_model("gpt3-1t"), h200, 1024, 4096, "1d", top_k=5)
+    scn = valid(system="paper-h200", model="gpt3-1t")
+    usable = h200.hbm_capacity_gb - reserve_gb(scn)
+    top = res.top.assign(strategy="1d", fits=True)
+    top.loc[0, "memory_gb"] = usable  # at the limit: within the memory interval of it
+    top.loc[1, "memory_gb"] = usable / 2  # far below
+    rows = design._rows(top, scn)
+    assert [r["memory_fit"] for r in rows[:2]] == ["tight", "fits"]
+    text = plan.tight_text(scn, top.iloc[0])
     assert text.startswith(" — tight: may not fit: ") and text.endswith(f"GB of {usable:.1f}")
+    assert plan.tight_text(scn, top.iloc[1]) == ""

@@ -15,18 +15,18 @@ from model.cli import main
 from model.cli.format import TIGHT_LEGEND, fits_json
 from model.engine import tight
 from model.engine.counts import best_per_count
+from model.specs.modes import DEFAULT, PAPER
 from model.validation.memory_error import fit_status
 from tests.unstacked import search
 
 ARGV = ["search", "--model", "gpt3-1t", "--system", "paper-h200", "--gpus", "1024",
-        "--global-batch", "4096", "--strategy", "1d", "--top", "8"]
+        "--global-batch", "4096", "--strategy", "1d", "--top", "8", "--stack", "none"]
 
 
 @pytest.fixture(scope="module")
 def found():
     h200 = load_system("paper-h200")
-    return h200, search(load_model("gpt3-1t"), h200, 1024, 4096, "1d", compat="paper",
-                        top_k=40)
+    return h200, search(load_model("gpt3-1t"), h200, 1024, 4096, "1d", top_k=40)
 
 
 def test_keep_bytes_is_the_usable_hbm_times_the_memory_interval():
@@ -54,7 +54,7 @@ def test_the_search_keeps_candidates_over_the_usable_hbm_within_the_interval(fou
 def test_best_per_count_keeps_what_the_search_keeps(found):
     h200, res = found
     frame, _ = best_per_count(load_model("gpt3-1t"), h200, [1024], 4096, "1d", top_k=40,
-                               compat="paper")
+                               stack="none")
     assert list(frame["samples_per_s"]) == pytest.approx(list(res.top["samples_per_s"]))
     assert (frame["memory_gb"] > h200.usable_hbm_bytes / 1e9).any()
 
@@ -69,3 +69,11 @@ def test_the_cli_table_and_json_mark_tight_rows(capsys):
     states = [r["fits_state"] for r in entry["top"]]
     assert "tight" in states and set(states) <= {"fits", "tight"}
     assert entry["best_fits"]["fits"] in ("fits", "tight")
+
+
+def test_the_paper_mode_keeps_nothing_tight(found):
+    """The paper's model drops what is over the limit (docs/model.md §12.1): so does its mode."""
+    h200, res = found
+    paper = search(load_model("gpt3-1t"), h200, 1024, 4096, "1d", compat="paper", top_k=40)
+    assert paper.top["fits"].all() and tight.kept_bytes(h200, PAPER) == h200.usable_hbm_bytes
+    assert tight.kept_bytes(h200, DEFAULT) > h200.usable_hbm_bytes

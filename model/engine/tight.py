@@ -6,7 +6,8 @@ it may fit. A search keeps every candidate with M·e^−r ≤ U, i.e. M ≤ U·e
 ranked with the others by throughput; the outputs label it "may not fit: X ± Y GB of Z". The
 radius r is the conformal quantile, at the default coverage, of the memory residuals that
 ``python -m model.validation.memory_error --write`` stores (no interval stated: r = 0, the
-point estimate alone).
+point estimate alone). The paper mode (``compat="paper"``) reproduces the paper's model, which
+drops what is over the limit: it keeps nothing tight (:func:`kept_bytes`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 
 from model.specs import memo
 from model.specs.conformal import COVERAGE, check_coverage, radius
+from model.specs.hardware import System
+from model.specs.modes import DEFAULT, Mode
 from model.specs.schema import DATA_DIR
 
 MEMORY_RESIDUALS = DATA_DIR / "reference" / "memory_validation.json"
@@ -40,3 +43,10 @@ def keep_bytes(usable_bytes: float, coverage: float = COVERAGE) -> float:
     """The largest predicted memory (bytes) that may still fit ``usable_bytes``: U·e^r."""
     r = memory_radius(coverage)
     return usable_bytes * math.exp(r) if r is not None and usable_bytes > 0 else usable_bytes
+
+
+def kept_bytes(system: System, mode: Mode) -> float:
+    """What a search in ``mode`` keeps on ``system``: :func:`keep_bytes` of its usable HBM in
+    the default model, the usable HBM itself in the paper mode."""
+    usable = system.usable_hbm_bytes
+    return keep_bytes(usable) if mode == DEFAULT else usable

@@ -33,7 +33,7 @@ from model.engine.space import (
     expert_placement,
     shape_placements,
 )
-from model.engine.tight import keep_bytes
+from model.engine.tight import kept_bytes
 from model.physics.block import Ctx
 from model.physics.strategies import Strategy, build_strategy
 from model.specs import memo
@@ -57,7 +57,7 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
     strat = build_strategy(strategy, model, mode, ctx.execution)
     key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
                        pins)
-    usable = keep_bytes(system.usable_hbm_bytes)  # the tight candidates too (model.engine.tight)
+    usable = kept_bytes(system, mode)  # the tight candidates too (model.engine.tight)
     front = CACHE.get(key, usable, top_k)
     if front is None:
         with CACHE.evaluating(key):
@@ -93,6 +93,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     # even so is kept up to ``usable`` (its tight band, model.engine.tight)
     mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx,
                        system.usable_hbm_bytes)
+    keep = kept_bytes(system, ctx.mode)
     fits = fits_on(mem, system, usable)
     per_count, placing, offset, total = [], [], 0, 0
     placed = np.concatenate([p.counts() for p in places])
@@ -131,7 +132,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     bounds = np.concatenate([[0], np.cumsum(np.bincount(count_of[shape],
                                                         minlength=len(counts)))])
     finite = not np.isnan(thr).any()
-    asked = keep_bytes(system.usable_hbm_bytes)
+    asked = keep
     sel, starts = kept_rows(thr, mem["memory_bytes"][shape], shape, bounds,
                             depth if finite else None, top_k, asked)
     rows = {k: v[sel] for k, v in res.items()}
