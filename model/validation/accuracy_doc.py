@@ -116,10 +116,12 @@ def memory_block() -> str:
         lines.append(f"| {100 * q:.0f} % memory interval (\"tight\" band) | {len(rows)} | "
                      f"{said} | |")
     lines += ["", "| TorchTitan run (Table, row) | published peak reserved | model's allocated | "
-              "allocated / reserved − 1 |", "| --- | ---: | ---: | ---: |"]
+              "allocated / reserved − 1 | + NCCL rings at 64 channels |",
+              "| --- | ---: | ---: | ---: | ---: |"]
     for r in memory_error.stored_reserved_rows():
         lines.append(f"| {r['id']} (Table {r['table']}, {r['row']}) | {r['reserved_gib']:.1f} "
-                     f"GiB | {r['predicted_allocated_gib']:.1f} GiB | {r['gap_pct']:+.1f} % |")
+                     f"GiB | {r['predicted_allocated_gib']:.1f} GiB | {r['gap_pct']:+.1f} % | "
+                     f"{r['gap_with_nccl_pct']:+.1f} % |")
     return "\n".join(lines) + "\n"
 
 
