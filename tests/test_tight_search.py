@@ -68,6 +68,8 @@ def test_the_cli_table_and_json_mark_tight_rows(capsys):
     [entry] = data["results"]
     states = [r["fits_state"] for r in entry["top"]]
     assert "tight" in states and set(states) <= {"fits", "tight"}
+    words = [r["fits_text"] for r in entry["top"] if r["fits_state"] == "tight"]
+    assert all(w.startswith("may not fit: ") for w in words)
     assert entry["best_fits"]["fits"] in ("fits", "tight")
 
 

@@ -118,8 +118,8 @@ def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_
     for res, reason in zip(results, reasons, strict=True):
         top = records(res.top)
         for rec, (_, row) in zip(top, res.top.iterrows(), strict=True):
-            rec["fits_state"] = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)[
-                "fits"]
+            state = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)
+            rec["fits_state"], rec["fits_text"] = state["fits"], state["fits_text"]
         entries.append({
             "gpus": int(res.gpus), "max_gpus": res.max_gpus, "strategy": res.strategy,
             "feasible": res.feasible > 0,
