@@ -63,12 +63,35 @@ def closing_table(coverage: float = COVERAGE) -> str:
     return "\n".join(lines)
 
 
+def serving_table(coverage: float = COVERAGE) -> str:
+    """The serving populations' coverage (throughput; left out by model: the fit data is one
+    source, :mod:`model.validation.serving_residuals`), '' before the scores are stored."""
+    from model.validation.serving_residuals import serving_coverage
+    table = serving_coverage(check_coverage(coverage))
+    if table.empty:
+        return ""
+    q = check_coverage(coverage)
+    lines = ["| serving population (throughput) | n (models) | stated | empirical, model left out "
+             "(tested) | empirical, run left out | width |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in table.to_dict("records"):
+        width = r["width_pct"]
+        lines.append(f"| {r['population']} | {r['n']} ({r['models']}) | {100 * q:.0f} % | "
+                     f"{_pct(r['empirical_coverage'])} ({r['tested']}) | "
+                     f"{_pct(r['loo_coverage'])} | "
+                     f"{'–' if width is None or math.isnan(width) else f'{width:.1f} %'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--coverage", type=float, default=COVERAGE,
                         help="the stated coverage, 0.5–0.95 (default 0.8)")
     args = parser.parse_args(argv)
     print(closing_table(args.coverage))
+    serving = serving_table(args.coverage)
+    if serving:
+        print("\n" + serving)
     return 0
 
 
