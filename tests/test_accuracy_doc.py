@@ -18,7 +18,7 @@ def test_every_generated_block_of_the_accuracy_doc_is_todays():
         "docs/accuracy.md is stale: python -m model.validation.accuracy_doc --write")
 
 
-@pytest.mark.parametrize("name", ["stacks.md", "moe.md"])
+@pytest.mark.parametrize("name", ["stacks.md", "moe.md", "serving.md"])
 def test_the_stacks_and_moe_docs_accuracy_figures_are_generated(name):
     """docs/stacks.md's PyTorch-family and docs/moe.md's MoE accuracy tables (issue 32, item
     6): every block the document holds is there, and today's."""

@@ -31,7 +31,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "accuracy.md"
 # model.validation.doc_blocks)
 DOCS = {DOC: ("coverage", "intervals", "memory", "sources", "moe-sources"),
         DOC.parent / "stacks.md": ("pytorch-validate", "pytorch-sources", "torchtitan-runs"),
-        DOC.parent / "moe.md": ("moe-errors", "moe-populations", "moe-held-out")}
+        DOC.parent / "moe.md": ("moe-errors", "moe-populations", "moe-held-out"),
+        DOC.parent / "serving.md": ("serving-coverage",)}
 _BLOCK = re.compile(r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated:"
                     r"(?P=name) -->)", re.S)
 EXAMPLES = (  # (workload, stack, system) of the intervals table

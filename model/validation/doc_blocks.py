@@ -11,7 +11,8 @@ sources, :func:`model.validation.cross_validation.cross_validation_sources`),
 ``moe-errors`` and ``moe-populations`` (the MoE runs' in-sample, leave-one-release-out and
 leave-one-model-out errors stored by ``scripts/calibrate --write`` in
 ``moe_error_populations.json``), ``moe-held-out`` (the never-fitted MoE runs:
-:mod:`model.validation.moe_held_out`).
+:mod:`model.validation.moe_held_out`); in docs/serving.md ``serving-coverage`` (the serving
+intervals' coverage: :mod:`model.validation.serving_residuals`).
 """
 
 from __future__ import annotations
@@ -135,6 +136,25 @@ def moe_held_out_block() -> str:
     return "\n".join(lines) + "\n"
 
 
+def serving_coverage_block() -> str:
+    """Per serving population: runs (models), the 80 % interval on throughput, its width and
+    its empirical coverage, model left out and run left out
+    (:func:`model.validation.serving_residuals.serving_coverage`)."""
+    from model.specs.conformal import bounds_pct, radius
+    from model.validation.serving_residuals import serving_coverage, stored_scores
+    lines = ["| population | runs (models) | 80 % interval on throughput | width | "
+             "empirical, model left out | empirical, run left out |",
+             "| --- | ---: | --- | ---: | ---: | ---: |"]
+    for r in serving_coverage(0.8).to_dict("records"):
+        scores = [s["score"] for s in stored_scores() if s["population"] == r["population"]]
+        low, high = bounds_pct(radius(scores, 0.8))
+        lines.append(f"| {r['population']} | {r['n']} ({r['models']}) | {low:+.1f} % … "
+                     f"{high:+.1f} % | {r['width_pct']:.1f} % | "
+                     f"{100 * r['empirical_coverage']:.1f} % | {100 * r['loo_coverage']:.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS = {"pytorch-validate": pytorch_validate_block, "pytorch-sources": pytorch_sources_block,
           "torchtitan-runs": torchtitan_runs_block, "moe-errors": moe_errors_block,
-          "moe-populations": moe_populations_block, "moe-held-out": moe_held_out_block}
+          "moe-populations": moe_populations_block, "moe-held-out": moe_held_out_block,
+          "serving-coverage": serving_coverage_block}

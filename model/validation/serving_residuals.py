@@ -13,8 +13,8 @@ its runs cannot be held out by source; the unit held out is the *model* — the 
 error bar's key: :mod:`model.serving.validity`) as training's coverage table does: the interval
 of a run is the conformal radius of the scores of every *other model's* runs of its
 population, and the share of runs inside is the empirical coverage (left out by model), beside
-the run-left-out one. The serving answers' bars are still the in-sample mean |error|
-(:func:`model.serving.validity.error_bars`): these figures say what a conformal bar would keep.
+the run-left-out one. The serving answers' throughput bar is that interval
+(:func:`model.serving.validity.error_bars`), so these figures are the coverage it keeps.
 """
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"refit and write {STORED.name}")
     args = parser.parse_args(argv)
     if args.write:
-        STORED.write_text(json.dumps({"method": __doc__.split("\n\n")[1],
+        from model.specs.serving_stack import load_serving_stack
+        data = (load_serving_stack("trtllm-1.0").fit or {}).get("data")
+        STORED.write_text(json.dumps({"method": __doc__.split("\n\n")[1], "data": data,
                                       "runs": compute_scores()}, indent=1) + "\n")
         stored_scores.clear()  # type: ignore[attr-defined]
     print(serving_coverage(scores=stored_scores(STORED)).to_string(index=False))
