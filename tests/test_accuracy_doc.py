@@ -5,15 +5,36 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from model.validation import accuracy_doc
 
 
 def test_every_generated_block_of_the_accuracy_doc_is_todays():
     text = accuracy_doc.DOC.read_text()
     found = {m.group("name") for m in accuracy_doc._BLOCK.finditer(text)}
-    assert found == set(accuracy_doc.blocks())
+    assert found == set(accuracy_doc.DOCS[accuracy_doc.DOC])
     assert accuracy_doc.render(text) == text, (
         "docs/accuracy.md is stale: python -m model.validation.accuracy_doc --write")
+
+
+@pytest.mark.parametrize("name", ["stacks.md", "moe.md", "serving.md"])
+def test_the_stacks_and_moe_docs_accuracy_figures_are_generated(name):
+    """docs/stacks.md's PyTorch-family and docs/moe.md's MoE accuracy tables (issue 32, item
+    6): every block the document holds is there, and today's."""
+    doc = accuracy_doc.DOC.parent / name
+    text = doc.read_text()
+    found = [m.group("name") for m in accuracy_doc._BLOCK.finditer(text)]
+    assert sorted(found) == sorted(accuracy_doc.DOCS[doc])
+    assert all(m.group("body").strip() for m in accuracy_doc._BLOCK.finditer(text))
+    assert accuracy_doc.render(text) == text, (
+        f"docs/{name} is stale: python -m model.validation.accuracy_doc --write")
+
+
+def test_every_block_belongs_to_one_document():
+    names = [n for blocks in accuracy_doc.DOCS.values() for n in blocks]
+    assert sorted(names) == sorted(accuracy_doc.blocks())
+
 
 
 def test_a_stale_figure_is_caught():

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from model import load_model, load_system
+from model.engine.tight import keep_bytes
 from tests.unstacked import evaluate, search
 
 GBS = 1024
@@ -64,7 +65,7 @@ def test_evaluate_equals_a_search_row(name, strategy, gpus, compat, sysname, pic
         return
     ref = res.top.iloc[min(pick, len(res.top) - 1)]
     ev = evaluate(m, s, gpus, GBS, strategy, compat=compat, **{k: int(ref[k]) for k in DIMS})
-    assert ev.fits
+    assert ev.fits == bool(ref["fits"])  # a search keeps tight rows too (model.engine.tight)
     for key in ref.index:
         if isinstance(ref[key], (float, np.floating)):
             same_nan = np.isnan(ref[key]) and np.isnan(ev.row[key])  # a cost without a price
@@ -141,4 +142,6 @@ def test_default_results_are_finite(name, strategy, gpus, sysname, nvs):
         assert (top[nonneg] >= 0).all().all()
         assert (top["mfu"] <= top["hfu"] * (1 + REL)).all()
         assert (top["hfu"] < 1).all()  # 80 % FLOP efficiency plus overheads
-        assert pd.api.types.is_bool_dtype(top["fits"]) and top["fits"].all()
+        assert pd.api.types.is_bool_dtype(top["fits"])
+        # each row fits, or is tight: within the memory model's interval (model.engine.tight)
+        assert (top["memory_gb"] * 1e9 <= keep_bytes(s.hbm_capacity_gb * 1e9)).all()

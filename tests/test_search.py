@@ -3,11 +3,14 @@ inputs, feasibility (that evaluate() reproduces a search row: tests/test_search_
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from model import ModelError, load_model, load_system
+from model.engine.tight import memory_radius
 from tests.unstacked import evaluate, search
 
 REL = 1e-12
@@ -149,9 +152,10 @@ def test_search_is_deterministic_and_ranked(h200, gpt3, strategy, compat):
     assert 0 < a.feasible <= a.candidates
     thr = top["samples_per_s"].to_numpy()
     assert (np.diff(thr) <= 0).all()
-    assert (top["memory_gb"] <= top["hbm_capacity_gb"]).all()
+    # fits, or tight: within the memory model's interval of the usable HBM (model.engine.tight)
+    assert (top["memory_gb"] <= top["hbm_capacity_gb"] * math.exp(memory_radius())).all()
     assert (top["hbm_capacity_gb"] == h200.hbm_capacity_gb).all()
-    assert top["fits"].all()
+    assert top["fits"].any()
     assert (top["gpus"] == 1024).all()
     assert (top["tp1"] * top["tp2"] * top["pp"] * top["dp"] == 1024).all()
     assert (top["n_microbatches"] * top["microbatch"] * top["dp"] == GBS).all()

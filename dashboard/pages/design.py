@@ -37,6 +37,8 @@ TOP_COLUMNS = [
         ("microbatch", "mb", 85), ("nb", "nb", 85), ("ep", "ep", 85), ("etp", "etp", 90))],
     text_column("placement", "NVLink tp1×tp2×dp×pp", 150, filter=False),
     number_column("memory_gb", "memory GB", ".1f", 130),
+    # "tight": the memory model's interval holds the usable HBM (may not fit; kept, ranked)
+    text_column("memory_fit", "HBM fit", 110, filter=False),
     number_column("iteration_time_s", "iter s", ".2f", 115),
     number_column("t_compute_s", "compute s", ".2f", 125),
     number_column("t_tp_comm_s", "TP comm s", ".2f", 125),
@@ -119,8 +121,11 @@ layout = html.Div(className="page-body", children=[
 ])
 
 
-def _rows(frame) -> list[dict[str, Any]]:
+def _rows(frame, scn: dict[str, Any]) -> list[dict[str, Any]]:
+    """The top table's rows: with the NVLink placement and whether each fits ("fits" |
+    "tight": :func:`dashboard.views.selected.fit_state`)."""
     out = frame.copy()
+    out["memory_fit"] = [selected.fit_state(scn, row)[0] for _, row in frame.iterrows()]
     out["placement"] = (out["nv_tp1"].astype(str) + "×" + out["nv_tp2"].astype(str) + "×"
                         + out["nv_dp"].astype(str) + "×" + out["nv_pp"].astype(str))
     return out.to_dict("records")
@@ -152,7 +157,7 @@ def build_space(scn: dict[str, Any]) -> tuple:
         heat = figures.mark_not_validated(
             figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres),
             notes.not_validated(scn), pres)
-    rows = _rows(compute.top(scn))
+    rows = _rows(compute.top(scn), scn)
     return heat, rows, rows[:1], why
 
 

@@ -24,7 +24,7 @@ from dashboard.jobs import compute, planner
 from dashboard.jobs.plan_stages import NotQuick
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import job_error, page_callback
-from dashboard.views import codesign_view, notes
+from dashboard.views import codesign_view, notes, selected
 from model.engine.economics import power_and_prices
 from model.physics.goodput import job_mtbf_s
 from model.studies.lost_node import DEFAULT_CLIFF_RATIO
@@ -118,7 +118,7 @@ def answer_texts(scn: dict[str, Any], frame: pd.DataFrame) -> list[str]:
     interval = float(row["checkpoint_interval_s"])
     return [
         f"{_count(row['gpus'])} ({_count(int(row['gpus']) // step)} nodes of {step})",
-        config_text(row),
+        config_text(row) + tight_text(scn, row),
         notes.days_text(scn, float(row["train_days"])),
         f"{row['train_days_with_failures']:.2f} days"
         + (f" (a checkpoint every {interval / 60:.0f} min)" if math.isfinite(interval) else ""),
@@ -129,6 +129,13 @@ def answer_texts(scn: dict[str, Any], frame: pd.DataFrame) -> list[str]:
         f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.1f}%",
         fewer,
     ]
+
+
+def tight_text(scn: dict[str, Any], row: pd.Series) -> str:
+    """' — tight: may not fit: X ± Y GB of Z' when the memory model's interval holds the usable
+    HBM (:func:`dashboard.views.selected.fit_state`), else ''."""
+    state, words = selected.fit_state(scn, row)
+    return f" — tight: {words}" if state == "tight" else ""
 
 
 def headline(scn: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:

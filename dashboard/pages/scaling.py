@@ -19,7 +19,7 @@ from dashboard.figures.theme import dimension_label
 from dashboard.jobs import compute, studies
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
-from dashboard.views import notes
+from dashboard.views import notes, selected
 from dashboard.views.explain import no_configuration_text
 from model import ModelError
 from model.cli.numbers import duration_days, quantity
@@ -149,7 +149,24 @@ def summary_text(frame: pd.DataFrame, scn: dict[str, Any] | None = None) -> str:
     return (f"Fastest ({who}): {strategy_name(best['strategy'])} on {int(best['gpus']):,} GPUs — "
             f"{notes.days_text(scn, best['train_days'], bar=bar)}, "
             f"{notes.rate_text(scn, best['samples_per_s'], bar=bar)}, "
-            f"{_mfu(best)} ({_config(best)}).")
+            f"{_mfu(best)} ({_config(best)}).{tight_text(frame, scn, best)}")
+
+
+def tight_text(frame: pd.DataFrame, scn: dict[str, Any], best: pd.Series) -> str:
+    """' Tight: …' when the headline's configuration or any count's best may not fit (the
+    memory model's interval holds the usable HBM: :func:`dashboard.views.selected.fit_state`),
+    else '' (and '' without a scenario)."""
+    if "compat" not in scn or "hbm_capacity_gb" not in frame:
+        return ""
+    states = [selected.fit_state(scn, row) for _, row in frame.iterrows()]
+    tight = [int(row["gpus"]) for (_, row), (state, _) in zip(frame.iterrows(), states,
+                                                               strict=True) if state == "tight"]
+    if not tight:
+        return ""
+    state, words = selected.fit_state(scn, best)
+    head = f" Tight: {words}." if state == "tight" else ""
+    counts = ", ".join(f"{g:,}" for g in sorted(set(tight)))
+    return f"{head} Tight (may not fit) at {counts} GPUs."
 
 
 def idealised_text(frame: pd.DataFrame) -> str:

@@ -85,11 +85,18 @@ def build(scn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple:
 def memory_fit(scn: dict[str, Any], row: pd.Series) -> str:
     """'Memory: tight — may not fit: X ± Y GB of Z.' (fits / tight / no with the memory model's
     interval: :func:`model.validation.memory_error.fit_status`)."""
+    state, words = fit_state(scn, row)
+    return f"Memory: {state} — {words}."
+
+
+def fit_state(scn: dict[str, Any], row: Any) -> tuple[str, str]:
+    """("fits" | "tight" | "no", the words) of a result row in the scenario's usable HBM
+    (:func:`model.validation.memory_error.fit_status`; the host tier too small: "no")."""
     usable = float(row["hbm_capacity_gb"]) - reserve_gb(scn)
     state, words = fit_status(float(row["memory_gb"]), usable)
     if state == "fits" and not bool(row["fits"]):  # the host tier (offload) is too small
         state, words = "no", "the host memory tier is too small"
-    return f"Memory: {state} — {words}."
+    return state, words
 
 
 def exported(scn: dict[str, Any], context: Any, checked) -> dict[str, Any]:

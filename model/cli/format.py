@@ -118,8 +118,8 @@ def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_
     for res, reason in zip(results, reasons, strict=True):
         top = records(res.top)
         for rec, (_, row) in zip(top, res.top.iterrows(), strict=True):
-            rec["fits_state"] = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)[
-                "fits"]
+            state = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)
+            rec["fits_state"], rec["fits_text"] = state["fits"], state["fits_text"]
         entries.append({
             "gpus": int(res.gpus), "max_gpus": res.max_gpus, "strategy": res.strategy,
             "feasible": res.feasible > 0,
@@ -252,9 +252,10 @@ def _second_axes(top: pd.DataFrame) -> dict[str, Any]:
     return {k: named[k].to_numpy() for k in keep}
 
 
-def top_table(top: pd.DataFrame) -> str:
+def top_table(top: pd.DataFrame, states: list[str] | None = None) -> str:
     """The top configurations, one line each: the configuration, every execution choice that
-    differs between the rows, and the key results."""
+    differs between the rows, and the key results; ``states`` ("fits" | "tight" per row:
+    :func:`fits_json`) marks the tight rows' memory "tight"."""
     no_budget = not np.isfinite(top["train_days"].to_numpy(dtype=float)).any()
     days = ("days/1T tokens", "days_per_1t_tokens") if no_budget else ("days", "train_days")
     table = pd.DataFrame({
@@ -268,7 +269,8 @@ def top_table(top: pd.DataFrame) -> str:
     for col in EXECUTION_COLUMNS:  # the choices that tell rows apart
         if top[col].nunique() > 1:
             table[EXECUTION_LABELS.get(col, col)] = top[col].to_numpy()
-    table["memory GB"] = top["memory_gb"].map(lambda v: f"{v:.1f}").to_numpy()
+    marks = [" tight" if s == "tight" else "" for s in (states or [""] * len(top))]
+    table["memory GB"] = [f"{v:.1f}{m}" for v, m in zip(top["memory_gb"], marks, strict=True)]
     table["MFU"] = top["mfu"].map(lambda v: f"{100 * v:.1f}%").to_numpy()
     return table.to_string(index=False)
 
@@ -295,8 +297,16 @@ def format_search(res: SearchResult, reason: str | None,
               + tight_note(best, usable_gb, bar)]
     if command is not None:
         lines.append(f"      reproduce: {command(best)}")
-    lines += [f"top {len(res.top)}:", top_table(res.top)]
+    states = ([fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)["fits"]
+               for _, row in res.top.iterrows()] if usable_gb is not None else None)
+    lines += [f"top {len(res.top)}:", top_table(res.top, states)]
+    if states and "tight" in states:
+        lines.append(TIGHT_LEGEND)
     return "\n".join(lines)
+
+
+TIGHT_LEGEND = ("tight: may not fit: the memory model's interval holds the usable HBM "
+                "(kept and ranked by throughput, not dropped)")
 
 
 def tight_note(row: pd.Series, usable_gb: float | None, bar: ErrorBar | None) -> str:

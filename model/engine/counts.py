@@ -38,6 +38,7 @@ from model.engine.search import (
     with_stack,
 )
 from model.engine.space import divisors
+from model.engine.tight import kept_bytes
 from model.engine.variant import variant_frontier
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy
@@ -185,7 +186,7 @@ def _bests(model: Transformer, system: System, counts: list[int], global_batch: 
     mode = resolve_mode(compat)
     system, execution = with_stack(system.with_costs(costs), execution, stack, mode)
     variants = execution_variants(execution)
-    usable = system.usable_hbm_bytes
+    usable = kept_bytes(system, mode)  # tight rows too, as search's (model.engine.tight)
     frames, done = [], Searched(executions=tuple(variants))
     for v, ex in enumerate(variants):
         front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex,

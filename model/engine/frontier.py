@@ -143,11 +143,15 @@ class Frontier:
         return [c.candidates for c in self.shapes]
 
     def tops(self, model: Transformer, system: System, global_batch: int, top_k: int,
-             constants: dict[str, Any]) -> list[tuple[pd.DataFrame, int, int, Origin | None]]:
+             constants: dict[str, Any], keep: float | None = None
+             ) -> list[tuple[pd.DataFrame, int, int, Origin | None]]:
         """(top frame, candidates, feasible, origin) per GPU count at the system's HBM capacity;
         the origin is the frame of every count's rows the top was sliced from and its first
-        row there (None where nothing fits)."""
-        usable = system.usable_hbm_bytes
+        row there (None where nothing fits). The top holds the tight candidates too (predicted
+        over the usable HBM but within the memory model's interval of it:
+        ``keep`` bytes: :func:`model.engine.tight.kept_bytes`; None: none), ranked with the
+        rest; ``feasible`` counts them with those predicted to fit."""
+        usable = system.usable_hbm_bytes if keep is None else keep
         fit = self.rows["memory_bytes"] <= usable
         picks = [a + np.flatnonzero(fit[a:b])[:top_k]
                  for a, b in zip(self.starts[:-1], self.starts[1:])]

@@ -25,6 +25,7 @@ from model.engine.report import op_table, result_frame
 from model.engine.request import DEFAULT_BUDGET, Request, frozen_pins
 from model.engine.rules import explain
 from model.engine.space import build_space
+from model.engine.tight import kept_bytes
 from model.engine.variant import clear_shape_spaces, variant_frontier
 from model.errors import ModelError
 from model.physics.block import Ctx
@@ -191,7 +192,8 @@ def _search_variant(model: Transformer, system: System, counts: list[int], globa
     (:meth:`model.engine.frontier.Frontier.tops`)."""
     front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex, pins,
                                   top_k, budget, pruning)
-    return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
+    return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution),
+                      kept_bytes(system, mode))
 
 
 @dataclass

@@ -33,6 +33,7 @@ from model.engine.space import (
     expert_placement,
     shape_placements,
 )
+from model.engine.tight import kept_bytes
 from model.physics.block import Ctx
 from model.physics.strategies import Strategy, build_strategy
 from model.specs import memo
@@ -56,13 +57,14 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
     strat = build_strategy(strategy, model, mode, ctx.execution)
     key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
                        pins)
-    usable = system.usable_hbm_bytes
+    usable = kept_bytes(system, mode)  # the tight candidates too (model.engine.tight)
     front = CACHE.get(key, usable, top_k)
     if front is None:
         with CACHE.evaluating(key):
             front = CACHE.get(key, usable, top_k)  # evaluated meanwhile by another thread?
             if front is None:
-                cover, depth = CACHE.plan(key, usable, top_k)
+                cover, depth = CACHE.plan(key, system.usable_hbm_bytes, top_k)
+                cover = max(cover, usable)
                 if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
                     cover, depth = usable, top_k
                 front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
@@ -87,7 +89,11 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     shapes, merged, places = _shape_space(model, strat, counts, global_batch, pins, ctx,
                                           system.nvlink_domain_size)
     op_counts = ShapeCounts.of(strat, merged, ctx)
-    mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx, usable)
+    # the fewest recomputed layers are those that fit the system's usable HBM; a shape over it
+    # even so is kept up to ``usable`` (its tight band, model.engine.tight)
+    mem = shape_memory(model, strat, merged, global_batch, op_counts, ctx,
+                       system.usable_hbm_bytes)
+    keep = kept_bytes(system, ctx.mode)
     fits = fits_on(mem, system, usable)
     per_count, placing, offset, total = [], [], 0, 0
     placed = np.concatenate([p.counts() for p in places])
@@ -126,7 +132,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     bounds = np.concatenate([[0], np.cumsum(np.bincount(count_of[shape],
                                                         minlength=len(counts)))])
     finite = not np.isnan(thr).any()
-    asked = system.usable_hbm_bytes
+    asked = keep
     sel, starts = kept_rows(thr, mem["memory_bytes"][shape], shape, bounds,
                             depth if finite else None, top_k, asked)
     rows = {k: v[sel] for k, v in res.items()}

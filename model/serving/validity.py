@@ -8,11 +8,28 @@ The populations are written by ``bench/serve_fit.py`` into the stack's ``fit.pop
 |predicted/measured − 1| per metric. A metric the fit data never measured (TensorRT-LLM's perf
 overview gives offline throughput only: no TTFT, no TPOT) has no entry, and a stack that was
 never fitted (``validated`` false: vLLM, SGLang) has none at all.
+
+Throughput's bar is a split-conformal interval (:mod:`model.specs.conformal`) at 80 % where
+the held-out scores of the stack's fit data are stored
+(``model/data/reference/serving_residuals.json``, written by ``python -m
+model.validation.serving_residuals --write``: each run predicted by the fit redone without its
+model — the data is one source, so the model is what is held out): the ⌈(n+1)·q⌉-th smallest
+|ln(predicted/measured)| of the population's n runs, with the in-sample mean |error| beside it.
+Its coverage, model left out and run left out, is
+:func:`model.validation.serving_residuals.serving_coverage`.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+from model.specs import memo
+from model.specs.conformal import COVERAGE, bounds_pct, radius, too_few
+from model.specs.schema import DATA_DIR
 from model.specs.serving_stack import ServingStack
+
+RESIDUALS = DATA_DIR / "reference" / "serving_residuals.json"
 
 METRICS = {"output_tokens_per_s": "throughput", "ttft_s": "TTFT", "tpot_s": "TPOT"}
 MIN_RUNS = 3  # fewer runs of a population than this: no bar, "not validated"
@@ -39,7 +56,40 @@ def error_bars(stack: ServingStack, moe: bool, generation: str) -> dict[str, str
             out[metric] = (f"not validated ({label} of {key.replace('/', ' models on ')} "
                            f"is not measured in {source})")
             continue
-        out[metric] = (f"±{row['mean_abs_error_pct']:.0f} % (offline {label}: mean |error| over "
-                       f"{row['runs']} {key.replace('/', ' ')} runs of {source}, in sample; "
-                       f"max {row['max_abs_error_pct']:.0f} %)")
+        runs = (f"{row['runs']} {key.replace('/', ' ')} runs of {source}, in sample; max "
+                f"{row['max_abs_error_pct']:.0f} %")
+        scores = held_out_scores(source, key) if metric == "output_tokens_per_s" else ()
+        if scores:
+            out[metric] = (conformal_text(scores, key, label) + f" (mean |error| "
+                           f"{row['mean_abs_error_pct']:.0f} % over {runs})")
+        else:
+            out[metric] = (f"±{row['mean_abs_error_pct']:.0f} % (offline {label}: mean |error| "
+                           f"over {runs})")
     return out
+
+
+@memo.lru("serving held-out scores", 4)
+def _stored(path: Path = RESIDUALS) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def held_out_scores(source: str, key: str) -> tuple[float, ...]:
+    """The leave-one-model-out scores of population ``key`` when they were computed on the
+    fit data ``source`` (else none)."""
+    stored = _stored()
+    if stored.get("data") != source:
+        return ()
+    return tuple(r["score"] for r in stored.get("runs", ()) if r["population"] == key)
+
+
+def conformal_text(scores: tuple[float, ...], key: str, label: str,
+                   coverage: float = COVERAGE) -> str:
+    """'80 % interval −L % to +H % on offline throughput (split-conformal over n
+    leave-one-model-out runs of dense hopper serving)', or why it cannot be stated."""
+    pop = f"{len(scores)} leave-one-model-out runs of {key.replace('/', ' ')} serving"
+    r = radius(scores, coverage)
+    if r is None:
+        return f"{100 * coverage:.0f} % interval not stated: {too_few(len(scores), coverage)}"
+    low, high = bounds_pct(r)
+    return (f"{100 * coverage:.0f} % interval {low:+.1f} % to {high:+.1f} % on offline {label} "
+            f"(split-conformal over {pop})")

@@ -36,7 +36,7 @@ from model.specs.hardware import System, load_system
 from model.specs.models import load_model
 from model.specs.schema import DATA_DIR
 from model.specs.transformer import transformer_from_dict
-from model.validation.case import Case
+from model.validation.case import FITTING_DEPTH, Case, fastest_fitting
 from model.validation.moe import moe_cases
 from model.validation.sources import recipe_memory, source_and_stack
 
@@ -309,11 +309,12 @@ def predict_row(case: Case, **overrides) -> pd.Series:
     if execution.get("offload") and c["system"].host_memory_gb <= 0:
         execution = {**execution, "offload": "none"}
     res = search(c["model"], c["system"], c["gpus"], c["global_batch"], c["strategy"],
-                 pins=c["config"], execution=execution, stack=c["stack"], top_k=1)
-    if res.best is None:  # nothing fits: the plain choice, as published
+                 pins=c["config"], execution=execution, stack=c["stack"], top_k=FITTING_DEPTH)
+    best = fastest_fitting(res.top)  # not a tight row (model.validation.case)
+    if best is None:  # nothing fits: the plain choice, as published
         plain = {k: (v[0] if isinstance(v, list) else v) for k, v in execution.items()}
         return predict_row(case, **{**overrides, "execution": plain})
-    return res.best
+    return best
 
 
 def predict(case: Case) -> float:

@@ -30,3 +30,15 @@ class Case:
     stack: str = "none"  # the software stack of the run (its calibrated efficiencies)
     source: str = ""  # the paper or release it comes from (what cross-validation leaves out)
     skip: str = ""
+
+
+# rows of a published run's search looked through for the fastest that fits: a search ranks
+# the tight candidates (model.engine.tight) with those that fit, and a published run is
+# predicted with what fits by the point estimate, as it was before tight rows were kept
+FITTING_DEPTH = 32
+
+
+def fastest_fitting(top: Any) -> Any:
+    """The first row of a search's top frame that fits by the point estimate (None: none)."""
+    fitting = top[top["fits"]]
+    return None if fitting.empty else fitting.iloc[0]

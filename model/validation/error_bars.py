@@ -96,6 +96,7 @@ class ErrorBar:
     borrowed: str = ""  # the wider population the interval is borrowed from ('' : its own)
     own_runs: int = 0  # the runs of its own population (when borrowed: too few)
     method: str = "leave-one-source-out"  # how the residuals were held out
+    sources: int = 0  # the sources the runs come from (1: coverage across sources untested)
 
     @property
     def validated(self) -> bool:
@@ -119,6 +120,8 @@ class ErrorBar:
                   "never narrower than their largest residual")
         else:
             of = f"split-conformal over {self.runs} {self.method} runs of {self.population}"
+            if self.sources == 1:  # model.validation.coverage: nothing to test it against
+                of += "; all from one source, so its coverage across sources is untested"
         if not self.stated:
             return (f"{100 * self.coverage:.0f} % interval not stated: "
                     f"{conformal.too_few(self.runs, self.coverage)} ({of})")
@@ -151,6 +154,7 @@ class ErrorBar:
                 "high_pct": self.high_pct if stated else None,
                 "population": self.borrowed or self.population or None,
                 "own_population": self.population or None, "own_n": self.own_runs,
+                "sources": self.sources,
                 "borrowed": bool(self.borrowed),
                 "text": self.text,
                 "mean_pct": self.mean_pct if finite else None,
@@ -252,7 +256,7 @@ def error_bar(stack: str | None = None, moe: bool = False, system: str | None = 
                     low_pct=low, high_pct=high,
                     population=population_label(own[0], moe, own[1]),
                     borrowed=population_label(pop[0], moe, pop[1]) if pop != own else "",
-                    own_runs=len(own_members))
+                    own_runs=len(own_members), sources=len({r.source for r in members}))
 
 
 def _family(stack: str | None) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from model.engine.api import search
 from model.specs.hardware import load_system
 from model.specs.models import load_model
+from model.validation.case import FITTING_DEPTH, fastest_fitting
 
 PUBLISHED = ((8192, 430.0), (16384, 400.0))  # (H100 GPUs, TFLOP/s per GPU), Table 4
 GLOBAL_BATCH = 2048  # 16M tokens / 8,192 tokens per sample
@@ -24,4 +25,5 @@ def predict(gpus: int, stack: str | None = None):
     """The best row of the default search with the published TP and PP pinned (BF16)."""
     model, system = load_model("llama3-405b"), load_system("h100")
     return search(model, system, gpus, GLOBAL_BATCH, "1d", pins={"tp1": 8, "pp": 16},
-                  execution={"precision": "bf16"}, stack=stack, top_k=1).best
+                  execution={"precision": "bf16"}, stack=stack,
+                  top_k=FITTING_DEPTH).top.pipe(fastest_fitting)

@@ -30,6 +30,7 @@ from model.specs.hf_moe import model_from_hf
 from model.specs.schema import DATA_DIR
 from model.specs.stack import load_stack
 from model.specs.transformer import Transformer
+from model.validation.case import FITTING_DEPTH, fastest_fitting
 from model.validation.sources import stack_by_date
 
 RUNS = DATA_DIR / "reference" / "moe_held_out.json"
@@ -108,7 +109,7 @@ def predict(r: dict[str, Any], stack: str | None = None, without_moe_fit: bool =
         chosen = replace(chosen, moe_token_efficiency={})
     return search(model_of(r), load_system(SYSTEMS[r["system"]]), int(r["n_gpus"]),
                   int(r["global_batch"]), strategy, pins=pins_of(r), execution=execution_of(r),
-                  stack=chosen, top_k=1).best
+                  stack=chosen, top_k=FITTING_DEPTH).top.pipe(fastest_fitting)
 
 
 def predicted_tokens_per_s(r: dict[str, Any], row) -> float:
