@@ -45,6 +45,15 @@ def _number(lo: float, hi: float, what: str):
     return parse
 
 
+def _below_one(text: str) -> float:
+    """An argparse type: a share in [0, 1) (a prefix-cache hit share)."""
+    value = _number(0.0, 1.0, "a share")(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r} (a prompt "
+                                         "wholly in the cache still computes its last token)")
+    return value
+
+
 def add_serve(sub: Any) -> None:
     p = sub.add_parser("serve", allow_abbrev=False,
                        help="serving: tokens/s, latency, memory and $ per million tokens")
@@ -78,6 +87,12 @@ def add_serve(sub: Any) -> None:
     p.add_argument("--mtp-acceptance", type=_number(1e-6, 1.0, "an acceptance rate"),
                    metavar="A", help=f"acceptance of each drafted token (default "
                                      f"{DEFAULT_MTP_ACCEPTANCE}, DeepSeek-V3's)")
+    p.add_argument("--prefix-hit", type=_below_one, default=0.0, metavar="H",
+                   help="share of each prompt already in the KV cache, in [0, 1): a prefix "
+                        "shared by the requests (prefix caching; default 0)")
+    p.add_argument("--kv-offload-gb", type=_number(0.0, 1e5, "GB"), default=0.0, metavar="GB",
+                   help="host memory per GPU given to the KV cache (offload; default 0), at "
+                        "most the system's host memory per GPU")
     p.add_argument("--ttft-max", type=_number(1e-6, 1e6, "seconds"), metavar="S")
     p.add_argument("--tpot-max", type=_number(1e-7, 1e4, "seconds"), metavar="S")
     p.add_argument("--stack", "--engine", dest="stack", default=DEFAULT,
@@ -98,7 +113,8 @@ def _workload(args: argparse.Namespace) -> dict[str, Any]:
             "request_rate_per_s": args.request_rate, "weight_precision": args.precision,
             "kv_precision": args.kv_precision, "mtp_depth": args.mtp,
             "mtp_acceptance": (args.mtp_acceptance or DEFAULT_MTP_ACCEPTANCE) if args.mtp
-            else 0.0, "ttft_max_s": args.ttft_max, "tpot_max_s": args.tpot_max}
+            else 0.0, "prefix_hit": args.prefix_hit, "kv_offload_gb": args.kv_offload_gb,
+            "ttft_max_s": args.ttft_max, "tpot_max_s": args.tpot_max}
 
 
 def _layout(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,11 +156,25 @@ def _check_model(model: Transformer, args: argparse.Namespace, context: int | No
                        "speculative decoding with a separate draft model is not modelled")
 
 
+def _check_system(system: Any, args: argparse.Namespace) -> None:
+    """Refuse a host KV pool the system cannot give: more than its host memory per GPU, or
+    no GPU-host link in its spec."""
+    if not args.kv_offload_gb:
+        return
+    if system.host_bandwidth_gb_per_s <= 0:
+        raise CliError(f"--kv-offload-gb {args.kv_offload_gb:g}: {system.name} has no GPU-host "
+                       "link in its spec (host_bandwidth_gb_per_s 0)")
+    if args.kv_offload_gb > system.host_memory_gb:
+        raise CliError(f"--kv-offload-gb {args.kv_offload_gb:g} is more than {system.name}'s "
+                       f"host memory per GPU ({system.host_memory_gb:g} GB)")
+
+
 def run_serve(args: argparse.Namespace) -> int:
     _check_tokens(args)
     model = load_model(args.model, seq_len=args.input_tokens + args.output_tokens)
     _check_model(model, args, model.max_context_tokens)
     system = load_system(args.system)
+    _check_system(system, args)
     request = Request(model, system, Serving(_workload(args), args.gpus, _layout(args)),
                       stack=args.stack)  # the one request, as training's commands build
     result = serve(request)

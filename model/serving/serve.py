@@ -21,6 +21,7 @@ from model.errors import ModelError
 from model.physics import serving_ops as so
 from model.physics.serving_step import Engine, step_times
 from model.serving.evaluate import Candidates, candidates, evaluate_candidates
+from model.serving.inputs import check_inputs
 from model.serving.modes import decode_keys
 from model.serving.validity import error_bars
 from model.specs.hardware import System
@@ -149,6 +150,7 @@ def serve_request(req: Request) -> ServeResult:
                          f"{getattr(req.workload, 'kind', type(req.workload).__name__)}")
     model, system, stack = req.model, req.system, req.stack
     wl, pins, gpus = req.workload.workload, req.workload.layout, req.workload.gpus
+    check_inputs(model, system, wl)
     engine = Engine.make(model, system, wl, load_serving_stack(stack))
     cand = space(model, int(gpus), wl, pins)
     cols = evaluate_candidates(engine, cand)
