@@ -16,6 +16,7 @@ from dashboard.figures import serve as fs
 from dashboard.views.page_form import fields_of, query_of, whole
 from model import ModelError, ServingLayout, ServingWorkload, serve
 from model.cli.numbers import count, integer, money, number, share
+from model.cli.serve import DEFAULT_MTP_ACCEPTANCE
 from model.engine.request import Request
 from model.serving.serve import cost_versus_sla, load_curve
 from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
@@ -31,7 +32,8 @@ DEFAULT_FORM: dict[str, Any] = {
     "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
     "load": 64, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
     "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
-    "attention_dp": "auto"}
+    "attention_dp": "auto", "prefix_hit": 0, "kv_offload_gb": 0,
+    "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE}
 TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
@@ -43,6 +45,29 @@ def _optional(form: dict, key: str, what: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
             math.isfinite(value) and value > 0):
         raise ModelError(f"{what} must be a positive number of seconds (or empty: no limit)")
+    return float(value)
+
+
+def _share(form: dict, key: str, below: float, what: str, words: str) -> float:
+    """A number in [0, ``below``) (empty: 0), or a ModelError naming ``what``."""
+    value = form.get(key)
+    if value in (None, ""):
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and 0 <= value < below):
+        raise ModelError(f"{what} must be a number in {words}")
+    return float(value)
+
+
+def _acceptance(form: dict) -> float:
+    """The MTP acceptance of each drafted token, in (0, 1] (empty: DeepSeek-V3's,
+    :data:`DEFAULT_MTP_ACCEPTANCE`)."""
+    value = form.get("mtp_acceptance")
+    if value in (None, ""):
+        return DEFAULT_MTP_ACCEPTANCE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and 0 < value <= 1):
+        raise ModelError("the MTP acceptance must be a number in (0, 1]")
     return float(value)
 
 
@@ -75,7 +100,10 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
         whole(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,
         concurrency=concurrency, request_rate_per_s=rate, weight_precision=form["precision"],
         kv_precision=None if kv == "auto" else kv, mtp_depth=mtp,
-        mtp_acceptance=0.85 if mtp else 0.0,
+        mtp_acceptance=_acceptance(form) if mtp else 0.0,
+        prefix_hit=_share(form, "prefix_hit", 1.0, "the prefix-cache hit share", "[0, 1)"),
+        kv_offload_gb=_share(form, "kv_offload_gb", 1e5 + 1e-9, "the host KV pool",
+                             "GB in [0, 100000]"),
         ttft_max_s=_optional(form, "ttft_max_s", "the TTFT limit"),
         tpot_max_s=_optional(form, "tpot_max_s", "the TPOT limit"))
     pins = {}
