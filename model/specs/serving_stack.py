@@ -50,6 +50,10 @@ FIELDS = (
     Field("kv_block_tokens", int, "tokens of one KV-cache block (a sequence holds whole "
           "blocks)", 1, 4096, default=1),
     Field("cuda_graphs", bool, "decode steps replayed as CUDA graphs", default=True),
+    Field("overlap_scheduler", bool, "the host work of a step (scheduling, sampling, "
+          "detokenising) runs while the GPU runs the previous step, so a step takes the longer "
+          "of the two, not their sum (TensorRT-LLM's overlap scheduler, SGLang's overlap "
+          "schedule, vLLM's async scheduling)", default=False),
     Field("validated", bool, "true only where the stack's end-to-end constants were fitted "
           "on published measurements of that engine", default=False),
     Field("moe_kernel", str, "how the routed experts are priced: 'roofline' (the op roofline at "
@@ -80,6 +84,7 @@ class ServingStack:
     hbm_utilization: float = 0.0
     kv_block_tokens: int = 1
     cuda_graphs: bool = True
+    overlap_scheduler: bool = False
     validated: bool = False
     moe_kernel: str = "roofline"
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
@@ -88,7 +93,7 @@ class ServingStack:
 
     def __hash__(self) -> int:
         return hash((self.name, self.max_batch, self.max_num_tokens, self.gemm_shapes,
-                     self.moe_kernel,
+                     self.moe_kernel, self.overlap_scheduler,
                      tuple(sorted((g, tuple(sorted(v.items())))
                                   for g, v in self.efficiency.items()))))
 
