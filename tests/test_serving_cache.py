@@ -1,5 +1,5 @@
-"""Prefix caching, KV offload to host memory and MTP priced per draft step, in closed form
-(model/serving/modes.py, model/physics/serving_ops.py), and the questions refused in words."""
+"""Prefix caching and KV offload to host memory in closed form (model/serving/modes.py,
+model/physics/serving_ops.py), and the serving questions refused in words."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from model import ModelError, load_model, load_system, serve
 from model.physics import serving_ops as so
-from model.physics.serving_step import Engine, step_times
+from model.physics.serving_step import Engine
 from model.serving import modes
 from model.specs.serving import ServingWorkload
 from model.specs.serving_stack import load_serving_stack
@@ -103,25 +103,6 @@ def test_offload_lets_a_concurrency_that_did_not_fit_run_at_its_reload_cost():
     assert without["batch"] < 40 and with_pool["batch"] == pytest.approx(40, rel=0.02)
 
 
-def test_mtp_tokens_per_verify_step_and_step_time_in_closed_form():
-    """K drafts each accepted with α: a verify step yields 1 + α + … + α^K tokens (the
-    expected accepted drafts plus the verified token); the step is the verify forward over
-    K + 1 tokens per sequence plus K draft passes (one layer and the head, one token each)."""
-    e = _engine("deepseek-v3", "b200", weight_precision="nvfp4", mtp_depth=3,
-                mtp_acceptance=0.7)
-    accepted = 0.7 + 0.7**2 + 0.7**3
-    assert e.workload.tokens_per_step == pytest.approx(accepted + 1)
-    lay, b = so.layout(8, 1, 8, True), np.array([16.0])
-    keys = modes.decode_keys(e)
-    verify = step_times(e, lay, 4 * b, b, keys, True).total_s
-    one = step_times(e, lay, b, b, keys, True)
-    head = one.by_op_s["head/norm"] + one.by_op_s["head/lm"]
-    layers = one.total_s - head - one.by_op_s["engine/step"] - one.by_op_s["comm/pipeline"]
-    draft = layers / e.model.layers + head
-    assert modes.decode_step_s(e, lay, b, keys) == pytest.approx(verify + 3 * draft)
-    assert float(draft[0]) < 0.1 * float(one.total_s[0])  # a draft pass is one layer's work
-
-
 @pytest.mark.parametrize("kw, words", [
     ({"prefix_hit": 1.0}, "'prefix_hit' 1 must be below 1"),
     ({"prefix_hit": -0.1}, "prefix_hit"),
@@ -133,27 +114,3 @@ def test_questions_outside_their_ranges_are_refused_in_words(kw, words):
     with pytest.raises(ModelError) as err:
         serve(load_model("llama3-70b"), load_system("h100"), 8, wl, {"tp": 8, "pp": 1})
     assert words in str(err.value) and "\n" not in str(err.value)
-
-
-def test_the_overlap_scheduler_hides_host_work_behind_the_gpu():
-    """With ``overlap_scheduler`` a step takes max(t_GPU, t_host), not their sum: at batch 1 the
-    host's step overhead (3.7 ms on Hopper) exceeds an 8B FP8 model's GPU step and shows in
-    part; at batch 256 the GPU's step hides it entirely."""
-    from dataclasses import replace
-
-    m, s = load_model("llama3-8b"), load_system("h100")
-    wl = ServingWorkload(input_tokens=1000, output_tokens=1000, weight_precision="fp8")
-    plain = Engine.make(m, s, wl, load_serving_stack("trtllm-1.0"))
-    overlap = Engine.make(m, s, wl, replace(load_serving_stack("trtllm-1.0"),
-                                            overlap_scheduler=True))
-    lay = so.layout(1, 1, 1, False)
-    for b in (1.0, 256.0):
-        batch = np.array([b])
-        serial = step_times(plain, lay, batch, batch, 1500.0, True)
-        host = float(serial.by_op_s["engine/step"][0])
-        gpu = float(serial.total_s[0]) - host
-        hidden = step_times(overlap, lay, batch, batch, 1500.0, True)
-        assert float(hidden.total_s[0]) == pytest.approx(max(gpu, host), rel=1e-12)
-        assert float(hidden.by_op_s["engine/step"][0]) == pytest.approx(max(host - gpu, 0.0),
-                                                                        abs=1e-15)
-    assert host < gpu  # at batch 256 nothing of the host's work shows

@@ -188,6 +188,10 @@ class StepOp:
     # a routed-experts op: (T tokens entering the layer, local experts, etp), priced by the
     # measured-kernel model where one is fitted (model.physics.kernels.moe_kernel)
     routing: tuple | None = None
+    # an MHA/GQA decode attention op: (sequences on the GPU, cached keys, local query heads,
+    # local KV heads, head dim), priced by the measured decode kernel where the stack asks
+    # (model.physics.kernels.pricing.decode_attention_s)
+    attention: tuple | None = None
 
 
 def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR,
@@ -221,7 +225,10 @@ def _attention_decode(m: Transformer, seqs, queries: float, keys, g, wl) -> Step
     qo = ACT_BYTES * seqs * queries * heads * (m.qk_head_dim + m.value_head_dim)
     c = ops.OpCounts(flop_mat_fwd=2.0 * scores * width, flop_vec_fwd=3.0 * scores,
                      bytes_fwd=cached + qo, exp_fwd=scores)
-    return StepOp(OpSpec("attn/core", Kind.ATTENTION), c, 1.0)
+    op = StepOp(OpSpec("attn/core", Kind.ATTENTION), c, 1.0)
+    if not m.mla and np.all(np.asarray(queries) == 1.0):  # one query each: the tables' kernel
+        op.attention = (seqs, keys, heads, np.maximum(m.kv_heads / g, 1.0), float(m.qk_head_dim))
+    return op
 
 
 def _attention_prefill(m: Transformer, tokens, prompt: float, g, cached: float = 0.0,

@@ -59,6 +59,9 @@ class Engine:
     # the measured fused-MoE kernel fit of this GPU × weight precision (None: the roofline);
     # model.physics.kernels.moe_kernel is imported only for a stack that asks for it
     moe_kernel: KernelFit | None = None
+    # the measured decode-attention table's (GPU, KV dtype) where the stack prices decode
+    # attention by it (None: the roofline)
+    decode_attention: tuple[str, str] | None = None
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
@@ -69,7 +72,10 @@ class Engine:
         if model.moe and stack.moe_kernel == "measured":
             from model.physics.kernels.moe_kernel import serving_fit
             fit = serving_fit(system.name, workload.weight_precision)
-        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit)
+        table = None
+        if stack.decode_attention == "kernel-tables":
+            table = kernel_pricing.decode_attention_key(system.name, str(workload.kv_precision))
+        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit, table)
 
 
 @dataclass
@@ -94,6 +100,10 @@ def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
                                             *op.routing) + zero
         if op.spec.kind == Kind.PERMUTE:
             return zero
+    if op.attention is not None and engine.decode_attention is not None:
+        return op.share * kernel_pricing.decode_attention_s(
+            engine.decode_attention, engine.system.hbm_bandwidth_gb_per_s * 1e9,
+            *op.attention) + zero
     if op.shape is not None and engine.system.sm_count > 0:
         op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
     *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)

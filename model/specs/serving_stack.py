@@ -65,6 +65,11 @@ FIELDS = (
           "tile waves and DeepGEMM's depth, model.physics.gemm) or 'kernel-tables' (the "
           "measured kernel tables' fit, model.physics.kernels)", default="tiles",
           choices=GEMM_SHAPES),
+    Field("decode_attention", str, "how an MHA/GQA decode step's attention is priced: "
+          "'roofline' (the op roofline at the fitted hbm) or 'kernel-tables' (the decode kernel "
+          "fitted on AIConfigurator's measured tables, model.physics.kernels.attention_kernel, "
+          "where the GPU and KV precision have one)", default="roofline",
+          choices=("roofline", "kernel-tables")),
     Field("fit", dict, "what the fit reports (errors, data, commit)", default=None),
 )
 EFFICIENCY_KEYS = ("gemm", "expert_gemm", "hbm", "step_overhead_s", "sequence_overhead_s")
@@ -90,10 +95,11 @@ class ServingStack:
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
     gemm_shapes: str = "tiles"
+    decode_attention: str = "roofline"
 
     def __hash__(self) -> int:
         return hash((self.name, self.max_batch, self.max_num_tokens, self.gemm_shapes,
-                     self.moe_kernel, self.overlap_scheduler,
+                     self.moe_kernel, self.overlap_scheduler, self.decode_attention,
                      tuple(sorted((g, tuple(sorted(v.items())))
                                   for g, v in self.efficiency.items()))))
 
