@@ -114,3 +114,16 @@ def test_questions_outside_their_ranges_are_refused_in_words(kw, words):
     with pytest.raises(ModelError) as err:
         serve(load_model("llama3-70b"), load_system("h100"), 8, wl, {"tp": 8, "pp": 1})
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_answer_using_an_unmeasured_mechanism_is_not_validated():
+    """The fit data's runs use no prefix caching, offload or MTP: an answer that does carries
+    "not validated" for every metric, naming the mechanism; without them, the population bar."""
+    m, s = load_model("llama3-70b"), load_system("h100")
+    wl = {"input_tokens": 1000, "output_tokens": 100, "weight_precision": "fp8"}
+    pins = {"tp": 8, "pp": 1}
+    plain = serve(m, s, 8, wl, pins).best["error_bars"]
+    assert plain["output_tokens_per_s"].startswith("±")
+    bars = serve(m, s, 8, {**wl, "prefix_hit": 0.5, "kv_offload_gb": 10}, pins).best
+    assert set(bars["error_bars"].values()) == {
+        "not validated (prefix caching, KV offload: not in the fit data)"}
