@@ -100,3 +100,57 @@ def test_decode_attention_tables_fall_back_where_they_have_no_kernel():
     ops = so.layer_ops(mla.model, mla.workload, so.layout(8, 1, 8, True), np.array([8.0]),
                        np.array([8.0]), 1500.0, True)
     assert all(o.attention is None for o in ops)  # MLA: the latent kernel, not in this path
+
+
+def test_a_separate_draft_model_is_priced_per_draft_step():
+    """Llama 3 70B drafted by Llama 3 8B (same 128,256-token vocabulary), K = 3: each draft
+    step is the 8B's whole one-token decode step on the same layout less its host work; the
+    8B's weights and its KV cache share the GPUs, so fewer sequences fit."""
+    e = _engine("llama3-70b", "h100", mtp_depth=3, mtp_acceptance=0.7, draft_model="llama3-8b")
+    plain = _engine("llama3-70b", "h100")
+    assert e.draft is not None and e.draft.model.name == "llama3-8b"
+    lay, b = so.layout(8, 1, 1, False), np.array([16.0])
+    keys = modes.decode_keys(e)
+    d = step_times(e.draft, lay, b, b, modes.decode_keys(e.draft), True)
+    draft = d.total_s - d.by_op_s["engine/step"]
+    verify = step_times(e, lay, 4 * b, b, keys, True).total_s
+    assert modes.decode_step_s(e, lay, b, keys) == pytest.approx(verify + 3 * draft)
+    mem, mem0 = modes.memory(e, lay), modes.memory(plain, lay)
+    w8 = so.weight_bytes_per_gpu(e.draft.model, e.workload, lay)
+    assert mem["weights"] == pytest.approx(mem0["weights"] + w8)
+    assert modes.max_batch(e, lay, mem["kv"])[0] < modes.max_batch(plain, lay, mem0["kv"])[0]
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"mtp_depth": 2, "mtp_acceptance": 0.8}, "give a separate draft model"),
+    ({"mtp_depth": 2, "mtp_acceptance": 0.8, "draft_model": "qwen3-30b-a3b"},
+     "a draft must share the tokenizer"),
+    ({"mtp_depth": 2, "mtp_acceptance": 0.8, "draft_model": "no-such-model"},
+     "is not a model preset"),
+    ({"draft_model": "llama3-8b"}, "needs mtp_depth K"),
+])
+def test_speculative_decoding_without_a_head_needs_a_fitting_draft(kw, words):
+    from model import ModelError, serve
+
+    wl = {"input_tokens": 1000, "output_tokens": 100, "weight_precision": "fp8", **kw}
+    with pytest.raises(ModelError) as err:
+        serve(load_model("llama3-70b"), load_system("h100"), 8, wl, {"tp": 8, "pp": 1})
+    assert words in str(err.value)
+
+
+def test_the_cli_takes_a_draft_model_and_refuses_a_foreign_one(capsys):
+    import json
+
+    from model.cli.commands import main
+
+    base = ["serve", "--model", "llama3-70b", "--system", "h100", "--gpus", "8", "--tp", "8",
+            "--precision", "fp8", "--input-tokens", "1000", "--output-tokens", "200",
+            "--concurrency", "4", "--mtp", "2"]
+    assert main(base + ["--draft-model", "llama3-8b", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tpot_s"] > 0 and "MTP: not in the fit data" in out["error_bars"]["tpot_s"]
+    assert main(base + ["--draft-model", "qwen3-30b-a3b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --draft-model qwen3-30b-a3b:") and "\n" not in err
+    assert main(base) == 2
+    assert "--draft-model NAME" in capsys.readouterr().err

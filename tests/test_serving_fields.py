@@ -22,6 +22,7 @@ FRONT_ENDS = {
     "weight_precision": ("--precision", "precision"),
     "kv_precision": ("--kv-precision", "kv_precision"), "mtp_depth": ("--mtp", "mtp"),
     "mtp_acceptance": ("--mtp-acceptance", "mtp_acceptance"),
+    "draft_model": ("--draft-model", "draft_model"),
     "prefix_hit": ("--prefix-hit", "prefix_hit"),
     "kv_offload_gb": ("--kv-offload-gb", "kv_offload_gb"),
     "ttft_max_s": ("--ttft-max", "ttft_max_s"), "tpot_max_s": ("--tpot-max", "tpot_max_s"),
@@ -29,7 +30,8 @@ FRONT_ENDS = {
 BASE = ["serve", "--model", "deepseek-v3", "--system", "h200", "--gpus", "8", "--precision",
         "fp8", "--input-tokens", "1000", "--output-tokens", "100", "--concurrency", "4"]
 # a value of each newer field other than its default, through every front end
-VALUES = {"prefix_hit": 0.4, "kv_offload_gb": 64.0, "mtp_acceptance": 0.6}
+VALUES = {"prefix_hit": 0.4, "kv_offload_gb": 64.0, "mtp_acceptance": 0.6,
+          "draft_model": "llama3-8b"}
 
 
 def _serve_flags() -> set[str]:
@@ -52,7 +54,7 @@ def test_every_workload_field_is_a_flag_and_a_page_control(name):
 def test_a_value_reaches_the_workload_from_the_cli_and_the_page_link(name):
     flag, key = FRONT_ENDS[name]
     value = VALUES[name]
-    extra = ["--mtp", "2"] if name == "mtp_acceptance" else []
+    extra = ["--mtp", "2"] if name in ("mtp_acceptance", "draft_model") else []
     args = build_parser().parse_args([*BASE, *extra, flag, str(value)])
     assert _workload(args)[name] == value
     form = {**DEFAULT_FORM, key: value, "mtp": 2}
@@ -65,6 +67,7 @@ def test_a_value_reaches_the_workload_from_the_cli_and_the_page_link(name):
     ({"prefix_hit": 1}, "prefix-cache hit share must be a number in [0, 1)"),
     ({"kv_offload_gb": -5}, "host KV pool must be a number in GB"),
     ({"mtp": 1, "mtp_acceptance": 1.5}, "MTP acceptance must be a number in (0, 1]"),
+    ({"mtp": 1, "draft_model": "../etc/passwd"}, "draft model must be none or a model preset"),
 ])
 def test_the_page_refuses_them_in_words(change, words):
     with pytest.raises(ModelError) as err:

@@ -25,6 +25,7 @@ from dashboard.views.serve_view import (
     form_query,
 )
 from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+from model.specs.transformer import list_models
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")
@@ -70,6 +71,8 @@ layout = html.Div(className="page-body", children=[
         _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
         _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
         _number("mtp_acceptance", "MTP acceptance per draft"),
+        _choice("draft_model", "Draft model", [{"label": "none (MTP head)", "value": "none"}]
+                + [{"label": m, "value": m} for m in list_models()]),
         _choice("engine", "Engine", [{"label": e, "value": e} for e in engines()]),
         _choice("attention_dp", "Attention DP", [{"label": "search", "value": "auto"},
                                                  {"label": "on", "value": "on"},

@@ -23,6 +23,7 @@ from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
 from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
 from model.specs.serving_stack import NONE as NO_STACK
 from model.specs.serving_stack import list_serving_stacks, load_serving_stack
+from model.specs.transformer import list_models
 
 ADP = {"auto": None, "on": True, "off": False}  # the attention-DP pin: searched, on, off
 
@@ -33,7 +34,7 @@ DEFAULT_FORM: dict[str, Any] = {
     "load": 64, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
     "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
     "attention_dp": "auto", "prefix_hit": 0, "kv_offload_gb": 0,
-    "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE}
+    "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE, "draft_model": "none"}
 TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
@@ -71,6 +72,16 @@ def _acceptance(form: dict) -> float:
     return float(value)
 
 
+def _draft(form: dict) -> str | None:
+    """The form's draft model: a model preset, or none (the model's own MTP head)."""
+    name = form.get("draft_model", "none")
+    if name in (None, "", "none"):
+        return None
+    if name not in list_models():
+        raise ModelError("the draft model must be none or a model preset")
+    return str(name)
+
+
 def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
     """(GPUs, workload, layout pins) of the page's form, or ModelError in the form's words."""
     if not isinstance(form, dict):
@@ -101,6 +112,7 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
         concurrency=concurrency, request_rate_per_s=rate, weight_precision=form["precision"],
         kv_precision=None if kv == "auto" else kv, mtp_depth=mtp,
         mtp_acceptance=_acceptance(form) if mtp else 0.0,
+        draft_model=_draft(form) if mtp else None,
         prefix_hit=_share(form, "prefix_hit", 1.0, "the prefix-cache hit share", "[0, 1)"),
         kv_offload_gb=_share(form, "kv_offload_gb", 1e5 + 1e-9, "the host KV pool",
                              "GB in [0, 100000]"),

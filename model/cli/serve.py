@@ -13,6 +13,8 @@ from typing import Any
 from model.cli.args import EXIT_NO_ANSWER, CliError, positive_int, print_json
 from model.cli.numbers import count, share
 from model.engine.request import Request
+from model.errors import ModelError
+from model.serving.inputs import check_draft
 from model.serving.serve import serve
 from model.specs.hardware import load_system
 from model.specs.models import load_model
@@ -87,6 +89,9 @@ def add_serve(sub: Any) -> None:
     p.add_argument("--mtp-acceptance", type=_number(1e-6, 1.0, "an acceptance rate"),
                    metavar="A", help=f"acceptance of each drafted token (default "
                                      f"{DEFAULT_MTP_ACCEPTANCE}, DeepSeek-V3's)")
+    p.add_argument("--draft-model", metavar="NAME",
+                   help="a separate draft model preset for --mtp K on a model without an MTP "
+                        "head (speculative decoding; default: the model's own MTP head)")
     p.add_argument("--prefix-hit", type=_below_one, default=0.0, metavar="H",
                    help="share of each prompt already in the KV cache, in [0, 1): a prefix "
                         "shared by the requests (prefix caching; default 0)")
@@ -108,12 +113,15 @@ def _workload(args: argparse.Namespace) -> dict[str, Any]:
                                            "request-rate")
     if args.mtp_acceptance is not None and not args.mtp:
         raise CliError("--mtp-acceptance needs --mtp K")
+    if args.draft_model is not None and not args.mtp:
+        raise CliError("--draft-model needs --mtp K (the tokens it drafts per step)")
     return {"input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
             "mode": mode, "concurrency": args.concurrency,
             "request_rate_per_s": args.request_rate, "weight_precision": args.precision,
             "kv_precision": args.kv_precision, "mtp_depth": args.mtp,
             "mtp_acceptance": (args.mtp_acceptance or DEFAULT_MTP_ACCEPTANCE) if args.mtp
-            else 0.0, "prefix_hit": args.prefix_hit, "kv_offload_gb": args.kv_offload_gb,
+            else 0.0, "draft_model": args.draft_model, "prefix_hit": args.prefix_hit,
+            "kv_offload_gb": args.kv_offload_gb,
             "ttft_max_s": args.ttft_max, "tpot_max_s": args.tpot_max}
 
 
@@ -145,15 +153,21 @@ def _check_tokens(args: argparse.Namespace) -> None:
 
 def _check_model(model: Transformer, args: argparse.Namespace, context: int | None) -> None:
     """Refuse what the model cannot serve: a sequence beyond its context window, MTP without
-    an MTP head."""
+    an MTP head or a draft model, a draft model that is not a preset or has another
+    vocabulary."""
     total = args.input_tokens + args.output_tokens
     if context and total > context:
         raise CliError(f"--input-tokens {args.input_tokens:,} + --output-tokens "
                        f"{args.output_tokens:,} = {total:,} tokens is beyond {model.name}'s "
                        f"context of {context:,} tokens")
-    if args.mtp and not model.mtp_layers:
-        raise CliError(f"--mtp {args.mtp}: {model.name} has no MTP head (mtp_layers 0); "
-                       "speculative decoding with a separate draft model is not modelled")
+    if args.mtp and not model.mtp_layers and args.draft_model is None:
+        raise CliError(f"--mtp {args.mtp}: {model.name} has no MTP head (mtp_layers 0); give "
+                       "a separate draft model with --draft-model NAME")
+    if args.draft_model is not None:
+        try:
+            check_draft(model, args.draft_model)
+        except ModelError as err:
+            raise CliError(f"--draft-model {args.draft_model}: {err}") from None
 
 
 def _check_system(system: Any, args: argparse.Namespace) -> None:

@@ -62,6 +62,8 @@ class Engine:
     # the measured decode-attention table's (GPU, KV dtype) where the stack prices decode
     # attention by it (None: the roofline)
     decode_attention: tuple[str, str] | None = None
+    # a separate draft model's engine (speculative decoding without an MTP head), or None
+    draft: Engine | None = None
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
@@ -75,7 +77,13 @@ class Engine:
         table = None
         if stack.decode_attention == "kernel-tables":
             table = kernel_pricing.decode_attention_key(system.name, str(workload.kv_precision))
-        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit, table)
+        draft = None
+        if workload.draft_model is not None:  # priced alone: no MTP, no draft of its own
+            from model.specs.models import load_model
+            draft = cls.make(load_model(workload.draft_model), system, workload.with_overrides(
+                draft_model=None, mtp_depth=0, mtp_acceptance=0.0), stack)
+        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit, table,
+                   draft)
 
 
 @dataclass

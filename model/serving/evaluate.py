@@ -14,6 +14,7 @@ from model.physics import serving_ops as so
 from model.physics.serving_step import Engine
 from model.serving.modes import (
     chunk_tokens,
+    context_kv_bytes,
     decode_keys,
     decode_step_s,
     max_batch,
@@ -70,8 +71,7 @@ def _kv_transfer_s(engine: Engine, lay: so.Layout, gpus: np.ndarray) -> np.ndarr
     per GPU over NVLink when the whole deployment fits one NVLink domain, else over the GPU's
     NICs, plus one latency (every GPU of the instance sends its own share at once)."""
     sysm = engine.system
-    volume = so.kv_bytes_per_sequence(engine.model, engine.workload, lay,
-                                      engine.workload.computed_prompt_tokens)
+    volume = context_kv_bytes(engine, lay, float(engine.workload.computed_prompt_tokens))
     inside = gpus <= sysm.nvlink_domain_size
     return np.where(inside, sysm.nvlink_latency_s + volume / sysm.fast_bytes_per_s,
                     sysm.network_latency_s + volume / (sysm.nics_per_gpu * sysm.slow_bytes_per_s))

@@ -57,7 +57,12 @@ def draft_step_s(engine: Engine, lay: so.Layout, batch: np.ndarray, keys) -> np.
     """One draft pass of B sequences, s: an average layer's ops and collectives (the MTP
     module's transformer block) and the LM head on one token per sequence, taken from a
     one-token step less its pipeline hop and host work (the drafts run inside the step's CUDA
-    graph, TensorRT-LLM's MTP worker)."""
+    graph, TensorRT-LLM's MTP worker); with a separate draft model, its whole one-token decode
+    step on the same layout less its host work (TensorRT-LLM's one-model draft/target
+    speculative decoding: the draft's forward inside the target's step)."""
+    if engine.draft is not None:
+        d = step_times(engine.draft, lay, batch, batch, decode_keys(engine.draft), True)
+        return d.total_s - d.by_op_s["engine/step"]
     one = step_times(engine, lay, batch, batch, keys, True).by_op_s
     head = one["head/norm"] + one["head/lm"]
     fixed = head + one["comm/pipeline"] + one["engine/step"]
@@ -70,7 +75,15 @@ def prefix_bytes(engine: Engine, lay: so.Layout) -> np.ndarray:
     cached = engine.workload.cached_prompt_tokens
     if not cached:
         return np.zeros(len(lay.tp))
-    return so.kv_bytes_per_sequence(engine.model, engine.workload, lay, float(cached))
+    return context_kv_bytes(engine, lay, float(cached))
+
+
+def context_kv_bytes(engine: Engine, lay: so.Layout, context: float) -> np.ndarray:
+    """Bytes per GPU of ``context`` tokens of one sequence, the draft model's cache included."""
+    out = so.kv_bytes_per_sequence(engine.model, engine.workload, lay, context)
+    if engine.draft is not None:
+        out = out + so.kv_bytes_per_sequence(engine.draft.model, engine.workload, lay, context)
+    return out
 
 
 def sequence_kv_bytes(engine: Engine, lay: so.Layout) -> np.ndarray:
@@ -78,7 +91,7 @@ def sequence_kv_bytes(engine: Engine, lay: so.Layout) -> np.ndarray:
     cached prefix is shared, :func:`prefix_bytes`)."""
     wl, block = engine.workload, engine.stack.kv_block_tokens
     context = -(-(wl.computed_prompt_tokens + wl.output_tokens) // block) * block
-    return so.kv_bytes_per_sequence(engine.model, wl, lay, context)
+    return context_kv_bytes(engine, lay, float(context))
 
 
 def offload_reload_s(engine: Engine, lay: so.Layout, batch: np.ndarray) -> np.ndarray:
@@ -110,15 +123,18 @@ def prefill_s(engine: Engine, lay: so.Layout, tokens: np.ndarray,
     """(t_p, t_p0): GPU time per request of prefill in full chunks of ``tokens`` per
     attention rank, and the time of one prompt alone (its TTFT on an idle instance). With
     prefix caching only the I − ⌊h·I⌋ uncached tokens are computed, attending to the cached
-    ones too (:func:`model.physics.serving_ops.layer_ops`)."""
+    ones too (:func:`model.physics.serving_ops.layer_ops`). A separate draft model prefills
+    the prompt too (its own KV cache)."""
     prompt = float(engine.workload.computed_prompt_tokens)
     cached = float(engine.workload.cached_prompt_tokens)
     groups = lay.attention_groups
     chunk = groups * np.maximum(tokens, prompt)
-    t_chunk = step_times(engine, lay, chunk, chunk / prompt, cached, False, prompt,
-                         head_rows=chunk / prompt).total_s
-    alone = step_times(engine, lay, prompt * groups, groups, cached, False, prompt,
-                       head_rows=groups).total_s
+    t_chunk = alone = 0.0
+    for e in (engine,) if engine.draft is None else (engine, engine.draft):
+        t_chunk = t_chunk + step_times(e, lay, chunk, chunk / prompt, cached, False, prompt,
+                                       head_rows=chunk / prompt).total_s
+        alone = alone + step_times(e, lay, prompt * groups, groups, cached, False, prompt,
+                                   head_rows=groups).total_s
     return t_chunk * prompt / chunk, alone
 
 
@@ -130,6 +146,8 @@ def memory(engine: Engine, lay: so.Layout) -> dict[str, np.ndarray]:
     m, wl, st = engine.model, engine.workload, engine.stack
     g = lay.attention_shards
     weights = so.weight_bytes_per_gpu(m, wl, lay)
+    if engine.draft is not None:  # a separate draft model's weights on the same GPUs
+        weights = weights + so.weight_bytes_per_gpu(engine.draft.model, wl, lay)
     width = 3.0 * m.hidden + (m.heads + 2 * m.kv_heads) * m.head_dim / g
     mlp = m.ffn if m.layers > m.moe_layers else 0
     hidden = max(mlp, m.top_k * m.expert_ffn + m.shared_ffn) * (3 if m.mlp == "swiglu" else 2)

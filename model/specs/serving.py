@@ -50,6 +50,9 @@ WORKLOAD_FIELDS = (
           0, 16, default=0),
     Field("mtp_acceptance", float, "probability α that each drafted token is accepted",
           0, 1, default=0.0),
+    Field("draft_model", str, "a separate draft model (a model preset) for speculative "
+          "decoding: K passes of its whole forward per step (none: the model's own MTP head)",
+          max_len=100),
     Field("prefix_hit", float, "share h of each prompt already in the KV cache (prefix "
           "caching: a prefix shared by the requests, its blocks held once per attention rank); "
           "in [0, 1)", 0, 1, default=0.0),
@@ -93,6 +96,7 @@ class ServingWorkload:
     kv_precision: str | None = None
     mtp_depth: int = 0
     mtp_acceptance: float = 0.0
+    draft_model: str | None = None
     prefix_hit: float = 0.0
     kv_offload_gb: float = 0.0
     ttft_max_s: float | None = None
@@ -110,6 +114,9 @@ class ServingWorkload:
         if self.mtp_depth and self.mtp_acceptance <= 0:
             raise ModelError("serving workload: 'mtp_acceptance' must be above 0 with "
                              f"mtp_depth {self.mtp_depth} (the share of drafted tokens kept)")
+        if self.draft_model is not None and not self.mtp_depth:
+            raise ModelError(f"serving workload: 'draft_model' {self.draft_model!r} needs "
+                             "mtp_depth K ≥ 1 (the tokens it drafts per step)")
         if self.prefix_hit >= 1.0:
             raise ModelError(f"serving workload: 'prefix_hit' {self.prefix_hit:g} must be below 1 "
                              "(a prompt wholly in the cache still computes its last token)")
