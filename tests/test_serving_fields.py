@@ -11,7 +11,7 @@ from dashboard.views.serve_view import DEFAULT_FORM, checked_form, form_from_que
 from model import ModelError
 from model.cli.commands import build_parser
 from model.cli.serve import _workload
-from model.specs.serving import WORKLOAD_FIELDS
+from model.specs.serving import LAYOUT_FIELDS, WORKLOAD_FIELDS
 
 # field → (its flag, its form key); the mode's inputs share the page's "load" control
 FRONT_ENDS = {
@@ -27,6 +27,13 @@ FRONT_ENDS = {
     "kv_offload_gb": ("--kv-offload-gb", "kv_offload_gb"),
     "ttft_max_s": ("--ttft-max", "ttft_max_s"), "tpot_max_s": ("--tpot-max", "tpot_max_s"),
 }
+# layout field → (its flag, its form key)
+LAYOUT = {"tp": ("--tp", "tp"), "pp": ("--pp", "pp"), "ep": ("--ep", "ep"),
+          "attention_dp": ("--attention-dp", "attention_dp"),
+          "replicas": ("--replicas", "replicas"),
+          "prefill_instances": ("--prefill-instances", "prefill_instances"),
+          "decode_instances": ("--decode-instances", "decode_instances"),
+          "max_batch": ("--batch", "max_batch")}
 BASE = ["serve", "--model", "deepseek-v3", "--system", "h200", "--gpus", "8", "--precision",
         "fp8", "--input-tokens", "1000", "--output-tokens", "100", "--concurrency", "4"]
 # a value of each newer field other than its default, through every front end
@@ -39,13 +46,14 @@ def _serve_flags() -> set[str]:
     return {o for a in sub.choices["serve"]._actions for o in a.option_strings}
 
 
-def test_the_table_covers_every_workload_field():
+def test_the_table_covers_every_workload_and_layout_field():
     assert set(FRONT_ENDS) == {f.name for f in WORKLOAD_FIELDS}
+    assert set(LAYOUT) == {f.name for f in LAYOUT_FIELDS}
 
 
-@pytest.mark.parametrize("name", sorted(FRONT_ENDS))
-def test_every_workload_field_is_a_flag_and_a_page_control(name):
-    flag, key = FRONT_ENDS[name]
+@pytest.mark.parametrize("name", sorted(FRONT_ENDS) + sorted(LAYOUT))
+def test_every_serving_field_is_a_flag_and_a_page_control(name):
+    flag, key = {**FRONT_ENDS, **LAYOUT}[name]
     assert flag in _serve_flags()
     assert key in DEFAULT_FORM
 
@@ -73,3 +81,11 @@ def test_the_page_refuses_them_in_words(change, words):
     with pytest.raises(ModelError) as err:
         checked_form({**DEFAULT_FORM, **change})
     assert words in str(err.value)
+
+
+@pytest.mark.parametrize("pins", [{"ep": 4}, {"replicas": 2}, {"max_batch": 64},
+                                  {"prefill_instances": 1, "decode_instances": 3}])
+def test_a_layout_pin_reaches_the_layout_from_the_page_link(pins):
+    form = {**DEFAULT_FORM, **pins}
+    _, _, layout = checked_form({**DEFAULT_FORM, **form_from_query(form_query(form))})
+    assert {k: getattr(layout, k) for k in pins} == pins

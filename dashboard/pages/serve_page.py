@@ -69,6 +69,11 @@ layout = html.Div(className="page-body", children=[
         _number("ttft_max_s", "TTFT limit (s)"), _number("tpot_max_s", "TPOT limit (s)"),
         _choice("tp", "TP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
         _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
+        _choice("ep", "EP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
+        _number("replicas", "Replicas (empty: searched)", "1"),
+        _number("prefill_instances", "Prefill instances (xPyD)", "1"),
+        _number("decode_instances", "Decode instances (xPyD)", "1"),
+        _number("max_batch", "Largest batch per instance", "1"),
         _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
         _number("mtp_acceptance", "MTP acceptance per draft"),
         _choice("draft_model", "Draft model", [{"label": "none (MTP head)", "value": "none"}]

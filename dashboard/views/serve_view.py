@@ -28,13 +28,17 @@ from model.specs.transformer import list_models
 ADP = {"auto": None, "on": True, "off": False}  # the attention-DP pin: searched, on, off
 
 MAX_GPUS = 1024  # the page's search stays well under its latency budget
-PINS = ("tp", "pp")
+PINS = ("tp", "pp", "ep")
+# whole-number layout pins typed in (empty: searched, or the stack's limit for the batch)
+COUNTS = {"replicas": "replicas", "prefill_instances": "prefill instances",
+          "decode_instances": "decode instances", "max_batch": "the largest batch"}
 DEFAULT_FORM: dict[str, Any] = {
     "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
     "load": 64, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
     "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
     "attention_dp": "auto", "prefix_hit": 0, "kv_offload_gb": 0,
-    "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE, "draft_model": "none"}
+    "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE, "draft_model": "none", "ep": "auto",
+    "replicas": None, "prefill_instances": None, "decode_instances": None, "max_batch": None}
 TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
@@ -118,12 +122,21 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
                              "GB in [0, 100000]"),
         ttft_max_s=_optional(form, "ttft_max_s", "the TTFT limit"),
         tpot_max_s=_optional(form, "tpot_max_s", "the TPOT limit"))
+    return gpus, workload, _layout(form)
+
+
+def _layout(form: dict) -> ServingLayout:
+    """The form's layout pins: tp, pp, ep ("auto": searched), the typed counts (empty:
+    searched) and attention DP."""
     pins = {}
     for key in PINS:
-        value = form.get(key)
+        value = form.get(key, "auto")
         if value != "auto":
             pins[key] = whole(form, key, 1, MAX_GPUS, key)
-    return gpus, workload, ServingLayout(**pins, **_adp_pin(form))
+    for key, what in COUNTS.items():
+        if form.get(key) not in (None, ""):
+            pins[key] = whole(form, key, 1, 1_000_000, what)
+    return ServingLayout(**pins, **_adp_pin(form))
 
 
 def _adp_pin(form: dict) -> dict[str, bool]:
