@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +86,6 @@ def test_populations_split_every_run_and_latency_is_not_validated(capsys):
     for metric in ("output_tokens_per_s", "ttft_s", "tpot_s"):
         assert metric in out
     assert out.count("no measurement in the fit data: not validated") == 8
+    assert "TTFT/TPOT not validated: the fit data has throughput only" in out
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "accuracy.md").read_text()
+    assert "TTFT/TPOT not validated: the fit data has throughput only" in docs

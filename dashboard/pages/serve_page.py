@@ -25,6 +25,7 @@ from dashboard.views.serve_view import (
     form_query,
 )
 from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+from model.specs.transformer import list_models
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")
@@ -68,11 +69,21 @@ layout = html.Div(className="page-body", children=[
         _number("ttft_max_s", "TTFT limit (s)"), _number("tpot_max_s", "TPOT limit (s)"),
         _choice("tp", "TP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
         _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
+        _choice("ep", "EP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
+        _number("replicas", "Replicas (empty: searched)", "1"),
+        _number("prefill_instances", "Prefill instances (xPyD)", "1"),
+        _number("decode_instances", "Decode instances (xPyD)", "1"),
+        _number("max_batch", "Largest batch per instance", "1"),
         _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
+        _number("mtp_acceptance", "MTP acceptance per draft"),
+        _choice("draft_model", "Draft model", [{"label": "none (MTP head)", "value": "none"}]
+                + [{"label": m, "value": m} for m in list_models()]),
         _choice("engine", "Engine", [{"label": e, "value": e} for e in engines()]),
         _choice("attention_dp", "Attention DP", [{"label": "search", "value": "auto"},
                                                  {"label": "on", "value": "on"},
                                                  {"label": "off", "value": "off"}]),
+        _number("prefix_hit", "Prefix-cache hit share"),
+        _number("kv_offload_gb", "Host KV pool per GPU (GB)"),
         html.Div(id="serve-error", className="ctl-error", role="alert"),
     ]),
     html.P(id="serve-headline", className="headline", role="status"),

@@ -16,22 +16,29 @@ from dashboard.figures import serve as fs
 from dashboard.views.page_form import fields_of, query_of, whole
 from model import ModelError, ServingLayout, ServingWorkload, serve
 from model.cli.numbers import count, integer, money, number, share
+from model.cli.serve import DEFAULT_MTP_ACCEPTANCE
 from model.engine.request import Request
 from model.serving.serve import cost_versus_sla, load_curve
 from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
 from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
 from model.specs.serving_stack import NONE as NO_STACK
 from model.specs.serving_stack import list_serving_stacks, load_serving_stack
+from model.specs.transformer import list_models
 
 ADP = {"auto": None, "on": True, "off": False}  # the attention-DP pin: searched, on, off
 
 MAX_GPUS = 1024  # the page's search stays well under its latency budget
-PINS = ("tp", "pp")
+PINS = ("tp", "pp", "ep")
+# whole-number layout pins typed in (empty: searched, or the stack's limit for the batch)
+COUNTS = {"replicas": "replicas", "prefill_instances": "prefill instances",
+          "decode_instances": "decode instances", "max_batch": "the largest batch"}
 DEFAULT_FORM: dict[str, Any] = {
     "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
     "load": 64, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
     "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
-    "attention_dp": "auto"}
+    "attention_dp": "auto", "prefix_hit": 0, "kv_offload_gb": 0,
+    "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE, "draft_model": "none", "ep": "auto",
+    "replicas": None, "prefill_instances": None, "decode_instances": None, "max_batch": None}
 TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
@@ -44,6 +51,39 @@ def _optional(form: dict, key: str, what: str) -> float | None:
             math.isfinite(value) and value > 0):
         raise ModelError(f"{what} must be a positive number of seconds (or empty: no limit)")
     return float(value)
+
+
+def _share(form: dict, key: str, below: float, what: str, words: str) -> float:
+    """A number in [0, ``below``) (empty: 0), or a ModelError naming ``what``."""
+    value = form.get(key)
+    if value in (None, ""):
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and 0 <= value < below):
+        raise ModelError(f"{what} must be a number in {words}")
+    return float(value)
+
+
+def _acceptance(form: dict) -> float:
+    """The MTP acceptance of each drafted token, in (0, 1] (empty: DeepSeek-V3's,
+    :data:`DEFAULT_MTP_ACCEPTANCE`)."""
+    value = form.get("mtp_acceptance")
+    if value in (None, ""):
+        return DEFAULT_MTP_ACCEPTANCE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and 0 < value <= 1):
+        raise ModelError("the MTP acceptance must be a number in (0, 1]")
+    return float(value)
+
+
+def _draft(form: dict) -> str | None:
+    """The form's draft model: a model preset, or none (the model's own MTP head)."""
+    name = form.get("draft_model", "none")
+    if name in (None, "", "none"):
+        return None
+    if name not in list_models():
+        raise ModelError("the draft model must be none or a model preset")
+    return str(name)
 
 
 def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
@@ -75,15 +115,28 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
         whole(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,
         concurrency=concurrency, request_rate_per_s=rate, weight_precision=form["precision"],
         kv_precision=None if kv == "auto" else kv, mtp_depth=mtp,
-        mtp_acceptance=0.85 if mtp else 0.0,
+        mtp_acceptance=_acceptance(form) if mtp else 0.0,
+        draft_model=_draft(form) if mtp else None,
+        prefix_hit=_share(form, "prefix_hit", 1.0, "the prefix-cache hit share", "[0, 1)"),
+        kv_offload_gb=_share(form, "kv_offload_gb", 1e5 + 1e-9, "the host KV pool",
+                             "GB in [0, 100000]"),
         ttft_max_s=_optional(form, "ttft_max_s", "the TTFT limit"),
         tpot_max_s=_optional(form, "tpot_max_s", "the TPOT limit"))
+    return gpus, workload, _layout(form)
+
+
+def _layout(form: dict) -> ServingLayout:
+    """The form's layout pins: tp, pp, ep ("auto": searched), the typed counts (empty:
+    searched) and attention DP."""
     pins = {}
     for key in PINS:
-        value = form.get(key)
+        value = form.get(key, "auto")
         if value != "auto":
             pins[key] = whole(form, key, 1, MAX_GPUS, key)
-    return gpus, workload, ServingLayout(**pins, **_adp_pin(form))
+    for key, what in COUNTS.items():
+        if form.get(key) not in (None, ""):
+            pins[key] = whole(form, key, 1, 1_000_000, what)
+    return ServingLayout(**pins, **_adp_pin(form))
 
 
 def _adp_pin(form: dict) -> dict[str, bool]:

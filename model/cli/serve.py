@@ -13,6 +13,8 @@ from typing import Any
 from model.cli.args import EXIT_NO_ANSWER, CliError, positive_int, print_json
 from model.cli.numbers import count, share
 from model.engine.request import Request
+from model.errors import ModelError
+from model.serving.inputs import check_draft
 from model.serving.serve import serve
 from model.specs.hardware import load_system
 from model.specs.models import load_model
@@ -43,6 +45,15 @@ def _number(lo: float, hi: float, what: str):
         return value
     parse.__name__ = what
     return parse
+
+
+def _below_one(text: str) -> float:
+    """An argparse type: a share in [0, 1) (a prefix-cache hit share)."""
+    value = _number(0.0, 1.0, "a share")(text)
+    if value >= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1), got {text!r} (a prompt "
+                                         "wholly in the cache still computes its last token)")
+    return value
 
 
 def add_serve(sub: Any) -> None:
@@ -78,6 +89,15 @@ def add_serve(sub: Any) -> None:
     p.add_argument("--mtp-acceptance", type=_number(1e-6, 1.0, "an acceptance rate"),
                    metavar="A", help=f"acceptance of each drafted token (default "
                                      f"{DEFAULT_MTP_ACCEPTANCE}, DeepSeek-V3's)")
+    p.add_argument("--draft-model", metavar="NAME",
+                   help="a separate draft model preset for --mtp K on a model without an MTP "
+                        "head (speculative decoding; default: the model's own MTP head)")
+    p.add_argument("--prefix-hit", type=_below_one, default=0.0, metavar="H",
+                   help="share of each prompt already in the KV cache, in [0, 1): a prefix "
+                        "shared by the requests (prefix caching; default 0)")
+    p.add_argument("--kv-offload-gb", type=_number(0.0, 1e5, "GB"), default=0.0, metavar="GB",
+                   help="host memory per GPU given to the KV cache (offload; default 0), at "
+                        "most the system's host memory per GPU")
     p.add_argument("--ttft-max", type=_number(1e-6, 1e6, "seconds"), metavar="S")
     p.add_argument("--tpot-max", type=_number(1e-7, 1e4, "seconds"), metavar="S")
     p.add_argument("--stack", "--engine", dest="stack", default=DEFAULT,
@@ -93,12 +113,16 @@ def _workload(args: argparse.Namespace) -> dict[str, Any]:
                                            "request-rate")
     if args.mtp_acceptance is not None and not args.mtp:
         raise CliError("--mtp-acceptance needs --mtp K")
+    if args.draft_model is not None and not args.mtp:
+        raise CliError("--draft-model needs --mtp K (the tokens it drafts per step)")
     return {"input_tokens": args.input_tokens, "output_tokens": args.output_tokens,
             "mode": mode, "concurrency": args.concurrency,
             "request_rate_per_s": args.request_rate, "weight_precision": args.precision,
             "kv_precision": args.kv_precision, "mtp_depth": args.mtp,
             "mtp_acceptance": (args.mtp_acceptance or DEFAULT_MTP_ACCEPTANCE) if args.mtp
-            else 0.0, "ttft_max_s": args.ttft_max, "tpot_max_s": args.tpot_max}
+            else 0.0, "draft_model": args.draft_model, "prefix_hit": args.prefix_hit,
+            "kv_offload_gb": args.kv_offload_gb,
+            "ttft_max_s": args.ttft_max, "tpot_max_s": args.tpot_max}
 
 
 def _layout(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,15 +153,34 @@ def _check_tokens(args: argparse.Namespace) -> None:
 
 def _check_model(model: Transformer, args: argparse.Namespace, context: int | None) -> None:
     """Refuse what the model cannot serve: a sequence beyond its context window, MTP without
-    an MTP head."""
+    an MTP head or a draft model, a draft model that is not a preset or has another
+    vocabulary."""
     total = args.input_tokens + args.output_tokens
     if context and total > context:
         raise CliError(f"--input-tokens {args.input_tokens:,} + --output-tokens "
                        f"{args.output_tokens:,} = {total:,} tokens is beyond {model.name}'s "
                        f"context of {context:,} tokens")
-    if args.mtp and not model.mtp_layers:
-        raise CliError(f"--mtp {args.mtp}: {model.name} has no MTP head (mtp_layers 0); "
-                       "speculative decoding with a separate draft model is not modelled")
+    if args.mtp and not model.mtp_layers and args.draft_model is None:
+        raise CliError(f"--mtp {args.mtp}: {model.name} has no MTP head (mtp_layers 0); give "
+                       "a separate draft model with --draft-model NAME")
+    if args.draft_model is not None:
+        try:
+            check_draft(model, args.draft_model)
+        except ModelError as err:
+            raise CliError(f"--draft-model {args.draft_model}: {err}") from None
+
+
+def _check_system(system: Any, args: argparse.Namespace) -> None:
+    """Refuse a host KV pool the system cannot give: more than its host memory per GPU, or
+    no GPU-host link in its spec."""
+    if not args.kv_offload_gb:
+        return
+    if system.host_bandwidth_gb_per_s <= 0:
+        raise CliError(f"--kv-offload-gb {args.kv_offload_gb:g}: {system.name} has no GPU-host "
+                       "link in its spec (host_bandwidth_gb_per_s 0)")
+    if args.kv_offload_gb > system.host_memory_gb:
+        raise CliError(f"--kv-offload-gb {args.kv_offload_gb:g} is more than {system.name}'s "
+                       f"host memory per GPU ({system.host_memory_gb:g} GB)")
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -145,6 +188,7 @@ def run_serve(args: argparse.Namespace) -> int:
     model = load_model(args.model, seq_len=args.input_tokens + args.output_tokens)
     _check_model(model, args, model.max_context_tokens)
     system = load_system(args.system)
+    _check_system(system, args)
     request = Request(model, system, Serving(_workload(args), args.gpus, _layout(args)),
                       stack=args.stack)  # the one request, as training's commands build
     result = serve(request)

@@ -188,6 +188,10 @@ class StepOp:
     # a routed-experts op: (T tokens entering the layer, local experts, etp), priced by the
     # measured-kernel model where one is fitted (model.physics.kernels.moe_kernel)
     routing: tuple | None = None
+    # an MHA/GQA decode attention op: (sequences on the GPU, cached keys, local query heads,
+    # local KV heads, head dim), priced by the measured decode kernel where the stack asks
+    # (model.physics.kernels.pricing.decode_attention_s)
+    attention: tuple | None = None
 
 
 def _linear(name: str, rows, k, n, wl: ServingWorkload, kind: Kind = Kind.LINEAR,
@@ -221,21 +225,32 @@ def _attention_decode(m: Transformer, seqs, queries: float, keys, g, wl) -> Step
     qo = ACT_BYTES * seqs * queries * heads * (m.qk_head_dim + m.value_head_dim)
     c = ops.OpCounts(flop_mat_fwd=2.0 * scores * width, flop_vec_fwd=3.0 * scores,
                      bytes_fwd=cached + qo, exp_fwd=scores)
-    return StepOp(OpSpec("attn/core", Kind.ATTENTION), c, 1.0)
+    op = StepOp(OpSpec("attn/core", Kind.ATTENTION), c, 1.0)
+    if not m.mla and np.all(np.asarray(queries) == 1.0):  # one query each: the tables' kernel
+        op.attention = (seqs, keys, heads, np.maximum(m.kv_heads / g, 1.0), float(m.qk_head_dim))
+    return op
 
 
-def _attention_prefill(m: Transformer, tokens, prompt: float, g) -> StepOp:
-    """Causal flash attention over prompts of ``prompt`` tokens, ``tokens`` of them on this
-    GPU: the forward of :func:`model.physics.ops.flash_attention` (H = sequences · local
-    heads, r = L = prompt, w = q_k + q_v: F_mat = H·r·L·(2q_k − 1) + H·r·q_v·(2L − 1),
-    F_vec = 2·H·r·L + H·r·(L − 1), one exp per score, M = s(H·r·w + b·kv·L·w + H·r)) with the
-    masked half skipped (:func:`model.physics.ops.skip_masked_half`) and windows by
-    :func:`model.specs.params.attention_keys`."""
+def _attention_prefill(m: Transformer, tokens, prompt: float, g, cached: float = 0.0,
+                       ) -> StepOp:
+    """Causal flash attention of prompts whose last ``prompt`` tokens are computed after
+    ``cached`` tokens already in the KV cache (prefix caching; 0 without), ``tokens`` computed
+    tokens on this GPU: the forward of :func:`model.physics.ops.flash_attention` (H = sequences
+    · local heads, r = prompt rows, L = cached + prompt keys, w = q_k + q_v: F_mat =
+    H·r·L·(2q_k − 1) + H·r·q_v·(2L − 1), F_vec = 2·H·r·L + H·r·(L − 1), one exp per score,
+    M = s(H·r·w + b·kv·L·w + H·r)) with the masked share skipped: the rows' mean keys are
+    (L·k̄(L) − c·k̄(c))/r, k̄ the mean keys per query of :func:`model.specs.params.attention_keys`
+    (causal halves, windows), so a cached prefix is read, not recomputed, and each computed
+    token still attends to it (vLLM's and TensorRT-LLM's prefix-cache hit: the prefill runs on
+    the uncached suffix against the cached blocks)."""
     seqs = tokens / prompt
     kv = np.maximum(m.kv_heads / g, 1.0)
     qk, v = float(m.qk_head_dim), float(m.value_head_dim)
-    hh, rows, seq = seqs * (m.heads / g), prompt, prompt
-    share = 0.5 * params.attention_keys(m, prompt) / (prompt / 2.0)  # causal half, windows
+    seq = cached + prompt
+    hh, rows = seqs * (m.heads / g), prompt
+    summed = seq * params.attention_keys(m, seq) - (
+        cached * params.attention_keys(m, cached) if cached else 0.0)
+    share = summed / prompt / seq  # the causal share of the r·L scores, windows
     c = ops.OpCounts(
         flop_mat_fwd=share * (hh * rows * seq * (2 * qk - 1) + hh * rows * v * (2 * seq - 1)),
         flop_vec_fwd=share * (2 * hh * rows * seq + hh * rows * (seq - 1)),
@@ -249,7 +264,9 @@ def layer_ops(m: Transformer, wl: ServingWorkload, lay: Layout, tokens: np.ndarr
               prompt: float = 1.0) -> list[StepOp]:
     """The ops of one (average) layer on one GPU for a step of ``tokens`` tokens of ``seqs``
     sequences on the instance's stage: norms, attention projections, attention, output
-    projection, then the dense MLP and the MoE layer each weighted by its share of layers."""
+    projection, then the dense MLP and the MoE layer each weighted by its share of layers.
+    ``keys``: in decode the keys each query attends to; in prefill the prompt tokens already in
+    the cache before the ``prompt`` computed ones (prefix caching, 0 without)."""
     g, groups = lay.attention_shards, lay.attention_groups
     t_a, s_a = tokens / groups, seqs / groups  # one GPU's attention tokens and sequences
     e, h = float(m.hidden), float(m.heads)
@@ -259,7 +276,7 @@ def layer_ops(m: Transformer, wl: ServingWorkload, lay: Layout, tokens: np.ndarr
     if decode:
         out.append(_attention_decode(m, s_a, tokens / np.maximum(seqs, 1e-9), keys, g, wl))
     else:
-        out.append(_attention_prefill(m, t_a, prompt, g))
+        out.append(_attention_prefill(m, t_a, prompt, g, float(keys)))
     out.append(_linear("attn/out", t_a, h * m.value_head_dim / g, e, wl))
     moe_share = m.moe_layers / m.layers
     if moe_share < 1.0:

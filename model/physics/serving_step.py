@@ -11,7 +11,10 @@ MoE layer's all-gather of the tokens and reduce-scatter of its outputs over ep. 
 stages runs pp microbatches of the step at once: each sequence advances by one step every
 pp·(t_stage + t_p2p), t_stage the slowest (last) stage's ⌈layers/pp⌉ layers and the LM head.
 The engine's host adds ``step_overhead_s`` per step and ``sequence_overhead_s`` per sequence a
-rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch.
+rank handles in the step (:mod:`model.specs.serving_stack`), once per microbatch; with the
+stack's ``overlap_scheduler`` the host prepares step n + 1 while the GPU runs step n, so only
+the host time beyond the GPU's shows: engine/step = max(t_host − t_GPU, 0) (TensorRT-LLM's
+PyExecutor overlap loop, docs/source/features/overlap-scheduler.md; NanoFlow, Zhu et al. 2024).
 """
 
 from __future__ import annotations
@@ -56,6 +59,11 @@ class Engine:
     # the measured fused-MoE kernel fit of this GPU × weight precision (None: the roofline);
     # model.physics.kernels.moe_kernel is imported only for a stack that asks for it
     moe_kernel: KernelFit | None = None
+    # the measured decode-attention table's (GPU, KV dtype) where the stack prices decode
+    # attention by it (None: the roofline)
+    decode_attention: tuple[str, str] | None = None
+    # a separate draft model's engine (speculative decoding without an MTP head), or None
+    draft: Engine | None = None
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
@@ -67,7 +75,17 @@ class Engine:
             from model.physics.kernels.moe_kernel import engine_serving_fit
             fit = engine_serving_fit(system.name, system.generation, workload.weight_precision,
                                      stack.kernels)
-        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit)
+        table = None
+        if stack.decode_attention == "kernel-tables":
+            table = kernel_pricing.decode_attention_key(system.name, str(workload.kv_precision),
+                                                        stack.kernels)
+        draft = None
+        if workload.draft_model is not None:  # priced alone: no MTP, no draft of its own
+            from model.specs.models import load_model
+            draft = cls.make(load_model(workload.draft_model), system, workload.with_overrides(
+                draft_model=None, mtp_depth=0, mtp_acceptance=0.0), stack)
+        return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit, table,
+                   draft)
 
 
 @dataclass
@@ -92,6 +110,10 @@ def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
                                             *op.routing) + zero
         if op.spec.kind == Kind.PERMUTE:
             return zero
+    if op.attention is not None and engine.decode_attention is not None:
+        return op.share * kernel_pricing.decode_attention_s(
+            engine.decode_attention, engine.system.hbm_bandwidth_gb_per_s * 1e9,
+            *op.attention) + zero
     if op.shape is not None and engine.system.sm_count > 0:
         op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
     *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)
@@ -230,5 +252,8 @@ def step_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarray
     by_op = {k: pp * v for k, v in stage.by_op_s.items()}
     by_op["comm/pipeline"] = pp * hop
     per_rank = seqs / pp / lay.attention_groups  # sequences one rank's host handles per step
-    by_op["engine/step"] = pp * (engine.step_overhead_s + engine.sequence_overhead_s * per_rank)
+    host = pp * (engine.step_overhead_s + engine.sequence_overhead_s * per_rank)
+    if engine.stack.overlap_scheduler:  # host work hidden behind the GPU's: the excess shows
+        host = np.maximum(host - sum(by_op.values(), np.zeros(len(pp))), 0.0)
+    by_op["engine/step"] = host
     return StepTimes(sum(by_op.values(), np.zeros(len(pp))), by_op)

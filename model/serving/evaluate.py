@@ -14,6 +14,7 @@ from model.physics import serving_ops as so
 from model.physics.serving_step import Engine
 from model.serving.modes import (
     chunk_tokens,
+    context_kv_bytes,
     decode_keys,
     decode_step_s,
     max_batch,
@@ -21,6 +22,8 @@ from model.serving.modes import (
     md1_wait_s,
     memory,
     prefill_s,
+    prefix_bytes,
+    sequence_kv_bytes,
     solve_batch,
 )
 from model.serving.scheduler import ClosedLoop, closed_loop
@@ -63,12 +66,12 @@ def candidates(**columns) -> Candidates:
 
 
 def _kv_transfer_s(engine: Engine, lay: so.Layout, gpus: np.ndarray) -> np.ndarray:
-    """Seconds to move one prompt's KV cache from a prefill GPU to its decode GPU: its bytes
+    """Seconds to move one prompt's KV cache from a prefill GPU to its decode GPU (its uncached
+    tokens: a cached prefix is taken to be cached on the decode side too): its bytes
     per GPU over NVLink when the whole deployment fits one NVLink domain, else over the GPU's
     NICs, plus one latency (every GPU of the instance sends its own share at once)."""
     sysm = engine.system
-    volume = so.kv_bytes_per_sequence(engine.model, engine.workload, lay,
-                                      engine.workload.input_tokens)
+    volume = context_kv_bytes(engine, lay, float(engine.workload.computed_prompt_tokens))
     inside = gpus <= sysm.nvlink_domain_size
     return np.where(inside, sysm.nvlink_latency_s + volume / sysm.fast_bytes_per_s,
                     sysm.network_latency_s + volume / (sysm.nics_per_gpu * sysm.slow_bytes_per_s))
@@ -137,7 +140,7 @@ def _per_distinct(fn, lay: so.Layout, value: np.ndarray):
 
 def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.ndarray]:
     """:func:`evaluate_candidates` of candidates all aggregated or all disaggregated."""
-    wl, m = engine.workload, engine.model
+    wl = engine.workload
     lay = so.layout(c.tp, c.pp, c.ep, c.adp)
     zero = np.zeros(len(c))
     mem = _per_distinct(lambda lay_, _: tuple(memory(engine, lay_)[k] for k in MEMORY), lay,
@@ -168,7 +171,7 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
     stable &= b_max >= 1
     tau, dec = full if batch is b_max else step_s(np.maximum(batch, 1e-9))
     tpot = tau / a
-    chunks = np.ceil(in_len / chunk)
+    chunks = np.ceil(wl.computed_prompt_tokens / chunk)
     gpus = c.gpus
     service = np.where(agg, t_p0 + chunks * dec, t_p0 + _kv_transfer_s(engine, lay, gpus))
     ttft = service + wait
@@ -201,8 +204,8 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
             "requests_per_s": rate, "fits": mem["fits"] & (b_max >= 1), "stable": stable,
             "weights_gb": mem["weights"] / 1e9, "activations_gb": mem["activations"] / 1e9,
             "kv_cache_gb": mem["kv"] / 1e9, "free_gb": mem["free"] / 1e9,
-            "kv_used_gb": so.kv_bytes_per_sequence(m, wl, lay, in_len + out_len) * batch
-            / lay.attention_groups / 1e9,
+            "kv_used_gb": (sequence_kv_bytes(engine, lay) * batch / lay.attention_groups
+                           + prefix_bytes(engine, lay)) / 1e9,
             "prefill_s_per_request": t_p, "decode_step_s": dec}
     cols.update(_ttft_tail(engine, c, lam, rate_of(b_max), 1.0 / t_p, service, stable))
     cols["memory_gb"] = cols["weights_gb"] + cols["activations_gb"] + cols["kv_cache_gb"]
@@ -239,7 +242,7 @@ def _closed_loop(engine: Engine, c: Candidates, lay: so.Layout, rows: np.ndarray
                  t_p: np.ndarray) -> ClosedLoop:
     """:func:`model.serving.scheduler.closed_loop` of the aggregated candidates ``rows``: the
     users of one instance, its token budget (the chunk of every attention rank), its largest
-    batch, its decode step and the GPU time of one prompt token (t_p / I)."""
+    batch, its decode step and the GPU time of one computed prompt token (t_p / (I − ⌊h·I⌋))."""
     wl = engine.workload
     lay_ = lay.take(rows)
     groups = lay_.attention_groups
@@ -247,9 +250,10 @@ def _closed_loop(engine: Engine, c: Candidates, lay: so.Layout, rows: np.ndarray
     def tau_d(d: np.ndarray) -> np.ndarray:
         return _per_distinct(lambda l_, b: decode_step_s(engine, l_, b, keys), lay_, d)
 
-    return closed_loop(wl.concurrency / c.instances[rows], wl.input_tokens, wl.output_tokens,
+    prompt = wl.computed_prompt_tokens  # a cached prefix takes no budget and no GPU time
+    return closed_loop(wl.concurrency / c.instances[rows], prompt, wl.output_tokens,
                        wl.tokens_per_step, wl.mtp_depth + 1.0, chunk[rows] * groups,
-                       b_max[rows], tau_d, t_p[rows] / wl.input_tokens)
+                       b_max[rows], tau_d, t_p[rows] / prompt)
 
 
 def _costs(engine: Engine, gpus, out_tps, in_tps, prefill_share) -> dict[str, np.ndarray]:

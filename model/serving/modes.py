@@ -41,17 +41,70 @@ BISECTIONS = 24  # halvings of the batch interval: 2^-24 of B_max, far below one
 def decode_step_s(engine: Engine, lay: so.Layout, batch: np.ndarray, keys) -> np.ndarray:
     """τ_d(B): a decode step verifying K + 1 tokens per sequence plus, with MTP, K draft
     passes of one layer and the head on one token per sequence (the MTP module, or a one-layer
-    draft head: DeepSeek-V3 §2.2; EAGLE, Li et al. 2024)."""
+    draft head: DeepSeek-V3 §2.2; EAGLE, Li et al. 2024), plus with KV offload the reload of
+    the sequences the HBM pool does not hold (:func:`offload_reload_s`)."""
     k = engine.workload.mtp_depth
     b = np.maximum(batch, 1e-9)
     verify = step_times(engine, lay, b * (k + 1), b, keys, True).total_s
+    if engine.workload.kv_offload_gb > 0:
+        verify = verify + offload_reload_s(engine, lay, b)
     if not k:
         return verify
-    one = step_times(engine, lay, b, b, keys, True).by_op_s
+    return verify + k * draft_step_s(engine, lay, b, keys)
+
+
+def draft_step_s(engine: Engine, lay: so.Layout, batch: np.ndarray, keys) -> np.ndarray:
+    """One draft pass of B sequences, s: an average layer's ops and collectives (the MTP
+    module's transformer block) and the LM head on one token per sequence, taken from a
+    one-token step less its pipeline hop and host work (the drafts run inside the step's CUDA
+    graph, TensorRT-LLM's MTP worker); with a separate draft model, its whole one-token decode
+    step on the same layout less its host work (TensorRT-LLM's one-model draft/target
+    speculative decoding: the draft's forward inside the target's step)."""
+    if engine.draft is not None:
+        d = step_times(engine.draft, lay, batch, batch, decode_keys(engine.draft), True)
+        return d.total_s - d.by_op_s["engine/step"]
+    one = step_times(engine, lay, batch, batch, keys, True).by_op_s
     head = one["head/norm"] + one["head/lm"]
     fixed = head + one["comm/pipeline"] + one["engine/step"]
-    per_layer = (sum(one.values()) - fixed) / engine.model.layers
-    return verify + k * (per_layer + head)
+    return (sum(one.values()) - fixed) / engine.model.layers + head
+
+
+def prefix_bytes(engine: Engine, lay: so.Layout) -> np.ndarray:
+    """Bytes per GPU of the cached shared prefix (h·I tokens), held once per attention rank
+    (each rank with attention DP keeps its own copy; 0 without prefix caching)."""
+    cached = engine.workload.cached_prompt_tokens
+    if not cached:
+        return np.zeros(len(lay.tp))
+    return context_kv_bytes(engine, lay, float(cached))
+
+
+def context_kv_bytes(engine: Engine, lay: so.Layout, context: float) -> np.ndarray:
+    """Bytes per GPU of ``context`` tokens of one sequence, the draft model's cache included."""
+    out = so.kv_bytes_per_sequence(engine.model, engine.workload, lay, context)
+    if engine.draft is not None:
+        out = out + so.kv_bytes_per_sequence(engine.draft.model, engine.workload, lay, context)
+    return out
+
+
+def sequence_kv_bytes(engine: Engine, lay: so.Layout) -> np.ndarray:
+    """Bytes per GPU one sequence holds in whole blocks: its own I − ⌊h·I⌋ + O tokens (the
+    cached prefix is shared, :func:`prefix_bytes`)."""
+    wl, block = engine.workload, engine.stack.kv_block_tokens
+    context = -(-(wl.computed_prompt_tokens + wl.output_tokens) // block) * block
+    return context_kv_bytes(engine, lay, float(context))
+
+
+def offload_reload_s(engine: Engine, lay: so.Layout, batch: np.ndarray) -> np.ndarray:
+    """KV offload to host memory: the KV bytes per GPU of B sequences beyond what the HBM
+    pool holds (after the shared prefix) live in host memory and cross the GPU's host link
+    (PCIe, or NVLink-C2C on Grace systems: ``host_bandwidth_gb_per_s``) once per decode step,
+    s: max(B/g·S_seq − (KV_hbm − S_prefix), 0)/BW_host, not overlapped with the step's
+    compute (an upper bound; vLLM's KV-offload connector and TensorRT-LLM's host KV pool load
+    blocks back before the forward that reads them)."""
+    resident = memory(engine, lay)["kv"] - prefix_bytes(engine, lay)
+    held = batch / lay.attention_groups * sequence_kv_bytes(engine, lay)
+    bw = engine.system.host_bandwidth_gb_per_s * 1e9
+    return np.maximum(held - np.maximum(resident, 0.0), 0.0) / bw
 
 
 def chunk_tokens(engine: Engine, b_max: np.ndarray, lay: so.Layout) -> np.ndarray:
@@ -68,14 +121,20 @@ def chunk_tokens(engine: Engine, b_max: np.ndarray, lay: so.Layout) -> np.ndarra
 def prefill_s(engine: Engine, lay: so.Layout, tokens: np.ndarray,
               ) -> tuple[np.ndarray, np.ndarray]:
     """(t_p, t_p0): GPU time per request of prefill in full chunks of ``tokens`` per
-    attention rank, and the time of one prompt alone (its TTFT on an idle instance)."""
-    prompt = float(engine.workload.input_tokens)
+    attention rank, and the time of one prompt alone (its TTFT on an idle instance). With
+    prefix caching only the I − ⌊h·I⌋ uncached tokens are computed, attending to the cached
+    ones too (:func:`model.physics.serving_ops.layer_ops`). A separate draft model prefills
+    the prompt too (its own KV cache)."""
+    prompt = float(engine.workload.computed_prompt_tokens)
+    cached = float(engine.workload.cached_prompt_tokens)
     groups = lay.attention_groups
     chunk = groups * np.maximum(tokens, prompt)
-    t_chunk = step_times(engine, lay, chunk, chunk / prompt, prompt, False, prompt,
-                         head_rows=chunk / prompt).total_s
-    alone = step_times(engine, lay, prompt * groups, groups, prompt, False, prompt,
-                       head_rows=groups).total_s
+    t_chunk = alone = 0.0
+    for e in (engine,) if engine.draft is None else (engine, engine.draft):
+        t_chunk = t_chunk + step_times(e, lay, chunk, chunk / prompt, cached, False, prompt,
+                                       head_rows=chunk / prompt).total_s
+        alone = alone + step_times(e, lay, prompt * groups, groups, cached, False, prompt,
+                                   head_rows=groups).total_s
     return t_chunk * prompt / chunk, alone
 
 
@@ -87,6 +146,8 @@ def memory(engine: Engine, lay: so.Layout) -> dict[str, np.ndarray]:
     m, wl, st = engine.model, engine.workload, engine.stack
     g = lay.attention_shards
     weights = so.weight_bytes_per_gpu(m, wl, lay)
+    if engine.draft is not None:  # a separate draft model's weights on the same GPUs
+        weights = weights + so.weight_bytes_per_gpu(engine.draft.model, wl, lay)
     width = 3.0 * m.hidden + (m.heads + 2 * m.kv_heads) * m.head_dim / g
     mlp = m.ffn if m.layers > m.moe_layers else 0
     hidden = max(mlp, m.top_k * m.expert_ffn + m.shared_ffn) * (3 if m.mlp == "swiglu" else 2)
@@ -105,14 +166,13 @@ def memory(engine: Engine, lay: so.Layout) -> dict[str, np.ndarray]:
 
 def max_batch(engine: Engine, lay: so.Layout, kv_bytes: np.ndarray,
               pinned: np.ndarray | None = None) -> np.ndarray:
-    """The largest batch of one instance: sequences of I + O tokens whose KV the cache holds
-    (per attention rank with attention DP), at most ``max_batch``/pp per rank and
-    ``max_num_tokens`` / (K + 1) decode tokens per rank, or the pinned batch if smaller."""
+    """The largest batch of one instance: sequences whose own I − ⌊h·I⌋ + O tokens
+    (:func:`sequence_kv_bytes`) the cache holds beside the shared prefix (per attention rank
+    with attention DP), the host KV pool added with offload, at most ``max_batch``/pp per rank
+    and ``max_num_tokens`` / (K + 1) decode tokens per rank, or the pinned batch if smaller."""
     wl, st = engine.workload, engine.stack
-    block = st.kv_block_tokens  # a sequence holds whole blocks
-    context = -(-(wl.input_tokens + wl.output_tokens) // block) * block
-    per_seq = so.kv_bytes_per_sequence(engine.model, wl, lay, context)
-    per_rank = np.floor(kv_bytes / per_seq)
+    pool = kv_bytes + wl.kv_offload_gb * 1e9 - prefix_bytes(engine, lay)
+    per_rank = np.floor(np.maximum(pool, 0.0) / sequence_kv_bytes(engine, lay))
     limit = np.floor(st.max_batch / lay.pp)
     if st.max_num_tokens:
         limit = np.minimum(limit, st.max_num_tokens // (wl.mtp_depth + 1))

@@ -21,8 +21,9 @@ from model.errors import ModelError
 from model.physics import serving_ops as so
 from model.physics.serving_step import Engine, step_times
 from model.serving.evaluate import Candidates, candidates, evaluate_candidates
+from model.serving.inputs import check_inputs
 from model.serving.modes import decode_keys
-from model.serving.validity import error_bars
+from model.serving.validity import error_bars, unmeasured_mechanisms
 from model.specs.hardware import System
 from model.specs.serving import (
     Serving,
@@ -149,6 +150,7 @@ def serve_request(req: Request) -> ServeResult:
                          f"{getattr(req.workload, 'kind', type(req.workload).__name__)}")
     model, system, stack = req.model, req.system, req.stack
     wl, pins, gpus = req.workload.workload, req.workload.layout, req.workload.gpus
+    check_inputs(model, system, wl)
     engine = Engine.make(model, system, wl, load_serving_stack(stack))
     cand = space(model, int(gpus), wl, pins)
     cols = evaluate_candidates(engine, cand)
@@ -181,7 +183,8 @@ def serve_request(req: Request) -> ServeResult:
                 model=model.name, system=system.name, mode=wl.mode,
                 weight_precision=wl.weight_precision, kv_precision=wl.kv_precision,
                 validated=engine.stack.validated,
-                error_bars=error_bars(engine.stack, model.moe, system.generation))
+                error_bars=error_bars(engine.stack, model.moe, system.generation,
+                                      unmeasured_mechanisms(wl)))
     return ServeResult(best, frame, pareto, decode_breakdown(engine, cand.take([best_i]),
                                                              best["batch"]), message)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from model.specs import memo
 from model.specs.conformal import COVERAGE, bounds_pct, radius, too_few
 from model.specs.schema import DATA_DIR
+from model.specs.serving import ServingWorkload
 from model.specs.serving_stack import ServingStack
 
 RESIDUALS = DATA_DIR / "reference" / "serving_residuals.json"
@@ -40,9 +41,23 @@ def population(moe: bool, generation: str) -> str:
     return f"{'moe' if moe else 'dense'}/{generation}"
 
 
-def error_bars(stack: ServingStack, moe: bool, generation: str) -> dict[str, str]:
+def unmeasured_mechanisms(wl: ServingWorkload) -> list[str]:
+    """The workload's mechanisms no run of the fit data used (its runs are offline, without
+    prefix caching, KV offload or MTP): an answer that uses one is outside every population."""
+    return [name for name, used in (("prefix caching", wl.prefix_hit > 0),
+                                    ("KV offload", wl.kv_offload_gb > 0),
+                                    ("MTP", wl.mtp_depth > 0)) if used]
+
+
+def error_bars(stack: ServingStack, moe: bool, generation: str,
+               unmeasured: list[str] | None = None) -> dict[str, str]:
     """Per metric (:data:`METRICS`), the error bar of an answer for a dense or MoE model on a
-    GPU generation under ``stack``, in words."""
+    GPU generation under ``stack``, in words; "not validated" for every metric when the answer
+    uses a mechanism the fit data never measured (``unmeasured``,
+    :func:`unmeasured_mechanisms`)."""
+    if unmeasured:
+        return {m: f"not validated ({', '.join(unmeasured)}: not in the fit data)"
+                for m in METRICS}
     key = population(moe, generation)
     if not stack.validated:
         return {m: f"not validated end to end ({stack.engine or stack.name}: no measurement of "

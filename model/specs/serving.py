@@ -8,7 +8,7 @@ serving instance; each field left ``None`` is searched (:mod:`model.serving.serv
 
 Symbols (docs/serving.md): I input tokens, O output tokens, B requests in flight on one
 instance, C concurrent users, λ requests per second, K MTP / draft depth, α acceptance rate of
-each drafted token.
+each drafted token, h prefix-cache hit share.
 """
 
 from __future__ import annotations
@@ -50,6 +50,15 @@ WORKLOAD_FIELDS = (
           0, 16, default=0),
     Field("mtp_acceptance", float, "probability α that each drafted token is accepted",
           0, 1, default=0.0),
+    Field("draft_model", str, "a separate draft model (a model preset) for speculative "
+          "decoding: K passes of its whole forward per step (none: the model's own MTP head)",
+          max_len=100),
+    Field("prefix_hit", float, "share h of each prompt already in the KV cache (prefix "
+          "caching: a prefix shared by the requests, its blocks held once per attention rank); "
+          "in [0, 1)", 0, 1, default=0.0),
+    Field("kv_offload_gb", float, "host memory per GPU given to the KV cache, GB (offload: "
+          "sequences beyond the HBM pool are reloaded over the host link every step)", 0, 1e5,
+          default=0.0),
     Field("ttft_max_s", float, "SLA: largest time to first token, s (none: no limit)", 1e-6,
           1e6),
     Field("tpot_max_s", float, "SLA: largest time per output token, s (none: no limit)", 1e-7,
@@ -87,6 +96,9 @@ class ServingWorkload:
     kv_precision: str | None = None
     mtp_depth: int = 0
     mtp_acceptance: float = 0.0
+    draft_model: str | None = None
+    prefix_hit: float = 0.0
+    kv_offload_gb: float = 0.0
     ttft_max_s: float | None = None
     tpot_max_s: float | None = None
 
@@ -102,6 +114,24 @@ class ServingWorkload:
         if self.mtp_depth and self.mtp_acceptance <= 0:
             raise ModelError("serving workload: 'mtp_acceptance' must be above 0 with "
                              f"mtp_depth {self.mtp_depth} (the share of drafted tokens kept)")
+        if self.draft_model is not None and not self.mtp_depth:
+            raise ModelError(f"serving workload: 'draft_model' {self.draft_model!r} needs "
+                             "mtp_depth K ≥ 1 (the tokens it drafts per step)")
+        if self.prefix_hit >= 1.0:
+            raise ModelError(f"serving workload: 'prefix_hit' {self.prefix_hit:g} must be below 1 "
+                             "(a prompt wholly in the cache still computes its last token)")
+
+    @property
+    def cached_prompt_tokens(self) -> int:
+        """Prompt tokens found in the prefix cache, ⌊h·I⌋ (whole tokens; the engines' block
+        granularity is not modelled), at most I − 1: the last prompt token is always computed
+        (its logits give the first output token)."""
+        return min(int(self.prefix_hit * self.input_tokens), self.input_tokens - 1)
+
+    @property
+    def computed_prompt_tokens(self) -> int:
+        """Prompt tokens a prefill computes, I − ⌊h·I⌋ (all of them without prefix caching)."""
+        return self.input_tokens - self.cached_prompt_tokens
 
     @property
     def weight_bytes(self) -> float:

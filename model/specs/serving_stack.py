@@ -52,6 +52,10 @@ FIELDS = (
     Field("kv_block_tokens", int, "tokens of one KV-cache block (a sequence holds whole "
           "blocks)", 1, 4096, default=1),
     Field("cuda_graphs", bool, "decode steps replayed as CUDA graphs", default=True),
+    Field("overlap_scheduler", bool, "the host work of a step (scheduling, sampling, "
+          "detokenising) runs while the GPU runs the previous step, so a step takes the longer "
+          "of the two, not their sum (TensorRT-LLM's overlap scheduler, SGLang's overlap "
+          "schedule, vLLM's async scheduling)", default=False),
     Field("validated", bool, "true only where the stack's end-to-end constants were fitted "
           "on published measurements of that engine", default=False),
     Field("moe_kernel", str, "how the routed experts are priced: 'roofline' (the op roofline at "
@@ -63,6 +67,11 @@ FIELDS = (
           "tile waves and DeepGEMM's depth, model.physics.gemm) or 'kernel-tables' (the "
           "measured kernel tables' fit, model.physics.kernels)", default="tiles",
           choices=GEMM_SHAPES),
+    Field("decode_attention", str, "how an MHA/GQA decode step's attention is priced: "
+          "'roofline' (the op roofline at the fitted hbm) or 'kernel-tables' (the decode kernel "
+          "fitted on AIConfigurator's measured tables, model.physics.kernels.attention_kernel, "
+          "where the GPU and KV precision have one)", default="roofline",
+          choices=("roofline", "kernel-tables")),
     Field("fit", dict, "what the fit reports (errors, data, commit)", default=None),
     Field("kernels", str, "whose measured kernel tables the kernel switches (gemm_shapes "
           "'kernel-tables', moe_kernel 'measured') use: 'trtllm', 'vllm' or 'sglang' "
@@ -86,16 +95,19 @@ class ServingStack:
     hbm_utilization: float = 0.0
     kv_block_tokens: int = 1
     cuda_graphs: bool = True
+    overlap_scheduler: bool = False
     validated: bool = False
     moe_kernel: str = "roofline"
     efficiency: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
     gemm_shapes: str = "tiles"
     kernels: str = "trtllm"
+    decode_attention: str = "roofline"
 
     def __hash__(self) -> int:
         return hash((self.name, self.max_batch, self.max_num_tokens, self.gemm_shapes,
-                     self.moe_kernel, self.kernels,
+                     self.moe_kernel, self.kernels, self.overlap_scheduler,
+                     self.decode_attention,
                      tuple(sorted((g, tuple(sorted(v.items())))
                                   for g, v in self.efficiency.items()))))
 

@@ -209,6 +209,7 @@ def population_errors(frame) -> dict[str, dict[str, dict[str, float]]]:
     return out
 
 
-LATENCY_NOTE = ("TTFT and TPOT: not scored — the fit data (TensorRT-LLM's perf overview at "
+LATENCY_NOTE = ("TTFT/TPOT not validated: the fit data has throughput only. "
+                "TTFT and TPOT: not scored — the fit data (TensorRT-LLM's perf overview at "
                 "00f37686) publishes offline output tokens/s only, no per-run TTFT or TPOT; "
                 "every serving TTFT and TPOT is therefore 'not validated'.")

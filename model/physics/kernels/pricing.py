@@ -7,9 +7,11 @@ replaces only the tile-wave × DeepGEMM-depth shape term of :mod:`model.physics.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from model.physics.kernels import gemm_kernel
+from model.physics.kernels import attention_kernel, gemm_kernel
 from model.physics.kernels.hardware import GPU_PRESETS, kernel_hardware
 from model.physics.kernels.params import fitted
 
@@ -47,4 +49,32 @@ def gemm_shape_efficiency(key: tuple[str, str], rows: Array, k: Array, n: Array,
     return shape * rows / (np.ceil(rows / rows_tile) * rows_tile)
 
 
-__all__ = ["TABLE_DTYPE", "TABLE_GPU", "gemm_shape_efficiency", "table_key"]
+# a KV-cache precision → the decode attention table's KV dtype
+KV_TABLE_DTYPE = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+
+
+def decode_attention_key(system_name: str, kv_precision: str, engine: str = "trtllm"
+                         ) -> tuple[str, str, str] | None:
+    """(GPU, KV dtype, engine) of ``engine``'s measured decode-attention table, None where it
+    has no fit (other GPUs, NVFP4 KV)."""
+    gpu, dtype = TABLE_GPU.get(system_name), KV_TABLE_DTYPE.get(kv_precision)
+    if gpu is None or dtype is None or fitted("decode_attention", gpu, dtype, engine) is None:
+        return None
+    return gpu, dtype, engine
+
+
+def decode_attention_s(key: tuple[str, str, str], hbm_bytes_per_s: float, seqs: Array, keys: Array,
+                       heads: Array, kv_heads: Array, head_dim: float) -> Array:
+    """Seconds of one layer's decode attention on one GPU by the kernel fitted to the measured
+    decode table (:func:`model.physics.kernels.attention_kernel.decode_latency_s`: the grouped
+    XQA or per-head kernel, its CTA costs and the load ramp of short caches), at the system's
+    HBM bandwidth ``hbm_bytes_per_s`` (so a what-if of the bandwidth moves it)."""
+    gpu, dtype, engine = key
+    hw = replace(kernel_hardware(gpu), hbm_bytes_per_s=float(hbm_bytes_per_s))
+    return attention_kernel.decode_latency_s(np.maximum(seqs, 0.0), keys, heads, kv_heads,
+                                             head_dim, 0.0, dtype, hw,
+                                             fitted("decode_attention", gpu, dtype, engine))
+
+
+__all__ = ["KV_TABLE_DTYPE", "TABLE_DTYPE", "TABLE_GPU", "decode_attention_key",
+           "decode_attention_s", "gemm_shape_efficiency", "table_key"]
