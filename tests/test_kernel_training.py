@@ -7,11 +7,14 @@ switch off (or where the tables do not cover the GPU or precision) every answer 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from model import load_model, load_system
+from model.engine.evaluate import shards_of
+from model.engine.report import op_table
 from model.physics import gemm
 from model.physics.block import evaluate_op, op_counts
 from model.physics.context import Ctx
@@ -21,6 +24,9 @@ from model.physics.kernels.hardware import KernelHardware
 from model.physics.kernels.params import KERNEL_DIR, fitted
 from model.physics.optable import Shards
 from model.physics.strategies import build_strategy
+from model.specs.execution import resolve_execution
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _ctx(system: str = "h100", **execution) -> Ctx:
@@ -148,3 +154,52 @@ def test_switch_off_is_the_old_pricing_and_on_changes_it():
                                      float(m.qk_head_dim))
     assert np.allclose(att.wave_fwd, f) and np.allclose(att.wave_bwd, b)
     assert gemm.backward_efficiency(1.0, 1.0) == 1.0
+
+
+def test_explain_reads_back_the_kernel_layer_efficiencies():
+    """``evaluate --explain``'s op table (model/engine/kernel_report.py) under kernel_tables,
+    without launch overhead: a compute-bound matmul implies η × its kernel efficiency, the
+    fused attention exactly the kernel layer's forward and backward efficiencies (softmax
+    inside the measured rate: no vector FLOPs added)."""
+    model = load_model("llama3-8b")
+    system = load_system("h100").with_overrides(kernel_overhead_s=0.0)
+    ex = resolve_execution({"kernel_tables": True})
+    ctx = Ctx.make(model, system, None, ex)
+    one = np.array([1])
+    sh = shards_of({"microbatch": one, "tp1": one, "tp2": one, "nb": one})
+    for name in ("mlp/fc1", "attn/flash"):
+        [spec] = [s for s in build_strategy("1d", model, None, ex).block if s.name == name]
+        r = evaluate_op(spec, sh, ctx)
+        row = op_table([("block", r)], 1, 1, sh, ctx).iloc[0]
+        assert row["bound"] == "compute"
+        scale = ctx.linear_efficiency if name == "mlp/fc1" else 1.0
+        for way in ("fwd", "bwd"):
+            eff = float(np.ravel(getattr(r.counts, f"wave_{way}"))[0])
+            assert row[f"implied_flop_efficiency_{way}"] == pytest.approx(scale * eff,
+                                                                           rel=1e-12)
+
+
+def _doc_rows() -> list[list[str]]:
+    text = (ROOT / "docs" / "accuracy.md").read_text()
+    section = text.split("## Training through the kernel layer", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| source (stack) |", 1)[1].split("\n\n", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+
+
+def test_the_docs_figures_are_the_committed_calibration():
+    """docs/accuracy.md's before/after table: for each source's row, the column of the
+    switch's default state is the committed cross-validation's mean |error| in sample and
+    left out (scripts/calibrate --write), so a refit that moves them fails here."""
+    sources = {r["source"]: r for r in json.loads(
+        (ROOT / "model" / "data" / "reference" / "cross_validation.json").read_text())["sources"]}
+    checked = 0
+    for source_stack, _, off, on, default in _doc_rows():
+        source = source_stack.split(" (")[0]
+        if source not in sources:
+            continue
+        figures = (on if default == "on" else off).replace("*", "")
+        ins, cv = (float(v) for v in figures.split(" / "))
+        assert (ins, cv) == (round(sources[source]["in_sample_mean_pct"], 2),
+                             round(sources[source]["cross_validated_mean_pct"], 2)), source
+        checked += 1
+    assert checked >= 8
