@@ -203,3 +203,20 @@ def test_the_docs_figures_are_the_committed_calibration():
                              round(sources[source]["cross_validated_mean_pct"], 2)), source
         checked += 1
     assert checked >= 8
+
+
+def test_backward_gemms_priced_as_well_as_forward_ones_on_measured_training_shapes():
+    """The H100 PyTorch table of training GEMMs (not fitted): dX and dW, each at its own shape
+    through the same model, come within the forward's error, and docs/model.md quotes the
+    figures model/validation/kernels_training.py computes."""
+    from model.validation.kernels_training import training_gemm_errors
+    rows = {(r["dtype"], r["gemm"]): r for r in training_gemm_errors()}
+    doc = (ROOT / "docs" / "model.md").read_text()
+    for dtype in ("bf16", "fp8"):
+        fwd = rows[(dtype, "fwd")]
+        for which in ("dgrad", "wgrad"):
+            r = rows[(dtype, which)]
+            assert r["n"] == 32 and r["median_pct"] <= fwd["median_pct"] + 1.0
+        for which in ("fwd", "dgrad", "wgrad"):
+            r = rows[(dtype, which)]
+            assert f"{r['median_pct']} % / {r['p90_pct']} %" in doc, (dtype, which)
