@@ -94,6 +94,16 @@ class GemmKernel:
     reference_eta: float  # the same GPU's BF16 η (what the stack's efficiency is relative to)
     sm_count: int
 
+    @property
+    def hardware(self) -> KernelHardware:
+        """The SM count the wave term divides by (the only rate the efficiency needs)."""
+        return _waves_only(self.sm_count)
+
+
+@memo.lru("kernel-layer SM counts", 16)
+def _waves_only(sm_count: int) -> KernelHardware:
+    return KernelHardware("", {}, 0.0, sm_count)
+
 
 def gemm_kernel_of(system: System, precision: str) -> GemmKernel | None:
     """The measured GEMM kernel of ``system`` in ``precision``, None where not tabled."""
@@ -112,9 +122,10 @@ def gemm_efficiency(g: GemmKernel, m: Array, n: Array, k: Array) -> Array:
     """Efficiency of Y[m, n] = X[m, k]·W[k, n] on the kernel, over the BF16 asymptote
     (module docstring); 1 where the GEMM is empty."""
     m = np.maximum(np.asarray(m, dtype=float), 1e-9)
-    hw = KernelHardware("", {}, 0.0, g.sm_count)
-    eff = gemm_kernel.gemm_efficiency(m, n, k, hw, g.eta, g.k0, g.split)
-    eff = eff * m / (np.ceil(m / g.rows_tile) * g.rows_tile) / g.reference_eta
+    eff = gemm_kernel.gemm_efficiency(m, n, k, g.hardware, g.eta / g.reference_eta, g.k0,
+                                      g.split)
+    if g.rows_tile > 1.0:  # the rows' share of their padded MMA tiles
+        eff = eff * m / (np.ceil(m / g.rows_tile) * g.rows_tile)
     return np.where(eff > 0, eff, 1.0)
 
 
@@ -231,8 +242,10 @@ def attention_efficiencies(a: AttentionKernel, b, rows, heads, keys, head_dim
                            ) -> tuple[Array, Array]:
     """(forward, backward) fractions of the BF16 peak of one fused attention: b sequences of
     ``rows`` local queries, ``heads`` local heads, ``keys`` mean keys per query, head dim."""
-    fwd = a.rho * _context_efficiency(
-        {"eta": a.eta, "l0": a.l0, "d0": a.d0}, a.sm_count, b, rows, heads, keys, head_dim)
+    ctas = np.asarray(b, dtype=float) * heads * np.ceil(np.asarray(rows, dtype=float)
+                                                        / attn.Q_TILE)
+    waves = wave_efficiency(ctas * attn.Q_TILE, attn.Q_TILE, attn.Q_TILE, a.sm_count)
+    fwd = waves * (a.rho * a.eta * keys / (keys + a.l0) * head_dim / (head_dim + a.d0))
     return fwd, fwd * a.backward
 
 
