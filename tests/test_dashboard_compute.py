@@ -56,7 +56,8 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "fsdp_reshard_after_forward": False, "fsdp_gather_dtype": "fp32",
                "fsdp_prefetch": 0, "fsdp_shard_group": 8, "tp_style": "dtensor",
                "moe_router_fusion": False, "moe_permute_fusion": False,
-               "trainable": "qlora", "lora_rank": 64, "lora_targets": "attn"}
+               "trainable": "qlora", "lora_rank": 64, "lora_targets": "attn",
+               "kernel_tables": True}
     assert set(compute._inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value

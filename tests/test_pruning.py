@@ -68,6 +68,9 @@ CASES = [
                                  "sequence_parallel": False}),
     ("llama3-8b", "mi300x", None, {"context_attention": "ring", "zero": 0}),
     ("llama3-8b", "h100", None, {"context_attention": "pytorch", "attention_kernel": "fa2"}),
+    # training through the measured kernel layer (GEMMs at their shapes, attention's kernel)
+    ("llama3-70b", "h100", None, {"kernel_tables": True, "precision": "fp8"}),
+    ("gpt3-175b", "a100", None, {"kernel_tables": True, "attention_kernel": "fa2"}),
     ("vit-era5", "b200", None, None),
     ("megatron-22b", "a100", None, {"offload": "optimizer"}),
     ("llama3-70b", "h100", None, {"recompute_layers": 3, "precision": "fp8"}),

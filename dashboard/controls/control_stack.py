@@ -50,7 +50,13 @@ TP_CONTROL = Control(
     "dtensor (PyTorch's parallelize_module, torchtitan: the gathered input kept, nothing "
     "gathered again; with FP8, torchao gathers inputs and output gradients in FP8).",
     choices=ex.TP_STYLES, spec="tp_style", section="kernels")
-KERNEL_CONTROLS = (*KERNEL_CONTROLS, TP_CONTROL)
+KERNEL_TABLES_CONTROL = Control(
+    "kernel_tables", "Measured kernel tables", "execution", "switch", bool,
+    "The dense matmuls (forward, dX and dW GEMMs at their own shapes) and fused attention "
+    "priced through the kernel layer fitted on measured kernel tables where they cover the GPU "
+    "(model/physics/kernels/training.py); off: tile waves and the stack's attention kernel.",
+    choices=ON_OFF[0], names=ON_OFF[1], spec="kernel_tables", section="kernels")
+KERNEL_CONTROLS = (*KERNEL_CONTROLS, TP_CONTROL, KERNEL_TABLES_CONTROL)
 
 FSDP_CONTROLS = (
     Control("fsdp_version", "FSDP implementation", "execution", "dropdown", int,

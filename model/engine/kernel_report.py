@@ -12,11 +12,12 @@ need to run at to take their time:
 with F_mat its tensor-core FLOPs at the peak P_mat of the precision it runs in (the
 execution's for the matmuls, BF16 for attention and every other op, as the physics prices
 them), F_vec its vector FLOPs at the vector peak P_vec (left out for an attention priced from
-its kernel's benchmark, whose measured rate already pays its softmax), and t_kernel = max(t_comp,
-t_mem) + t_extra, launches, exponentials and separate quantisation kernels included. The
-implied HBM efficiency is η_HBM = (M + M_extra) / (t_kernel · B_HBM), all of its HBM bytes
-over the GPU's nominal bandwidth. A compute-bound matmul without launch overhead reads back
-η·shape efficiency; a memory-bound kernel, the achievable fraction of the bandwidth.
+its kernel's benchmark or the kernel layer, whose measured rate already pays its softmax), and
+t_kernel = max(t_comp, t_mem) + t_extra, launches, exponentials and separate quantisation
+kernels included. The implied HBM efficiency is η_HBM = (M + M_extra) / (t_kernel · B_HBM),
+all of its HBM bytes over the GPU's nominal bandwidth. A compute-bound matmul without launch
+overhead reads back η·shape efficiency; a memory-bound kernel, the achievable fraction of the
+bandwidth.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def peak_time_s(r: OpResult, way: str, ctx: Ctx) -> float:
     """The time the op's FLOPs in one direction (``way``: fwd or bwd) take at peak, s."""
     c = r.counts
     t = float(np.sum(getattr(c, f"flop_mat_{way}"))) / matrix_peak_flop_per_s(r, ctx)
-    tabled = r.spec.kind == Kind.ATTENTION and ctx.attention_passes is not None
+    tabled = r.spec.kind == Kind.ATTENTION and (ctx.attention_passes is not None
+                                                or ctx.attention_kernel is not None)
     if not tabled:
         t += float(np.sum(getattr(c, f"flop_vec_{way}"))) / ctx.system.vector_flop_per_s
     return t

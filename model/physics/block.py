@@ -21,6 +21,7 @@ import numpy as np
 from model.physics import attention_kernels, elementwise, gemm, lora, moe, ops, ring_attention
 from model.physics.collectives import Collective, overlapped_s, summa_comm_time_s
 from model.physics.context import Ctx
+from model.physics.kernels import training as kernel_training
 from model.physics.light_recompute import light_recompute
 from model.physics.op_sac import op_sac
 from model.physics.optable import MATMULS, TOKEN_KERNELS, CommSpec, Shards
@@ -61,8 +62,12 @@ def _gemm(counts: ops.OpCounts, ctx: Ctx, b, rows, k_dx, k_dw, n, kept_rows) -> 
     (b·kept_rows·k_dx elements at the precision's kept bytes) and, under an FP8/FP4 recipe,
     its quantisation kernels (of X and dY)."""
     precision = PRECISIONS[ctx.execution.precision]
-    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k_dx, n, ctx,
-                                                         precision.peak_field, k_dw)
+    if ctx.gemm_kernel is not None:  # the measured GEMM kernel at each GEMM's own shape
+        counts.wave_fwd, counts.wave_bwd = kernel_training.linear_efficiencies(
+            ctx.gemm_kernel, b * rows, k_dx, n, k_dw)
+    else:
+        counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k_dx, n, ctx,
+                                                             precision.peak_field, k_dw)
     counts.act_bytes = precision.kept_bytes_per_element * b * kept_rows * k_dx
     if precision.quantised:
         counts = ops.quantisation(counts, b, rows, k_dx, n,
@@ -123,11 +128,17 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     # a benchmarked kernel's rate counts the causal FLOPs as half (its table's convention,
     # model.physics.attention_kernels), unfused math attention included
     tabled = ctx.attention_passes is not None
+    skips = kernel == "auto" or attention_kernels.supports(kernel, "sliding_window")
     if ctx.causal_attention and (ex.flash_attention or tabled):
         counts = ops.skip_masked_half(counts)
-        skips = kernel == "auto" or attention_kernels.supports(kernel, "sliding_window")
         if m.sliding_window and skips:  # window layers skip the blocks outside their window
             counts = ops.score_share(counts, attention_keys(m, d["l"]) / (d["l"] / 2))
+    if ctx.attention_kernel is not None:  # the measured kernel at the local shape
+        seq = float(d["l"])
+        keys = (attention_keys(m, seq) if skips else seq / 2) if ctx.causal_attention else seq
+        counts.wave_fwd, counts.wave_bwd = kernel_training.attention_efficiencies(
+            ctx.attention_kernel, b, rows, heads, keys,
+            (float(m.qk_head_dim) + float(m.value_head_dim)) / 2.0)
     return counts
 
 
@@ -282,6 +293,9 @@ def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx
             eta_mat = ctx.expert_efficiency
     elif spec.kind == Kind.ATTENTION:
         eta_mat = ctx.attention_efficiency
+        if ctx.attention_kernel is not None:  # measured kernel efficiency, softmax included
+            return kernel_training.kernel_times(c, way, zero, ctx.system,
+                                                sysm.kernel_overhead_s * launches)
         if ctx.attention_passes is not None:  # the kernel's measured rate: softmax included
             return attention_kernels.tabled_times(c, way, zero, ctx,
                                                   sysm.kernel_overhead_s * launches)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from model.errors import ModelError
 from model.physics.attention_kernels import kernel_used, pass_efficiencies, supports
 from model.physics.dims import model_dims
+from model.physics.kernels import training as kernel_training
 from model.physics.op_sac_scope import check_model
 from model.physics.optable import OpSpec, layer_share
 from model.physics.pricing import Bound, Exact, Pricing
@@ -39,6 +40,10 @@ class Ctx:
     # (forward, backward) fractions of the BF16 peak of the execution's attention kernel, from
     # its published benchmark (model.physics.attention_kernels); None: attention_efficiency
     attention_passes: tuple[float, float] | None = None
+    # the measured kernel layer (Execution.kernel_tables) where its tables cover the system:
+    # the dense matmuls' GEMM kernel and the fused attention's (model.physics.kernels.training)
+    gemm_kernel: kernel_training.GemmKernel | None = None
+    attention_kernel: kernel_training.AttentionKernel | None = None
 
     def __post_init__(self) -> None:
         if self.pricing is None:
@@ -71,10 +76,17 @@ class Ctx:
         own = (system.expert_flop_efficiency_fp8 if precision.quantised
                else system.expert_flop_efficiency)
         expert = eta if own is None else own * precision.efficiency_scale
+        gemm_kernel = attention_kernel = None
+        if ex.kernel_tables:
+            gemm_kernel = kernel_training.gemm_kernel_of(system, ex.precision)
+            attention_kernel = kernel_attention(model, system, mode, ex)
+        if gemm_kernel is not None:  # the kernel's own dtype asymptote replaces the FP8 ratio
+            eta = system.gemm_efficiency("bf16")
         return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention,
                    expert_efficiency=expert,
                    token_efficiency=system.moe_token_efficiency or 1.0,
-                   attention_passes=attention_passes(model, system, mode, ex))
+                   attention_passes=attention_passes(model, system, mode, ex),
+                   gemm_kernel=gemm_kernel, attention_kernel=attention_kernel)
 
     @property
     def causal_attention(self) -> bool:
@@ -85,6 +97,19 @@ class Ctx:
         """Share of the pipeline's layers an op runs in (:func:`~model.physics.optable.
         layer_share`)."""
         return layer_share(self.model, spec)
+
+
+def kernel_attention(model: Transformer, system: System, mode: Mode, ex: Execution
+                     ) -> kernel_training.AttentionKernel | None:
+    """The measured kernel layer's fused attention for this model on this system
+    (:func:`model.physics.kernels.training.attention_kernel_of`), None without flash attention
+    or where the tables do not cover it."""
+    kernel = kernel_used(ex.attention_kernel, model.attention_sinks)
+    if not ex.flash_attention or kernel == "math":
+        return None
+    causal = model.causal and not mode.non_causal_attention
+    return kernel_training.attention_kernel_of(system, kernel, causal,
+                                               float(model.qk_head_dim), float(model.seq_len))
 
 
 def attention_passes(model: Transformer, system: System, mode: Mode, ex: Execution

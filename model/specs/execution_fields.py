@@ -36,7 +36,7 @@ FLAGS = ("sequence_parallel", "tp_overlap", "flash_attention", "fp32_gradients",
          "ends_count_as_layers", "dp_overlap", "ep_overlap", "fp8_param_gather",
          "moe_router_padding", "optimizer_bf16_moments", "fsdp_reshard_after_forward",
          "moe_router_fusion", "moe_permute_fusion",
-         "recompute_norm_up_proj", "swiglu_fp8_cache", "production_layout")
+         "recompute_norm_up_proj", "swiglu_fp8_cache", "production_layout", "kernel_tables")
 LITERALS: dict[str, tuple] = {"recompute": RECOMPUTE, "precision": PRECISIONS,
                               "context_attention": CONTEXT_ATTENTION, "offload": OFFLOAD,
                               "zero": ZERO_STAGES, "ep_dispatcher": EP_DISPATCHERS,

@@ -76,4 +76,6 @@ HELP: dict[str, str] = {
                         "backward (DeepSeek-V3; default: off)",
     "production_layout": "only layouts a production stack runs: TP inside one NVLink domain, "
                          "whole nodes (default: on)",
+    "kernel_tables": "dense GEMMs (forward, dX, dW) and fused attention priced through the "
+                     "measured kernel layer where its tables cover the GPU (default: off)",
 }
