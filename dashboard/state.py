@@ -48,6 +48,7 @@ from dashboard.controls.scenario import (
     with_presets,
     with_supported_strategies,
 )
+from dashboard.controls.strategy_choice import stack_record, strategy_options
 from dashboard.controls.uploads import checked_json_name
 from dashboard.server.guard import page_callback
 from dashboard.views import notes
@@ -368,3 +369,13 @@ def batch_note(scn: Any) -> Any:
     """The global batch in both units, where the preset's comes from, and a warning past the
     critical batch (of the store validated again)."""
     return notes.batch_note(_current(scn))
+
+
+@callback(Output("ctl-strategy", "options"), Output("ctl-design_strategy", "options"),
+          Input("ctl-stack", "value"), Input("ctl-compat", "value"),
+          Input("fitted-stack", "data"))
+def strategies_offered(stack: Any, compat: Any, fitted: Any) -> tuple[list, list]:
+    """The Strategy and Design strategy controls offer only what the software stack runs
+    (:mod:`model.engine.layouts`: llm-foundry on FSDP, data parallelism only, gets 1D alone);
+    the scenario's value follows when a preset is applied (:func:`with_supported_strategies`)."""
+    return strategy_options(stack_record(stack, compat, fitted))
