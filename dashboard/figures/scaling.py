@@ -50,6 +50,7 @@ from dashboard.figures.theme import (
     scale,
     strategy_color,
 )
+from model.cli.numbers import count, duration_days
 from model.engine.efficiency import parallel_efficiency
 from model.physics.strategies import IDEALISED
 
@@ -173,7 +174,8 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
     if at is not None:
         data.append(_knee_trace(float(at["gpus"]), float(at["train_days"]),
                                 f"<b>{KNEE_LABEL}</b><br>{strategy_name(knee[1])} on "
-                                f"{int(at['gpus'])} GPUs: {float(at['train_days']):.4g} days",
+                                f"{count(at['gpus'], 'GPU')}: "
+                                f"{duration_days(float(at['train_days']))}",
                                 ms))
     layout = base_layout("Training time vs GPU count", presentation)
     layout.update(
