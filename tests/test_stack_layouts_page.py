@@ -7,6 +7,7 @@ context parallelism" whatever the stack)."""
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import sys
@@ -22,6 +23,7 @@ from dashboard import state  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.controls.strategy_choice import with_supported_strategies  # noqa: E402
 from dashboard.pages import systems  # noqa: E402
+from model.specs.stack import load_stack  # noqa: E402
 
 FSDP = "pytorch-fsdp-2023"
 
@@ -58,3 +60,13 @@ def test_the_systems_summary_names_the_stacks_own_lineage() -> None:
     assert f"the stack {FSDP} runs data parallelism only" in text
     megatron = systems.summary_text({**scn, "stack": "megatron-bridge-26.08"})
     assert "1D TP or 2D context, as Megatron-Bridge" in megatron, megatron
+
+
+def test_the_stack_control_value_is_never_read_as_a_path(tmp_path) -> None:
+    """The control's value comes from the browser: only a preset's name is loaded (a path
+    such as a stack JSON file on the server is not read)."""
+    planted = tmp_path / "stack.json"  # a readable stack that runs data parallelism only
+    planted.write_text(json.dumps({**load_stack(FSDP).to_dict(), "name": "planted"}))
+    assert load_stack(str(planted)).parallelism == ("dp",)
+    run, design = state.strategies_offered(str(planted), "default", None)
+    assert len(run) == 4 and len(design) == 3  # as without a stack: nothing was read

@@ -14,22 +14,23 @@ from model import list_models, load_model
 from model.engine.layouts import stack_strategies
 from model.errors import ModelError
 from model.physics.strategies import PRODUCTION, STRATEGIES, supports
-from model.specs.stack import Stack, load_stack
+from model.specs.stack import NONE, Stack, list_stacks, load_stack
 
 STRATEGY_KEYS = ("strategy", "design_strategy")
 
 
 def stack_record(stack: Any, compat: Any = None, fitted: Any = None) -> Stack | None:
     """The scenario's stack as a record: a preset's, the session's fitted one (``fitted``, the
-    fitted-stack object) for "fitted"; None in the paper mode (no stack) or when it cannot be
-    read (the scenario's validation says why)."""
+    fitted-stack object) for "fitted"; None in the paper mode (no stack), for a name that is
+    no preset or when it cannot be read (the scenario's validation says why)."""
     if compat == "paper":
         return None
     try:
         if stack == FITTED:
             clean, _ = check_fitted(fitted)
             return fitted_record(clean) if clean is not None else None
-        return load_stack(stack) if isinstance(stack, str) else None
+        # a preset's name only: the value comes from the browser, never a path to read
+        return load_stack(stack) if stack in (*list_stacks(), NONE) else None
     except ModelError:
         return None
 
