@@ -77,3 +77,16 @@ def test_counts_have_their_plural_and_separators() -> None:
     scn = {**S.default_scenario(), "gpus": 4096}
     text = caption(scn, "design-heatmap", today=datetime.date(2026, 11, 28))
     assert " · 4,096 GPUs · " in text, text
+
+
+def test_no_hover_template_writes_an_exponent() -> None:
+    """d3's 'g' format writes 148,753 days as '1.488e+5' and 15,000 TFLOP/s as '1.500e+4':
+    the hover templates written by hand (those through figures.hover.Hover were converted
+    already) use ",.N~r" like the rest (18 of them used '.3g' or '.4g')."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "dashboard"
+    found = [f"{p.relative_to(root)}: {m.group(0)}" for p in sorted(root.rglob("*.py"))
+             for m in re.finditer(r"%\{\{?[^{}:]+:[^{}]*\d[ge]\}", p.read_text())]
+    assert found == [], found

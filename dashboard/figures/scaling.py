@@ -168,7 +168,7 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
         line=dict(color=GREY, width=lw * 0.8, dash="dash"),
         hovertemplate=(f"<b>ideal scaling</b> from {strategy_name(anchor)} on "
                        f"{count_label(n0)} GPUs<br>GPUs %{{x}}<br>"
-                       "training time %{y:.4g} days<extra></extra>"),
+                       "training time %{y:,.4~r} days<extra></extra>"),
         meta={"group": "ideal", "customdata": []}))
     at = _knee_row(rows, knee)
     if at is not None:
@@ -232,7 +232,7 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
         data.append(dict(type="scatter", x=gpus, y=ideal, name=f"{label} ideal", mode="lines",
                          legendgroup=s, showlegend=False, xaxis="x", yaxis="y",
                          line=dict(color=color, width=lw * 0.6, dash="dash"),
-                         hovertemplate=f"{label} ideal speedup %{{y:.3g}}×<extra></extra>",
+                         hovertemplate=f"{label} ideal speedup %{{y:,.3~r}}×<extra></extra>",
                          meta={"group": s, "customdata": []}))
         data.append(dict(x=gpus, y=floats(part["efficiency"]), name=f"{label} efficiency",
                          showlegend=False, xaxis="x2", yaxis="y2", **common,
