@@ -6,14 +6,25 @@ HBM capacity. The answers are the same rows, to the bit, as a search from scratc
 
 from __future__ import annotations
 
-import pandas as pd
-import pytest
+import atexit
+import os
+import shutil
+import sys
+import tempfile
 
-from model import load_model, load_system
-from model.engine import variant
-from model.engine.frontier import CACHE
-from model.engine.search import clear_shape_spaces
-from model.studies.plan import plan
+_TMP_CACHE = tempfile.mkdtemp(prefix="perf-plan-cache-test-")
+atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
+if "dashboard.jobs.compute" not in sys.modules:  # the sizing test imports the dashboard's jobs
+    os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from model import load_model, load_system  # noqa: E402
+from model.engine import variant  # noqa: E402
+from model.engine.frontier import CACHE  # noqa: E402
+from model.engine.search import clear_shape_spaces  # noqa: E402
+from model.studies.plan import plan  # noqa: E402
 
 # (model, system, global batch, target days, largest GPU count): a dense preset each
 CASES = [("llama3-8b", "h100", 1024, 60.0, 512), ("gpt3-175b", "h200", 1536, 20.0, 2048)]
@@ -74,3 +85,25 @@ def test_another_capacity_is_searched_again(monkeypatch):
     assert len(evaluated) > before
     _fresh()
     _same(cached, plan(model, small, 1024, days=60.0, max_gpus=512))
+
+
+@pytest.mark.parametrize("name,system,batch", [("gpt3-1t", "h200", 4096),
+                                               ("deepseek-v3", "h200", 8192),
+                                               ("llama3-70b", "b200", 1024)])
+def test_the_plans_sizes_skip_only_counts_without_a_layout(name, system, batch):
+    """The plan's sizing (dashboard/jobs/plan_stages.sized) counts only the GPU counts some
+    layout makes (model.engine.counts.possible): the same shapes and candidates as counting
+    every count."""
+    from dashboard.jobs import budget
+    from dashboard.jobs.plan_stages import sized
+    from model.engine.request import Request
+
+    req = Request.build(load_model(name), load_system(system), global_batch=batch,
+                        max_gpus=4096, strategy=("1d", "context"))
+    counts = list(range(8, 4097, 8))
+    ex, strategies = budget.counted(req)
+    want = [[sum(budget.count(req, ex, s, n)[k] for s in strategies) for n in counts]
+            for k in (0, 1)]
+    shapes, cands = sized(req, counts)
+    assert shapes.tolist() == want[0] and cands.tolist() == want[1]
+    assert sum(want[1]) > 0 and want[1].count(0) > len(counts) // 4  # many counts have none
