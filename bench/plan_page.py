@@ -22,8 +22,10 @@ and the JSON of the answer, without a socket; a background callback's job polled
   before; the Scaling page's callback for its cached default beside it, the goal;
 * Plan, new target: a target never planned before each time (30.01, 30.02, … days), the
   estimator's search cache kept warm as a running server's is (the counts already searched are
-  reused); new dense: a PUE never seen (1.301, 1.302, …: every count searched again, only the
-  estimator's per-process search cache warm). A request answers within its wall deadline
+  reused); new dense: a PUE never seen (1.301, 1.302, …: the plan and its stages again, the
+  estimator's per-process search cache warm: its searches are reused, the fewest recomputed
+  layers' too since issue 29); new model: 8, 16, … layers fewer (a model never searched:
+  every count searched from scratch). A request answers within its wall deadline
   (``planner.QUICK_WALL_S``) or hands the plan to the job: its time is then the deadline's;
 * Plan, new MoE plan (``--moe``, once): DeepSeek-V3's plan in stages, in-process (the job's
   work), its peak memory growth and the request that hands it to the job.
@@ -143,6 +145,9 @@ def http(repeat: int, moe: bool) -> None:
     new = [plan_http({**base, "pue": round(1.3 + (i + 1) / 1000, 3)}, {})
            for i in range(repeat)]
     print(f"plan new dense   {pcts(new)}  (a new PUE: nothing cached but the estimator's)")
+    new = [plan_http({**base, "layers": base["layers"] - 8 * (i + 1)}, {})
+           for i in range(repeat)]
+    print(f"plan new model   {pcts(new)}  (8 layers fewer each time: nothing cached)")
     if moe:
         scn = {**base, **model_values("deepseek-v3")}
         print(f"plan new, MoE    the request handing it to the job: "

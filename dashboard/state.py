@@ -48,6 +48,8 @@ from dashboard.controls.scenario import (
     with_presets,
     with_supported_strategies,
 )
+from dashboard.controls.strategy_choice import stack_record, strategy_options
+from dashboard.controls.uploads import checked_json_name
 from dashboard.server.guard import page_callback
 from dashboard.views import notes
 from model import ModelError
@@ -222,14 +224,20 @@ def _preset_or_fitted(group: str, name: str, fitted: Any) -> dict[str, Any]:
     *CONTROLS_OUT, *HEADER_OUT, Output("applied-presets", "data", allow_duplicate=True),
     *FITTED_OUT, Output("err-_", "children", allow_duplicate=True),
     Input("scenario-upload", "contents"), State("scenario", "data"),
-    prevent_initial_call=True,
+    State("scenario-upload", "filename"), prevent_initial_call=True,
 )
-def upload(contents: str | None, current: Any = None) -> tuple:
+def upload(contents: str | None, current: Any = None, filename: Any = None) -> tuple:
     """Load an uploaded scenario JSON, or a Hugging Face config.json into the model controls
-    (:mod:`dashboard.controls.hf_upload`); validated: a bad file changes nothing and says why."""
+    (:mod:`dashboard.controls.hf_upload`); validated: a bad file changes nothing and says why
+    (a file not named .json too: the browser no longer filters it out without a word)."""
     keep = (*KEEP_CONTROLS, *KEEP_HEADER, no_update, *KEEP_FITTED)
     if not contents:
         return (*keep, no_update)
+    try:
+        checked_json_name(filename)
+    except ModelError as exc:
+        return (*keep, f"Upload rejected — {str(filename)[:80]}: {exc}. The controls are as "
+                       "before.")
     try:
         data = base64.b64decode(contents.split(",", 1)[1], validate=False)
     except (IndexError, ValueError):
@@ -361,3 +369,13 @@ def batch_note(scn: Any) -> Any:
     """The global batch in both units, where the preset's comes from, and a warning past the
     critical batch (of the store validated again)."""
     return notes.batch_note(_current(scn))
+
+
+@callback(Output("ctl-strategy", "options"), Output("ctl-design_strategy", "options"),
+          Input("ctl-stack", "value"), Input("ctl-compat", "value"),
+          Input("fitted-stack", "data"))
+def strategies_offered(stack: Any, compat: Any, fitted: Any) -> tuple[list, list]:
+    """The Strategy and Design strategy controls offer only what the software stack runs
+    (:mod:`model.engine.layouts`: llm-foundry on FSDP, data parallelism only, gets 1D alone);
+    the scenario's value follows when a preset is applied (:func:`with_supported_strategies`)."""
+    return strategy_options(stack_record(stack, compat, fitted))

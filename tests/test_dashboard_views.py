@@ -169,7 +169,7 @@ def test_export_caption_names_model_system_budget_and_date():
     assert text.startswith("gpt3-1t · h200, NVLink domain 8, 150.75 GB HBM, bf16")
     assert "budget 1T tokens, global batch 4096" in text and text.endswith("2026-03-05")
     edited = export.caption(valid(layers=96, hbm_gb=80.0), "design-heatmap", today=day)
-    assert "gpt3-1t (edited)" in edited and "h200 (edited)" in edited and "4096 GPUs" in edited
+    assert "gpt3-1t (edited)" in edited and "h200 (edited)" in edited and "4,096 GPUs" in edited
     assert "exported 2026-03-05" in export.caption(scn, "validation-time", today=day)
     fig = {"data": [{"name": "H100 · NVS 8"}, {"name": "MI300X · NVS 8"}]}
     assert "systems H100 · NVS 8, MI300X · NVS 8" in export.caption(scn, "systems-compare", fig)

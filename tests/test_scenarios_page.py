@@ -99,7 +99,7 @@ def test_upload_and_save_callbacks() -> None:
     contents = "data:application/json;base64," + base64.b64encode(text.encode()).decode()
     entries, message = page.upload(contents, "scenarios.json", [])
     assert saved.names(entries) == ["B200"]
-    assert message.children == "Added 1 scenario from the file."
+    assert message.children == "Added 1 scenario from scenarios.json."
     assert message.className == "ctl-ok"  # a confirmation, not in the errors' red
     bad = "data:application/json;base64," + base64.b64encode(b"[1, 2]").decode()
     kept, message = page.upload(bad, "x.json", entries)

@@ -17,6 +17,8 @@ from typing import Any
 from dash import dcc, html
 
 from dashboard.controls.control_table import CONTROLS, GROUPS, SECTIONS, Control
+from dashboard.controls.scenario import MAX_SCENARIO_BYTES
+from dashboard.controls.uploads import guarded_upload
 
 # the controls of the panel, in order (the header's are built by dashboard.layout)
 PANEL: tuple[Control, ...] = tuple(c for c in CONTROLS if c.group != "header")
@@ -170,9 +172,9 @@ def panel(scn: dict[str, Any], controls: Sequence[Control] = PANEL) -> html.Div:
         html.Div(className="scenario-io", children=[
             html.Button("Download scenario (JSON)", id="scenario-download-btn"),
             dcc.Download(id="scenario-download"),
-            dcc.Upload(id="scenario-upload", max_size=16 * 1024, accept=".json,application/json",
-                       children=html.Button("Upload scenario or config.json",
-                                            title="A scenario JSON saved here, or a Hugging "
-                                                  "Face config.json (fills the model)")),
+            guarded_upload("scenario-upload", html.Button(
+                "Upload scenario or config.json", title="A scenario JSON saved here, or a "
+                "Hugging Face config.json (fills the model)"), MAX_SCENARIO_BYTES, "err-_",
+                "Upload rejected", "The controls are as before."),
         ]),
     ])

@@ -24,9 +24,15 @@ from dashboard.controls.scenario_link import (  # noqa: F401 - from_query, to_qu
     from_query,
     to_query,
 )
-from dashboard.controls.strategy_choice import STRATEGY_KEYS, with_supported_strategies
+from dashboard.controls.strategy_choice import (
+    STRATEGY_KEYS,
+    runnable,
+    stack_record,
+    with_supported_strategies,
+)
 from model import ModelError, list_models, list_systems, load_model, load_system
 from model.engine.request import Request
+from model.physics.strategies import STRATEGIES
 from model.specs import memo
 from model.specs.execution import resolve_execution
 from model.specs.hardware import System
@@ -216,22 +222,18 @@ def request_of(scn: dict[str, Any], *, gpus: tuple[int, ...] = (),
 
 def stack_layouts(stack: str | Stack | None, strategy: str | tuple[str, ...],
                   pins: dict[str, int] | None) -> tuple[str | tuple[str, ...], dict | None]:
-    """(strategy, pins) narrowed to the layouts the stack runs (:meth:`Stack.layout_pins`):
-    llm-foundry on FSDP runs data parallelism only, so no tensor, context or pipeline layout
-    is offered for it, and with neither tensor nor context parallelism every strategy is the
-    1D one (tp 1); a pin the caller gives wins (and is refused by the search if it needs a
-    layout the stack does not run)."""
-    if stack is None:  # the paper mode
+    """(strategy, pins) of a page's request: the strategies asked narrowed to those the stack
+    runs (:func:`model.engine.layouts.stack_strategies`; llm-foundry on FSDP runs data
+    parallelism only: the 1D strategy alone), so that a page asking for one the stack does not
+    run (a link's) shows the first it runs. The request pins the dimensions the stack does not
+    run (:mod:`model.engine.layouts`, where a pin the caller gives is refused in words)."""
+    runs = runnable(stack_record(stack) if isinstance(stack, str) else stack)
+    if runs == STRATEGIES:
         return strategy, pins
-    try:
-        layout = load_stack(stack).layout_pins()
-    except ModelError:
-        return strategy, pins
-    if not layout:
-        return strategy, pins
-    if layout.get("tp1") == 1 and layout.get("tp2") == 1:
-        strategy = "1d"
-    return strategy, {**layout, **{k: v for k, v in (pins or {}).items() if v is not None}}
+    asked = STRATEGIES if strategy == "all" else (strategy,) if isinstance(strategy, str) \
+        else tuple(strategy)
+    kept = tuple(s for s in asked if s in runs) or runs[:1]
+    return (kept[0] if len(kept) == 1 else kept), pins
 
 
 def costs_of(scn: dict[str, Any]) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def codesign_figure(frame: pd.DataFrame, varied: Sequence[str],
         marks.append(dict(type="rect", xref="x", yref="y", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5,
                           y1=i + 0.5, line=dict(color=TEXT, width=3), layer="above"))
     names = [metric, *(c for c, *_ in HOVER)]
-    hover = "<br>".join(["<b>%{x}</b> on %{y}", f"{METRICS[metric]} %{{customdata[0]:.4g}}",
+    hover = "<br>".join(["<b>%{x}</b> on %{y}", f"{METRICS[metric]} %{{customdata[0]:,.4~r}}",
                          *(f"{label} %{{customdata[{i}]{':' + fmt if fmt else ''}}}{unit}"
                            for i, (_, label, fmt, unit) in enumerate(HOVER, start=1))])
     size = font_size(presentation)

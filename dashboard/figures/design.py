@@ -97,7 +97,7 @@ def _cell_values(frame: pd.DataFrame, value_col: str) -> tuple[np.ndarray, np.nd
 def _cell_hover(x: str, y: str, value_title: str, names: list[str], others: list[str],
                 extra: list[str]) -> str:
     """The hover template of a feasible cell (its values in customdata, named by ``names``)."""
-    hover = [f"{x} = %{{x}} · {y} = %{{y}}", f"{value_title}: %{{customdata[0]:.4g}}"]
+    hover = [f"{x} = %{{x}} · {y} = %{{y}}", f"{value_title}: %{{customdata[0]:,.4~r}}"]
     config = " · ".join(f"{label} %{{customdata[{names.index(c)}]}}"
                         for c, label in CONFIG_FIELDS if c in others)
     if config:
@@ -244,7 +244,7 @@ def hbm_contour_figure(sweep: pd.DataFrame, presentation: bool = False) -> go.Fi
     xs = grid.columns.to_numpy(dtype=float)
     ys = grid.index.to_numpy(dtype=float) / 1000.0
     z = grid.to_numpy(dtype=float)
-    hover = ("HBM %{x:.4g} GB · %{y:.4g} TB/s<br>training time %{z:.4g} days"
+    hover = ("HBM %{x:,.4~r} GB · %{y:,.4~r} TB/s<br>training time %{z:,.4~r} days"
              "<extra></extra>")
     bar = dict(title=dict(text="training time (days)", side="right"), thickness=16,
                outlinewidth=0)

@@ -158,7 +158,7 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
         data.append(dict(
             type="scatter", x=x, y=x * hbm_gb_per_s / 1000.0, mode="lines",
             name=f"HBM {hbm_gb_per_s:g} GB/s", line=dict(color=ROOF_COLORS["hbm"], width=lw),
-            hovertemplate="HBM roof: %{y:.4g} TFLOP/s at %{x:.4g} FLOP/B<extra></extra>",
+            hovertemplate="HBM roof: %{y:,.4~r} TFLOP/s at %{x:,.4~r} FLOP/B<extra></extra>",
             meta={"group": "roof", "customdata": []}))
     annotations = []
     for kind, peak, dash in roofs:

@@ -76,7 +76,7 @@ def pareto_figure(frame: pd.DataFrame, answer: pd.Series | None = None,
                          x=[float(answer["train_days"])], y=[float(answer["cost_usd"])],
                          marker=dict(symbol="star", size=ms * 2.2, color=CLIFF_COLOR,
                                      line=dict(color=TEXT, width=1)),
-                         hovertemplate="plan: %{x:.4g} days, $%{y:,.0f}<extra></extra>"))
+                         hovertemplate="plan: %{x:,.4~r} days, $%{y:,.0f}<extra></extra>"))
     layout = base_layout("Cost against time to train", presentation)
     layout.update(
         xaxis=dict(type="log", title=dict(text="training time (days)"),

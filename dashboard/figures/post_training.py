@@ -48,7 +48,7 @@ def days_figure(answers: dict[str, dict], presentation: bool = False) -> go.Figu
         return empty_figure("No method fits on these GPUs.", presentation)
     methods = list(answers)
     data = [dict(type="bar", name="days", x=methods, y=[answers[m]["days"] for m in methods],
-                 hovertemplate="%{x}: %{y:.3g} days<extra></extra>"),
+                 hovertemplate="%{x}: %{y:,.3~r} days<extra></extra>"),
             dict(type="scatter", mode="markers", name="cost ($)", x=methods,
                  y=[answers[m]["cost_usd"] for m in methods], yaxis="y2",
                  marker=dict(size=12, symbol="diamond"),
@@ -76,7 +76,7 @@ def timeline_figure(step: dict, presentation: bool = False) -> go.Figure:
         data.append(dict(type="bar", orientation="h", name=name,
                          y=[pools[p] for p, _, _ in spans], x=[length for _, _, length in spans],
                          base=[start for _, start, _ in spans],
-                         hovertemplate="%{y}: " + name + " %{x:.3g} s from %{base:.3g} s"
+                         hovertemplate="%{y}: " + name + " %{x:,.3~r} s from %{base:,.3~r} s"
                                        "<extra></extra>"))
     layout = base_layout(None, presentation, legend="top")
     layout.update(barmode="overlay", xaxis=dict(title=_title("seconds into the step")),
@@ -120,7 +120,7 @@ def split_figure(splits: list, chosen: int, presentation: bool = False) -> go.Fi
                             presentation)
     data = [dict(type="scatter", mode="lines+markers", name="step",
                  x=[g for g, _ in splits], y=[s for _, s in splits],
-                 hovertemplate="%{x} generation GPUs: %{y:.3g} s per step<extra></extra>"),
+                 hovertemplate="%{x} generation GPUs: %{y:,.3~r} s per step<extra></extra>"),
             dict(type="scatter", mode="markers", name="chosen",
                  x=[chosen], y=[dict(splits)[chosen]] if chosen in dict(splits) else [],
                  marker=dict(size=14, symbol="star"))]

@@ -50,6 +50,7 @@ from dashboard.figures.theme import (
     scale,
     strategy_color,
 )
+from model.cli.numbers import count, duration_days
 from model.engine.efficiency import parallel_efficiency
 from model.physics.strategies import IDEALISED
 
@@ -167,13 +168,14 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
         line=dict(color=GREY, width=lw * 0.8, dash="dash"),
         hovertemplate=(f"<b>ideal scaling</b> from {strategy_name(anchor)} on "
                        f"{count_label(n0)} GPUs<br>GPUs %{{x}}<br>"
-                       "training time %{y:.4g} days<extra></extra>"),
+                       "training time %{y:,.4~r} days<extra></extra>"),
         meta={"group": "ideal", "customdata": []}))
     at = _knee_row(rows, knee)
     if at is not None:
         data.append(_knee_trace(float(at["gpus"]), float(at["train_days"]),
                                 f"<b>{KNEE_LABEL}</b><br>{strategy_name(knee[1])} on "
-                                f"{int(at['gpus'])} GPUs: {float(at['train_days']):.4g} days",
+                                f"{count(at['gpus'], 'GPU')}: "
+                                f"{duration_days(float(at['train_days']))}",
                                 ms))
     layout = base_layout("Training time vs GPU count", presentation)
     layout.update(
@@ -230,7 +232,7 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
         data.append(dict(type="scatter", x=gpus, y=ideal, name=f"{label} ideal", mode="lines",
                          legendgroup=s, showlegend=False, xaxis="x", yaxis="y",
                          line=dict(color=color, width=lw * 0.6, dash="dash"),
-                         hovertemplate=f"{label} ideal speedup %{{y:.3g}}×<extra></extra>",
+                         hovertemplate=f"{label} ideal speedup %{{y:,.3~r}}×<extra></extra>",
                          meta={"group": s, "customdata": []}))
         data.append(dict(x=gpus, y=floats(part["efficiency"]), name=f"{label} efficiency",
                          showlegend=False, xaxis="x2", yaxis="y2", **common,

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from dashboard.figures.common import Hover, check_frame, empty_figure, make_figure
 from dashboard.figures.theme import AXIS_LINE, PALETTE, base_layout
+from model.cli.numbers import duration_days
 
 LOW_COLOR, HIGH_COLOR = PALETTE[1], PALETTE[0]  # vermillion: −x %, blue: +x %
 BETTER_LOWER = ("train_days", "train_days_with_failures", "memory_gb", "cost_usd", "gpu_hours",
@@ -79,7 +80,7 @@ def tornado_figure(frame: pd.DataFrame, fraction: float, presentation: bool = Fa
                          textposition="outside", cliponaxis=False,
                          **hover.trace_kwargs(group=side)))
     base = float(frame["base_days"].iloc[0])
-    layout = base_layout(f"Baseline {base:.4g} days", presentation, legend="top")
+    layout = base_layout(f"Baseline {duration_days(base)}", presentation, legend="top")
     layout.update(
         barmode="overlay",
         xaxis=dict(title=dict(text="change of the training time (%)"), zeroline=True,

@@ -39,7 +39,7 @@ def pareto_figure(front: pd.DataFrame, best: dict, presentation: bool = False) -
     data = [dict(type="scatter", mode="lines+markers", name="Pareto front",
                  x=_finite(front["output_tokens_per_s_per_gpu"]),
                  y=_finite(front["tokens_per_s_per_user"]), text=text,
-                 hovertemplate="%{x:.4g} tok/s/GPU<br>%{y:.4g} tok/s/user<br>%{text}"
+                 hovertemplate="%{x:,.4~r} tok/s/GPU<br>%{y:,.4~r} tok/s/user<br>%{text}"
                                "<extra></extra>"),
             dict(type="scatter", mode="markers", name="best within the SLAs",
                  x=[best["output_tokens_per_s_per_gpu"]], y=[best["tokens_per_s_per_user"]],
@@ -59,9 +59,9 @@ def load_figure(curve: pd.DataFrame, knee_rate: float, presentation: bool = Fals
     x = _finite(curve["request_rate_per_s"])
     ttft, tpot_ms = _finite(curve["ttft_s"]), _finite(curve["tpot_s"] * 1e3)
     data = [dict(type="scatter", mode="lines", name="TTFT (s)", x=x, y=ttft,
-                 hovertemplate="%{x:.3g} requests/s: TTFT %{y:.3g} s<extra></extra>"),
+                 hovertemplate="%{x:,.3~r} requests/s: TTFT %{y:,.3~r} s<extra></extra>"),
             dict(type="scatter", mode="lines", name="TPOT (ms)", x=x, y=tpot_ms, yaxis="y2",
-                 hovertemplate="%{x:.3g} requests/s: TPOT %{y:.3g} ms<extra></extra>")]
+                 hovertemplate="%{x:,.3~r} requests/s: TPOT %{y:,.3~r} ms<extra></extra>")]
     layout = base_layout(None, presentation, legend="top")
     saturated = knee_rate * 1.5
     size = font_size(presentation) * 0.9
@@ -95,7 +95,7 @@ def memory_figure(best: dict, capacity_gb: float, presentation: bool = False) ->
         return empty_figure("The layout does not fit in HBM.", presentation)
     values = dict(best, kv_free_gb=max(best["kv_cache_gb"] - best["kv_used_gb"], 0.0))
     data = [dict(type="bar", orientation="h", name=label, y=["GPU"], x=[values[key]],
-                 hovertemplate=f"{label}: %{{x:.3g}} GB<extra></extra>")
+                 hovertemplate=f"{label}: %{{x:,.3~r}} GB<extra></extra>")
             for key, label in MEMORY_PARTS]
     layout = base_layout(None, presentation, legend="top")
     layout.update(barmode="stack",
@@ -111,7 +111,7 @@ def step_figure(by_op_s: dict[str, float], presentation: bool = False) -> go.Fig
         return empty_figure("No decode step to break down.", presentation)
     items.sort(key=lambda kv: kv[1])
     data = [dict(type="bar", orientation="h", y=[k for k, _ in items], x=[v for _, v in items],
-                 hovertemplate="%{y}: %{x:.3g} ms<extra></extra>", showlegend=False)]
+                 hovertemplate="%{y}: %{x:,.3~r} ms<extra></extra>", showlegend=False)]
     layout = base_layout(None, presentation)
     layout.update(xaxis=dict(title=dict(text="ms per decode step")),
                   margin=dict(l=120, r=30, t=40, b=60))
@@ -126,7 +126,7 @@ def cost_figure(costs: pd.DataFrame, presentation: bool = False) -> go.Figure:
     data = [dict(type="scatter", mode="lines+markers", name="$ per million output tokens",
                  x=_finite(costs["tpot_max_s"] * 1e3),
                  y=_finite(costs["usd_per_million_output_tokens"]),
-                 hovertemplate="TPOT ≤ %{x:.3g} ms: $%{y:.3g}/M<extra></extra>")]
+                 hovertemplate="TPOT ≤ %{x:,.3~r} ms: $%{y:,.3~r}/M<extra></extra>")]
     layout = base_layout(None, presentation)
     layout.update(xaxis=dict(title=dict(text="TPOT limit (ms)"), type="log",
                              **log_ticks(costs["tpot_max_s"] * 1e3)),

@@ -121,9 +121,9 @@ def _point_hover(view: Columns | pd.DataFrame, unit: str, peer: bool = False) ->
     """Hover of a scatter point: id, measured, predicted (ours or Calculon's), error %."""
     hover = Hover(view)
     hover.line(f"<b>{hover.ref('id')}</b>")
-    hover.line(f"measured %{{x:.4g}} {unit}")
+    hover.line(f"measured %{{x:,.4~r}} {unit}")
     who = "Calculon predicted" if peer else "predicted"
-    hover.line(f"{who} %{{y:.4g}} {unit}")
+    hover.line(f"{who} %{{y:,.4~r}} {unit}")
     hover.add("peer_error_pct" if peer else "error_pct", "error", "+.1f", "%")
     if not peer:
         hover.add("role", "used for").add("source", "source")

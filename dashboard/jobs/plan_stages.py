@@ -33,7 +33,7 @@ import pandas as pd
 
 from dashboard.jobs import budget, compute
 from model import ModelError
-from model.engine.counts import CHUNK, best_per_count, count_range
+from model.engine.counts import CHUNK, best_per_count, count_range, possible
 from model.engine.request import Request
 from model.studies.plan import PlanResult, check_targets, choose, cost_unknown, plan_columns
 
@@ -61,9 +61,15 @@ def sized(req: Request, counts: Sequence[int], counted: tuple | None = None
     (``counted``: :func:`dashboard.jobs.budget.counted` of the request, when known)."""
     ex, strategies = counted or budget.counted(req)
     shapes, cands = np.zeros(len(counts), np.int64), np.zeros(len(counts), np.int64)
-    for i, n in enumerate(counts):
-        for strategy in strategies:
-            s, c = budget.count(req, ex, strategy, int(n))
+    if len(counts) == 0:
+        return shapes, cands
+    for strategy in strategies:
+        # a count no tp1·tp2·pp·dp of the strategy's rules makes has no configuration: its
+        # space is empty (0, 0) without being counted (most counts of a large model)
+        made = possible(req.model, strategy.name, req.global_batch, int(max(counts)),
+                        compat=req.compat, ends_count_as_layers=ex.ends_count_as_layers)
+        for i in np.flatnonzero(np.isin(np.asarray(counts, dtype=np.int64), made)):
+            s, c = budget.count(req, ex, strategy, int(counts[i]))
             shapes[i] += s
             cands[i] += c
     return shapes, cands

@@ -145,7 +145,8 @@ def headline(scn: dict[str, Any], frame: pd.DataFrame) -> tuple[str, str]:
     goal = " and ".join(x for x in (
         f"within {t['days']:g} days{failures}" if t["days"] is not None else "",
         f"for at most {usd_text(t['budget_usd'])}" if t["budget_usd"] is not None else "") if x)
-    what = f"{scn['model']} on {scn['system']}, {scn['budget']:.4g} {scn['budget_kind']} {goal}"
+    what = (f"{scn['model']} on {scn['system']}, {notes.tokens_text(scn['budget'])} "
+            f"{scn['budget_kind']} {goal}")
     roles = frame.set_index("role")
     if "answer" in roles.index:
         row = roles.loc["answer"]

@@ -15,6 +15,7 @@ from dash.exceptions import PreventUpdate
 from dashboard.controls import saved
 from dashboard.controls.panel import HEADER, PANEL, to_widget
 from dashboard.controls.scenario import PRESET_OF
+from dashboard.controls.uploads import checked_json_name, guarded_upload, size_refusal
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import checked_scenario, page_callback
 from dashboard.state import CONTROLS_OUT, HEADER_OUT
@@ -28,6 +29,7 @@ dash.register_page(__name__, path="/scenarios", name="Scenarios", order=3.8,
                    title="Scenarios — transformer training what-if")
 
 DEFAULT_CHANGE_PCT = 10
+KEPT = "Nothing from it was added; the saved scenarios are as before."
 COMPARE_COLUMNS = [
     text_column("label", "", 230, filter=False, sortable=False),
     number_column("a", "A", SIGNIFICANT, 140), number_column("b", "B", SIGNIFICANT, 140),
@@ -59,9 +61,10 @@ def _saved_card() -> html.Div:
             _button("Load into the controls", "scenarios-load"),
             _button("Delete", "scenarios-delete"),
             _button("Download all (JSON)", "scenarios-download-btn"),
-            dcc.Upload(id="scenarios-upload", max_size=saved.MAX_FILE_BYTES,
-                       accept=".json,application/json",
-                       children=_button("Upload scenarios (JSON)", "scenarios-upload-btn")),
+            guarded_upload("scenarios-upload",
+                           _button("Upload scenarios (JSON)", "scenarios-upload-btn"),
+                           saved.MAX_FILE_BYTES, "scenarios-message", "Upload rejected",
+                           KEPT),
         ]),
         html.Div(id="scenarios-message", className="ctl-error", role="alert"),
         dcc.Download(id="scenarios-download"),
@@ -184,18 +187,25 @@ def delete(clicks: Any, name: Any, data: Any) -> tuple:
           Input("scenarios-upload", "contents"), State("scenarios-upload", "filename"),
           State("scenarios-saved", "data"), prevent_initial_call=True)
 def upload(contents: Any, filename: Any, data: Any) -> tuple:
-    """Add an uploaded file's scenarios (checked; a bad file changes nothing and says why)."""
-    if not isinstance(contents, str) or "," not in contents:
-        return no_update, "The upload could not be read."
+    """Add an uploaded file's scenarios (checked). Every file is answered in one line: a
+    refusal names the file and why (its type, its size, its schema) and says that nothing was
+    added, so the line never still shows the previous file's "Added"."""
+    shown = filename[:80] if isinstance(filename, str) and filename else "the file"
     try:
-        raw = base64.b64decode(contents.split(",", 1)[1], validate=False)
-        new = saved.from_file(raw, filename if isinstance(filename, str) else None)
+        name = checked_json_name(filename)
+        if not isinstance(contents, str) or "," not in contents:
+            raise ModelError("the upload could not be read")
+        try:
+            raw = base64.b64decode(contents.split(",", 1)[1], validate=False)
+        except ValueError:  # not base64
+            raise ModelError("the upload could not be read") from None
+        if len(raw) > saved.MAX_FILE_BYTES:
+            raise ModelError(size_refusal(len(raw), saved.MAX_FILE_BYTES))
+        new = saved.from_file(raw, name or None)
         entries = saved.merged(saved.entries(data), new)
-    except ModelError as exc:  # before ValueError: a ModelError is one
-        return no_update, f"Upload rejected — {exc}"
-    except ValueError:  # not base64
-        return no_update, "The upload could not be read."
-    return entries, done(f"Added {count(len(new), 'scenario')} from the file.")
+    except ModelError as exc:
+        return no_update, f"Upload rejected — {shown}: {exc}. {KEPT}"
+    return entries, done(f"Added {count(len(new), 'scenario')} from {shown}.")
 
 
 @callback(Output("scenarios-download", "data"),

@@ -12,11 +12,15 @@ import dash
 from dash import Input, Output, callback, dcc, html, no_update
 
 from dashboard import figures
+from dashboard.controls.fitted import FITTED_KEY
+from dashboard.controls.strategy_choice import runnable, stack_record
 from dashboard.jobs import studies
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views import notes
 from model import ModelError, list_systems
+from model.engine.layouts import runs_words
+from model.physics.strategies import MEGATRON_STACKS, PRODUCTION, SHORT_LABELS
 
 dash.register_page(__name__, path="/systems", name="Compare systems", order=2,
                    title="Compare systems — transformer training what-if")
@@ -31,14 +35,27 @@ def _options() -> list[dict[str, str]]:
     return [{"label": "edited system (the control panel's)", "value": studies.EDITED}, *presets]
 
 
+def summary_text(scn: dict[str, Any]) -> str:
+    """What the page draws, in the scenario's stack's own words: the strategies it runs (an
+    FSDP stack: 1D at tp 1 alone, :mod:`model.engine.layouts`) and its lineage, not
+    Megatron's (Megatron-LM, NeMo, Megatron-Bridge without a stack)."""
+    stack = stack_record(scn.get("stack"), scn.get("compat"), scn.get(FITTED_KEY))
+    runs = runnable(stack)
+    names = " or ".join(SHORT_LABELS[s] for s in PRODUCTION if s in runs)
+    lineage = notes.stack_lineage(scn) if scn else ""
+    who = f"as {lineage} runs them" if lineage else f"as {', '.join(MEGATRON_STACKS)} ship them"
+    only = f"; {runs_words(stack)}" if stack is not None and stack.layout_pins() else ""
+    summa = (" the idealised 2D SUMMA only when chosen as the Strategy, and then labelled "
+             "idealised." if "summa" in runs else " no idealised strategy: the stack runs none.")
+    return ("The model and run settings on the left, on the systems picked here: presets, and "
+            "the system as edited in the control panel, each at its own NVLink domain or at "
+            f"the domain sizes ticked. Each point is the fastest production strategy ({names}, "
+            f"{who}{only}) and configuration that fits;{summa}")
+
+
 layout = html.Div(className="page-body", children=[
     html.Div(id="systems-compare-busy", className="busy"),
-    html.P(className="summary", children=(
-        "The model and run settings on the left, on the systems picked here: presets, and the "
-        "system as edited in the control panel, each at its own NVLink domain or at the domain "
-        "sizes ticked. Each point is the fastest production strategy (1D TP or context "
-        "parallelism) and configuration that fits; the idealised 2D SUMMA only when chosen as "
-        "the Strategy, and then labelled idealised.")),
+    html.P(id="systems-summary", className="summary", children=summary_text({})),
     html.Div(className="card compare-form", children=[
         html.Label(className="compare-systems", htmlFor="systems-pick", children=[
             "Systems",
@@ -149,3 +166,10 @@ def _exported(scn: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 register_exports(["systems-compare"], _exported)
+
+
+@callback(Output("systems-summary", "children"), Input("scenario", "data"))
+@page_callback(0, lambda message: no_update)
+def update_summary(scn: dict[str, Any]) -> str:
+    """The page's summary in the words of the scenario's stack."""
+    return summary_text(scn)

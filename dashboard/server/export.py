@@ -34,6 +34,7 @@ from dashboard.figures.theme import CONFIG, FONT_SIZE
 from dashboard.server import png
 from dashboard.server.guard import bad_request, page_callback
 from model import ModelError, __version__
+from model.cli.numbers import count
 
 log = logging.getLogger(__name__)
 FORMATS = (("png", "PNG"), ("html", "HTML"), ("csv", "CSV"))
@@ -116,7 +117,7 @@ def caption(scn: dict[str, Any] | None, name: str, figure: dict[str, Any] | None
     if name == "systems-compare" and figure:
         names = [t.get("name") for t in figure.get("data", []) if t.get("name")]
         system = "systems " + ", ".join(names) if names else system
-    where = f" · {scn['gpus']} GPUs" if name.startswith(AT_DESIGN_COUNT) else ""
+    where = f" · {count(scn['gpus'], 'GPU')}" if name.startswith(AT_DESIGN_COUNT) else ""
     return (f"{model} · {system}{where} · budget {si(float(scn['budget']))} "
             f"{scn['budget_kind']}, global batch {scn['global_batch']} · {day}")
 

@@ -14,7 +14,7 @@ from dashboard.controls.fitted import FITTED, FITTED_KEY, fit_error_bar
 from dashboard.controls.inputs import number_text
 from dashboard.controls.scenario import build_inputs
 from model import ModelError, load_model
-from model.cli.numbers import duration_days, fixed
+from model.cli.numbers import duration_days, fixed, number
 from model.specs.batch import critical_batch_warning as batch_warning
 from model.specs.stack import NONE as NO_STACK
 from model.specs.stack import load_stack
@@ -22,10 +22,10 @@ from model.validation.error_bars import ErrorBar, error_bar
 
 
 def tokens_text(tokens: float) -> str:
-    """12,582,912 → '12.6M'."""
+    """12,582,912 → '12.6M', 1e12 → '1T', 1.5e16 → '15,000T' (never '1.5e+04T')."""
     for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
         if tokens >= size:
-            return f"{tokens / size:.3g}{suffix}"
+            return f"{number(tokens / size)}{suffix}"
     return number_text(tokens)
 
 

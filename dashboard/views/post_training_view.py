@@ -16,6 +16,7 @@ from dashboard.controls.scenario import build_inputs, request_of, stack_of
 from dashboard.figures import post_training as fp
 from dashboard.views.page_form import fields_of, query_of, whole
 from model import FineTune, ModelError, RlStep, finetune, rl_step
+from model.cli.numbers import count, duration_days, integer, quantity
 from model.studies.finetune import METHODS
 from model.studies.rl import ALGORITHMS, PLACEMENTS
 from model.validation.rl import accuracy as rl_accuracy
@@ -118,7 +119,7 @@ def finetune_headline(answers: dict[str, dict], refused: list[str], gpus: int) -
     parts = []
     for method, a in answers.items():
         lay = a["layout"]
-        parts.append(f"{method}: {a['days']:.3g} days, {a['tokens_per_s_per_gpu']:,.0f} "
+        parts.append(f"{method}: {duration_days(a['days'])}, {a['tokens_per_s_per_gpu']:,.0f} "
                      f"tokens/s per GPU, {a['memory_gb']:.1f} GB per GPU, "
                      f"{_usd(a['cost_usd'])} (tp {lay['tp1']} · pp {lay['pp']} · dp "
                      f"{lay['dp']}; {a['trainable_params']:,.0f} trainable parameters)")
@@ -127,19 +128,25 @@ def finetune_headline(answers: dict[str, dict], refused: list[str], gpus: int) -
                    else "")
 
 
+def _s(seconds: float) -> str:
+    """A step's part in seconds, three significant digits, never in scientific notation."""
+    return quantity(seconds, "s")
+
+
 def rl_headline(step: dict, steps: int, accuracy: str) -> str:
     """The RL answer in one paragraph, ending with its population's accuracy
     (:func:`model.validation.rl.accuracy`)."""
     pools = ("every GPU alternates" if step["placement"] == "colocated" else
-             f"{step['generation_gpus']} GPUs generate, {step['training_gpus']} train"
+             f"{count(step['generation_gpus'], 'GPU')} generating, "
+             f"{integer(step['training_gpus'])} training"
              + (", one step off-policy" if step["off_policy"] else ""))
     return (f"{step['algorithm'].upper()}, {step['placement']} ({pools}): "
-            f"{step['step_s']:.3g} s per step = generation {step['generation_s']:.3g} s (of "
-            f"it the straggler tail {step['tail_s']:.3g} s), forward passes "
-            f"{step['reference_s']:.3g} s, update {step['training_s']:.3g} s, sync "
-            f"{step['sync_s']:.3g} s; GPUs idle {step['idle_gpu_share']:.0%}; "
-            f"{_usd(step['cost_per_step_usd'], 2)} per step, {steps:,} steps "
-            f"{steps * step['step_s'] / 86400:.3g} days and "
+            f"{_s(step['step_s'])} per step = generation {_s(step['generation_s'])} (of "
+            f"it the straggler tail {_s(step['tail_s'])}), forward passes "
+            f"{_s(step['reference_s'])}, update {_s(step['training_s'])}, sync "
+            f"{_s(step['sync_s'])}; GPUs idle {step['idle_gpu_share']:.0%}; "
+            f"{_usd(step['cost_per_step_usd'], 2)} per step, {count(steps, 'step')} "
+            f"{duration_days(steps * step['step_s'] / 86400)} and "
             f"{_usd(step['cost_per_step_usd'], 0, steps)}. Accuracy: {accuracy}.")
 
 

@@ -36,15 +36,16 @@ from dashboard.controls.scenario import (
     fitted_values,
     with_supported_strategies,
 )
+from dashboard.controls.uploads import guarded_upload, size_refusal
 from dashboard.server.guard import page_callback
 from model import ModelError
-from model.cli.numbers import count, fixed, number
+from model.cli.numbers import count, number
 from model.specs.stack import Stack, load_stack
 from model.validation.user_runs import calibrate_runs, fitted_stack, runs_from_text
 
 MAX_RUNS = 12  # each run is priced on 14 efficiencies: about a second per run at most
 MAX_BYTES = 64 * 1024
-SENT_BYTES = 600 * 1024  # sent to be refused in words: base64 of it fits the 1 MB request limit
+CLEARED = "The previous fit is cleared."
 
 
 def runs_card() -> html.Div:
@@ -54,11 +55,13 @@ def runs_card() -> html.Div:
                f"{MAX_BYTES // 1024} kB; the schema is in docs/stacks.md). The scenario's "
                "software stack is the base; its GEMM efficiency is fitted per system of the "
                "runs."),
-        # no type filter and a size limit well above MAX_BYTES in the browser: a file the
-        # browser drops is dropped silently, so every file under the request limit is sent
-        # and refused on the server in words (its size, its type, its schema)
-        dcc.Upload(id="validation-runs-upload", max_size=SENT_BYTES,
-                   children=html.Button("Upload runs (JSON)")),
+        # no type filter and no size limit in dcc.Upload (a file it drops is dropped without
+        # a word): a file over MAX_BYTES is refused in the browser, in one line, by the guard
+        # (dashboard/controls/uploads.py), any other is sent and refused here in words
+        guarded_upload("validation-runs-upload", html.Button("Upload runs (JSON)"), MAX_BYTES,
+                       "validation-runs-result", "Runs refused", CLEARED, clear={
+                           "validation-runs-stack": {"data": None},
+                           "validation-runs-apply": {"disabled": True}}),
         html.Div(id="validation-runs-result", role="status"),
         dcc.Store(id="validation-runs-stack"),
         html.Button("Download the fitted stack (JSON)", id="validation-runs-download-btn"),
@@ -108,7 +111,7 @@ def fit_upload(contents: str, base: str | Stack | None, name: str = "my-stack",
     except (IndexError, ValueError):
         raise ModelError("the upload could not be read") from None
     if len(raw) > MAX_BYTES:
-        raise ModelError(f"{fixed(len(raw) / 1024)} kB, over the {MAX_BYTES // 1024} kB limit")
+        raise ModelError(size_refusal(len(raw), MAX_BYTES))
     stack = load_stack(base)  # a preset's name, or the session's fitted stack as a record
     cases = [replace(c, stack=stack) for c in runs_from_text(raw, stack.name, MAX_RUNS)]
     result = calibrate_runs(cases)
@@ -156,8 +159,8 @@ def upload_runs(contents: str | None, scn: dict[str, Any], filename: Any = None)
         name = checked_file(filename)
         shown, fit = fit_upload(contents, _base(scn), fit_name(filename), name[:80])
     except ModelError as exc:
-        return (html.P(f"Runs refused — {shown_name}: {exc}. The previous fit is cleared.",
-                       className="alert"), None, True)
+        return (html.P(f"Runs refused — {shown_name}: {exc}. {CLEARED}", className="alert"),
+                None, True)
     return shown, fit, False
 
 

@@ -23,6 +23,7 @@ from dashboard.controls.scenario import (
 from dashboard.figures.scenarios import compare_figure, tornado_figure
 from dashboard.jobs import budget, compute
 from model import ModelError, search
+from model.cli.numbers import duration_days
 from model.engine.economics import cost_columns
 from model.physics.strategies import PRODUCTION, STRATEGIES
 from model.studies.compare import compare_frame, layout_text
@@ -126,6 +127,6 @@ def sensitivity_outputs(scn: dict[str, Any], fraction: float) -> tuple[Any, str]
     pct = 100 * fraction
     text = (f"{top['label'][0].upper() + top['label'][1:]} moves the training time most: "
             f"−{pct:g} % → {_change(top['low_change_pct'])}, +{pct:g} % → "
-            f"{_change(top['high_change_pct'])} (baseline {top['base_days']:.4g} days; "
+            f"{_change(top['high_change_pct'])} (baseline {duration_days(top['base_days'])}; "
             f"{len(frame)} inputs, each a new search).")
     return tornado_figure(frame, fraction, bool(scn.get("presentation"))), text

@@ -14,6 +14,7 @@ from dashboard.figures.common import empty_figure
 from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import base_layout
 from dashboard.server.export import graph_card, register_exports
+from model.cli.numbers import count
 from model.specs import memo
 from model.validation import serving as sv
 
@@ -51,7 +52,7 @@ def summary_text(summary: dict) -> str:
     if pops:
         parts.append("Throughput by population: " + ", ".join(
             f"{k.replace('/', ' ')} {v['output_tokens_per_s']['mean_abs_error_pct']:.0f} % "
-            f"({v['output_tokens_per_s']['runs']} runs)" for k, v in pops.items()) + ".")
+            f"({count(v['output_tokens_per_s']['runs'], 'run')})" for k, v in pops.items()) + ".")
     if summary.get("latency_note"):
         parts.append(summary["latency_note"])
     return " ".join(parts)

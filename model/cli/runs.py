@@ -133,9 +133,12 @@ def run_search(args: argparse.Namespace) -> int:
     # one request, built once; each search changes only its strategy and GPU count
     request = Request.build(model, system, global_batch=args.global_batch,
                             max_gpus=args.max_gpus, gpu_step=args.gpu_step,
-                            strategy=strategies[0], compat=args.compat, pins=pins,
+                            strategy=tuple(strategies), compat=args.compat, pins=pins,
                             top_k=args.top, budget=args.budget, execution=execution,
                             stack=args.stack, costs=costs_from_args(args))
+    # those the stack runs (model.engine.layouts: one it does not run, named alone, refused)
+    strategies = tuple(request.strategy) if isinstance(request.strategy, tuple) else (
+        request.strategy,)
     counts = [(n,) for n in args.gpus] if args.gpus else [()]
     results = [search(request.replace(strategy=s).with_workload(gpus=n))
                for s in strategies for n in counts]

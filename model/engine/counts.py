@@ -42,9 +42,10 @@ from model.engine.tight import kept_bytes
 from model.engine.variant import variant_frontier
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy
+from model.specs import memo
 from model.specs.execution import Execution, execution_columns, execution_variants
 from model.specs.hardware import System
-from model.specs.modes import resolve_mode
+from model.specs.modes import Mode, resolve_mode
 from model.specs.stack import Stack
 from model.specs.transformer import Transformer
 
@@ -65,12 +66,21 @@ def possible(model: Transformer, strategy: str, global_batch: int, upto: int, *,
              ends_count_as_layers: bool = False) -> np.ndarray:
     """Every GPU count up to ``upto`` that is tp1·tp2·pp·dp for values each dimension allows
     (increasing). A count outside it has no configuration; one inside may still have none (the
-    microbatch and interleaving rules are not checked here)."""
-    mode = resolve_mode(compat)
-    strat = build_strategy(canonical_strategy(strategy), model, mode)
+    microbatch and interleaving rules are not checked here). Remembered per process (a plan
+    asks the same counts again at every stage and for every price; read-only)."""
+    given = tuple(sorted((k, int(v)) for k, v in (pins or {}).items() if v is not None))
+    return _possible(model, canonical_strategy(strategy), int(global_batch), int(upto),
+                     resolve_mode(compat), given, bool(ends_count_as_layers))
+
+
+@memo.lru("possible GPU counts", 64, memo.RESULTS)
+def _possible(model: Transformer, strategy: str, global_batch: int, upto: int, mode: Mode,
+              given: tuple[tuple[str, int], ...], ends_count_as_layers: bool) -> np.ndarray:
+    """:func:`possible` of hashable arguments (``given``: the pins as sorted pairs)."""
+    strat = build_strategy(strategy, model, mode)
     problem = Problem(model, strat, 0, global_batch, 1, mode.equal_pipeline_stages,
                       ends_count_as_layers)
-    pins = {k: v for k, v in (pins or {}).items() if v is not None}
+    pins = dict(given)
 
     def pinned(name: str, values: np.ndarray) -> np.ndarray:
         return values[values == pins[name]] if name in pins else values
@@ -86,7 +96,9 @@ def possible(model: Transformer, strategy: str, global_batch: int, upto: int, *,
     out = np.unique((tensor[:, None] * pp[None, :]).ravel())
     out = out[out <= upto]
     out = np.unique((out[:, None] * dp[None, :]).ravel())
-    return out[out <= upto]
+    out = out[out <= upto]
+    out.setflags(write=False)  # shared by every caller of the same question
+    return out
 
 
 def count_range(upto: int, step: int = 1, start: int | None = None) -> np.ndarray:

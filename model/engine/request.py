@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from model.engine.layouts import stack_layouts
 from model.engine.pruning import DEFAULT_PRUNING, Pruning
 from model.engine.space import PIN_NAMES
 from model.errors import ModelError
@@ -26,6 +27,7 @@ from model.physics.strategies import canonical_strategy
 from model.specs.cost import Costs
 from model.specs.execution import Execution, execution_variants
 from model.specs.hardware import System
+from model.specs.modes import DEFAULT as DEFAULT_MODE
 from model.specs.modes import Mode, resolve_mode
 from model.specs.stack import Stack
 from model.specs.transformer import Transformer
@@ -84,6 +86,7 @@ class Request:
     compat: Mode = field(default_factory=lambda: resolve_mode(None))
     stack: str | Stack | None = None  # a stack name or record; None: the newest
     execution: Execution | Mapping[str, Any] | None = None  # over the stack's defaults
+    # the pins; with the dimensions the stack does not run pinned to 1 (model.engine.layouts)
     pins: Mapping[str, int | None] = field(default_factory=lambda: EMPTY)
     top_k: int = 10
     budget: int = DEFAULT_BUDGET  # candidates
@@ -103,6 +106,11 @@ class Request:
         object.__setattr__(self, "compat", resolve_mode(self.compat))
         object.__setattr__(self, "execution", _frozen_execution(self.execution))
         object.__setattr__(self, "pins", frozen_pins(self.pins))
+        if self.compat == DEFAULT_MODE:  # the paper mode takes no stack
+            # the layouts the stack runs, once for every search, sweep, plan and evaluation
+            strategy, pins = stack_layouts(self.stack, self.strategy, self.pins)
+            object.__setattr__(self, "strategy", strategy)
+            object.__setattr__(self, "pins", frozen_pins(pins))
         positive_int("top_k", self.top_k)
         positive_int("budget", self.budget)
         if not isinstance(self.pruning, Pruning):

@@ -58,6 +58,11 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
     key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
                        pins)
     usable = kept_bytes(system, mode)  # the tight candidates too (model.engine.tight)
+    if ctx.execution.fewest_recomputed:
+        # which layers recompute depends on the capacity: such a search answers that capacity
+        # alone, so it is cached under it (a plan asked again with other prices, PUE or
+        # target, or the page's next stage, reuses it: the same rows, evaluated once)
+        key = f"{key} at {system.usable_hbm_bytes!r} bytes"
     front = CACHE.get(key, usable, top_k)
     if front is None:
         with CACHE.evaluating(key):
@@ -140,7 +145,7 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
     rows.update({k: v[sel] for k, v in cands.items()})
     return Frontier(strat.name, usable if finite else asked, depth if finite else top_k,
                     tuple(int(n) for n in counts), starts, rows, tuple(per_count),
-                    cacheable=finite and not ctx.execution.fewest_recomputed)
+                    cacheable=finite)
 
 
 def _placed(merged: dict, placing: list[tuple], chosen: np.ndarray) -> dict:

@@ -26,7 +26,8 @@ A stack preset (``stacks/*.json``) names a framework release (``released``: YYYY
   (PyTorch FSDP stacks: Composer/llm-foundry, torchtitan): the runs its cross-validation pools
   (model/validation/calibrate.py).
 * ``parallelism``: the parallelisms the stack runs, of dp, tp, cp, pp, ep (default all); the
-  dashboard searches only its layouts (llm-foundry on FSDP: ``["dp"]``).
+  engine searches only its layouts, for every caller (llm-foundry on FSDP: ``["dp"]``;
+  model/engine/layouts.py).
 * ``base``: an earlier stack whose values it starts from (a release inherits what it does not
   re-measure).
 

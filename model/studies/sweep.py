@@ -39,15 +39,20 @@ def sweep(model: Transformer | Request, system: System | None = None,
     req = Request.build(model, system, global_batch=global_batch, gpus=tuple(gpu_counts),
                         strategy="all", compat=compat, nvs=nvs, pins=pins, top_k=top_k,
                         budget=budget, execution=execution, stack=stack)
-    return sweep_request(req, STRATEGIES if strategies is None else strategies)
+    return sweep_request(req, req.strategy if strategies is None else strategies)
 
 
-def sweep_request(req: Request, strategies: Iterable[str]) -> list[SearchResult]:
-    """:func:`sweep` of a request over ``strategies``."""
-    names = [canonical_strategy(s) for s in strategies]
+def sweep_request(req: Request, strategies: str | Iterable[str]) -> list[SearchResult]:
+    """:func:`sweep` of a request over ``strategies`` ("all": every one). Of several, those
+    the request's stack runs (:mod:`model.engine.layouts`) and that model the model."""
+    names = list(STRATEGIES) if strategies == "all" else [
+        canonical_strategy(s) for s in ([strategies] if isinstance(strategies, str)
+                                        else strategies)]
     if len(names) > 1:
         supported = supported_strategies(req.model)
         names = [s for s in names if s in supported]
+        runs = req.replace(strategy=tuple(names)).strategy if names else ()
+        names = list(runs) if isinstance(runs, tuple) else [runs]
     return [r for s in names for r in run_counts(req.replace(strategy=s))]
 
 
