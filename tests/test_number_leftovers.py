@@ -58,7 +58,7 @@ def test_the_rl_and_finetune_headlines_have_no_scientific_notation() -> None:
             "generation_s": 1_000.25, "tail_s": 12.5, "reference_s": 100.0,
             "training_s": 120.0, "sync_s": 2.25, "idle_gpu_share": 0.25,
             "cost_per_step_usd": 12.0}
-    text = rl_headline(step, 10_000)
+    text = rl_headline(step, 10_000, "not validated: a test")
     _no_scientific(text)
     assert "1 GPU generating, 1,024 training" in text
     assert "1,234 s per step" in text and "10,000 steps 142.9 days" in text, text
