@@ -12,7 +12,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-serve-presentable-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:
+if "dashboard.settings" not in sys.modules:
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
