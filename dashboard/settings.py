@@ -1,7 +1,7 @@
 """The dashboard's deployment settings, read from the environment once, here and nowhere else.
 
 Every other module takes :data:`SETTINGS` (or a value derived from it at import); a test
-(``tests/test_settings.py``) checks that no other file of ``model/`` or ``dashboard/`` reads
+(``tests/test_dashboard_edges.py``) checks that no other file of ``model/`` or ``dashboard/`` reads
 ``os.environ``. ``gunicorn.conf.py`` keeps its own reads: gunicorn's master process executes it
 before the app is imported (its ``GUNICORN_*_TIMEOUT`` values are read here as well, for the
 worker class that enforces them).

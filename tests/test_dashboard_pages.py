@@ -79,7 +79,7 @@ def test_scaling_callback_sends_the_figures_json(over):
     """The callback builds plain dicts (no plotly Figure): the same JSON as the Figures."""
     from plotly.io.json import to_json_plotly
 
-    from dashboard.figures.common import plain
+    from dashboard.figures.maker import plain
 
     scn = valid(**over)
     scaling.build(scn)  # both below read the sweep's frame from the results cache

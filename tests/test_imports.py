@@ -12,11 +12,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # layer of each package, lowest first; a module may import its own layer and those below
-LAYERS = {"model.errors": 0, "dashboard.settings": 8, "model.specs": 1, "model.physics": 2, "model.engine": 3,
+LAYERS = {"model.errors": 0, "model.specs": 1, "model.physics": 2, "model.engine": 3,
           "model.studies": 4, "model.serving": 4, "model.validation": 5, "model.cli": 6,
           "model": 6, "model.__main__": 7,
-          "dashboard.controls": 8, "dashboard.figures": 9, "dashboard.jobs": 10,
-          "dashboard.server": 11, "dashboard.views": 12, "dashboard": 13, "dashboard.pages": 14}
+          "dashboard.settings": 8, "dashboard.controls": 8, "dashboard.figures": 9,
+          "dashboard.jobs": 10, "dashboard.server": 11, "dashboard.views": 12, "dashboard": 13,
+          "dashboard.pages": 14}
 
 
 def _name(path: Path) -> str:

@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 import app  # noqa: E402, F401 - registers the pages
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.figures import systems_figure  # noqa: E402
-from dashboard.figures.common import plain  # noqa: E402
+from dashboard.figures.maker import plain  # noqa: E402
 from dashboard.jobs import studies  # noqa: E402
 from dashboard.pages import scaling, systems  # noqa: E402
 from dashboard.views import notes  # noqa: E402

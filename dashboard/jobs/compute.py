@@ -35,7 +35,7 @@ from dashboard.controls.scenario import (
     request_of,
     stack_of,
 )
-from dashboard.figures.common import plain
+from dashboard.figures.maker import plain
 from dashboard.jobs import budget, stores, sweep_parts
 from dashboard.jobs.diskstore import BoundedCache
 from dashboard.settings import SETTINGS

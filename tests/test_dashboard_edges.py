@@ -6,6 +6,7 @@ variable."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,50 @@ def test_settings_from_an_environment():
 def test_settings_are_frozen():
     with pytest.raises(AttributeError):
         Settings.from_environ({}).port = 1  # type: ignore[misc]
+
+
+def test_no_context_variable():
+    """A context variable made every figure builder return plain dicts inside a ``with`` block
+    (issue 33); the builders take ``plain=True`` now."""
+    found = [str(path.relative_to(ROOT)) for path, tree in _trees() for node in ast.walk(tree)
+             if (isinstance(node, ast.Name) and node.id == "ContextVar")
+             or (isinstance(node, ast.Attribute) and node.attr == "ContextVar")
+             or (isinstance(node, ast.Import) and any(a.name == "contextvars" for a in node.names))]
+    assert found == []
+
+
+def _builders() -> dict[str, ast.FunctionDef]:
+    """Every function of dashboard/ that calls ``make_figure``, by ``path:name``."""
+    out = {}
+    for path, tree in _trees():
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name != "make_figure" and any(
+                    isinstance(n, ast.Call) and getattr(n.func, "id", "") == "make_figure"
+                    for n in ast.walk(fn)):
+                out[f"{path.relative_to(ROOT)}:{fn.name}"] = fn
+    return out
+
+
+def test_every_figure_builder_takes_plain_and_passes_it_on():
+    builders = _builders()
+    assert len(builders) >= 25
+    for name, fn in builders.items():
+        params = [a.arg for a in (*fn.args.args, *fn.args.kwonlyargs)]
+        assert "plain" in params, name
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)
+                 and getattr(n.func, "id", "") == "make_figure"]
+        assert all(any(k.arg == "plain" and getattr(k.value, "id", "") == "plain"
+                       for k in c.keywords) for c in calls), name
+
+
+def test_plain_true_gives_the_figures_dicts():
+    """``plain=True`` gives the dict whose JSON is the Figure's; without it, a Figure."""
+    import plotly.graph_objects as go
+    from plotly.io.json import to_json_plotly
+
+    from dashboard.figures import empty_figure
+    from dashboard.figures.maker import plain
+
+    fig, raw = empty_figure("nothing", presentation=True), empty_figure("nothing", True, plain=True)
+    assert isinstance(fig, go.Figure) and isinstance(raw, dict)
+    assert json.loads(to_json_plotly(raw)) == json.loads(to_json_plotly(plain(fig)))
