@@ -1,24 +1,22 @@
 """What the Serving page computes: its form checked into a serving workload and layout, and
 every view built from the scenario's model and system (so the control panel's hardware
 what-ifs — HBM capacity and bandwidth, NVLink domain — and the form's FP4 rate move it) with
-``model.serving.serve``. Pure: no Dash."""
+the numbers :func:`dashboard.jobs.serving.serving` asks ``model.serving.serve`` for. Pure: no
+Dash."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-import numpy as np
-
 from dashboard import figures
 from dashboard.controls.scenario import build_inputs
 from dashboard.figures import serve as fs
+from dashboard.jobs.serving import serving
 from dashboard.views.page_form import fields_of, query_of, whole
-from model import ModelError, ServingLayout, ServingWorkload, serve
+from model import ModelError, ServingLayout, ServingWorkload
 from model.cli.numbers import count, integer, money, number, share
-from model.engine.request import Request
-from model.serving.serve import cost_versus_sla, load_curve
-from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
+from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS
 from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
 from model.specs.serving_stack import NONE as NO_STACK
 from model.specs.serving_stack import list_serving_stacks, load_serving_stack
@@ -32,7 +30,6 @@ DEFAULT_FORM: dict[str, Any] = {
     "load": 64, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
     "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
     "attention_dp": "auto"}
-TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
 
@@ -160,22 +157,17 @@ def _captioned(fig: Any, text: str) -> Any:
 def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
     """(figures by card name, headline) of the page for a validated scenario and the form."""
     gpus, workload, pins = checked_form(form)
-    model, system = build_inputs(scn)
+    _, system = build_inputs(scn)
     pres = bool(scn.get("presentation"))
     stack = form_stack(form)
-    request = Request(model, system, Serving(workload, gpus, pins), stack=stack)
-    result = serve(request)
-    offline = result if workload.mode == "offline" else serve(request.replace(
-        workload=Serving(workload.with_overrides(mode="offline", concurrency=None,
-                                                 request_rate_per_s=None), gpus, pins)))
-    best = result.best
-    out = {"serve-pareto": fs.pareto_figure(offline.pareto, best, pres),
+    answer = serving(scn, gpus, workload, pins, stack)
+    result, best = answer.result, answer.result.best
+    out = {"serve-pareto": fs.pareto_figure(answer.offline.pareto, best, pres),
            "serve-memory": fs.memory_figure(best, system.hbm_capacity_gb, pres),
            "serve-step": fs.step_figure(result.step_by_op_s, pres),
-           "serve-cost": fs.cost_figure(cost_versus_sla(offline.frame, TPOT_LIMITS_S), pres)}
-    if best.get("fits"):
-        curve, knee = load_curve(model, system, workload, best, stack=stack, points=40)
-        out["serve-load"] = fs.load_figure(curve, knee, pres)
+           "serve-cost": fs.cost_figure(answer.cost, pres)}
+    if answer.curve is not None:
+        out["serve-load"] = fs.load_figure(answer.curve, answer.knee_rate_per_s, pres)
     else:
         out["serve-load"] = figures.empty_figure("No layout fits: no load curve.", pres)
     text = workload_caption(scn, gpus, workload)
