@@ -24,7 +24,7 @@ from dashboard.views.serve_view import (
     form_from_query,
     form_query,
 )
-from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+from model.specs.serving import KV_PRECISIONS, MTP_DEPTH, WEIGHT_PRECISIONS
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")
@@ -68,7 +68,8 @@ layout = html.Div(className="page-body", children=[
         _number("ttft_max_s", "TTFT limit (s)"), _number("tpot_max_s", "TPOT limit (s)"),
         _choice("tp", "TP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
         _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
-        _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
+        _choice("mtp", "MTP depth", [{"label": str(k), "value": k}
+                                     for k in range(int(MTP_DEPTH.lo), int(MTP_DEPTH.hi) + 1)]),
         _choice("engine", "Engine", [{"label": e, "value": e} for e in engines()]),
         _choice("attention_dp", "Attention DP", [{"label": "search", "value": "auto"},
                                                  {"label": "on", "value": "on"},

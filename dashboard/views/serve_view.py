@@ -16,7 +16,7 @@ from dashboard.jobs.serving import serving
 from dashboard.views.page_form import fields_of, query_of, whole
 from model import ModelError, ServingLayout, ServingWorkload
 from model.cli.numbers import count, integer, money, number, share
-from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS
+from model.specs.serving import KV_PRECISIONS, MODES, MTP_DEPTH, WEIGHT_PRECISIONS
 from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
 from model.specs.serving_stack import NONE as NO_STACK
 from model.specs.serving_stack import list_serving_stacks, load_serving_stack
@@ -66,7 +66,7 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
     kv = form.get("kv_precision")
     if kv != "auto" and kv not in KV_PRECISIONS:
         raise ModelError(f"KV precision must be auto or one of {', '.join(KV_PRECISIONS)}")
-    mtp = whole(form, "mtp", 0, 8, "MTP depth")
+    mtp = whole(form, "mtp", int(MTP_DEPTH.lo), int(MTP_DEPTH.hi), "MTP depth")
     workload = ServingWorkload(
         whole(form, "input_tokens", 1, 1_000_000, "input tokens"),
         whole(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,

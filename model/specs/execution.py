@@ -27,6 +27,7 @@ from model.specs.execution_fields import (  # noqa: F401 - re-exported: the fiel
     FLAGS,
     FSDP_VERSIONS,
     GATHER_DTYPES,
+    HELP,
     INTEGERS,
     LITERALS,
     OFFLOAD,
@@ -38,7 +39,6 @@ from model.specs.execution_fields import (  # noqa: F401 - re-exported: the fiel
     ZERO_STAGES,
     field_kind,
 )
-from model.specs.execution_help import HELP  # noqa: F401 - re-exported: each field's help
 
 # What a search tries unless told otherwise (over a stack's defaults; explicit options win):
 # every interleaving the stages allow and, per configuration, the fewest fully recomputed
