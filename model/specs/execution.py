@@ -256,25 +256,10 @@ class Execution:
             if wrong_type or value not in allowed:
                 raise ModelError(f"{name} must be {_one_of(allowed)}, got "
                                  f"{getattr(self, name)!r}")
-        if not _whole(self.interleave, 64):
-            raise ModelError("interleave must be an integer in [0, 64] (0: every count the "
-                             f"pipeline stages allow), got {self.interleave!r}")
-        r = self.recompute_layers
-        if r != AUTO and not _whole(r, 10_000):
-            raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
-                             f"got {r!r}")
+        self._check_integers()
         if self.pipeline_schedule == "dualpipe" and self.interleave > 1:
             raise ModelError(f"DualPipe is not interleaved: interleave {self.interleave} needs "
                              "pipeline_schedule '1f1b'")
-        if not _whole(self.ep_max_domains, 10_000):
-            raise ModelError("ep_max_domains must be an integer in [0, 10000] (0: tokens "
-                             f"routed to any domain), got {self.ep_max_domains!r}")
-        if not _whole(self.fsdp_shard_group, 1_000_000):
-            raise ModelError("fsdp_shard_group must be an integer >= 0 (0: shard over the whole "
-                             f"data-parallel group), got {self.fsdp_shard_group!r}")
-        if not _whole(self.offload_layers, 10_000):
-            raise ModelError("offload_layers must be an integer in [0, 10000], got "
-                             f"{self.offload_layers!r}")
         self._check_combinations()
 
     def _check_values(self) -> None:
@@ -287,9 +272,17 @@ class Execution:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     lo <= value <= hi):
                 raise ModelError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
-        if not _whole(self.lora_rank, 65_536) or self.lora_rank < 1:
-            raise ModelError(f"lora_rank must be an integer in [1, 65536], got "
-                             f"{self.lora_rank!r}")
+
+    def _check_integers(self) -> None:
+        """The integers in their fields' ranges (:data:`INTEGERS`; ``recompute_layers`` also
+        takes 'auto')."""
+        for name, (lo, hi) in INTEGERS.items():
+            value = getattr(self, name)
+            if (name == "recompute_layers" and value == AUTO) or (
+                    _whole(value, hi) and value >= lo):
+                continue
+            raise ModelError(f"{name} must be an integer in [{lo}, {hi}]"
+                             f"{_INTEGER_NOTES.get(name, '')}, got {value!r}")
 
     def _check_combinations(self) -> None:
         """Options that exclude each other."""
@@ -337,6 +330,13 @@ class Execution:
     def offloads(self, what: str) -> bool:
         """Whether ``what`` (optimizer, activations, weights) lives in host memory."""
         return self.offload in (what, "all")
+
+
+# what an integer option's message adds to its range
+_INTEGER_NOTES = {"interleave": " (0: every count the pipeline stages allow)",
+                  "recompute_layers": " or 'auto'",
+                  "ep_max_domains": " (0: tokens routed to any domain)",
+                  "fsdp_shard_group": " (0: shard over the whole data-parallel group)"}
 
 
 def _whole(value: object, hi: int) -> bool:
