@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 from model.specs.cost import FIELDS as COST_FIELDS
@@ -91,7 +92,8 @@ class Control:
     section: str = ""  # one of SECTIONS, or none
     when: When | None = None  # shown (and applied) only while this holds
     off: Callable[[dict[str, Any]], Any] | None = None  # the estimator's value while hidden
-    declared: frozenset = frozenset()  # of DERIVED, what this record gave itself (set here)
+    # of DERIVED, what this record gave itself (set by __post_init__)
+    declared: frozenset = dataclass_field(default=frozenset(), init=False)
 
     def __post_init__(self) -> None:
         field = self.spec_field
@@ -105,10 +107,9 @@ class Control:
                 lo=_scaled(field.lo, self.scale), hi=_scaled(field.hi, self.scale),
                 choices=tuple(field.choices or (ON_OFF[0] if bool in kinds else ())))
         derived.update({n: getattr(self, n) for n in given})  # a narrower range (checked)
-        derived.setdefault("choices", ())
-        for name in ("tip", "unit", "choices"):
+        for name, empty in (("tip", ""), ("unit", ""), ("choices", ())):
             if derived.get(name) is None:
-                derived[name] = "" if name != "choices" else ()
+                derived[name] = empty
         for name, value in derived.items():
             object.__setattr__(self, name, value)
 
