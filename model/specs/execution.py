@@ -276,13 +276,12 @@ class Execution:
     def _check_integers(self) -> None:
         """The integers in their fields' ranges (:data:`INTEGERS`; ``recompute_layers`` also
         takes 'auto')."""
-        for name, (lo, hi) in INTEGERS.items():
+        for name, lo, hi, note in _INTEGER_CHECKS:
             value = getattr(self, name)
-            if (name == "recompute_layers" and value == AUTO) or (
-                    _whole(value, hi) and value >= lo):
+            if (isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi) \
+                    or (value == AUTO and name == "recompute_layers"):
                 continue
-            raise ModelError(f"{name} must be an integer in [{lo}, {hi}]"
-                             f"{_INTEGER_NOTES.get(name, '')}, got {value!r}")
+            raise ModelError(f"{name} must be an integer in [{lo}, {hi}]{note}, got {value!r}")
 
     def _check_combinations(self) -> None:
         """Options that exclude each other."""
@@ -337,11 +336,9 @@ _INTEGER_NOTES = {"interleave": " (0: every count the pipeline stages allow)",
                   "recompute_layers": " or 'auto'",
                   "ep_max_domains": " (0: tokens routed to any domain)",
                   "fsdp_shard_group": " (0: shard over the whole data-parallel group)"}
-
-
-def _whole(value: object, hi: int) -> bool:
-    """Whether ``value`` is an integer (not a bool) in [0, hi]."""
-    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= hi
+# (name, lowest, highest, note) of each integer option, checked in this order
+_INTEGER_CHECKS = tuple((name, lo, hi, _INTEGER_NOTES.get(name, ""))
+                        for name, (lo, hi) in INTEGERS.items())
 
 
 def _one_of(allowed: tuple) -> str:
