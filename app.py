@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 from pathlib import Path
 
 from dash import Dash
@@ -28,6 +27,7 @@ from dashboard.jobs.background import background_manager, celery_app  # noqa: F4
 from dashboard.layout import shell
 from dashboard.server import export, guard, identity  # noqa: F401 - registers their callbacks
 from dashboard.server.worker import fixed_host
+from dashboard.settings import SETTINGS
 
 HERE = Path(__file__).resolve().parent
 # A request carries the callback's inputs; the largest is a figure sent back for export (about
@@ -48,9 +48,9 @@ app.layout = shell
 server = app.server
 # the page never shows the client's Host header (Dash's page meta tags carried it): every
 # request is seen with the one host the deployment names (PERF_PUBLIC_HOST, default localhost)
-PUBLIC_HOST = os.environ.get("PERF_PUBLIC_HOST", "localhost")
+PUBLIC_HOST = SETTINGS.public_host
 # … and the one scheme (PERF_PUBLIC_SCHEME, http or https; a client's X-Forwarded-Proto is not read)
-PUBLIC_SCHEME = "https" if os.environ.get("PERF_PUBLIC_SCHEME") == "https" else "http"
+PUBLIC_SCHEME = SETTINGS.public_scheme
 server.wsgi_app = fixed_host(server.wsgi_app, PUBLIC_HOST, PUBLIC_SCHEME)
 server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
 guard.install(app)  # every callback request checked before Dash reads it (400 otherwise)
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--host", default="127.0.0.1",
                     help="interface to bind (default 127.0.0.1: this machine only; the HOST "
                          "environment variable, which many shells set, is not read)")
-    ap.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8050)))
+    ap.add_argument("--port", type=int, default=SETTINGS.port)
     ap.add_argument("--debug", action="store_true", help="Dash debug mode (never in production)")
     args = ap.parse_args(argv)
     app.run(host=args.host, port=args.port, debug=args.debug)

@@ -77,6 +77,6 @@ if __name__ == "__main__":
     try:
         main(sys.argv[1], int(sys.argv[2]))
     finally:
-        if cl.compute._cache is not None:
-            cl.compute._cache.close()
+        if cl.compute.HANDLE.store is not None:
+            cl.compute.HANDLE.store.close()
         shutil.rmtree(cl.WORK, ignore_errors=True)

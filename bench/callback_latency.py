@@ -63,10 +63,10 @@ MOE_PRESET = "deepseek-v3"
 
 def fresh_cache(tag: str) -> None:
     """Point the results cache at a new, empty directory."""
-    if compute._cache is not None:
-        compute._cache.close()
+    if compute.HANDLE.store is not None:
+        compute.HANDLE.store.close()
     compute.CACHE_DIR = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=WORK))
-    compute._cache = None
+    compute.HANDLE.store = None
 
 
 def collect(scn: dict, current: dict) -> tuple:
@@ -251,7 +251,7 @@ if __name__ == "__main__":
     try:
         code = main()
     finally:
-        if compute._cache is not None:
-            compute._cache.close()
+        if compute.HANDLE.store is not None:
+            compute.HANDLE.store.close()
         shutil.rmtree(WORK, ignore_errors=True)
     sys.exit(code)

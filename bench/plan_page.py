@@ -61,10 +61,10 @@ from model.engine.search import clear_shape_spaces  # noqa: E402
 
 def fresh(tag: str) -> None:
     """An empty results cache and empty estimator caches."""
-    if compute._cache is not None:
-        compute._cache.close()
+    if compute.HANDLE.store is not None:
+        compute.HANDLE.store.close()
     compute.CACHE_DIR = Path(tempfile.mkdtemp(prefix=f"{tag}-", dir=WORK))
-    compute._cache = None
+    compute.HANDLE.store = None
     SEARCH_CACHE.clear()
     clear_shape_spaces()
 

@@ -80,11 +80,11 @@ def tmp_cache(tmp_path, monkeypatch):
     from dashboard.jobs import compute  # imported lazily: the model tests never load the dashboard
 
     monkeypatch.setattr(compute, "CACHE_DIR", tmp_path / "cache")
-    monkeypatch.setattr(compute, "_cache", None)
-    monkeypatch.setattr(compute, "_down_until", 0.0, raising=False)  # no back-off left over
+    monkeypatch.setattr(compute.HANDLE, "store", None)
+    monkeypatch.setattr(compute.HANDLE, "down_until", 0.0)  # no back-off left over
     yield tmp_path / "cache"
-    if compute._cache is not None:
-        compute._cache.close()
+    if compute.HANDLE.store is not None:
+        compute.HANDLE.store.close()
 
 
 @pytest.fixture

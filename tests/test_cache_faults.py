@@ -25,7 +25,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-cache-faults-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.settings" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402
@@ -45,11 +45,11 @@ SMALL = 150  # rows: about 2 kB, stored inside the sqlite database
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """A fresh, private results cache for every test (created on first use)."""
     monkeypatch.setattr(compute, "CACHE_DIR", tmp_path / "cache")
-    monkeypatch.setattr(compute, "_cache", None)
-    monkeypatch.setattr(compute, "_down_until", 0.0, raising=False)  # no back-off left over
+    monkeypatch.setattr(compute.HANDLE, "store", None)
+    monkeypatch.setattr(compute.HANDLE, "down_until", 0.0)  # no back-off left over
     yield tmp_path / "cache"
-    if compute._cache is not None:
-        compute._cache.close()
+    if compute.HANDLE.store is not None:
+        compute.HANDLE.store.close()
 
 
 def frame_of(i: int, rows: int = SMALL) -> pd.DataFrame:
@@ -195,8 +195,8 @@ def test_corrupt_database_still_gives_right_results(cache_dir):
     corrupt_database(compute.cache())
     assert_frame(get_frame(counter, 4), 4)
     assert_outputs(get_outputs(counter, 4), 4)
-    compute._cache.close()
-    compute._cache = None  # a new process opens the same directory
+    compute.HANDLE.store.close()
+    compute.HANDLE.store = None  # a new process opens the same directory
     for _ in range(2):
         assert_frame(get_frame(counter, 4), 4)
         assert_outputs(get_outputs(counter, 4), 4)
@@ -212,8 +212,8 @@ def test_corrupt_database_is_replaced(cache_dir):
     counter = Counter()
     get_frame(counter, 6)
     corrupt_database(compute.cache())
-    compute._cache.close()
-    compute._cache = None  # a restart
+    compute.HANDLE.store.close()
+    compute.HANDLE.store = None  # a restart
     for _ in range(3):
         assert_frame(get_frame(counter, 6), 6)
     assert len(counter.calls) <= 2, f"{len(counter.calls)} computations for 4 identical calls"
@@ -263,8 +263,8 @@ def test_restart_keeps_the_cache(cache_dir):
     counter = Counter()
     get_frame(counter, 9, LARGE)
     get_outputs(counter, 9)
-    compute._cache.close()
-    compute._cache = None
+    compute.HANDLE.store.close()
+    compute.HANDLE.store = None
     assert_frame(get_frame(counter, 9, LARGE), 9, LARGE)
     assert_outputs(get_outputs(counter, 9), 9)
     assert len(counter.calls) == 2
@@ -299,8 +299,8 @@ def test_real_scaling_frame_survives_a_corrupt_cache(monkeypatch):
     fresh = compute.scaling(scn)
     assert not fresh.empty
     corrupt_database(compute.cache())
-    compute._cache.close()
-    compute._cache = None
+    compute.HANDLE.store.close()
+    compute.HANDLE.store = None
     pd.testing.assert_frame_equal(compute.scaling(scn), fresh, check_dtype=False)
     shutil.rmtree(compute.CACHE_DIR)
     pd.testing.assert_frame_equal(compute.scaling(scn), fresh, check_dtype=False)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-celery-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.settings" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402

@@ -79,7 +79,7 @@ def test_scaling_callback_sends_the_figures_json(over):
     """The callback builds plain dicts (no plotly Figure): the same JSON as the Figures."""
     from plotly.io.json import to_json_plotly
 
-    from dashboard.figures.common import plain
+    from dashboard.figures.maker import plain
 
     scn = valid(**over)
     scaling.build(scn)  # both below read the sweep's frame from the results cache
@@ -147,7 +147,11 @@ def test_hbm_grid_validates():
                          ((40, 400, -1, 16, 8), "0 < from < to"),
                          ((40, 400, 16, 16, 8), "0 < from < to"),
                          ((40, 400, 1, 16, 1), "between 2 and 20"),
-                         ((40, 400, 1, 16, 21), "between 2 and 20")]:
+                         ((40, 400, 1, 16, 21), "between 2 and 20"),
+                         # the control panel's HBM ranges (the spec's), in its words
+                         ((0.5, 400, 1, 16, 8), "HBM capacity must be at least 1 GB"),
+                         ((40, 200_000, 1, 16, 8), "HBM capacity must be at most 100,000 GB"),
+                         ((40, 400, 1, 2_000, 8), "HBM bandwidth must be at most 1,000 TB/s")]:
         with pytest.raises(ValueError, match=needle):
             hbm.grid(*args)
 

@@ -43,7 +43,7 @@ def _private_cache(tmp_path_factory):
     """The module's results cache in a temporary directory (never the repository's)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compute, "CACHE_DIR", tmp_path_factory.mktemp("cache"))
-        patch.setattr(compute, "_cache", None)
+        patch.setattr(compute.HANDLE, "store", None)
         yield
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-hostile-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.settings" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
@@ -353,8 +353,8 @@ def test_finding7_a_read_only_cache_backs_off(tmp_cache, monkeypatch, caplog):
 
     frame = pd.DataFrame({"x": [1.5, 2.5]})
     compute.cached_frame("ro", {"i": -1}, lambda: frame)  # the cache exists and works
-    compute._cache.close()
-    monkeypatch.setattr(compute, "_cache", None)
+    compute.HANDLE.store.close()
+    monkeypatch.setattr(compute.HANDLE, "store", None)
     real = diskcache.core.sqlite3
     shim = types.SimpleNamespace(**{k: getattr(real, k) for k in dir(real)
                                     if not k.startswith("__")})

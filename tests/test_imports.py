@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = {"model.errors": 0, "model.specs": 1, "model.physics": 2, "model.engine": 3,
           "model.studies": 4, "model.serving": 4, "model.validation": 5, "model.cli": 6,
           "model": 6, "model.__main__": 7,
-          "dashboard.controls": 8, "dashboard.figures": 9, "dashboard.jobs": 10,
-          "dashboard.server": 11, "dashboard.views": 12, "dashboard": 13, "dashboard.pages": 14}
+          "dashboard.settings": 8, "dashboard.controls": 8, "dashboard.figures": 9,
+          "dashboard.jobs": 10, "dashboard.server": 11, "dashboard.views": 12, "dashboard": 13,
+          "dashboard.pages": 14}
 
 
 def _name(path: Path) -> str:
@@ -121,3 +122,30 @@ def test_imports_run_one_way():
 def test_the_model_never_imports_the_dashboard():
     assert not [m for m, targets in GRAPH.items() if m.startswith("model")
                 and any(t.startswith("dashboard") for t in targets)]
+
+
+# the estimator's entry points: a view reaches them only through dashboard/jobs/, whose request
+# builders (dashboard.controls.scenario.request_of, dashboard.jobs.serving.serving_request) ask
+ESTIMATOR_MODULES = {"model.engine.api", "model.engine.search", "model.engine.design",
+                     "model.engine.evaluate", "model.serving.serve", "model.serving.evaluate"}
+ESTIMATOR_NAMES = {"search", "serve", "evaluate", "design_space", "best_per_cell", "sweep",
+                   "plan", "codesign", "finetune", "rl_step"}
+
+
+def _estimator_imports(module: str) -> list[str]:
+    """The estimator entry points ``module`` imports: its modules, or their names from the
+    ``model`` package."""
+    found = sorted(t for t in GRAPH[module] if t in ESTIMATOR_MODULES)
+    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "model" and not node.level:
+            found += [f"model.{a.name}" for a in node.names if a.name in ESTIMATOR_NAMES]
+    return found
+
+
+def test_views_import_neither_search_nor_serve():
+    views = [m for m in MODULES if m.startswith("dashboard.views")]
+    assert len(views) > 10
+    assert {m: _estimator_imports(m) for m in views if _estimator_imports(m)} == {}
+    # the check sees them where they are asked for
+    assert "model.engine.search" in _estimator_imports("dashboard.jobs.scenarios")
+    assert "model.serve" in _estimator_imports("dashboard.jobs.serving")

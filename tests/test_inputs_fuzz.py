@@ -40,7 +40,7 @@ from typing import Any
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-fuzz-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # never the repository's cache/
+if "dashboard.settings" not in sys.modules:  # never the repository's cache/
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import numpy as np  # noqa: E402

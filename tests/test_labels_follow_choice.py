@@ -13,7 +13,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-labels-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:
+if "dashboard.settings" not in sys.modules:
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pandas as pd  # noqa: E402
@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 import app  # noqa: E402, F401 - registers the pages
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.figures import systems_figure  # noqa: E402
-from dashboard.figures.common import plain  # noqa: E402
+from dashboard.figures.maker import plain  # noqa: E402
 from dashboard.jobs import studies  # noqa: E402
 from dashboard.pages import scaling, systems  # noqa: E402
 from dashboard.views import notes  # noqa: E402

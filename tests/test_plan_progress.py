@@ -13,7 +13,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-plan-progress-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_DIR/background)
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 

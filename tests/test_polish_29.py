@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from dashboard.figures.common import plain
+from dashboard.figures.maker import plain
 from dashboard.figures.timeline import PHASES, timeline_figure
 from dashboard.server.export import MAX_PNG_HEIGHT, png_height
 from dashboard.views import codesign_view, selected

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from dashboard.figures import training_time_figure
-from dashboard.figures.common import plain
+from dashboard.figures.maker import plain
 
 # the default scenario's best rows (gpt3-1t on H200, 1T tokens), rounded
 DAYS = {"1d": {256: 516.2, 512: 256.3, 1024: 132.6, 2048: 70.4, 4096: 38.0},

@@ -14,7 +14,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-scenarios-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_DIR/background)
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pandas as pd  # noqa: E402
@@ -26,6 +26,7 @@ from dashboard.controls import saved  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.figures.scenarios import compare_figure, tornado_figure  # noqa: E402
 from dashboard.figures.timeline import memory_parts_figure, timeline_figure  # noqa: E402
+from dashboard.jobs import scenarios as scenario_jobs  # noqa: E402
 from dashboard.pages import design  # noqa: E402
 from dashboard.pages import scenarios as page  # noqa: E402
 from dashboard.server.export import card_figure, render  # noqa: E402
@@ -192,7 +193,7 @@ def test_the_selected_configuration_says_whether_it_fits_with_the_memory_interva
     scn = scenario()
     _, _, picked, _ = design.build_space(scn)
     _, _, row = selected.frames(scn, design.checked_rows(picked)[0])
-    usable = float(row["hbm_capacity_gb"]) - selected.reserve_gb(scn)
+    usable = float(row["hbm_capacity_gb"]) - scenario_jobs.reserve_gb(scn)
     state, words = fit_status(float(row["memory_gb"]), usable)
     assert selected.memory_fit(scn, row) == f"Memory: {state} — {words}."
     assert state in ("fits", "tight")  # the table lists configurations that fit

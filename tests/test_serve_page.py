@@ -12,7 +12,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-serve-page-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_DIR/background)
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
@@ -154,3 +154,23 @@ def test_engine_selector_and_attention_dp_pin():
     assert checked_form({**FORM, "attention_dp": "on"})[2] == ServingLayout(attention_dp=True)
     assert checked_form(FORM)[2] == ServingLayout()
     assert "attention DP must be" in outputs(SCN, {**FORM, "attention_dp": "maybe"})["error"]
+
+
+def test_the_mtp_dropdown_offers_the_fields_range():
+    """The MTP depth offered is the serving workload field's range (0..4 before, while the page
+    checked 0..8 and the spec allowed 0..16)."""
+    from model.specs.serving import MTP_DEPTH
+
+    text = str(page.layout)
+    assert "id='serve-mtp'" in text
+    [dropdown] = [c for c in _walk(page.layout) if getattr(c, "id", None) == "serve-mtp"]
+    assert [o["value"] for o in dropdown.options] == list(
+        range(int(MTP_DEPTH.lo), int(MTP_DEPTH.hi) + 1))
+
+
+def _walk(component):
+    yield component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, (list, tuple)) else [children]:
+        if child is not None and not isinstance(child, (str, int, float)):
+            yield from _walk(child)

@@ -12,7 +12,7 @@ import tempfile
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-serve-presentable-test-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:
+if "dashboard.settings" not in sys.modules:
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 import pytest  # noqa: E402
@@ -20,7 +20,7 @@ from dash.exceptions import PreventUpdate  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages
 from dashboard.controls import scenario as S  # noqa: E402
-from dashboard.figures.common import plain  # noqa: E402
+from dashboard.figures.maker import plain  # noqa: E402
 from dashboard.pages import serve_page as page  # noqa: E402
 from dashboard.server.export import caption  # noqa: E402
 from dashboard.views.serve_view import CARDS, DEFAULT_FORM, build, headline  # noqa: E402

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
+from model.specs.cost import FIELDS as COST_FIELDS
+from model.specs.execution_fields import EXECUTION_FIELDS
+from model.specs.hardware import FIELDS as SYSTEM_FIELDS
 from model.specs.schema import Field
+from model.specs.transformer import FIELDS as MODEL_FIELDS
 
 # widget kinds (dashboard.controls.panel builds each): a number box (debounced: applies on Enter or
 # blur); a number box with a slider beside it (the box holds the value, the slider only sets
@@ -32,21 +37,48 @@ class When:
             return True
 
 
+# the estimator's field declarations a control's ``spec`` names, by the control's group: the
+# model's and the system's spec fields, the execution options and the cost inputs
+SPEC_FIELDS: dict[str, dict[str, Field]] = {
+    "model": {f.name: f for f in MODEL_FIELDS}, "system": {f.name: f for f in SYSTEM_FIELDS},
+    "execution": {f.name: f for f in EXECUTION_FIELDS}, "plan": {f.name: f for f in COST_FIELDS}}
+DERIVED = ("kind", "tip", "unit", "lo", "hi", "choices")  # what a field gives its control
+
+
+def tooltip(doc: str) -> str:
+    """A field's help as a tooltip: a sentence (capital first letter, final full stop)."""
+    text = doc[:1].upper() + doc[1:]
+    return text if text.endswith(".") else text + "."
+
+
+def _scaled(bound: float | None, scale: float) -> float | None:
+    """A field's bound in the control's unit (the control's value × ``scale`` is the field's)."""
+    return bound if bound is None or scale == 1 else bound / scale
+
+
 @dataclass(frozen=True)
 class Control:
     """One scenario input: its key (URL, JSON and component id ``ctl-<key>``), how it is
-    shown and checked, and where its value comes from."""
+    shown and checked, and where its value comes from.
+
+    A control that feeds an estimator field (``spec``, a field of :data:`SPEC_FIELDS`) keeps
+    only its display — label, widget, the unit of a scaled value, section, condition, the
+    names of its choices — and takes its type, range, choices, unit and tooltip from the
+    field's declaration (the range divided by ``scale``); ``lo``/``hi`` given for it may only
+    narrow the field's range (:data:`declared` says what was given; tests/test_control_fields.py
+    checks both). A control of the dashboard alone (a preset, the GPUs of the views) declares
+    them itself."""
 
     key: str
     label: str  # what the panel and every message call it ("Layers")
     group: str  # one of GROUPS
     widget: str  # one of WIDGETS
-    kind: type  # int, float, str or bool
-    tip: str
-    unit: str = ""  # shown after the label and in range messages ("GB", "TB/s")
+    kind: type | None = None  # int, float, str or bool (a field's: its own)
+    tip: str | None = None  # the tooltip (a field's: its help)
+    unit: str | None = None  # shown after the label and in range messages ("GB", "TB/s")
     lo: float | None = None  # inclusive range of a number
     hi: float | None = None
-    choices: tuple = ()  # the allowed values of a dropdown or radio
+    choices: tuple | None = None  # the allowed values of a dropdown or radio
     names: tuple = ()  # their display names (default: the values as text)
     suggest: tuple = ()  # values a number box offers (a datalist); others may be typed
     slider: tuple = ()  # (min, max, step, marks) of a slider widget
@@ -60,6 +92,31 @@ class Control:
     section: str = ""  # one of SECTIONS, or none
     when: When | None = None  # shown (and applied) only while this holds
     off: Callable[[dict[str, Any]], Any] | None = None  # the estimator's value while hidden
+    # of DERIVED, what this record gave itself (set by __post_init__)
+    declared: frozenset = dataclass_field(default=frozenset(), init=False)
+
+    def __post_init__(self) -> None:
+        field = self.spec_field
+        given = frozenset(n for n in DERIVED if getattr(self, n) is not None)
+        derived: dict[str, Any] = {"declared": given}
+        if field is not None:
+            kinds = field.kind if isinstance(field.kind, tuple) else (field.kind,)
+            derived.update(
+                kind=float if float in kinds else kinds[0], tip=tooltip(field.doc),
+                unit=field.unit if self.scale == 1 else None,
+                lo=_scaled(field.lo, self.scale), hi=_scaled(field.hi, self.scale),
+                choices=tuple(field.choices or (ON_OFF[0] if bool in kinds else ())))
+        derived.update({n: getattr(self, n) for n in given})  # a narrower range (checked)
+        for name, empty in (("tip", ""), ("unit", ""), ("choices", ())):
+            if derived.get(name) is None:
+                derived[name] = empty
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def spec_field(self) -> Field | None:
+        """The estimator field this control feeds (None: a control of the dashboard alone)."""
+        return SPEC_FIELDS.get(self.group, {}).get(self.spec) if self.spec else None
 
     def applies(self, scn: dict[str, Any]) -> bool:
         """Whether the estimator receives this control's value (it is not hidden)."""

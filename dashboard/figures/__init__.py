@@ -14,7 +14,6 @@ from dashboard.figures.common import empty_figure, mark_not_validated
 from dashboard.figures.compare import parse_system_label, systems_figure
 from dashboard.figures.cross_validation import cross_validation_figure
 from dashboard.figures.design import hbm_contour_figure, heatmap_figure
-from dashboard.figures.maker import plain_figures
 from dashboard.figures.ops import ops_breakdown_figure, roofline_figure
 from dashboard.figures.plan import lost_node_figure, pareto_figure
 from dashboard.figures.scaling import efficiency_figure, optimal_config_figure, training_time_figure
@@ -26,6 +25,6 @@ __all__ = [
     "figure_table", "hbm_contour_figure", "heatmap_figure", "lost_node_figure",
     "mark_not_validated", "memory_figure",
     "ops_breakdown_figure", "optimal_config_figure", "pareto_figure", "parse_system_label",
-    "plain_figures", "roofline_figure", "systems_figure", "time_breakdown_figure",
+    "roofline_figure", "systems_figure", "time_breakdown_figure",
     "training_time_figure", "validation_error_figure", "validation_scatter_figure",
 ]

@@ -96,7 +96,7 @@ def _gpu_labels(part: Rows) -> list[str]:
 
 
 def time_breakdown_figure(scaling: pd.DataFrame, presentation: bool = False,
-                          normalized: bool = False) -> go.Figure:
+                          normalized: bool = False, plain: bool = False) -> go.Figure:
     """Where the best configuration's iteration time goes, per GPU count and strategy.
 
     Stacked bars of compute, exposed memory, TP/PP/DP communication and pipeline bubble in
@@ -151,11 +151,11 @@ def time_breakdown_figure(scaling: pd.DataFrame, presentation: bool = False,
             axis.update(type="log", range=[math.log10(lo), math.log10(hi)], **log_ticks([lo, hi]))
     layout["yaxis"]["title"] = dict(text="fraction of iteration time" if normalized
                                     else "time per iteration (s, log)")
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def memory_figure(scaling: pd.DataFrame, hbm_capacity_gb: float | None = None,
-                  presentation: bool = False) -> go.Figure:
+                  presentation: bool = False, plain: bool = False) -> go.Figure:
     """Memory per GPU (GB = 1e9 bytes) of the best configuration, per GPU count and strategy.
 
     Stacked bars of weights, gradients, optimizer state and activations (they add up to
@@ -200,7 +200,7 @@ def memory_figure(scaling: pd.DataFrame, hbm_capacity_gb: float | None = None,
     for col in range(1, len(groups) + 1):
         layout[axis_key("y", col)]["range"] = [0, top * 1.12 if top > 0 else 1]
     layout["yaxis"]["title"] = dict(text="memory per GPU (GB)")
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def _capacity(groups: list[tuple[str, Rows]], given: float | None) -> float | None:

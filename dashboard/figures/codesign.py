@@ -78,7 +78,7 @@ def _grid(frame: pd.DataFrame, labels: list[str], models: list[str],
 
 def codesign_figure(frame: pd.DataFrame, varied: Sequence[str],
                     metric: str = "samples_per_s_per_musd",
-                    presentation: bool = False) -> go.Figure:
+                    presentation: bool = False, plain: bool = False) -> go.Figure:
     """Designs (rows, in the study's order) × models (columns): each cell's colour is its
     ``metric`` (:data:`METRICS`) relative to the model's best design (models differ by orders
     of magnitude), its text the value itself; ★ marks each model's best design by samples/s
@@ -124,4 +124,4 @@ def codesign_figure(frame: pd.DataFrame, varied: Sequence[str],
                    autorange="reversed", title=dict(text="design"), showgrid=False,
                    automargin=True),
         showlegend=False, shapes=marks)
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

@@ -3,8 +3,8 @@ best row per strategy and GPU count.
 
 Figures are built as plain dicts (traces and layout) and turned into a plotly Figure once, by
 :func:`~dashboard.figures.maker.make_figure`. The axes helpers (:mod:`.axes`) and the hover data
-(:mod:`.hover`) live in their own modules; this one re-exports them, with ``make_figure``,
-``plain`` and ``plain_figures``, so a figure module imports its shared pieces from one place.
+(:mod:`.hover`) live in their own modules; this one re-exports them, with ``make_figure``, so a
+figure module imports its shared pieces from one place.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from dashboard.figures.hover import (  # noqa: F401 - re-exported
     config_values,
     floats,
 )
-from dashboard.figures.maker import make_figure, plain, plain_figures  # noqa: F401 - re-exported
+from dashboard.figures.maker import make_figure  # noqa: F401 - re-exported
 from dashboard.figures.theme import (
     FONT_SIZE,
     GREY,
@@ -71,7 +71,7 @@ def strategy_title(strategy: str) -> str:
     return strategy_name(strategy).replace(IDEALISED_SUFFIX, "<br>" + IDEALISED_SUFFIX.strip())
 
 
-def empty_figure(message: str, presentation: bool = False) -> go.Figure:
+def empty_figure(message: str, presentation: bool = False, plain: bool = False) -> go.Figure:
     """A blank figure (no axes) with ``message`` centred: shown when there is nothing to plot."""
     layout = base_layout(None, presentation)
     layout.update(
@@ -79,7 +79,7 @@ def empty_figure(message: str, presentation: bool = False) -> go.Figure:
                           showarrow=False,
                           font=dict(size=FONT_SIZE * 1.2 * scale(presentation), color=GREY))],
         xaxis=dict(visible=False), yaxis=dict(visible=False), showlegend=False)
-    return make_figure([], layout)
+    return make_figure([], layout, plain=plain)
 
 
 def mark_not_validated(fig: go.Figure | dict, text: str, presentation: bool = False
@@ -87,7 +87,7 @@ def mark_not_validated(fig: go.Figure | dict, text: str, presentation: bool = Fa
     """``fig`` marked, in the top-right corner of its plot area, with ``text`` ('not
     validated: no published dense run on mi300x was ever scored') when it is not empty: a
     figure of an unvalidated system or stack says so wherever it is shown or exported. A plotly
-    Figure or the plain dict of :func:`plain_figures`, changed in place and returned."""
+    Figure or the plain dict of ``plain=True``, changed in place and returned."""
     if not text:
         return fig
     note = dict(text=f"⚠ {text[:160]}", x=1.0, xref="paper", xanchor="right", y=1.0,

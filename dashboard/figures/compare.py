@@ -64,7 +64,7 @@ NOT_VALIDATED = " (not validated)"
 
 
 def systems_figure(frame: pd.DataFrame, presentation: bool = False,
-                   unvalidated: Mapping[str, str] | None = None) -> go.Figure:
+                   unvalidated: Mapping[str, str] | None = None, plain: bool = False) -> go.Figure:
     """Training time (days) vs GPU count, log-log, one line per system (``system`` column).
 
     Each point is the best configuration over all strategies for that system and GPU count.
@@ -121,5 +121,5 @@ def systems_figure(frame: pd.DataFrame, presentation: bool = False,
     shown = [head for head in heads if head in unvalidated]
     why = "; ".join(f"{head} — {unvalidated[head].removeprefix('not validated: ')}"
                     for head in shown)
-    return mark_not_validated(make_figure(data, layout), f"not validated: {why}" if why else "",
-                              presentation)
+    return mark_not_validated(make_figure(data, layout, plain=plain),
+                              f"not validated: {why}" if why else "", presentation)

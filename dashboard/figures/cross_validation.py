@@ -86,7 +86,7 @@ def _dots(sources: pd.DataFrame, runs: pd.DataFrame, kind: str, name: str, color
 
 
 def cross_validation_figure(sources: pd.DataFrame, runs: pd.DataFrame,
-                            presentation: bool = False) -> go.Figure:
+                            presentation: bool = False, plain: bool = False) -> go.Figure:
     """Per source, the mean |error| of its runs in sample (efficiencies fitted on every source)
     and cross-validated (fitted without it), as horizontal bars, with every run's |error| as a
     dot. Uncertain sources are hatched; releases of the same recipes (``same_recipes``) share a
@@ -120,7 +120,7 @@ def cross_validation_figure(sources: pd.DataFrame, runs: pd.DataFrame,
         yaxis=dict(tickvals=list(range(n)),
                    ticktext=[source_label(r) for r in sources.to_dict("records")],
                    range=[n - 0.5, -0.5], showgrid=False))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def _families(sources: pd.DataFrame, k: float) -> tuple[list[dict], list[dict]]:

@@ -110,7 +110,8 @@ def _cell_hover(x: str, y: str, value_title: str, names: list[str], others: list
     return "<br>".join(hover) + _candidates_line(names) + "<extra></extra>"
 
 
-def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = False) -> go.Figure:
+def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = False,
+                   plain: bool = False) -> go.Figure:
     """Design-space map from ``model.best_per_cell(frame, x, y)``: the best configuration that
     fits in each (x, y) cell, the remaining dimensions free.
 
@@ -220,10 +221,11 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             yshift=4, showarrow=False,
             text=f"★ <b>best {fmt_num(value[k])}{unit}</b> at {x} = {xs[j]}, {y} = {ys[i]}",
             font=dict(size=FONT_SIZE * 0.9 * scale(presentation), color=TEXT)))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def hbm_contour_figure(sweep: pd.DataFrame, presentation: bool = False) -> go.Figure:
+def hbm_contour_figure(sweep: pd.DataFrame, presentation: bool = False,
+                       plain: bool = False) -> go.Figure:
     """Training time (days) over HBM capacity (GB, x) × HBM bandwidth (TB/s, y).
 
     A contour map when both axes have at least 3 values, else a heatmap; several rows per
@@ -268,7 +270,7 @@ def hbm_contour_figure(sweep: pd.DataFrame, presentation: bool = False) -> go.Fi
     layout = base_layout("Training time vs HBM capacity and bandwidth", presentation)
     layout.update(xaxis=dict(title=dict(text="HBM capacity (GB)"), showgrid=False),
                   yaxis=dict(title=dict(text="HBM bandwidth (TB/s)"), showgrid=False))
-    return make_figure([trace, points], layout)
+    return make_figure([trace, points], layout, plain=plain)
 
 
 def _numeric(values: pd.Series) -> bool:

@@ -2,37 +2,18 @@
 
 Figures are built as plain dicts (traces and layout) and turned into a plotly Figure once, by
 :func:`make_figure`: plotly validates every property on each ``add_trace``/``update_layout``
-call, which made building a figure incrementally 5-10 times slower. Within
-:func:`plain_figures` no plotly Figure is made at all: callbacks that only serialise their
-figures get the plain dicts.
+call, which made building a figure incrementally 5-10 times slower. Asked for ``plain=True``
+(every builder takes it and passes it here), no plotly Figure is made at all: callbacks that
+only serialise their figures get the plain dicts.
 """
 
 from __future__ import annotations
-
-import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from model.specs import memo
-
-_PLAIN = contextvars.ContextVar("plain_figures", default=False)
-
-
-@contextmanager
-def plain_figures() -> Iterator[None]:
-    """Within the block (this thread or task), :func:`make_figure` — so every builder — returns
-    the figure's plain ``{"data", "layout"}`` dict instead of a plotly Figure: the same JSON as
-    :func:`plain` of the Figure (up to the order of keys), without plotly's deep copies of
-    every trace and of the template. For callbacks whose figures are only serialised."""
-    token = _PLAIN.set(True)
-    try:
-        yield
-    finally:
-        _PLAIN.reset(token)
 
 
 @memo.lru("figure templates", 8)
@@ -42,17 +23,19 @@ def _template_dict(name: str, ident: int) -> dict:
     return pio.templates[name].to_plotly_json()
 
 
-def make_figure(data: list[dict], layout: dict) -> go.Figure:
+def make_figure(data: list[dict], layout: dict, plain: bool = False) -> go.Figure:
     """The figure of plain trace dicts ``data`` and layout dict ``layout``, created at once.
 
     Without plotly's property validation (4× faster): the builders pass only plain Python
     values and numpy arrays, and tests/test_figures.py checks that validating every figure
-    gives the same JSON. The layout's template, a registered name, is resolved here. Within
-    :func:`plain_figures` the result is the plain dict (see there), not a Figure.
+    gives the same JSON. The layout's template, a registered name, is resolved here. With
+    ``plain`` the result is the figure's plain ``{"data", "layout"}`` dict instead: the same
+    JSON as :func:`plain` of the Figure (up to the order of keys), without plotly's deep copies
+    of every trace and of the template — for callbacks whose figures are only serialised.
     """
     layout = {k: v for k, v in layout.items() if not (k in ("annotations", "shapes") and not v)}
     template = layout.get("template")
-    if _PLAIN.get():
+    if plain:
         if isinstance(template, str):
             layout["template"] = _template_dict(template, id(pio.templates[template]))
         return {"data": _listed_objects(data), "layout": layout}  # type: ignore[return-value]

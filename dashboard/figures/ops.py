@@ -77,7 +77,8 @@ def _positive(value: float) -> bool:
 
 
 def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: float,
-                    hbm_gb_per_s: float, presentation: bool = False) -> go.Figure:
+                    hbm_gb_per_s: float, presentation: bool = False,
+                    plain: bool = False) -> go.Figure:
     """Roofline of one configuration's ops: arithmetic intensity (FLOP/byte of HBM traffic,
     log x) vs achieved TFLOP/s (log y).
 
@@ -185,10 +186,11 @@ def roofline_figure(ops: pd.DataFrame, matrix_tflops: float, vector_tflops: floa
                    **log_ticks([x_lo, x_hi], decades=True)),
         yaxis=dict(type="log", title=dict(text="achieved performance (TFLOP/s)"),
                    **log_ticks([*frame["achieved_tflops"], *peaks], decades=True)))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Figure:
+def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False,
+                         plain: bool = False) -> go.Figure:
     """Seconds per iteration spent in each op, slowest on top, as horizontal stacked bars.
 
     Each bar is the op's ``t_iteration_s`` split into compute, exposed memory, communication
@@ -243,4 +245,4 @@ def ops_breakdown_figure(ops: pd.DataFrame, presentation: bool = False) -> go.Fi
         yaxis=dict(type="category", categoryorder="array", categoryarray=labels,
                    title=dict(text="op"), showgrid=False),
         xaxis=dict(title=dict(text="time per iteration (s)"), rangemode="tozero"))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

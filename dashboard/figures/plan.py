@@ -53,7 +53,7 @@ def _target_shapes(target_days: float | None, budget_usd: float | None) -> list[
 
 def pareto_figure(frame: pd.DataFrame, answer: pd.Series | None = None,
                   target_days: float | None = None, budget_usd: float | None = None,
-                  presentation: bool = False) -> go.Figure:
+                  presentation: bool = False, plain: bool = False) -> go.Figure:
     """Cost (USD) against training days, log-log: the best configuration of every GPU count
     searched, one marker trace per system (``system`` column); the points no other beats in both
     (``pareto``) joined as "Pareto front"; the plan's ``answer`` row as a star; the target days
@@ -83,11 +83,11 @@ def pareto_figure(frame: pd.DataFrame, answer: pd.Series | None = None,
                    **log_ticks(rows["train_days"])),
         yaxis=dict(type="log", title=dict(text="cost (USD)"), **log_ticks(rows["cost_usd"])),
         shapes=_target_shapes(target_days, budget_usd))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def lost_node_figure(frame: pd.DataFrame, cliff_ratio: float,
-                     presentation: bool = False) -> go.Figure:
+                     presentation: bool = False, plain: bool = False) -> go.Figure:
     """Throughput per GPU left, relative to the full job's, as the job loses nodes (GPUs left on
     a reversed axis): the best configuration on at most the GPUs left, the best using all of
     them (gaps where none does), the cliff points (below ``cliff_ratio`` or nothing runs)
@@ -124,4 +124,4 @@ def lost_node_figure(frame: pd.DataFrame, cliff_ratio: float,
         yaxis=dict(title=dict(text="throughput per GPU left / full job's"), rangemode="tozero"),
         shapes=[dict(type="line", yref="y", y0=cliff_ratio, y1=cliff_ratio, xref="x domain",
                      x0=0, x1=1, line=dict(color=GREY, width=1.5, dash="dash"))])
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

@@ -21,7 +21,7 @@ def _title(text: str) -> dict:
 
 
 def memory_figure(answers: dict[str, dict], hbm_gb: float, presentation: bool = False
-                  ) -> go.Figure:
+                  , plain: bool = False) -> go.Figure:
     """HBM per GPU by part (weights, gradients, optimizer, activations) of each fine-tuning
     method's fastest fitting layout, against the GPU's capacity."""
     if not answers:
@@ -39,10 +39,11 @@ def memory_figure(answers: dict[str, dict], hbm_gb: float, presentation: bool = 
                   annotations=[dict(xref="paper", x=1, y=hbm_gb, yanchor="bottom",
                                     xanchor="right", showarrow=False,
                                     text=f"HBM {hbm_gb:,.0f} GB")])
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def days_figure(answers: dict[str, dict], presentation: bool = False) -> go.Figure:
+def days_figure(answers: dict[str, dict], presentation: bool = False,
+                plain: bool = False) -> go.Figure:
     """Days to fine-tune and its cost, by method."""
     if not answers:
         return empty_figure("No method fits on these GPUs.", presentation)
@@ -57,10 +58,10 @@ def days_figure(answers: dict[str, dict], presentation: bool = False) -> go.Figu
     layout.update(xaxis=dict(title=_title("method")), yaxis=dict(title=_title("days")),
                   yaxis2=dict(title=_title("cost ($)"), overlaying="y", side="right",
                               tickformat="$,.0f"))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def timeline_figure(step: dict, presentation: bool = False) -> go.Figure:
+def timeline_figure(step: dict, presentation: bool = False, plain: bool = False) -> go.Figure:
     """One RL step as bars in time per GPU pool: each phase where it runs, the rest waiting."""
     if not step:
         return empty_figure("No RL step to draw.", presentation)
@@ -89,7 +90,7 @@ def timeline_figure(step: dict, presentation: bool = False) -> go.Figure:
                       annotations=[dict(xref="x", yref="paper", x=end, y=1, yanchor="bottom",
                                         xanchor="right", showarrow=False,
                                         text="straggler tail")])
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def _schedule(step: dict, colocated: bool) -> list[tuple[int, str, float, float]]:
@@ -113,7 +114,8 @@ def _schedule(step: dict, colocated: bool) -> list[tuple[int, str, float, float]
             (1, "reference_s", gen + sync, ref), (1, "training_s", gen + sync + ref, train)]
 
 
-def split_figure(splits: list, chosen: int, presentation: bool = False) -> go.Figure:
+def split_figure(splits: list, chosen: int, presentation: bool = False,
+                 plain: bool = False) -> go.Figure:
     """The RL step against the generation pool's size (split placement), the chosen marked."""
     if not splits:
         return empty_figure("Colocated: every GPU runs every phase (no split to size).",
@@ -127,4 +129,4 @@ def split_figure(splits: list, chosen: int, presentation: bool = False) -> go.Fi
     layout = base_layout(None, presentation, legend="top")
     layout.update(xaxis=dict(title=_title("GPUs that generate (the rest train)")),
                   yaxis=dict(title=_title("seconds per RL step")))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

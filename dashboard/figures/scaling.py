@@ -132,7 +132,7 @@ def _within_range(rows: pd.DataFrame, start_gpus: float) -> pd.DataFrame:
 
 
 def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
-                         knee: tuple[int, str] | None = None) -> go.Figure:
+                         knee: tuple[int, str] | None = None, plain: bool = False) -> go.Figure:
     """Training time (days) vs GPU count, log-log, one line per strategy.
 
     One dashed ideal-scaling line from the best strategy's smallest fitting GPU count n0
@@ -181,7 +181,7 @@ def training_time_figure(scaling: pd.DataFrame, presentation: bool = False,
     layout.update(
         xaxis=dict(type="log", title=dict(text="GPUs"), **gpu_ticks(rows["gpus"])),
         yaxis=dict(type="log", title=dict(text="training time (days)"), **log_ticks(plotted)))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def _knee_row(rows: pd.DataFrame, knee: tuple[int, str] | None) -> dict[str, float] | None:
@@ -199,7 +199,7 @@ def _knee_row(rows: pd.DataFrame, knee: tuple[int, str] | None) -> dict[str, flo
 
 def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
                       threshold: float | None = None,
-                      knee: tuple[int, str] | None = None) -> go.Figure:
+                      knee: tuple[int, str] | None = None, plain: bool = False) -> go.Figure:
     """Strong-scaling speedup (left) and parallel efficiency (right) vs GPU count.
 
     Per strategy, against its most efficient count b (the highest samples/s per GPU; see
@@ -265,10 +265,11 @@ def efficiency_figure(scaling: pd.DataFrame, presentation: bool = False,
     layout["yaxis"].update(type="log", title=dict(text="speedup (×)"), **log_ticks(plotted))
     layout["yaxis2"].update(title=dict(text="parallel efficiency"), tickformat=".0%",
                             range=[0, 1.08])
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> go.Figure:
+def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False,
+                          plain: bool = False) -> go.Figure:
     """The best configuration's parallel dimensions (tp1, tp2, pp, dp, microbatch, nb; ep and
     etp when some configuration spreads the experts) vs GPUs.
 
@@ -317,4 +318,4 @@ def optimal_config_figure(scaling: pd.DataFrame, presentation: bool = False) -> 
         layout[axis_key("x", col)].update(type="log", title=dict(text="GPUs"), **xticks)
         layout[axis_key("y", col)].update(type="log", **yticks)
     layout["yaxis"]["title"] = dict(text="dimension size (log2)")
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

@@ -18,7 +18,7 @@ BETTER_LOWER = ("train_days", "train_days_with_failures", "memory_gb", "cost_usd
 
 
 def compare_figure(frame: pd.DataFrame, names: tuple[str, str] = ("A", "B"),
-                   presentation: bool = False, caption: str = "") -> go.Figure:
+                   presentation: bool = False, caption: str = "", plain: bool = False) -> go.Figure:
     """Δ % of scenario B against A for each headline metric (horizontal bars; green where B is
     better: lower time, memory, cost; higher throughput and MFU). ``caption``: what the two
     scenarios are, for an exported figure (``layout.meta``:
@@ -52,11 +52,11 @@ def compare_figure(frame: pd.DataFrame, names: tuple[str, str] = ("A", "B"),
         yaxis=dict(autorange="reversed"), margin=dict(l=200, r=40, t=70, b=60))
     if caption:
         layout["meta"] = {"caption": caption}
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def tornado_figure(frame: pd.DataFrame, fraction: float, presentation: bool = False
-                   ) -> go.Figure:
+                   , plain: bool = False) -> go.Figure:
     """A tornado chart: for each input (largest swing on top), the change (%) of the training
     time when it is x % lower (one bar) and x % higher (the other)."""
     msg = check_frame(frame, ("label", "low_change_pct", "high_change_pct", "base_days"),
@@ -86,4 +86,4 @@ def tornado_figure(frame: pd.DataFrame, fraction: float, presentation: bool = Fa
         xaxis=dict(title=dict(text="change of the training time (%)"), zeroline=True,
                    zerolinecolor=AXIS_LINE),
         yaxis=dict(autorange="reversed"), margin=dict(l=250, r=40, t=100, b=60))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

@@ -28,7 +28,8 @@ def batch_unit(prefill_instances: float) -> str:
     return "decode instance" if prefill_instances and prefill_instances > 0 else "replica"
 
 
-def pareto_figure(front: pd.DataFrame, best: dict, presentation: bool = False) -> go.Figure:
+def pareto_figure(front: pd.DataFrame, best: dict, presentation: bool = False,
+                  plain: bool = False) -> go.Figure:
     """Tokens/s per user against output tokens/s per GPU: the front, and the chosen layout."""
     if front is None or front.empty:
         return empty_figure("No layout fits: nothing on the front.", presentation)
@@ -47,10 +48,11 @@ def pareto_figure(front: pd.DataFrame, best: dict, presentation: bool = False) -
     layout = base_layout(None, presentation, legend="top")
     layout.update(xaxis=dict(title=dict(text="output tokens/s per GPU")),
                   yaxis=dict(title=dict(text="tokens/s per user (1 / TPOT)")))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def load_figure(curve: pd.DataFrame, knee_rate: float, presentation: bool = False) -> go.Figure:
+def load_figure(curve: pd.DataFrame, knee_rate: float, presentation: bool = False,
+                plain: bool = False) -> go.Figure:
     """TTFT (s, log) and TPOT (ms, right axis) against the Poisson request rate, the knee
     (ρ = 2/3) marked and the saturated rate past which latency is unbounded. The two marks'
     notes sit inside the plot, under the legend (which is above it)."""
@@ -81,7 +83,7 @@ def load_figure(curve: pd.DataFrame, knee_rate: float, presentation: bool = Fals
                                dict(x=saturated, y=0.97, yref="paper", showarrow=False,
                                     text="saturated", xanchor="left", yanchor="top", xshift=4,
                                     font=dict(size=size), bgcolor="rgba(255,255,255,0.8)")])
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 MEMORY_PARTS = (("weights_gb", "weights"), ("activations_gb", "activations"),
@@ -89,7 +91,8 @@ MEMORY_PARTS = (("weights_gb", "weights"), ("activations_gb", "activations"),
                 ("free_gb", "free"))
 
 
-def memory_figure(best: dict, capacity_gb: float, presentation: bool = False) -> go.Figure:
+def memory_figure(best: dict, capacity_gb: float, presentation: bool = False,
+                  plain: bool = False) -> go.Figure:
     """One GPU's HBM: weights, activations, the KV cache in use and free, the rest."""
     if not best.get("fits"):
         return empty_figure("The layout does not fit in HBM.", presentation)
@@ -101,10 +104,11 @@ def memory_figure(best: dict, capacity_gb: float, presentation: bool = False) ->
     layout.update(barmode="stack",
                   xaxis=dict(title=dict(text=f"GB (capacity {number(capacity_gb)} GB)")),
                   yaxis=dict(visible=False))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def step_figure(by_op_s: dict[str, float], presentation: bool = False) -> go.Figure:
+def step_figure(by_op_s: dict[str, float], presentation: bool = False,
+                plain: bool = False) -> go.Figure:
     """One decode step by op (ms, the whole stage's layers on one GPU)."""
     items = [(k, v * 1e3) for k, v in by_op_s.items() if v > 0]
     if not items:
@@ -115,10 +119,10 @@ def step_figure(by_op_s: dict[str, float], presentation: bool = False) -> go.Fig
     layout = base_layout(None, presentation)
     layout.update(xaxis=dict(title=dict(text="ms per decode step")),
                   margin=dict(l=120, r=30, t=40, b=60))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
-def cost_figure(costs: pd.DataFrame, presentation: bool = False) -> go.Figure:
+def cost_figure(costs: pd.DataFrame, presentation: bool = False, plain: bool = False) -> go.Figure:
     """The cheapest $ per million output tokens (all GPU time charged to output) within each
     TPOT limit."""
     if costs is None or costs["usd_per_million_output_tokens"].isna().all():
@@ -131,4 +135,4 @@ def cost_figure(costs: pd.DataFrame, presentation: bool = False) -> go.Figure:
     layout.update(xaxis=dict(title=dict(text="TPOT limit (ms)"), type="log",
                              **log_ticks(costs["tpot_max_s"] * 1e3)),
                   yaxis=dict(title=dict(text="$ per million output tokens"), type="log"))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

@@ -35,7 +35,7 @@ TIMELINE_COLUMNS = ("stage", "phase", "microbatch", "virtual_stage", "start_s", 
 
 
 def timeline_figure(timeline: pd.DataFrame, title: str = "",
-                    presentation: bool = False) -> go.Figure:
+                    presentation: bool = False, plain: bool = False) -> go.Figure:
     """Horizontal bars, one row per pipeline stage (stage 0 on top): each forward and backward
     chunk (microbatch, virtual stage and its times in the hover), the idle gaps (the bubble)
     and the data-parallel / optimizer / offload tail, on a time axis in seconds."""
@@ -79,11 +79,11 @@ def timeline_figure(timeline: pd.DataFrame, title: str = "",
                    tickvals=list(range(pp)) if pp <= 32 else None),
         shapes=[dict(type="line", x0=total, x1=total, y0=0, y1=1, yref="paper",
                      line=dict(color=AXIS_LINE, dash="dash", width=1))])
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def memory_parts_figure(parts: pd.DataFrame, title: str = "",
-                        presentation: bool = False) -> go.Figure:
+                        presentation: bool = False, plain: bool = False) -> go.Figure:
     """One stacked horizontal bar of the HBM (weights, gradients, optimizer state,
     activations, the reserve, free HBM or the excess) with the capacity marked, and what
     offload keeps in host memory as a second bar."""
@@ -120,4 +120,4 @@ def memory_parts_figure(parts: pd.DataFrame, title: str = "",
         annotations=[dict(x=capacity, y=1, yref="paper", yanchor="bottom", showarrow=False,
                           text=f"HBM capacity {fmt_num(capacity)} GB · used "
                                f"{fmt_num(used)} GB")])
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

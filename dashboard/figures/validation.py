@@ -140,7 +140,7 @@ def _span(values: np.ndarray, log: bool) -> tuple[float, float]:
 
 
 def validation_scatter_figure(frame: pd.DataFrame, metric: str | Sequence[str],
-                              presentation: bool = False) -> go.Figure:
+                              presentation: bool = False, plain: bool = False) -> go.Figure:
     """Predicted (y) vs measured (x) for the predicted rows of ``metric`` (a sequence of
     metrics gives one subplot each, side by side).
 
@@ -240,7 +240,7 @@ def validation_scatter_figure(frame: pd.DataFrame, metric: str | Sequence[str],
             yaxis.update(range=[lo, hi])
         xaxis.update(title=dict(text=x_title))
         yaxis.update(title=dict(text=y_title))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 def _error_hover(view: Columns) -> Hover:
@@ -250,7 +250,8 @@ def _error_hover(view: Columns) -> Hover:
     return hover
 
 
-def validation_error_figure(frame: pd.DataFrame, presentation: bool = False) -> go.Figure:
+def validation_error_figure(frame: pd.DataFrame, presentation: bool = False,
+                            plain: bool = False) -> go.Figure:
     """Error % = 100·(1 − predicted/measured) per predicted record, horizontal bars (one row
     per record, Korthikanti's iteration times, then memory, then the other runs), ours and
     Calculon's side by side where Calculon published a prediction, with ±5% (dotted) and ±10%
@@ -323,4 +324,4 @@ def validation_error_figure(frame: pd.DataFrame, presentation: bool = False) -> 
         yaxis=dict(type="category", categoryorder="array", categoryarray=labels,
                    autorange="reversed", tickfont=dict(size=11 * k)),
     )
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)

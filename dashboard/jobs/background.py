@@ -51,20 +51,21 @@ from dash.background_callback.managers import BaseBackgroundCallbackManager
 from dashboard.jobs import compute, joblimits, procs
 from dashboard.jobs.jobfn import CallbackJob
 from dashboard.jobs.stores import LazyStore
+from dashboard.settings import SETTINGS
 
-REDIS_URL = os.environ.get("REDIS_URL", "").strip() or None
+REDIS_URL = SETTINGS.redis_url
 HEARTBEAT_S = 2.0  # a running Celery job refreshes its heartbeat key this often …
 LOST_AFTER_S = 10  # … and counts as lost once the key has expired (several missed beats)
 MARKER_TTL_S = 86400  # how long a job's markers (started, cancelled) are kept: longer than a job
 LOST = "the worker running this job stopped (killed or crashed) before it finished: run it again"
 NO_START = "the server could not start a process for this job: try again, or tell its operator"
-MAX_JOBS = int(os.environ.get("PERF_MAX_JOBS", os.cpu_count() or 1))
+MAX_JOBS = SETTINGS.max_jobs
 BUSY = (f"the server is running its limit of {MAX_JOBS} background jobs: try again when one "
         "has finished")
 RUNNING = "perf-running-jobs"  # the store's list of the host's job process ids
 # jobs one client address may run at once: half the host's (at least one), so that one client
 # cannot take every slot (issue 26: two jobs of one client held a 2-core host's both slots)
-MAX_JOBS_PER_CLIENT = int(os.environ.get("PERF_MAX_JOBS_PER_CLIENT", max(1, MAX_JOBS // 2)))
+MAX_JOBS_PER_CLIENT = SETTINGS.max_jobs_per_client
 BUSY_CLIENT = (f"you are running {MAX_JOBS_PER_CLIENT} background job(s) already, the most one "
                "address may: wait for one to finish, or cancel it")
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ about 110 B per candidate and took 2.0–2.3 µs per candidate.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from dashboard.settings import SETTINGS
 from model import ModelError
 from model.engine.counts import strategy_names
 from model.engine.request import Request
@@ -33,8 +33,8 @@ class OverBudget(ModelError):
     """A request refused by its budget (before anything is built)."""
 
 
-MEMORY_BUDGET_BYTES = int(float(os.environ.get("PERF_REQUEST_MEMORY_MB", 1024)) * 2**20)
-TIME_BUDGET_S = float(os.environ.get("PERF_REQUEST_TIME_S", 10))
+MEMORY_BUDGET_BYTES = SETTINGS.request_memory_bytes
+TIME_BUDGET_S = SETTINGS.request_time_s
 FIXED_BYTES = 64 * 2**20  # op tables, frames and the figures of any request
 SEARCH_BYTES_PER_SHAPE = 1_000
 SEARCH_BYTES_PER_CANDIDATE = 150

@@ -27,6 +27,7 @@ from dashboard.jobs import budget, compute, studies
 from model import ModelError, list_models, list_systems, load_model, load_system
 from model.engine.counts import count_range
 from model.engine.request import Request
+from model.specs.hardware import FIELDS as SYSTEM_FIELDS
 from model.specs.prices import (
     STUDY5_BUDGET_USD,
     STUDY5_HOST_GB_PER_S,
@@ -44,7 +45,10 @@ MAX_FIELDS = 3
 MAX_VALUES = 6  # values of one varied field
 MAX_ROWS = 216  # (model, design) rows of one study
 MAX_GPUS = 32_768  # what the budget may buy of the cheapest design (4,096 counts of 8)
+SYSTEM_FIELD = {f.name: f for f in SYSTEM_FIELDS}
 MAX_BUDGET_USD = 1e10
+# the form's host bandwidth sets the system's host link and host memory bandwidth: their field
+HOST = SYSTEM_FIELD["host_memory_bandwidth_gb_per_s"]
 MAX_TEXT = 200  # characters of one text box
 STRATEGY = "1d"  # the co-design command's default strategy
 
@@ -149,7 +153,7 @@ def study(form: dict[str, Any]) -> dict[str, Any]:
     system = form.get("system")
     if system not in list_systems():
         raise ValueError(f"system: {str(system)[:40]!r} is not a system preset")
-    host = _number(form.get("host_gb_per_s"), "host memory bandwidth (GB/s)", 0, 1e5)
+    host = _number(form.get("host_gb_per_s"), "host memory bandwidth (GB/s)", HOST.lo, HOST.hi)
     budget = _number(form.get("budget_usd"), "budget (USD)", 0, MAX_BUDGET_USD)
     vary, table = _prices(form.get("rows"), form.get("base_usd"))  # checked by price_table
     try:

@@ -13,11 +13,11 @@ import errno
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,10 @@ from dashboard.controls.scenario import (
     request_of,
     stack_of,
 )
-from dashboard.figures.common import plain
+from dashboard.figures.maker import plain
 from dashboard.jobs import budget, stores, sweep_parts
 from dashboard.jobs.diskstore import BoundedCache
+from dashboard.settings import SETTINGS
 from model import evaluate, search
 from model.engine.design import design_cells
 from model.engine.space import COLUMNS as CONFIG_KEYS
@@ -47,8 +48,8 @@ from model.validation import EXTRA_RUNS, PYTORCH_RUNS, SETS, reference_dir, run_
 from model.validation.moe import MOE_RUNS
 
 ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = Path(os.environ.get("PERF_CACHE_DIR", ROOT / "cache"))
-CACHE_SIZE_BYTES = int(float(os.environ.get("PERF_CACHE_SIZE_BYTES", 2**30)))
+CACHE_DIR = SETTINGS.cache_dir
+CACHE_SIZE_BYTES = SETTINGS.cache_size_bytes
 TOP_K = 50
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,21 @@ def _source_digest() -> str:
 
 
 ESTIMATOR_VERSION = f"{estimator.__version__}+{_source_digest()}"
-_cache: diskcache.Cache | None = None
+
+
+@dataclass
+class CacheHandle:
+    """This process's results cache: its open handle (None until the first read or write, and
+    after a failure) and the monotonic time until which a failing cache is left alone."""
+
+    store: diskcache.Cache | None = None
+    down_until: float = 0.0
+
+
+HANDLE = CacheHandle()
 # a cache that fails on the file it opened (read-only, disk full) or cannot be opened is left
 # alone this long: requests compute without it, and it is logged once per interval
-BACKOFF_S = float(os.environ.get("PERF_CACHE_BACKOFF_S", 30))
-_down_until = 0.0
+BACKOFF_S = SETTINGS.cache_backoff_s
 _now = time.monotonic
 
 
@@ -83,10 +94,10 @@ def cache() -> diskcache.Cache | None:
 
     Only one thread re-creates it: several threads setting up the same new SQLite database at
     once contend for its lock, and diskcache retries its set-up for up to 60 s."""
-    store = _cache
+    store = HANDLE.store
     if store is not None and (Path(store.directory) / "cache.db").is_file():
         return store
-    if _now() < _down_until:
+    if _now() < HANDLE.down_until:
         return None
     if not _open_lock.acquire(timeout=OPEN_WAIT_S):
         return None  # another thread is still re-creating it: this request recomputes
@@ -97,25 +108,24 @@ def cache() -> diskcache.Cache | None:
 
 
 def _open() -> diskcache.Cache | None:
-    global _cache
     database = CACHE_DIR / "results" / "cache.db"
     before = _file_identity(database)
     try:
-        if _cache is None or not (Path(_cache.directory) / "cache.db").is_file():
+        if HANDLE.store is None or not (Path(HANDLE.store.directory) / "cache.db").is_file():
             _reset_cache()
             (CACHE_DIR / "results").mkdir(parents=True, exist_ok=True)
             # a short SQLite busy timeout: a contended or broken cache costs a recomputation,
             # never a stalled request
-            _cache = BoundedCache(str(CACHE_DIR / "results"), size_limit=CACHE_SIZE_BYTES,
-                                  eviction_policy="least-recently-used", timeout=1,
-                                  # no WAL, no mmap: files deleted under a live process
-                                  # cost an error, never a stall or a SIGBUS; no fsync
-                                  sqlite_journal_mode="delete", sqlite_mmap_size=0,
-                                  sqlite_synchronous=0,
-                                  # evict at most two entries per write (diskcache's ten
-                                  # took the one just written with it when few fit)
-                                  cull_limit=2)
-        return _cache
+            HANDLE.store = BoundedCache(
+                str(CACHE_DIR / "results"), size_limit=CACHE_SIZE_BYTES,
+                eviction_policy="least-recently-used", timeout=1,
+                # no WAL, no mmap: files deleted under a live process cost an error, never a
+                # stall or a SIGBUS; no fsync
+                sqlite_journal_mode="delete", sqlite_mmap_size=0, sqlite_synchronous=0,
+                # evict at most two entries per write (diskcache's ten took the one just
+                # written with it when few fit)
+                cull_limit=2)
+        return HANDLE.store
     except Exception as exc:  # noqa: BLE001 - a broken cache must never break a view
         _reset_cache(exc)
         # an OS refusal is for good; SQLite's "read-only" too if the file is still the one
@@ -154,10 +164,9 @@ def _persistent(exc: Exception) -> bool:
 
 def _back_off(what: str, exc: Exception) -> None:
     """Stop using the cache for BACKOFF_S (one log line per interval)."""
-    global _down_until
-    if _now() >= _down_until:
+    if _now() >= HANDLE.down_until:
         log.warning("%s (%s); computing without it for %g s", what, exc, BACKOFF_S)
-    _down_until = _now() + BACKOFF_S
+    HANDLE.down_until = _now() + BACKOFF_S
 
 
 def _failed(what: str, exc: Exception) -> None:
@@ -178,18 +187,16 @@ def forget_inherited_handle() -> None:
     Corrupt An SQLite Database File" §2.6, carrying an open connection across fork()), so
     the job opens its own at its first read or write. Kept referenced, never closed (closing
     it here could disturb the parent's file locks)."""
-    global _cache
-    if _cache is not None:
-        _inherited.append(_cache)
-    _cache = None
+    if HANDLE.store is not None:
+        _inherited.append(HANDLE.store)
+    HANDLE.store = None
 
 
 def _reset_cache(exc: Exception | None = None) -> None:
     """Drop the cache handle; the next :func:`cache` opens a fresh one. A cache whose database
     file is corrupt is deleted: it only ever holds recomputable results."""
-    global _cache
-    directory = _cache.directory if _cache is not None else str(CACHE_DIR / "results")
-    _cache = None  # not closed: other threads may be inside it (they fail and recompute)
+    directory = HANDLE.store.directory if HANDLE.store is not None else str(CACHE_DIR / "results")
+    HANDLE.store = None  # not closed: other threads may be inside it (they fail and recompute)
     if directory and exc is not None and stores.is_corrupt(exc):  # "not a database" …
         stores.move_aside(Path(directory), exc)
 

@@ -82,6 +82,6 @@ def _out_of_memory_in_words(fn: Callable[..., Any], limit_bytes: int | None = No
         try:
             return fn(*args, **kwargs)
         except MemoryError:
-            limit = joblimits.memory_limit_bytes if limit_bytes is None else limit_bytes
+            limit = joblimits.JOB.memory_limit_bytes if limit_bytes is None else limit_bytes
             raise ModelError(joblimits.memory_message(limit)) from None
     return run

@@ -36,13 +36,14 @@ import resource
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from dashboard.jobs import budget, studies
+from dashboard.settings import SETTINGS
 from model import ModelError
 
 # the sweeps' own budget (checked between rows, with a friendlier message) plus a margin
-JOB_TIMEOUT_S = float(os.environ.get("PERF_JOB_TIMEOUT_S", studies.SWEEP_TIME_BUDGET_S + 30))
+JOB_TIMEOUT_S = SETTINGS.job_timeout_s
 HARD_GRACE_S = 30  # CPU seconds past the deadline before the kernel ends the process
 PARENT_POLL_S = 1.0
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -56,11 +57,19 @@ def late_message(seconds: float) -> str:
 # address space a job may add to what it maps when it starts (RLIMIT_AS): twice a request's
 # memory budget (dashboard.jobs.budget, whose estimates are checked before a job's arrays are
 # built), for what the estimates miss; PERF_JOB_MEMORY_MB sets it
-MEMORY_HEADROOM_BYTES = int(float(os.environ.get(
-    "PERF_JOB_MEMORY_MB", 2 * budget.MEMORY_BUDGET_BYTES / 2**20)) * 2**20)
+MEMORY_HEADROOM_BYTES = SETTINGS.job_memory_bytes
 
 
-memory_limit_bytes = MEMORY_HEADROOM_BYTES  # in a job's process: the headroom it runs under
+
+
+@dataclass
+class JobState:
+    """What a job's process learns when it starts: the memory headroom it runs under."""
+
+    memory_limit_bytes: int
+
+
+JOB = JobState(memory_limit_bytes=MEMORY_HEADROOM_BYTES)  # set again in a job's process
 
 
 def memory_message(limit_bytes: int) -> str:
@@ -106,12 +115,11 @@ def bounded(job_fn: Callable[..., Any], timeout_s: float | None = None,
 def _memory_limit(extra_bytes: int) -> None:
     """Cap this process's address space (``RLIMIT_AS``, setrlimit(2): an allocation past it
     fails, numpy raises MemoryError) at what it maps now plus ``extra_bytes``."""
-    global memory_limit_bytes
     if extra_bytes <= 0:
         return
     import psutil
 
-    memory_limit_bytes = int(extra_bytes)
+    JOB.memory_limit_bytes = int(extra_bytes)
     limit = psutil.Process().memory_info().vms + int(extra_bytes)
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:

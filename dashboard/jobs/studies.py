@@ -6,7 +6,6 @@ budget, with a message saying how to narrow it; results are cached like every vi
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +23,7 @@ from dashboard.controls.scenario import (
 from dashboard.jobs import budget
 from dashboard.jobs.compute import _how, _inputs, _strategies, cached_frame
 from dashboard.jobs.sweep_parts import check_sweep, sweep_in_parts
+from dashboard.settings import SETTINGS
 from model import ModelError, search
 from model.engine.design import leanest
 from model.engine.request import Request
@@ -37,7 +37,7 @@ COMPARE_NVS = (0,)  # 0: each system's own NVLink domain
 EDITED = "edited"  # the scenario's system, as edited in the control panel
 MAX_GPUS = 10_000_000  # the estimator's limit of a search
 # a background job (Compare systems, HBM sweep) runs this long at most
-SWEEP_TIME_BUDGET_S = float(os.environ.get("PERF_SWEEP_TIME_BUDGET_S", 300))
+SWEEP_TIME_BUDGET_S = SETTINGS.sweep_time_budget_s
 
 
 def system_label(name: str, nvs: int, scn: dict[str, Any]) -> str:

@@ -11,6 +11,8 @@ import numpy as np
 from dash import Input, Output, State, callback, dcc, html
 
 from dashboard import figures
+from dashboard.controls.control_table import BY_KEY
+from dashboard.controls.inputs import check_value
 from dashboard.jobs import budget, studies
 from dashboard.jobs.background import job_callback
 from dashboard.server.export import graph_card, register_exports
@@ -21,6 +23,8 @@ dash.register_page(__name__, path="/hbm", name="HBM sweep", order=3,
                    title="HBM sweep — transformer training what-if")
 
 MAX_POINTS = 400  # a sweep is one search per point and strategy: keep it bounded
+# the grid's axes are the control panel's HBM records: their ranges, units and tooltips
+CAPACITY, BANDWIDTH = BY_KEY["hbm_gb"], BY_KEY["hbm_tb_per_s"]
 
 layout = html.Div(className="page-body", children=[
     html.P(className="summary", children=(
@@ -29,12 +33,14 @@ layout = html.Div(className="page-body", children=[
     html.Div(className="card sweep-form", children=[
         # no min/max/step on the boxes: the browser would send a value outside them as empty,
         # and grid() must say what is wrong with it
-        *[html.Label([label, dcc.Input(id=f"hbm-{key}", type="number", value=value, step="any")])
-          for key, label, value in (("cap-min", "Capacity from (GB)", 40),
-                                    ("cap-max", "to (GB)", 400),
-                                    ("bw-min", "Bandwidth from (TB/s)", 1),
-                                    ("bw-max", "to (TB/s)", 16),
-                                    ("steps", "Points per axis", 8))],
+        *[html.Label([label, dcc.Input(id=f"hbm-{key}", type="number", value=value, step="any")],
+                     title=tip)
+          for key, label, value, tip in (
+              ("cap-min", f"Capacity from ({CAPACITY.unit})", 40, CAPACITY.tip),
+              ("cap-max", f"to ({CAPACITY.unit})", 400, CAPACITY.tip),
+              ("bw-min", f"Bandwidth from ({BANDWIDTH.unit})", 1, BANDWIDTH.tip),
+              ("bw-max", f"to ({BANDWIDTH.unit})", 16, BANDWIDTH.tip),
+              ("steps", "Points per axis", 8, "Grid points on each axis (2 to 20)."))],
         html.Button("Run sweep", id="hbm-run", className="btn-primary"),
         html.Button("Cancel", id="hbm-cancel", disabled=True),
         html.Progress(id="hbm-progress", value="0", max="100"),
@@ -57,10 +63,13 @@ def grid(cap_min, cap_max, bw_min, bw_max, steps) -> tuple[list[float], list[flo
     if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
            for v in values):
         raise ValueError("every field of the sweep is a number")
-    if cap_max > 100_000 or bw_max > 1_000:
-        raise ValueError("capacities go up to 100000 GB, bandwidths up to 1000 TB/s")
     if not (0 < cap_min < cap_max) or not (0 < bw_min < bw_max):
         raise ValueError("each range needs 0 < from < to")
+    for control, value in ((CAPACITY, cap_min), (CAPACITY, cap_max), (BANDWIDTH, bw_min),
+                           (BANDWIDTH, bw_max)):
+        _, message = check_value(control, value)  # the panel's range, in its words
+        if message:
+            raise ValueError(message)
     if steps != int(steps) or not 2 <= steps <= 20 or steps * steps > MAX_POINTS:
         raise ValueError("points per axis must be a whole number between 2 and 20")
     steps = int(steps)

@@ -189,11 +189,12 @@ def input_texts(scn: dict[str, Any]) -> list[str]:
 Stage = Callable[[int, int, str], None]  # (value, max, text) of the page's progress bar
 
 
-def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
+def build(scn: dict[str, Any], stage: Stage | None = None, plain: bool = False) -> tuple:
     """Every output of the page for a valid scenario (the callback, callable without a browser).
     Raises ModelError (the paper mode, a system without a price for a budget, a search over
     its budget): the callback shows it. ``stage``, when given, hears each stage: the GPU
-    counts the plan searched, then the Pareto front and the lost-node view."""
+    counts the plan searched, then the Pareto front and the lost-node view. With ``plain`` the
+    figures are plain dicts (they are only serialised)."""
     frame = planner.answer(scn) if stage is None else planner.answer(scn, stage)
     stage = stage or (lambda _value, _max, _text: None)
     pres = bool(scn.get("presentation"))
@@ -208,13 +209,13 @@ def build(scn: dict[str, Any], stage: Stage | None = None) -> tuple:
             f"no {scn['precision'].upper()} tensor cores on their GPUs.")) if x)
     stage(1, 3, f"Pareto front: searching {len(kept) + 1} systems")
     pareto = figures.pareto_figure(planner.pareto(scn), answer, t["days"], t["budget_usd"],
-                                   presentation=pres)
+                                   presentation=pres, plain=plain)
     if answer is None:
-        lost = figures.empty_figure("No plan: no job to lose nodes from.", pres)
+        lost = figures.empty_figure("No plan: no job to lose nodes from.", pres, plain=plain)
     else:
         stage(2, 3, "Lost nodes: the planned job with nodes lost")
         lost = figures.lost_node_figure(planner.lost_nodes(scn, int(answer["gpus"])),
-                                        DEFAULT_CLIFF_RATIO, presentation=pres)
+                                        DEFAULT_CLIFF_RATIO, presentation=pres, plain=plain)
     return (head, message, *answer_texts(scn, frame), *input_texts(scn), pareto, lost)
 
 
@@ -330,8 +331,7 @@ def deadline(seconds: float) -> Stage:
 def outputs(scn: dict[str, Any], stage: Stage | None = None) -> list:
     """:func:`build` (figures as plain dicts), cached as JSON."""
     def built() -> tuple:
-        with figures.plain_figures():
-            return build(scn, stage)
+        return build(scn, stage, plain=True)
     return compute.cached_outputs("page-plan", planner.payload(scn), built)
 
 

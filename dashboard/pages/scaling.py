@@ -220,27 +220,30 @@ def threshold_error(value: Any) -> str:
 
 
 def build(scn: dict[str, Any], threshold_pct: Any = DEFAULT_THRESHOLD_PCT,
-          breakdown: str = "log") -> tuple:
+          breakdown: str = "log", plain: bool = False) -> tuple:
     """Every output of the page for a scenario (the callback, callable without a browser):
-    the texts of :data:`TEXTS`, then the figures of :data:`GRAPHS`."""
+    the texts of :data:`TEXTS`, then the figures of :data:`GRAPHS` (plain dicts with
+    ``plain``: they are only serialised)."""
     frame = compute.scaling(scn)
     pres = bool(scn.get("presentation"))
     _, system = build_inputs(scn)
     if frame.empty:
         msg = "No configuration fits in HBM: see the explanation above."
-        empty = figures.empty_figure(msg, pres)
+        empty = figures.empty_figure(msg, pres, plain=plain)
         return ("", "", "", infeasible_text(scn, frame), *[empty] * len(GRAPHS))
     threshold = parse_threshold(threshold_pct)
     if threshold is None:
         threshold = DEFAULT_THRESHOLD_PCT / 100
     knee_line, at = knee_text(frame, threshold)
     unvalidated = notes.not_validated(scn)
-    drawn = (figures.training_time_figure(frame, presentation=pres, knee=at),
+    drawn = (figures.training_time_figure(frame, presentation=pres, knee=at, plain=plain),
              figures.time_breakdown_figure(frame, presentation=pres,
-                                           normalized=breakdown == "share"),
-             figures.memory_figure(frame, system.hbm_capacity_gb, presentation=pres),
-             figures.optimal_config_figure(frame, presentation=pres),
-             figures.efficiency_figure(frame, presentation=pres, threshold=threshold, knee=at))
+                                           normalized=breakdown == "share", plain=plain),
+             figures.memory_figure(frame, system.hbm_capacity_gb, presentation=pres,
+                                   plain=plain),
+             figures.optimal_config_figure(frame, presentation=pres, plain=plain),
+             figures.efficiency_figure(frame, presentation=pres, threshold=threshold, knee=at,
+                                     plain=plain))
     return (
         summary_text(frame, scn), idealised_text(frame), knee_line, infeasible_text(scn, frame),
         *(figures.mark_not_validated(fig, unvalidated, pres) for fig in drawn),
@@ -277,8 +280,7 @@ def outputs(scn: dict[str, Any], threshold: float, scale: str) -> list:
     """:func:`build` (figures as plain dicts: they are only serialised), its outputs cached as
     JSON for repeated what-ifs. Raises ModelError (e.g. over the request's budget)."""
     def built() -> tuple:
-        with figures.plain_figures():
-            return build(scn, 100 * threshold, scale)
+        return build(scn, 100 * threshold, scale, plain=True)
     payload = {**compute.page_payload(scn), "threshold": threshold, "breakdown": scale}
     return compute.cached_outputs("page-scaling", payload, built)
 

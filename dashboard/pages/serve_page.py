@@ -24,7 +24,7 @@ from dashboard.views.serve_view import (
     form_from_query,
     form_query,
 )
-from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS
+from model.specs.serving import KV_PRECISIONS, MTP_DEPTH, WEIGHT_PRECISIONS
 from model.specs.transformer import list_models
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
@@ -74,7 +74,8 @@ layout = html.Div(className="page-body", children=[
         _number("prefill_instances", "Prefill instances (xPyD)", "1"),
         _number("decode_instances", "Decode instances (xPyD)", "1"),
         _number("max_batch", "Largest batch per instance", "1"),
-        _choice("mtp", "MTP depth", [{"label": str(k), "value": k} for k in range(5)]),
+        _choice("mtp", "MTP depth", [{"label": str(k), "value": k}
+                                     for k in range(int(MTP_DEPTH.lo), int(MTP_DEPTH.hi) + 1)]),
         _number("mtp_acceptance", "MTP acceptance per draft"),
         _choice("draft_model", "Draft model", [{"label": "none (MTP head)", "value": "none"}]
                 + [{"label": m, "value": m} for m in list_models()]),

@@ -29,7 +29,8 @@ from dash import ALL, MATCH, Input, Output, State, callback, ctx, dcc, html, no_
 
 from dashboard.controls.scenario import model_values, system_values
 from dashboard.figures import figure_table
-from dashboard.figures.common import empty_figure, plain
+from dashboard.figures.common import empty_figure
+from dashboard.figures.maker import plain
 from dashboard.figures.theme import CONFIG, FONT_SIZE
 from dashboard.server import png
 from dashboard.server.guard import bad_request, page_callback

@@ -18,6 +18,7 @@ cookie separates honest users behind one address; the address-wide ceilings in n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
@@ -31,6 +32,8 @@ from pathlib import Path
 
 from flask import Flask, Response, request
 
+from dashboard.settings import SETTINGS
+
 log = logging.getLogger(__name__)
 COOKIE = "perf_client"
 MAX_AGE_S = 365 * 24 * 3600
@@ -43,11 +46,7 @@ class SecretError(RuntimeError):
 
 
 def secret_file() -> Path:
-    explicit = os.environ.get("PERF_CLIENT_SECRET_FILE")
-    if explicit:
-        return Path(explicit)
-    root = Path(__file__).resolve().parents[2]
-    return Path(os.environ.get("PERF_CACHE_DIR", root / "cache")) / "client-secret"
+    return SETTINGS.client_secret_file
 
 
 def create_secret(path: Path) -> bytes:
@@ -81,21 +80,17 @@ def read_secret(path: Path) -> bytes:
     return value
 
 
-_secret: bytes | None = None
-
-
+@functools.cache
 def secret() -> bytes:
-    """This deployment's secret (created at first use). If the cache directory cannot be
-    written, a secret of this process only (logged): cookies then hold within one worker."""
-    global _secret
-    if _secret is None:
-        try:
-            _secret = create_secret(secret_file())
-        except OSError as exc:
-            log.warning("client identity: cannot keep a secret file (%s); this process uses "
-                        "its own secret", exc)
-            _secret = secrets.token_hex(32).encode()
-    return _secret
+    """This deployment's secret (created at first use, then kept by this process). If the cache
+    directory cannot be written, a secret of this process only (logged): cookies then hold
+    within one worker."""
+    try:
+        return create_secret(secret_file())
+    except OSError as exc:
+        log.warning("client identity: cannot keep a secret file (%s); this process uses "
+                    "its own secret", exc)
+        return secrets.token_hex(32).encode()
 
 
 def sign(client_id: str, key: bytes | None = None) -> str:
@@ -144,7 +139,7 @@ def _address() -> str:
 def install(server: Flask) -> None:
     """Give every browser without a valid cookie one (HttpOnly, SameSite=Lax; Secure when the
     deployment says it is served over https, ``PERF_PUBLIC_SCHEME``)."""
-    secure = os.environ.get("PERF_PUBLIC_SCHEME", "http") == "https"
+    secure = SETTINGS.public_scheme == "https"
 
     @server.before_request
     def mark_client() -> None:

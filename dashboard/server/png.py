@@ -19,12 +19,13 @@ without images, and the server counts no request.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
 import kaleido
 from kaleido._page_generator import PageGenerator
+
+from dashboard.settings import SETTINGS, export_to_children
 
 WRAPPER = Path(__file__).resolve().parent / "chromium-offline"
 POLICY = ("default-src 'none'; script-src file: 'unsafe-inline' 'unsafe-eval'; "
@@ -68,7 +69,7 @@ def browser() -> str:
     """The Chromium kaleido would use (``BROWSER_PATH``, else the first one found)."""
     from choreographer.browsers.chromium import Chromium
 
-    found = os.environ.get("BROWSER_PATH") or Chromium.find_browser(skip_local=False)
+    found = SETTINGS.browser_path or Chromium.find_browser(skip_local=False)
     if not found:
         raise RuntimeError("no Chromium found for PNG export (set BROWSER_PATH)")
     return str(found)
@@ -76,7 +77,7 @@ def browser() -> str:
 
 def render(figure: dict[str, Any], width: int, height: int, scale: float) -> bytes:
     """The figure (a plotly figure dict) as PNG bytes."""
-    os.environ["PERF_CHROMIUM"] = browser()  # what chromium-offline runs
+    export_to_children("PERF_CHROMIUM", browser())  # what chromium-offline runs
     opts = {"format": "png", "width": width, "height": height, "scale": scale}
     return kaleido.calc_fig_sync(figure, opts=opts,
                                  kopts={"page_generator": OfflinePage(), "path": str(WRAPPER)})

@@ -60,17 +60,18 @@ from gunicorn.workers.gthread import ThreadWorker
 from dashboard.server import identity
 from dashboard.server.fairqueue import FairQueue
 from dashboard.server.outbox import Budget, Outbox
+from dashboard.settings import SETTINGS
 
-READ_TIMEOUT_S = float(os.environ.get("GUNICORN_READ_TIMEOUT", 10))
-REQUEST_TIMEOUT_S = float(os.environ.get("GUNICORN_REQUEST_TIMEOUT", 60))
+READ_TIMEOUT_S = SETTINGS.read_timeout_s
+REQUEST_TIMEOUT_S = SETTINGS.request_timeout_s
 # the whole response, from the app's return to its last byte: the ~5 MB HTML export reaches a
 # client on a 2 Mbit/s link in 20 s
-WRITE_TIMEOUT_S = float(os.environ.get("GUNICORN_WRITE_TIMEOUT", 30))
+WRITE_TIMEOUT_S = SETTINGS.write_timeout_s
 MAX_BODY_BYTES = 1 << 20  # the app's request limit (app.MAX_REQUEST_BYTES)
 BUFFER_BYTES = MAX_BODY_BYTES + (64 << 10)  # the body plus a head
 LINGER_S = 1.0  # after a refusal, what the client still sends is discarded this long at most
 # responses kept for slow readers, per worker: 12 HTML exports (within the worker's 4 GiB)
-OUTBOX_BYTES = int(os.environ.get("GUNICORN_OUTBOX_MB", 64)) << 20
+OUTBOX_BYTES = SETTINGS.outbox_bytes
 ERROR_HEADERS = ("X-Content-Type-Options: nosniff\r\nX-Frame-Options: SAMEORIGIN\r\n"
                  "Referrer-Policy: same-origin\r\n"
                  "Content-Security-Policy: default-src 'none'; frame-ancestors 'self'\r\n")

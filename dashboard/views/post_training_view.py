@@ -1,6 +1,7 @@
 """What the Post-training page computes: its form checked into a fine-tuning or an RL question,
 answered on the scenario's model and system (so the control panel's hardware what-ifs — HBM,
-NVLink domain, the GPU — move it) by ``model.finetune`` and ``model.rl_step``. Pure: no Dash.
+NVLink domain, the GPU — move it) by ``model.finetune`` and ``model.rl_step``, asked by
+:mod:`dashboard.jobs.post_training`. Pure: no Dash.
 
 Fine-tuning is answered for every method at once (full, LoRA, QLoRA: each its fastest fitting
 layout on the form's GPUs) — memory is where the methods differ most, so the page shows them
@@ -12,12 +13,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dashboard.controls.scenario import build_inputs, request_of, stack_of
+from dashboard.controls.scenario import build_inputs, stack_of
 from dashboard.figures import post_training as fp
+from dashboard.jobs import post_training as jobs
 from dashboard.views.page_form import fields_of, query_of, whole
-from model import FineTune, ModelError, RlStep, finetune, rl_step
+from model import ModelError
 from model.cli.numbers import count, duration_days, integer, quantity
-from model.studies.finetune import METHODS
 from model.studies.rl import ALGORITHMS, PLACEMENTS
 from model.validation.rl import accuracy as rl_accuracy
 
@@ -30,7 +31,6 @@ DEFAULT_FORM: dict[str, Any] = {
     "output_tokens": 1024, "max_output_tokens": 4096, "placement": "split",
     "generation_gpus": "auto", "algorithm": "grpo", "off_policy": "no", "steps": 1000}
 CARDS = ("post-memory", "post-days", "post-timeline", "post-split")
-TRAINED_FIELDS = ("trainable", "lora_rank", "lora_targets")  # the method's, not the panel's
 
 
 def _choice(form: dict, key: str, allowed: tuple, what: str) -> str:
@@ -84,26 +84,6 @@ def form_from_query(search: Any) -> dict[str, Any]:
     return fields_of(search, DEFAULT_FORM)
 
 
-def _finetune(scn: dict[str, Any], form: dict) -> tuple[dict[str, dict], list[str]]:
-    """Each method's summary (those that fit) and the words of those that do not: the
-    scenario's request (stack, execution, costs) at the form's GPUs, sequence length and
-    global batch, the method's trained weights over the panel's."""
-    request = request_of(scn, gpus=(form["gpus"],), strategy="1d", costs=True)
-    given = request.execution_given()
-    if isinstance(given, dict):
-        given = {k: v for k, v in given.items() if k not in TRAINED_FIELDS}
-    request = request.replace(model=request.model.with_overrides(seq_len=form["seq_len"]),
-                              execution=given).with_workload(global_batch=form["global_batch"])
-    answers, refused = {}, []
-    for method in METHODS:
-        ft = FineTune(method, form["tokens"], form["lora_rank"], form["lora_targets"])
-        try:
-            answers[method] = finetune(request, ft).summary()
-        except ModelError:
-            refused.append(method)
-    return answers, refused
-
-
 def _usd(value: float | None, decimals: int = 0, times: int = 1) -> str:
     """``times`` × ``value`` dollars, or words when the system has no price (None)."""
     if value is None:
@@ -153,21 +133,17 @@ def rl_headline(step: dict, steps: int, accuracy: str) -> str:
 def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
     """(figures by card name, headline) of the page for a validated scenario and the form."""
     checked = checked_form(form)
-    model, system = build_inputs(scn)
+    _, system = build_inputs(scn)
     pres = bool(scn.get("presentation"))
     if checked["question"] == "finetune":
-        answers, refused = _finetune(scn, checked)
+        answers, refused = jobs.finetune_answers(scn, checked)
         return ({"post-memory": fp.memory_figure(answers, system.hbm_capacity_gb, pres),
                  "post-days": fp.days_figure(answers, pres),
                  "post-timeline": fp.timeline_figure({}, pres),
                  "post-split": fp.split_figure([], 0, pres)},
                 finetune_headline(answers, refused, checked["gpus"]))
-    step = RlStep(checked["prompts"], checked["samples"], checked["input_tokens"],
-                  checked["output_tokens"], checked["max_output_tokens"], checked["placement"],
-                  checked["algorithm"], checked["off_policy"])
-    result = rl_step(model, system, checked["gpus"], step, stack=stack_of(scn),
-                     generation_gpus=checked["generation_gpus"])
-    summary = result.summary()
+    result = jobs.rl_answer(scn, checked)
+    summary, step = result.summary(), result.step
     return ({"post-memory": fp.memory_figure({}, system.hbm_capacity_gb, pres),
              "post-days": fp.days_figure({}, pres),
              "post-timeline": fp.timeline_figure(summary, pres),

@@ -1,80 +1,23 @@
-"""What the Scenarios page computes: a scenario's headline configuration, two of them compared,
-and the sensitivity of its training time to each hardware input; cached like every view
-(:func:`dashboard.jobs.compute.cached_frame`) and sized against the request's budget first.
-
-A scenario's headline is the fastest configuration at its Design GPUs count of its Run
-strategies — the production ones when it has any, as the Scaling page's headline — with the
-cost columns of its own Plan & cost inputs (pricing, failures)."""
+"""What the Scenarios page shows: a scenario's headline configuration (computed by
+:mod:`dashboard.jobs.scenarios`), two of them compared, and the sensitivity of its training
+time to each hardware input, in tables, figures and words."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-import pandas as pd
-
 from dashboard.controls.fitted import stack_label
-from dashboard.controls.scenario import (
-    build_inputs,
-    costs_of,
-    estimator_inputs,
-    request_of,
-)
 from dashboard.figures.scenarios import compare_figure, tornado_figure
-from dashboard.jobs import budget, compute
-from model import ModelError, search
+from dashboard.jobs import scenarios as jobs
+from model import ModelError
 from model.cli.numbers import duration_days
-from model.engine.economics import cost_columns
-from model.physics.strategies import PRODUCTION, STRATEGIES
 from model.studies.compare import compare_frame, layout_text
-from model.studies.sensitivity import searches, sensitivity_frame
-
-NARROW = ("choose fewer Design GPUs or a count with fewer divisors (a power of two), one "
-          "strategy, or a global batch with fewer divisors")
-
-
-def strategies(scn: dict[str, Any]) -> tuple[str, ...]:
-    """The Run strategies, the production ones only when there are any."""
-    chosen = STRATEGIES if scn["strategy"] == "all" else (scn["strategy"],)
-    production = tuple(s for s in chosen if s in PRODUCTION)
-    return production or chosen
-
-
-def best(scn: dict[str, Any]) -> pd.DataFrame:
-    """The headline row (one row; none when nothing fits), with the scenario's cost inputs."""
-    names = strategies(scn)
-    payload = {**estimator_inputs(scn), "gpus": scn["gpus"], "strategies": names,
-               "costs": costs_of(scn)}
-
-    def run() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        budget.check_searches(f"The headline at {scn['gpus']:,} GPUs",
-                              request_of(scn, gpus=(scn["gpus"],), strategy=names), NARROW)
-        frames = []
-        for name in names:
-            try:
-                found = search(m, s, scn["gpus"], scn["global_batch"], name, **compute._how(scn),
-                               top_k=1).top
-                if not found.empty:
-                    frames.append(found)
-            except ModelError:
-                if len(names) == 1:
-                    raise
-        rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        if rows.empty:
-            return rows
-        top = rows.sort_values("train_days", kind="stable").head(1).reset_index(drop=True)
-        costs = cost_columns(m, s.with_costs(costs_of(scn)), top["gpus"].to_numpy(),
-                             top["train_days"].to_numpy())
-        for key, value in costs.items():
-            top[key] = value
-        return top
-    return compute.cached_frame("scenario-best", payload, run)
 
 
 def headline(scn: dict[str, Any]) -> dict[str, Any]:
     """The headline row as a dict (ModelError when nothing fits)."""
-    rows = best(scn)
+    rows = jobs.best(scn)
     if rows.empty:
         raise ModelError(f"nothing fits on {scn['gpus']:,} GPUs in scenario "
                          f"'{scn['model']} on {scn['system']}'")
@@ -99,22 +42,6 @@ def _described(scn: dict[str, Any]) -> str:
             f"{scn['precision']}, {stack_label(scn)}), batch {scn['global_batch']}")
 
 
-def sensitivity(scn: dict[str, Any], fraction: float) -> pd.DataFrame:
-    """The sensitivity rows of the headline's strategy at the Design GPUs (sized first)."""
-    strategy = str(headline(scn)["strategy"])
-    payload = {**estimator_inputs(scn), "gpus": scn["gpus"],
-               "strategy": strategy, "fraction": fraction}
-
-    def run() -> pd.DataFrame:
-        m, s = build_inputs(scn)
-        budget.check_searches(f"The sensitivity at {scn['gpus']:,} GPUs",
-                              request_of(scn, gpus=(scn["gpus"],), strategy=strategy), NARROW,
-                              repeat=searches(s))
-        return sensitivity_frame(m, s, scn["gpus"], scn["global_batch"], strategy, fraction,
-                                 **compute._how(scn))
-    return compute.cached_frame("sensitivity", payload, run)
-
-
 def _change(pct: float) -> str:
     """A change of the training time in words (infinite: nothing fits any more)."""
     return f"{pct:+.2f} %" if math.isfinite(pct) else "nothing fits"
@@ -122,7 +49,7 @@ def _change(pct: float) -> str:
 
 def sensitivity_outputs(scn: dict[str, Any], fraction: float) -> tuple[Any, str]:
     """(tornado figure, the input that moves the time most in words)."""
-    frame = sensitivity(scn, fraction)
+    frame = jobs.sensitivity(scn, str(headline(scn)["strategy"]), fraction)
     top = frame.iloc[0]
     pct = 100 * fraction
     text = (f"{top['label'][0].upper() + top['label'][1:]} moves the training time most: "

@@ -9,14 +9,12 @@ from typing import Any
 import pandas as pd
 
 from dashboard import figures
-from dashboard.controls.scenario import build_inputs, execution_of, stack_of
 from dashboard.figures.timeline import memory_parts_figure, timeline_figure
 from dashboard.jobs import compute
+from dashboard.jobs import scenarios as jobs
 from dashboard.views import notes
 from model import ModelError
 from model.cli.numbers import count, number
-from model.engine.search import with_stack
-from model.specs.modes import resolve_mode
 from model.studies.memory_parts import memory_frame
 from model.studies.timeline import bubble_s, forward_share, timeline_frame
 from model.validation.memory_error import fit_status
@@ -37,20 +35,12 @@ def selected_row(scn: dict[str, Any], config: dict[str, Any]) -> pd.Series:
     return top[match].iloc[0]
 
 
-def reserve_gb(scn: dict[str, Any]) -> float:
-    """The HBM reserve the search used: the system's, or its software stack's figure."""
-    _, system = build_inputs(scn)
-    mode = resolve_mode("paper" if scn["compat"] == "paper" else None)
-    system, _ = with_stack(system, execution_of(scn), stack_of(scn), mode)
-    return float(system.memory_reserve_gb)
-
-
 def frames(scn: dict[str, Any], config: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame,
                                                                   pd.Series]:
     """(timeline, memory parts, the row) of the selected configuration."""
     row = selected_row(scn, config)
     share = forward_share(compute.ops(scn, config), int(row["pp"]))
-    return (timeline_frame(row, share), memory_frame(row, reserve_gb(scn)), row)
+    return (timeline_frame(row, share), memory_frame(row, jobs.reserve_gb(scn)), row)
 
 
 def summary(timeline: pd.DataFrame, row: pd.Series) -> str:
@@ -92,7 +82,7 @@ def memory_fit(scn: dict[str, Any], row: pd.Series) -> str:
 def fit_state(scn: dict[str, Any], row: Any) -> tuple[str, str]:
     """("fits" | "tight" | "no", the words) of a result row in the scenario's usable HBM
     (:func:`model.validation.memory_error.fit_status`; the host tier too small: "no")."""
-    usable = float(row["hbm_capacity_gb"]) - reserve_gb(scn)
+    usable = float(row["hbm_capacity_gb"]) - jobs.reserve_gb(scn)
     state, words = fit_status(float(row["memory_gb"]), usable)
     if state == "fits" and not bool(row["fits"]):  # the host tier (offload) is too small
         state, words = "no", "the host memory tier is too small"

@@ -58,7 +58,7 @@ def summary_text(summary: dict) -> str:
     return " ".join(parts)
 
 
-def figure(frame: pd.DataFrame, presentation: bool = False) -> Any:
+def figure(frame: pd.DataFrame, presentation: bool = False, plain: bool = False) -> Any:
     if frame.empty:
         return empty_figure("No serving runs.", presentation)
     data = []
@@ -77,7 +77,7 @@ def figure(frame: pd.DataFrame, presentation: bool = False) -> Any:
     layout = base_layout(None, presentation)
     layout.update(xaxis=dict(title="measured output tokens/s", type="log"),
                   yaxis=dict(title="predicted output tokens/s", type="log"))
-    return make_figure(data, layout)
+    return make_figure(data, layout, plain=plain)
 
 
 @callback(Output({"type": "graph", "name": CARD}, "figure"),

@@ -1,25 +1,23 @@
 """What the Serving page computes: its form checked into a serving workload and layout, and
 every view built from the scenario's model and system (so the control panel's hardware
 what-ifs — HBM capacity and bandwidth, NVLink domain — and the form's FP4 rate move it) with
-``model.serving.serve``. Pure: no Dash."""
+the numbers :func:`dashboard.jobs.serving.serving` asks ``model.serving.serve`` for. Pure: no
+Dash."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-import numpy as np
-
 from dashboard import figures
 from dashboard.controls.scenario import build_inputs
 from dashboard.figures import serve as fs
+from dashboard.jobs.serving import serving
 from dashboard.views.page_form import fields_of, query_of, whole
-from model import ModelError, ServingLayout, ServingWorkload, serve
+from model import ModelError, ServingLayout, ServingWorkload
 from model.cli.numbers import count, integer, money, number, share
 from model.cli.serve import DEFAULT_MTP_ACCEPTANCE
-from model.engine.request import Request
-from model.serving.serve import cost_versus_sla, load_curve
-from model.specs.serving import KV_PRECISIONS, MODES, WEIGHT_PRECISIONS, Serving
+from model.specs.serving import KV_PRECISIONS, MODES, MTP_DEPTH, WEIGHT_PRECISIONS
 from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
 from model.specs.serving_stack import NONE as NO_STACK
 from model.specs.serving_stack import list_serving_stacks, load_serving_stack
@@ -39,7 +37,6 @@ DEFAULT_FORM: dict[str, Any] = {
     "attention_dp": "auto", "prefix_hit": 0, "kv_offload_gb": 0,
     "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE, "draft_model": "none", "ep": "auto",
     "replicas": None, "prefill_instances": None, "decode_instances": None, "max_batch": None}
-TPOT_LIMITS_S = np.geomspace(0.005, 0.5, 25)  # the $-vs-SLA view's limits
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 
 
@@ -109,7 +106,7 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
     kv = form.get("kv_precision")
     if kv != "auto" and kv not in KV_PRECISIONS:
         raise ModelError(f"KV precision must be auto or one of {', '.join(KV_PRECISIONS)}")
-    mtp = whole(form, "mtp", 0, 8, "MTP depth")
+    mtp = whole(form, "mtp", int(MTP_DEPTH.lo), int(MTP_DEPTH.hi), "MTP depth")
     workload = ServingWorkload(
         whole(form, "input_tokens", 1, 1_000_000, "input tokens"),
         whole(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,
@@ -213,22 +210,17 @@ def _captioned(fig: Any, text: str) -> Any:
 def build(scn: dict[str, Any], form: Any) -> tuple[dict[str, Any], str]:
     """(figures by card name, headline) of the page for a validated scenario and the form."""
     gpus, workload, pins = checked_form(form)
-    model, system = build_inputs(scn)
+    _, system = build_inputs(scn)
     pres = bool(scn.get("presentation"))
     stack = form_stack(form)
-    request = Request(model, system, Serving(workload, gpus, pins), stack=stack)
-    result = serve(request)
-    offline = result if workload.mode == "offline" else serve(request.replace(
-        workload=Serving(workload.with_overrides(mode="offline", concurrency=None,
-                                                 request_rate_per_s=None), gpus, pins)))
-    best = result.best
-    out = {"serve-pareto": fs.pareto_figure(offline.pareto, best, pres),
+    answer = serving(scn, gpus, workload, pins, stack)
+    result, best = answer.result, answer.result.best
+    out = {"serve-pareto": fs.pareto_figure(answer.offline.pareto, best, pres),
            "serve-memory": fs.memory_figure(best, system.hbm_capacity_gb, pres),
            "serve-step": fs.step_figure(result.step_by_op_s, pres),
-           "serve-cost": fs.cost_figure(cost_versus_sla(offline.frame, TPOT_LIMITS_S), pres)}
-    if best.get("fits"):
-        curve, knee = load_curve(model, system, workload, best, stack=stack, points=40)
-        out["serve-load"] = fs.load_figure(curve, knee, pres)
+           "serve-cost": fs.cost_figure(answer.cost, pres)}
+    if answer.curve is not None:
+        out["serve-load"] = fs.load_figure(answer.curve, answer.knee_rate_per_s, pres)
     else:
         out["serve-load"] = figures.empty_figure("No layout fits: no load curve.", pres)
     text = workload_caption(scn, gpus, workload)

@@ -7,27 +7,31 @@ import argparse
 import math
 from typing import Any
 
+from model.specs.cost import FIELDS as COST_FIELDS
+from model.specs.schema import Field
+
+COST_FIELD = {f.name: f for f in COST_FIELDS}
+FLAGS = (("--pricing", "pricing"), ("--usd-per-gpu-hour", "usd_per_gpu_hour"),
+         ("--purchase-usd-per-gpu", "purchase_usd_per_gpu"), ("--tdp-w", "tdp_w"),
+         ("--node-power-factor", "node_power_factor"), ("--pue", "pue"),
+         ("--usd-per-kwh", "usd_per_kwh"), ("--amortization-years", "amortization_years"),
+         ("--failures-per-gpu-hour", "failures_per_gpu_hour"),
+         ("--checkpoint-gb-per-s", "checkpoint_gb_per_s"), ("--restart-s", "restart_s"))
+
+
+def field_help(field: Field) -> str:
+    """A cost flag's help: its field's, with the default where the help does not give it (an
+    override without a default keeps the system's value)."""
+    if "default" in field.doc:
+        return field.doc
+    if field.default is None:
+        return f"{field.doc} (default: the system's)"
+    value = field.default if isinstance(field.default, str) else format(field.default, "g")
+    return f"{field.doc} (default {value})"
+
+
 # (flag, Costs field, help)
-OPTIONS = (
-    ("--pricing", "pricing", "rental (default: the rental price, power included) or purchase "
-     "(the purchase price amortized over --amortization-years, plus electricity)"),
-    ("--usd-per-gpu-hour", "usd_per_gpu_hour", "rental price, USD per GPU-hour (default: the "
-     "system's)"),
-    ("--purchase-usd-per-gpu", "purchase_usd_per_gpu", "purchase price per GPU, USD (default: "
-     "the system's)"),
-    ("--tdp-w", "tdp_w", "power of one GPU, W (default: the system's)"),
-    ("--node-power-factor", "node_power_factor", "a node's power per GPU over the GPU's "
-     "(default: the system's)"),
-    ("--pue", "pue", "power usage effectiveness of the site (default 1.58)"),
-    ("--usd-per-kwh", "usd_per_kwh", "electricity price, USD/kWh (default 0.0806)"),
-    ("--amortization-years", "amortization_years", "useful life of a purchase, years "
-     "(default 5)"),
-    ("--failures-per-gpu-hour", "failures_per_gpu_hour", "job-stopping failures per GPU-hour "
-     "(default: Llama 3's 419 in 54 days on 16,384 GPUs)"),
-    ("--checkpoint-gb-per-s", "checkpoint_gb_per_s", "storage bandwidth for checkpoints, GB/s "
-     "(default 2000)"),
-    ("--restart-s", "restart_s", "time from a failure to training again, s (default 600)"),
-)
+OPTIONS = tuple((flag, dest, field_help(COST_FIELD[dest])) for flag, dest in FLAGS)
 
 
 def _number(text: str) -> float:
@@ -44,7 +48,7 @@ def add_cost_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cost, energy and failures (docs/model.md §15)")
     for flag, dest, text in OPTIONS:
         if dest == "pricing":
-            g.add_argument(flag, dest=dest, choices=("rental", "purchase"), help=text)
+            g.add_argument(flag, dest=dest, choices=COST_FIELD[dest].choices, help=text)
         else:
             g.add_argument(flag, dest=dest, type=_number, metavar="X", help=text)
 

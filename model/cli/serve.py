@@ -18,7 +18,7 @@ from model.serving.inputs import check_draft
 from model.serving.serve import serve
 from model.specs.hardware import load_system
 from model.specs.models import load_model
-from model.specs.serving import KV_PRECISIONS, WEIGHT_PRECISIONS, Serving
+from model.specs.serving import KV_PRECISIONS, MTP_DEPTH, WEIGHT_PRECISIONS, Serving
 from model.specs.serving_stack import DEFAULT, list_serving_stacks
 from model.specs.transformer import Transformer
 
@@ -84,8 +84,8 @@ def add_serve(sub: Any) -> None:
     mode.add_argument("--concurrency", type=positive_int, metavar="C", help="users")
     mode.add_argument("--request-rate", type=_number(1e-9, 1e9, "requests/s"), metavar="R",
                       help="Poisson arrivals, requests/s")
-    p.add_argument("--mtp", type=int, choices=range(0, 17), default=0, metavar="K",
-                   help="tokens drafted per step (MTP / speculative decoding)")
+    p.add_argument("--mtp", type=int, default=0, metavar="K", help=MTP_DEPTH.doc,
+                   choices=range(int(MTP_DEPTH.lo), int(MTP_DEPTH.hi) + 1))
     p.add_argument("--mtp-acceptance", type=_number(1e-6, 1.0, "an acceptance rate"),
                    metavar="A", help=f"acceptance of each drafted token (default "
                                      f"{DEFAULT_MTP_ACCEPTANCE}, DeepSeek-V3's)")

@@ -44,12 +44,16 @@ FIELDS = (
     Field("pricing", str, "what a GPU-hour costs: 'rental' (the rental price, power included) "
           "or 'purchase' (the purchase price amortized over its useful life, plus electricity)",
           default="rental", choices=PRICINGS),
-    Field("pue", float, "power usage effectiveness of the site: facility energy / IT energy",
-          1, 5, default=1.58),
-    Field("usd_per_kwh", float, "electricity price, USD per kWh", 0, 10, default=0.0806),
-    Field("amortization_years", float, "useful life a purchase is amortized over, years",
-          0.1, 50, default=5.0),
-    Field("failures_per_gpu_hour", float, "job-stopping failures per GPU-hour (0: none)", 0, 1,
+    Field("pue", float, "power usage effectiveness of the site: facility energy / IT energy "
+          "(default 1.58, Uptime Institute's 2023 industry average)", 1, 5, default=1.58),
+    Field("usd_per_kwh", float, "electricity price, USD per kWh, of purchase pricing "
+          "(default 0.0806, EIA's 2023 US average to industry)", 0, 10, default=0.0806,
+          unit="USD/kWh"),
+    Field("amortization_years", float, "useful life a purchase is amortized over, years "
+          "(default 5, the five years of Amazon's 2024 10-K)", 0.1, 50, default=5.0,
+          unit="years"),
+    Field("failures_per_gpu_hour", float, "job-stopping failures per GPU-hour (0: none; default: "
+          "Llama 3 405B's 419 interruptions in 54 days on 16,384 H100s)", 0, 1,
           default=LLAMA3_FAILURES_PER_GPU_HOUR),
     Field("checkpoint_gb_per_s", float, "storage bandwidth a checkpoint is written at (the "
           "whole job's), GB/s", 1e-3, 1e7, default=2000.0),

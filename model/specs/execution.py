@@ -27,6 +27,7 @@ from model.specs.execution_fields import (  # noqa: F401 - re-exported: the fiel
     FLAGS,
     FSDP_VERSIONS,
     GATHER_DTYPES,
+    HELP,
     INTEGERS,
     LITERALS,
     OFFLOAD,
@@ -38,7 +39,6 @@ from model.specs.execution_fields import (  # noqa: F401 - re-exported: the fiel
     ZERO_STAGES,
     field_kind,
 )
-from model.specs.execution_help import HELP  # noqa: F401 - re-exported: each field's help
 
 # What a search tries unless told otherwise (over a stack's defaults; explicit options win):
 # every interleaving the stages allow and, per configuration, the fewest fully recomputed
@@ -262,25 +262,10 @@ class Execution:
             if wrong_type or value not in allowed:
                 raise ModelError(f"{name} must be {_one_of(allowed)}, got "
                                  f"{getattr(self, name)!r}")
-        if not _whole(self.interleave, 64):
-            raise ModelError("interleave must be an integer in [0, 64] (0: every count the "
-                             f"pipeline stages allow), got {self.interleave!r}")
-        r = self.recompute_layers
-        if r != AUTO and not _whole(r, 10_000):
-            raise ModelError("recompute_layers must be an integer in [0, 10000] or 'auto', "
-                             f"got {r!r}")
+        self._check_integers()
         if self.pipeline_schedule == "dualpipe" and self.interleave > 1:
             raise ModelError(f"DualPipe is not interleaved: interleave {self.interleave} needs "
                              "pipeline_schedule '1f1b'")
-        if not _whole(self.ep_max_domains, 10_000):
-            raise ModelError("ep_max_domains must be an integer in [0, 10000] (0: tokens "
-                             f"routed to any domain), got {self.ep_max_domains!r}")
-        if not _whole(self.fsdp_shard_group, 1_000_000):
-            raise ModelError("fsdp_shard_group must be an integer >= 0 (0: shard over the whole "
-                             f"data-parallel group), got {self.fsdp_shard_group!r}")
-        if not _whole(self.offload_layers, 10_000):
-            raise ModelError("offload_layers must be an integer in [0, 10000], got "
-                             f"{self.offload_layers!r}")
         self._check_combinations()
 
     def _check_values(self) -> None:
@@ -293,9 +278,16 @@ class Execution:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                     lo <= value <= hi):
                 raise ModelError(f"{name} must be a number in [{lo:g}, {hi:g}], got {value!r}")
-        if not _whole(self.lora_rank, 65_536) or self.lora_rank < 1:
-            raise ModelError(f"lora_rank must be an integer in [1, 65536], got "
-                             f"{self.lora_rank!r}")
+
+    def _check_integers(self) -> None:
+        """The integers in their fields' ranges (:data:`INTEGERS`; ``recompute_layers`` also
+        takes 'auto')."""
+        for name, lo, hi, note in _INTEGER_CHECKS:
+            value = getattr(self, name)
+            if (isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi) \
+                    or (value == AUTO and name == "recompute_layers"):
+                continue
+            raise ModelError(f"{name} must be an integer in [{lo}, {hi}]{note}, got {value!r}")
 
     def _check_combinations(self) -> None:
         """Options that exclude each other."""
@@ -345,9 +337,14 @@ class Execution:
         return self.offload in (what, "all")
 
 
-def _whole(value: object, hi: int) -> bool:
-    """Whether ``value`` is an integer (not a bool) in [0, hi]."""
-    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= hi
+# what an integer option's message adds to its range
+_INTEGER_NOTES = {"interleave": " (0: every count the pipeline stages allow)",
+                  "recompute_layers": " or 'auto'",
+                  "ep_max_domains": " (0: tokens routed to any domain)",
+                  "fsdp_shard_group": " (0: shard over the whole data-parallel group)"}
+# (name, lowest, highest, note) of each integer option, checked in this order
+_INTEGER_CHECKS = tuple((name, lo, hi, _INTEGER_NOTES.get(name, ""))
+                        for name, (lo, hi) in INTEGERS.items())
 
 
 def _one_of(allowed: tuple) -> str:

@@ -29,10 +29,11 @@ FIELDS = (
     Field(
         "matrix_tflops_fp16",
         float,
-        "dense tensor-core peak, fp16/bf16, TFLOP/s",
+        "dense tensor-core peak per GPU, fp16/bf16, TFLOP/s",
         0.1,
         1e5,
         required=True,
+        unit="TFLOP/s",
     ),
     Field(
         "matrix_tflops_fp8",
@@ -44,15 +45,17 @@ FIELDS = (
     ),
     Field("exp_tera_per_s", float, "exponentials per second of the special-function units, "
           "10^12 exp/s (unset: not modelled)", 0.01, 1e4),
-    Field("matrix_tflops_fp4", float, "dense tensor-core peak, fp4 (NVFP4), TFLOP/s (0 = none)",
-          0, 1e5, default=0.0),
+    Field("matrix_tflops_fp4", float, "dense tensor-core peak per GPU, fp4 (NVFP4), TFLOP/s, "
+          "what NVFP4 weights run at (0: no FP4 units, as Hopper: NVFP4 is refused)",
+          0, 1e5, default=0.0, unit="TFLOP/s"),
     Field(
         "vector_tflops_fp16", float, "non-tensor-core peak, fp16, TFLOP/s", 0.01, 1e5, required=True
     ),
     Field(
         "vector_tflops_fp32", float, "non-tensor-core peak, fp32, TFLOP/s", 0.01, 1e5, required=True
     ),
-    Field("hbm_capacity_gb", float, "HBM per GPU, GB (1e9 bytes)", 1, 1e5, required=True),
+    Field("hbm_capacity_gb", float, "HBM per GPU, GB (1e9 bytes): what a configuration must "
+          "fit into", 1, 1e5, required=True, unit="GB"),
     Field("memory_reserve_gb", float,
           "HBM not available to the model: CUDA context, workspaces, communication buffers, "
           "fragmentation, GB", 0, 1e4, default=0.0),
@@ -68,7 +71,8 @@ FIELDS = (
           "GPU ↔ host link per GPU per direction (PCIe, NVLink-C2C), GB/s", 0, 1e5, default=0.0),
     Field("host_memory_bandwidth_gb_per_s", float,
           "host DRAM bandwidth per GPU for the CPU optimizer step, GB/s", 0, 1e5, default=0.0),
-    Field("hbm_bandwidth_gb_per_s", float, "HBM bandwidth per GPU, GB/s", 1, 1e6, required=True),
+    Field("hbm_bandwidth_gb_per_s", float, "HBM bandwidth per GPU, GB/s: bounds memory-bound "
+          "ops", 1, 1e6, required=True, unit="GB/s"),
     Field("hbm_efficiency", float, "achievable fraction of HBM bandwidth", 0.05, 1, default=1.0),
     Field("flop_efficiency", float, "achievable fraction of peak FLOP/s", 0.05, 1, default=0.8),
     Field("flop_efficiency_fp8", float, "achievable fraction of the FP8 peak (default: as bf16)",
@@ -94,7 +98,8 @@ FIELDS = (
           "that is still paid: the collective's kernels take SMs and HBM bandwidth from the "
           "compute they overlap (0: perfect overlap)", 0, 1, default=0.0),
     Field(
-        "nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain", 1, 1_000_000, required=True
+        "nvlink_domain_size", int, "GPUs in one NVLink/NVSwitch domain (the fast network); the "
+        "rest talk over NICs", 1, 1_000_000, required=True, unit="GPUs"
     ),
     Field(
         "nvlink_bandwidth_gb_per_s",
@@ -103,6 +108,7 @@ FIELDS = (
         0.1,
         1e6,
         required=True,
+        unit="GB/s",
     ),
     Field(
         "nvlink_efficiency", float, "achievable fraction of NVLink bandwidth", 0.05, 1, default=0.7
@@ -118,12 +124,14 @@ FIELDS = (
     Field(
         "nic_bandwidth_gb_per_s",
         float,
-        "bandwidth per NIC per direction, GB/s",
+        "bandwidth of one NIC per direction, GB/s (400 Gb/s = 50 GB/s)",
         0.01,
         1e5,
         required=True,
+        unit="GB/s",
     ),
-    Field("nics_per_gpu", float, "NICs per GPU (NIC scaling of slow rings)", 0.01, 64, default=1.0),
+    Field("nics_per_gpu", float, "NICs per GPU: rings across domains scale with them", 0.01, 64,
+          default=1.0),
     Field(
         "network_efficiency", float, "achievable fraction of NIC bandwidth", 0.05, 1, default=0.7
     ),
@@ -132,16 +140,17 @@ FIELDS = (
     ),
     # the unit a job gains or loses, power and prices (docs/model.md §15; sources in cost_source)
     Field("node_gpus", int, "GPUs per node: a server, or a compute tray of a rack-scale system "
-          "(0: the NVLink domain is the node)", 0, 1_000_000, default=0),
-    Field("tdp_w", float, "rated power of one GPU (TDP, maximum board power), W (0: unknown)",
-          0, 1e5, default=0.0),
+          "(4 in an NVL72 rack): what a job gains or loses at once, the plan's step (0: the "
+          "NVLink domain is the node)", 0, 1_000_000, default=0, unit="GPUs"),
+    Field("tdp_w", float, "rated power of one GPU (TDP, maximum board power), W (0: unknown, no "
+          "energy)", 0, 1e5, default=0.0, unit="W"),
     Field("node_power_factor", float, "maximum power of a node (or rack) per GPU over the GPU's "
           "TDP: the share of CPUs, NICs, switches, fans and power supplies (1: the GPU alone)",
           1, 10, default=1.0),
-    Field("usd_per_gpu_hour", float, "rental price of one GPU-hour, USD (0: unknown)", 0, 1e5,
-          default=0.0),
+    Field("usd_per_gpu_hour", float, "rental price of one GPU-hour, power included, USD (0: "
+          "unknown)", 0, 1e5, default=0.0, unit="USD/GPU-hour"),
     Field("purchase_usd_per_gpu", float, "purchase price of one GPU with its share of the "
-          "system, USD (0: unknown)", 0, 1e9, default=0.0),
+          "system, USD (0: unknown)", 0, 1e9, default=0.0, unit="USD/GPU"),
     Field("cost_source", str, "where the node size, power and prices come from, with dates",
           default="", max_len=8000),
 )

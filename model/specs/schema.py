@@ -24,7 +24,9 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 @dataclass(frozen=True)
 class Field:
-    """One allowed key of a spec: its type, inclusive range, default and meaning (with unit)."""
+    """One allowed key of a spec, declared once: its type, inclusive range, default, choices,
+    unit and help (``doc``: what it means, read by validation messages, the command line's flag
+    help and the dashboard's tooltips)."""
 
     name: str
     kind: type | tuple[type, ...]
@@ -33,8 +35,9 @@ class Field:
     hi: float | None = None
     default: Any = None
     required: bool = False
-    choices: tuple[str, ...] | None = None
+    choices: tuple | None = None  # the allowed values (texts, or integers such as ZeRO stages)
     max_len: int = 2000  # characters of a text value
+    unit: str = ""  # of a number ("GB", "GB/s"); names carry it too (hbm_capacity_gb)
 
     def describe(self) -> str:
         if self.choices:

@@ -65,6 +65,9 @@ WORKLOAD_FIELDS = (
           1e4),
 )
 
+WORKLOAD_FIELD: dict[str, Field] = {f.name: f for f in WORKLOAD_FIELDS}
+MTP_DEPTH = WORKLOAD_FIELD["mtp_depth"]  # the CLI's --mtp and the Serving page's MTP depth
+
 LAYOUT_FIELDS = (
     Field("tp", int, "tensor-parallel GPUs of one instance (attention heads and MLP features)",
           1, 1024),

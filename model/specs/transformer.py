@@ -30,15 +30,22 @@ FIELDS = (
     Field("source", str, "where the dimensions come from", default=""),
     Field("layers", int, "transformer blocks (depth)", 1, 10_000, required=True),
     Field("hidden", int, "embedding / hidden size e", 8, 1_000_000, required=True),
-    Field("heads", int, "attention heads h", 1, 100_000, required=True),
-    Field("kv_heads", int, "key/value heads (GQA/MQA; default = heads)", 1, 100_000),
+    Field("heads", int, "attention heads h; they divide the hidden size", 1, 100_000,
+          required=True),
+    Field("kv_heads", int, "key/value heads of grouped-query attention; they divide the heads "
+          "(1: multi-query; default = heads)", 1, 100_000),
     Field("head_dim", int, "dimension q of one attention head (default hidden // heads)", 1,
           100_000),
-    Field("ffn", int, "MLP hidden size f (default 4*hidden)", 1, 10_000_000),
-    Field("mlp", str, "MLP type", default="gelu", choices=("gelu", "swiglu")),
-    Field("seq_len", int, "tokens (or patches) per sample l", 1, 100_000_000, required=True),
+    Field("ffn", int, "hidden size f of the dense MLP (default 4·hidden, GPT's; SwiGLU models "
+          "use about 8/3·hidden); in a mixture of experts, that of its dense layers", 1,
+          10_000_000),
+    Field("mlp", str, "MLP activation: gelu (two matrices) or swiglu (three matrices)",
+          default="gelu", choices=("gelu", "swiglu")),
+    Field("seq_len", int, "tokens per sequence l (or patches per image for a ViT)", 1,
+          100_000_000, required=True, unit="tokens"),
     Field(
-        "vocab", int, "vocabulary size; 0 = no embedding/LM head (ViT)", 0, 100_000_000, default=0
+        "vocab", int, "vocabulary size; 0: no embedding, LM head or loss (a ViT)", 0, 100_000_000,
+        default=0, unit="tokens"
     ),
     Field("bias", bool, "linear layers have biases", default=True),
     Field("dropout", bool, "dropout after attention/MLP", default=True),
@@ -50,19 +57,22 @@ FIELDS = (
     Field("mlp_bias", bool, "MLP and expert matmuls have biases (default: 'bias')"),
     Field("experts", int, "routed experts per MoE layer E (0: a dense model)", 0, 100_000,
           default=0),
-    Field("top_k", int, "routed experts per token (default 1 with experts, 0 without)", 0,
-          100_000),
+    Field("top_k", int, "routed experts each token is sent to: k copies of each token cross "
+          "the expert-parallel all-to-all and k expert MLPs run per token (default 1 with "
+          "experts, 0 without)", 0, 100_000),
     Field("expert_ffn", int, "hidden size f_e of one routed expert (default 'ffn' with "
           "experts, 0 without)", 0, 10_000_000),
-    Field("shared_experts", int, "shared experts every token passes through", 0, 1_000,
+    Field("shared_experts", int, "experts every token passes through besides its routed ones "
+          "(no all-to-all)", 0, 1_000,
           default=0),
     Field("shared_ffn", int, "hidden size of the shared experts together (default "
           "shared_experts·expert_ffn)", 0, 100_000_000),
     Field("dense_layers", int, "layers with a dense MLP of size 'ffn' in a MoE model (the "
-          "others are MoE layers)", 0, 10_000, default=0),
+          "others are MoE layers; DeepSeek-V3's first 3)", 0, 10_000, default=0, unit="layers"),
     Field("q_lora_rank", int, "MLA query compression rank (0: queries projected directly)", 0,
           1_000_000, default=0),
-    Field("kv_lora_rank", int, "MLA key/value compression rank (0: standard attention)", 0,
+    Field("kv_lora_rank", int, "MLA key/value compression rank, what the KV cache keeps per "
+          "token (512 in DeepSeek-V3; 0: standard attention)", 0,
           1_000_000, default=0),
     Field("qk_nope_head_dim", int, "MLA query/key head dimension without rotary part", 0,
           100_000, default=0),

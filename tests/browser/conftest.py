@@ -25,7 +25,7 @@ import pytest
 
 _TMP_CACHE = tempfile.mkdtemp(prefix="perf-dashboard-browser-")
 atexit.register(shutil.rmtree, _TMP_CACHE, ignore_errors=True)
-if "dashboard.jobs.compute" not in sys.modules:  # app.py creates CACHE_DIR/background at import
+if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_DIR/background)
     os.environ["PERF_CACHE_DIR"] = _TMP_CACHE
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,131 @@
+"""Every field declared once (issue 33): a dashboard control and a command-line flag that feed
+an estimator field take its range, choices, unit and help from the field's declaration
+(:class:`model.specs.schema.Field`), and the record that validates the values
+(:class:`~model.specs.execution.Execution`) refuses what the field refuses. Before, 43 controls
+retyped their field's range (two differently: the NVLink domain's cap, the HBM bandwidth's
+floor), each execution option had three help texts and the MTP depth four ranges."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from dashboard.controls.control_record import SPEC_FIELDS, Control, tooltip
+from dashboard.controls.control_table import CONTROLS
+from dashboard.views import serve_view
+from model import ModelError
+from model.cli import costs
+from model.cli.commands import build_parser
+from model.cli.options import flag
+from model.specs import execution as ex
+from model.specs.cost import FIELDS as COST_FIELDS
+from model.specs.execution_fields import BY_NAME, EXECUTION_FIELDS
+from model.specs.serving import MTP_DEPTH
+
+SPEC_CONTROLS = [c for c in CONTROLS if c.spec]
+# a control may narrow its field's range, never widen it; the one that does and why: the
+# dashboard evaluates one interleaving (0 searches every count the stages allow)
+NARROWED = {"interleave": {"lo"}}
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    [sub] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices[name]
+
+
+def _actions(command: str) -> dict[str, argparse.Action]:
+    return {o: a for a in _subparser(command)._actions for o in a.option_strings}
+
+
+def test_every_spec_control_has_its_field():
+    assert len(SPEC_CONTROLS) >= 70
+    assert [c.key for c in SPEC_CONTROLS if c.spec_field is None] == []
+
+
+@pytest.mark.parametrize("c", SPEC_CONTROLS, ids=lambda c: c.key)
+def test_a_control_declares_only_its_display(c: Control):
+    """Nothing of the field retyped: only the ranges listed in NARROWED, and the unit of a
+    scaled value (the control's TB/s of the field's GB/s)."""
+    allowed = NARROWED.get(c.key, set()) | ({"unit"} if c.scale != 1 else set())
+    assert set(c.declared) <= allowed, sorted(c.declared)
+
+
+@pytest.mark.parametrize("c", SPEC_CONTROLS, ids=lambda c: c.key)
+def test_a_control_matches_its_field(c: Control):
+    f = c.spec_field
+    kinds = f.kind if isinstance(f.kind, tuple) else (f.kind,)
+    assert c.kind in kinds
+    assert c.tip == tooltip(f.doc) and len(c.tip) > 10
+    assert c.choices == tuple(f.choices or ((True, False) if bool in kinds else ()))
+    if c.scale == 1:
+        assert c.unit == f.unit
+    lo = None if c.lo is None else c.lo * c.scale
+    hi = None if c.hi is None else c.hi * c.scale
+    if c.key in NARROWED:
+        assert f.lo <= lo <= hi <= f.hi
+    else:
+        assert (lo, hi) == pytest.approx((f.lo, f.hi)) if f.lo is not None else (lo, hi) == (
+            f.lo, f.hi)
+
+
+def test_the_two_ranges_that_differed_follow_the_spec():
+    by_key = {c.key: c for c in CONTROLS}
+    assert by_key["nvs"].hi == 1_000_000  # was 100,000 on the control, 1,000,000 in the spec
+    assert by_key["hbm_tb_per_s"].lo * 1000 == 1  # was 0.01 TB/s; the spec's floor is 1 GB/s
+
+
+def test_the_derivation_sees_a_retyped_range():
+    retyped = Control("layers", "Layers", "model", "number", lo=1, hi=10_000, spec="layers")
+    assert retyped.declared == {"lo", "hi"}
+    plain = Control("layers", "Layers", "model", "number", spec="layers")
+    assert plain.declared == frozenset() and (plain.lo, plain.hi) == (1, 10_000)
+
+
+@pytest.mark.parametrize("f", EXECUTION_FIELDS, ids=lambda f: f.name)
+def test_an_execution_flag_matches_its_field(f):
+    action = _actions("search")[flag(f.name)]
+    assert action.help == f.doc
+    if f.choices and f.kind is not bool:
+        values = action.type(",".join(str(c) for c in f.choices))
+        assert values == list(f.choices)
+
+
+@pytest.mark.parametrize("f", [f for f in EXECUTION_FIELDS if f.lo is not None],
+                         ids=lambda f: f.name)
+def test_execution_refuses_what_its_field_refuses(f):
+    """The record's own checks agree with the field: its bounds pass, one step beyond fails."""
+    step = 1 if f.kind is int else 1e-3
+    base = {"lora_rank": 16} if f.name != "lora_rank" else {}
+    for value in (f.lo, f.hi):
+        ex.Execution(**{**base, f.name: f.kind(value)})
+    for value in (f.lo - step, f.hi + step):
+        with pytest.raises(ModelError):
+            ex.Execution(**{**base, f.name: f.kind(value)})
+
+
+def test_help_is_written_once():
+    assert ex.HELP == {f.name: f.doc for f in EXECUTION_FIELDS}
+    assert set(BY_NAME) == set(ex.FIELDS)
+    assert SPEC_FIELDS["execution"] == BY_NAME
+
+
+@pytest.mark.parametrize("dest", [d for _, d, _ in costs.OPTIONS])
+def test_a_cost_flag_matches_its_field(dest):
+    [f] = [f for f in COST_FIELDS if f.name == dest]
+    action = next(a for a in _subparser("plan")._actions if a.dest == dest)
+    assert action.help.startswith(f.doc)
+    assert (tuple(action.choices) if action.choices else None) == f.choices
+
+
+def test_the_mtp_depth_has_one_range():
+    """0..16 in the spec, 0..16 on the command line, 0..8 checked by the page and 0..4 offered
+    by its dropdown before; now every one is the field's."""
+    lo, hi = int(MTP_DEPTH.lo), int(MTP_DEPTH.hi)
+    action = _actions("serve")["--mtp"]
+    assert list(action.choices) == list(range(lo, hi + 1)) and action.help == MTP_DEPTH.doc
+    form = {**serve_view.DEFAULT_FORM, "mtp": hi}
+    assert serve_view.checked_form(form)[1].mtp_depth == hi
+    with pytest.raises(ModelError):
+        serve_view.checked_form({**form, "mtp": hi + 1})
+    # the page's dropdown: tests/test_serve_page.py::test_the_mtp_dropdown_offers_the_fields_range
