@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from test_dashboard import valid
 
+from dashboard.jobs.scenarios import reserve_gb
 from dashboard.pages import design, plan, scaling
-from dashboard.views.selected import reserve_gb
 from model import load_model, load_system
 from tests.unstacked import search
 
