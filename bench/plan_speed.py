@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from model import load_model, load_system  # noqa: E402
 from model.engine.frontier import CACHE  # noqa: E402
-from model.engine.search import clear_shape_spaces  # noqa: E402
+from model.engine.variant import clear_shape_spaces  # noqa: E402
 from model.studies.plan import plan, plan_strategies  # noqa: E402
 
 TARGET_S = 2.0

@@ -66,7 +66,7 @@ from model.physics.strategies import build_strategy
 kind, over, gpus, gbs, strategy, nvs = json.loads(sys.argv[2])
 model = load_model(over.pop("preset", "gpt3-1t")).with_overrides(**over)
 system = load_system("h200").with_overrides(nvlink_domain_size=nvs)
-from model.engine.search import with_stack
+from model.engine.resolved import with_stack
 # counted with the execution the search runs (the default stack's searched interleave), as
 # dashboard/jobs/budget.py counts
 ex = resolve_execution(with_stack(system, None, None, resolve_mode(None))[1])

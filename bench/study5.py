@@ -36,7 +36,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from model import load_model, load_system  # noqa: E402
 from model.engine.frontier import CACHE  # noqa: E402
-from model.engine.search import clear_shape_spaces  # noqa: E402
+from model.engine.variant import clear_shape_spaces  # noqa: E402
 from model.studies.codesign import codesign  # noqa: E402
 
 STUDY = HERE / "study5"

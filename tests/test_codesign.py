@@ -80,7 +80,8 @@ def test_hbm_variants_share_one_evaluation(monkeypatch):
     evaluated = []
     real = search_module._evaluate_variant
     monkeypatch.setattr(search_module, "_evaluate_variant",
-                        lambda *a, **k: evaluated.append(a[1].hbm_capacity_gb) or real(*a, **k))
+                        lambda *a, **k: evaluated.append(a[0].system.hbm_capacity_gb)
+                        or real(*a, **k))
     search_module.CACHE.clear()
     codesign([load_model("gpt3-175b").with_overrides(layers=24)], load_system("h100"), BUDGET,
              {"hbm_capacity_gb": [40, 80, 120]},

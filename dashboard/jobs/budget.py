@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from model import ModelError
 from model.engine.counts import strategy_names
 from model.engine.request import Request
-from model.engine.search import with_stack
 from model.engine.size import space_size
 from model.physics.strategies import Strategy, build_strategy
-from model.specs.execution import Execution, resolve_execution
+from model.specs.execution import Execution
 
 
 class OverBudget(ModelError):
@@ -80,9 +79,7 @@ def counted(request: Request) -> tuple[Execution, list[Strategy]]:
     """The execution a search of ``request`` runs (the stack's defaults and searched options
     included) and the strategy tables it searches: of several strategies, those that cannot
     model the model are left out, as the sweep does; a single one is an error."""
-    _, execution = with_stack(request.system, request.execution_given(), request.stack,
-                              request.compat)
-    ex = resolve_execution(execution)
+    ex = request.resolve().one_execution
     names = strategy_names(request.strategy)
     built = []
     for name in names:

@@ -15,7 +15,7 @@ from dashboard.jobs import compute
 from dashboard.views import notes
 from model import ModelError
 from model.cli.numbers import count, number
-from model.engine.search import with_stack
+from model.engine.resolved import with_stack
 from model.specs.modes import resolve_mode
 from model.studies.memory_parts import memory_frame
 from model.studies.timeline import bubble_s, forward_share, timeline_frame

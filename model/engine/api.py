@@ -39,7 +39,7 @@ def search(
     and the default search (every interleaving, the fewest recomputed layers that fit), with
     the stack's calibrated efficiencies (a name of ``model/data/stacks``; None: the newest;
     "none": the system's own values and the one Execution default;
-    :func:`~model.engine.search.with_stack`). A dict whose values are lists searches every
+    :func:`~model.engine.resolved.with_stack`). A dict whose values are lists searches every
     combination (``result.searched`` says what was searched). Ties keep the deterministic
     candidate order. ``costs`` changes the site, pricing or failure inputs of the cost columns
     (:class:`~model.specs.cost.Costs`, a dict of its fields).

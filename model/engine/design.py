@@ -19,13 +19,13 @@ from model.engine.cells import cell_column, chunk_cells, merge_cells
 from model.engine.evaluate import ShapeCounts, evaluate_space, fits_on, shape_memory
 from model.engine.production import production_node
 from model.engine.report import GB, MEMORY_COLUMNS, result_frame
-from model.engine.request import Request
-from model.engine.search import DEFAULT_BUDGET, only_request, with_stack
+from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.search import only_request
 from model.engine.space import COLUMNS, Space, build_shapes, build_space, placement_mask
 from model.errors import ModelError
 from model.physics.block import Ctx
 from model.physics.strategies import build_strategy
-from model.specs.execution import Execution, execution_columns, resolve_execution
+from model.specs.execution import Execution, execution_columns
 from model.specs.hardware import System
 from model.specs.modes import Mode
 from model.specs.transformer import Transformer
@@ -48,8 +48,8 @@ def design_space(model: Transformer | Request, system: System | None = None,
     req = _request(model, system, gpus, global_batch, strategy, compat=compat, nvs=nvs,
                    pins=pins, budget=budget, execution=execution, stack=stack)
     gpus, mode, pins = _one_count(req), req.compat, dict(req.pins)
-    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
-    ex = resolve_execution(execution)
+    res = req.resolve()
+    system, ex = res.system, res.one_execution
     strat = build_strategy(req.strategy, req.model, mode, ex)
     space = build_space(req.model, strat, gpus, req.global_batch, system.nvlink_domain_size,
                         pins, mode, req.budget, interleave=ex.stage_interleave,
@@ -107,8 +107,8 @@ def design_cells(model: Transformer | Request, system: System | None = None,
                    execution=execution, stack=stack)
     _check_axes(x, y)
     gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
-    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
-    ex = resolve_execution(execution)
+    res = req.resolve()
+    system, ex = res.system, res.one_execution
     strat = build_strategy(req.strategy, model, mode, ex)
     space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size,
                         dict(req.pins), mode, req.budget, interleave=ex.stage_interleave,
@@ -174,9 +174,9 @@ def leanest(model: Transformer | Request, system: System | None = None,
     req = _request(model, system, gpus, global_batch, strategy, compat=compat,
                    execution=execution, stack=stack)
     gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
-    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
-    strategy = req.strategy
-    ctx = Ctx.make(model, system, mode, execution)
+    res = req.resolve()
+    system, strategy = res.system, req.strategy
+    ctx = Ctx.make(model, system, mode, res.execution)
     ex = ctx.execution
     strat = build_strategy(strategy, model, mode, ex)
     node = production_node(ex, mode, system.node_size)

@@ -1,10 +1,11 @@
 """Search every parallel configuration for the fastest that fits, and evaluate one configuration.
 
 :func:`run_counts` (several counts in one evaluation, under :func:`model.search` of
-:mod:`model.engine.api` and :func:`search_counts`) applies the software stack
-(:func:`with_stack`), run one :func:`~model.engine.variant.variant_frontier` per execution
-choice (the candidate space of :mod:`model.engine.space`, evaluated at once, pruned and cached:
-:mod:`model.engine.variant`) and return the top k as a DataFrame with every breakdown column
+:mod:`model.engine.api` and :func:`search_counts`) resolves the request once (the software
+stack applied: :meth:`~model.engine.request.Request.resolve`), runs one
+:func:`~model.engine.variant.variant_frontier` per execution choice (the candidate space of
+:mod:`model.engine.space`, evaluated at once, pruned and cached:
+:mod:`model.engine.variant`) and returns the top k as a DataFrame with every breakdown column
 (:mod:`model.engine.report`). :func:`evaluate` is a search with every dimension pinned: its
 numbers are exactly that configuration's search row, plus a per-op table.
 """
@@ -20,51 +21,29 @@ import pandas as pd
 from model.engine.evaluate import evaluate_ops, evaluate_space, fits_on, shards_of
 from model.engine.frontier import Origin
 from model.engine.production import production_node
-from model.engine.pruning import Pruning
 from model.engine.report import op_table, result_frame
-from model.engine.request import DEFAULT_BUDGET, Request, frozen_pins
+from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.resolved import Resolved
 from model.engine.rules import explain
 from model.engine.space import build_space
-from model.engine.variant import clear_shape_spaces, variant_frontier
+from model.engine.variant import variant_frontier
 from model.errors import ModelError
 from model.physics.block import Ctx
 from model.physics.op_sac_scope import MODE as OP_SAC
 from model.physics.op_sac_scope import applies as op_sac_applies
 from model.physics.strategies import build_strategy, canonical_strategy
 from model.specs.execution import (
-    DEFAULT_SEARCH,
     Execution,
     describe_executions,
     execution_columns,
-    execution_variants,
-    resolve_execution,
 )
 from model.specs.hardware import System
-from model.specs.modes import DEFAULT as DEFAULT_MODE
-from model.specs.modes import Mode, resolve_mode
-from model.specs.stack import NO_STACK, Stack, load_stack
+from model.specs.modes import Mode
+from model.specs.stack import Stack
 from model.specs.transformer import Transformer
 
-__all__ = ["DEFAULT_BUDGET", "Evaluation", "Request", "SearchResult", "check_args",
-           "clear_shape_spaces", "evaluate", "evaluate_request", "run_counts", "search_counts",
-           "variant_frontier", "with_stack"]
-
-
-def with_stack(system: System, execution: object, stack: str | Stack | None, mode: Mode
-               ) -> tuple[System, object]:
-    """The system with the stack's calibrated values for its generation, and the execution over
-    the stack's defaults and the default search (:data:`DEFAULT_SEARCH`: every interleaving,
-    the fewest recomputed layers that fit); explicit options win, an :class:`Execution` record
-    is kept as it is. No stack ("none") applies none of it; the paper mode, which models one
-    execution with the paper's constants, takes no stack."""
-    if mode != DEFAULT_MODE:
-        return system, execution
-    found = load_stack(stack)
-    if found.name == NO_STACK.name:
-        return system, execution
-    if execution is None or isinstance(execution, dict):
-        execution = {**DEFAULT_SEARCH, **(execution or {})}
-    return found.apply(system), found.execution_for(execution)
+__all__ = ["Evaluation", "SearchResult", "evaluate", "evaluate_request", "run_counts",
+           "search_counts", "search_resolved"]
 
 
 @dataclass
@@ -93,20 +72,6 @@ class SearchResult:
     @property
     def best(self) -> pd.Series | None:
         return None if self.top.empty else self.top.iloc[0]
-
-
-def check_args(gpus: int, global_batch: int, compat: object, top_k: int, pins: dict,
-               budget: int = DEFAULT_BUDGET) -> None:
-    frozen_pins(pins)
-    for name, value in (("gpus", gpus), ("global_batch", global_batch), ("top_k", top_k),
-                        ("budget", budget)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ModelError(f"'{name}' must be a positive integer, got {value!r}")
-    if gpus > 10_000_000:
-        raise ModelError(f"'gpus' = {gpus} is out of range; allowed [1, 10000000]")
-    if global_batch > 100_000_000:
-        raise ModelError(f"'global_batch' = {global_batch} is out of range; allowed [1, 1e8]")
-    resolve_mode(compat)
 
 
 def search_counts(
@@ -144,24 +109,27 @@ def only_request(request: Request, *others: object) -> Request:
 
 def run_counts(req: Request) -> list[SearchResult]:
     """The top ``req.top_k`` configurations at each of ``req.workload.gpus``."""
-    counts = list(req.training().gpus)
+    return search_resolved(req.resolve())
+
+
+def search_resolved(res: Resolved) -> list[SearchResult]:
+    """:func:`run_counts` of a resolved request (the stack applied once, by the caller)."""
+    counts = list(res.training().gpus)
     if not counts:
         raise ModelError("give at least one GPU count")
-    if not isinstance(req.strategy, str) or req.strategy == "all":
-        canonical_strategy(str(req.strategy))  # a search takes one: the error names the others
-    strategy = req.strategy
+    if not isinstance(res.strategy, str) or res.strategy == "all":
+        canonical_strategy(str(res.strategy))  # a search takes one: the error names the others
+    strategy = res.strategy
     start = time.perf_counter()
-    system, execution = with_stack(req.system, req.execution_given(), req.stack, req.compat)
-    variants = execution_variants(execution)
-    if len(variants) > 1 and not op_sac_applies(req.model):  # a list: op-SAC left out here
+    variants = list(res.variants)
+    if len(variants) > 1 and not op_sac_applies(res.model):  # a list: op-SAC left out here
         variants = [v for v in variants if v.recompute != OP_SAC] or variants
-    pins = dict(req.pins)
     per_variant = []
     for ex in variants:  # a few execution choices, each a vectorized search of its own
         used = sum(c for frames in per_variant for _, c, _, _ in frames)
-        per_variant.append(_search_variant(req.model, system, counts, req.global_batch,
-                                           strategy, req.compat, ex, pins, req.top_k,
-                                           req.budget - used, req.pruning))
+        front, ctx = variant_frontier(res, strategy, counts, ex, res.budget - used)
+        per_variant.append(front.tops(res.model, res.system, res.global_batch, res.top_k,
+                                      execution_columns(ctx.execution)))
     elapsed = time.perf_counter() - start
     total = max(sum(c for frames in per_variant for _, c, _, _ in frames), 1)
     out = []
@@ -175,23 +143,12 @@ def run_counts(req: Request) -> list[SearchResult]:
         origin = found[0][3] if len(tops) == 1 else None
         if len(tops) > 1:
             top = top.sort_values("samples_per_s", ascending=False, kind="stable")
-            top = top.head(req.top_k).reset_index(drop=True)
+            top = top.head(res.top_k).reset_index(drop=True)
         count = sum(frames[i][1] for frames in per_variant)
         fit = sum(frames[i][2] for frames in per_variant)
         out.append(SearchResult(n, strategy, top, count, fit, elapsed * count / total,
                                 tuple(variants), origin=origin))
     return out
-
-
-def _search_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
-                    strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                    budget: int, pruning: Pruning
-                    ) -> list[tuple[pd.DataFrame, int, int, Origin | None]]:
-    """(top frame, candidates, feasible, origin) per GPU count for one execution choice
-    (:meth:`model.engine.frontier.Frontier.tops`)."""
-    front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex, pins,
-                                  top_k, budget, pruning)
-    return front.tops(model, system, global_batch, top_k, execution_columns(ctx.execution))
 
 
 @dataclass
@@ -261,8 +218,8 @@ def evaluate_request(req: Request) -> Evaluation:
         raise ModelError(
             f"tp1·tp2·pp·dp = {tp1}·{tp2}·{pp}·{dp} = {tp1 * tp2 * pp * dp} must equal"
             f" gpus = {gpus}")
-    sysm, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
-    ex = resolve_execution(execution)
+    resolved = req.resolve()
+    sysm, ex = resolved.system, resolved.one_execution
     strat = build_strategy(key, req.model, mode, ex)
     model = req.model
     node = production_node(ex, mode, sysm.node_size)

@@ -24,7 +24,8 @@ from model.engine.evaluate import (
 )
 from model.engine.frontier import CACHE, CountShapes, Frontier, frontier_key
 from model.engine.production import production_node
-from model.engine.pruning import DEFAULT_PRUNING, Pruning, kept_rows, pruned
+from model.engine.pruning import kept_rows, pruned
+from model.engine.resolved import Resolved
 from model.engine.space import (
     PLACEMENT,
     Placements,
@@ -37,21 +38,21 @@ from model.physics.block import Ctx
 from model.physics.strategies import Strategy, build_strategy
 from model.specs import memo
 from model.specs.execution import Execution
-from model.specs.hardware import System
-from model.specs.modes import Mode
 from model.specs.transformer import Transformer
 
 
-def variant_frontier(model: Transformer, system: System, counts: list[int], global_batch: int,
-                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                     budget: int, pruning: Pruning = DEFAULT_PRUNING) -> tuple[Frontier, Ctx]:
-    """The search of one execution choice at every GPU count, as a
-    :class:`~model.engine.frontier.Frontier` (rows fastest first per count, for any capacity up
-    to the one evaluated), and its context. Answered from the process's
-    :data:`~model.engine.frontier.CACHE` when the same search (any HBM capacity up to the one
-    evaluated) ran before; else evaluated and cached (``pruning``: when the evaluation prunes;
-    the rows are the same either way, so both share the cache).
+def variant_frontier(res: Resolved, strategy: str, counts: list[int], ex: Execution,
+                     budget: int) -> tuple[Frontier, Ctx]:
+    """The search of one execution choice (``ex``, one of ``res.variants``) of ``strategy`` at
+    every GPU count, as a :class:`~model.engine.frontier.Frontier` (rows fastest first per
+    count, for any capacity up to the one evaluated), and its context. Answered from the
+    process's :data:`~model.engine.frontier.CACHE` when the same search (any HBM capacity up
+    to the one evaluated) ran before; else evaluated and cached (``res.pruning``: when the
+    evaluation prunes; the rows are the same either way, so both share the cache).
+    ``budget``: the candidates left to this search.
     """
+    model, system, mode, top_k = res.model, res.system, res.mode, res.top_k
+    global_batch, pins = res.global_batch, dict(res.pins)
     ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
     strat = build_strategy(strategy, model, mode, ctx.execution)
     key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
@@ -65,8 +66,7 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
                 cover, depth = CACHE.plan(key, usable, top_k)
                 if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
                     cover, depth = usable, top_k
-                front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
-                                          pins, budget, cover, depth, top_k, pruning)
+                front = _evaluate_variant(res, strat, ctx, counts, budget, (cover, depth))
                 CACHE.put(key, front)
     totals = np.cumsum(front.candidates())  # the same refusal as an evaluation, at the same
     over = np.flatnonzero(totals > budget)   # count (the first whose running total is over)
@@ -75,15 +75,18 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
     return front, ctx
 
 
-def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
-                      strat: Strategy, ctx: Ctx, pins: dict, budget: int, usable: float,
-                      depth: int, top_k: int, pruning: Pruning) -> Frontier:
+def _evaluate_variant(res: Resolved, strat: Strategy, ctx: Ctx, counts: list[int], budget: int,
+                      cover: tuple[float, int]) -> Frontier:
     """Evaluate the candidates that fit in ``usable`` HBM bytes, at every GPU count at once,
-    and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``.
+    and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``
+    (``cover``: (usable, depth)).
 
     Should a throughput be NaN (no order to keep), only the ``top_k`` of the system's own
     capacity are kept, as a search always picked them, and the result is not cached.
     """
+    usable, depth = cover
+    model, system, global_batch = res.model, res.system, res.global_batch
+    pins, top_k, pruning = dict(res.pins), res.top_k, res.pruning
     shapes, merged, places = _shape_space(model, strat, counts, global_batch, pins, ctx,
                                           system.nvlink_domain_size)
     op_counts = ShapeCounts.of(strat, merged, ctx)

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range
+from model.engine.pruning import DEFAULT_PRUNING
 from model.engine.request import DEFAULT_BUDGET, Request
 from model.errors import ModelError
 from model.specs.execution import OFFLOAD, Execution
@@ -200,9 +201,9 @@ def _best(req: Request, design: dict[str, Any], price: float, most: int,
         return row
     frames = []
     for sysd, ex, upto in _searches(req.system, design, req.execution_given(), reach):
-        frame, _ = best_per_count(req.model, sysd, count_range(upto, node), req.global_batch,
-                                  req.strategy, compat=req.compat, execution=ex,
-                                  stack=req.stack, budget=req.budget)
+        res = req.replace(system=sysd, execution=ex, pins=None,
+                          pruning=DEFAULT_PRUNING).resolve()  # one question per design
+        frame, _ = best_per_count(res, count_range(upto, node))
         frames.append(frame[frame["gpus"] <= most])
     frame = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(
         len(f) for f in frames) else frames[0]

@@ -20,6 +20,7 @@ import pandas as pd
 
 from model.engine.counts import best_per_count, count_range, searchable, strategy_names
 from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.resolved import Resolved
 from model.engine.search import only_request
 from model.errors import ModelError
 from model.specs.execution import Execution
@@ -57,16 +58,14 @@ def sampled_counts(counts: np.ndarray, max_counts: int | None = None) -> np.ndar
     return counts[::-1][::k][::-1]
 
 
-def _counts(req: Request, system: System, max_counts: int | None) -> np.ndarray:
+def _counts(res: Resolved, max_counts: int | None) -> np.ndarray:
     """The multiples of the node size up to ``max_gpus``; with ``max_counts``, a sample of
     those that may have a configuration (:func:`~model.engine.counts.searchable`): the
     others would only be searched to find nothing."""
-    counts = count_range(req.training().max_gpus, system.node_size)
+    counts = count_range(res.training().max_gpus, res.system.node_size)
     if max_counts is None:
         return counts
-    live = [searchable(req.model, system, counts, req.global_batch, s, compat=req.compat,
-                       execution=req.execution_given(), stack=req.stack)
-            for s in strategy_names(req.strategy)]
+    live = [searchable(res, counts, s) for s in strategy_names(res.strategy)]
     return sampled_counts(np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
                                                     for c in live])), max_counts)
 
@@ -100,10 +99,9 @@ def pareto_request(req: Request, systems: Sequence[System] | None = None, *,
         raise ModelError("the cost/time frontier needs 'max_gpus' (every count up to it)")
     frames = []
     for system in (req.system,) if systems is None else systems:
-        counts = _counts(req, system, max_counts)
-        frame, _ = best_per_count(req.model, system, counts, req.global_batch, req.strategy,
-                                  compat=req.compat, execution=req.execution_given(),
-                                  stack=req.stack, budget=req.budget)
+        res = req.replace(system=system).resolve()  # one question per system
+        counts = _counts(res, max_counts)
+        frame, _ = best_per_count(res, counts)
         if len(frame):
             frames.append(frame.assign(system=system.name)[list(COLUMNS)])
     if not frames:

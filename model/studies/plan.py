@@ -36,8 +36,8 @@ import pandas as pd
 
 from model.engine.counts import best_per_count, count_range
 from model.engine.economics import power_and_prices
-from model.engine.request import Request
-from model.engine.search import DEFAULT_BUDGET, only_request
+from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.search import only_request
 from model.errors import ModelError
 from model.physics.strategies import PRODUCTION, supported_strategies
 from model.specs.execution import DEFAULT_SEARCH, Execution
@@ -200,12 +200,10 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
                          "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")
     windows = _windows(len(counts)) if budget_usd is None else [(0, len(counts))]
     frames, searched = [], 0
+    res = req.replace(strategy=strategy).resolve()
     report(0, len(counts))
     for lo, hi in windows:
-        frame, _ = best_per_count(model, system, counts[lo:hi], req.global_batch, strategy,
-                                  compat=req.compat, pins=dict(req.pins),
-                                  execution=req.execution_given(), stack=req.stack,
-                                  budget=req.budget, pruning=req.pruning)
+        frame, _ = best_per_count(res, counts[lo:hi])
         searched = hi
         frames.append(plan_columns(frame, failures) if len(frame) else frame)
         report(hi, len(counts))

@@ -7,8 +7,8 @@ from itertools import groupby
 
 import pandas as pd
 
-from model.engine.request import Request
-from model.engine.search import DEFAULT_BUDGET, SearchResult, only_request, run_counts
+from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.search import SearchResult, only_request, run_counts
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, canonical_strategy, supported_strategies
 from model.specs.execution import Execution
