@@ -9,9 +9,10 @@ import json
 import pytest
 
 from model import ModelError, load_model, load_system, search
+from model.api import codesign
 from model.cli.commands import main
 from model.specs.prices import MAX_PRICE_BYTES, check_vary, load_prices
-from model.studies.codesign import codesign, designs
+from model.studies.codesign import designs
 
 PRICES = {"base_usd": 20000, "hbm_capacity_gb": {"40": 5000, "80": 10000},
           "host_memory_gb": {"0": 0, "256": 2500}}

@@ -11,12 +11,10 @@ import pandas as pd
 import pytest
 
 from model import ModelError, Request, load_model, load_system, search
+from model.api import lost_node_frame, pareto_frame, plan, search_counts
 from model.engine.counts import best_per_count, count_range, possible
-from model.engine.search import search_counts
 from model.engine.space import filled_domain
-from model.studies.lost_node import lost_node_frame
-from model.studies.pareto import pareto_frame, pareto_mask, sampled_counts
-from model.studies.plan import plan
+from model.studies.pareto import pareto_mask, sampled_counts
 
 GBS = 1536
 

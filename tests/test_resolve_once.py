@@ -8,7 +8,7 @@ import pytest
 
 import model.engine.request as request
 from model import Request, load_model, load_system, plan, search
-from model.engine.design import design_cells
+from model.api import design_cells
 from model.specs import memo
 from model.studies.plan import FIRST_WINDOW
 

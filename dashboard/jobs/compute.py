@@ -39,7 +39,7 @@ from dashboard.figures.common import plain
 from dashboard.jobs import budget, stores, sweep_parts
 from dashboard.jobs.diskstore import BoundedCache
 from model import evaluate, search
-from model.engine.design import design_cells
+from model.api import design_cells
 from model.engine.space import COLUMNS as CONFIG_KEYS
 from model.physics.strategies import STRATEGIES
 from model.studies.sweep import best_frame

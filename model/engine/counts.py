@@ -25,18 +25,16 @@ import pandas as pd
 
 from model.engine.frontier import Frontier
 from model.engine.report import result_frame
-from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.request import Request
 from model.engine.resolved import Resolved
 from model.engine.rules import MIN_ROWS, Problem, mask
-from model.engine.search import SearchResult, only_request, search_resolved
+from model.engine.search import SearchResult, search_resolved
 from model.engine.space import divisors
 from model.engine.variant import variant_frontier
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy
 from model.specs.execution import Execution, execution_columns
-from model.specs.hardware import System
 from model.specs.modes import resolve_mode
-from model.specs.stack import Stack
 from model.specs.transformer import Transformer
 
 MAX_COUNTS = 1_000_000  # GPU counts one multi-count search may span
@@ -199,26 +197,11 @@ def _empty(res: Resolved) -> pd.DataFrame:
     return search_resolved(nothing)[0].top.iloc[:0]
 
 
-def search_at_most(model: Transformer | Request, system: System | None = None,
-                   max_gpus: int | None = None, global_batch: int | None = None,
-                   strategy: str = "1d", *, gpu_step: int = 1, top_k: int = 10,
-                   compat: object = None, pins: dict | None = None,
-                   execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                   costs: object = None, budget: int = DEFAULT_BUDGET) -> SearchResult:
-    """The ``top_k`` fastest configurations using at most ``max_gpus`` GPUs (any multiple of
-    ``gpu_step``; the rest idle), fastest first; ``result.gpus`` is the count the best uses and
-    ``result.max_gpus`` the bound. ``search_at_most(request)`` (its workload's ``max_gpus``), or
-    the keyword form, which builds the request."""
-    if not isinstance(model, Request):
-        model = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
-                              gpu_step=gpu_step, strategy=strategy, compat=compat, pins=pins,
-                              top_k=top_k, budget=budget, execution=execution, stack=stack,
-                              costs=costs)
-    return at_most(only_request(model, system, max_gpus, global_batch))
-
-
 def at_most(req: Request) -> SearchResult:
-    """:func:`search_at_most` of a request."""
+    """The ``top_k`` fastest configurations using at most the request's ``max_gpus`` GPUs (any
+    multiple of its ``gpu_step``; the rest idle), fastest first; ``result.gpus`` is the count
+    the best uses and ``result.max_gpus`` the bound (the keyword form:
+    :func:`model.api.search_at_most`)."""
     max_gpus, strategy, top_k = req.training().max_gpus, req.strategy, req.top_k
     if max_gpus is None:
         raise ModelError("give 'max_gpus' (at most that many GPUs)")

@@ -13,18 +13,17 @@ numbers are exactly that configuration's search row, plus a per-op table.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from model.engine.evaluate import evaluate_ops, evaluate_space, fits_on, shards_of
 from model.engine.frontier import Origin
-from model.engine.production import production_node
 from model.engine.report import op_table, result_frame
-from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.request import Request
 from model.engine.resolved import Resolved
-from model.engine.rules import explain
+from model.engine.rules import Problem, explain
 from model.engine.space import build_space
 from model.engine.variant import variant_frontier
 from model.errors import ModelError
@@ -37,13 +36,8 @@ from model.specs.execution import (
     describe_executions,
     execution_columns,
 )
-from model.specs.hardware import System
-from model.specs.modes import Mode
-from model.specs.stack import Stack
-from model.specs.transformer import Transformer
 
-__all__ = ["Evaluation", "SearchResult", "evaluate", "evaluate_request", "run_counts",
-           "search_counts", "search_resolved"]
+__all__ = ["Evaluation", "SearchResult", "evaluate_request", "run_counts", "search_resolved"]
 
 
 @dataclass
@@ -72,32 +66,6 @@ class SearchResult:
     @property
     def best(self) -> pd.Series | None:
         return None if self.top.empty else self.top.iloc[0]
-
-
-def search_counts(
-    model: Transformer | Request, system: System | None = None,
-    gpu_counts: list[int] | None = None, global_batch: int | None = None,
-    strategy: str = "1d", *, compat: str | Mode | None = None, nvs: int | None = None,
-    pins: dict | None = None, top_k: int = 10, budget: int = DEFAULT_BUDGET,
-    execution: Execution | dict | None = None, stack: str | Stack | None = None,
-    costs: object = None,
-) -> list[SearchResult]:
-    """:func:`model.search` at several GPU counts in one evaluation (a strong-scaling sweep):
-    ``search_counts(request)``, or the keyword form (an adapter that builds the
-    :class:`~model.engine.request.Request`).
-
-    The candidates of every count are evaluated together, so a block shared by several counts is
-    costed once. ``budget`` bounds the candidates of all counts together; each result's
-    ``elapsed_s`` is its share (by candidates) of the batch's wall time.
-    """
-    if isinstance(model, Request):
-        return run_counts(only_request(model, system, gpu_counts, global_batch))
-    if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
-        raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
-    return run_counts(Request.build(
-        model, system, global_batch=global_batch, gpus=tuple(gpu_counts), strategy=strategy,
-        compat=compat, nvs=nvs, pins=pins, top_k=top_k, budget=budget, execution=execution,
-        stack=stack, costs=costs))
 
 
 def only_request(request: Request, *others: object) -> Request:
@@ -162,40 +130,11 @@ class Evaluation:
 
 DIMENSIONS = ("tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_tp2", "nv_dp", "nv_pp",
               "ep", "etp")  # evaluate's pins: every one given, or its default below
-_EVALUATE_DEFAULTS = {"tp2": 1, "nb": None, "nv_tp1": None, "nv_tp2": None, "nv_dp": None,
+EVALUATE_DEFAULTS = {"tp2": 1, "nb": None, "nv_tp1": None, "nv_tp2": None, "nv_dp": None,
                       "nv_pp": None, "ep": 1, "etp": 1}
 
 
-def evaluate(
-    model: Transformer | Request, system: System | None = None, gpus: int | None = None,
-    global_batch: int | None = None, strategy: str = "1d", *,
-    tp1: int | None = None, pp: int | None = None, dp: int | None = None,
-    microbatch: int | None = None, tp2: int = 1, nb: int | None = None,
-    nv_tp1: int | None = None, nv_tp2: int | None = None, nv_dp: int | None = None,
-    nv_pp: int | None = None, compat: str | Mode | None = None, nvs: int | None = None,
-    execution: Execution | dict | None = None, stack: str | Stack | None = None,
-    ep: int = 1, etp: int = 1, costs: object = None,
-) -> Evaluation:
-    """Evaluate one configuration: ``evaluate(request)`` (its pins give every dimension and its
-    workload one GPU count), or the keyword form (an adapter that builds the request). A
-    placement or nb left out is the best one for it; ``ep`` and ``etp``: expert parallel and
-    expert tensor parallel (a MoE model's expert layers).
-
-    Raises ModelError naming the rule a configuration breaks (see :mod:`model.engine.space`).
-    """
-    if isinstance(model, Request):
-        return evaluate_request(only_request(model, system, gpus, global_batch))
-    pins = dict(tp1=tp1, tp2=tp2, pp=pp, dp=dp, microbatch=microbatch, nb=nb, nv_tp1=nv_tp1,
-                nv_tp2=nv_tp2, nv_dp=nv_dp, nv_pp=nv_pp, ep=ep, etp=etp)
-    _check_dimensions(pins, canonical_strategy(strategy))
-    if isinstance(gpus, (list, tuple)):
-        raise ModelError(f"'gpus' must be a positive integer, got {gpus!r:.80}")
-    return evaluate_request(Request.build(
-        model, system, global_batch=global_batch, gpus=gpus, strategy=strategy, compat=compat,
-        nvs=nvs, pins=pins, top_k=1, execution=execution, stack=stack, costs=costs))
-
-
-def _check_dimensions(pins: dict, strategy: str) -> None:
+def check_dimensions(pins: dict, strategy: str) -> None:
     missing = [k for k in ("tp1", "tp2", "pp", "dp", "microbatch") if pins.get(k) is None]
     if missing:
         raise ModelError(f"evaluate needs every dimension; missing: {', '.join(missing)}")
@@ -206,9 +145,9 @@ def _check_dimensions(pins: dict, strategy: str) -> None:
 def evaluate_request(req: Request) -> Evaluation:
     """The configuration ``req.pins`` names, on ``req.workload``'s one GPU count."""
     work = req.training()
-    pins = {**_EVALUATE_DEFAULTS, **req.pins}
+    pins = {**EVALUATE_DEFAULTS, **req.pins}
     key = canonical_strategy(req.strategy)
-    _check_dimensions(pins, key)
+    check_dimensions(pins, key)
     if len(work.gpus) != 1:
         raise ModelError("evaluate takes one GPU count")
     [gpus] = work.gpus
@@ -222,13 +161,11 @@ def evaluate_request(req: Request) -> Evaluation:
     sysm, ex = resolved.system, resolved.one_execution
     strat = build_strategy(key, req.model, mode, ex)
     model = req.model
-    node = production_node(ex, mode, sysm.node_size)
-    space = build_space(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins, mode,
-                        interleave=ex.stage_interleave,
-                        ends_count_as_layers=ex.ends_count_as_layers, production_node=node)
+    problem = Problem.of(model, strat, gpus, global_batch, mode=mode, execution=ex,
+                         system=sysm, pins=pins)
+    space = build_space(problem)
     if len(space) == 0:
-        raise ModelError(explain(model, strat, gpus, global_batch, sysm.nvlink_domain_size, pins,
-                                 mode, ex.stage_interleave, ex.ends_count_as_layers, node))
+        raise ModelError(explain(replace(problem, pins=pins)))
     res = evaluate_space(model, sysm, strat, space, global_batch, mode, execution=ex)
     fits = fits_on(res, sysm)
     thr = np.where(fits, global_batch / res["iteration_time_s"], -res["iteration_time_s"])

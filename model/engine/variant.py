@@ -26,6 +26,7 @@ from model.engine.frontier import CACHE, CountShapes, Frontier, frontier_key
 from model.engine.production import production_node
 from model.engine.pruning import kept_rows, pruned
 from model.engine.resolved import Resolved
+from model.engine.rules import Problem
 from model.engine.space import (
     PLACEMENT,
     Placements,
@@ -108,20 +109,20 @@ def _evaluate_variant(res: Resolved, strat: Strategy, ctx: Ctx, counts: list[int
         cands = _placed(merged, placing, chosen)
         for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
             cands[name] = mem[name][cands["shape"]]
-        return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
+        return cands, candidate_times(strat, cands, global_batch, ctx, op_counts,
                                       cands["shape"])
 
     todo = np.flatnonzero(fits & (placed > 0))
     count_of = np.repeat(np.arange(len(counts)), [stop - start for _, start, stop, _ in placing])
     if pruning.applies(int(placed[todo].sum())):
         lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
-        lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
-                                        op_counts, mem["params_bytes"], todo,
-                                        mem["recompute_layers"], mem["expert_params_bytes"])
+        lower[todo] = shape_lower_bound(strat, merged, global_batch, ctx, op_counts,
+                                        {k: mem[k] for k in ("params_bytes", "recompute_layers",
+                                                             "expert_params_bytes")}, todo)
         with np.errstate(divide="ignore"):  # a zero bound: never pruned
             bound = global_batch / lower
         cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
-                            count_of, len(counts), global_batch, depth)
+                            count_of, global_batch, depth)
     else:
         cands, res = price(todo)
     shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
@@ -185,9 +186,8 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     found = SHAPE_SPACES.get(key)
     if found is not None:
         return found
-    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.stage_interleave,
-                           mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers, node)
-              for n in counts]
+    shapes = [build_shapes(Problem.of(model, strat, n, global_batch, mode=mode, execution=ex,
+                                      system=ctx.system, pins=pins)) for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
     places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill, node > 0)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from model.engine.api import search
+from model.engine.api import search_request
 from model.engine.request import Request
 from model.errors import ModelError
 from model.physics.dims import model_dims
@@ -143,7 +143,7 @@ def finetune(request: Request, ft: FineTune) -> FineTuneResult:
     if clash:
         raise ModelError(f"give the fine-tuning method once: {', '.join(sorted(clash))} "
                          "come from the method")
-    result = search(request.replace(execution={**(given or {}), **ft.execution()}))
+    result = search_request(request.replace(execution={**(given or {}), **ft.execution()}))
     if result.top.empty:
         raise ModelError(f"no configuration of {request.model.name} fine-tuned by "
                          f"{ft.method} fits on {result.gpus} GPUs of {request.system.name}: "

@@ -16,45 +16,22 @@ import pandas as pd
 
 from model.engine.counts import best_per_count, count_range
 from model.engine.production import whole_nodes
-from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.request import Request
 from model.engine.resolved import Resolved
-from model.engine.search import only_request
 from model.errors import ModelError
-from model.specs.execution import Execution
-from model.specs.hardware import System
-from model.specs.stack import Stack
-from model.specs.transformer import Transformer
 
 DEFAULT_CLIFF_RATIO = 0.9  # a view's threshold (not a model input): 10 % worse per GPU left
 CONFIG = ("strategy", "tp1", "tp2", "pp", "dp", "microbatch", "interleave", "recompute_layers",
           "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
 
-def lost_node_frame(model: Transformer | Request, system: System | None = None,
-                    gpus: int | None = None, global_batch: int | None = None,
-                    strategy: str = "1d", *, lost: int = 8, node: int | None = None,
-                    cliff_ratio: float = DEFAULT_CLIFF_RATIO,
-                    execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                    costs: object = None, budget: int = DEFAULT_BUDGET) -> pd.DataFrame:
+def lost_node_request(req: Request, *, lost: int = 8, node: int | None = None,
+                      cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> pd.DataFrame:
     """One row per number of nodes lost, 0 … ``lost`` (``node`` GPUs each; default the
     system's node size): ``available_gpus``, the best configuration using at most that many
     (``gpus`` it uses, its columns and cost columns), ``all_used_samples_per_s`` (the best
-    using every GPU left; NaN when none), ``relative_efficiency`` and ``cliff``.
-    ``lost_node_frame(request, lost=…)`` (the job: its workload's one GPU count), or the
-    keyword form, an adapter that builds the request."""
-    if isinstance(model, Request):
-        req = only_request(model, system, gpus, global_batch)
-    else:
-        count_range(gpus, 1)  # validates gpus in its own words first
-        req = Request.build(model, system, global_batch=global_batch, gpus=gpus,
-                            strategy=strategy, execution=execution, stack=stack, costs=costs,
-                            budget=budget)
-    return lost_node_request(req, lost=lost, node=node, cliff_ratio=cliff_ratio)
-
-
-def lost_node_request(req: Request, *, lost: int = 8, node: int | None = None,
-                      cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> pd.DataFrame:
-    """:func:`lost_node_frame` of a request."""
+    using every GPU left; NaN when none), ``relative_efficiency`` and ``cliff``; the job is
+    the request's one GPU count (the keyword form: :func:`model.api.lost_node_frame`)."""
     res = req.resolve()
     counts = lost_node_counts(req, lost=lost, node=node, cliff_ratio=cliff_ratio, res=res)
     frame, _ = best_per_count(res, counts)

@@ -19,14 +19,10 @@ import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range, searchable, strategy_names
-from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.request import Request
 from model.engine.resolved import Resolved
-from model.engine.search import only_request
 from model.errors import ModelError
-from model.specs.execution import Execution
 from model.specs.hardware import System
-from model.specs.stack import Stack
-from model.specs.transformer import Transformer
 
 COLUMNS = ("system", "gpus", "train_days", "train_days_with_failures", "cost_usd",
            "energy_mwh", "gpu_hours", "samples_per_s", "mfu", "strategy", "tp1", "tp2", "pp",
@@ -68,25 +64,6 @@ def _counts(res: Resolved, max_counts: int | None) -> np.ndarray:
     live = [searchable(res, counts, s) for s in strategy_names(res.strategy)]
     return sampled_counts(np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
                                                     for c in live])), max_counts)
-
-
-def pareto_frame(model: Transformer | Request, systems: Sequence[System] | None = None,
-                 global_batch: int | None = None, max_gpus: int | None = None,
-                 strategy: str = "1d", *,
-                 execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                 costs: object = None, budget: int = DEFAULT_BUDGET,
-                 max_counts: int | None = None) -> pd.DataFrame:
-    """``pareto_frame(request, systems, max_counts=…)`` (:func:`pareto_request`), or the
-    keyword form, an adapter that builds the request (``costs`` applied to every system)."""
-    if isinstance(model, Request):
-        req = only_request(model, global_batch, max_gpus)
-        return pareto_request(req, systems, max_counts=max_counts)
-    if not systems:
-        raise ModelError("give at least one system")
-    systems = [s.with_costs(costs) for s in systems]
-    req = Request.build(model, systems[0], global_batch=global_batch, max_gpus=max_gpus,
-                        strategy=strategy, execution=execution, stack=stack, budget=budget)
-    return pareto_request(req, systems, max_counts=max_counts)
 
 
 def pareto_request(req: Request, systems: Sequence[System] | None = None, *,

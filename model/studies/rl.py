@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from model.engine.api import search
+from model.engine.api import search_request
 from model.engine.economics import cost_columns
 from model.engine.request import Request
 from model.errors import ModelError
@@ -200,7 +200,7 @@ def _training(model: Transformer, system: System, gpus: int, step: RlStep,
     GPUs."""
     request = Request.build(model, system, global_batch=step.rollouts, gpus=gpus,
                             strategy="1d", stack=stack)
-    result = search(request)
+    result = search_request(request)
     if result.top.empty:
         raise ModelError(f"no layout trains {model.name} on {step.rollouts} sequences of "
                          f"{model.seq_len} tokens on {gpus} GPUs of {system.name}")

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from model.engine.api import search
-from model.engine.search import evaluate
+from model.engine.api import search_request
+from model.engine.request import Request
+from model.engine.search import evaluate_request
 from model.errors import ModelError
 from model.specs.hardware import System, load_system
 from model.specs.models import load_model
@@ -304,12 +305,16 @@ def predict_row(case: Case, **overrides) -> pd.Series:
     c = {**case.__dict__, **overrides}
     execution = c["execution"]
     if not any(isinstance(v, list) for v in execution.values()):
-        return evaluate(c["model"], c["system"], c["gpus"], c["global_batch"], c["strategy"],
-                        execution=execution, stack=c["stack"], **c["config"]).row
+        return evaluate_request(Request.build(
+            c["model"], c["system"], global_batch=c["global_batch"], gpus=c["gpus"],
+            strategy=c["strategy"], pins=c["config"], top_k=1, execution=execution,
+            stack=c["stack"])).row
     if execution.get("offload") and c["system"].host_memory_gb <= 0:
         execution = {**execution, "offload": "none"}
-    res = search(c["model"], c["system"], c["gpus"], c["global_batch"], c["strategy"],
-                 pins=c["config"], execution=execution, stack=c["stack"], top_k=1)
+    res = search_request(Request.build(
+        c["model"], c["system"], global_batch=c["global_batch"], gpus=c["gpus"],
+        strategy=c["strategy"], pins=c["config"], execution=execution, stack=c["stack"],
+        top_k=1))
     if res.best is None:  # nothing fits: the plain choice, as published
         plain = {k: (v[0] if isinstance(v, list) else v) for k, v in execution.items()}
         return predict_row(case, **{**overrides, "execution": plain})
