@@ -13,8 +13,9 @@ import pytest
 from model import ModelError, Request, load_model, load_system, search
 from model.api import lost_node_frame, pareto_frame, plan, search_counts
 from model.engine.counts import best_per_count, count_range, possible
+from model.engine.dominance import pareto_mask
 from model.engine.space import filled_domain
-from model.studies.pareto import pareto_mask, sampled_counts
+from model.studies.pareto import sampled_counts
 
 GBS = 1536
 

@@ -23,7 +23,7 @@ from model.engine.pruning import ALWAYS, NEVER
 from model.engine.request import Request
 from model.engine.rules import Problem
 from model.engine.space import build_shapes, expand_placements, placement_mask
-from model.physics.block import Ctx
+from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
@@ -213,9 +213,9 @@ def test_pruning_prices_far_fewer_candidates(monkeypatch):
     """The point of it: a default sweep of gpt3-1t prices a small part of its candidates."""
     real, priced, now = SEARCH.candidate_times, {ALWAYS: 0, NEVER: 0}, []
 
-    def counted(model, system, strategy, cols, *args, **kwargs):
+    def counted(strategy, cols, *args, **kwargs):
         priced[now[-1]] += len(cols["tp1"])
-        return real(model, system, strategy, cols, *args, **kwargs)
+        return real(strategy, cols, *args, **kwargs)
 
     def run(pruning):
         now.append(pruning)

@@ -14,7 +14,8 @@ from model.engine.evaluate import ShapeCounts, evaluate_ops, shards_of
 from model.engine.frontier import CACHE
 from model.engine.rules import Problem
 from model.engine.space import build_space
-from model.physics.block import Ctx, evaluate_op, op_counts
+from model.physics.block import evaluate_op, op_counts
+from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 
 # (model, system, strategy, compat, execution, GPUs, global batch): dense and MoE, the paper's

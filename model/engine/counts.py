@@ -27,9 +27,8 @@ from model.engine.frontier import Frontier
 from model.engine.report import result_frame
 from model.engine.request import Request
 from model.engine.resolved import Resolved
-from model.engine.rules import MIN_ROWS, Problem, mask
+from model.engine.rules import MIN_ROWS, Problem, divisors, mask
 from model.engine.search import SearchResult, search_resolved
-from model.engine.space import divisors
 from model.engine.variant import variant_frontier
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy

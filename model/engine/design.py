@@ -23,7 +23,7 @@ from model.engine.request import Request
 from model.engine.rules import Problem
 from model.engine.space import COLUMNS, Space, build_shapes, build_space, placement_mask
 from model.errors import ModelError
-from model.physics.block import Ctx
+from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 from model.specs.execution import Execution, execution_columns
 from model.specs.hardware import System

@@ -17,7 +17,8 @@ import numpy as np
 from model.engine.distinct import SHAPE_KEY, distinct_blocks, distinct_rows
 from model.engine.rules import stage_layout
 from model.engine.space import EXPERT_PLACEMENT, PLACEMENT, Space
-from model.physics.block import Ctx, OpResult, Shards, evaluate_op, op_counts, take_counts
+from model.physics.block import OpResult, evaluate_op, op_counts, take_counts
+from model.physics.context import Ctx
 from model.physics.fsdp import fsdp_memory
 from model.physics.lora import gradient_factor, trainable_share
 from model.physics.memory import (
@@ -30,10 +31,10 @@ from model.physics.memory import (
     optimizer_factor,
 )
 from model.physics.ops import OpCounts
-from model.physics.optable import ALLTOALL_OPS
+from model.physics.optable import ALLTOALL_OPS, OpSpec, Shards
 from model.physics.pipeline import edge_weight_bytes, iteration_time
 from model.physics.stage import Stage
-from model.physics.strategies import OpSpec, Strategy
+from model.physics.strategies import Strategy
 from model.physics.totals import Totals, sum_ops, zero_totals
 from model.specs.hardware import System
 from model.specs.transformer import Transformer

@@ -29,6 +29,7 @@ from model.engine.production import (
 )
 from model.errors import ModelError
 from model.physics.strategies import Strategy
+from model.specs import memo
 from model.specs.execution import Execution
 from model.specs.hardware import System
 from model.specs.modes import Mode, resolve_mode
@@ -285,11 +286,15 @@ def check_divisible(n: int) -> None:
                          f"count above {MAX_DIVISIBLE:.0e} is not a training job)")
 
 
-def divisors(n: int) -> list[int]:
-    """The divisors of ``n`` ≥ 1, ascending (trial division up to √n)."""
+@memo.lru("divisors", 256)
+def divisors(n: int) -> np.ndarray:
+    """All positive divisors of ``n`` ≥ 1, increasing (trial division up to √n; read-only:
+    remembered per n; n sized first)."""
     check_divisible(n)
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
+    out = np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def _has_microbatch(tp1: int, tp2: int, dp: int, problem: Problem) -> bool:

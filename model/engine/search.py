@@ -27,7 +27,7 @@ from model.engine.rules import Problem, explain
 from model.engine.space import build_space
 from model.engine.variant import variant_frontier
 from model.errors import ModelError
-from model.physics.block import Ctx
+from model.physics.context import Ctx
 from model.physics.op_sac_scope import MODE as OP_SAC
 from model.physics.op_sac_scope import applies as op_sac_applies
 from model.physics.strategies import build_strategy, canonical_strategy

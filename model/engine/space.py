@@ -24,13 +24,12 @@ pairs are kept, so memory stays proportional to the valid candidates. Order is d
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from model.engine.production import tp_inside
-from model.engine.rules import Problem, check_divisible, mask, stage_layout
+from model.engine.rules import Problem, divisors, mask, stage_layout
 from model.errors import ModelError
 from model.specs import memo
 from model.specs.transformer import Transformer
@@ -38,16 +37,6 @@ from model.specs.transformer import Transformer
 COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2",
            "nv_dp", "nv_pp")
 PIN_NAMES = COLUMNS
-
-
-@memo.lru("divisors", 256)
-def divisors(n: int) -> np.ndarray:
-    """All positive divisors of n, increasing (read-only: remembered per n; n sized first)."""
-    check_divisible(n)
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    out = np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
-    out.flags.writeable = False
-    return out
 
 
 @memo.lru("NVLink placements", 64)

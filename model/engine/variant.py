@@ -35,7 +35,7 @@ from model.engine.space import (
     expert_placement,
     shape_placements,
 )
-from model.physics.block import Ctx
+from model.physics.context import Ctx
 from model.physics.strategies import Strategy, build_strategy
 from model.specs import memo
 from model.specs.execution import Execution

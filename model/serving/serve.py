@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from model.engine.dominance import pareto_mask
 from model.engine.request import Request
 from model.errors import ModelError
 from model.physics import serving_ops as so
@@ -102,16 +103,6 @@ def space(m: Transformer, gpus: int, wl: ServingWorkload, pins: ServingLayout) -
                       prefill=cols[5], batch_cap=cols[6])
 
 
-def pareto_mask(per_gpu: np.ndarray, per_user: np.ndarray) -> np.ndarray:
-    """Candidates no other beats on both tokens/s per GPU and tokens/s per user (exact: sort
-    by per-GPU descending, keep each that is faster per user than every one before)."""
-    order = np.lexsort((-per_user, -per_gpu))
-    best = np.maximum.accumulate(np.concatenate(([-np.inf], per_user[order][:-1])))
-    keep = np.zeros(len(per_gpu), bool)
-    keep[order] = (per_user[order] > best) & (per_gpu[order] > 0)
-    return keep
-
-
 @dataclass
 class ServeResult:
     """A serving estimate: the best row (a dict, units in the keys), every candidate
@@ -169,9 +160,10 @@ def serve_request(req: Request) -> ServeResult:
         if not fitting.any():
             score = cols["kv_cache_gb"].astype(float)
     best_i = int(np.argmax(score))
-    front = pareto_mask(np.where(cols["fits"] & cols["stable"],
-                                 cols["output_tokens_per_s_per_gpu"], 0.0),
-                        cols["tokens_per_s_per_user"])
+    per_gpu = np.where(cols["fits"] & cols["stable"], cols["output_tokens_per_s_per_gpu"], 0.0)
+    # faster per GPU and per user is better: the front of the two rates negated; a layout
+    # that does not fit or is unstable (0 per GPU) is never on it
+    front = pareto_mask(-per_gpu, -cols["tokens_per_s_per_user"]) & (per_gpu > 0)
     pareto = frame[front].sort_values("output_tokens_per_s_per_gpu").reset_index(drop=True)
     best = _row(frame, best_i)
     for key in ("ttft_p90_s", "ttft_p99_s"):  # not modelled outside Poisson arrivals: None

@@ -35,7 +35,8 @@ from model.engine.counts import best_per_count, count_range
 from model.engine.pruning import DEFAULT_PRUNING
 from model.engine.request import Request
 from model.errors import ModelError
-from model.specs.execution import OFFLOAD, Execution
+from model.specs.execution import Execution
+from model.specs.execution_fields import OFFLOAD
 from model.specs.hardware import System
 from model.specs.prices import PriceTable, check_vary, load_prices
 from model.specs.transformer import Transformer

@@ -30,7 +30,7 @@ from model.physics.dims import model_dims
 from model.physics.lora import adapter_params, frozen
 from model.physics.optable import layer_share
 from model.physics.strategies import build_strategy
-from model.specs.execution import LITERALS
+from model.specs.execution_fields import LITERALS
 from model.specs.modes import resolve_mode
 from model.specs.params import total_params
 from model.specs.transformer import Transformer

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range, searchable, strategy_names
+from model.engine.dominance import pareto_mask
 from model.engine.request import Request
 from model.engine.resolved import Resolved
 from model.errors import ModelError
@@ -27,19 +28,6 @@ from model.specs.hardware import System
 COLUMNS = ("system", "gpus", "train_days", "train_days_with_failures", "cost_usd",
            "energy_mwh", "gpu_hours", "samples_per_s", "mfu", "strategy", "tp1", "tp2", "pp",
            "dp", "microbatch", "interleave", "recompute_layers")
-
-
-def pareto_mask(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Points no other point dominates (at most as long and as costly, better in one); a
-    NaN in either is never optimal."""
-    days, cost = np.asarray(days, dtype=float), np.asarray(cost, dtype=float)
-    ok = np.isfinite(days) & np.isfinite(cost)
-    order = np.lexsort((cost, days))  # by days, then cost
-    best_cost, keep = np.inf, np.zeros(len(days), dtype=bool)
-    for i in order[ok[order]]:
-        if cost[i] < best_cost:
-            keep[i], best_cost = True, cost[i]
-    return keep
 
 
 def sampled_counts(counts: np.ndarray, max_counts: int | None = None) -> np.ndarray:
