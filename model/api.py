@@ -35,7 +35,10 @@ from model.engine.search import (
 )
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, canonical_strategy
+from model.serving.serve import ServeResult, serve_request
 from model.specs.hardware import System
+from model.specs.serving import Serving, ServingLayout, ServingWorkload
+from model.specs.serving_stack import ServingStack
 from model.specs.transformer import Transformer
 from model.specs.workload import MAX_GPUS, positive_int
 from model.studies.codesign import CodesignResult, batches_of, codesign_requests
@@ -45,7 +48,7 @@ from model.studies.plan import DEFAULT_MAX_GPUS, PlanResult, check_targets, plan
 from model.studies.sweep import PAPER_GPU_COUNTS, sweep_request
 
 __all__ = ["codesign", "design_cells", "design_space", "evaluate", "leanest", "lost_node_frame",
-           "pareto_frame", "plan", "search", "search_at_most", "search_counts", "sweep"]
+           "pareto_frame", "plan", "search", "search_at_most", "search_counts", "serve", "sweep"]
 
 Model = Transformer | Request
 
@@ -225,3 +228,15 @@ def codesign(models: Sequence[Transformer] | Sequence[Request], system: System |
     reqs = [Request.build(m, system, global_batch=gbs, **options)
             for m, gbs in zip(models, batches)]
     return codesign_requests(reqs, budget_usd, vary, prices, progress=progress)
+
+
+def serve(model: Model, system: System | None = None, gpus: int | None = None,
+          workload: ServingWorkload | dict | None = None,
+          layout: ServingLayout | dict | None = None,
+          stack: ServingStack | str | None = None) -> ServeResult:
+    """Serving: the pinned layout evaluated, or what is not pinned searched
+    (:func:`~model.serving.serve.serve_request`): ``workload`` on ``gpus`` GPUs of
+    ``system``."""
+    if not isinstance(model, Request):
+        model = Request(model, system, Serving(workload, gpus, layout), stack=stack)
+    return serve_request(model)

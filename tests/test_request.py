@@ -5,6 +5,7 @@ dashboard; the keyword forms are adapters that build the same request."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -95,13 +96,14 @@ def test_another_workload_plugs_into_the_same_field():
 
 def test_the_command_line_builds_one_request(monkeypatch, capsys):
     seen: list[Request] = []
-    real = api.engine.api.search_request
+    runs = sys.modules["model.cli.runs"]  # the command's front door: the request form
+    real = runs.search_request
 
     def spy(req):
         seen.append(req)
         return real(req)
 
-    monkeypatch.setattr(api.engine.api, "search_request", spy)
+    monkeypatch.setattr(runs, "search_request", spy)
     code = main(["search", "--model", "llama3-8b", "--system", "h100", "--gpus", "64,128",
                  "--global-batch", "256", "--strategy", "1d", "--tp", "8", "--zero", "2"])
     capsys.readouterr()

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from model import ModelError, load_model, load_system
+from model.api import serve
 from model.engine.dominance import pareto_mask
 from model.physics import serving_ops as so
 from model.physics.serving_step import Engine, step_times
 from model.serving.evaluate import candidates, evaluate_candidates
 from model.serving.modes import md1_wait_s
-from model.serving.serve import serve
 from model.specs.serving import ServingLayout, ServingWorkload
 from model.specs.serving_stack import load_serving_stack
 

@@ -9,14 +9,12 @@ from typing import Any
 import pandas as pd
 
 from dashboard import figures
-from dashboard.controls.scenario import build_inputs, execution_of, stack_of
+from dashboard.controls.scenario import request_of
 from dashboard.figures.timeline import memory_parts_figure, timeline_figure
 from dashboard.jobs import compute
 from dashboard.views import notes
 from model import ModelError
 from model.cli.numbers import count, number
-from model.engine.resolved import with_stack
-from model.specs.modes import resolve_mode
 from model.studies.memory_parts import memory_frame
 from model.studies.timeline import bubble_s, forward_share, timeline_frame
 from model.validation.memory_error import fit_status
@@ -38,11 +36,9 @@ def selected_row(scn: dict[str, Any], config: dict[str, Any]) -> pd.Series:
 
 
 def reserve_gb(scn: dict[str, Any]) -> float:
-    """The HBM reserve the search used: the system's, or its software stack's figure."""
-    _, system = build_inputs(scn)
-    mode = resolve_mode("paper" if scn["compat"] == "paper" else None)
-    system, _ = with_stack(system, execution_of(scn), stack_of(scn), mode)
-    return float(system.memory_reserve_gb)
+    """The HBM reserve the search used: the system's, or its software stack's figure (the
+    scenario's request resolved: the stack applied as the search applied it)."""
+    return float(request_of(scn).resolve().system.memory_reserve_gb)
 
 
 def frames(scn: dict[str, Any], config: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame,

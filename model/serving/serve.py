@@ -119,22 +119,10 @@ def _row(frame: pd.DataFrame, i: int) -> dict:
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in frame.iloc[i].items()}
 
 
-def serve(model: Transformer | Request, system: System | None = None, gpus: int | None = None,
-          workload: ServingWorkload | dict | None = None,
-          layout: ServingLayout | dict | None = None,
-          stack: ServingStack | str | None = None) -> ServeResult:
-    """Evaluate the pinned layout, or search what is not pinned: ``serve(request)``, a
-    :class:`~model.engine.request.Request` whose workload is :class:`Serving` (its stack a
-    serving stack, default the fitted TensorRT-LLM preset), or the keyword form, an adapter that
-    builds that request (``workload`` on ``gpus`` GPUs of ``system``)."""
-    if not isinstance(model, Request):
-        model = Request(model, system, Serving(workload, gpus, layout),
-                        stack=stack)
-    return serve_request(model)
-
-
 def serve_request(req: Request) -> ServeResult:
-    """:func:`serve` of a request with a serving workload."""
+    """Evaluate the pinned layout, or search what is not pinned, of a request whose workload is
+    :class:`Serving` (its stack a serving stack, default the fitted TensorRT-LLM preset); the
+    keyword form is :func:`model.api.serve`."""
     if not isinstance(req.workload, Serving):
         raise ModelError(f"this estimate is for serving; the request's workload is "
                          f"{getattr(req.workload, 'kind', type(req.workload).__name__)}")
