@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from model import ModelError, load_model, load_system
-from model.engine.efficiency import best_per_count, knee, parallel_efficiency
+from model.engine.efficiency import fastest_per_count, knee, parallel_efficiency
 from model.engine.rules import divisors, why_no_candidates
 from model.physics.strategies import IDEALISED, PRODUCTION, TRAITS, build_strategy
 from model.studies.sweep import best_frame
@@ -82,10 +82,10 @@ def test_knee_threshold_is_validated(bad):
         knee(_frame(RATES, COUNTS), bad)
 
 
-def test_best_per_count_keeps_the_fastest_strategy():
-    best = best_per_count(_frame(RATES, COUNTS))
+def test_fastest_per_count_keeps_the_fastest_strategy():
+    best = fastest_per_count(_frame(RATES, COUNTS))
     assert best["strategy"].tolist() == ["summa"] * 6
-    assert best_per_count(pd.DataFrame()).empty and knee(pd.DataFrame()) is None
+    assert fastest_per_count(pd.DataFrame()).empty and knee(pd.DataFrame()) is None
 
 
 def test_knee_of_a_real_sweep():
@@ -93,7 +93,7 @@ def test_knee_of_a_real_sweep():
     frame = best_frame(sweep(m, s, [2 ** k for k in range(7, 15)], 4096))
     k = knee(frame, 0.5)
     assert k is not None and k.strategy in PRODUCTION
-    eff = parallel_efficiency(best_per_count(frame, PRODUCTION), by_strategy=False)
+    eff = parallel_efficiency(fastest_per_count(frame, PRODUCTION), by_strategy=False)
     assert k.gpus >= k.baseline_gpus
     above = eff[(eff["gpus"] >= k.baseline_gpus) & (eff["gpus"] <= k.gpus)]
     assert (above["efficiency"] >= 0.5).all()
