@@ -56,7 +56,7 @@ from dashboard.controls.scenario import default_scenario, model_values  # noqa: 
 from dashboard.jobs import compute  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
 from model.engine.frontier import CACHE as SEARCH_CACHE  # noqa: E402
-from model.engine.search import clear_shape_spaces  # noqa: E402
+from model.engine.variant import clear_shape_spaces  # noqa: E402
 
 
 def fresh(tag: str) -> None:

@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from model import load_model, load_system  # noqa: E402
+from model.api import plan  # noqa: E402
 from model.engine.frontier import CACHE  # noqa: E402
-from model.engine.search import clear_shape_spaces  # noqa: E402
-from model.studies.plan import plan, plan_strategies  # noqa: E402
+from model.engine.variant import clear_shape_spaces  # noqa: E402
+from model.studies.plan import plan_strategies  # noqa: E402
 
 TARGET_S = 2.0
 # (label, model, tokens, system, global batch, plan keywords)

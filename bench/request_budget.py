@@ -55,25 +55,28 @@ import json, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import psutil
 from model import load_model, load_system
-from model.engine.design import design_cells
+from model.api import design_cells
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
-from model.engine.api import search
-from model.engine.search import search_counts
+from model.api import search
+from model.api import search_counts
+from model.engine.rules import Problem
 from model.engine.size import space_size
 from model.physics.strategies import build_strategy
 
 kind, over, gpus, gbs, strategy, nvs = json.loads(sys.argv[2])
 model = load_model(over.pop("preset", "gpt3-1t")).with_overrides(**over)
 system = load_system("h200").with_overrides(nvlink_domain_size=nvs)
-from model.engine.search import with_stack
+from model.engine.resolved import with_stack
 # counted with the execution the search runs (the default stack's searched interleave), as
 # dashboard/jobs/budget.py counts
 ex = resolve_execution(with_stack(system, None, None, resolve_mode(None))[1])
 strat = build_strategy(strategy, model, resolve_mode(None), ex)
 counts = [2 ** k for k in range(2, 15)] if kind == "sweep" else [gpus]
-sizes = [space_size(model, strat, n, gbs, nvs, None, resolve_mode(None), ex.interleave,
-                    ex.ends_count_as_layers) for n in counts]
+mode = resolve_mode(None)
+sizes = [space_size(Problem(model, strat, n, gbs, ex.interleave, mode.equal_pipeline_stages,
+                            ex.ends_count_as_layers, nvs=nvs,
+                            exact_domain_fill=mode.exact_domain_fill)) for n in counts]
 shapes, candidates = sum(s for s, _ in sizes), sum(c for _, c in sizes)
 before = psutil.Process().memory_info().rss
 start = time.perf_counter()

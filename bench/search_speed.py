@@ -26,8 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from model import load_model, load_system, search, sweep  # noqa: E402
+from model.physics.strategies import STRATEGIES  # noqa: E402
 from model.specs import memo  # noqa: E402
-from model.studies.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
+from model.studies.sweep import PAPER_GPU_COUNTS  # noqa: E402
 
 
 def _time(fn, repeat: int) -> tuple[float, int]:

@@ -35,9 +35,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from model import load_model, load_system  # noqa: E402
+from model.api import codesign  # noqa: E402
 from model.engine.frontier import CACHE  # noqa: E402
-from model.engine.search import clear_shape_spaces  # noqa: E402
-from model.studies.codesign import codesign  # noqa: E402
+from model.engine.variant import clear_shape_spaces  # noqa: E402
 
 STUDY = HERE / "study5"
 MODELS = (("gpt3-175b", 1536), ("turing-530b", 2520), ("megatron-1t", 3072))

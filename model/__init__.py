@@ -17,13 +17,13 @@ Public API::
 (docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
 """
 
-from model.engine.api import search
-from model.engine.design import best_per_cell, design_space
+from model.api import codesign, design_space, evaluate, plan, search, serve, sweep
+from model.engine.design import best_per_cell
 from model.engine.request import Request
-from model.engine.search import Evaluation, SearchResult, evaluate
+from model.engine.search import Evaluation, SearchResult
 from model.errors import ModelError
 from model.physics.strategies import canonical_strategy
-from model.serving.serve import ServeResult, serve
+from model.serving.serve import ServeResult
 from model.specs.hardware import SYSTEMS_DIR, System, list_systems, load_system, system_from_dict
 from model.specs.models import load_model
 from model.specs.serving import Serving, ServingLayout, ServingWorkload
@@ -34,11 +34,9 @@ from model.specs.transformer import (
     transformer_from_dict,
 )
 from model.specs.workload import Training
-from model.studies.codesign import codesign
 from model.studies.finetune import FineTune, FineTuneResult, finetune
-from model.studies.plan import PlanResult, plan
+from model.studies.plan import PlanResult
 from model.studies.rl import RlResult, RlStep, rl_step
-from model.studies.sweep import sweep
 
 __version__ = "0.1.0"
 

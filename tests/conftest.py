@@ -93,7 +93,7 @@ def without_gemm_depth(monkeypatch):
     other terms; the search caches are emptied before and after, so no result priced without
     it outlives the test."""
     from model.engine.frontier import CACHE
-    from model.engine.search import clear_shape_spaces
+    from model.engine.variant import clear_shape_spaces
     from model.physics import gemm
 
     CACHE.clear()

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from model import ModelError, load_model, load_system, search
+from model.api import codesign
 from model.cli.commands import main
 from model.specs.prices import MAX_PRICE_BYTES, check_vary, load_prices
-from model.studies.codesign import codesign, designs
+from model.studies.codesign import designs
 
 PRICES = {"base_usd": 20000, "hbm_capacity_gb": {"40": 5000, "80": 10000},
           "host_memory_gb": {"0": 0, "256": 2500}}
@@ -80,7 +81,8 @@ def test_hbm_variants_share_one_evaluation(monkeypatch):
     evaluated = []
     real = search_module._evaluate_variant
     monkeypatch.setattr(search_module, "_evaluate_variant",
-                        lambda *a, **k: evaluated.append(a[1].hbm_capacity_gb) or real(*a, **k))
+                        lambda *a, **k: evaluated.append(a[0].system.hbm_capacity_gb)
+                        or real(*a, **k))
     search_module.CACHE.clear()
     codesign([load_model("gpt3-175b").with_overrides(layers=24)], load_system("h100"), BUDGET,
              {"hbm_capacity_gb": [40, 80, 120]},

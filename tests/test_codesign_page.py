@@ -28,8 +28,8 @@ from dashboard.jobs import codesign  # noqa: E402
 from dashboard.server.export import caption  # noqa: E402
 from dashboard.views import codesign_view  # noqa: E402
 from model import ModelError, load_model, load_system  # noqa: E402
+from model.api import codesign as api_codesign  # noqa: E402
 from model.specs import prices  # noqa: E402
-from model.studies.codesign import codesign as api_codesign  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = {"models": ["llama3-8b"], "batches": "256", "system": "h100", "host_gb_per_s": 100,

@@ -22,8 +22,8 @@ from test_server import ROOT, until
 
 from dashboard.jobs import background, budget, codesign, joblimits
 from model import ModelError, load_model, load_system
+from model.api import codesign as run_codesign
 from model.engine import rules, space
-from model.studies.codesign import codesign as run_codesign
 
 
 @pytest.mark.parametrize("batches", ["1e300", "1e18", "100000001", "8, 1e300"])

@@ -15,7 +15,8 @@ from model.engine.evaluate import shards_of
 from model.engine.kernel_report import KERNEL_COLUMNS
 from model.engine.report import op_table
 from model.physics import gemm, ops
-from model.physics.block import Ctx, evaluate_op
+from model.physics.block import evaluate_op
+from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
 

@@ -10,13 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from model import ModelError, load_model, load_system, search
+from model import ModelError, Request, load_model, load_system, search
+from model.api import lost_node_frame, pareto_frame, plan, search_counts
 from model.engine.counts import best_per_count, count_range, possible
-from model.engine.search import search_counts
+from model.engine.dominance import pareto_mask
 from model.engine.space import filled_domain
-from model.studies.lost_node import lost_node_frame
-from model.studies.pareto import pareto_frame, pareto_mask, sampled_counts
-from model.studies.plan import plan
+from model.studies.pareto import sampled_counts
 
 GBS = 1536
 
@@ -51,7 +50,7 @@ def test_possible_counts_hold_every_count_with_a_configuration(strategy):
 
 def test_best_per_count_equals_searches_of_single_counts(gpt3, h100):
     counts = count_range(512, 8)
-    frame, _ = best_per_count(gpt3, h100, counts, GBS)
+    frame, _ = best_per_count(Request.build(gpt3, h100, global_batch=GBS).resolve(), counts)
     assert list(frame["gpus"]) == sorted(frame["gpus"])
     for n in (8, 64, 96, 136, 256, 384, 504, 512):
         one = best_of(gpt3, h100, n)

@@ -27,11 +27,10 @@ from dashboard.controls.control_table import BY_KEY  # noqa: E402
 from dashboard.jobs import compute, planner  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
 from model import load_model, load_system  # noqa: E402
+from model.api import lost_node_frame, pareto_frame, plan  # noqa: E402
 from model.specs.cost import DEFAULT_COSTS  # noqa: E402
 from model.specs.stack import default_stack_name  # noqa: E402
-from model.studies.lost_node import lost_node_frame  # noqa: E402
-from model.studies.pareto import pareto_frame  # noqa: E402
-from model.studies.plan import DEFAULT_MAX_GPUS, plan, plan_execution  # noqa: E402
+from model.studies.plan import DEFAULT_MAX_GPUS, plan_execution  # noqa: E402
 
 SCN = {**S.default_scenario(), "strategy": "1d"}  # one strategy: quick
 EXECUTION = S.execution_of(S.default_scenario())  # what the panel shows for the default stack

@@ -19,8 +19,9 @@ if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_D
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
 from model import load_model, load_system  # noqa: E402
+from model.api import plan  # noqa: E402
 from model.engine.counts import count_range  # noqa: E402
-from model.studies.plan import FIRST_WINDOW, plan  # noqa: E402
+from model.studies.plan import FIRST_WINDOW  # noqa: E402
 
 MAX_GPUS = 8 * 2 * FIRST_WINDOW  # two windows of multiples of 8 (H200's node)
 

@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 from model import load_model, load_system  # noqa: E402
 from model.engine import variant  # noqa: E402
 from model.engine.frontier import CACHE  # noqa: E402
-from model.engine.search import clear_shape_spaces  # noqa: E402
+from model.engine.variant import clear_shape_spaces  # noqa: E402
 from model.studies.plan import plan  # noqa: E402
 
 # (model, system, global batch, target days, largest GPU count): a dense preset each

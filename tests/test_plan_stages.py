@@ -32,10 +32,10 @@ from dashboard.controls.banner import banner_text  # noqa: E402
 from dashboard.jobs import budget, plan_stages, planner  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
 from model import load_model  # noqa: E402
+from model.api import plan  # noqa: E402
 from model.cli.commands import main as cli  # noqa: E402
 from model.engine.counts import count_range  # noqa: E402
 from model.engine.request import Request  # noqa: E402
-from model.studies.plan import plan  # noqa: E402
 
 BASE = S.default_scenario()
 MOE = [m for m in S.PRESET_OF["model"].choices if load_model(m).moe]

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from model import ModelError, evaluate, load_model, load_system, search
+from model.api import plan
 from model.cli import main
-from model.studies.plan import plan
 
 RELAXED = {"production_layout": False}
 

@@ -21,8 +21,9 @@ from model.engine.evaluate import (
 from model.engine.frontier import CACHE
 from model.engine.pruning import ALWAYS, NEVER
 from model.engine.request import Request
+from model.engine.rules import Problem
 from model.engine.space import build_shapes, expand_placements, placement_mask
-from model.physics.block import Ctx
+from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
@@ -40,20 +41,20 @@ def lower_and_exact(model, system, gpus, global_batch, strategy, compat=None, ex
     ex = resolve_execution(execution)
     ctx = Ctx.make(model, system, mode, ex)
     strat = build_strategy(strategy, model, mode, ctx.execution)
-    shapes = build_shapes(model, strat, gpus, global_batch, pins, ex.interleave,
-                          mode.equal_pipeline_stages)
+    shapes = build_shapes(Problem(model, strat, gpus, global_batch, ex.interleave,
+                                  mode.equal_pipeline_stages, pins=pins or {}))
     shapes["shape"] = np.arange(len(shapes["tp1"]))
     counts = ShapeCounts.of(strat, shapes, ctx)
     mem = shape_memory(model, strat, shapes, global_batch, counts, ctx)
-    lower = shape_lower_bound(model, system, strat, shapes, global_batch, ctx, counts,
-                              mem["params_bytes"], expert_params_bytes=mem["expert_params_bytes"])
+    lower = shape_lower_bound(strat, shapes, global_batch, ctx, counts,
+                              {k: mem[k] for k in ("params_bytes", "expert_params_bytes")})
     mask, table = placement_mask(shapes, gpus, system.nvlink_domain_size, pins,
                                  mode.exact_domain_fill)
     cands = expand_placements(shapes, mask, table)
     shape = cands.pop("shape")
     cands["params_bytes"] = mem["params_bytes"][shape]
     cands["expert_params_bytes"] = mem["expert_params_bytes"][shape]
-    exact = candidate_times(model, system, strat, cands, global_batch, ctx, counts, shape)
+    exact = candidate_times(strat, cands, global_batch, ctx, counts, shape)
     return lower[shape], exact["iteration_time_s"]
 
 
@@ -215,9 +216,9 @@ def test_pruning_prices_far_fewer_candidates(monkeypatch):
     """The point of it: a default sweep of gpt3-1t prices a small part of its candidates."""
     real, priced, now = SEARCH.candidate_times, {ALWAYS: 0, NEVER: 0}, []
 
-    def counted(model, system, strategy, cols, *args, **kwargs):
+    def counted(strategy, cols, *args, **kwargs):
         priced[now[-1]] += len(cols["tp1"])
-        return real(model, system, strategy, cols, *args, **kwargs)
+        return real(strategy, cols, *args, **kwargs)
 
     def run(pruning):
         now.append(pruning)

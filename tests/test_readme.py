@@ -188,7 +188,7 @@ def _claims():
 
     def lost_node():
         from model import load_model, load_system
-        from model.studies.lost_node import lost_node_frame
+        from model.api import lost_node_frame
         m, s = load_model("gpt3-1t"), load_system("b200")
         pow2 = lost_node_frame(m, s, 4096, 4096, lost=1).set_index("lost_nodes")
         even = lost_node_frame(m, s, 4096, 4080, lost=1).set_index("lost_nodes")

@@ -5,6 +5,7 @@ dashboard; the keyword forms are adapters that build the same request."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 
 import pandas as pd
@@ -14,8 +15,8 @@ import model as api
 from dashboard.controls import scenario as S
 from dashboard.jobs import compute
 from model import Request, Training, evaluate, load_model, load_system, plan, search, sweep
+from model.api import search_counts
 from model.cli import main
-from model.engine.search import search_counts
 from model.errors import ModelError
 
 M, SYS = load_model("llama3-8b"), load_system("h100")
@@ -95,13 +96,14 @@ def test_another_workload_plugs_into_the_same_field():
 
 def test_the_command_line_builds_one_request(monkeypatch, capsys):
     seen: list[Request] = []
-    real = api.engine.api.search_request
+    runs = sys.modules["model.cli.runs"]  # the command's front door: the request form
+    real = runs.search_request
 
     def spy(req):
         seen.append(req)
         return real(req)
 
-    monkeypatch.setattr(api.engine.api, "search_request", spy)
+    monkeypatch.setattr(runs, "search_request", spy)
     code = main(["search", "--model", "llama3-8b", "--system", "h100", "--gpus", "64,128",
                  "--global-batch", "256", "--strategy", "1d", "--tp", "8", "--zero", "2"])
     capsys.readouterr()
@@ -125,8 +127,7 @@ def test_the_dashboard_builds_its_request_from_the_scenario():
 
 
 def test_the_design_space_and_lost_node_studies_take_the_request_too():
-    from model.engine.design import design_cells, design_space, leanest
-    from model.studies.lost_node import lost_node_frame
+    from model.api import design_cells, design_space, leanest, lost_node_frame
     req = _request(strategy="1d", execution={"recompute_layers": 0})
     keywords = {"execution": {"recompute_layers": 0}}
     pd.testing.assert_frame_equal(design_space(req), design_space(M, SYS, 64, 256, "1d",
@@ -144,9 +145,8 @@ def test_the_design_space_and_lost_node_studies_take_the_request_too():
 def test_the_codesign_pareto_and_ablation_studies_take_the_request_too():
     """A request per model for the co-design, one request and the systems to compare for the
     cost/time frontier, one request for the ablation: each equals its keyword form."""
+    from model.api import codesign, pareto_frame
     from model.studies.ablation import ablation
-    from model.studies.codesign import codesign
-    from model.studies.pareto import pareto_frame
     small = M.with_overrides(layers=4)
     vary, prices = {"hbm_capacity_gb": [40, 80]}, {"base_usd": 20000,
                                                   "hbm_capacity_gb": {"40": 5000, "80": 10000}}

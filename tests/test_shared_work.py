@@ -12,8 +12,10 @@ import pytest
 from model import ModelError, load_model, load_system, search
 from model.engine.evaluate import ShapeCounts, evaluate_ops, shards_of
 from model.engine.frontier import CACHE
+from model.engine.rules import Problem
 from model.engine.space import build_space
-from model.physics.block import Ctx, evaluate_op, op_counts
+from model.physics.block import evaluate_op, op_counts
+from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 
 # (model, system, strategy, compat, execution, GPUs, global batch): dense and MoE, the paper's
@@ -55,8 +57,9 @@ def test_ops_priced_together_match_ops_priced_alone(case, bounded):
     ctx = Ctx.make(model, system, compat, execution)
     ctx = ctx.bounded() if bounded else ctx
     strat = build_strategy(strategy, model, compat, ctx.execution)
-    space = build_space(model, strat, gpus, batch, system.nvlink_domain_size, {}, compat,
-                        interleave=ctx.execution.interleave)
+    space = build_space(Problem(model, strat, gpus, batch, ctx.execution.interleave,
+                                ctx.mode.equal_pipeline_stages, nvs=system.nvlink_domain_size,
+                                exact_domain_fill=ctx.mode.exact_domain_fill))
     cols = {k: v[:400] for k, v in space.cols.items()}
     sh = shards_of(cols)
     counts = ShapeCounts.of(strat, cols, ctx)

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model import ModelError, best_per_cell, design_space, list_models, load_model, load_system
-from model.engine.design import design_cells, leanest
+from model.api import design_cells, leanest
+from model.engine.rules import Problem
 from model.engine.size import space_size
 from model.engine.space import build_shapes, build_space
 from model.physics.strategies import build_strategy
@@ -41,19 +42,23 @@ def test_space_size_counts_what_the_space_holds(model, strategy, compat, gpus, g
         strat = build_strategy(strategy, m, mode, ex)
     except ModelError:  # a strategy that cannot model this model (SUMMA for MoE)
         return
-    shapes = build_shapes(m, strat, gpus, gbs, pins, il, mode.equal_pipeline_stages)
-    space = build_space(m, strat, gpus, gbs, nvs, pins, compat, 10**9, interleave=il)
+    problem = Problem(m, strat, gpus, gbs, il, mode.equal_pipeline_stages, nvs=nvs, pins=pins,
+                      exact_domain_fill=mode.exact_domain_fill)
+    shapes = build_shapes(problem)
+    space = build_space(problem, 10**9)
     # blocks of any size count the same
-    counted = space_size(m, strat, gpus, gbs, nvs, pins, compat, il, block_rows=block)
+    counted = space_size(problem, block_rows=block)
     assert counted == (len(shapes["tp1"]), len(space))
 
 
 def test_space_size_stops_past_its_limit():
     m = load_model("gpt3-1t")
     strat = build_strategy("summa", m, resolve_mode(None), resolve_execution(None))
-    _, whole = space_size(m, strat, 4608, 4096, 72, block_rows=8)
+    mode = resolve_mode(None)
+    problem = Problem(m, strat, 4608, 4096, equal_stages=mode.equal_pipeline_stages, nvs=72)
+    _, whole = space_size(problem, block_rows=8)
     assert whole > 10_000
-    shapes, found = space_size(m, strat, 4608, 4096, 72, limit=10_000, block_rows=8)
+    shapes, found = space_size(problem, limit=10_000, block_rows=8)
     assert 10_000 < found < whole
 
 

@@ -13,8 +13,9 @@ import model
 from model.cli.commands import main
 from model.errors import ModelError
 from model.physics import attention_kernels as ak
-from model.physics.block import Shards, op_counts
+from model.physics.block import op_counts
 from model.physics.context import Ctx
+from model.physics.optable import Shards
 from model.physics.strategies import build_strategy
 from model.specs.transformer import transformer_from_dict
 from model.validation.user_runs import calibrate_runs, fitted_stack, read_runs

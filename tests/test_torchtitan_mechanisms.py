@@ -9,9 +9,10 @@ import pytest
 
 import model
 from model.physics import ring_attention as ra
-from model.physics.block import Shards, evaluate_op, op_counts
+from model.physics.block import evaluate_op, op_counts
 from model.physics.collectives import Collective
 from model.physics.context import Ctx
+from model.physics.optable import Shards
 from model.physics.strategies import build_strategy
 from model.specs.transformer import transformer_from_dict
 
@@ -93,7 +94,7 @@ def test_dtensor_tp_keeps_the_gathered_input_and_gathers_fp8():
     the gathered input (no backward gather); with FP8 torchao gathers the input (the norm's
     forward AG) and the output gradient (priced as the norm's backward RS) at 1 byte per
     element instead of 2; the reduce-scatters stay BF16."""
-    from model.physics.block import comm_volume_bytes
+    from model.physics.volumes import comm_volume_bytes
     one = np.ones(1, dtype=int)
     sh = Shards(b=one, tp1=one * 4, tp2=one, nb=one, nv_tp1=one * 4, nv_tp2=one)
     mega, _ = _tp_block({"precision": "fp8"})

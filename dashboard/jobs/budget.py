@@ -23,10 +23,10 @@ from dashboard.settings import SETTINGS
 from model import ModelError
 from model.engine.counts import strategy_names
 from model.engine.request import Request
-from model.engine.search import with_stack
+from model.engine.rules import Problem
 from model.engine.size import space_size
 from model.physics.strategies import Strategy, build_strategy
-from model.specs.execution import Execution, resolve_execution
+from model.specs.execution import Execution
 
 
 class OverBudget(ModelError):
@@ -80,9 +80,7 @@ def counted(request: Request) -> tuple[Execution, list[Strategy]]:
     """The execution a search of ``request`` runs (the stack's defaults and searched options
     included) and the strategy tables it searches: of several strategies, those that cannot
     model the model are left out, as the sweep does; a single one is an error."""
-    _, execution = with_stack(request.system, request.execution_given(), request.stack,
-                              request.compat)
-    ex = resolve_execution(execution)
+    ex = request.resolve().one_execution
     names = strategy_names(request.strategy)
     built = []
     for name in names:
@@ -98,9 +96,11 @@ def count(request: Request, ex: Execution, strategy: Strategy, gpus: int,
           limit: int = COUNT_LIMIT) -> tuple[int, int]:
     """(shapes, candidates) of one strategy's search at ``gpus`` GPUs (of the request's system,
     its NVLink domain), counting stopped past ``limit`` candidates."""
-    return space_size(request.model, strategy, int(gpus), request.global_batch,
-                      request.system.nvlink_domain_size, None, request.compat, ex.interleave,
-                      ex.ends_count_as_layers, limit=limit)
+    mode = request.compat
+    return space_size(Problem(request.model, strategy, int(gpus), request.global_batch,
+                              ex.interleave, mode.equal_pipeline_stages,
+                              ex.ends_count_as_layers, nvs=request.system.nvlink_domain_size,
+                              exact_domain_fill=mode.exact_domain_fill), limit=limit)
 
 
 def size(request: Request) -> Size:

@@ -25,6 +25,7 @@ from dashboard.controls.control_table import BY_KEY
 from dashboard.controls.inputs import check_value
 from dashboard.jobs import budget, compute, studies
 from model import ModelError, list_models, list_systems, load_model, load_system
+from model.api import codesign
 from model.engine.counts import count_range
 from model.engine.request import Request
 from model.specs.hardware import FIELDS as SYSTEM_FIELDS
@@ -38,7 +39,7 @@ from model.specs.prices import (
     check_vary,
     price_table,
 )
-from model.studies.codesign import EXECUTION, codesign
+from model.studies.codesign import EXECUTION
 
 MAX_MODELS = 6
 MAX_FIELDS = 3

@@ -40,7 +40,7 @@ from dashboard.jobs import budget, stores, sweep_parts
 from dashboard.jobs.diskstore import BoundedCache
 from dashboard.settings import SETTINGS
 from model import evaluate, search
-from model.engine.design import design_cells
+from model.api import design_cells
 from model.engine.space import COLUMNS as CONFIG_KEYS
 from model.physics.strategies import STRATEGIES
 from model.studies.sweep import best_frame

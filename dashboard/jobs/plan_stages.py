@@ -107,10 +107,7 @@ def chunks(req: Request, counts: Sequence[int], shapes: np.ndarray, cands: np.nd
 
 def search(req: Request, counts: Sequence[int], failures: bool) -> pd.DataFrame:
     """The best row of each of ``counts`` that has one, with the plan's columns."""
-    frame, _ = best_per_count(req.model, req.system, list(counts), req.global_batch,
-                              req.strategy, compat=req.compat, pins=dict(req.pins),
-                              execution=req.execution_given(), stack=req.stack,
-                              budget=req.budget, pruning=req.pruning)
+    frame, _ = best_per_count(req.resolve(), list(counts))
     return plan_columns(frame, failures) if len(frame) else frame
 
 

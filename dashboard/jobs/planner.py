@@ -21,10 +21,10 @@ from dashboard.controls.scenario import PLAN_KEYS, build_inputs, costs_of, execu
 from dashboard.jobs import budget, compute, plan_stages
 from dashboard.jobs.plan_stages import Stage
 from model import ModelError, load_system
+from model.api import pareto_frame
 from model.engine.counts import count_range
 from model.engine.request import Request
 from model.studies.lost_node import lost_node_counts, lost_node_view
-from model.studies.pareto import pareto_frame
 from model.studies.plan import PlanResult, plan_execution, plan_strategies
 
 PARETO_SYSTEMS = ("h100", "h200", "b200", "gb200-nvl72")  # presets with a rental price

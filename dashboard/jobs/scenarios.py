@@ -18,16 +18,12 @@ from dashboard.controls.scenario import (
     build_inputs,
     costs_of,
     estimator_inputs,
-    execution_of,
     request_of,
-    stack_of,
 )
 from dashboard.jobs import budget, compute
 from model import ModelError, search
 from model.engine.economics import cost_columns
-from model.engine.search import with_stack
 from model.physics.strategies import PRODUCTION, STRATEGIES
-from model.specs.modes import resolve_mode
 from model.studies.sensitivity import searches, sensitivity_frame
 
 NARROW = ("choose fewer Design GPUs or a count with fewer divisors (a power of two), one "
@@ -88,8 +84,6 @@ def sensitivity(scn: dict[str, Any], strategy: str, fraction: float) -> pd.DataF
 
 
 def reserve_gb(scn: dict[str, Any]) -> float:
-    """The HBM reserve the search used: the system's, or its software stack's figure."""
-    _, system = build_inputs(scn)
-    mode = resolve_mode("paper" if scn["compat"] == "paper" else None)
-    system, _ = with_stack(system, execution_of(scn), stack_of(scn), mode)
-    return float(system.memory_reserve_gb)
+    """The HBM reserve the search used: the system's, or its software stack's figure (the
+    scenario's request resolved: the stack applied as the search applied it)."""
+    return float(request_of(scn).resolve().system.memory_reserve_gb)

@@ -25,7 +25,7 @@ from dashboard.jobs.compute import _how, _inputs, _strategies, cached_frame
 from dashboard.jobs.sweep_parts import check_sweep, sweep_in_parts
 from dashboard.settings import SETTINGS
 from model import ModelError, search
-from model.engine.design import leanest
+from model.api import leanest
 from model.engine.request import Request
 from model.physics.strategies import PRODUCTION, supports
 from model.specs.hardware import System

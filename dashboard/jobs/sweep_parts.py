@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dashboard.jobs import budget
+from model.api import sweep
 from model.engine.request import Request
 from model.engine.search import SearchResult
 from model.physics.strategies import STRATEGIES, canonical_strategy
-from model.studies.sweep import sweep
 
 # the bytes one evaluation may take beyond the fixed cost
 ROOM_BYTES = budget.MEMORY_BUDGET_BYTES - budget.FIXED_BYTES

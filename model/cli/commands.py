@@ -31,7 +31,7 @@ from model.cli.post_training import add_post_training
 from model.cli.runs import run_ablation, run_evaluate, run_search, run_validate
 from model.cli.serve import add_serve
 from model.cli.user_fit import run_calibrate
-from model.engine.search import DEFAULT_BUDGET
+from model.engine.request import DEFAULT_BUDGET
 from model.errors import ModelError
 
 

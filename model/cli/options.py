@@ -17,7 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from model.errors import ModelError
-from model.specs import execution as ex
+from model.specs.execution import FIELDS
+from model.specs.execution_fields import AUTO, LITERALS, field_kind
+from model.specs.execution_help import HELP
 from model.specs.stack import NONE, list_stacks
 from model.validation.conformal import (
     COVERAGE,
@@ -37,16 +39,16 @@ def flag(name: str) -> str:
 
 def _item(name: str, text: str) -> Any:
     """One value of a field from its text (a choice, an integer, 'auto' or a number)."""
-    kind = ex.field_kind(name)
+    kind = field_kind(name)
     if kind == "choice":
-        by_text = {str(c): c for c in ex.LITERALS[name]}
+        by_text = {str(c): c for c in LITERALS[name]}
         if text not in by_text:
             raise argparse.ArgumentTypeError(
                 f"'{text}' is not one of {', '.join(by_text)}")
         return by_text[text]
     if kind == "integer":
-        if name == "recompute_layers" and text == ex.AUTO:
-            return ex.AUTO
+        if name == "recompute_layers" and text == AUTO:
+            return AUTO
         try:
             return int(text)
         except ValueError:
@@ -64,18 +66,18 @@ def _values(name: str, searching: bool) -> Callable[[str], list[Any]]:
         words = [w.strip() for w in text.split(",") if w.strip()]
         if not words:
             raise argparse.ArgumentTypeError("expected a value")
-        choices = ex.LITERALS.get(name, ())
+        choices = LITERALS.get(name, ())
         if searching and words == [ALL] and choices and ALL not in choices:
-            return list(ex.LITERALS[name])
+            return list(LITERALS[name])
         return [_item(name, w) for w in words]
     parse.__name__ = name  # argparse names the option's type in its error
     return parse
 
 
 def _metavar(name: str, searching: bool) -> str:
-    kind = ex.field_kind(name)
+    kind = field_kind(name)
     if kind == "choice":
-        values = [str(c) for c in ex.LITERALS[name]]
+        values = [str(c) for c in LITERALS[name]]
         values += [ALL] if searching and ALL not in values else []
         return "{" + ",".join(values) + "}" + ("[,...]" if searching else "")
     one = "N" if kind == "integer" else "X"
@@ -103,19 +105,19 @@ def add_execution_args(p: argparse.ArgumentParser, searching: bool) -> None:
                    help="the coverage of the printed range (split-conformal interval), "
                         f"{COVERAGE_MIN:g}–{COVERAGE_MAX:g} or 50–95 (percent); default "
                         f"{COVERAGE:g}")
-    for name in ex.FIELDS:
-        if ex.field_kind(name) == "switch":
+    for name in FIELDS:
+        if field_kind(name) == "switch":
             g.add_argument(flag(name), dest=name, action=argparse.BooleanOptionalAction,
-                           default=None, help=ex.HELP[name])
+                           default=None, help=HELP[name])
         else:
             g.add_argument(flag(name), dest=name, type=_values(name, searching),
-                           metavar=_metavar(name, searching), help=ex.HELP[name])
+                           metavar=_metavar(name, searching), help=HELP[name])
 
 
 def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, Any] | None:
     """The ``execution`` argument for search/evaluate/plan (None: the default execution)."""
     given: dict[str, Any] = {}
-    for name in ex.FIELDS:
+    for name in FIELDS:
         value = getattr(args, name)
         if value is None:
             continue

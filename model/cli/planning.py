@@ -34,9 +34,15 @@ from model.specs.execution import CHOICES
 from model.specs.hardware import load_system
 from model.specs.models import load_model
 from model.specs.stack import NONE, load_stack
-from model.studies.codesign import codesign
-from model.studies.lost_node import DEFAULT_CLIFF_RATIO, lost_node_frame
-from model.studies.plan import DEFAULT_MAX_GPUS, PlanResult, check_targets, plan, plan_strategies
+from model.studies.codesign import codesign_requests
+from model.studies.lost_node import DEFAULT_CLIFF_RATIO, lost_node_request
+from model.studies.plan import (
+    DEFAULT_MAX_GPUS,
+    PlanResult,
+    check_targets,
+    plan_request,
+    plan_strategies,
+)
 from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar, error_bar
 from model.validation.user_bars import fitted_bar
@@ -179,7 +185,8 @@ def run_plan(args: argparse.Namespace) -> int:
                             strategy=plan_strategies(model, args.strategy),
                             execution=execution_from_args(args, searching=True),
                             stack=args.stack, costs=costs_from_args(args))
-    res = plan(request, days=args.days, budget_usd=args.budget_usd, failures=args.with_failures)
+    res = plan_request(request, days=args.days, budget_usd=args.budget_usd,
+                       failures=args.with_failures)
     if res.row is None:  # valid input, no answer: the reason on stderr, exit 3
         print(f"no answer: {_no_answer(res, model.name)}", file=sys.stderr)
         return EXIT_NO_ANSWER
@@ -279,7 +286,7 @@ def run_lost_node(args: argparse.Namespace) -> int:
                             strategy=_strategy(args, model),
                             execution=execution_from_args(args, searching=True),
                             stack=args.stack, costs=costs_from_args(args))
-    frame = lost_node_frame(request, lost=args.lost, node=args.node,
+    frame = lost_node_request(request, lost=args.lost, node=args.node,
                             cliff_ratio=args.cliff_ratio)
     if args.json:
         print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
@@ -315,7 +322,7 @@ def run_codesign(args: argparse.Namespace) -> int:
     requests = [Request.build(m, system, global_batch=gbs, strategy=strategy,
                               execution=execution, stack=args.stack)
                 for m, gbs in zip(models, batches)]
-    res = codesign(requests, budget_usd=args.budget_usd, vary=vary, prices=args.prices)
+    res = codesign_requests(requests, args.budget_usd, vary, args.prices)
     if args.json:
         print_json({"system": system.name, "budget_usd": res.budget_usd,
                      "varied": list(res.varied), "global_batch": args.global_batch,

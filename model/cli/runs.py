@@ -22,14 +22,15 @@ from model.cli.args import (
 from model.cli.costs import costs_from_args
 from model.cli.options import execution_from_args
 from model.cli.reproduce import evaluate_command
-from model.engine.api import search
+from model.engine.api import search_request
 from model.engine.request import Request
-from model.engine.rules import explain
-from model.engine.search import SearchResult, evaluate
+from model.engine.rules import Problem, explain
+from model.engine.search import SearchResult, evaluate_request
 from model.errors import ModelError
 from model.physics.strategies import TRAITS, build_strategy, supported_strategies
 from model.specs.batch import critical_batch_warning
 from model.specs.hardware import System
+from model.specs.modes import resolve_mode
 from model.specs.stack import NONE, load_stack
 from model.specs.transformer import Transformer
 from model.studies.ablation import ablation
@@ -140,7 +141,7 @@ def run_search(args: argparse.Namespace) -> int:
     strategies = tuple(request.strategy) if isinstance(request.strategy, tuple) else (
         request.strategy,)
     counts = [(n,) for n in args.gpus] if args.gpus else [()]
-    results = [search(request.replace(strategy=s).with_workload(gpus=n))
+    results = [search_request(request.replace(strategy=s).with_workload(gpus=n))
                for s in strategies for n in counts]
     elapsed = time.perf_counter() - start
     reasons = [_no_candidates(model, r, args, system, pins) if r.candidates == 0 else None
@@ -183,8 +184,11 @@ def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace
                 f"{args.gpu_step}) matches the inputs")
     relaxed = args.production_layout is False  # the production rules apply unless relaxed
     node = 0 if paper or relaxed else system.node_size
-    return explain(model, build_strategy(r.strategy, model, paper), r.gpus, args.global_batch,
-                   system.nvlink_domain_size, pins, paper, production_node=node)
+    mode = resolve_mode(paper)
+    return explain(Problem(model, build_strategy(r.strategy, model, paper), r.gpus,
+                           args.global_batch, equal_stages=mode.equal_pipeline_stages,
+                           production_node=node, nvs=system.nvlink_domain_size, pins=pins,
+                           exact_domain_fill=mode.exact_domain_fill))
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -199,7 +203,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     pins = _pins(args)
     _check_pins((args.strategy,), pins)
     pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
-    ev = evaluate(Request.build(
+    ev = evaluate_request(Request.build(
         model, system, global_batch=args.global_batch, gpus=args.gpus, strategy=args.strategy,
         compat=args.compat, pins=pins, top_k=1,
         execution=execution_from_args(args, searching=False), stack=args.stack,

@@ -15,7 +15,7 @@ from model.cli.numbers import count, share
 from model.engine.request import Request
 from model.errors import ModelError
 from model.serving.inputs import check_draft
-from model.serving.serve import serve
+from model.serving.serve import serve_request
 from model.specs.hardware import load_system
 from model.specs.models import load_model
 from model.specs.serving import KV_PRECISIONS, MTP_DEPTH, WEIGHT_PRECISIONS, Serving
@@ -191,7 +191,7 @@ def run_serve(args: argparse.Namespace) -> int:
     _check_system(system, args)
     request = Request(model, system, Serving(_workload(args), args.gpus, _layout(args)),
                       stack=args.stack)  # the one request, as training's commands build
-    result = serve(request)
+    result = serve_request(request)
     best = {k: _clean(v) for k, v in result.best.items()}
     if args.json:
         front = result.pareto[["output_tokens_per_s_per_gpu", "tokens_per_s_per_user", "tp",

@@ -18,35 +18,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from model.engine.frontier import Frontier
-from model.engine.pruning import DEFAULT_PRUNING, Pruning
 from model.engine.report import result_frame
 from model.engine.request import Request
-from model.engine.rules import MIN_ROWS, Problem, mask
-from model.engine.search import (
-    DEFAULT_BUDGET,
-    SearchResult,
-    check_args,
-    only_request,
-    search_counts,
-    with_stack,
-)
-from model.engine.space import divisors
+from model.engine.resolved import Resolved
+from model.engine.rules import MIN_ROWS, Problem, divisors, mask
+from model.engine.search import SearchResult, search_resolved
 from model.engine.tight import kept_bytes
 from model.engine.variant import variant_frontier
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy
 from model.specs import memo
-from model.specs.execution import Execution, execution_columns, execution_variants
-from model.specs.hardware import System
+from model.specs.execution import Execution, execution_columns
 from model.specs.modes import Mode, resolve_mode
-from model.specs.stack import Stack
 from model.specs.transformer import Transformer
 
 MAX_COUNTS = 1_000_000  # GPU counts one multi-count search may span
@@ -120,21 +109,17 @@ def strategy_names(strategy: str | Iterable[str]) -> list[str]:
     return [canonical_strategy(s) for s in strategy]
 
 
-def searchable(model: Transformer, system: System, counts: Sequence[int], global_batch: int,
-               strategy: str, *, compat: object = None, pins: dict | None = None,
-               execution: Execution | dict | None = None, stack: str | Stack | None = None
-               ) -> list[int]:
+def searchable(res: Resolved, counts: Sequence[int], strategy: str) -> list[int]:
     """Of ``counts``, those that may have a configuration of ``strategy`` (:func:`possible`
-    under every execution searched)."""
+    under every execution ``res`` searches)."""
     counts = np.asarray(list(counts), dtype=np.int64)
     if counts.size == 0:
         return []
-    _, ex = with_stack(system, execution, stack, resolve_mode(compat))
-    ends = {v.ends_count_as_layers for v in execution_variants(ex)}
+    ends = {v.ends_count_as_layers for v in res.variants}
     keep = np.zeros(len(counts), dtype=bool)
     for flag in ends:
-        ok = possible(model, strategy, global_batch, int(counts.max()), compat=compat,
-                      pins=pins, ends_count_as_layers=flag)
+        ok = possible(res.model, strategy, res.global_batch, int(counts.max()), compat=res.mode,
+                      pins=dict(res.pins), ends_count_as_layers=flag)
         keep |= np.isin(counts, ok)
     return [int(n) for n in counts[keep]]
 
@@ -153,32 +138,24 @@ class Searched:
                         self.executions or other.executions)
 
 
-def best_per_count(model: Transformer, system: System, counts: Sequence[int], global_batch: int,
-                   strategy: str | Iterable[str] = "1d", *, top_k: int = 1,
-                   compat: object = None, pins: dict | None = None,
-                   execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                   costs: object = None, budget: int = DEFAULT_BUDGET,
-                   pruning: Pruning = DEFAULT_PRUNING) -> tuple[pd.DataFrame, Searched]:
-    """The ``top_k`` best configurations of each of ``counts`` over the strategies (rows of
-    every count that has one, by count then fastest first: the rows
+def best_per_count(res: Resolved, counts: Sequence[int], top_k: int = 1
+                   ) -> tuple[pd.DataFrame, Searched]:
+    """The ``top_k`` best configurations of each of ``counts`` over ``res``'s strategies (rows
+    of every count that has one, by count then fastest first: the rows
     :func:`~model.engine.search.search_counts` gives for each count), and what was searched.
     Only the counts :func:`searchable` keeps are searched, in batches of ``CHUNK``; each
     execution's search is read as arrays and turned into one frame, not one per count."""
     frames, done = [], Searched()
-    for strat in strategy_names(strategy):
-        todo = searchable(model, system, counts, global_batch, strat, compat=compat, pins=pins,
-                          execution=execution, stack=stack)
+    res = res if res.top_k == top_k else res.replace(top_k=top_k)
+    for strat in strategy_names(res.strategy):
+        todo = searchable(res, counts, strat)
         for i in range(0, len(todo), CHUNK):
-            part, searched = _bests(model, system, todo[i:i + CHUNK], global_batch, strat,
-                                    compat=compat, pins=pins, top_k=top_k,
-                                    budget=max(budget - done.candidates, 1),
-                                    execution=execution, stack=stack, costs=costs,
-                                    pruning=pruning)
+            part, searched = _bests(res, todo[i:i + CHUNK], strat,
+                                    max(res.budget - done.candidates, 1))
             frames += part
             done = done + searched
     if not frames:
-        return _empty(model, system, global_batch, strategy, compat, execution, stack,
-                      costs), done
+        return _empty(res), done
     frame = pd.concat(frames, ignore_index=True)
     frame = frame.sort_values(["gpus", "samples_per_s", "_strategy", "_variant", "_rank"],
                               ascending=[True, False, True, True, True], kind="stable")
@@ -186,30 +163,22 @@ def best_per_count(model: Transformer, system: System, counts: Sequence[int], gl
     return frame.drop(columns=["_strategy", "_variant", "_rank"]).reset_index(drop=True), done
 
 
-def _bests(model: Transformer, system: System, counts: list[int], global_batch: int,
-           strategy: str, *, compat: object, pins: dict | None, top_k: int, budget: int,
-           execution: Execution | dict | None, stack: str | Stack | None, costs: object,
-           pruning: Pruning) -> tuple[list[pd.DataFrame], Searched]:
+def _bests(res: Resolved, counts: list[int], strategy: str, budget: int
+           ) -> tuple[list[pd.DataFrame], Searched]:
     """search_counts' rows of every count (and what it searched), read from each execution's
     :class:`~model.engine.frontier.Frontier` as arrays: one result frame per execution."""
-    pins = dict(pins or {})
-    for n in counts:
-        check_args(n, global_batch, compat, top_k, pins, budget)
-    mode = resolve_mode(compat)
-    system, execution = with_stack(system.with_costs(costs), execution, stack, mode)
-    variants = execution_variants(execution)
-    usable = kept_bytes(system, mode)  # tight rows too, as search's (model.engine.tight)
-    frames, done = [], Searched(executions=tuple(variants))
-    for v, ex in enumerate(variants):
-        front, ctx = variant_frontier(model, system, counts, global_batch, strategy, mode, ex,
-                                      pins, top_k, budget - done.candidates, pruning)
+    model, system, top_k = res.model, res.system, res.top_k
+    usable = kept_bytes(system, res.mode)  # tight rows too, as search's (model.engine.tight)
+    frames, done = [], Searched(executions=res.variants)
+    for v, ex in enumerate(res.variants):
+        front, ctx = variant_frontier(res, strategy, counts, ex, budget - done.candidates)
         done = done + Searched(sum(front.candidates()),
                                sum(c.feasible(usable) for c in front.shapes))
         pos, rank, gpus = _first_fitting(front, usable, top_k)
         if not len(pos):
             continue
         rows = {k: values[pos] for k, values in front.rows.items()}
-        frame = result_frame(model, system, front.strategy, gpus, global_batch, rows,
+        frame = result_frame(model, system, front.strategy, gpus, res.global_batch, rows,
                              np.arange(len(pos)), execution_columns(ctx.execution))
         frames.append(frame.assign(_strategy=STRATEGIES.index(front.strategy), _variant=v,
                                    _rank=rank))
@@ -230,46 +199,27 @@ def _first_fitting(front: Frontier, usable: float, top_k: int
     return pos, rank[pos], np.asarray(front.gpus, dtype=np.int64)[count[pos]]
 
 
-def _empty(model: Transformer, system: System, global_batch: int, strategy: Any,
-           compat: object, execution: Any, stack: Any, costs: object) -> pd.DataFrame:
+def _empty(res: Resolved) -> pd.DataFrame:
     """The frame of a search where no count has a configuration (the search schema): that of a
     search whose pin (tp1 above the GPU count) nothing matches."""
-    first = strategy_names(strategy)[0]
-    n = system.node_size
-    return search_counts(model, system, [n], global_batch, first, compat=compat,
-                         pins={"tp1": n + 1}, execution=execution, stack=stack,
-                         costs=costs)[0].top.iloc[:0]
-
-
-def search_at_most(model: Transformer | Request, system: System | None = None,
-                   max_gpus: int | None = None, global_batch: int | None = None,
-                   strategy: str = "1d", *, gpu_step: int = 1, top_k: int = 10,
-                   compat: object = None, pins: dict | None = None,
-                   execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                   costs: object = None, budget: int = DEFAULT_BUDGET) -> SearchResult:
-    """The ``top_k`` fastest configurations using at most ``max_gpus`` GPUs (any multiple of
-    ``gpu_step``; the rest idle), fastest first; ``result.gpus`` is the count the best uses and
-    ``result.max_gpus`` the bound. ``search_at_most(request)`` (its workload's ``max_gpus``), or
-    the keyword form, which builds the request."""
-    if not isinstance(model, Request):
-        model = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
-                              gpu_step=gpu_step, strategy=strategy, compat=compat, pins=pins,
-                              top_k=top_k, budget=budget, execution=execution, stack=stack,
-                              costs=costs)
-    return at_most(only_request(model, system, max_gpus, global_batch))
+    n = res.system.node_size
+    work = replace(res.training(), gpus=(n,), max_gpus=None)
+    nothing = res.replace(strategy=strategy_names(res.strategy)[0], pins={"tp1": n + 1},
+                          workload=work, top_k=10)
+    return search_resolved(nothing)[0].top.iloc[:0]
 
 
 def at_most(req: Request) -> SearchResult:
-    """:func:`search_at_most` of a request."""
+    """The ``top_k`` fastest configurations using at most the request's ``max_gpus`` GPUs (any
+    multiple of its ``gpu_step``; the rest idle), fastest first; ``result.gpus`` is the count
+    the best uses and ``result.max_gpus`` the bound (the keyword form:
+    :func:`model.api.search_at_most`)."""
     max_gpus, strategy, top_k = req.training().max_gpus, req.strategy, req.top_k
     if max_gpus is None:
         raise ModelError("give 'max_gpus' (at most that many GPUs)")
     start = time.perf_counter()
     counts = count_range(max_gpus, req.training().gpu_step or 1)
-    frame, done = best_per_count(req.model, req.system, counts, req.global_batch, strategy,
-                                 top_k=top_k, compat=req.compat, pins=dict(req.pins),
-                                 execution=req.execution_given(), stack=req.stack,
-                                 budget=req.budget, pruning=req.pruning)
+    frame, done = best_per_count(req.resolve(), counts, top_k)
     if len(frame):
         frame = frame.sort_values("samples_per_s", ascending=False, kind="stable")
         frame = frame.head(top_k).reset_index(drop=True)

@@ -1,11 +1,12 @@
 """The whole design space at one GPU count, for maps of where the fast configurations are.
 
-:func:`design_space` returns every candidate of a strategy (not only the top k) with its memory,
-whether it fits and, for those that fit, its iteration time; :func:`best_per_cell` reduces it to
-the best configuration per pair of parallel dimensions (e.g. TP × PP), which is how the paper
-shows the non-convexity of the space. :func:`design_cells` gives the same cells with bounded
-memory: it evaluates the space in chunks and keeps only each chunk's best per cell; :func:`leanest`
-is the least-memory configuration, computed per shape.
+:func:`design_space_request` returns every candidate of a strategy (not only the top k) with
+its memory, whether it fits and, for those that fit, its iteration time; :func:`best_per_cell`
+reduces it to the best configuration per pair of parallel dimensions (e.g. TP × PP), which is
+how the paper shows the non-convexity of the space. :func:`design_cells_request` gives the same
+cells with bounded memory: it evaluates the space in chunks and keeps only each chunk's best per
+cell; :func:`leanest_request` is the least-memory configuration, computed per shape. (The
+keyword forms: :mod:`model.api`.)
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ import pandas as pd
 
 from model.engine.cells import cell_column, chunk_cells, merge_cells
 from model.engine.evaluate import ShapeCounts, evaluate_space, fits_on, shape_memory
-from model.engine.production import production_node
 from model.engine.report import GB, MEMORY_COLUMNS, result_frame
 from model.engine.request import Request
-from model.engine.search import DEFAULT_BUDGET, only_request, with_stack
+from model.engine.rules import Problem
 from model.engine.space import COLUMNS, Space, build_shapes, build_space, placement_mask
 from model.errors import ModelError
-from model.physics.block import Ctx
+from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
-from model.specs.execution import Execution, execution_columns, resolve_execution
+from model.specs.execution import Execution, execution_columns
 from model.specs.hardware import System
 from model.specs.modes import Mode
 from model.specs.transformer import Transformer
@@ -34,39 +34,17 @@ AXES = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv
         "nv_pp")  # ep, etp: expert (tensor) parallel, 1 for a dense model
 
 
-def design_space(model: Transformer | Request, system: System | None = None,
-                 gpus: int | None = None, global_batch: int | None = None,
-                 strategy: str = "1d", *, compat: str | Mode | None = None,
-                 nvs: int | None = None, pins: dict | None = None,
-                 budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
-                 stack: str | None = None
-                 ) -> pd.DataFrame:
-    """Every candidate of ``strategy`` on ``gpus`` GPUs: one row each, result columns as in a
-    search (times are those of the configuration even when it does not fit; ``fits`` says).
-    ``design_space(request)`` (its workload's one GPU count), or the keyword form, an adapter
-    that builds the request."""
-    req = _request(model, system, gpus, global_batch, strategy, compat=compat, nvs=nvs,
-                   pins=pins, budget=budget, execution=execution, stack=stack)
+def design_space_request(req: Request) -> pd.DataFrame:
+    """Every candidate of the request's strategy on its one GPU count: one row each, result
+    columns as in a search (times are those of the configuration even when it does not fit;
+    ``fits`` says)."""
     gpus, mode, pins = _one_count(req), req.compat, dict(req.pins)
-    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
-    ex = resolve_execution(execution)
+    res = req.resolve()
+    system, ex = res.system, res.one_execution
     strat = build_strategy(req.strategy, req.model, mode, ex)
-    space = build_space(req.model, strat, gpus, req.global_batch, system.nvlink_domain_size,
-                        pins, mode, req.budget, interleave=ex.stage_interleave,
-                        ends_count_as_layers=ex.ends_count_as_layers,
-                        production_node=production_node(ex, mode, system.node_size))
+    space = build_space(Problem.of(req.model, strat, gpus, req.global_batch, mode=mode,
+                                   execution=ex, system=system, pins=pins), req.budget)
     return _frame(req.model, system, strat, space, gpus, req.global_batch, mode, ex)
-
-
-def _request(model: Transformer | Request, system: System | None, gpus: int | None,
-             global_batch: int | None, strategy: str, **keywords: object) -> Request:
-    """The request a design-space function was given, or the one its keywords build."""
-    if isinstance(model, Request):
-        return only_request(model, system, gpus, global_batch)
-    if isinstance(gpus, (list, tuple)):
-        raise ModelError(f"'gpus' must be a positive integer, got {gpus!r:.80}")
-    return Request.build(model, system, global_batch=global_batch, gpus=gpus,
-                         strategy=strategy, top_k=1, **keywords)  # type: ignore[arg-type]
 
 
 def _one_count(req: Request) -> int:
@@ -89,31 +67,21 @@ BEST_COLUMNS = {"iteration_time_s": "best_time_s", "samples_per_s": "samples_per
 CHUNK = 20_000  # candidates evaluated at once by design_cells (a few kB of arrays each)
 
 
-def design_cells(model: Transformer | Request, system: System | None = None,
-                 gpus: int | None = None, global_batch: int | None = None,
-                 strategy: str = "1d", x: str = "tp1", y: str = "pp", *,
-                 compat: str | Mode | None = None,
-                 budget: int = DEFAULT_BUDGET, execution: Execution | dict | None = None,
-                 stack: str | None = None, chunk: int = CHUNK,
-                 deadline: float | None = None) -> pd.DataFrame:
-    """``best_per_cell(design_space(...), x, y)`` evaluated ``chunk`` candidates at a time:
-    the same rows, with memory bounded by the chunk instead of the whole space.
-    ``design_cells(request, x=…, y=…)``, or the keyword form, an adapter that builds it.
+def design_cells_request(req: Request, x: str = "tp1", y: str = "pp", *, chunk: int = CHUNK,
+                         deadline: float | None = None) -> pd.DataFrame:
+    """``best_per_cell(design_space_request(req), x, y)`` evaluated ``chunk`` candidates at a
+    time: the same rows, with memory bounded by the chunk instead of the whole space.
 
     ``deadline`` (a ``time.monotonic()`` value): ModelError once it has passed between chunks,
     saying how far the evaluation got.
     """
-    req = _request(model, system, gpus, global_batch, strategy, compat=compat, budget=budget,
-                   execution=execution, stack=stack)
     _check_axes(x, y)
     gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
-    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
-    ex = resolve_execution(execution)
+    res = req.resolve()
+    system, ex = res.system, res.one_execution
     strat = build_strategy(req.strategy, model, mode, ex)
-    space = build_space(model, strat, gpus, global_batch, system.nvlink_domain_size,
-                        dict(req.pins), mode, req.budget, interleave=ex.stage_interleave,
-                        ends_count_as_layers=ex.ends_count_as_layers,
-                        production_node=production_node(ex, mode, system.node_size))
+    space = build_space(Problem.of(model, strat, gpus, global_batch, mode=mode, execution=ex,
+                                   system=system, pins=req.pins), req.budget)
     if len(space) == 0:
         return best_per_cell(_frame(model, system, strat, space, gpus, global_batch, mode, ex),
                              x, y)
@@ -160,30 +128,24 @@ def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return counts.join(best, how="left").reset_index()
 
 
-def leanest(model: Transformer | Request, system: System | None = None,
-            gpus: int | None = None, global_batch: int | None = None,
-            strategy: str = "1d", *, compat: str | Mode | None = None,
-            execution: Execution | dict | None = None,
-            stack: str | None = None) -> dict[str, float] | None:
-    """The configuration needing the least memory per GPU on ``gpus`` GPUs (whether it fits or
-    not): ``memory_gb`` and its parts (``weights_gb``, ``gradients_gb``, ``optimizer_gb``,
-    ``activations_gb``) — the ``memory_gb``-minimal row of :func:`design_space`, computed per
-    shape (memory does not depend on the NVLink placement). None when no configuration exists.
-    ``leanest(request)``, or the keyword form, an adapter that builds it.
+def leanest_request(req: Request) -> dict[str, float] | None:
+    """The configuration needing the least memory per GPU on the request's GPUs (whether it
+    fits or not): ``memory_gb`` and its parts (``weights_gb``, ``gradients_gb``,
+    ``optimizer_gb``, ``activations_gb``) — the ``memory_gb``-minimal row of
+    :func:`design_space_request`, computed per shape (memory does not depend on the NVLink
+    placement). None when no configuration exists.
     """
-    req = _request(model, system, gpus, global_batch, strategy, compat=compat,
-                   execution=execution, stack=stack)
     gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
-    system, execution = with_stack(req.system, req.execution_given(), req.stack, mode)
-    strategy = req.strategy
-    ctx = Ctx.make(model, system, mode, execution)
+    res = req.resolve()
+    system, strategy = res.system, req.strategy
+    ctx = Ctx.make(model, system, mode, res.execution)
     ex = ctx.execution
     strat = build_strategy(strategy, model, mode, ex)
-    node = production_node(ex, mode, system.node_size)
-    shapes = build_shapes(model, strat, gpus, global_batch, {}, ex.stage_interleave,
-                          mode.equal_pipeline_stages, ex.ends_count_as_layers, node)
-    mask, _ = placement_mask(shapes, gpus, system.nvlink_domain_size, {},
-                             mode.exact_domain_fill, node > 0)
+    problem = Problem.of(model, strat, gpus, global_batch, mode=mode, execution=ex,
+                         system=system)
+    shapes = build_shapes(problem)
+    mask, _ = placement_mask(shapes, gpus, problem.nvs, {}, problem.exact_domain_fill,
+                             problem.production_node > 0)
     placed = np.flatnonzero(mask.any(axis=1))
     if len(placed) == 0:
         return None

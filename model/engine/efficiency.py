@@ -43,7 +43,7 @@ def _usable(frame: pd.DataFrame | None, strategies: Iterable[str] | None) -> pd.
     return frame if keep.all() else frame.loc[keep]
 
 
-def best_per_count(frame: pd.DataFrame | None,
+def fastest_per_count(frame: pd.DataFrame | None,
                    strategies: Iterable[str] | None = None) -> pd.DataFrame:
     """The fastest row (highest samples/s) at each GPU count, over ``strategies`` (all when
     None), sorted by GPU count; of equally fast rows the first in the frame."""
@@ -74,7 +74,7 @@ def parallel_efficiency(frame: pd.DataFrame | None, by_strategy: bool = True) ->
     (see the module docstring), sorted by curve then GPU count.
 
     ``by_strategy``: one curve per strategy (the frame holds one row per strategy and count);
-    else the frame is one curve (one row per count, e.g. :func:`best_per_count`).
+    else the frame is one curve (one row per count, e.g. :func:`fastest_per_count`).
     """
     rows = _usable(frame, None)
     if rows.empty:
@@ -125,7 +125,7 @@ def knee(frame: pd.DataFrame | None, threshold: float = DEFAULT_THRESHOLD,
         ok = False
     if not ok:
         raise ModelError(f"the efficiency threshold must be in (0, 1], got {threshold!r:.40}")
-    curve = best_per_count(frame, strategies)
+    curve = fastest_per_count(frame, strategies)
     if curve.empty:
         return None
     curve = parallel_efficiency(curve, by_strategy=False)

@@ -17,11 +17,13 @@ import numpy as np
 from model.engine.distinct import SHAPE_KEY, distinct_blocks, distinct_rows
 from model.engine.rules import stage_layout
 from model.engine.space import EXPERT_PLACEMENT, PLACEMENT, Space
-from model.physics.block import Ctx, OpResult, Shards, evaluate_op, op_counts, take_counts
+from model.physics.block import OpResult, evaluate_op, op_counts, take_counts
+from model.physics.context import Ctx
 from model.physics.fsdp import fsdp_memory
 from model.physics.lora import gradient_factor, trainable_share
 from model.physics.memory import (
     StageMemory,
+    StageWeights,
     block_activation_bytes,
     fewest_recomputed_layers,
     fits_in_memory,
@@ -29,9 +31,10 @@ from model.physics.memory import (
     optimizer_factor,
 )
 from model.physics.ops import OpCounts
-from model.physics.optable import ALLTOALL_OPS
+from model.physics.optable import ALLTOALL_OPS, OpSpec, Shards
 from model.physics.pipeline import edge_weight_bytes, iteration_time
-from model.physics.strategies import OpSpec, Strategy
+from model.physics.stage import Stage
+from model.physics.strategies import Strategy
 from model.physics.totals import Totals, sum_ops, zero_totals
 from model.specs.hardware import System
 from model.specs.transformer import Transformer
@@ -171,16 +174,14 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
     if ex.pipeline_schedule == "dualpipe":  # two stages' parameters per GPU (DualPipe README)
         block_w, expert_w = 2.0 * block_w, 2.0 * expert_w
 
-    stages = StageMemory(block_weight_bytes=block_w, pre_weight=pre_w, post_weight=post_w,
-                         n_mb=(global_batch // cols["dp"]) // cols["microbatch"],
-                         layers=layers, pp=cols["pp"], dp_group=_dp_group(strategy, cols),
-                         interleave=cols["interleave"], zero=ex.zero,
-                         grad_factor=grad_factor, end_layers=end_layers,
-                         expert_weight_bytes=expert_w,
-                         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
-                         opt_factor=optimizer_factor(ex) * trainable,
-                         dualpipe=ex.pipeline_schedule == "dualpipe",
-                         **fsdp_memory(ex, layers))
+    stages = StageMemory(StageWeights(
+        block_weight_bytes=block_w, pre_weight=pre_w, post_weight=post_w,
+        n_mb=(global_batch // cols["dp"]) // cols["microbatch"], layers=layers, pp=cols["pp"],
+        dp_group=_dp_group(strategy, cols), interleave=cols["interleave"], zero=ex.zero,
+        grad_factor=grad_factor, end_layers=end_layers, expert_weight_bytes=expert_w,
+        expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
+        opt_factor=optimizer_factor(ex) * trainable,
+        dualpipe=ex.pipeline_schedule == "dualpipe", **fsdp_memory(ex, layers)))
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)
@@ -261,9 +262,9 @@ def _paired_rerun_a2a(results: list[OpResult], ctx: Ctx):
     return again, hidden(total + again, busy + busy_again) - hidden(total, busy)
 
 
-def candidate_times(model: Transformer, system: System, strategy: Strategy,
-                    cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
-                    counts: ShapeCounts, shape_of: np.ndarray) -> dict[str, np.ndarray]:
+def candidate_times(strategy: Strategy, cols: dict[str, np.ndarray], global_batch: int,
+                    ctx: Ctx, counts: ShapeCounts, shape_of: np.ndarray
+                    ) -> dict[str, np.ndarray]:
     """Iteration time, its breakdown and FLOPs of every configuration in ``cols``, priced by
     ``ctx.pricing``: exactly for placed candidates, or as a lower bound over the placements of
     shapes (:func:`shape_lower_bound`). One code path, so the bound cannot drift from the model.
@@ -271,6 +272,7 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     ``shape_of`` gives each row's row in the shapes that ``counts`` was built from; ``cols``
     holds ``params_bytes`` (``shape_memory``) for the optimizer step.
     """
+    model = ctx.model
     first, inverse = distinct_blocks(cols, counts.inverse[shape_of])
     sh = shards_of(cols, first)
     distinct_shape = counts.inverse[shape_of[first]]
@@ -296,20 +298,19 @@ def candidate_times(model: Transformer, system: System, strategy: Strategy,
     n_mb = (global_batch // cols["dp"]) // cols["microbatch"]
     ones = np.ones_like(pp)  # a shape has no placement: a bound ignores it
     trainable = trainable_share(model, strategy, ctx)  # 1 unless LoRA freezes the base
-    out = iteration_time(
+    stage = Stage(
         block=block_c, edge=edge, edge_weight=edge_weight,
         boundary_act_bytes=_p2p_bytes(boundary, strategy, sh)[inverse], n_mb=n_mb,
         layers=layers, end_layers=end_layers, pp=pp, nv_pp=cols.get("nv_pp", ones),
         dp_group=_dp_group(strategy, cols),
-        dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones, system=system,
-        mode=ctx.mode, pricing=ctx.pricing, interleave=cols["interleave"],
-        zero=ctx.execution.zero, grad_factor=gradient_factor(ctx, trainable),
+        dp_tau=_dp_group(strategy, cols, "nv_") if "nv_dp" in cols else ones,
+        interleave=cols["interleave"], grad_factor=gradient_factor(ctx, trainable),
         params_bytes=cols["params_bytes"] * trainable if "params_bytes" in cols else 0.0,
-        execution=ctx.execution,
         expert_group=expert_dp_group(cols) if any(s.routed for s in strategy.block) else 1,
         expert_tau=cols["nv_edp"] if "nv_edp" in cols else ones,
         expert_params_bytes=cols.get("expert_params_bytes", 0.0) * trainable,
     )
+    out = iteration_time(ctx, stage)
     out["n_microbatches"] = n_mb
     out["layers_per_stage"] = layers
     return out
@@ -339,25 +340,20 @@ def _pipeline_ends(model: Transformer, strategy: Strategy, totals, inverse: np.n
 LOWER_BOUND_SLACK = 1.0 - 1e-9  # bounds are built from other formulas: room for rounding
 
 
-def shape_lower_bound(model: Transformer, system: System, strategy: Strategy,
-                      cols: dict[str, np.ndarray], global_batch: int, ctx: Ctx,
-                      counts: ShapeCounts, params_bytes: np.ndarray,
-                      rows: np.ndarray | None = None,
-                      recomputed: np.ndarray | None = None,
-                      expert_params_bytes: np.ndarray | None = None) -> np.ndarray:
+def shape_lower_bound(strategy: Strategy, cols: dict[str, np.ndarray], global_batch: int,
+                      ctx: Ctx, counts: ShapeCounts, mem: dict[str, np.ndarray],
+                      rows: np.ndarray | None = None) -> np.ndarray:
     """A lower bound (s) of the iteration time of every placement of the shapes ``rows`` of
     ``cols`` (default: all): :func:`candidate_times` of those shapes (placement columns
     ignored) with the lower-bound pricing of :mod:`model.physics.pricing`, times
-    :data:`LOWER_BOUND_SLACK` for rounding. ``params_bytes`` are the shapes' (``shape_memory``)."""
+    :data:`LOWER_BOUND_SLACK` for rounding. ``mem``: the shapes' ``params_bytes`` and, when
+    given, ``expert_params_bytes`` and ``recompute_layers`` (``shape_memory``)."""
     rows = np.arange(len(counts.inverse)) if rows is None else rows
     shapes = {k: v[rows] for k, v in cols.items() if k not in PLACEMENT + EXPERT_PLACEMENT}
-    shapes["params_bytes"] = params_bytes[rows]
-    if expert_params_bytes is not None:
-        shapes["expert_params_bytes"] = expert_params_bytes[rows]
-    if recomputed is not None:
-        shapes["recompute_layers"] = recomputed[rows]
-    out = candidate_times(model, system, strategy, shapes, global_batch, ctx.bounded(), counts,
-                          rows)
+    for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
+        if name in mem:
+            shapes[name] = mem[name][rows]
+    out = candidate_times(strategy, shapes, global_batch, ctx.bounded(), counts, rows)
     return out["iteration_time_s"] * LOWER_BOUND_SLACK
 
 
@@ -377,7 +373,7 @@ def evaluate_space(model: Transformer, system: System, strategy: Strategy, space
     cols = {name: values[keep] for name, values in space.cols.items()}
     for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
         cols[name] = mem[name][keep]
-    out = candidate_times(model, system, strategy, cols, global_batch, ctx, counts, keep)
+    out = candidate_times(strategy, cols, global_batch, ctx, counts, keep)
     out.update({name: values[keep] for name, values in mem.items()})
     out.update(cols)
     out["row"] = keep

@@ -38,8 +38,8 @@ ALWAYS = Pruning(0)  # prune any search, however small
 
 
 def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
-           memory: np.ndarray, count_of: np.ndarray, n_counts: int, global_batch: int,
-           depth: int) -> tuple[dict, dict]:
+           memory: np.ndarray, count_of: np.ndarray, global_batch: int, depth: int
+           ) -> tuple[dict, dict]:
     """A search's candidates and their times (``price(ids)`` prices shapes ``ids``), priced
     only for the shapes (``todo``, every fitting shape with a placement) some placement of which
     can be kept.
@@ -62,7 +62,7 @@ def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
     for round_ in range(FIRST_ROUNDS + 1):
         ids = np.flatnonzero(left)
         if round_ < FIRST_ROUNDS and not everything:
-            ids = _promising(ids, bound, prunable, memory, count_of, n_counts, depth)
+            ids = _promising(ids, bound, prunable, memory, count_of, depth)
         if len(ids) or not parts:
             cands, res = price(ids)
             parts.append((cands, res))
@@ -73,7 +73,7 @@ def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
             break
         if everything:  # a NaN throughput: no order to prune by
             continue
-        _drop_beaten(left, prunable, bound, memory, count_of, n_counts, depth,
+        _drop_beaten(left, prunable, bound, memory, count_of, depth,
                      np.concatenate(thr_parts), np.concatenate([c["shape"] for c, _ in parts]))
         if not left.any():
             break
@@ -86,7 +86,7 @@ def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,
 
 
 def _promising(ids: np.ndarray, bound: np.ndarray, prunable: np.ndarray, memory: np.ndarray,
-               count_of: np.ndarray, n_counts: int, depth: int) -> np.ndarray:
+               count_of: np.ndarray, depth: int) -> np.ndarray:
     """Of the shapes ``ids``, those priced first: every one without a finite bound, and per
     GPU count those whose bounds could be among the ``depth`` best (``keep_positions``)."""
     chosen = [ids[~prunable[ids]]]
@@ -106,8 +106,7 @@ def _by_count(ids: np.ndarray, count_of: np.ndarray) -> list[np.ndarray]:
 
 
 def _drop_beaten(left: np.ndarray, prunable: np.ndarray, bound: np.ndarray, memory: np.ndarray,
-                 count_of: np.ndarray, n_counts: int, depth: int, thr: np.ndarray,
-                 shape: np.ndarray) -> None:
+                 count_of: np.ndarray, depth: int, thr: np.ndarray, shape: np.ndarray) -> None:
     """Clear ``left`` for the shapes whose bound is beaten, at their GPU count, by the
     ``depth``-th best priced throughput (``thr`` of candidates of shapes ``shape``) among
     candidates needing no more memory."""

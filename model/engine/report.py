@@ -12,8 +12,10 @@ import pandas as pd
 from model.engine.economics import cost_columns
 from model.engine.kernel_report import kernel_columns
 from model.engine.space import COLUMNS
-from model.physics.block import Ctx, OpResult, Shards
+from model.physics.block import OpResult
+from model.physics.context import Ctx
 from model.physics.memory import fits_in_memory
+from model.physics.optable import Shards
 from model.physics.volumes import comm_volume_bytes
 from model.specs import memo
 from model.specs.hardware import System
@@ -174,7 +176,7 @@ def describe_comms(r: OpResult, sh: Shards, ctx: Ctx) -> str:
 
 
 def _bound(r: OpResult, ctx: Ctx) -> str:
-    """What limits the op most (model/physics/block.py: _kernel_times prices its kernels):
+    """What limits the op most (model/physics/block.py: kernel_times prices its kernels):
 
     * ``communication``: its exposed collectives exceed both its FLOP time and its exposed HBM
       time;

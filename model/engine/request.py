@@ -21,6 +21,7 @@ import numpy as np
 
 from model.engine.layouts import stack_layouts
 from model.engine.pruning import DEFAULT_PRUNING, Pruning
+from model.engine.resolved import Resolved, with_stack
 from model.engine.space import PIN_NAMES
 from model.errors import ModelError
 from model.physics.strategies import canonical_strategy
@@ -137,6 +138,14 @@ class Request:
         workload = Training(global_batch, counts, max_gpus, gpu_step)
         return cls(model, system.with_costs(costs), workload, strategy, compat, stack,
                    execution, pins, top_k, budget, pruning)
+
+    def resolve(self) -> Resolved:
+        """The question as the engine runs it: the stack applied to the system and the
+        execution, once (:class:`~model.engine.resolved.Resolved`)."""
+        system, execution = with_stack(self.system, self.execution_given(), self.stack,
+                                       self.compat)
+        return Resolved(self.model, system, self.workload, self.strategy, self.compat,
+                        execution, self.pins, self.top_k, self.budget, self.pruning)
 
     def replace(self, **changes: Any) -> Request:
         """A copy with other fields (validated again)."""

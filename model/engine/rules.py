@@ -14,16 +14,25 @@ are fields of its :class:`~model.physics.strategies.Strategy` record.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from model.engine.production import RELAX, WHOLE_NODES, placement_problem, whole_node_mask
+from model.engine.production import (
+    RELAX,
+    WHOLE_NODES,
+    placement_problem,
+    production_node,
+    whole_node_mask,
+)
 from model.errors import ModelError
 from model.physics.strategies import Strategy
-from model.specs.modes import resolve_mode
+from model.specs import memo
+from model.specs.execution import Execution
+from model.specs.hardware import System
+from model.specs.modes import Mode, resolve_mode
 from model.specs.transformer import Transformer
 
 MIN_COLUMNS = 128  # tp1 must leave at least this many matmul columns per GPU
@@ -32,7 +41,10 @@ MIN_ROWS = 128  # tp2 must leave at least this many sequence rows per GPU
 
 @dataclass(frozen=True)
 class Problem:
-    """What the rules read besides the configuration's dimensions."""
+    """The search-space spec of one strategy at one GPU count: what the rules read besides the
+    configuration's dimensions, and what the shapes and their NVLink placements are built from
+    (:func:`~model.engine.space.build_space`, :func:`~model.engine.size.space_size`,
+    :func:`explain`). :meth:`of` makes it from an execution and a system."""
 
     model: Transformer
     strategy: Strategy
@@ -42,6 +54,22 @@ class Problem:
     equal_stages: bool = False
     ends_count_as_layers: bool = False
     production_node: int = 0  # >0: the production rules apply (model.engine.production)
+    nvs: int = 1  # GPUs per NVLink domain (the placements)
+    pins: Mapping[str, int | None] = field(default_factory=dict)  # fixed dimensions
+    exact_domain_fill: bool = False  # the paper's placement rule (model.specs.modes)
+
+    @classmethod
+    def of(cls, model: Transformer, strategy: Strategy, gpus: int, global_batch: int, *,
+           mode: Mode, execution: Execution, system: System,
+           pins: Mapping[str, int | None] | None = None) -> Problem:
+        """The space a search of ``execution`` on ``system`` under ``mode`` covers: its
+        interleaving and lighter ends, the mode's stage and placement rules, the system's
+        NVLink domain and the production rules where they apply."""
+        return cls(model, strategy, int(gpus), int(global_batch), execution.stage_interleave,
+                   mode.equal_pipeline_stages, execution.ends_count_as_layers,
+                   production_node(execution, mode, system.node_size),
+                   system.nvlink_domain_size, {k: v for k, v in (pins or {}).items()
+                                               if v is not None}, mode.exact_domain_fill)
 
     def constants(self) -> dict[str, Any]:
         m, st = self.model, self.strategy
@@ -203,10 +231,10 @@ def _derived(values: dict[str, int], p: Problem) -> dict[str, Any]:
     return out
 
 
-def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
-            pins: dict, compat: object = None, interleave: int = 1,
-            ends_count_as_layers: bool = False, production_node: int = 0) -> str:
+def explain(problem: Problem) -> str:
     """The first rule of the search space that the pinned values break (or a generic message)."""
+    model, strategy, gpus, nvs = problem.model, problem.strategy, problem.gpus, problem.nvs
+    interleave, pins = problem.interleave, problem.pins
     p = {k: v for k, v in pins.items() if v is not None}
     if not strategy.has_tp2:
         p.setdefault("tp2", 1)
@@ -214,16 +242,13 @@ def explain(model: Transformer, strategy: Strategy, gpus: int, global_batch: int
         p.setdefault("etp", 1)
     if interleave:  # 0: every interleaving is searched, none is pinned
         p.setdefault("interleave", interleave)
-    problem = Problem(model, strategy, gpus, global_batch, interleave,
-                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers,
-                      production_node)
     words = {**problem.constants(), **p, **_derived(p, problem)}
     for rule in RULES:
         if rule.applies(problem) and all(k in p for k in rule.reads) and not bool(
                 np.all(rule.holds(p, problem))):
             return f"invalid configuration for {strategy.name}: {rule.message.format(**words)}"
     placement = _placement_message(p, gpus, nvs) or (placement_problem(
-        p.get("tp1"), nvs, gpus, p.get("nv_tp1")) if production_node else "")
+        p.get("tp1"), nvs, gpus, p.get("nv_tp1")) if problem.production_node else "")
     if placement:
         return f"invalid configuration for {strategy.name}: {placement}"
     pinned = ", ".join(f"{k}={v}" for k, v in pins.items() if v is not None)
@@ -261,11 +286,15 @@ def check_divisible(n: int) -> None:
                          f"count above {MAX_DIVISIBLE:.0e} is not a training job)")
 
 
-def divisors(n: int) -> list[int]:
-    """The divisors of ``n`` ≥ 1, ascending (trial division up to √n)."""
+@memo.lru("divisors", 256)
+def divisors(n: int) -> np.ndarray:
+    """All positive divisors of ``n`` ≥ 1, increasing (trial division up to √n; read-only:
+    remembered per n; n sized first)."""
     check_divisible(n)
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted({*small, *(n // d for d in small)})
+    out = np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
+    out.flags.writeable = False
+    return out
 
 
 def _has_microbatch(tp1: int, tp2: int, dp: int, problem: Problem) -> bool:
@@ -288,7 +317,7 @@ def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_
     """
     problem = Problem(model, strategy, gpus, global_batch, 1,
                       resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers,
-                      production_node)
+                      production_node, nvs)
     divs = np.array(divisors(gpus), dtype=np.int64)
     tp1 = divs[np.asarray(mask("tp1", {"tp1": divs}, problem), dtype=bool)].tolist()
     dps = divs[np.asarray(mask("dp", {"dp": divs}, problem), dtype=bool)].tolist()
@@ -305,9 +334,7 @@ def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_
                     best = (a, b, d)
     a, b, d = best
     pp = gpus // (a * b * d)
-    reason = explain(model, strategy, gpus, global_batch, nvs,
-                     {"tp1": a, "tp2": b, "dp": d, "pp": pp}, compat,
-                     ends_count_as_layers=ends_count_as_layers, production_node=production_node)
+    reason = explain(replace(problem, pins={"tp1": a, "tp2": b, "dp": d, "pp": pp}))
     reason = reason.removeprefix(f"invalid configuration for {strategy.name}: ")
     return (f"no {strategy.name} configuration exists on {gpus} GPUs: dp must divide the global "
             f"batch ({global_batch}), tp1 the heads ({model.heads}) and the hidden size "

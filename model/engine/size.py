@@ -12,11 +12,9 @@ not fit its memory budget before allocating them. The counts are remembered per 
 
 from __future__ import annotations
 
+from model.engine.rules import Problem
 from model.engine.space import shape_placements, shape_steps, stage_rows
-from model.physics.strategies import Strategy
 from model.specs import memo
-from model.specs.modes import Mode, resolve_mode
-from model.specs.transformer import Transformer
 
 BLOCK_ROWS = 4_096  # rows grown at once: a few MB of int64 columns at most per dimension
 # counts remembered per process: a what-if of a bandwidth or of the HBM capacity counts the
@@ -24,37 +22,32 @@ BLOCK_ROWS = 4_096  # rows grown at once: a few MB of int64 columns at most per 
 SIZES = memo.Table("space sizes", 1_024, memo.TABLES)
 
 
-def space_size(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
-               pins: dict | None = None, compat: object = None, interleave: int = 1,
-               ends_count_as_layers: bool = False,
-               limit: int | None = None, production_node: int = 0,
+def space_size(problem: Problem, limit: int | None = None,
                block_rows: int = BLOCK_ROWS) -> tuple[int, int]:
-    """(shapes, candidates) of ``strategy`` on ``gpus`` GPUs with NVLink domains of ``nvs``;
-    with ``limit``, counting stops once more than ``limit`` candidates are found (the counts
-    returned are then those found so far: both are lower bounds, candidates > limit).
+    """(shapes, candidates) of the ``problem``'s strategy on its GPUs with its NVLink
+    domains; with ``limit``, counting stops once more than ``limit`` candidates are found (the
+    counts returned are then those found so far: both are lower bounds, candidates > limit).
     ``block_rows``: rows grown at once (the counts do not depend on it; only the memory)."""
-    pins = {k: v for k, v in (pins or {}).items() if v is not None}
-    mode = resolve_mode(compat)
-    # the rules read the strategy's name-level traits, the model, the mode and these numbers
-    key = repr((model, strategy.name, mode, int(gpus), int(global_batch), int(nvs),
-                sorted(pins.items()), int(interleave), bool(ends_count_as_layers), limit,
-                int(production_node), int(block_rows)))
+    # the rules read the strategy's name-level traits, the model, the mode's rules and these
+    pins = {k: v for k, v in problem.pins.items() if v is not None}
+    key = repr((problem.model, problem.strategy.name, int(problem.gpus),
+                int(problem.global_batch), int(problem.nvs), sorted(pins.items()),
+                int(problem.interleave), bool(problem.ends_count_as_layers),
+                bool(problem.equal_stages), bool(problem.exact_domain_fill), limit,
+                int(problem.production_node), int(block_rows)))
     found = SIZES.get(key)
     if found is None:
-        found = _count(model, strategy, gpus, global_batch, nvs, pins, mode, interleave,
-                       ends_count_as_layers, limit, production_node, block_rows)
+        found = _count(problem, limit, block_rows)
         SIZES.put(key, found)
     return found
 
 
-def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int, nvs: int,
-           pins: dict, mode: Mode, interleave: int, ends_count_as_layers: bool,
-           limit: int | None, production_node: int = 0,
-           block_rows: int = BLOCK_ROWS) -> tuple[int, int]:
+def _count(problem: Problem, limit: int | None, block_rows: int) -> tuple[int, int]:
     """:func:`space_size`, counted."""
-    rows, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
-                               mode.equal_pipeline_stages, ends_count_as_layers, production_node)
-    steps = shape_steps(problem, pins)
+    rows = stage_rows(problem)
+    gpus, nvs = problem.gpus, problem.nvs
+    pins = {k: v for k, v in problem.pins.items() if v is not None}
+    steps = shape_steps(problem)
     total = [0, 0]
 
     def count(cols: dict, depth: int) -> bool:
@@ -68,8 +61,8 @@ def _count(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
                     return False
                 continue
             total[0] += len(block["tp1"])
-            total[1] += shape_placements(block, gpus, nvs, pins, mode.exact_domain_fill,
-                                         production_node > 0).total()
+            total[1] += shape_placements(block, gpus, nvs, pins, problem.exact_domain_fill,
+                                         problem.production_node > 0).total()
             if limit is not None and total[1] > limit:
                 return False
         return True

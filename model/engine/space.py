@@ -24,32 +24,19 @@ pairs are kept, so memory stays proportional to the valid candidates. Order is d
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from model.engine.production import tp_inside
-from model.engine.rules import Problem, check_divisible, mask, stage_layout
+from model.engine.rules import Problem, divisors, mask, stage_layout
 from model.errors import ModelError
-from model.physics.strategies import Strategy
 from model.specs import memo
-from model.specs.modes import resolve_mode
 from model.specs.transformer import Transformer
 
 COLUMNS = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv_tp2",
            "nv_dp", "nv_pp")
 PIN_NAMES = COLUMNS
-
-
-@memo.lru("divisors", 256)
-def divisors(n: int) -> np.ndarray:
-    """All positive divisors of n, increasing (read-only: remembered per n; n sized first)."""
-    check_divisible(n)
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    out = np.array(sorted(set(small + [n // d for d in small])), dtype=np.int64)
-    out.flags.writeable = False
-    return out
 
 
 @memo.lru("NVLink placements", 64)
@@ -86,20 +73,16 @@ def _pin(values: np.ndarray, pins: dict, name: str) -> np.ndarray:
     return values[values == pins[name]] if pins.get(name) is not None else values
 
 
-def build_space(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-                nvs: int, pins: dict | None = None, compat: object = None,
-                budget: int = 20_000_000, interleave: int = 1,
-                ends_count_as_layers: bool = False, production_node: int = 0) -> Space:
-    """All candidates of ``strategy`` on ``gpus`` GPUs that satisfy the rules and the ``pins``
-    (and the production rules with ``production_node`` > 0: :mod:`model.engine.production`).
+def build_space(problem: Problem, budget: int = 20_000_000) -> Space:
+    """All candidates of the ``problem``'s strategy on its GPUs that satisfy the rules and its
+    pins (and the production rules with ``production_node`` > 0:
+    :mod:`model.engine.production`), each shape with every NVLink placement it allows.
 
     Raises ModelError when more than ``budget`` candidates would be built.
     """
-    shapes = build_shapes(model, strategy, gpus, global_batch, pins, interleave,
-                          resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers,
-                          production_node)
-    mask, table = placement_mask(shapes, gpus, nvs, pins, resolve_mode(compat).exact_domain_fill,
-                                 production_node > 0)
+    shapes = build_shapes(problem)
+    mask, table = placement_mask(shapes, problem.gpus, problem.nvs, problem.pins,
+                                 problem.exact_domain_fill, problem.production_node > 0)
     check_budget(int(mask.sum()), budget)
     return Space(expand_placements(shapes, mask, table))
 
@@ -130,36 +113,27 @@ def _grow(cols: dict, axis: str, values: np.ndarray, problem: Problem) -> dict:
 MAX_INTERLEAVE = 64  # virtual stages per GPU searched at most
 
 
-def build_shapes(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-                 pins: dict | None = None, interleave: int = 1,
-                 equal_stages: bool = True, ends_count_as_layers: bool = False,
-                 production_node: int = 0) -> dict[str, np.ndarray]:
-    """Every (tp1, tp2, pp, dp, etp, ep, microbatch, interleave, nb) allowed on ``gpus`` GPUs,
-    before
-    placement (``interleave`` 0 searches every virtual-stage count the stages allow):
-    each dimension's candidate values (divisors; pinned values only), filtered by the rules of
-    :mod:`model.engine.rules` as it is added.
+def build_shapes(problem: Problem) -> dict[str, np.ndarray]:
+    """Every (tp1, tp2, pp, dp, etp, ep, microbatch, interleave, nb) allowed on the
+    ``problem``'s GPUs, before placement (``interleave`` 0 searches every virtual-stage count
+    the stages allow): each dimension's candidate values (divisors; pinned values only),
+    filtered by the rules of :mod:`model.engine.rules` as it is added.
 
     Memory does not depend on the placement, so the search can drop shapes that do not fit
     before multiplying them by their placements.
     """
-    pins = {k: v for k, v in (pins or {}).items() if v is not None}
-    cols, problem = stage_rows(model, strategy, gpus, global_batch, pins, interleave,
-                               equal_stages, ends_count_as_layers, production_node)
-    for step in shape_steps(problem, pins):
+    cols = stage_rows(problem)
+    for step in shape_steps(problem):
         cols = step(cols)
     return cols
 
 
-def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-               pins: dict, interleave: int = 1, equal_stages: bool = True,
-               ends_count_as_layers: bool = False, production_node: int = 0
-               ) -> tuple[dict[str, np.ndarray], Problem]:
-    """The (tp1, tp2, pp, dp) rows allowed on ``gpus`` GPUs (``pins`` without None values):
-    the shapes before the expert, microbatch, interleaving and panel dimensions multiply them
-    (at most the ordered triples of divisors of the GPU count)."""
-    problem = Problem(model, strategy, gpus, global_batch, interleave, equal_stages,
-                      ends_count_as_layers, production_node)
+def stage_rows(problem: Problem) -> dict[str, np.ndarray]:
+    """The (tp1, tp2, pp, dp) rows allowed on the ``problem``'s GPUs: the shapes before the
+    expert, microbatch, interleaving and panel dimensions multiply them (at most the ordered
+    triples of divisors of the GPU count)."""
+    model, strategy, gpus = problem.model, problem.strategy, problem.gpus
+    pins = {k: v for k, v in problem.pins.items() if v is not None}
     div_n = divisors(gpus)
     tp1 = _pin(div_n, pins, "tp1")
     cols = {"tp1": tp1[_mask_of("tp1", {"tp1": tp1}, problem, tp1.shape)]}
@@ -169,7 +143,7 @@ def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
     # stages: equal (pp | layers, as in the paper) or uneven (any pp ≤ layers, fullest stage
     # ceil(layers / pp) blocks, as Megatron's uneven first/last stages allow)
     depth = model.pipeline_layers
-    pp_values = divisors(depth) if equal_stages else div_n[div_n <= depth]
+    pp_values = divisors(depth) if problem.equal_stages else div_n[div_n <= depth]
     cols = _grow(cols, "pp", _pin(pp_values, pins, "pp"), problem)
     dp = gpus // (cols["tp1"] * cols["tp2"] * cols["pp"])
     keep = _mask_of("dp", {"dp": dp}, problem, dp.shape)
@@ -177,14 +151,15 @@ def stage_rows(model: Transformer, strategy: Strategy, gpus: int, global_batch: 
         keep = keep & (dp == pins["dp"])
     cols = {k: v[keep] for k, v in cols.items()}
     cols["dp"] = dp[keep]
-    return cols, problem
+    return cols
 
 
-def shape_steps(problem: Problem, pins: dict) -> list:
+def shape_steps(problem: Problem) -> list:
     """The dimensions added to the stage rows, in order, each a function rows → rows: expert
     tensor and expert parallelism (MoE), microbatch, interleaving, SUMMA panels. Each step
     works row by row, so it can run on any subset of the rows (:mod:`model.engine.size`)."""
     model, strategy, interleave = problem.model, problem.strategy, problem.interleave
+    pins = {k: v for k, v in problem.pins.items() if v is not None}
     experts = divisors(problem.gpus) if model.moe else np.ones(1, dtype=np.int64)
 
     def interleaving(cols: dict) -> dict:

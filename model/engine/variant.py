@@ -24,7 +24,9 @@ from model.engine.evaluate import (
 )
 from model.engine.frontier import CACHE, CountShapes, Frontier, frontier_key
 from model.engine.production import production_node
-from model.engine.pruning import DEFAULT_PRUNING, Pruning, kept_rows, pruned
+from model.engine.pruning import kept_rows, pruned
+from model.engine.resolved import Resolved
+from model.engine.rules import Problem
 from model.engine.space import (
     PLACEMENT,
     Placements,
@@ -34,25 +36,25 @@ from model.engine.space import (
     shape_placements,
 )
 from model.engine.tight import kept_bytes
-from model.physics.block import Ctx
+from model.physics.context import Ctx
 from model.physics.strategies import Strategy, build_strategy
 from model.specs import memo
 from model.specs.execution import Execution
-from model.specs.hardware import System
-from model.specs.modes import Mode
 from model.specs.transformer import Transformer
 
 
-def variant_frontier(model: Transformer, system: System, counts: list[int], global_batch: int,
-                     strategy: str, mode: Mode, ex: Execution, pins: dict, top_k: int,
-                     budget: int, pruning: Pruning = DEFAULT_PRUNING) -> tuple[Frontier, Ctx]:
-    """The search of one execution choice at every GPU count, as a
-    :class:`~model.engine.frontier.Frontier` (rows fastest first per count, for any capacity up
-    to the one evaluated), and its context. Answered from the process's
-    :data:`~model.engine.frontier.CACHE` when the same search (any HBM capacity up to the one
-    evaluated) ran before; else evaluated and cached (``pruning``: when the evaluation prunes;
-    the rows are the same either way, so both share the cache).
+def variant_frontier(res: Resolved, strategy: str, counts: list[int], ex: Execution,
+                     budget: int) -> tuple[Frontier, Ctx]:
+    """The search of one execution choice (``ex``, one of ``res.variants``) of ``strategy`` at
+    every GPU count, as a :class:`~model.engine.frontier.Frontier` (rows fastest first per
+    count, for any capacity up to the one evaluated), and its context. Answered from the
+    process's :data:`~model.engine.frontier.CACHE` when the same search (any HBM capacity up
+    to the one evaluated) ran before; else evaluated and cached (``res.pruning``: when the
+    evaluation prunes; the rows are the same either way, so both share the cache).
+    ``budget``: the candidates left to this search.
     """
+    model, system, mode, top_k = res.model, res.system, res.mode, res.top_k
+    global_batch, pins = res.global_batch, dict(res.pins)
     ctx = Ctx.make(model, system, mode, ex)  # validates the execution on this system
     strat = build_strategy(strategy, model, mode, ctx.execution)
     key = frontier_key(model, system, counts, global_batch, strat.name, mode, ctx.execution,
@@ -72,8 +74,7 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
                 cover = max(cover, usable)
                 if ctx.execution.fewest_recomputed:  # which layers recompute depends on it
                     cover, depth = usable, top_k
-                front = _evaluate_variant(model, system, counts, global_batch, strat, ctx,
-                                          pins, budget, cover, depth, top_k, pruning)
+                front = _evaluate_variant(res, strat, ctx, counts, budget, (cover, depth))
                 CACHE.put(key, front)
     totals = np.cumsum(front.candidates())  # the same refusal as an evaluation, at the same
     over = np.flatnonzero(totals > budget)   # count (the first whose running total is over)
@@ -82,15 +83,18 @@ def variant_frontier(model: Transformer, system: System, counts: list[int], glob
     return front, ctx
 
 
-def _evaluate_variant(model: Transformer, system: System, counts: list[int], global_batch: int,
-                      strat: Strategy, ctx: Ctx, pins: dict, budget: int, usable: float,
-                      depth: int, top_k: int, pruning: Pruning) -> Frontier:
+def _evaluate_variant(res: Resolved, strat: Strategy, ctx: Ctx, counts: list[int], budget: int,
+                      cover: tuple[float, int]) -> Frontier:
     """Evaluate the candidates that fit in ``usable`` HBM bytes, at every GPU count at once,
-    and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``.
+    and keep those that can be among the ``depth`` fastest at a capacity up to ``usable``
+    (``cover``: (usable, depth)).
 
     Should a throughput be NaN (no order to keep), only the ``top_k`` of the system's own
     capacity are kept, as a search always picked them, and the result is not cached.
     """
+    usable, depth = cover
+    model, system, global_batch = res.model, res.system, res.global_batch
+    pins, top_k, pruning = dict(res.pins), res.top_k, res.pruning
     shapes, merged, places = _shape_space(model, strat, counts, global_batch, pins, ctx,
                                           system.nvlink_domain_size)
     op_counts = ShapeCounts.of(strat, merged, ctx)
@@ -116,20 +120,20 @@ def _evaluate_variant(model: Transformer, system: System, counts: list[int], glo
         cands = _placed(merged, placing, chosen)
         for name in ("params_bytes", "expert_params_bytes", "recompute_layers"):
             cands[name] = mem[name][cands["shape"]]
-        return cands, candidate_times(model, system, strat, cands, global_batch, ctx, op_counts,
+        return cands, candidate_times(strat, cands, global_batch, ctx, op_counts,
                                       cands["shape"])
 
     todo = np.flatnonzero(fits & (placed > 0))
     count_of = np.repeat(np.arange(len(counts)), [stop - start for _, start, stop, _ in placing])
     if pruning.applies(int(placed[todo].sum())):
         lower = np.full(len(fits), np.inf)  # only the shapes to price are ever looked at
-        lower[todo] = shape_lower_bound(model, system, strat, merged, global_batch, ctx,
-                                        op_counts, mem["params_bytes"], todo,
-                                        mem["recompute_layers"], mem["expert_params_bytes"])
+        lower[todo] = shape_lower_bound(strat, merged, global_batch, ctx, op_counts,
+                                        {k: mem[k] for k in ("params_bytes", "recompute_layers",
+                                                             "expert_params_bytes")}, todo)
         with np.errstate(divide="ignore"):  # a zero bound: never pruned
             bound = global_batch / lower
         cands, res = pruned(price, todo, bound, np.isfinite(lower), mem["memory_bytes"],
-                            count_of, len(counts), global_batch, depth)
+                            count_of, global_batch, depth)
     else:
         cands, res = price(todo)
     shape = cands.pop("shape")  # each candidate's row in the shapes: its counts and memory
@@ -193,9 +197,8 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
     found = SHAPE_SPACES.get(key)
     if found is not None:
         return found
-    shapes = [build_shapes(model, strat, n, global_batch, pins, ctx.execution.stage_interleave,
-                           mode.equal_pipeline_stages, ctx.execution.ends_count_as_layers, node)
-              for n in counts]
+    shapes = [build_shapes(Problem.of(model, strat, n, global_batch, mode=mode, execution=ex,
+                                      system=ctx.system, pins=pins)) for n in counts]
     merged = {k: np.concatenate([sh[k] for sh in shapes]) for k in shapes[0]}
     merged["shape"] = np.arange(len(merged["tp1"]))
     places = [shape_placements(cols, n, nvs, pins, mode.exact_domain_fill, node > 0)

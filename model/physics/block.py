@@ -24,22 +24,16 @@ from model.physics.context import Ctx
 from model.physics.kernels import training as kernel_training
 from model.physics.light_recompute import light_recompute
 from model.physics.op_sac import op_sac
-from model.physics.optable import MATMULS, TOKEN_KERNELS, CommSpec, Shards
-from model.physics.strategies import Kind, OpSpec
-from model.physics.volumes import (  # noqa: F401 - MASK_BYTES importable from here as before
-    ELEMENT_BYTES,
-    MASK_BYTES,
-    _local,
-    comm_volume_bytes,
-)
+from model.physics.optable import MATMULS, TOKEN_KERNELS, CommSpec, Kind, OpSpec, Shards
+from model.physics.volumes import ELEMENT_BYTES, MASK_BYTES, comm_volume_bytes, local_size
 from model.specs.params import attention_keys
 from model.specs.precision import PRECISIONS
 
 
 def _linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     """A matmul: its counts, then :func:`_gemm` (waves, kept input, quantisation)."""
-    n = _local(ctx.dims[spec.n], sh, spec.n_shard)
-    kept_rows = rows if spec.act_rows is None else _local(ctx.dims["l"], sh, spec.act_rows)
+    n = local_size(ctx.dims[spec.n], sh, spec.n_shard)
+    kept_rows = rows if spec.act_rows is None else local_size(ctx.dims["l"], sh, spec.act_rows)
     return _gemm(ops.linear(b, rows, k, n, ELEMENT_BYTES), ctx, b, rows, k, k, n, kept_rows)
 
 
@@ -48,8 +42,8 @@ def _summa_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCount
     local GEMMs — forward Y [b·r, n], backward dX [b·r, K/tp1] and dW [K/tp2, n] — so that
     with tp1 = tp2 = nb = 1 it is priced exactly as the 1D matmul of the same GEMM."""
     d = ctx.dims
-    k_rows = _local(d[spec.k], sh, spec.rows)
-    n = _local(d[spec.n], sh, spec.n_shard)
+    k_rows = local_size(d[spec.k], sh, spec.rows)
+    n = local_size(d[spec.n], sh, spec.n_shard)
     counts = ops.linear_summa(b, rows, float(d[spec.k]), k_rows, k, n, sh.nb.astype(float),
                               ELEMENT_BYTES, ctx.mode.summa_matmul_2k_flops)
     return _gemm(counts, ctx, b, rows, k, k_rows, n, rows)
@@ -111,8 +105,8 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     """Fused (or unfused) attention of the local heads; causal flash attention skips the
     masked half."""
     d, m, ex = ctx.dims, ctx.model, ctx.execution
-    heads = _local(m.heads, sh, spec.heads_shard)
-    kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
+    heads = local_size(m.heads, sh, spec.heads_shard)
+    kv = np.maximum(local_size(m.kv_heads, sh, spec.heads_shard), 1.0)  # replicated if tp1 > k
     kernel = attention_kernels.kernel_used(ex.attention_kernel, m.attention_sinks)
     fused = ex.flash_attention and kernel != "math"
     counts = ops.flash_attention(b, heads, kv, rows, float(d["l"]), float(m.qk_head_dim),
@@ -144,7 +138,8 @@ def _attention(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
 
 def _embedding(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> ops.OpCounts:
     """The token-embedding lookup, plus a learned position table where the model has one."""
-    counts = ops.embedding(b, rows, k, _local(ctx.dims[spec.n], sh, spec.n_shard), ELEMENT_BYTES)
+    counts = ops.embedding(b, rows, k, local_size(ctx.dims[spec.n], sh, spec.n_shard),
+                           ELEMENT_BYTES)
     if ctx.model.position_embedding == "learned":
         counts = ops.learned_positions(counts, b, rows, k, float(ctx.dims["l"]), ELEMENT_BYTES)
     return counts
@@ -193,8 +188,8 @@ def _elementwise(spec: OpSpec, sh: Shards, ctx: Ctx, counts: ops.OpCounts, rows,
     if spec.kind == Kind.ACT and m.mlp == "swiglu":
         return elementwise.add_passes(counts, mode, ("swiglu",), b * rows * k)
     if spec.kind == Kind.ATTENTION and m.position_embedding == "rope":
-        heads = _local(m.heads, sh, spec.heads_shard)
-        kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
+        heads = local_size(m.heads, sh, spec.heads_shard)
+        kv = np.maximum(local_size(m.kv_heads, sh, spec.heads_shard), 1.0)
         return elementwise.add_passes(counts, mode, ("rope",),
                                       b * rows * (heads + kv) * m.qk_head_dim)
     return counts
@@ -204,8 +199,8 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     """FLOPs and bytes of one op for every configuration in ``sh``: the op kind's formula
     (:data:`_COUNTERS`, :mod:`model.physics.ops`) on its local shapes — b the microbatch, rows
     the local sequence rows, k the local input features."""
-    rows = _local(ctx.dims["l"], sh, spec.rows)
-    k = _local(ctx.dims[spec.k], sh, spec.k_shard)
+    rows = local_size(ctx.dims["l"], sh, spec.rows)
+    k = local_size(ctx.dims[spec.k], sh, spec.k_shard)
     if spec.routed:
         rows = moe.routed_rows(rows, sh, ctx)
     counter = (_ROUTED.get(spec.kind) if spec.routed else None) or _COUNTERS[spec.kind]
@@ -223,7 +218,7 @@ def op_counts(spec: OpSpec, sh: Shards, ctx: Ctx) -> ops.OpCounts:
     counts = light_recompute(spec, counts, sh, ctx, ELEMENT_BYTES)
     ex = ctx.execution
     if lora.frozen(ex.trainable) and spec.n:  # LoRA / QLoRA (model.physics.lora)
-        n = _local(ctx.dims[spec.n], sh, spec.n_shard)
+        n = local_size(ctx.dims[spec.n], sh, spec.n_shard)
         counts = lora.frozen_counts(counts, spec, k, n, ELEMENT_BYTES, ex.trainable,
                                     ex.lora_rank, ex.lora_targets)
     counts = op_sac(spec, counts, sh, ctx, ELEMENT_BYTES)
@@ -269,7 +264,7 @@ def _nonzero(value: float | np.ndarray) -> bool:
     return bool(value) if isinstance(value, (int, float)) else bool(value.any())
 
 
-def _kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
+def kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
     """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction (``way``: fwd or
     bwd), placement-free: roofline max(FLOP time, HBM time) plus separate memory-bound kernels.
 
@@ -344,7 +339,7 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
     """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
     its separate memory-bound kernels (extra bytes / HBM bandwidth), plus its collectives."""
     zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
-    t_comp, t_mem, t_extra, compute = _kernel_times(spec, c, way, zero, ctx)
+    t_comp, t_mem, t_extra, compute = kernel_times(spec, c, way, zero, ctx)
     comms = spec.fwd if way == "fwd" else spec.bwd
     panels = _panels(spec, sh)
     comm = volume = zero

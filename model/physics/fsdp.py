@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from model.physics.collectives import Collective
-from model.physics.pricing import Pricing
+from model.physics.context import Ctx
+from model.physics.stage import DpSync
 from model.specs.execution import Execution
 
 GATHER_FACTOR = {"bf16": 1.0, "fp32": 2.0}  # gathered bytes per parameter / 2
@@ -54,16 +55,18 @@ def shard_group(dp_group, dp_tau, execution: Execution):
     return shard, np.minimum(np.asarray(dp_tau, dtype=float), shard), group / shard
 
 
-def pytorch_fsdp_time_s(weight_bytes, dp_group, dp_tau, t_fwd, t_bwd, layers, n_mb,
-                        pricing: Pricing, execution: Execution, hbm_bytes_per_s: float,
-                        grad_factor: float = 1.0, default_gather: float = 1.0, *,
-                        dp_time_s):
+def pytorch_fsdp_time_s(sync: DpSync, t_fwd, t_bwd, layers, n_mb, ctx: Ctx, *, dp_time_s):
     """FSDP1/FSDP2 data-parallel time of one step (s) for arrays of configurations (module
-    docstring). ``dp_time_s``: :func:`model.physics.pipeline.dp_time_s`, the replicas'
-    all-reduce (HSDP), which is plain data parallelism (passed in: pipeline calls this
-    module, so importing it here would be a circle)."""
+    docstring): ``sync`` the block's weights (dense and expert) over the replica group, its
+    gradient factor and its precision's gather factor (the default of the FSDP gather dtype).
+    ``dp_time_s``: :func:`model.physics.pipeline.dp_time_s`, the replicas' all-reduce (HSDP),
+    which is plain data parallelism (passed in: pipeline calls this module, so importing it
+    here would be a circle)."""
+    pricing, execution = ctx.pricing, ctx.execution
+    weight_bytes, dp_group, dp_tau = sync.weight_bytes, sync.group, sync.tau
+    grad_factor, hbm_bytes_per_s = sync.grad_factor, ctx.system.hbm_bytes_per_s
     group, tau, replicas = shard_group(dp_group, dp_tau, execution)
-    g = gather_factor(execution, default_gather)
+    g = gather_factor(execution, sync.gather_factor)
     t = pricing.collective(Collective.ALLGATHER, g * weight_bytes, group, tau)
     t_rs = pricing.collective(Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau)
     gathers = 2.0 if execution.fsdp_reshard_after_forward else 1.0
@@ -78,9 +81,8 @@ def pytorch_fsdp_time_s(weight_bytes, dp_group, dp_tau, t_fwd, t_bwd, layers, n_
         copies = gathers * 2.0 * g * np.asarray(weight_bytes, dtype=float) / hbm_bytes_per_s
     out = t + n_mb * layers * (pricing.hidden(t, t_fwd) + backward + copies)
     if execution.fsdp_shard_group:
-        out = out + np.where(replicas > 1, dp_time_s(
-            np.asarray(weight_bytes, dtype=float) / group, replicas, 1, t_fwd, t_bwd, layers,
-            pricing, grad_factor), 0.0)
+        shard = DpSync(np.asarray(weight_bytes, dtype=float) / group, replicas, 1, grad_factor)
+        out = out + np.where(replicas > 1, dp_time_s(shard, t_fwd, t_bwd, layers, pricing), 0.0)
     return out
 
 

@@ -27,6 +27,9 @@ optimizer state and activations, and what lives in host memory:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from model.specs.execution import Execution
@@ -85,6 +88,36 @@ def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0,
     return held, grads, optimizer
 
 
+@dataclass(frozen=True, kw_only=True)
+class StageWeights:
+    """What a stage holds besides its activations, per candidate (arrays broadcast): one
+    block's weight bytes (``expert_weight_bytes`` of the experts, synchronised over
+    ``expert_group``), the embedding's and the head's (``pre_weight``, ``post_weight``),
+    ``n_mb`` microbatches over ``pp`` stages of ``layers`` blocks (``end_layers`` on the end
+    stages; None: the same) and ``interleave`` virtual stages, the replica group and the ZeRO
+    stage that shard them, the gradient and optimizer bytes per 2-byte weight, DualPipe's two
+    stages per GPU, and PyTorch FSDP's gathered blocks and their gather factor
+    (:func:`model.physics.fsdp.fsdp_memory`)."""
+
+    block_weight_bytes: Any
+    pre_weight: Any
+    post_weight: Any
+    n_mb: Any
+    layers: Any
+    pp: Any
+    dp_group: Any
+    interleave: Any = 1
+    zero: int = 1
+    grad_factor: float = 1.0
+    end_layers: Any = None
+    expert_weight_bytes: Any = 0.0
+    expert_group: Any = 1
+    opt_factor: float = OPTIMIZER_FACTOR
+    dualpipe: bool = False
+    gathered_blocks: Any = None
+    gathered_factor: float = 1.0
+
+
 class StageMemory:
     """Memory per GPU (bytes) of a pipeline's first, last and second stage, for any activations.
 
@@ -104,11 +137,14 @@ class StageMemory:
     model) the expert parts are zero and are not computed either.
     """
 
-    def __init__(self, *, block_weight_bytes, pre_weight, post_weight, n_mb, layers, pp,
-                 dp_group, interleave=1, zero: int = 1, grad_factor: float = 1.0,
-                 end_layers=None, expert_weight_bytes=0.0, expert_group=1,
-                 opt_factor: float = OPTIMIZER_FACTOR, dualpipe: bool = False,
-                 gathered_blocks=None, gathered_factor: float = 1.0) -> None:
+    def __init__(self, stage: StageWeights) -> None:
+        block_weight_bytes, layers, pp = stage.block_weight_bytes, stage.layers, stage.pp
+        pre_weight, post_weight, end_layers = stage.pre_weight, stage.post_weight, stage.end_layers
+        zero, grad_factor, opt_factor = stage.zero, stage.grad_factor, stage.opt_factor
+        expert_weight_bytes, expert_group = stage.expert_weight_bytes, stage.expert_group
+        n_mb, interleave, dualpipe = stage.n_mb, stage.interleave, stage.dualpipe
+        dp_group = stage.dp_group
+        gathered_blocks, gathered_factor = stage.gathered_blocks, stage.gathered_factor
         d = layers.astype(float)
         ends = d if end_layers is None else np.asarray(end_layers, dtype=float)
         self.single, self.d, self.ends = pp == 1, d, ends
@@ -216,7 +252,7 @@ def _full(values, shape: tuple) -> np.ndarray:
 
 def stage_memory(*, block_act_bytes, pre_act, post_act, **fixed) -> dict[str, np.ndarray]:
     """Memory per GPU (bytes) of the binding stage and its breakdown (:class:`StageMemory`)."""
-    return StageMemory(**fixed).breakdown(block_act_bytes, pre_act, post_act)
+    return StageMemory(StageWeights(**fixed)).breakdown(block_act_bytes, pre_act, post_act)
 
 
 def offload_memory(mem: dict[str, np.ndarray], block_weight_bytes, block_act_bytes,

@@ -20,16 +20,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from model.physics.pricing import Pricing
-from model.specs.execution import Execution
+from model.physics.context import Ctx
+from model.physics.totals import Totals
 
 ADAM_HOST_BYTES_PER_PARAM = 28.0  # the same Adam traffic as on the GPU, in host DRAM
 
 
-def offload_time_s(*, block_weight_bytes, block_act_bytes, t_fwd, t_bwd, n_mb, layers,
-                   grad_factor: float, link_bytes_per_s: float, ex: Execution, pricing: Pricing):
+def offload_time_s(block: Totals, n_mb, layers, grad_factor: float, ctx: Ctx):
     """Exposed transfer time (s) of offloaded activations and weights per iteration: each
-    transfer's ``pricing.excess`` over the block compute it hides behind."""
+    transfer's ``ctx.pricing.excess`` over the block compute it hides behind (``block``: one
+    block's totals; ``layers`` blocks per stage, ``n_mb`` microbatches)."""
+    ex, pricing = ctx.execution, ctx.pricing
+    link_bytes_per_s = ctx.system.host_bandwidth_gb_per_s * 1e9
+    t_fwd, t_bwd = block.t_fwd, block.t_bwd
+    block_act_bytes = block.act_bytes
+    block_weight_bytes = block.weight_bytes + block.expert_weight_bytes
     t = np.zeros_like(np.asarray(t_fwd, dtype=float))
     if link_bytes_per_s <= 0:
         return t

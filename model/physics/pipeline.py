@@ -17,16 +17,17 @@ microbatches, D = depth / pp blocks per stage, T_f / T_b one block's forward / b
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from model.physics.collectives import Collective
+from model.physics.context import Ctx
 from model.physics.fsdp import pytorch_fsdp_time_s
 from model.physics.offload import host_optimizer_time_s, offload_time_s
 from model.physics.pricing import Pricing
-from model.physics.totals import Totals
-from model.specs.execution import DEFAULT_EXECUTION, Execution
-from model.specs.hardware import System
-from model.specs.modes import Mode
+from model.physics.stage import DpSync, Stage
+from model.specs.execution import Execution
 from model.specs.precision import PRECISIONS
 
 
@@ -42,28 +43,24 @@ def _bucketed_s(kind: Collective, volume_bytes, group, tau, pricing: Pricing,
     return pieces * pricing.collective(kind, volume_bytes / pieces, group, tau)
 
 
-def _gather_and_reduce_s(weight_bytes, group, tau, pricing: Pricing, grad_factor: float,
-                         bucket_bytes: float = 0.0, experts=None, gather_factor: float = 1.0):
+def _gather_and_reduce_s(sync: DpSync, pricing: Pricing):
     """(T, T_rs): one block's parameter all-gather of gather_factor·W bytes (W: its 2-byte
     weights; ``gather_factor`` < 1 when FP8 parameters are gathered) and its gradient
     reduce-scatter of grad_factor·W bytes (the same time when the factors are equal:
     docs/model.md, data parallelism), in buckets of ``bucket_bytes`` (0: one collective each).
-    ``experts`` = (W_e, group, τ): the experts' weights, gathered and reduced over their own
+    ``sync.experts``: the experts' weights, gathered and reduced over their own
     (expert-data-parallel) group after the others: their times add."""
-    t = _bucketed_s(Collective.ALLGATHER, gather_factor * weight_bytes, group, tau, pricing,
-                    bucket_bytes)
-    t_rs = t if grad_factor == gather_factor else _bucketed_s(
-        Collective.REDUCESCATTER, grad_factor * weight_bytes, group, tau, pricing, bucket_bytes)
-    if experts is not None:
-        t_e, t_rs_e = _gather_and_reduce_s(*experts, pricing, grad_factor, bucket_bytes,
-                                           gather_factor=gather_factor)
+    w, group, tau, bucket = sync.weight_bytes, sync.group, sync.tau, sync.bucket_bytes
+    t = _bucketed_s(Collective.ALLGATHER, sync.gather_factor * w, group, tau, pricing, bucket)
+    t_rs = t if sync.grad_factor == sync.gather_factor else _bucketed_s(
+        Collective.REDUCESCATTER, sync.grad_factor * w, group, tau, pricing, bucket)
+    if sync.experts is not None:
+        t_e, t_rs_e = _gather_and_reduce_s(sync.experts, pricing)
         t, t_rs = t + t_e, t_rs + t_rs_e
     return t, t_rs
 
 
-def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
-              grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
-              experts=None, gather_factor: float = 1.0):
+def dp_time_s(sync: DpSync, t_fwd, t_bwd, layers, pricing: Pricing, overlap: bool = True):
     """Data-parallel gradient RS + parameter AG with per-block overlap (module docstring).
 
     A ring all-gather and reduce-scatter of the same buffer take the same time T, so
@@ -71,11 +68,10 @@ def dp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, pricing: Pricing,
     block's compute plus the overlap slowdown); gradients reduced in fp32 (``grad_factor`` 2)
     make the reduce-scatter's buffer twice the 2-byte weights. Without ``overlap`` every
     block's collectives are exposed: t_dp = D·(T + T_rs). A MoE block's expert weights add
-    their collectives over the expert-data-parallel group (``experts``) to T and T_rs; FP8
-    parameters make the all-gather ``gather_factor`` × the 2-byte weights.
+    their collectives over the expert-data-parallel group (``sync.experts``) to T and T_rs;
+    FP8 parameters make the all-gather ``gather_factor`` × the 2-byte weights.
     """
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
-                                   experts, gather_factor)
+    t, t_rs = _gather_and_reduce_s(sync, pricing)
     if not overlap:
         return layers * (t + t_rs)
     return t + t_rs + (layers - 1) * (pricing.hidden(t, t_fwd) + pricing.hidden(t_rs, t_bwd))
@@ -99,28 +95,27 @@ ADAM_BYTES_PER_PARAM = 28.0  # read fp32 master, m, v, bf16 grad; write master, 
 BF16_MOMENTS_SAVED_BYTES = 8.0  # m and v read and written in bf16: 4 × 2 B fewer
 
 
-def fsdp_time_s(weight_bytes, group, tau, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
-                grad_factor: float = 1.0, overlap: bool = True, bucket_bytes: float = 0.0,
-                experts=None, gather_factor: float = 1.0):
+def fsdp_time_s(sync: DpSync, t_fwd, t_bwd, layers, n_mb, pricing: Pricing,
+                overlap: bool = True):
     """ZeRO-3 / FSDP: each microbatch all-gathers every block's weights (T) in the forward and
     again in the backward, and reduce-scatters its gradients (T_rs, fp32 when ``grad_factor`` is
     2) in the backward, each overlapped with one block's compute (DeepSpeed ZeRO-3 and
     Megatron FSDP keep gradients sharded, so they reduce every microbatch). The first block's
     gather is exposed: t = T + n_mb·D·(h(T, T_f) + h(T + T_rs, T_b)), h = ``pricing.hidden``;
     without ``overlap`` every gather and reduce-scatter is exposed: n_mb·D·(2T + T_rs)."""
-    t, t_rs = _gather_and_reduce_s(weight_bytes, group, tau, pricing, grad_factor, bucket_bytes,
-                                   experts, gather_factor)
+    t, t_rs = _gather_and_reduce_s(sync, pricing)
     if not overlap:
         return n_mb * layers * (2 * t + t_rs)
     return t + n_mb * layers * (pricing.hidden(t, t_fwd) + pricing.hidden(t + t_rs, t_bwd))
 
 
-def optimizer_time_s(params_bytes, dp_group, system: System, mode: Mode, execution: Execution,
-                     zero: int = 1, grad_factor: float = 1.0, expert_params_bytes=0.0,
-                     expert_group=1):
-    """The optimizer step: 28 B per local parameter (``params_bytes`` / 2 bytes, sharded over
-    ``dp_group`` from ZeRO-1; of them ``expert_params_bytes`` over ``expert_group``) at HBM
-    speed, or on the host when the optimizer is offloaded."""
+def optimizer_time_s(ctx: Ctx, stage: Stage):
+    """The optimizer step: 28 B per local parameter (``stage.params_bytes`` / 2 bytes,
+    sharded over the replica group from ZeRO-1; of them ``expert_params_bytes`` over the
+    expert group) at HBM speed, or on the host when the optimizer is offloaded."""
+    system, mode, execution = ctx.system, ctx.mode, ctx.execution
+    params_bytes, dp_group, zero = stage.params_bytes, stage.dp_group, execution.zero
+    expert_params_bytes, expert_group = stage.expert_params_bytes, stage.expert_group
     if np.any(expert_params_bytes):
         dense = np.asarray(params_bytes, dtype=float) - expert_params_bytes
         local_params = (dense / (dp_group if zero >= 1 else 1) + np.asarray(
@@ -162,29 +157,29 @@ def dualpipe_bubble_s(pp, t_fwd_s, t_bwd_s, p2p_s=0.0):
     return half * (t_fwd_s + p2p_s + (2.0 - 3.0 * WGRAD_SHARE) * t_bwd_s)
 
 
-def iteration_time(
-    *, block: Totals, edge: Totals, edge_weight, boundary_act_bytes, n_mb, layers, pp, nv_pp,
-    dp_group, dp_tau, system: System, mode: Mode, pricing: Pricing, end_layers=None,
-    interleave=1,
-    zero: int = 1, params_bytes=0.0, grad_factor: float = 1.0,
-    execution: Execution = DEFAULT_EXECUTION, expert_group=1, expert_tau=1,
-    expert_params_bytes=0.0,
-) -> dict[str, np.ndarray]:
-    """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations.
+def iteration_time(ctx: Ctx, stage: Stage) -> dict[str, np.ndarray]:
+    """Iteration time (s), its breakdown and FLOPs per GPU for arrays of configurations: the
+    binding pipeline ``stage`` of each (:class:`~model.physics.stage.Stage`), priced in
+    ``ctx`` (its system, mode, execution and pricing).
 
-    ``edge`` is the per-microbatch cost of the ops outside the blocks on the slower end stage
-    (both ends when pp = 1, else the slower of embedding and head); ``edge_weight`` their weights.
-    The pace is the slowest stage's: a middle stage's ``layers`` blocks or an end stage's
-    ``end_layers`` blocks (default ``layers``) plus its edge ops.
+    ``stage.edge`` is the per-microbatch cost of the ops outside the blocks on the slower end
+    stage (both ends when pp = 1, else the slower of embedding and head); ``edge_weight`` their
+    weights. The pace is the slowest stage's: a middle stage's ``layers`` blocks or an end
+    stage's ``end_layers`` blocks (default ``layers``) plus its edge ops.
     With V = ``interleave`` virtual stages the bubble shrinks V× and each microbatch crosses V×
     as many stage boundaries (Narayanan et al. 2021). The optimizer step reads and writes
     28 B per local parameter (``params_bytes`` / 2 bytes, sharded from ZeRO-1) at HBM speed.
-    Every communication and overlap term is priced by ``pricing``: the exact time of a placed
-    configuration, or a lower bound over the placements of a shape (:mod:`model.physics.pricing`).
-    A MoE block's expert weights synchronise over the expert-data-parallel group
-    (``expert_group``, ``expert_tau`` per NVLink domain), and their optimizer state is sharded
-    over it (``expert_params_bytes`` of the stage's ``params_bytes``).
+    Every communication and overlap term is priced by ``ctx.pricing``: the exact time of a
+    placed configuration, or a lower bound over the placements of a shape
+    (:mod:`model.physics.pricing`). A MoE block's expert weights synchronise over the
+    expert-data-parallel group (``expert_group``, ``expert_tau`` per NVLink domain), and their
+    optimizer state is sharded over it (``expert_params_bytes`` of the stage's
+    ``params_bytes``).
     """
+    pricing, execution = ctx.pricing, ctx.execution
+    block, edge, end_layers, pp = stage.block, stage.edge, stage.end_layers, stage.pp
+    interleave, grad_factor = stage.interleave, stage.grad_factor
+    n_mb, layers = stage.n_mb, stage.layers
     n_mb = n_mb.astype(float)
     d = layers.astype(float)
     # a middle stage sets the pace only where the end stages hold fewer blocks (else an end
@@ -195,7 +190,7 @@ def iteration_time(
     t_end = d_end * t_block + edge.t_fwd + edge.t_bwd
     middle_binds = d * t_block > t_end if lighter else None
     t_loc = n_mb * (np.where(middle_binds, d * t_block, t_end) if lighter else t_end)
-    t_pp = 2 * interleave * n_mb * pricing.p2p(boundary_act_bytes, pp, nv_pp)
+    t_pp = 2 * interleave * n_mb * pricing.p2p(stage.boundary_act_bytes, pp, stage.nv_pp)
     dualpipe = execution.pipeline_schedule == "dualpipe"
     if dualpipe:  # two stages' parameters per GPU, each chunk's forward on the bubble
         t_f = d_end * block.t_fwd + edge.t_fwd  # the binding stage's forward chunk
@@ -208,35 +203,28 @@ def iteration_time(
     else:
         bubble = (pp - 1) * (t_loc + t_pp) / (n_mb * interleave)
     copies = 2.0 if dualpipe else 1.0
-    bucket = execution.dp_bucket_mb * 1e6
-    experts = (copies * block.expert_weight_bytes, expert_group, expert_tau) if np.any(
-        block.expert_weight_bytes) else None
-    gather = param_gather_factor(execution)
-    if zero >= 3 and execution.fsdp_version:  # PyTorch FSDP1/FSDP2 (model.physics.fsdp)
-        t_dp = pytorch_fsdp_time_s(block.weight_bytes + block.expert_weight_bytes, dp_group,
-                                   dp_tau, block.t_fwd, block.t_bwd, d, n_mb, pricing,
-                                   execution, system.hbm_bytes_per_s, grad_factor, gather,
+    sync = DpSync(copies * block.weight_bytes, stage.dp_group, stage.dp_tau, grad_factor,
+                  execution.dp_bucket_mb * 1e6, None, param_gather_factor(execution))
+    if np.any(block.expert_weight_bytes):
+        sync = sync.with_experts(copies * block.expert_weight_bytes, stage.expert_group,
+                                 stage.expert_tau)
+    if execution.zero >= 3 and execution.fsdp_version:  # PyTorch FSDP1/FSDP2 (physics.fsdp)
+        whole = replace(sync, weight_bytes=block.weight_bytes + block.expert_weight_bytes,
+                        experts=None)
+        t_dp = pytorch_fsdp_time_s(whole, block.t_fwd, block.t_bwd, d, n_mb, ctx,
                                    dp_time_s=dp_time_s)
-    elif zero >= 3:
-        t_dp = fsdp_time_s(block.weight_bytes, dp_group, dp_tau, block.t_fwd, block.t_bwd, d,
-                           n_mb, pricing, grad_factor, execution.dp_overlap, bucket, experts,
-                           gather)
+    elif execution.zero >= 3:
+        own = replace(sync, weight_bytes=block.weight_bytes)  # the dense weights once
+        t_dp = fsdp_time_s(own, block.t_fwd, block.t_bwd, d, n_mb, pricing,
+                           execution.dp_overlap)
     else:
-        t_dp = dp_time_s(copies * block.weight_bytes, dp_group, dp_tau, block.t_fwd,
-                         block.t_bwd, d, pricing, grad_factor, execution.dp_overlap, bucket,
-                         experts, gather)
+        t_dp = dp_time_s(sync, block.t_fwd, block.t_bwd, d, pricing, execution.dp_overlap)
+    edge_weight = stage.edge_weight
     if np.any(edge_weight > 0):  # embedding/head (BF16) gradients: exposed, nothing to hide behind
-        t_dp = t_dp + dp_time_s(edge_weight, dp_group, dp_tau, 0.0, 0.0, 1.0, pricing,
-                                grad_factor)
-    t_opt = np.zeros_like(t_loc) + optimizer_time_s(params_bytes, dp_group, system, mode,
-                                                    execution, zero, grad_factor,
-                                                    expert_params_bytes, expert_group)
-    link = system.host_bandwidth_gb_per_s * 1e9
-    block_weights = block.weight_bytes + block.expert_weight_bytes
-    t_off = offload_time_s(block_weight_bytes=block_weights, block_act_bytes=block.act_bytes,
-                           t_fwd=block.t_fwd, t_bwd=block.t_bwd, n_mb=n_mb, layers=d,
-                           grad_factor=grad_factor, link_bytes_per_s=link, ex=execution,
-                           pricing=pricing)
+        edges = DpSync(edge_weight, stage.dp_group, stage.dp_tau, grad_factor)
+        t_dp = t_dp + dp_time_s(edges, 0.0, 0.0, 1.0, pricing)
+    t_opt = np.zeros_like(t_loc) + optimizer_time_s(ctx, stage)
+    t_off = offload_time_s(block, n_mb, d, grad_factor, ctx)
     out = {"iteration_time_s": t_loc + t_pp + bubble + t_dp + t_opt + t_off}
     if block.t_comp is None:  # a bound: the time only
         return out

@@ -1,5 +1,5 @@
 """The time of one serving step: the ops of :mod:`model.physics.serving_ops` priced by the
-training roofline (:func:`model.physics.block._kernel_times`), their collectives on the two-tier
+training roofline (:func:`model.physics.block.kernel_times`), their collectives on the two-tier
 network (:func:`model.physics.collectives.collective_time_s`), the pipeline and the engine's
 host overhead (docs/serving.md, "Step time").
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from model.physics import gemm, routing
-from model.physics.block import _kernel_times
+from model.physics.block import kernel_times
 from model.physics.collectives import Collective, collective_time_s
 from model.physics.context import Ctx
 from model.physics.kernels import pricing as kernel_pricing
@@ -116,7 +116,7 @@ def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
             *op.attention) + zero
     if op.shape is not None and engine.system.sm_count > 0:
         op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
-    *_, t = _kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)
+    *_, t = kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)
     return t * op.share
 
 

@@ -11,7 +11,8 @@ import numpy as np
 from model.physics.optable import ALLTOALL_OPS
 
 if TYPE_CHECKING:
-    from model.physics.block import Ctx, OpResult
+    from model.physics.block import OpResult
+    from model.physics.context import Ctx
 
 
 @dataclass

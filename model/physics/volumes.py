@@ -11,15 +11,14 @@ import numpy as np
 
 from model.physics import moe, ring_attention
 from model.physics.context import Ctx
-from model.physics.optable import Shards
-from model.physics.strategies import Axes, OpSpec
+from model.physics.optable import Axes, OpSpec, Shards
 from model.specs.precision import PRECISIONS
 
 ELEMENT_BYTES = 2.0  # fp16/bf16 activations and weights
 MASK_BYTES = 1.0  # dropout mask element
 
 
-def _local(full: int, shards: Shards, axes: Axes) -> np.ndarray:
+def local_size(full: int, shards: Shards, axes: Axes) -> np.ndarray:
     """Floor-divided local size of a dimension of size ``full`` sharded over ``axes``."""
     return np.asarray(full // shards.size(axes), dtype=float)
 
@@ -30,7 +29,7 @@ def _kv_volume(name: str, spec: OpSpec, sh: Shards, ctx: Ctx) -> np.ndarray:
     if name != "kv":
         return ring_attention.volume_bytes(name, spec, sh, ctx)
     m = ctx.model
-    kv = np.maximum(_local(m.kv_heads, sh, spec.heads_shard), 1.0)
+    kv = np.maximum(local_size(m.kv_heads, sh, spec.heads_shard), 1.0)
     return ELEMENT_BYTES * sh.b.astype(float) * kv * ctx.dims["l"] * (
         m.qk_head_dim + m.value_head_dim)
 
@@ -61,22 +60,22 @@ def comm_volume_bytes(name: str, spec: OpSpec, axes: Axes, sh: Shards, ctx: Ctx)
         feats = d[spec.k] if name.startswith("in") else d[spec.n]
         per = PRECISIONS[ctx.execution.precision].kept_bytes_per_element if (
             name.endswith("_q")) else s
-        return per * b * _local(d["l"], sh, other_rows) * feats
+        return per * b * local_size(d["l"], sh, other_rows) * feats
     if name == "stats":
-        return 2 * s * b * _local(d["l"], sh, spec.rows)
+        return 2 * s * b * local_size(d["l"], sh, spec.rows)
     if name == "stats_paper_bwd":
         return s * ((2 * d["e"]) // sh.tp1 + (2 * sh.b * d["l"]) // sh.tp2).astype(float)
     if name == "norm_weights":
-        return 2 * s * _local(d[spec.k], sh, spec.k_shard)
+        return 2 * s * local_size(d[spec.k], sh, spec.k_shard)
     if name in ("kv", "kv_rep", "dkv_hop"):
         return _kv_volume(name, spec, sh, ctx)
     if name in ("dispatch", "etp"):
-        rows = _local(d["l"], sh, spec.rows)
+        rows = local_size(d["l"], sh, spec.rows)
         if name == "dispatch":
             return moe.DISPATCH_BYTES * b * rows * m.top_k * ctx.execution.moe_load * d["e"]
         return s * b * moe.routed_rows(rows, sh, ctx) * d["e"]
     if name == "summa_x":
-        return s * b * _local(d["l"], sh, spec.rows) * d[spec.k]
+        return s * b * local_size(d["l"], sh, spec.rows) * d[spec.k]
     if name == "summa_w":
-        return s * d[spec.k] * _local(d[spec.n], sh, spec.n_shard)
+        return s * d[spec.k] * local_size(d[spec.n], sh, spec.n_shard)
     raise AssertionError(f"unknown volume {name}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from model.engine.dominance import pareto_mask
 from model.engine.request import Request
 from model.errors import ModelError
 from model.physics import serving_ops as so
@@ -103,16 +104,6 @@ def space(m: Transformer, gpus: int, wl: ServingWorkload, pins: ServingLayout) -
                       prefill=cols[5], batch_cap=cols[6])
 
 
-def pareto_mask(per_gpu: np.ndarray, per_user: np.ndarray) -> np.ndarray:
-    """Candidates no other beats on both tokens/s per GPU and tokens/s per user (exact: sort
-    by per-GPU descending, keep each that is faster per user than every one before)."""
-    order = np.lexsort((-per_user, -per_gpu))
-    best = np.maximum.accumulate(np.concatenate(([-np.inf], per_user[order][:-1])))
-    keep = np.zeros(len(per_gpu), bool)
-    keep[order] = (per_user[order] > best) & (per_gpu[order] > 0)
-    return keep
-
-
 @dataclass
 class ServeResult:
     """A serving estimate: the best row (a dict, units in the keys), every candidate
@@ -129,22 +120,10 @@ def _row(frame: pd.DataFrame, i: int) -> dict:
     return {k: (v.item() if hasattr(v, "item") else v) for k, v in frame.iloc[i].items()}
 
 
-def serve(model: Transformer | Request, system: System | None = None, gpus: int | None = None,
-          workload: ServingWorkload | dict | None = None,
-          layout: ServingLayout | dict | None = None,
-          stack: ServingStack | str | None = None) -> ServeResult:
-    """Evaluate the pinned layout, or search what is not pinned: ``serve(request)``, a
-    :class:`~model.engine.request.Request` whose workload is :class:`Serving` (its stack a
-    serving stack, default the fitted TensorRT-LLM preset), or the keyword form, an adapter that
-    builds that request (``workload`` on ``gpus`` GPUs of ``system``)."""
-    if not isinstance(model, Request):
-        model = Request(model, system, Serving(workload, gpus, layout),
-                        stack=stack)
-    return serve_request(model)
-
-
 def serve_request(req: Request) -> ServeResult:
-    """:func:`serve` of a request with a serving workload."""
+    """Evaluate the pinned layout, or search what is not pinned, of a request whose workload is
+    :class:`Serving` (its stack a serving stack, default the fitted TensorRT-LLM preset); the
+    keyword form is :func:`model.api.serve`."""
     if not isinstance(req.workload, Serving):
         raise ModelError(f"this estimate is for serving; the request's workload is "
                          f"{getattr(req.workload, 'kind', type(req.workload).__name__)}")
@@ -171,9 +150,10 @@ def serve_request(req: Request) -> ServeResult:
         if not fitting.any():
             score = cols["kv_cache_gb"].astype(float)
     best_i = int(np.argmax(score))
-    front = pareto_mask(np.where(cols["fits"] & cols["stable"],
-                                 cols["output_tokens_per_s_per_gpu"], 0.0),
-                        cols["tokens_per_s_per_user"])
+    per_gpu = np.where(cols["fits"] & cols["stable"], cols["output_tokens_per_s_per_gpu"], 0.0)
+    # faster per GPU and per user is better: the front of the two rates negated; a layout
+    # that does not fit or is unstable (0 per GPU) is never on it
+    front = pareto_mask(-per_gpu, -cols["tokens_per_s_per_user"]) & (per_gpu > 0)
     pareto = frame[front].sort_values("output_tokens_per_s_per_gpu").reset_index(drop=True)
     best = _row(frame, best_i)
     for key in ("ttft_p90_s", "ttft_p99_s"):  # not modelled outside Poisson arrivals: None

@@ -223,7 +223,7 @@ def _gpu_keys() -> tuple[str, ...]:
 
 def list_stacks() -> list[str]:
     """Names of the stack presets in ``stacks/``, oldest release first."""
-    return list(_presets())
+    return list(presets())
 
 
 def default_stack_name() -> str:
@@ -232,7 +232,7 @@ def default_stack_name() -> str:
 
 
 @memo.lru("stack presets", 1)
-def _presets() -> dict[str, Stack]:
+def presets() -> dict[str, Stack]:
     """Every preset, oldest release first (read once per process: presets do not change)."""
     stacks = [_read(name) for name in preset_names(STACKS_DIR)]
     return {s.name: s for s in sorted(stacks, key=lambda s: (s.released, s.name))}
@@ -277,5 +277,5 @@ def load_stack(name_or_path: str | Path | Stack | None = None) -> Stack:
         name_or_path = default_stack_name()
     if str(name_or_path) == NONE:
         return NO_STACK
-    found = _presets().get(str(name_or_path))
+    found = presets().get(str(name_or_path))
     return found if found is not None else _read(name_or_path)

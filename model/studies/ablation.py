@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from model.engine.api import search
+from model.engine.api import search_request
 from model.engine.request import Request
 from model.engine.search import only_request
 from model.errors import ModelError
@@ -42,7 +42,7 @@ def ablation(model: Transformer | Request, system: System | None = None,
     modes.append(("default (all fixed)", DEFAULT))
     rows = []
     for label, mode in modes:
-        best = search(req.replace(compat=mode, top_k=1)).best
+        best = search_request(req.replace(compat=mode, top_k=1)).best
         row = {"mode": label, "strategy": req.strategy, "gpus": count}
         if best is not None:
             row.update({k: best[k] for k in ("samples_per_s", "train_days", "memory_gb", "dp",

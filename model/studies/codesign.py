@@ -32,12 +32,13 @@ import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range
-from model.engine.request import DEFAULT_BUDGET, Request
+from model.engine.pruning import DEFAULT_PRUNING
+from model.engine.request import Request
 from model.errors import ModelError
-from model.specs.execution import OFFLOAD, Execution
+from model.specs.execution import Execution
+from model.specs.execution_fields import OFFLOAD
 from model.specs.hardware import System
 from model.specs.prices import PriceTable, check_vary, load_prices
-from model.specs.stack import Stack
 from model.specs.transformer import Transformer
 
 EXECUTION: dict[str, Any] = {"recompute": ["selective", "full"], "recompute_layers": 0,
@@ -77,27 +78,6 @@ def _execution(execution: Mapping | None, offload: bool) -> dict[str, Any]:
     if offload and "offload" not in ex:
         ex["offload"] = ["none", *OFFLOADS]
     return ex
-
-
-def codesign(models: Sequence[Transformer] | Sequence[Request], system: System | None = None,
-             budget_usd: float | None = None, vary: Mapping[str, Sequence[float]] | None = None,
-             prices: PriceTable | Mapping | str | None = None,
-             global_batch: int | Sequence[int] | None = None, *, strategy: str = "1d",
-             execution: Mapping | None = None, stack: str | Stack | None = None,
-             costs: object = None, budget: int = DEFAULT_BUDGET,
-             progress: Callable[[int, int], None] | None = None) -> CodesignResult:
-    """``codesign(requests, budget_usd=…, vary=…, prices=…)`` (:func:`codesign_requests`), or
-    the keyword form: ``models`` on ``system``, ``global_batch`` one for all models or one
-    each, an adapter that builds one request per model."""
-    if len(models) and all(isinstance(m, Request) for m in models):
-        if system is not None or global_batch is not None:
-            raise ModelError("give the requests alone, or the models, system and global batch")
-        return codesign_requests(models, budget_usd, vary, prices, progress=progress)
-    batches = _batches(models, global_batch)
-    reqs = [Request.build(m, system, global_batch=gbs, strategy=strategy, execution=execution,
-                          stack=stack, costs=costs, budget=budget)
-            for m, gbs in zip(models, batches)]
-    return codesign_requests(reqs, budget_usd, vary, prices, progress=progress)
 
 
 def codesign_requests(requests: Sequence[Request], budget_usd: float | None,
@@ -159,7 +139,7 @@ def _group(design: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, v) for k, v in design.items() if k != "hbm_capacity_gb"))
 
 
-def _batches(models: Sequence[Transformer], global_batch: int | Sequence[int] | None
+def batches_of(models: Sequence[Transformer], global_batch: int | Sequence[int] | None
              ) -> list[int]:
     if global_batch is None:
         raise ModelError("give a global batch, or one per model")
@@ -200,9 +180,9 @@ def _best(req: Request, design: dict[str, Any], price: float, most: int,
         return row
     frames = []
     for sysd, ex, upto in _searches(req.system, design, req.execution_given(), reach):
-        frame, _ = best_per_count(req.model, sysd, count_range(upto, node), req.global_batch,
-                                  req.strategy, compat=req.compat, execution=ex,
-                                  stack=req.stack, budget=req.budget)
+        res = req.replace(system=sysd, execution=ex, pins=None,
+                          pruning=DEFAULT_PRUNING).resolve()  # one question per design
+        frame, _ = best_per_count(res, count_range(upto, node))
         frames.append(frame[frame["gpus"] <= most])
     frame = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(
         len(f) for f in frames) else frames[0]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from model.engine.api import search
+from model.engine.api import search_request
 from model.engine.economics import cost_columns
 from model.engine.request import Request
 from model.errors import ModelError
@@ -32,7 +32,7 @@ from model.physics.dims import model_dims
 from model.physics.lora import adapter_params, frozen
 from model.physics.optable import layer_share
 from model.physics.strategies import build_strategy
-from model.specs.execution import LITERALS
+from model.specs.execution_fields import LITERALS
 from model.specs.modes import resolve_mode
 from model.specs.params import total_params
 from model.specs.transformer import Transformer
@@ -145,7 +145,7 @@ def finetune(request: Request, ft: FineTune) -> FineTuneResult:
     if clash:
         raise ModelError(f"give the fine-tuning method once: {', '.join(sorted(clash))} "
                          "come from the method")
-    result = search(request.replace(execution={**(given or {}), **ft.execution()}))
+    result = search_request(request.replace(execution={**(given or {}), **ft.execution()}))
     if result.top.empty:
         raise ModelError(f"no configuration of {request.model.name} fine-tuned by "
                          f"{ft.method} fits on {result.gpus} GPUs of {request.system.name}: "

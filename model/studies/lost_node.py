@@ -17,62 +17,38 @@ import pandas as pd
 from model.engine.counts import best_per_count, count_range
 from model.engine.production import whole_nodes
 from model.engine.request import Request
-from model.engine.search import DEFAULT_BUDGET, only_request, with_stack
+from model.engine.resolved import Resolved
 from model.errors import ModelError
-from model.specs.execution import Execution, execution_variants
-from model.specs.hardware import System
-from model.specs.modes import resolve_mode
-from model.specs.stack import Stack
-from model.specs.transformer import Transformer
 
 DEFAULT_CLIFF_RATIO = 0.9  # a view's threshold (not a model input): 10 % worse per GPU left
 CONFIG = ("strategy", "tp1", "tp2", "pp", "dp", "microbatch", "interleave", "recompute_layers",
           "nv_tp1", "nv_tp2", "nv_dp", "nv_pp")
 
 
-def lost_node_frame(model: Transformer | Request, system: System | None = None,
-                    gpus: int | None = None, global_batch: int | None = None,
-                    strategy: str = "1d", *, lost: int = 8, node: int | None = None,
-                    cliff_ratio: float = DEFAULT_CLIFF_RATIO,
-                    execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                    costs: object = None, budget: int = DEFAULT_BUDGET) -> pd.DataFrame:
+def lost_node_request(req: Request, *, lost: int = 8, node: int | None = None,
+                      cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> pd.DataFrame:
     """One row per number of nodes lost, 0 … ``lost`` (``node`` GPUs each; default the
     system's node size): ``available_gpus``, the best configuration using at most that many
     (``gpus`` it uses, its columns and cost columns), ``all_used_samples_per_s`` (the best
-    using every GPU left; NaN when none), ``relative_efficiency`` and ``cliff``.
-    ``lost_node_frame(request, lost=…)`` (the job: its workload's one GPU count), or the
-    keyword form, an adapter that builds the request."""
-    if isinstance(model, Request):
-        req = only_request(model, system, gpus, global_batch)
-    else:
-        count_range(gpus, 1)  # validates gpus in its own words first
-        req = Request.build(model, system, global_batch=global_batch, gpus=gpus,
-                            strategy=strategy, execution=execution, stack=stack, costs=costs,
-                            budget=budget)
-    return lost_node_request(req, lost=lost, node=node, cliff_ratio=cliff_ratio)
-
-
-def lost_node_request(req: Request, *, lost: int = 8, node: int | None = None,
-                      cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> pd.DataFrame:
-    """:func:`lost_node_frame` of a request."""
-    counts = lost_node_counts(req, lost=lost, node=node, cliff_ratio=cliff_ratio)
-    frame, _ = best_per_count(req.model, req.system, counts, req.global_batch, req.strategy,
-                              compat=req.compat, pins=dict(req.pins),
-                              execution=req.execution_given(), stack=req.stack,
-                              budget=req.budget, pruning=req.pruning)
+    using every GPU left; NaN when none), ``relative_efficiency`` and ``cliff``; the job is
+    the request's one GPU count (the keyword form: :func:`model.api.lost_node_frame`)."""
+    res = req.resolve()
+    counts = lost_node_counts(req, lost=lost, node=node, cliff_ratio=cliff_ratio, res=res)
+    frame, _ = best_per_count(res, counts)
     return lost_node_view(req, frame, lost=lost, node=node, cliff_ratio=cliff_ratio)
 
 
 def lost_node_counts(req: Request, *, lost: int = 8, node: int | None = None,
-                     cliff_ratio: float = DEFAULT_CLIFF_RATIO) -> list[int]:
+                     cliff_ratio: float = DEFAULT_CLIFF_RATIO, res: Resolved | None = None
+                     ) -> list[int]:
     """The GPU counts whose best configurations :func:`lost_node_request` compares (its
-    arguments checked first, in their words)."""
+    arguments checked first, in their words); ``res``: the request resolved, if it was."""
     work = req.training()
     if len(work.gpus) != 1:
         raise ModelError("the lost-node view takes one GPU count: the job's")
     [gpus] = work.gpus
     node = req.system.node_size if node is None else node
-    counts = _counts(req.system, gpus, req.execution_given(), req.stack)  # validates gpus
+    counts = _counts(res or req.resolve(), gpus)  # validates gpus
     if isinstance(lost, bool) or not isinstance(lost, int) or not 0 <= lost < gpus // node:
         raise ModelError(f"'lost' must be an integer in [0, {gpus // node - 1}] nodes of "
                          f"{node} GPUs, got {lost!r}")
@@ -104,16 +80,14 @@ def lost_node_view(req: Request, frame: pd.DataFrame, *, lost: int = 8,
     return _frame(available, node, rows, exact, cliff_ratio)
 
 
-def _counts(system: System, gpus: int, execution: object, stack: str | Stack | None
-            ) -> list[int]:
+def _counts(res: Resolved, gpus: int) -> list[int]:
     """The counts whose best configurations the view compares: every count up to ``gpus``, or,
     under the production rules (:mod:`model.engine.production`: whole nodes of the system's
     node size, which also decide which counts have a configuration at all), the divisors of
     one node and the multiples of it — the same answer from a fraction of the searches."""
     every = count_range(gpus, 1)
-    _, ex = with_stack(system, execution, stack, resolve_mode(None))
-    node = system.node_size
-    if not all(v.production_layout for v in execution_variants(ex)) or node <= 1:
+    node = res.system.node_size
+    if not all(v.production_layout for v in res.variants) or node <= 1:
         return every
     return [n for n in every if whole_nodes(n, node)]
 

@@ -19,30 +19,15 @@ import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range, searchable, strategy_names
-from model.engine.request import DEFAULT_BUDGET, Request
-from model.engine.search import only_request
+from model.engine.dominance import pareto_mask
+from model.engine.request import Request
+from model.engine.resolved import Resolved
 from model.errors import ModelError
-from model.specs.execution import Execution
 from model.specs.hardware import System
-from model.specs.stack import Stack
-from model.specs.transformer import Transformer
 
 COLUMNS = ("system", "gpus", "train_days", "train_days_with_failures", "cost_usd",
            "energy_mwh", "gpu_hours", "samples_per_s", "mfu", "strategy", "tp1", "tp2", "pp",
            "dp", "microbatch", "interleave", "recompute_layers")
-
-
-def pareto_mask(days: np.ndarray, cost: np.ndarray) -> np.ndarray:
-    """Points no other point dominates (at most as long and as costly, better in one); a
-    NaN in either is never optimal."""
-    days, cost = np.asarray(days, dtype=float), np.asarray(cost, dtype=float)
-    ok = np.isfinite(days) & np.isfinite(cost)
-    order = np.lexsort((cost, days))  # by days, then cost
-    best_cost, keep = np.inf, np.zeros(len(days), dtype=bool)
-    for i in order[ok[order]]:
-        if cost[i] < best_cost:
-            keep[i], best_cost = True, cost[i]
-    return keep
 
 
 def sampled_counts(counts: np.ndarray, max_counts: int | None = None) -> np.ndarray:
@@ -57,37 +42,16 @@ def sampled_counts(counts: np.ndarray, max_counts: int | None = None) -> np.ndar
     return counts[::-1][::k][::-1]
 
 
-def _counts(req: Request, system: System, max_counts: int | None) -> np.ndarray:
+def _counts(res: Resolved, max_counts: int | None) -> np.ndarray:
     """The multiples of the node size up to ``max_gpus``; with ``max_counts``, a sample of
     those that may have a configuration (:func:`~model.engine.counts.searchable`): the
     others would only be searched to find nothing."""
-    counts = count_range(req.training().max_gpus, system.node_size)
+    counts = count_range(res.training().max_gpus, res.system.node_size)
     if max_counts is None:
         return counts
-    live = [searchable(req.model, system, counts, req.global_batch, s, compat=req.compat,
-                       execution=req.execution_given(), stack=req.stack)
-            for s in strategy_names(req.strategy)]
+    live = [searchable(res, counts, s) for s in strategy_names(res.strategy)]
     return sampled_counts(np.unique(np.concatenate([np.asarray(c, dtype=np.int64)
                                                     for c in live])), max_counts)
-
-
-def pareto_frame(model: Transformer | Request, systems: Sequence[System] | None = None,
-                 global_batch: int | None = None, max_gpus: int | None = None,
-                 strategy: str = "1d", *,
-                 execution: Execution | dict | None = None, stack: str | Stack | None = None,
-                 costs: object = None, budget: int = DEFAULT_BUDGET,
-                 max_counts: int | None = None) -> pd.DataFrame:
-    """``pareto_frame(request, systems, max_counts=…)`` (:func:`pareto_request`), or the
-    keyword form, an adapter that builds the request (``costs`` applied to every system)."""
-    if isinstance(model, Request):
-        req = only_request(model, global_batch, max_gpus)
-        return pareto_request(req, systems, max_counts=max_counts)
-    if not systems:
-        raise ModelError("give at least one system")
-    systems = [s.with_costs(costs) for s in systems]
-    req = Request.build(model, systems[0], global_batch=global_batch, max_gpus=max_gpus,
-                        strategy=strategy, execution=execution, stack=stack, budget=budget)
-    return pareto_request(req, systems, max_counts=max_counts)
 
 
 def pareto_request(req: Request, systems: Sequence[System] | None = None, *,
@@ -100,10 +64,9 @@ def pareto_request(req: Request, systems: Sequence[System] | None = None, *,
         raise ModelError("the cost/time frontier needs 'max_gpus' (every count up to it)")
     frames = []
     for system in (req.system,) if systems is None else systems:
-        counts = _counts(req, system, max_counts)
-        frame, _ = best_per_count(req.model, system, counts, req.global_batch, req.strategy,
-                                  compat=req.compat, execution=req.execution_given(),
-                                  stack=req.stack, budget=req.budget)
+        res = req.replace(system=system).resolve()  # one question per system
+        counts = _counts(res, max_counts)
+        frame, _ = best_per_count(res, counts)
         if len(frame):
             frames.append(frame.assign(system=system.name)[list(COLUMNS)])
     if not frames:

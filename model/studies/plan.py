@@ -37,12 +37,10 @@ import pandas as pd
 from model.engine.counts import best_per_count, count_range
 from model.engine.economics import power_and_prices
 from model.engine.request import Request
-from model.engine.search import DEFAULT_BUDGET, only_request
 from model.errors import ModelError
 from model.physics.strategies import PRODUCTION, supported_strategies
-from model.specs.execution import DEFAULT_SEARCH, Execution
+from model.specs.execution import DEFAULT_SEARCH
 from model.specs.hardware import System
-from model.specs.stack import Stack
 from model.specs.transformer import Transformer
 
 PRODUCTION_STRATEGIES = PRODUCTION  # what Megatron-Core runs (1d, context); SUMMA is idealised
@@ -152,33 +150,12 @@ def plan_execution(execution: dict[str, Any] | None) -> dict[str, Any] | None:
     return None if execution is None else {**execution, **DEFAULT_SEARCH}
 
 
-def plan(model: Transformer | Request, system: System | None = None,
-         global_batch: int | None = None, *, days: float | None = None,
-         budget_usd: float | None = None, strategy: str | tuple[str, ...] = "all",
-         gpu_step: int | None = None, max_gpus: int = DEFAULT_MAX_GPUS, failures: bool = True,
-         execution: Execution | dict | None = None, stack: str | Stack | None = None,
-         costs: object = None, pins: dict | None = None, budget: int = DEFAULT_BUDGET,
-         progress: Progress | None = None) -> PlanResult:
-    """The fewest GPUs (multiples of ``gpu_step``, default the system's node size) that train
-    ``model``'s budget within ``days``, or the fastest within ``budget_usd`` (see the module
-    docstring); searches counts up to ``max_gpus``. ``plan(request, days=…)`` (its workload's
-    ``max_gpus`` and ``gpu_step``), or the keyword form, an adapter that builds the request.
-    Strategy ``all`` (the keyword form's default, as ``tperf plan``'s): :func:`plan_strategies`.
-    ``progress``: see :func:`plan_request`."""
-    if isinstance(model, Request):
-        req = only_request(model, system, global_batch)
-    else:
-        check_targets(days, budget_usd, model)
-        req = Request.build(model, system, global_batch=global_batch, max_gpus=max_gpus,
-                            gpu_step=gpu_step, strategy=strategy, pins=pins, budget=budget,
-                            execution=execution, stack=stack, costs=costs)
-    return plan_request(req, days=days, budget_usd=budget_usd, failures=failures,
-                        progress=progress)
-
-
 def plan_request(req: Request, *, days: float | None = None, budget_usd: float | None = None,
                  failures: bool = True, progress: Progress | None = None) -> PlanResult:
-    """:func:`plan` of a request. ``progress(done, total)``, when given, is called with the
+    """The fewest GPUs (multiples of the workload's ``gpu_step``, default the system's node
+    size, up to its ``max_gpus``) that train the model's budget within ``days``, or the
+    fastest within ``budget_usd`` (see the module docstring; the keyword form:
+    :func:`model.api.plan`). ``progress(done, total)``, when given, is called with the
     number of GPU counts settled out of the ``total`` in range (multiples of the step up to
     the largest): 0 before the first window, the end of each window searched, and ``total``
     once the answer is known (a days-only plan stops at the first window that meets the
@@ -200,12 +177,10 @@ def plan_request(req: Request, *, days: float | None = None, budget_usd: float |
                          "usd_per_gpu_hour (rental) or purchase_usd_per_gpu and tdp_w")
     windows = _windows(len(counts)) if budget_usd is None else [(0, len(counts))]
     frames, searched = [], 0
+    res = req.replace(strategy=strategy).resolve()
     report(0, len(counts))
     for lo, hi in windows:
-        frame, _ = best_per_count(model, system, counts[lo:hi], req.global_batch, strategy,
-                                  compat=req.compat, pins=dict(req.pins),
-                                  execution=req.execution_given(), stack=req.stack,
-                                  budget=req.budget, pruning=req.pruning)
+        frame, _ = best_per_count(res, counts[lo:hi])
         searched = hi
         frames.append(plan_columns(frame, failures) if len(frame) else frame)
         report(hi, len(counts))

@@ -7,7 +7,7 @@ reward model, then ``update_actor`` / ``update_critic`` and the weight sync to t
 engine) is priced as:
 
 * **generation** of P × K rollouts (P prompts, K samples each, I prompt tokens, O answer tokens
-  on average, O_max the longest) by the serving model (:func:`model.serving.serve.serve`)
+  on average, O_max the longest) by the serving model (:func:`model.serving.serve.serve_request`)
   at a concurrency of P·K users, the layout searched: t_gen = TTFT + P·K·O / R + (O_max − O)·
   TPOT₁, R the pool's output tokens/s. Continuous batching keeps the slots full until the
   queue drains; then the longest answers finish nearly alone — the straggler tail, priced at
@@ -40,11 +40,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from model.engine.api import search
+from model.engine.api import search_request
 from model.engine.economics import cost_columns
 from model.engine.request import Request
 from model.errors import ModelError
-from model.serving.serve import serve
+from model.serving.serve import serve_request
 from model.specs.hardware import System
 from model.specs.params import total_params
 from model.specs.serving import Serving
@@ -169,7 +169,7 @@ def _generation(model: Transformer, system: System, gpus: int, step: RlStep
     work = {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens,
             "mode": "concurrency", "concurrency": step.rollouts,
             "weight_precision": step.precision}
-    best = serve(Request(model, system, Serving(work, gpus, {}))).best
+    best = serve_request(Request(model, system, Serving(work, gpus, {}))).best
     if not best.get("fits", True) or not best.get("output_tokens_per_s"):
         raise ModelError(f"{model.name} does not fit for generation on {gpus} GPUs of "
                          f"{system.name}")
@@ -179,7 +179,7 @@ def _generation(model: Transformer, system: System, gpus: int, step: RlStep
     if step.max_output_tokens > step.output_tokens:  # the longest answers, one per instance
         alone = {**work, "concurrency": layout["replicas"]}
         pinned = {"tp": layout["tp"], "pp": layout["pp"], "replicas": layout["replicas"]}
-        last = serve(Request(model, system, Serving(alone, gpus, pinned))).best
+        last = serve_request(Request(model, system, Serving(alone, gpus, pinned))).best
         tail = (step.max_output_tokens - step.output_tokens) * float(last["tpot_s"])
     t_gen = float(best["ttft_s"]) + step.rollouts * step.output_tokens / float(
         best["output_tokens_per_s"]) + tail
@@ -190,7 +190,7 @@ def _forwards(model: Transformer, system: System, gpus: int, step: RlStep) -> fl
     """Seconds of the algorithm's forward passes over the rollouts on ``gpus`` GPUs."""
     work = {"input_tokens": step.input_tokens + step.output_tokens, "output_tokens": 1,
             "mode": "offline", "weight_precision": "bf16"}
-    best = serve(Request(model, system, Serving(work, gpus, {}))).best
+    best = serve_request(Request(model, system, Serving(work, gpus, {}))).best
     return FORWARD_PASSES[step.algorithm] * step.rollouts / float(best["requests_per_s"])
 
 
@@ -200,7 +200,7 @@ def _training(model: Transformer, system: System, gpus: int, step: RlStep,
     GPUs."""
     request = Request.build(model, system, global_batch=step.rollouts, gpus=gpus,
                             strategy="1d", stack=stack)
-    result = search(request)
+    result = search_request(request)
     if result.top.empty:
         raise ModelError(f"no layout trains {model.name} on {step.rollouts} sequences of "
                          f"{model.seq_len} tokens on {gpus} GPUs of {system.name}")

@@ -2,7 +2,7 @@
 
 For one question (model, system, GPU count, batch, strategy, execution, stack), each input of
 :data:`INPUTS` is scaled by 1 − x and by 1 + x on its own and the whole search runs again
-(:func:`model.engine.search.search`, best configuration only): the configuration may change
+(:func:`model.engine.api.search_request`, best configuration only): the configuration may change
 with the hardware, as it would on a real cluster. Work is bounded and sized first: one search
 for the baseline and two per input (at most 2·len(INPUTS) + 1), each answered from the
 per-process frontier cache when it ran before; a changed HBM capacity is answered from the
@@ -25,7 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from model.engine.api import search
+from model.engine.api import search_request
+from model.engine.request import Request
 from model.errors import ModelError
 from model.specs.hardware import System
 from model.specs.transformer import Transformer
@@ -84,13 +85,20 @@ def _days(frame: pd.DataFrame, metric: str) -> float:
     return float(frame.iloc[0][metric])
 
 
+def keyword_search(model: Transformer, system: System, gpus: int, global_batch: int,
+                   strategy: str, **options: Any) -> Any:
+    """A search from keywords (those of :meth:`~model.engine.request.Request.build`)."""
+    return search_request(Request.build(model, system, global_batch=global_batch, gpus=gpus,
+                                        strategy=strategy, **options))
+
+
 def sensitivity_frame(model: Transformer, system: System, gpus: int, global_batch: int,
                       strategy: str, fraction: float = 0.1, *, metric: str = "train_days",
-                      run: Callable[..., Any] = search, **options: Any) -> pd.DataFrame:
+                      run: Callable[..., Any] = keyword_search, **options: Any) -> pd.DataFrame:
     """One row per input the system has, largest swing first: its base, low (× 1 − x) and high
     (× 1 + x) values, the best configuration's ``metric`` (days) at each, and their change
     (%) from the base; ``swing_pct`` = the larger |change|. ``options`` go to ``run``
-    (:func:`~model.engine.search.search`: compat, execution, stack, …)."""
+    (:func:`keyword_search`: compat, execution, stack, …)."""
     if not (isinstance(fraction, (int, float)) and 0 < fraction <= MAX_FRACTION):
         raise ModelError(f"the change must be above 0 and at most {100 * MAX_FRACTION:g} %, "
                          f"got {fraction!r:.20}")

@@ -8,38 +8,10 @@ from itertools import groupby
 import pandas as pd
 
 from model.engine.request import Request
-from model.engine.search import DEFAULT_BUDGET, SearchResult, only_request, run_counts
-from model.errors import ModelError
+from model.engine.search import SearchResult, run_counts
 from model.physics.strategies import STRATEGIES, canonical_strategy, supported_strategies
-from model.specs.execution import Execution
-from model.specs.hardware import System
-from model.specs.transformer import Transformer
 
 PAPER_GPU_COUNTS = tuple(2 ** k for k in range(2, 15))  # 4 … 16384, as in the paper's figures
-
-
-def sweep(model: Transformer | Request, system: System | None = None,
-          gpu_counts: Iterable[int] = PAPER_GPU_COUNTS, global_batch: int = 4096,
-          strategies: Iterable[str] | None = None, *,
-          compat: str | None = None, nvs: int | None = None, pins: dict | None = None,
-          execution: Execution | dict | None = None, stack: str | None = None,
-          top_k: int = 1, budget: int = DEFAULT_BUDGET) -> list[SearchResult]:
-    """One :func:`~model.engine.search.search` per (strategy, GPU count), strategies outermost:
-    ``sweep(request)`` (its workload's GPU counts; its strategy, or every one for "all"), or the
-    keyword form (default: every strategy), an adapter that builds the request.
-    Of several strategies those that cannot model the model are left out (SUMMA has no MoE,
-    MLA or MTP op table); a single one that cannot is an error."""
-    if isinstance(model, Request):
-        req = only_request(model, system)
-        names = strategies or (STRATEGIES if req.strategy == "all" else (req.strategy,)
-                               if isinstance(req.strategy, str) else req.strategy)
-        return sweep_request(req, names)
-    if isinstance(gpu_counts, (str, bytes)) or not hasattr(gpu_counts, "__iter__"):
-        raise ModelError(f"GPU counts must be a list of integers, got {gpu_counts!r:.80}")
-    req = Request.build(model, system, global_batch=global_batch, gpus=tuple(gpu_counts),
-                        strategy="all", compat=compat, nvs=nvs, pins=pins, top_k=top_k,
-                        budget=budget, execution=execution, stack=stack)
-    return sweep_request(req, req.strategy if strategies is None else strategies)
 
 
 def sweep_request(req: Request, strategies: str | Iterable[str]) -> list[SearchResult]:

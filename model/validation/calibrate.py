@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 
 from model.specs.stack import load_stack
-from model.validation import Case, predict_row
+from model.validation.case import Case
+from model.validation.published import predict_row
 
 ALL_FIRM_PYTORCH = "all firm PyTorch-family runs"  # the second summary row of error_table
 FP8_RATIO = 0.96  # pre-quantised FP8 GEMM speed over BF16 / their peak ratio (1.92 / 2)

@@ -28,8 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from model.specs.stack import _presets
-from model.validation import time_cases
+from model.specs.stack import presets
 from model.validation.calibrate import (
     FP8_RATIO,
     Curve,
@@ -38,6 +37,7 @@ from model.validation.calibrate import (
     error_table,
     stack_efficiencies,
 )
+from model.validation.published import time_cases
 
 DATA = Path(__file__).resolve().parent.parent / "data"  # model/data
 CV_PATH = DATA / "reference" / "cross_validation.json"
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(table.to_string(index=False, float_format="%.2f"))
     if args.write:  # the MoE runs are priced with the stacks' dense values: write them first
         write_stacks(fits, _pooled(curves), {})
-        _presets.clear()  # the presets just written are read again
+        presets.clear()  # the presets just written are read again
     start = time.perf_counter()
     moe = [Curve.of(c) for c in time_cases(sets=("moe",))]
     moe_rows = pd.DataFrame(cross_validate(moe))

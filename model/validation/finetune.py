@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from model.engine.search import evaluate
+from model.engine.request import Request
+from model.engine.search import evaluate_request
 from model.specs import memo
 from model.specs.hardware import load_system
 from model.specs.models import load_model
@@ -50,9 +51,10 @@ def records() -> pd.DataFrame:
                      "fp32_gradients": False, "sequence_parallel": True,
                      "ends_count_as_layers": False, **(LORA if run["method"] == "lora" else {})}
         dp = run["gpus"] // (run["tp"] * run["pp"] * run["cp"])
-        ev = evaluate(model, load_system(run["system"]), run["gpus"], GLOBAL_BATCH, "1d",
-                      tp1=run["tp"], tp2=run["cp"], pp=run["pp"], dp=dp, microbatch=1,
-                      execution=execution, stack=stack)
+        pins = {"tp1": run["tp"], "tp2": run["cp"], "pp": run["pp"], "dp": dp, "microbatch": 1}
+        ev = evaluate_request(Request.build(
+            model, load_system(run["system"]), global_batch=GLOBAL_BATCH, gpus=run["gpus"],
+            pins=pins, top_k=1, execution=execution, stack=stack))
         predicted = float(ev.row["tokens_per_s"]) / run["gpus"]
         measured = float(run["tokens_per_s_per_gpu"])
         rows.append({"method": run["method"], "system": run["system"], "gpus": run["gpus"],

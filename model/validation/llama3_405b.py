@@ -12,7 +12,8 @@ interleaving and the recompute itself.
 
 from __future__ import annotations
 
-from model.engine.api import search
+from model.engine.api import search_request
+from model.engine.request import Request
 from model.specs.hardware import load_system
 from model.specs.models import load_model
 from model.validation.case import FITTING_DEPTH, fastest_fitting
@@ -24,6 +25,7 @@ GLOBAL_BATCH = 2048  # 16M tokens / 8,192 tokens per sample
 def predict(gpus: int, stack: str | None = None):
     """The best row of the default search with the published TP and PP pinned (BF16)."""
     model, system = load_model("llama3-405b"), load_system("h100")
-    return search(model, system, gpus, GLOBAL_BATCH, "1d", pins={"tp1": 8, "pp": 16},
-                  execution={"precision": "bf16"}, stack=stack,
-                  top_k=FITTING_DEPTH).top.pipe(fastest_fitting)
+    return search_request(Request.build(
+        model, system, global_batch=GLOBAL_BATCH, gpus=gpus, pins={"tp1": 8, "pp": 16},
+        execution={"precision": "bf16"}, stack=stack,
+        top_k=FITTING_DEPTH)).top.pipe(fastest_fitting)

@@ -51,9 +51,9 @@ STATES = ("fits", "tight", "no")
 
 def compute_rows() -> list[dict[str, Any]]:
     """Every memory figure of the fit data with its prediction (GiB) and score."""
-    from model.validation import _cases, predict, reference_dir  # the validation's cases
+    from model.validation.published import cases_of, predict, reference_dir
     rows = []
-    for c in _cases(reference_dir(None), ("korthikanti",)):
+    for c in cases_of(reference_dir(None), ("korthikanti",)):
         if c.skip or c.metric == "iteration_time_s":
             continue
         predicted = predict(c)
@@ -108,7 +108,7 @@ def torchtitan_reserved_rows() -> list[dict[str, Any]]:
 def compute_reserved_rows() -> list[dict[str, Any]]:
     """TorchTitan's runs of the fit data: the published peak reserved memory (GiB) beside the
     model's allocated prediction (GiB) — matched by table and row order."""
-    from model.validation import PYTORCH_RUNS, predict_row, pytorch_cases
+    from model.validation.published import PYTORCH_RUNS, predict_row, pytorch_cases
     published = torchtitan_reserved_rows()
     tables = {r["id"]: int(re.search(r"Table (\d)", r["source"]).group(1))
               for r in json.loads(PYTORCH_RUNS.read_text())["records"]

@@ -24,7 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from model.engine.api import search
+from model.engine.api import search_request
+from model.engine.request import Request
 from model.specs.hardware import load_system
 from model.specs.hf_moe import model_from_hf
 from model.specs.schema import DATA_DIR
@@ -107,9 +108,10 @@ def predict(r: dict[str, Any], stack: str | None = None, without_moe_fit: bool =
     chosen: Any = load_stack(stack or stack_of(r))
     if without_moe_fit:
         chosen = replace(chosen, moe_token_efficiency={})
-    return search(model_of(r), load_system(SYSTEMS[r["system"]]), int(r["n_gpus"]),
-                  int(r["global_batch"]), strategy, pins=pins_of(r), execution=execution_of(r),
-                  stack=chosen, top_k=FITTING_DEPTH).top.pipe(fastest_fitting)
+    return search_request(Request.build(
+        model_of(r), load_system(SYSTEMS[r["system"]]), global_batch=int(r["global_batch"]),
+        gpus=int(r["n_gpus"]), strategy=strategy, pins=pins_of(r), execution=execution_of(r),
+        stack=chosen, top_k=FITTING_DEPTH)).top.pipe(fastest_fitting)
 
 
 def predicted_tokens_per_s(r: dict[str, Any], row) -> float:

@@ -34,8 +34,8 @@ from model.specs.hardware import System, load_system, system_from_dict
 from model.specs.models import load_model
 from model.specs.stack import Stack, load_stack, stack_from_dict
 from model.specs.transformer import Transformer, transformer_from_dict
-from model.validation import Case
 from model.validation.calibrate import FP8_RATIO, Curve, fit
+from model.validation.case import Case
 
 MAX_RUNS = 200
 # a run pins η when doubling η changes its predicted time by at least this fraction

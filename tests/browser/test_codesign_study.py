@@ -7,7 +7,7 @@ from __future__ import annotations
 from selenium.webdriver.common.keys import Keys
 
 from model import load_model, load_system
-from model.studies.codesign import codesign
+from model.api import codesign
 
 BUDGET_USD = 2_000_000  # 56 to 88 GPUs: the whole study takes well under a second
 FIELDS = (("hbm_capacity_gb", "40, 80", "5000, 10000"), ("host_memory_gb", "0, 256", "0, 2500"))

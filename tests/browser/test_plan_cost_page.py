@@ -9,8 +9,9 @@ import pytest
 
 from dashboard.controls import scenario as S
 from model import load_model, load_system
+from model.api import plan
 from model.specs.stack import default_stack_name
-from model.studies.plan import DEFAULT_MAX_GPUS, plan, plan_execution
+from model.studies.plan import DEFAULT_MAX_GPUS, plan_execution
 
 FRAGMENT = "strategy=1d"  # one strategy: each plan takes well under a second
 

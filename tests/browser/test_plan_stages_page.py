@@ -10,8 +10,8 @@ import pytest
 
 from dashboard.controls import scenario as S
 from dashboard.jobs import planner
+from model.api import plan
 from model.engine.request import Request
-from model.studies.plan import plan
 
 # records, from before a change, whether a spinner covered a card's figure: the job's (the
 # cards' grid marked busy while it runs, CSS draws it) or dcc.Loading's (a request's)

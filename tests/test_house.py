@@ -1,0 +1,134 @@
+"""The house rules of model/ and dashboard/ that the code's shape must keep (issue 33): few
+functions with long parameter lists (a function takes the resolved request, the pricing
+context or a record, not their fields one by one)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("model", "dashboard")
+MAX_PARAMETERS = 8  # more than this is a long parameter list
+MAX_LONG = 10  # functions allowed one
+
+
+def _sources() -> dict[str, ast.Module]:
+    return {str(p.relative_to(ROOT)): ast.parse(p.read_text(encoding="utf-8"))
+            for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+
+
+SOURCES = _sources()
+
+
+def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """A function's parameters, ``self`` and ``cls`` left out (``*args``/``**kwargs`` too:
+    they are not a list the reader must follow)."""
+    a = fn.args
+    return [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+
+
+def long_parameter_lists(sources: dict[str, ast.Module]) -> list[str]:
+    """``path:line name (n)`` of every function taking more than :data:`MAX_PARAMETERS`."""
+    out = []
+    for path, tree in sources.items():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = len(parameters(node))
+                if n > MAX_PARAMETERS:
+                    out.append(f"{path}:{node.lineno} {node.name} ({n})")
+    return sorted(out)
+
+
+def test_the_counter_counts_parameters():
+    tree = ast.parse("def f(self, a, b, /, c, *args, d=1, e, **kw): ...\n"
+                     "def g(a, b, c, d, e, f, g, h, i): ...\n")
+    assert [len(parameters(n)) for n in tree.body] == [5, 9]
+    assert long_parameter_lists({"x.py": tree}) == ["x.py:2 g (9)"]
+
+
+def test_few_functions_take_a_long_parameter_list():
+    offenders = long_parameter_lists(SOURCES)
+    assert len(offenders) <= MAX_LONG, (
+        f"{len(offenders)} functions take more than {MAX_PARAMETERS} parameters (at most "
+        f"{MAX_LONG} may): pass the resolved request, the pricing context or a record "
+        "instead:\n" + "\n".join(offenders))
+
+
+MODULES = {}
+for _path in SOURCES:
+    _parts = list(Path(_path).with_suffix("").parts)
+    MODULES[".".join(_parts[:-1] if _parts[-1] == "__init__" else _parts)] = _path
+
+
+def defined_names(tree: ast.Module) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments)."""
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return out
+
+
+def imported_names(sources: dict[str, ast.Module]):
+    """(importing file, module, name) of every absolute ``from module import name``."""
+    for path, tree in sources.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    yield path, node.module, alias.name
+
+
+def _all_sources() -> dict[str, ast.Module]:
+    """model/ and dashboard/, and the tests and benchmarks that import from them."""
+    more = {str(p.relative_to(ROOT)): ast.parse(p.read_text(encoding="utf-8"))
+            for folder in ("tests", "bench") for p in sorted((ROOT / folder).rglob("*.py"))}
+    return {**SOURCES, **more}
+
+
+def borrowed_imports(sources: dict[str, ast.Module], modules: dict[str, str],
+                     trees: dict[str, ast.Module]) -> list[str]:
+    """Imports of a name from a module of model/ that does not define it (it only imports
+    it): a re-export shim, two homes for one name. A package's ``__init__`` is its public
+    face and may re-export; ``from package import submodule`` is no re-export."""
+    out = []
+    for path, module, name in imported_names(sources):
+        home = modules.get(module)
+        if (home is None or not module.startswith("model") or home.endswith("__init__.py")
+                or f"{module}.{name}" in modules):
+            continue
+        if name not in defined_names(trees[home]):
+            out.append(f"{path}: from {module} import {name}")
+    return sorted(out)
+
+
+def private_imports(sources: dict[str, ast.Module], modules: dict[str, str]) -> list[str]:
+    """Imports of a private name (``_x``) of one project module by another."""
+    return sorted(f"{path}: from {module} import {name}"
+                  for path, module, name in imported_names(sources)
+                  if module in modules and name.startswith("_") and not name.startswith("__"))
+
+
+def test_the_shim_finder_finds_one():
+    trees = {"model/a.py": ast.parse("X = 1\n_y = 2\n"),
+             "model/b.py": ast.parse("from model.a import X\n"),
+             "model/c.py": ast.parse("from model.b import X\nfrom model.a import _y\n")}
+    modules = {"model.a": "model/a.py", "model.b": "model/b.py", "model.c": "model/c.py"}
+    assert borrowed_imports(trees, modules, trees) == ["model/c.py: from model.b import X"]
+    assert private_imports(trees, modules) == ["model/c.py: from model.a import _y"]
+
+
+def test_every_name_is_imported_from_its_home():
+    offenders = borrowed_imports(_all_sources(), MODULES, SOURCES)
+    assert not offenders, ("import these names from the module that defines them (a module "
+                           "that only imports a name is not its home):\n" + "\n".join(offenders))
+
+
+def test_no_module_of_the_model_imports_another_module_private_name():
+    offenders = private_imports({p: t for p, t in SOURCES.items() if p.startswith("model")},
+                                MODULES)
+    assert not offenders, ("make these names public (or move them where they are used):\n"
+                           + "\n".join(offenders))
