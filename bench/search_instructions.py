@@ -31,8 +31,9 @@ from collections.abc import Callable
 sys.path.insert(0, os.getcwd())
 
 from model import ServingWorkload, load_model, load_system, search, serve, sweep  # noqa: E402
+from model.physics.strategies import STRATEGIES  # noqa: E402
 from model.specs import memo  # noqa: E402
-from model.studies.sweep import PAPER_GPU_COUNTS, STRATEGIES  # noqa: E402
+from model.studies.sweep import PAPER_GPU_COUNTS  # noqa: E402
 
 
 def _cases() -> dict[str, Callable[[], object]]:

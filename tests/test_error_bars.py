@@ -12,7 +12,7 @@ import math
 import pytest
 
 from model.cli import main
-from model.validation import conformal
+from model.specs import conformal
 from model.validation import error_bars as eb
 from model.validation.coverage import ALPHA, below_p, coverage_table
 from model.validation.error_bars import error_bar, scored_runs

@@ -147,5 +147,5 @@ def test_views_import_neither_search_nor_serve():
     assert len(views) > 10
     assert {m: _estimator_imports(m) for m in views if _estimator_imports(m)} == {}
     # the check sees them where they are asked for
-    assert "model.engine.search" in _estimator_imports("dashboard.jobs.scenarios")
+    assert "model.search" in _estimator_imports("dashboard.jobs.scenarios")
     assert "model.serve" in _estimator_imports("dashboard.jobs.serving")

@@ -112,7 +112,7 @@ def test_the_design_pages_figures_of_an_unvalidated_system_say_so():
     from dashboard.views import selected
 
     scn = _scenario(model="llama3-8b", system="mi300x", gpus=64, gpus_max=256)
-    rows = design._rows(compute.top(scn))[:1]
+    rows = design._rows(compute.top(scn), scn)[:1]
     assert rows
     ops, roof, _ = design.build_ops(scn, rows)
     timeline, memory, _ = selected.build(scn, rows)

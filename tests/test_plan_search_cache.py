@@ -21,10 +21,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from model import load_model, load_system  # noqa: E402
+from model.api import plan  # noqa: E402
 from model.engine import variant  # noqa: E402
 from model.engine.frontier import CACHE  # noqa: E402
 from model.engine.variant import clear_shape_spaces  # noqa: E402
-from model.studies.plan import plan  # noqa: E402
 
 # (model, system, global batch, target days, largest GPU count): a dense preset each
 CASES = [("llama3-8b", "h100", 1024, 60.0, 512), ("gpt3-175b", "h200", 1536, 20.0, 2048)]
@@ -54,7 +54,7 @@ def test_a_plan_with_other_prices_reuses_the_search_with_the_same_answer(case, m
     real = variant._evaluate_variant
 
     def counted(*args, **kw):
-        evaluated.append(args[0].name)
+        evaluated.append(args[1].name)  # the strategy (after the resolved request)
         return real(*args, **kw)
 
     monkeypatch.setattr(variant, "_evaluate_variant", counted)

@@ -11,12 +11,12 @@ import json
 import pytest
 
 from model import ModelError, load_model, load_system, search
+from model.api import sweep
 from model.cli import main
 from model.engine.layouts import stack_strategies
 from model.engine.request import Request
 from model.physics.strategies import STRATEGIES
 from model.specs.stack import load_stack, stack_from_dict
-from model.studies.sweep import sweep
 
 FSDP = "pytorch-fsdp-2023"
 ARGS = ["search", "--model", "llama3-8b", "--system", "a100", "--gpus", "64", "--stack", FSDP]

@@ -15,6 +15,7 @@ from model.cli import main
 from model.cli.format import TIGHT_LEGEND, fits_json
 from model.engine import tight
 from model.engine.counts import best_per_count
+from model.engine.request import Request
 from model.specs.modes import DEFAULT, PAPER
 from model.validation.memory_error import fit_status
 from tests.unstacked import search
@@ -53,8 +54,9 @@ def test_the_search_keeps_candidates_over_the_usable_hbm_within_the_interval(fou
 
 def test_best_per_count_keeps_what_the_search_keeps(found):
     h200, res = found
-    frame, _ = best_per_count(load_model("gpt3-1t"), h200, [1024], 4096, "1d", top_k=40,
-                               stack="none")
+    req = Request.build(load_model("gpt3-1t"), h200, global_batch=4096, gpus=1024,
+                        strategy="1d", stack="none")
+    frame, _ = best_per_count(req.resolve(), [1024], top_k=40)
     assert list(frame["samples_per_s"]) == pytest.approx(list(res.top["samples_per_s"]))
     assert (frame["memory_gb"] > h200.usable_hbm_bytes / 1e9).any()
 

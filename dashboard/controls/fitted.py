@@ -32,9 +32,9 @@ from typing import Any
 from dashboard.controls.control_table import BY_KEY as CONTROL
 from model.errors import ModelError
 from model.specs import memo
+from model.specs.conformal import COVERAGE, score
 from model.specs.hardware import list_systems
 from model.specs.stack import Stack, list_stacks, load_stack, stack_from_dict
-from model.validation.conformal import COVERAGE, score
 from model.validation.error_bars import ErrorBar
 from model.validation.user_bars import scores_bar
 

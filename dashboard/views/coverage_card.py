@@ -14,8 +14,8 @@ from dash import Input, Output, callback, dcc, html
 from dashboard.views.grid import number_column as _num
 from dashboard.views.grid import text_column as _text
 from model.errors import ModelError
+from model.specs.conformal import COVERAGE
 from model.validation import memory_error
-from model.validation.conformal import COVERAGE
 from model.validation.coverage import coverage_table
 
 CHOICES = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)

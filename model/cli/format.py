@@ -16,8 +16,8 @@ import pandas as pd
 
 from model.cli import numbers
 from model.engine.search import Evaluation, SearchResult
+from model.specs.conformal import COVERAGE
 from model.specs.execution import CHOICES as EXECUTION_COLUMNS
-from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar
 from model.validation.memory_error import fit_status
 

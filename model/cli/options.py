@@ -17,17 +17,16 @@ from collections.abc import Callable
 from typing import Any
 
 from model.errors import ModelError
-from model.specs.execution import FIELDS
-from model.specs.execution_fields import AUTO, LITERALS, field_kind
-from model.specs.execution_help import HELP
-from model.specs.stack import NONE, list_stacks
-from model.validation.conformal import (
+from model.specs.conformal import (
     COVERAGE,
     COVERAGE_MAX,
     COVERAGE_MIN,
     CoverageError,
     check_coverage,
 )
+from model.specs.execution import FIELDS
+from model.specs.execution_fields import AUTO, HELP, LITERALS, field_kind
+from model.specs.stack import NONE, list_stacks
 
 ALL = "all"  # a choice field's every value (searching only)
 

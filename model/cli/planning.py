@@ -30,6 +30,7 @@ from model.engine.request import Request
 from model.errors import ModelError
 from model.physics.strategies import supported_strategies
 from model.specs.batch import critical_batch_warning
+from model.specs.conformal import COVERAGE
 from model.specs.execution import CHOICES
 from model.specs.hardware import load_system
 from model.specs.models import load_model
@@ -43,7 +44,6 @@ from model.studies.plan import (
     plan_request,
     plan_strategies,
 )
-from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar, error_bar
 from model.validation.user_bars import fitted_bar
 

@@ -29,6 +29,7 @@ from model.engine.search import SearchResult, evaluate_request
 from model.errors import ModelError
 from model.physics.strategies import TRAITS, build_strategy, supported_strategies
 from model.specs.batch import critical_batch_warning
+from model.specs.conformal import COVERAGE
 from model.specs.hardware import System
 from model.specs.modes import resolve_mode
 from model.specs.stack import NONE, load_stack
@@ -36,7 +37,6 @@ from model.specs.transformer import Transformer
 from model.studies.ablation import ablation
 from model.validation import run_validation
 from model.validation import summary as validation_summary
-from model.validation.conformal import COVERAGE
 from model.validation.error_bars import ErrorBar, error_bar
 from model.validation.user_bars import fitted_bar
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from model.errors import ModelError
+from model.specs.conformal import COVERAGE, score
 from model.specs.stack import load_stack
-from model.validation.conformal import COVERAGE, score
 from model.validation.user_bars import SCORES, scores_bar
 from model.validation.user_runs import calibrate_runs, fitted_stack, read_runs
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from model.specs.conformal import COVERAGE, check_coverage
 from model.validation import memory_error
-from model.validation.conformal import COVERAGE, check_coverage
 from model.validation.coverage import coverage_table
 
 MEMORY_POPULATIONS = {  # population label → the memory figures of its runs

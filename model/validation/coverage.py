@@ -29,8 +29,8 @@ import math
 
 import pandas as pd
 
-from model.validation import conformal
-from model.validation.conformal import COVERAGE
+from model.specs import conformal
+from model.specs.conformal import COVERAGE
 from model.validation.error_bars import (
     ALL,
     WORKLOADS,

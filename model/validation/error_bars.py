@@ -1,4 +1,4 @@
-"""The error bar of a prediction: a split-conformal interval (:mod:`model.validation.conformal`)
+"""The error bar of a prediction: a split-conformal interval (:mod:`model.specs.conformal`)
 at a stated coverage, from the leave-one-source-out residuals of the population the prediction
 belongs to — or "not validated" when no published run of it was ever scored.
 
@@ -19,7 +19,7 @@ throughput (every scored run is a training run). A prediction's bar:
    (e.g. MI300X; TorchTitan on Blackwell), or no firm run of its stack or of the releases whose
    calibration it inherits (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021);
 2. else the interval of the narrowest population with the runs its coverage needs
-   (:func:`model.validation.conformal.runs_needed`: 4 for 80 %, 19 for 95 %): (family,
+   (:func:`model.specs.conformal.runs_needed`: 4 for 80 %, 19 for 95 %): (family,
    workload, generation), (family, workload, every generation), (every family, workload,
    generation), (every family, workload, every generation); a wider one than the first says
    "borrowed from …"; where even the widest has too few, the bounds are null and the text says
@@ -36,12 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import ModelError
-from model.specs import memo
+from model.specs import conformal, memo
+from model.specs.conformal import COVERAGE
 from model.specs.hardware import list_systems, load_system
 from model.specs.schema import DATA_DIR
 from model.specs.stack import lineage, list_stacks, load_stack
-from model.validation import conformal
-from model.validation.conformal import COVERAGE
 
 CROSS_VALIDATION = DATA_DIR / "reference" / "cross_validation.json"
 ALL = "every family"

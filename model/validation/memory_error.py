@@ -7,7 +7,7 @@ model computes — the bytes allocated: Korthikanti et al. 2022's per-GPU breakd
 parallelism and selective recompute; ``korthikanti`` cases of :mod:`model.validation`). No
 parameter of the memory model is fitted to them, so each figure is already held out. The score
 of a figure is |ln(predicted/measured)|; the memory interval at a coverage q is the
-split-conformal radius r over those scores (:mod:`model.validation.conformal`), and a
+split-conformal radius r over those scores (:mod:`model.specs.conformal`), and a
 configuration predicted to need M GB of a usable U GB:
 
 * **fits** when M·e^r ≤ U; **no** when M·e^−r > U; else **tight**: "may not fit: M ± Y GB of U".
@@ -38,10 +38,9 @@ from typing import Any
 
 from model.engine import tight
 from model.physics.runtime_memory import nccl_buffer_bytes
-from model.specs import memo
+from model.specs import conformal, memo
+from model.specs.conformal import COVERAGE
 from model.specs.schema import DATA_DIR
-from model.validation import conformal
-from model.validation.conformal import COVERAGE
 
 STORED = DATA_DIR / "reference" / "memory_validation.json"
 TITAN = DATA_DIR / "reference" / "torchtitan_llama3_h100_202412.md"

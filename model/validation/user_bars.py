@@ -1,5 +1,5 @@
 """The interval of a prediction made with a stack the user fitted (``calibrate --out my.json``,
-used as ``--stack my.json``): the split-conformal interval (:mod:`model.validation.conformal`)
+used as ``--stack my.json``): the split-conformal interval (:mod:`model.specs.conformal`)
 of the fit's own leave-one-out residuals on the system predicted, never a preset's.
 
 ``calibrate`` writes, in the stack's ``calibration`` object, ``leave_one_out_scores``: per system
@@ -16,8 +16,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from model.specs import conformal
 from model.specs.stack import list_stacks
-from model.validation import conformal
 from model.validation.error_bars import ErrorBar
 
 SCORES = "leave_one_out_scores"  # the key of the calibration object calibrate writes
