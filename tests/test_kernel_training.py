@@ -220,3 +220,19 @@ def test_backward_gemms_priced_as_well_as_forward_ones_on_measured_training_shap
         for which in ("fwd", "dgrad", "wgrad"):
             r = rows[(dtype, which)]
             assert f"{r['median_pct']} % / {r['p90_pct']} %" in doc, (dtype, which)
+
+
+def test_the_h200_training_gemms_repeat_the_h100_pattern():
+    """The second measured table (H200, not fitted), priced with the H200 fit: the backward
+    GEMMs within the forward's error, BF16 too fast on average and FP8 within ±10 %, as on the
+    H100; docs/model.md quotes the forward figures."""
+    from model.validation.kernels_training import training_gemm_errors
+    rows = {(r["dtype"], r["gemm"]): r for r in training_gemm_errors("h200_sxm")}
+    doc = (ROOT / "docs" / "model.md").read_text()
+    for dtype in ("bf16", "fp8"):
+        fwd = rows[(dtype, "fwd")]
+        assert f"{fwd['median_pct']} % / {fwd['p90_pct']} %" in doc, dtype
+        for which in ("dgrad", "wgrad"):
+            assert rows[(dtype, which)]["median_pct"] <= fwd["median_pct"] + 1.0
+    assert all(rows[("bf16", g)]["mean_signed_pct"] < -10 for g in ("fwd", "dgrad", "wgrad"))
+    assert all(abs(rows[("fp8", g)]["mean_signed_pct"]) < 10 for g in ("fwd", "dgrad", "wgrad"))

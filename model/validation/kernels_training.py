@@ -17,6 +17,8 @@ from model.physics.kernels.hardware import kernel_hardware
 from model.physics.kernels.params import KERNEL_DIR, fitted
 
 TABLE = KERNEL_DIR / "h100_training_gemms.json"
+# the measured tables by the kernel layer's GPU name (each priced with that GPU's own fit)
+TABLES = {"h100_sxm": TABLE, "h200_sxm": KERNEL_DIR / "h200_training_gemms.json"}
 DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
 
 
@@ -35,15 +37,16 @@ def priced_s(r: dict, gpu: str = "h100_sxm") -> float:
                  - gemm.quantise_s(rows, red, dtype, hw, p))
 
 
-def training_gemm_errors() -> list[dict]:
-    """Per dtype and GEMM (fwd, dgrad, wgrad): rows, median and 90th percentile of
-    |t̂ − t|/t and the mean signed error (t̂ − t)/t, in %."""
-    rows = json.loads(TABLE.read_text())["rows"]
+def training_gemm_errors(gpu: str = "h100_sxm") -> list[dict]:
+    """Per dtype and GEMM (fwd, dgrad, wgrad) of ``gpu``'s measured table (:data:`TABLES`):
+    rows, median and 90th percentile of |t̂ − t|/t and the mean signed error (t̂ − t)/t, in
+    %."""
+    rows = json.loads(TABLES[gpu].read_text())["rows"]
     out = []
     for dtype in DTYPES:
         for which in ("fwd", "dgrad", "wgrad"):
             got = [r for r in rows if r["dtype"] == dtype and r["gemm"] == which]
-            err = np.array([(priced_s(r) - r["latency_ms"] * 1e-3) / (r["latency_ms"] * 1e-3)
+            err = np.array([(priced_s(r, gpu) - r["latency_ms"] * 1e-3) / (r["latency_ms"] * 1e-3)
                             for r in got]) * 100.0
             out.append({"dtype": dtype, "gemm": which, "n": int(err.size),
                         "median_pct": round(float(np.median(np.abs(err))), 1),
@@ -52,4 +55,4 @@ def training_gemm_errors() -> list[dict]:
     return out
 
 
-__all__ = ["TABLE", "priced_s", "training_gemm_errors"]
+__all__ = ["TABLE", "TABLES", "priced_s", "training_gemm_errors"]
