@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages
 from dashboard.controls import scenario as S  # noqa: E402
-from dashboard.figures.common import plain  # noqa: E402
+from dashboard.figures.maker import plain  # noqa: E402
 from dashboard.figures.scenarios import tornado_figure  # noqa: E402
 from dashboard.jobs import planner  # noqa: E402
 from dashboard.pages import plan as plan_page  # noqa: E402
