@@ -14,7 +14,7 @@ from model.cli.args import EXIT_NO_ANSWER, CliError, positive_int, print_json
 from model.cli.numbers import count, share
 from model.engine.request import Request
 from model.errors import ModelError
-from model.serving.inputs import check_draft
+from model.serving.inputs import check_draft, check_host_pool
 from model.serving.serve import serve_request
 from model.specs.hardware import load_system
 from model.specs.models import load_model
@@ -171,16 +171,12 @@ def _check_model(model: Transformer, args: argparse.Namespace, context: int | No
 
 
 def _check_system(system: Any, args: argparse.Namespace) -> None:
-    """Refuse a host KV pool the system cannot give: more than its host memory per GPU, or
-    no GPU-host link in its spec."""
-    if not args.kv_offload_gb:
-        return
-    if system.host_bandwidth_gb_per_s <= 0:
-        raise CliError(f"--kv-offload-gb {args.kv_offload_gb:g}: {system.name} has no GPU-host "
-                       "link in its spec (host_bandwidth_gb_per_s 0)")
-    if args.kv_offload_gb > system.host_memory_gb:
-        raise CliError(f"--kv-offload-gb {args.kv_offload_gb:g} is more than {system.name}'s "
-                       f"host memory per GPU ({system.host_memory_gb:g} GB)")
+    """Refuse a host KV pool the system cannot give (:func:`check_host_pool`), naming the
+    flag."""
+    try:
+        check_host_pool(system, args.kv_offload_gb or 0.0, "--kv-offload-gb")
+    except ModelError as err:
+        raise CliError(str(err)) from None
 
 
 def run_serve(args: argparse.Namespace) -> int:

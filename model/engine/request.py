@@ -21,7 +21,7 @@ import numpy as np
 
 from model.engine.layouts import stack_layouts
 from model.engine.pruning import DEFAULT_PRUNING, Pruning
-from model.engine.resolved import Resolved, with_stack
+from model.engine.resolved import Resolved, training_of, with_stack
 from model.engine.space import PIN_NAMES
 from model.errors import ModelError
 from model.physics.strategies import canonical_strategy
@@ -156,12 +156,8 @@ class Request:
         return replace(self, workload=replace(self.workload, **changes))
 
     def training(self) -> Training:
-        """The workload, which the search engine's entry points need to be training; a
-        ModelError naming the workload otherwise."""
-        if not isinstance(self.workload, Training):
-            raise ModelError(f"this estimate is for training; the request's workload is "
-                             f"{getattr(self.workload, 'kind', type(self.workload).__name__)}")
-        return self.workload
+        """The workload, which the search engine's entry points need to be training."""
+        return training_of(self.workload)
 
     @property
     def global_batch(self) -> int:

@@ -51,6 +51,14 @@ def with_stack(system: System, execution: object, stack: str | Stack | None, mod
     return found.apply(system), found.execution_for(execution)
 
 
+def training_of(workload: object) -> Training:
+    """``workload`` if it is training, else a ModelError naming the workload it is."""
+    if not isinstance(workload, Training):
+        raise ModelError(f"this estimate is for training; the request's workload is "
+                         f"{getattr(workload, 'kind', type(workload).__name__)}")
+    return workload
+
+
 @dataclass(frozen=True)
 class Resolved:
     """A request resolved: every field as the engine uses it (see the module docstring)."""
@@ -78,10 +86,7 @@ class Resolved:
 
     def training(self) -> Training:
         """The workload, which the search engine needs to be training."""
-        if not isinstance(self.workload, Training):
-            raise ModelError(f"this estimate is for training; the request's workload is "
-                             f"{getattr(self.workload, 'kind', type(self.workload).__name__)}")
-        return self.workload
+        return training_of(self.workload)
 
     @property
     def global_batch(self) -> int:

@@ -31,10 +31,18 @@ def check_inputs(model: Transformer, system: System, wl: ServingWorkload) -> Non
                          "0); give a separate draft model (draft_model) or use mtp_depth 0")
     if wl.draft_model is not None:
         check_draft(model, wl.draft_model)
-    if wl.kv_offload_gb > 0:
-        if system.host_bandwidth_gb_per_s <= 0:
-            raise ModelError(f"kv_offload_gb {wl.kv_offload_gb:g}: {system.name} has no "
-                             "GPU-host link in its spec (host_bandwidth_gb_per_s 0)")
-        if wl.kv_offload_gb > system.host_memory_gb:
-            raise ModelError(f"kv_offload_gb {wl.kv_offload_gb:g} is more than {system.name}'s "
-                             f"host memory per GPU ({system.host_memory_gb:g} GB)")
+    check_host_pool(system, wl.kv_offload_gb)
+
+
+def check_host_pool(system: System, kv_offload_gb: float, name: str = "kv_offload_gb") -> None:
+    """A ModelError, naming the input ``name``, for a host KV pool of ``kv_offload_gb`` GB per
+    GPU that ``system`` cannot give: no GPU-host link in its spec, or more than its host memory
+    per GPU."""
+    if kv_offload_gb <= 0:
+        return
+    if system.host_bandwidth_gb_per_s <= 0:
+        raise ModelError(f"{name} {kv_offload_gb:g}: {system.name} has no GPU-host link in its "
+                         "spec (host_bandwidth_gb_per_s 0)")
+    if kv_offload_gb > system.host_memory_gb:
+        raise ModelError(f"{name} {kv_offload_gb:g} is more than {system.name}'s host memory "
+                         f"per GPU ({system.host_memory_gb:g} GB)")
