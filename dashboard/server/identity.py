@@ -18,7 +18,6 @@ cookie separates honest users behind one address; the address-wide ceilings in n
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import logging
@@ -33,6 +32,7 @@ from pathlib import Path
 from flask import Flask, Response, request
 
 from dashboard.settings import SETTINGS
+from model.specs import memo
 
 log = logging.getLogger(__name__)
 COOKIE = "perf_client"
@@ -80,7 +80,7 @@ def read_secret(path: Path) -> bytes:
     return value
 
 
-@functools.cache
+@memo.lru("client secret", 1)
 def secret() -> bytes:
     """This deployment's secret (created at first use, then kept by this process). If the cache
     directory cannot be written, a secret of this process only (logged): cookies then hold
