@@ -4,6 +4,7 @@ host work behind the GPU's step, and decode attention priced by the measured ker
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -15,8 +16,9 @@ from model.physics.kernels import attention_kernel, pricing
 from model.physics.kernels.params import fitted
 from model.physics.serving_step import Engine, step_times
 from model.serving import modes
+from model.specs.schema import DATA_DIR
 from model.specs.serving import ServingWorkload
-from model.specs.serving_stack import load_serving_stack
+from model.specs.serving_stack import EAGER_LAUNCH_S, load_serving_stack
 
 
 def _engine(model: str, system: str, stack: str = "trtllm-1.0-serve", **kw) -> Engine:
@@ -160,3 +162,29 @@ def test_the_cli_takes_a_draft_model_and_refuses_a_foreign_one(capsys):
     assert err.startswith("error: --draft-model qwen3-30b-a3b:") and "\n" not in err
     assert main(base) == 2
     assert "--draft-model NAME" in capsys.readouterr().err
+
+
+def test_without_cuda_graphs_every_kernel_pays_an_eager_launch():
+    """``cuda_graphs: false``: each kernel of a step costs at least the measured eager launch
+    (the constant is the measured table's row), not a graph node's 2 us, so a small decode step
+    (batch 1, where kernels are launch-bound) takes longer; with a free launch it is faster
+    still."""
+    rows = json.loads((DATA_DIR / "reference" / "kernels" / "h100_torch_measured.json")
+                      .read_text())["rows"]
+    eager = next(r for r in rows if r["kind"] == "launch" and r["what"].startswith("eager"))
+    assert EAGER_LAUNCH_S == pytest.approx(eager["latency_ms"] * 1e-3, rel=0.01)
+    m, s = load_model("llama3-8b"), load_system("h100")
+    wl = ServingWorkload(input_tokens=1000, output_tokens=1000, weight_precision="fp8")
+    base = load_serving_stack("trtllm-1.0")
+    assert base.cuda_graphs and base.kernel_overhead_s == pytest.approx(2e-6)
+    lay, b = so.layout(1, 1, 1, False), np.array([1.0])
+
+    def step(stack) -> float:
+        engine = Engine.make(m, s, wl, stack)
+        return float(step_times(engine, lay, b, b, 1500.0, True).total_s[0])
+
+    eager_engine = Engine.make(m, s, wl, replace(base, cuda_graphs=False))
+    assert eager_engine.system.kernel_overhead_s == EAGER_LAUNCH_S
+    t0, graph = step(replace(base, kernel_overhead_s=0.0)), step(base)
+    eager_step = step(replace(base, cuda_graphs=False))
+    assert eager_step > graph > t0

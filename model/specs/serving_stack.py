@@ -30,6 +30,12 @@ DEFAULT = "trtllm-1.0"
 GEMM_SHAPES = ("tiles", "kernel-tables")
 # whose measured kernel tables a stack's kernel switches use (model.physics.kernels.params)
 KERNEL_ENGINES = ("trtllm", "vllm", "sglang")
+# One kernel launched eagerly from the host: 11.0 us for a one-element add_ on an H100 with
+# PyTorch 2.11 / CUDA 13.0, against 1.0 us per node of a 100-node CUDA graph (measured on the lent
+# GPU: model/data/reference/kernels/h100_torch_measured.json, rows of kind "launch"). A stack
+# without CUDA graphs pays at least this per kernel of a step.
+EAGER_LAUNCH_S = 11.0e-6
+
 FIELDS = (
     Field("name", str, "stack name (default: the file name)"),
     Field("source", str, "where the limits and the fitted values come from", required=True,
@@ -51,7 +57,9 @@ FIELDS = (
           default=0.0),
     Field("kv_block_tokens", int, "tokens of one KV-cache block (a sequence holds whole "
           "blocks)", 1, 4096, default=1),
-    Field("cuda_graphs", bool, "decode steps replayed as CUDA graphs", default=True),
+    Field("cuda_graphs", bool, "decode steps replayed as CUDA graphs: each kernel costs "
+          "kernel_overhead_s (a graph node); off, each is launched from the host and costs at "
+          "least an eager launch (EAGER_LAUNCH_S)", default=True),
     Field("overlap_scheduler", bool, "the host work of a step (scheduling, sampling, "
           "detokenising) runs while the GPU runs the previous step, so a step takes the longer "
           "of the two, not their sum (TensorRT-LLM's overlap scheduler, SGLang's overlap "
@@ -121,7 +129,9 @@ class ServingStack:
         expert GEMMs' to ``expert_gemm``)."""
         if self.name == NONE:
             return system
-        changes: dict[str, Any] = {"kernel_overhead_s": self.kernel_overhead_s}
+        launch = self.kernel_overhead_s if self.cuda_graphs else max(self.kernel_overhead_s,
+                                                                         EAGER_LAUNCH_S)
+        changes: dict[str, Any] = {"kernel_overhead_s": launch}
         values = self.values_for(system)
         if values:
             gemm = values["gemm"]
