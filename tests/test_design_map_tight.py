@@ -96,3 +96,13 @@ def test_the_heatmap_marks_the_tight_cells_with_the_table_words(squeezed, monkey
     for other in ("does not fit", "best iteration time (s)"):
         assert not np.isfinite(np.array(by_name[other].z, dtype=float)[np.isfinite(z)]).any()
     assert "optimum" not in by_name  # the star marks a cell that fits: none does here
+
+
+def test_the_explanation_says_the_tight_cells_may_fit(squeezed) -> None:
+    m, system = squeezed
+    cells = design_cells(m, system, GPUS, BATCH, STRATEGY, "tp1", "pp", execution=FULL)
+    scn = valid(system="h100", model=MODEL, gpus=GPUS, design_strategy=STRATEGY)
+    nothing = cells.assign(feasible=0)
+    text = design_page.infeasible_text(scn, nothing)
+    assert "surely fits" in text and "the ⚠ cells may" in text, text
+    assert "(✕ cells)" in design_page.infeasible_text(scn, nothing.assign(tight=0))
