@@ -177,7 +177,7 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
                 f"The link's scenario is invalid ({where}{message}); showing defaults.")
     scn, note = with_run_strategies(scn)
     return (*_control_values(scn), *_header_values(scn), True, _applied(scn),
-            *_fitted_out(scn), f"The link's strategy: {note}" if note else "")
+            *_fitted_out(scn), f"From the link: {note}" if note else "")
 
 
 @callback(
@@ -260,7 +260,7 @@ def upload(contents: str | None, current: Any = None, filename: Any = None) -> t
         return (*keep, f"Upload rejected — {where}{message}")
     scn, note = with_run_strategies(scn)
     return (*_control_values(scn), *_header_values(scn), _applied(scn), *_fitted_out(scn),
-            f"The file's strategy: {note}" if note else "")
+            f"From the file: {note}" if note else "")
 
 
 @callback(Output("scenario-download", "data"),

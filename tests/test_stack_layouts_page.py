@@ -7,6 +7,7 @@ context parallelism" whatever the stack)."""
 from __future__ import annotations
 
 import atexit
+import base64
 import json
 import os
 import shutil
@@ -86,12 +87,22 @@ def test_a_link_naming_a_strategy_the_stack_does_not_run_selects_what_it_compute
     assert values["model"] == "llama3-8b" and values["gpus"] == 512
     assert S.stack_layouts(FSDP, "context", None)[0] == values["strategy"]
     note = out[-1]
-    assert note == (f"The link's strategy: the stack {FSDP} runs data parallelism only: it does "
-                    "not run the context strategy (2D context/sequence parallel); Strategy set "
-                    "to 1d (1D tensor parallel), which the figures compute."), note
+    assert note == ("From the link: Strategy set to 1d (1D tensor parallel), which the figures "
+                    f"compute: the stack {FSDP} runs data parallelism only, not the context "
+                    "strategy (2D context/sequence parallel)."), note
     shown = S.validate_scenario(S.with_presets({"model": "llama3-8b", "stack": FSDP}))[0]
     assert note in banner_text({"_": note}, shown)
     # a stack that runs it keeps it, without a word
     out = state.hydrate("#stack=megatron-bridge-26.08&strategy=context&model=llama3-8b",
                         False, None)
     assert dict(zip(keys, out))["strategy"] == "context" and out[-1] == ""
+
+
+def test_a_file_naming_a_strategy_the_stack_does_not_run_selects_what_it_computes() -> None:
+    body = json.dumps({"model": "llama3-8b", "stack": FSDP, "design_strategy": "summa"})
+    contents = "data:application/json;base64," + base64.b64encode(body.encode()).decode()
+    out = state.upload(contents, None, "scenario.json")
+    values = dict(zip([c.key for c in PANEL], out))
+    assert values["design_strategy"] == "1d" and values["model"] == "llama3-8b"
+    assert out[-1].startswith("From the file: Design strategy set to 1d (1D tensor parallel)")
+    assert "not the summa strategy" in out[-1], out[-1]

@@ -86,5 +86,5 @@ def with_run_strategies(scn: dict[str, Any]) -> tuple[dict[str, Any], str]:
     what = " or ".join(f"the {s} strategy ({LABELS[s]})" for s in asked)
     fields = " and ".join(CONTROL[k].label for k in changed)
     return ({**scn, **dict.fromkeys(changed, runs[0])},
-            f"{runs_words(stack)}: it does not run {what}; {fields} set to {runs[0]} "
-            f"({LABELS[runs[0]]}), which the figures compute.")
+            f"{fields} set to {runs[0]} ({LABELS[runs[0]]}), which the figures compute: "
+            f"{runs_words(stack)}, not {what}.")
