@@ -48,7 +48,11 @@ from dashboard.controls.scenario import (
     with_presets,
     with_supported_strategies,
 )
-from dashboard.controls.strategy_choice import stack_record, strategy_options
+from dashboard.controls.strategy_choice import (
+    stack_record,
+    strategy_options,
+    with_run_strategies,
+)
 from dashboard.controls.uploads import checked_json_name
 from dashboard.server.guard import page_callback
 from dashboard.views import notes
@@ -171,8 +175,9 @@ def hydrate(fragment: str, hydrated: bool, current: dict[str, Any]) -> tuple:
         where = "" if key == "_" else f"{key}: "
         return (*KEEP_CONTROLS, *KEEP_HEADER, True, no_update, *KEEP_FITTED,
                 f"The link's scenario is invalid ({where}{message}); showing defaults.")
+    scn, note = with_run_strategies(scn)
     return (*_control_values(scn), *_header_values(scn), True, _applied(scn),
-            *_fitted_out(scn), "")
+            *_fitted_out(scn), f"From the link: {note}" if note else "")
 
 
 @callback(
@@ -253,7 +258,9 @@ def upload(contents: str | None, current: Any = None, filename: Any = None) -> t
         key, message = next(iter(errors.items()))
         where = "" if key == "_" else f"{key}: "
         return (*keep, f"Upload rejected — {where}{message}")
-    return (*_control_values(scn), *_header_values(scn), _applied(scn), *_fitted_out(scn), "")
+    scn, note = with_run_strategies(scn)
+    return (*_control_values(scn), *_header_values(scn), _applied(scn), *_fitted_out(scn),
+            f"From the file: {note}" if note else "")
 
 
 @callback(Output("scenario-download", "data"),

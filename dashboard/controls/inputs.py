@@ -12,13 +12,16 @@ import math
 from typing import Any
 
 from dashboard.controls.control_table import BY_KEY, Control
+from model.cli import numbers
 
 
 def number_text(value: float) -> str:
-    """A bound or a value for a message: 10,000,000 · 0.01 · 1e+18."""
-    if isinstance(value, int) or (float(value).is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"
-    return f"{value:g}"
+    """A bound or a value for a message, written as every number meant for people
+    (:mod:`model.cli.numbers`): 10,000,000 · 0.01 · 1,000,000,000,000,000,000 (never
+    '1e+18')."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return numbers.integer(value)
+    return numbers.number(value)
 
 
 def _with_unit(c: Control, value: float) -> str:

@@ -11,9 +11,9 @@ from typing import Any
 from dashboard.controls.control_table import BY_KEY as CONTROL
 from dashboard.controls.fitted import FITTED, FITTED_KEY, check_fitted, fitted_record
 from model import list_models, load_model
-from model.engine.layouts import stack_strategies
+from model.engine.layouts import runs_words, stack_strategies
 from model.errors import ModelError
-from model.physics.strategies import PRODUCTION, STRATEGIES, supports
+from model.physics.strategies import LABELS, PRODUCTION, STRATEGIES, supports
 from model.specs.stack import NONE, Stack, list_stacks, load_stack
 
 STRATEGY_KEYS = ("strategy", "design_strategy")
@@ -69,3 +69,22 @@ def with_supported_strategies(scn: dict[str, Any], keep: tuple[str, ...] = ()) -
             and not (supports(out["strategy"], model) and out["strategy"] in runs):
         out["strategy"] = "all"
     return out
+
+
+def with_run_strategies(scn: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A link's or a file's scenario (its strategies kept: :func:`with_supported_strategies`)
+    with each strategy its stack does not run replaced by the one the pages compute instead
+    (``dashboard.controls.scenario.stack_layouts``: the first the stack runs, 1D), and the
+    words saying so for the banner ('' when nothing changed): the Strategy radio then shows
+    what the figures compute, not nothing selected."""
+    stack = stack_record(scn.get("stack"), scn.get("compat"), scn.get(FITTED_KEY))
+    runs = runnable(stack)
+    changed = [k for k in STRATEGY_KEYS if scn.get(k) in STRATEGIES and scn[k] not in runs]
+    if stack is None or not changed:
+        return scn, ""
+    asked = sorted({scn[k] for k in changed}, key=STRATEGIES.index)
+    what = " or ".join(f"the {s} strategy ({LABELS[s]})" for s in asked)
+    fields = " and ".join(CONTROL[k].label for k in changed)
+    return ({**scn, **dict.fromkeys(changed, runs[0])},
+            f"{fields} set to {runs[0]} ({LABELS[runs[0]]}), which the figures compute: "
+            f"{runs_words(stack)}, not {what}.")

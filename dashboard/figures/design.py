@@ -23,6 +23,7 @@ from dashboard.figures.theme import (
     LIGHT_GREY,
     SEQUENTIAL_SCALE,
     TEXT,
+    WARNING,
     base_layout,
     font_size,
     scale,
@@ -38,6 +39,11 @@ CELL_VALUES = (("best_time_s", "best iteration time (s)"),
 # for; equal steps of log(time / best) would still give +1 % and +5 % nearly one colour.
 RATIO_EDGES = (1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0, 5.0, 10.0, 100.0)
 MAX_CELL_TEXT = 150  # write the value in each cell up to this many cells
+# A cell whose best may not fit (only "tight" candidates: within the memory model's interval of
+# the HBM limit, model.engine.tight): a pale vermillion outside the Viridis scale, marked ⚠.
+TIGHT_FILL = "#F6D5C3"
+TIGHT_MARK = "⚠"
+TIGHT_WORDS = "may not fit in HBM (within the memory model's interval of the limit)"
 
 
 def _categories(values: pd.Series) -> list[object]:
@@ -81,17 +87,25 @@ def bin_position(ratio: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.interp(np.log10(ratio), edges, np.arange(len(edges), dtype=float))
 
 
-def _cell_values(frame: pd.DataFrame, value_col: str) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's colour value (NaN where it does not fit) and whether it is infeasible."""
+def _cell_values(frame: pd.DataFrame, value_col: str
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's colour value (NaN where it does not fit), whether it is infeasible and
+    whether it is tight (cells only: none fits, some may — ``feasible`` 0, ``tight`` > 0 — with
+    the fastest tight one's value)."""
     value = np.array(pd.to_numeric(frame[value_col], errors="coerce"), dtype=float)
     value[~np.isfinite(value) | (value <= 0)] = np.nan
     if "fits" in frame.columns and "feasible" not in frame.columns:  # a raw design space
         value[~frame["fits"].astype(bool).to_numpy()] = np.nan
     infeasible = np.isnan(value)
+    tight = np.zeros(len(value), dtype=bool)
     if "feasible" in frame.columns:
-        infeasible |= pd.to_numeric(frame["feasible"], errors="coerce").fillna(0).to_numpy() == 0
+        none = pd.to_numeric(frame["feasible"], errors="coerce").fillna(0).to_numpy() == 0
+        if "tight" in frame.columns:
+            some = pd.to_numeric(frame["tight"], errors="coerce").fillna(0).to_numpy() > 0
+            tight = none & some & ~infeasible
+        infeasible |= none & ~tight
     value[infeasible] = np.nan
-    return value, infeasible
+    return value, infeasible, tight
 
 
 def _cell_hover(x: str, y: str, value_title: str, names: list[str], others: list[str],
@@ -120,7 +134,10 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     shows;
     text = the best iteration time in seconds (``best_time_s``; training days only if no
     time column exists). Cells holding candidates of which none fits are grey
-    with a ✕ ("does not fit"); cells without candidates are blank. A star marks the optimum.
+    with a ✕ ("does not fit"), unless some are tight (``tight`` > 0: within the memory model's
+    interval of the limit, :mod:`model.engine.tight`): then pale vermillion, marked ⚠ with the
+    fastest tight one's time, and hovered "may not fit: X ± Y GB of Z" (``memory_fit``);
+    cells without candidates are blank. A star marks the optimum.
     The hover gives the best configuration's other dimensions.
     """
     msg = check_frame(cells, (x, y), "design-space cells")
@@ -136,14 +153,15 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     xs, ys = _categories(cells[x]), _categories(cells[y])
     xs = [fmt_int(v) if _numeric(cells[x]) else str(v) for v in xs]
     ys = [fmt_int(v) if _numeric(cells[y]) else str(v) for v in ys]
-    value, infeasible = _cell_values(frame, value_col)
+    value, infeasible, tight = _cell_values(frame, value_col)
     # several rows per cell (a raw design space): infeasible first, then slowest to fastest,
     # so that the fastest feasible row is written last
-    frame = frame.assign(_value=value, _infeasible=infeasible)
+    frame = frame.assign(_value=value, _infeasible=infeasible, _tight=tight)
     frame = frame.sort_values("_value", ascending=False, na_position="first", kind="stable")
     value, infeasible = frame["_value"].to_numpy(), frame["_infeasible"].to_numpy()
-    finite = value[np.isfinite(value)]
-    if finite.size == 0 and not infeasible.any():
+    tight = frame["_tight"].to_numpy()
+    finite = value[np.isfinite(value) & ~tight]
+    if finite.size == 0 and not (infeasible | tight).any():
         return empty_figure("No design-space cells to show.", presentation)
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 1.0)
 
@@ -152,11 +170,13 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
     shape = (len(ys), len(xs))
     z = np.full(shape, np.nan)
     bad = np.full(shape, np.nan)
+    maybe = np.full(shape, np.nan)  # the tight cells
     text = np.full(shape, "", dtype=object)
     others = [c for c in config_columns(frame) if c not in (x, y)]
     extra = [c for c in ("train_days", "samples_per_s", "memory_gb", "candidates", "feasible")
              if c in frame.columns and c != value_col]
-    names = [value_col, *others, "placement", *extra]
+    words = ["memory_fit"] if tight.any() else []  # the tight cells' words, last
+    names = [value_col, *others, "placement", *extra, *words]
     custom = np.full(shape + (len(names),), None, dtype=object)
     show_text = len(frame) <= MAX_CELL_TEXT
     for rec in frame.to_dict("records"):
@@ -165,10 +185,13 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
             continue
         v = rec["_value"]
         custom[i, j] = [_clean(v), *[fmt_int(rec[c]) for c in others], _placement(rec),
-                        *[_clean(rec[c]) for c in extra]]
+                        *[_clean(rec[c]) for c in extra], *[_fit_words(rec) for _ in words]]
         if rec["_infeasible"]:
             bad[i, j] = 1.0
             text[i, j] = "✕"
+        elif rec["_tight"]:
+            maybe[i, j] = 1.0
+            text[i, j] = f"{TIGHT_MARK} {fmt_num(v)}" if show_text else TIGHT_MARK
         else:
             z[i, j] = v / lo  # the ratio to the best: its bin below
             bad[i, j] = np.nan
@@ -187,6 +210,16 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
                        + _candidates_line(names) + "<extra></extra>"),
         meta={"group": "does not fit", "customdata": names})]
     cell_hover = _cell_hover(x, y, value_title, names, others, extra)
+    if not np.isnan(maybe).all():
+        data.append(dict(
+            type="heatmap", x=xs, y=ys, z=maybe, name="may not fit", showscale=False,
+            hoverongaps=False, colorscale=[[0, TIGHT_FILL], [1, TIGHT_FILL]], zmin=0, zmax=1,
+            xgap=1, ygap=1, text=np.where(np.isnan(maybe), "", text).tolist(),
+            texttemplate="%{text}", textfont=dict(color=WARNING, size=size * 0.8),
+            customdata=listed,
+            hovertemplate=cell_hover.replace(
+                "<extra>", f"<br><b>%{{customdata[{len(names) - 1}]}}</b><extra>"),
+            meta={"group": "may not fit", "customdata": names}))
     colorscale, colorbar, edges = relative_colors(hi / lo)
     z = bin_position(z, edges)
     data.append(dict(
@@ -206,7 +239,7 @@ def heatmap_figure(cells: pd.DataFrame, x: str, y: str, presentation: bool = Fal
                    range=[-0.5, len(ys) - 0.5], title=dict(text=y), showgrid=False),
         showlegend=False, annotations=[])
     if finite.size:
-        k = int(np.nanargmin(np.where(infeasible, np.nan, value)))
+        k = int(np.nanargmin(np.where(infeasible | tight, np.nan, value)))
         j, i = ix[frame[x].iloc[k]], iy[frame[y].iloc[k]]
         data.append(dict(  # the very category strings of the heatmaps' x and y
             type="scatter", x=[xs[j]], y=[ys[i]], mode="markers", name="optimum",
@@ -299,3 +332,12 @@ def _candidates_line(names: list[str]) -> str:
         return ""
     return (f"<br>%{{customdata[{names.index('feasible')}]}} of "
             f"%{{customdata[{names.index('candidates')}]}} candidates fit")
+
+
+def _fit_words(rec: dict) -> str:
+    """The hover's memory words of a tight cell: its ``memory_fit`` column ("may not fit: X ± Y
+    GB of Z", written by the page, which knows the usable HBM) or :data:`TIGHT_WORDS`."""
+    if not rec["_tight"]:
+        return ""
+    words = rec.get("memory_fit")
+    return words if isinstance(words, str) and words else TIGHT_WORDS

@@ -137,11 +137,35 @@ def infeasible_text(scn: dict[str, Any], cells) -> str:
         return no_configuration_text(scn, scn["gpus"], scn["design_strategy"])
     if "feasible" in cells.columns and not cells["feasible"].any():
         _, system = build_inputs(scn)
+        if "tight" in cells.columns and cells["tight"].any():
+            return (f"None of the {int(cells['candidates'].sum())} {scn['design_strategy']} "
+                    f"configurations on {scn['gpus']} GPUs surely fits in "
+                    f"{system.hbm_capacity_gb:g} GB of HBM; the ⚠ cells may (within the memory "
+                    "model's interval of the limit: hover them).")
         return (f"None of the {int(cells['candidates'].sum())} {scn['design_strategy']} "
                 f"configurations on {scn['gpus']} GPUs fits in {system.hbm_capacity_gb:g} GB of "
                 "HBM (✕ cells): add GPUs or HBM, or recompute more (the Scaling page says what "
                 "dominates the memory).")
     return ""
+
+
+def with_fit_words(scn: dict[str, Any], cells):
+    """``cells`` with a ``memory_fit`` column where none fits but some are tight: the words of
+    the cell's fastest tight configuration ("may not fit: X ± Y GB of Z", as the top table's
+    :func:`dashboard.views.selected.fit_state`)."""
+    if cells.empty or "tight" not in cells.columns:
+        return cells
+    tight = (cells["feasible"] == 0) & (cells["tight"] > 0)
+    if not tight.any():
+        return cells
+    capacity = build_inputs(scn)[1].hbm_capacity_gb
+    words = [selected.fit_state(scn, {"hbm_capacity_gb": capacity, "memory_gb": m,
+                                      "fits": False})[1]
+             for m in cells.loc[tight, "memory_gb"]]
+    out = cells.copy()
+    out["memory_fit"] = ""
+    out.loc[tight, "memory_fit"] = words
+    return out
 
 
 def build_space(scn: dict[str, Any]) -> tuple:
@@ -155,7 +179,8 @@ def build_space(scn: dict[str, Any]) -> tuple:
                                     "explanation above.", pres)
     else:
         heat = figures.mark_not_validated(
-            figures.heatmap_figure(cells, scn["x_axis"], scn["y_axis"], presentation=pres),
+            figures.heatmap_figure(with_fit_words(scn, cells), scn["x_axis"], scn["y_axis"],
+                                   presentation=pres),
             notes.not_validated(scn), pres)
     rows = _rows(compute.top(scn), scn)
     return heat, rows, rows[:1], why

@@ -22,6 +22,7 @@ from model.engine.report import GB, MEMORY_COLUMNS, result_frame
 from model.engine.request import Request
 from model.engine.rules import Problem
 from model.engine.space import COLUMNS, Space, build_shapes, build_space, placement_mask
+from model.engine.tight import kept_bytes
 from model.errors import ModelError
 from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
@@ -37,7 +38,8 @@ AXES = ("tp1", "tp2", "pp", "dp", "ep", "etp", "microbatch", "nb", "nv_tp1", "nv
 def design_space_request(req: Request) -> pd.DataFrame:
     """Every candidate of the request's strategy on its one GPU count: one row each, result
     columns as in a search (times are those of the configuration even when it does not fit;
-    ``fits`` says)."""
+    ``fits`` says, and ``tight`` whether one that does not fit is within the memory model's
+    interval of the usable HBM: :mod:`model.engine.tight`)."""
     gpus, mode, pins = _one_count(req), req.compat, dict(req.pins)
     res = req.resolve()
     system, ex = res.system, res.one_execution
@@ -57,8 +59,10 @@ def _one_count(req: Request) -> int:
 def _frame(model: Transformer, system: System, strat, space: Space, gpus: int,
            global_batch: int, mode: Mode, ex: Execution) -> pd.DataFrame:
     res = evaluate_space(model, system, strat, space, global_batch, mode, execution=ex)
-    return result_frame(model, system, strat.name, gpus, global_batch, res,
-                        np.arange(len(space)), execution_columns(ex))
+    frame = result_frame(model, system, strat.name, gpus, global_batch, res,
+                         np.arange(len(space)), execution_columns(ex))
+    frame["tight"] = fits_on(res, system, kept_bytes(system, mode)) & ~frame["fits"].to_numpy()
+    return frame
 
 
 # a cell's best row: these result columns (iteration_time_s named best_time_s)
@@ -94,12 +98,14 @@ def design_cells_request(req: Request, x: str = "tp1", y: str = "pp", *, chunk: 
                 "another strategy, or fewer GPUs")
         part = Space({k: v[start:start + chunk] for k, v in space.cols.items()})
         res = evaluate_space(model, system, strat, part, global_batch, mode, execution=ex)
-        parts.append(chunk_cells(res, fits_on(res, system), x, y))
+        parts.append(chunk_cells(res, fits_on(res, system), x, y,
+                                 fits_on(res, system, kept_bytes(system, mode))))
     cells = merge_cells(parts)
     has = ~np.isnan(cells.time_s)
     best = result_frame(model, system, strat.name, gpus, global_batch, cells.rows,
                         np.arange(int(has.sum())), execution_columns(ex))
-    data = {x: cells.x, y: cells.y, "candidates": cells.candidates, "feasible": cells.feasible}
+    data = {x: cells.x, y: cells.y, "candidates": cells.candidates, "feasible": cells.feasible,
+            "tight": cells.tight}
     for col in [c for c in COLUMNS if c not in (x, y)] + list(BEST_COLUMNS):
         data[BEST_COLUMNS.get(col, col)] = cell_column(best[col].to_numpy(), has)
     return pd.DataFrame(data)
@@ -114,14 +120,22 @@ def _check_axes(x: str, y: str) -> None:
 
 
 def best_per_cell(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Per (x, y) cell: the fastest configuration that fits, or the cell marked infeasible.
+    """Per (x, y) cell: the fastest configuration that fits, else the fastest tight one (a
+    ``tight`` column: :func:`design_space_request`), or the cell marked infeasible.
 
     Columns: x, y, ``candidates`` (how many configurations the cell holds), ``feasible`` (how many
-    fit), ``best_time_s`` (NaN when none fits), and the best row's other dimensions.
+    fit), ``tight`` (how many may not fit: within the memory model's interval of the limit),
+    ``best_time_s`` (NaN when none fits nor is tight), and the best row's other dimensions.
+    A cell with ``feasible`` 0 and ``tight`` > 0 shows its fastest tight configuration.
     """
     _check_axes(x, y)
-    counts = frame.groupby([x, y]).agg(candidates=("fits", "size"), feasible=("fits", "sum"))
+    frame = frame if "tight" in frame.columns else frame.assign(tight=False)
+    counts = frame.groupby([x, y]).agg(candidates=("fits", "size"), feasible=("fits", "sum"),
+                                       tight=("tight", "sum"))
     fit = frame[frame["fits"]]
+    tight = frame[frame["tight"]]
+    tight = tight[~tight.set_index([x, y]).index.isin(fit.set_index([x, y]).index)]
+    fit = pd.concat([fit, tight]) if len(tight) else fit
     best = fit.loc[fit.groupby([x, y])["iteration_time_s"].idxmin()] if len(fit) else fit
     keep = [c for c in COLUMNS if c not in (x, y)] + list(BEST_COLUMNS)
     best = best.set_index([x, y])[keep].rename(columns=BEST_COLUMNS)
