@@ -19,7 +19,9 @@ from typing import Any
 
 from dash import Input, Output, State, callback, ctx, dcc, no_update
 
-from dashboard.controls.control_table import CONTROLS, SECTIONS, Control
+from dashboard.controls.control_moe import SECTIONS
+from dashboard.controls.control_record import Control
+from dashboard.controls.control_table import CONTROLS
 from dashboard.controls.fitted import FITTED, FITTED_KEY, check_fitted, stack_note, stack_options
 from dashboard.controls.hf_upload import hf_config_of, scenario_from_hf
 from dashboard.controls.inputs import batch_from_tokens
@@ -40,15 +42,17 @@ from dashboard.controls.scenario import (
     default_scenario,
     fitted_values,
     from_json,
-    from_query,
     preset_values,
     to_json,
-    to_query,
     validate_scenario,
     with_presets,
+)
+from dashboard.controls.scenario_link import from_query, to_query
+from dashboard.controls.strategy_choice import (
+    stack_record,
+    strategy_options,
     with_supported_strategies,
 )
-from dashboard.controls.strategy_choice import stack_record, strategy_options
 from dashboard.controls.uploads import checked_json_name
 from dashboard.server.guard import page_callback
 from dashboard.views import notes

@@ -32,6 +32,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import app as dash_app  # noqa: E402 - creates the Dash app (use_pages), registers callbacks
 from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls import scenario_link as L  # noqa: E402
 from dashboard.jobs import compute, studies  # noqa: E402
 from dashboard.pages import design, scaling  # noqa: E402
 
@@ -86,19 +87,19 @@ def test_query_round_trips_every_key():
                 nic_gb_per_s=12.345678901234, budget=3.3e17, strategy="summa", compat="paper",
                 design_strategy="context", x_axis="dp", y_axis="microbatch", nvs=72,
                 gpus_min=72, gpus_max=9216, hbm_gb=141.0)
-    text = S.to_query(scn)
+    text = L.to_query(scn)
     assert [k for k, _ in (p.split("=", 1) for p in text.split("&"))] == list(S.KEYS)
-    raw = S.from_query("#" + text)
+    raw = L.from_query("#" + text)
     assert set(raw) == set(S.KEYS)
     assert raw["presentation"] is True and isinstance(raw["hbm_tb_per_s"], float)
     assert S.validate_scenario(raw) == (scn, {})
     for flag in (False, True):
-        back, _ = S.validate_scenario(S.from_query(S.to_query({**scn, "presentation": flag})))
+        back, _ = S.validate_scenario(L.from_query(L.to_query({**scn, "presentation": flag})))
         assert back["presentation"] is flag
 
 
 def test_query_ignores_unknown_and_keeps_bad_text_for_the_validator():
-    raw = S.from_query("?layers=abc&nope=1&hbm_gb=96.5")
+    raw = L.from_query("?layers=abc&nope=1&hbm_gb=96.5")
     assert raw == {"layers": "abc", "hbm_gb": 96.5}
     assert "layers" in S.validate_scenario({**default(), **raw})[1]
 
@@ -223,7 +224,7 @@ def _check_outcome(scn: dict | None, errors: dict[str, str]) -> None:
     assert all(isinstance(n, int) and math.isfinite(n) and n >= 1 for n in counts)
     assert all(scn["gpus_min"] <= n <= scn["gpus_max"] for n in counts)
     # and survives the URL and the JSON file unchanged
-    assert S.validate_scenario(S.from_query(S.to_query(scn))) == (scn, {})
+    assert S.validate_scenario(L.from_query(L.to_query(scn))) == (scn, {})
     assert S.from_json(S.to_json(scn)) == (scn, {})
 
 
@@ -245,7 +246,7 @@ def test_random_text_never_raises(text):
     scn, errors = S.from_json(text)
     assert (scn is None) != (errors == {})
     if isinstance(text, str):
-        raw = S.from_query(text)
+        raw = L.from_query(text)
         assert set(raw) <= set(S.KEYS)
         _check_outcome(*S.validate_scenario({**default(), **raw}))
 

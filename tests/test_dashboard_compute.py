@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("tmp_cache")  # a private results cache per
 
 
 def _payload(scn: dict[str, Any]) -> dict[str, Any]:
-    return {**compute._inputs(scn), "counts": S.gpu_counts(scn)}
+    return {**S.estimator_inputs(scn), "counts": S.gpu_counts(scn)}
 
 
 def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
@@ -58,7 +58,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "moe_router_fusion": False, "moe_permute_fusion": False,
                "trainable": "qlora", "lora_rank": 64, "lora_targets": "attn",
                "kernel_tables": True}
-    assert set(compute._inputs(scn)) <= set(changed)
+    assert set(S.estimator_inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value
         assert compute.cache_key("scaling", _payload({**scn, key: value})) != base, key

@@ -14,15 +14,14 @@ import json
 import re
 from typing import Any
 
+from dashboard.controls.control_record import Control
 from dashboard.controls.control_table import BY_KEY as CONTROL
-from dashboard.controls.control_table import CONTROLS, Control
+from dashboard.controls.control_table import CONTROLS
 from dashboard.controls.fitted import FITTED, FITTED_KEY, fitted_checks, fitted_record
 from dashboard.controls.inputs import check_value, number_text
 from dashboard.controls.model_checks import model_checks
-from dashboard.controls.scenario_link import (  # noqa: F401 - from_query, to_query re-exported
+from dashboard.controls.scenario_link import (
     KEYS,
-    from_query,
-    to_query,
 )
 from dashboard.controls.strategy_choice import (
     STRATEGY_KEYS,
@@ -100,11 +99,13 @@ def fitted_values(fitted: dict[str, Any]) -> dict[str, Any]:
     check_fitted`) gives the execution group, as a preset's do; its stack control: FITTED."""
     source = resolve_execution(fitted_record(fitted).execution)
     return {PRESET_OF["execution"].key: FITTED,
-            **{c.key: _read(c, source) for c in CONTROLS if c.group == "execution"
+            **{c.key: control_value(c, source) for c in CONTROLS if c.group == "execution"
                and not c.preset}}
 
 
-def _read(c: Control, source: Any) -> Any:
+def control_value(c: Control, source: Any) -> Any:
+    """Control *c*'s value read from a preset object *source* (a model, system, stack or
+    execution record): its ``read`` if it has one, else its ``spec`` field over its ``scale``."""
     if c.read is not None:
         return c.read(source)
     value = getattr(source, c.spec)
@@ -115,7 +116,8 @@ def _read(c: Control, source: Any) -> Any:
 def _preset_items(group: str, name: str) -> tuple[tuple[str, Any], ...]:
     source = _preset_object(group, name)
     return ((PRESET_OF[group].key, name),
-            *((c.key, _read(c, source)) for c in CONTROLS if c.group == group and not c.preset))
+            *((c.key, control_value(c, source)) for c in CONTROLS
+              if c.group == group and not c.preset))
 
 
 def preset_values(group: str, name: str) -> dict[str, Any]:

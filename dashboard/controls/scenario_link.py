@@ -9,8 +9,9 @@ import math
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from dashboard.controls.control_record import Control
 from dashboard.controls.control_table import BY_KEY as CONTROL
-from dashboard.controls.control_table import CONTROLS, Control
+from dashboard.controls.control_table import CONTROLS
 from dashboard.controls.fitted import FITTED_KEY, to_link
 
 KEYS = tuple(c.key for c in CONTROLS)
