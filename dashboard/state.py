@@ -376,10 +376,10 @@ def batch_note(scn: Any) -> Any:
 
 
 @callback(Output("ctl-strategy", "options"), Output("ctl-design_strategy", "options"),
-          Input("ctl-stack", "value"), Input("ctl-compat", "value"),
+          Input("ctl-stack", "value"), Input("ctl-mode", "value"),
           Input("fitted-stack", "data"))
-def strategies_offered(stack: Any, compat: Any, fitted: Any) -> tuple[list, list]:
+def strategies_offered(stack: Any, mode: Any, fitted: Any) -> tuple[list, list]:
     """The Strategy and Design strategy controls offer only what the software stack runs
     (:mod:`model.engine.layouts`: llm-foundry on FSDP, data parallelism only, gets 1D alone);
     the scenario's value follows when a preset is applied (:func:`with_supported_strategies`)."""
-    return strategy_options(stack_record(stack, compat, fitted))
+    return strategy_options(stack_record(stack, mode, fitted))

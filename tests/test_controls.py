@@ -112,7 +112,7 @@ def test_every_record_is_a_field_a_url_key_and_a_widget():
     assert {f"reset-{g}" for g in S.PRESET_OF} <= panel_ids
     # what the estimator's cache key holds: every preset group, and the mode
     assert set(S.estimator_inputs(scn)) == {c.key for c in CONTROLS
-                                         if c.group in S.PRESET_OF} | {"compat"}
+                                         if c.group in S.PRESET_OF} | {"mode"}
 
 
 def test_choices_come_from_the_model_tables():
@@ -367,8 +367,8 @@ def test_the_headline_carries_the_error_bar():
     low, high = bar.rate_range(12.0)
     assert notes.rate_text(scn, 12.0) == f"12.0 samples/s ({low:.1f}–{high:.1f})"
     assert notes.days_text(_valid(stack="none"), 182.0) == "182.0 days"
-    assert notes.days_text(_valid(compat="paper"), 182.0) == "182.0 days"
-    assert notes.rate_text(_valid(compat="paper"), 12.0) == "12.0 samples/s"
+    assert notes.days_text(_valid(mode="paper"), 182.0) == "182.0 days"
+    assert notes.rate_text(_valid(mode="paper"), 12.0) == "12.0 samples/s"
 
 
 # --------------------------------------------------------------------------- one grid helper

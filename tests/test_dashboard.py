@@ -84,7 +84,7 @@ def test_default_scenario_validates():
 
 def test_query_round_trips_every_key():
     scn = valid(presentation=True, hbm_tb_per_s=4.83, nics_per_gpu=0.5, matrix_tflops=1234.567,
-                nic_gb_per_s=12.345678901234, budget=3.3e17, strategy="summa", compat="paper",
+                nic_gb_per_s=12.345678901234, budget=3.3e17, strategy="summa", mode="paper",
                 design_strategy="context", x_axis="dp", y_axis="microbatch", nvs=72,
                 gpus_min=72, gpus_max=9216, hbm_gb=141.0)
     text = L.to_query(scn)
@@ -267,7 +267,7 @@ def test_gpu_counts_are_the_same_powers_of_two_for_every_domain():
     counts = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000))
     assert counts == S.gpu_counts(valid(nvs=8, gpus_min=1, gpus_max=20_000))
     assert counts == [2**k for k in range(15)] and {1024, 16384} <= set(counts)
-    paper = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000, compat="paper"))
+    paper = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000, mode="paper"))
     assert paper == [72 * 2**k for k in range(9)]
 
 
@@ -315,7 +315,7 @@ def test_no_configuration_at_all_is_explained_by_the_rule_it_breaks():
     factorisation and the rule it breaks (model.engine.rules.why_no_candidates)."""
     from dashboard.controls.scenario import system_values
     scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608, layers=8,
-                compat="paper")
+                mode="paper")
     text = scaling.build(scn)[3]
     assert text.startswith("No context configuration exists on 4608 GPUs")
     assert "tp1·tp2·dp = 1·1·512" in text and "pp = 9" in text
@@ -342,7 +342,7 @@ def test_execution_controls_change_the_scaling_data():
     assert (full["recompute"] == "full").all()
     scn, errors = S.validate_scenario({**valid(), **S.system_values("a100"), "precision": "fp8"})
     assert scn is None and "FP8" in errors["precision"]
-    assert S.execution_of(valid(compat="paper", recompute="full")) is None
+    assert S.execution_of(valid(mode="paper", recompute="full")) is None
 
 
 def test_hbm_sweep_stops_at_its_time_budget_with_a_clear_message():

@@ -36,7 +36,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "nic_gb_per_s": 25.0,
                "nics_per_gpu": 2.0, "node_gpus": 4, "tdp_w": 1000.0, "node_power_factor": 1.5,
                "usd_per_gpu_hour": 3.0, "purchase_usd_per_gpu": 40000.0,
-               "compat": "paper", "gpus_max": 8192,
+               "mode": "paper", "gpus_max": 8192,
                "stack": "megatron-lm-2021",
                "recompute": "full", "sequence_parallel": False, "interleave": 2, "zero": 3,
                "precision": "fp8", "tp_overlap": False, "fp8_param_gather": False,

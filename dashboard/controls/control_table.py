@@ -176,7 +176,7 @@ CONTROLS: tuple[Control, ...] = (
     Control("gpus_max", "GPUs (to)", "run", "number", int,
             "Largest GPU count of the scaling views.", lo=1, hi=10_000_000,
             suggest=POWERS_OF_TWO, default=16384),
-    Control("compat", "Model mode", "run", "radio", str,
+    Control("mode", "Model mode", "run", "radio", str,
             "Default: the fixed model with embedding and head. Paper: reproduces arXiv "
             "2410.00273's published figures, bugs included (no stack, no error bars).",
             choices=("default", "paper"), default="default"),

@@ -302,14 +302,14 @@ def page_payload(scn: dict[str, Any], *extra: str) -> dict[str, Any]:
             "presentation": bool(scn.get("presentation")), **{k: scn[k] for k in extra}}
 
 
-def _compat(scn: dict[str, Any]) -> str | None:
-    return "paper" if scn["compat"] == "paper" else None
+def _mode(scn: dict[str, Any]) -> str | None:
+    return "paper" if scn["mode"] == "paper" else None
 
 
 def how_of(scn: dict[str, Any]) -> dict[str, Any]:
     """The model mode, execution options and software stack of a scenario, as
     search/evaluate/sweep/design_space arguments."""
-    return {"compat": _compat(scn), "execution": execution_of(scn), "stack": stack_of(scn)}
+    return {"mode": _mode(scn), "execution": execution_of(scn), "stack": stack_of(scn)}
 
 
 def strategies_of(scn: dict[str, Any]) -> tuple[str, ...]:
