@@ -104,6 +104,38 @@ def borrowed_imports(sources: dict[str, ast.Module], modules: dict[str, str],
     return sorted(out)
 
 
+def module_aliases(tree: ast.Module, modules: dict[str, str]) -> dict[str, str]:
+    """{local name: module} of the project modules a file imports as a whole
+    (``from dashboard.controls import scenario as S``, ``import model.engine.space as sp``)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
+                        if f"{node.module}.{a.name}" in modules})
+        elif isinstance(node, ast.Import):
+            out.update({a.asname: a.name for a in node.names if a.asname and a.name in modules})
+    return out
+
+
+def borrowed_attributes(sources: dict[str, ast.Module], modules: dict[str, str],
+                        trees: dict[str, ast.Module]) -> list[str]:
+    """Reads of ``module.name`` where the module does not define the name (it only imports
+    it): the same shim as :func:`borrowed_imports`, reached through the module."""
+    out = set()
+    for path, tree in sources.items():
+        aliases = module_aliases(tree, modules)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                    and isinstance(node.value, ast.Name) and node.value.id in aliases):
+                continue
+            module = aliases[node.value.id]
+            home = modules[module]
+            if (not home.endswith("__init__.py") and f"{module}.{node.attr}" not in modules
+                    and node.attr not in defined_names(trees[home])):
+                out.add(f"{path}: {module}.{node.attr}")
+    return sorted(out)
+
+
 def private_imports(sources: dict[str, ast.Module], modules: dict[str, str]) -> list[str]:
     """Imports of a private name (``_x``) of one project module by another."""
     return sorted(f"{path}: from {module} import {name}"
@@ -130,6 +162,24 @@ def test_the_shim_finder_looks_in_the_dashboard():
     assert borrowed_imports(trees, modules, trees) == ["dashboard/c.py: from dashboard.b import f",
                                                        "tests/t.py: from dashboard.b import f"]
     assert private_imports(trees, modules) == ["dashboard/c.py: from dashboard.b import _g"]
+
+
+def test_the_shim_finder_follows_a_module_alias():
+    trees = {"dashboard/a.py": ast.parse("K = 1\n"),
+             "dashboard/b.py": ast.parse("from dashboard.a import K  # noqa: F401\nJ = 2\n"),
+             "bench/c.py": ast.parse("from dashboard import b as B\nimport dashboard.a as A\n"
+                                     "x = (B.K, B.J, A.K)\n")}
+    modules = {"dashboard.a": "dashboard/a.py", "dashboard.b": "dashboard/b.py"}
+    assert borrowed_attributes(trees, modules, trees) == ["bench/c.py: dashboard.b.K"]
+
+
+def test_no_module_reads_a_name_through_a_module_that_only_imports_it():
+    """model/, dashboard/ and bench/ (a test may reach into a module to patch or read what it
+    uses)."""
+    offenders = borrowed_attributes(
+        {p: t for p, t in _all_sources().items() if not p.startswith("tests")}, MODULES, SOURCES)
+    assert not offenders, ("read these names from the module that defines them:\n"
+                           + "\n".join(offenders))
 
 
 def test_every_name_is_imported_from_its_home():
