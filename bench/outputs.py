@@ -24,7 +24,7 @@ CASES: dict[str, list[str]] = {
     "search_dense_1d": ["search", "--model", "gpt3-175b", "--system", "h100", "--gpus", "512",
                         "--strategy", "1d", "--top", "5"],
     "search_dense_paper": ["search", "--model", "gpt3-1t", "--system", "a100", "--gpus", "1024",
-                           "--strategy", "summa", "--compat", "paper", "--top", "5"],
+                           "--strategy", "summa", "--mode", "paper", "--top", "5"],
     "search_moe": ["search", "--model", "mixtral-8x7b", "--system", "h100", "--gpus", "256",
                    "--strategy", "1d", "--top", "5"],
     "search_pytorch": ["search", "--model", "llama3-8b", "--system", "h100", "--gpus", "64",

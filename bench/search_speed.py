@@ -1,6 +1,6 @@
 """Search speed: candidates evaluated per second and wall time (prints figures; not a test).
 
-Run: python bench/search_speed.py [--repeat 15] [--compat paper|default]
+Run: python bench/search_speed.py [--repeat 15] [--mode paper|default]
 
 Cases (issue 2): 1D gpt3-1t at 4096 GPUs; SUMMA vit-era5 at 4096 GPUs; and the paper's whole
 strong-scaling figure for one system (3 strategies × 13 GPU counts, 4…16384, gpt3-1t on H200 with
@@ -45,22 +45,23 @@ def _time(fn, repeat: int) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--compat", choices=("paper", "default"), default="paper")
+    ap.add_argument("--mode", "--compat", dest="mode", choices=("paper", "default"),
+                    default="paper")  # --compat: the old name
     args = ap.parse_args()
-    compat = "paper" if args.compat == "paper" else None
-    system = "paper-h200" if compat else "h200"
+    mode = "paper" if args.mode == "paper" else None
+    system = "paper-h200" if mode else "h200"
     gpt, vit, h200 = load_model("gpt3-1t"), load_model("vit-era5"), load_system(system)
 
     def one(model, strategy, gpus):
-        return lambda: search(model, h200, gpus, 4096, strategy, compat=compat, nvs=8).candidates
+        return lambda: search(model, h200, gpus, 4096, strategy, mode=mode, nvs=8).candidates
 
     def figure():  # model.studies.sweep: one batched evaluation per strategy over the 13 GPU counts
-        results = sweep(gpt, h200, PAPER_GPU_COUNTS, 4096, STRATEGIES, compat=compat, nvs=8)
+        results = sweep(gpt, h200, PAPER_GPU_COUNTS, 4096, STRATEGIES, mode=mode, nvs=8)
         return sum(r.candidates for r in results)
 
     dsv3, gb200 = load_model("deepseek-v3"), load_system("gb200-nvl72")
 
-    def moe():  # the default model and stack whatever --compat says: the paper has no MoE
+    def moe():  # the default model and stack whatever --mode says: the paper has no MoE
         results = sweep(dsv3, gb200, [2048], 8192)
         return sum(r.candidates for r in results)
 
@@ -68,7 +69,7 @@ def main() -> None:
              ("SUMMA vit-era5, 4096 GPUs", one(vit, "summa", 4096)),
              ("whole figure: gpt3-1t, 3 strategies x 13 GPU counts", figure),
              ("DeepSeek-V3, 2048 GB200, 1d + context, EP searched", moe)]
-    print(f"# model={args.compat} system={system} nvs=8 python={platform.python_version()} "
+    print(f"# model={args.mode} system={system} nvs=8 python={platform.python_version()} "
           f"cpus={os.cpu_count()} repeat={args.repeat} (best of)")
     print(f"{'case':55s} {'candidates':>11s} {'wall_ms':>8s} {'candidates/s':>13s}")
     for name, fn in cases:

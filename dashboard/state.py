@@ -19,7 +19,9 @@ from typing import Any
 
 from dash import Input, Output, State, callback, ctx, dcc, no_update
 
-from dashboard.controls.control_table import CONTROLS, SECTIONS, Control
+from dashboard.controls.control_moe import SECTIONS
+from dashboard.controls.control_record import Control
+from dashboard.controls.control_table import CONTROLS
 from dashboard.controls.fitted import FITTED, FITTED_KEY, check_fitted, stack_note, stack_options
 from dashboard.controls.hf_upload import hf_config_of, scenario_from_hf
 from dashboard.controls.inputs import batch_from_tokens
@@ -40,18 +42,17 @@ from dashboard.controls.scenario import (
     default_scenario,
     fitted_values,
     from_json,
-    from_query,
     preset_values,
     to_json,
-    to_query,
     validate_scenario,
     with_presets,
-    with_supported_strategies,
 )
+from dashboard.controls.scenario_link import from_query, to_query
 from dashboard.controls.strategy_choice import (
     stack_record,
     strategy_options,
     with_run_strategies,
+    with_supported_strategies,
 )
 from dashboard.controls.uploads import checked_json_name
 from dashboard.server.guard import page_callback
@@ -379,10 +380,10 @@ def batch_note(scn: Any) -> Any:
 
 
 @callback(Output("ctl-strategy", "options"), Output("ctl-design_strategy", "options"),
-          Input("ctl-stack", "value"), Input("ctl-compat", "value"),
+          Input("ctl-stack", "value"), Input("ctl-mode", "value"),
           Input("fitted-stack", "data"))
-def strategies_offered(stack: Any, compat: Any, fitted: Any) -> tuple[list, list]:
+def strategies_offered(stack: Any, mode: Any, fitted: Any) -> tuple[list, list]:
     """The Strategy and Design strategy controls offer only what the software stack runs
     (:mod:`model.engine.layouts`: llm-foundry on FSDP, data parallelism only, gets 1D alone);
     the scenario's value follows when a preset is applied (:func:`with_supported_strategies`)."""
-    return strategy_options(stack_record(stack, compat, fitted))
+    return strategy_options(stack_record(stack, mode, fitted))

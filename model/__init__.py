@@ -13,7 +13,7 @@ Public API::
     finetune(Request.build(m, s, global_batch=64, gpus=8), FineTune("lora", 2e9))  # post-training
     rl_step(m, s, 16, RlStep(64, 8, 512, 1024, 4096, "split"))  # docs/post_training.md
 
-``compat="paper"`` reproduces arXiv 2410.00273's public code, bugs included
+``mode="paper"`` reproduces arXiv 2410.00273's public code, bugs included
 (docs/model.md §12); the default model fixes them and adds embedding, LM head and loss.
 """
 

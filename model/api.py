@@ -1,6 +1,6 @@
 """The keyword forms of the estimator's questions, in one place: each builds a
 :class:`~model.engine.request.Request` (:meth:`Request.build
-<model.engine.request.Request.build>` declares and documents every keyword: ``compat``,
+<model.engine.request.Request.build>` declares and documents every keyword: ``mode``,
 ``nvs``, ``pins``, ``top_k``, ``budget``, ``execution``, ``stack``, ``costs``, ``max_gpus``,
 ``gpu_step``, ``pruning``) and asks the one engine or study function that takes a request.
 Each also takes a ready request in place of the model (``search(request)``).

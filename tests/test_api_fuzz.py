@@ -1,5 +1,5 @@
 """Random arguments thrown at the Python API (hypothesis): ``search``, ``evaluate``,
-``design_space`` and ``sweep`` with random GPU counts, batches, strategies, pins, compat modes,
+``design_space`` and ``sweep`` with random GPU counts, batches, strategies, pins, modes,
 execution options and budgets — kept cheap (a gpt3-175b shrunk to 8 layers, at most 256
 GPUs): a clear ``ModelError`` or finite results. Split from tests/test_inputs_fuzz.py (the
 promise, and the value strategies these share)."""
@@ -92,7 +92,7 @@ ARGS = {
                         st.one_of(st.integers(-3, 10**9), st.just(100_000_000), CHEAP_JUNK)),
     "strategy": Arg(st.sampled_from(["1d", "summa", "context", "2d", "2d-seqp", "seqp", "SUMMA"]),
                     JUNK),
-    "compat": Arg(st.sampled_from([None, "default", "paper", True, False]), JUNK),
+    "mode": Arg(st.sampled_from([None, "default", "paper", True, False]), JUNK),
     "pins": Arg(st.one_of(st.none(), st.dictionaries(
         st.sampled_from(PIN_NAMES), st.sampled_from([None, 1, 2, 4, 8]), max_size=2)),
         st.dictionaries(st.one_of(st.sampled_from(PIN_NAMES), st.text(max_size=6)), PIN_VALUE,
@@ -123,7 +123,7 @@ def api_args(draw, **names: str):
 
 
 @FUZZ
-@given(api_args(gpus="gpus", global_batch="global_batch", strategy="strategy", compat="compat",
+@given(api_args(gpus="gpus", global_batch="global_batch", strategy="strategy", mode="mode",
                 pins="pins", execution="execution", top_k="top_k", budget="budget", nvs="nvs"))
 def test_search_random_arguments(kw):
     try:
@@ -135,7 +135,7 @@ def test_search_random_arguments(kw):
 
 
 @FUZZ
-@given(api_args(global_batch="global_batch", strategy="strategy", compat="compat",
+@given(api_args(global_batch="global_batch", strategy="strategy", mode="mode",
                 execution="execution", nvs="nvs", tp1="dim", pp="dim", dp="dim",
                 microbatch="optional_dim", tp2="dim", nb="optional_dim", nv_tp1="optional_dim",
                 nv_tp2="optional_dim", nv_dp="optional_dim", nv_pp="optional_dim"),
@@ -170,7 +170,7 @@ def test_evaluate_missing_dimension_is_an_error():
 
 
 @FUZZ
-@given(api_args(gpus="gpus", global_batch="global_batch", strategy="strategy", compat="compat",
+@given(api_args(gpus="gpus", global_batch="global_batch", strategy="strategy", mode="mode",
                 pins="pins", budget="budget", nvs="nvs"),
        st.one_of(st.none(), st.dictionaries(st.sampled_from(EX_FIELDS),
                                             st.sampled_from(EX_WORDS + [True, False, 0, 1, 2]),
@@ -187,7 +187,7 @@ def test_design_space_random_arguments(kw, execution):
 
 
 @FUZZ
-@given(api_args(global_batch="global_batch", compat="compat", pins="pins",
+@given(api_args(global_batch="global_batch", mode="mode", pins="pins",
                 execution="execution", budget="budget", nvs="nvs"),
        st.one_of(st.lists(ARGS["gpus"].plausible, min_size=1, max_size=4),
                  st.lists(st.one_of(ARGS["gpus"].plausible, ARGS["gpus"].junk), max_size=4)),

@@ -19,10 +19,10 @@ from model.specs.transformer import list_models
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_SEARCH = ["search", "--model", "gpt3-1t", "--system", "paper-h200", "--nvs", "8",
-                "--gpus", "512", "--strategy", "1d", "--compat", "paper"]
+                "--gpus", "512", "--strategy", "1d", "--mode", "paper"]
 PAPER_CONFIG = ["--tp", "4", "--pp", "64", "--dp", "2", "--microbatch", "1"]
 PAPER_EVALUATE = ["evaluate", "--model", "gpt3-1t", "--system", "paper-h200", "--nvs", "8",
-                  "--gpus", "512", "--strategy", "1d", "--compat", "paper", *PAPER_CONFIG]
+                  "--gpus", "512", "--strategy", "1d", "--mode", "paper", *PAPER_CONFIG]
 PAPER_BEST = 28.62912724154006
 H200 = ["--model", "gpt3-1t", "--system", "h200"]
 CONFIG_KEYS = {"samples_per_s": float, "tokens_per_s": float, "iteration_time_s": float,

@@ -40,7 +40,7 @@ SEARCHES = [
                   "--context-attention", "ring", "--precision", "fp8", "--tp-overlap"],
                  id="context-ring-fp8"),
     pytest.param(["--model", "gpt3-1t", "--system", "paper-h200", "--nvs", "8", "--gpus", "512",
-                  "--strategy", "1d", "--compat", "paper"], id="paper"),
+                  "--strategy", "1d", "--mode", "paper"], id="paper"),
     pytest.param(["--model", "vit-era5", "--system", "a100", "--gpus", "256", "--strategy",
                   "context", "--offload", "optimizer", "--recompute", "full"], id="offload"),
     # an older stack: its defaults (no flash attention, replicated optimizer) are not evaluate's

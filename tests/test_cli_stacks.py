@@ -122,7 +122,7 @@ def test_no_stack_and_the_paper_mode_have_no_error_bar(capsys):
                         "--dp", "1", "--microbatch", "1", "--stack", "none"])
     assert "range: " not in text and "cross-validation" not in text
     paper = ["search", "--model", "gpt3-1t", "--system", "paper-h200", "--gpus", "512",
-             "--strategy", "1d", "--compat", "paper", "--json"]
+             "--strategy", "1d", "--mode", "paper", "--json"]
     assert json.loads(run(capsys, paper))["error_bar"] is None
     assert "--stack" in fail(capsys, [*paper, "--stack", "megatron-lm-2021"])
 

@@ -19,6 +19,7 @@ from model.cli import costs
 from model.cli.commands import build_parser
 from model.cli.options import flag
 from model.specs import execution as ex
+from model.specs import execution_fields as ef
 from model.specs.cost import FIELDS as COST_FIELDS
 from model.specs.execution_fields import BY_NAME, EXECUTION_FIELDS
 from model.specs.serving import MTP_DEPTH
@@ -105,7 +106,7 @@ def test_execution_refuses_what_its_field_refuses(f):
 
 
 def test_help_is_written_once():
-    assert ex.HELP == {f.name: f.doc for f in EXECUTION_FIELDS}
+    assert ef.HELP == {f.name: f.doc for f in EXECUTION_FIELDS}
     assert set(BY_NAME) == set(ex.FIELDS)
     assert SPEC_FIELDS["execution"] == BY_NAME
 

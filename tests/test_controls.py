@@ -29,7 +29,9 @@ import app  # noqa: E402, F401 - creates the Dash app (use_pages), registers the
 from dashboard import state  # noqa: E402
 from dashboard.controls import panel as controls  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
-from dashboard.controls.control_table import BY_KEY, CONTROLS, GROUPS, WIDGETS  # noqa: E402
+from dashboard.controls import scenario_link as L  # noqa: E402
+from dashboard.controls.control_record import WIDGETS  # noqa: E402
+from dashboard.controls.control_table import BY_KEY, CONTROLS, GROUPS  # noqa: E402
 from dashboard.controls.inputs import batch_from_tokens, check_value  # noqa: E402
 from dashboard.figures import theme  # noqa: E402
 from dashboard.jobs import compute  # noqa: E402
@@ -93,7 +95,7 @@ def _error(**over: Any) -> dict[str, str]:
 
 def test_every_record_is_a_field_a_url_key_and_a_widget():
     scn = S.default_scenario()
-    query = S.from_query(S.to_query(scn))
+    query = L.from_query(L.to_query(scn))
     panel_ids = _ids(controls.panel(scn))
     header_ids = _ids(app.app.layout())
     for c in CONTROLS:
@@ -109,8 +111,8 @@ def test_every_record_is_a_field_a_url_key_and_a_widget():
     assert len(S.KEYS) == len(set(S.KEYS)) == len(CONTROLS)
     assert {f"reset-{g}" for g in S.PRESET_OF} <= panel_ids
     # what the estimator's cache key holds: every preset group, and the mode
-    assert set(compute._inputs(scn)) == {c.key for c in CONTROLS
-                                         if c.group in S.PRESET_OF} | {"compat"}
+    assert set(S.estimator_inputs(scn)) == {c.key for c in CONTROLS
+                                         if c.group in S.PRESET_OF} | {"mode"}
 
 
 def test_choices_come_from_the_model_tables():
@@ -121,7 +123,7 @@ def test_choices_come_from_the_model_tables():
     assert BY_KEY["stack"].choices == (*list_stacks(), "none")
     assert S.default_scenario()["stack"] == default_stack_name()
     assert theme.STRATEGY_ORDER == STRATEGIES and set(theme.STRATEGY_LABELS) == set(STRATEGIES)
-    assert compute._strategies(_valid(strategy="all")) == STRATEGIES
+    assert compute.strategies_of(_valid(strategy="all")) == STRATEGIES
 
 
 NEW_CONTROL = """
@@ -133,12 +135,12 @@ table.CONTROLS = (*table.CONTROLS, new)
 table.BY_KEY["dropout"] = new
 import app
 from dashboard.jobs import compute
-from dashboard.controls import panel as controls, scenario as S
+from dashboard.controls import panel as controls, scenario as S, scenario_link as L
 from dashboard import state
 scn = S.default_scenario()
 off, errors = S.validate_scenario({**scn, "dropout": False})
 model, _ = S.build_inputs(off)
-back, _ = S.validate_scenario(S.from_query(S.to_query(off)))
+back, _ = S.validate_scenario(L.from_query(L.to_query(off)))
 ids = str(controls.panel(scn))
 print(json.dumps({
     "default": scn["dropout"], "llama": S.model_values("llama3-8b")["dropout"],
@@ -146,7 +148,7 @@ print(json.dumps({
     "bad": S.validate_scenario({**scn, "dropout": "maybe"})[1],
     "widget": "'ctl-dropout'" in ids and "'err-dropout'" in ids,
     "collect": "dropout" in state.ERROR_KEYS and "dropout" in controls.CONTROL_KEYS,
-    "cache": "dropout" in compute._inputs(scn),
+    "cache": "dropout" in S.estimator_inputs(scn),
 }))
 """
 
@@ -213,7 +215,7 @@ def test_typed_values_are_kept_never_rounded_or_clamped():
     _, system = S.build_inputs(scn)
     assert system.hbm_bandwidth_gb_per_s == pytest.approx(3350.0, abs=1e-9)
     assert system.hbm_capacity_gb == 8.0
-    assert S.from_query(S.to_query(scn))["hbm_tb_per_s"] == 3.35
+    assert L.from_query(L.to_query(scn))["hbm_tb_per_s"] == 3.35
 
 
 def test_the_slider_follows_the_box_and_only_a_real_move_sets_it():
@@ -253,22 +255,22 @@ def test_a_partial_link_fills_the_rest_from_the_preset_it_names():
     assert values["hbm_tb_per_s"] == 3.35 and values["system"] == "h100"
     assert values["model"] == "gpt3-1t"  # groups the link does not name: the defaults
     # what the link gives wins over its preset
-    raw = S.with_presets(S.from_query("#system=h100&hbm_gb=100&model=llama3-405b"))
+    raw = S.with_presets(L.from_query("#system=h100&hbm_gb=100&model=llama3-405b"))
     assert raw["hbm_gb"] == 100 and raw["hbm_tb_per_s"] == 3.35
     assert raw["global_batch"] == 2048 and raw["seq_len"] == 8192  # Llama 3 405B's published
-    raw = S.with_presets(S.from_query("#stack=megatron-lm-2021"))
+    raw = S.with_presets(L.from_query("#stack=megatron-lm-2021"))
     assert (raw["sequence_parallel"], raw["zero"], raw["tp_overlap"]) == (False, 0, False)
-    assert S.with_presets(S.from_query("#system=nope"))["system"] == "nope"  # the validator says
+    assert S.with_presets(L.from_query("#system=nope"))["system"] == "nope"  # the validator says
 
 
 def test_a_stack_fills_its_kernel_fsdp_and_moe_execution_controls():
     """Every execution field is a control the stack preset fills (issue 22); the FSDP rows show
     and their section opens with ZeRO-3 only, the MoE execution rows with experts only."""
-    fsdp = S.with_presets(S.from_query("#stack=pytorch-fsdp-2023"))
+    fsdp = S.with_presets(L.from_query("#stack=pytorch-fsdp-2023"))
     assert (fsdp["zero"], fsdp["fsdp_version"], fsdp["fsdp_prefetch"]) == (3, 1, 0)
     assert (fsdp["attention_kernel"], fsdp["elementwise"]) == ("fa2", "eager")
     assert S.execution_of(S.validate_scenario(fsdp)[0])["fsdp_gather_dtype"] == "bf16"
-    deepseek = S.with_presets(S.from_query("#stack=deepseek-v3-2024"))
+    deepseek = S.with_presets(L.from_query("#stack=deepseek-v3-2024"))
     assert (deepseek["pipeline_schedule"], deepseek["ep_max_domains"]) == ("dualpipe", 4)
     assert deepseek["expert_gemm"] == "grouped" and deepseek["swiglu_fp8_cache"]
     assert deepseek["recompute_norm_up_proj"] and deepseek["optimizer_bf16_moments"]
@@ -365,8 +367,8 @@ def test_the_headline_carries_the_error_bar():
     low, high = bar.rate_range(12.0)
     assert notes.rate_text(scn, 12.0) == f"12.0 samples/s ({low:.1f}–{high:.1f})"
     assert notes.days_text(_valid(stack="none"), 182.0) == "182.0 days"
-    assert notes.days_text(_valid(compat="paper"), 182.0) == "182.0 days"
-    assert notes.rate_text(_valid(compat="paper"), 12.0) == "12.0 samples/s"
+    assert notes.days_text(_valid(mode="paper"), 182.0) == "182.0 days"
+    assert notes.rate_text(_valid(mode="paper"), 12.0) == "12.0 samples/s"
 
 
 # --------------------------------------------------------------------------- one grid helper

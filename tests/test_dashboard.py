@@ -32,6 +32,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import app as dash_app  # noqa: E402 - creates the Dash app (use_pages), registers callbacks
 from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls import scenario_link as L  # noqa: E402
 from dashboard.jobs import compute, studies  # noqa: E402
 from dashboard.pages import design, scaling  # noqa: E402
 
@@ -83,22 +84,22 @@ def test_default_scenario_validates():
 
 def test_query_round_trips_every_key():
     scn = valid(presentation=True, hbm_tb_per_s=4.83, nics_per_gpu=0.5, matrix_tflops=1234.567,
-                nic_gb_per_s=12.345678901234, budget=3.3e17, strategy="summa", compat="paper",
+                nic_gb_per_s=12.345678901234, budget=3.3e17, strategy="summa", mode="paper",
                 design_strategy="context", x_axis="dp", y_axis="microbatch", nvs=72,
                 gpus_min=72, gpus_max=9216, hbm_gb=141.0)
-    text = S.to_query(scn)
+    text = L.to_query(scn)
     assert [k for k, _ in (p.split("=", 1) for p in text.split("&"))] == list(S.KEYS)
-    raw = S.from_query("#" + text)
+    raw = L.from_query("#" + text)
     assert set(raw) == set(S.KEYS)
     assert raw["presentation"] is True and isinstance(raw["hbm_tb_per_s"], float)
     assert S.validate_scenario(raw) == (scn, {})
     for flag in (False, True):
-        back, _ = S.validate_scenario(S.from_query(S.to_query({**scn, "presentation": flag})))
+        back, _ = S.validate_scenario(L.from_query(L.to_query({**scn, "presentation": flag})))
         assert back["presentation"] is flag
 
 
 def test_query_ignores_unknown_and_keeps_bad_text_for_the_validator():
-    raw = S.from_query("?layers=abc&nope=1&hbm_gb=96.5")
+    raw = L.from_query("?layers=abc&nope=1&hbm_gb=96.5")
     assert raw == {"layers": "abc", "hbm_gb": 96.5}
     assert "layers" in S.validate_scenario({**default(), **raw})[1]
 
@@ -223,7 +224,7 @@ def _check_outcome(scn: dict | None, errors: dict[str, str]) -> None:
     assert all(isinstance(n, int) and math.isfinite(n) and n >= 1 for n in counts)
     assert all(scn["gpus_min"] <= n <= scn["gpus_max"] for n in counts)
     # and survives the URL and the JSON file unchanged
-    assert S.validate_scenario(S.from_query(S.to_query(scn))) == (scn, {})
+    assert S.validate_scenario(L.from_query(L.to_query(scn))) == (scn, {})
     assert S.from_json(S.to_json(scn)) == (scn, {})
 
 
@@ -245,7 +246,7 @@ def test_random_text_never_raises(text):
     scn, errors = S.from_json(text)
     assert (scn is None) != (errors == {})
     if isinstance(text, str):
-        raw = S.from_query(text)
+        raw = L.from_query(text)
         assert set(raw) <= set(S.KEYS)
         _check_outcome(*S.validate_scenario({**default(), **raw}))
 
@@ -266,7 +267,7 @@ def test_gpu_counts_are_the_same_powers_of_two_for_every_domain():
     counts = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000))
     assert counts == S.gpu_counts(valid(nvs=8, gpus_min=1, gpus_max=20_000))
     assert counts == [2**k for k in range(15)] and {1024, 16384} <= set(counts)
-    paper = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000, compat="paper"))
+    paper = S.gpu_counts(valid(nvs=72, gpus_min=1, gpus_max=20_000, mode="paper"))
     assert paper == [72 * 2**k for k in range(9)]
 
 
@@ -314,7 +315,7 @@ def test_no_configuration_at_all_is_explained_by_the_rule_it_breaks():
     factorisation and the rule it breaks (model.engine.rules.why_no_candidates)."""
     from dashboard.controls.scenario import system_values
     scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608, layers=8,
-                compat="paper")
+                mode="paper")
     text = scaling.build(scn)[3]
     assert text.startswith("No context configuration exists on 4608 GPUs")
     assert "tp1·tp2·dp = 1·1·512" in text and "pp = 9" in text
@@ -341,7 +342,7 @@ def test_execution_controls_change_the_scaling_data():
     assert (full["recompute"] == "full").all()
     scn, errors = S.validate_scenario({**valid(), **S.system_values("a100"), "precision": "fp8"})
     assert scn is None and "FP8" in errors["precision"]
-    assert S.execution_of(valid(compat="paper", recompute="full")) is None
+    assert S.execution_of(valid(mode="paper", recompute="full")) is None
 
 
 def test_hbm_sweep_stops_at_its_time_budget_with_a_clear_message():

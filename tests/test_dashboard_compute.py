@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("tmp_cache")  # a private results cache per
 
 
 def _payload(scn: dict[str, Any]) -> dict[str, Any]:
-    return {**compute._inputs(scn), "counts": S.gpu_counts(scn)}
+    return {**S.estimator_inputs(scn), "counts": S.gpu_counts(scn)}
 
 
 def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
@@ -36,7 +36,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "nic_gb_per_s": 25.0,
                "nics_per_gpu": 2.0, "node_gpus": 4, "tdp_w": 1000.0, "node_power_factor": 1.5,
                "usd_per_gpu_hour": 3.0, "purchase_usd_per_gpu": 40000.0,
-               "compat": "paper", "gpus_max": 8192,
+               "mode": "paper", "gpus_max": 8192,
                "stack": "megatron-lm-2021",
                "recompute": "full", "sequence_parallel": False, "interleave": 2, "zero": 3,
                "precision": "fp8", "tp_overlap": False, "fp8_param_gather": False,
@@ -58,7 +58,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "moe_router_fusion": False, "moe_permute_fusion": False,
                "trainable": "qlora", "lora_rank": 64, "lora_targets": "attn",
                "kernel_tables": True}
-    assert set(compute._inputs(scn)) <= set(changed)
+    assert set(S.estimator_inputs(scn)) <= set(changed)
     for key, value in changed.items():
         assert scn[key] != value
         assert compute.cache_key("scaling", _payload({**scn, key: value})) != base, key

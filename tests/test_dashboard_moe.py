@@ -27,7 +27,9 @@ import app  # noqa: E402, F401 - creates the Dash app (use_pages), registers the
 from dashboard import figures, state  # noqa: E402
 from dashboard.controls import panel as controls  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
-from dashboard.controls.control_table import BY_KEY, CONTROLS, SECTIONS  # noqa: E402
+from dashboard.controls import scenario_link as L  # noqa: E402
+from dashboard.controls.control_moe import SECTIONS  # noqa: E402
+from dashboard.controls.control_table import BY_KEY, CONTROLS  # noqa: E402
 from dashboard.figures import ops as ops_figures  # noqa: E402
 from dashboard.jobs import compute  # noqa: E402
 from dashboard.pages import design  # noqa: E402
@@ -103,7 +105,7 @@ def _edited_moe() -> dict[str, Any]:
 
 def test_moe_fields_round_trip_through_the_url_and_json():
     scn = _edited_moe()
-    assert S.validate_scenario(S.with_presets(S.from_query(S.to_query(scn)))) == (scn, {})
+    assert S.validate_scenario(S.with_presets(L.from_query(L.to_query(scn)))) == (scn, {})
     text = S.to_json(scn)
     assert json.loads(text) == scn and S.from_json(text) == (scn, {})
     model, _ = S.build_inputs(scn)
@@ -121,7 +123,7 @@ def test_hidden_values_round_trip_but_do_not_apply():
     scn = _preset("deepseek-v3", experts=0, attention="mha", kv_heads=8)
     assert (scn["top_k"], scn["shared_experts"], scn["dense_layers"], scn["kv_heads"]) == (
         8, 1, 3, 8)
-    assert S.validate_scenario(S.from_query(S.to_query(scn))) == (scn, {})
+    assert S.validate_scenario(L.from_query(L.to_query(scn))) == (scn, {})
     assert S.from_json(S.to_json(scn)) == (scn, {})
     model, _ = S.build_inputs(scn)
     assert not model.moe and not model.mla

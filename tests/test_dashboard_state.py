@@ -17,6 +17,7 @@ from test_dashboard import default, is_no_update, valid
 
 from dashboard import state
 from dashboard.controls import scenario as S
+from dashboard.controls import scenario_link as L
 from dashboard.controls.panel import CONTROL_KEYS
 
 pytestmark = pytest.mark.usefixtures("tmp_cache")  # a private results cache per test (conftest)
@@ -62,8 +63,8 @@ def test_collect_valid_value_stores_scenario_and_fragment():
     out = _collect({**current, "layers": 96}, current, True, ["on"])
     scn, fragment = out[0], out[1]
     assert scn == valid(layers=96, presentation=True)
-    assert fragment.startswith("#") and S.from_query(fragment)["layers"] == 96
-    assert S.validate_scenario(S.from_query(fragment)) == (scn, {})
+    assert fragment.startswith("#") and L.from_query(fragment)["layers"] == 96
+    assert S.validate_scenario(L.from_query(fragment)) == (scn, {})
     assert all(m == "" for m in out[2:])
     out = _collect({**current, "layers": 96}, current, False)  # before hydration: no URL write
     assert out[0]["layers"] == 96 and is_no_update(out[1])
@@ -71,7 +72,7 @@ def test_collect_valid_value_stores_scenario_and_fragment():
 
 def test_hydrate_fills_controls_from_fragment_and_from_a_link_pasted_later():
     current = default()
-    out = state.hydrate("#" + S.to_query(valid(layers=96, hbm_gb=80.0, presentation=True)),
+    out = state.hydrate("#" + L.to_query(valid(layers=96, hbm_gb=80.0, presentation=True)),
                         False, current)
     n = len(CONTROL_KEYS)
     values = dict(zip(CONTROL_KEYS, out[:n]))
@@ -80,7 +81,7 @@ def test_hydrate_fills_controls_from_fragment_and_from_a_link_pasted_later():
     assert out[n + 2] == {"model": current["model"], "system": current["system"],
                           "stack": current["stack"]}
     assert all(is_no_update(v) for v in out[n + 3:-1])  # no fitted stack in the link: kept
-    own = state.hydrate("#" + S.to_query(current), True, current)  # the app's own URL write
+    own = state.hydrate("#" + L.to_query(current), True, current)  # the app's own URL write
     assert len(own) == n + 6 and all(is_no_update(v) for v in own)
     # a link pasted into the tab already showing the app (issue 21: it was ignored)
     later = state.hydrate("#layers=12", True, current)

@@ -19,14 +19,8 @@ import app  # noqa: F401 - creates the Dash app (use_pages) before the pages are
 from dashboard import figures
 from dashboard.controls import scenario as S
 from dashboard.figures import theme
-from dashboard.figures.common import (
-    count_label,
-    every_nth,
-    gpu_ticks,
-    room_for_titles,
-    strategy_name,
-    strategy_title,
-)
+from dashboard.figures.axes import count_label, every_nth, gpu_ticks, room_for_titles
+from dashboard.figures.common import strategy_name, strategy_title
 from dashboard.jobs import compute, studies
 from dashboard.pages import hbm, scaling, systems, validation
 from dashboard.server import export

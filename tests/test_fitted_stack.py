@@ -22,6 +22,7 @@ from dash._utils import AttributeDict
 from dashboard import state
 from dashboard.controls import saved
 from dashboard.controls import scenario as S
+from dashboard.controls import scenario_link as L
 from dashboard.controls.fitted import (
     FITTED,
     FITTED_KEY,
@@ -87,9 +88,9 @@ def test_cache_key_holds_the_fit_content():
 
 def test_link_and_file_carry_it():
     scn = _session()
-    query = S.to_query(scn)
+    query = L.to_query(scn)
     assert f"&{FITTED_KEY}=" in query and len(query) < 6000
-    assert S.validate_scenario(S.from_query("#" + query)) == (scn, {})
+    assert S.validate_scenario(L.from_query("#" + query)) == (scn, {})
     assert S.from_json(S.to_json(scn)) == (scn, {})
     assert "the page's link carries it" in stack_note(scn)
     # a fit too long for a link: the file only, and the note says so
@@ -97,7 +98,7 @@ def test_link_and_file_carry_it():
     noise = random.Random(0).randbytes(3600)  # incompressible: 4,800 characters in a link
     long["stack"]["description"] = base64.b64encode(noise).decode()
     big = _session(long)
-    assert to_link(big[FITTED_KEY]) is None and FITTED_KEY not in S.to_query(big)
+    assert to_link(big[FITTED_KEY]) is None and FITTED_KEY not in L.to_query(big)
     assert "download the scenario" in stack_note(big)
     assert S.from_json(S.to_json(big)) == (big, {})
 

@@ -93,22 +93,22 @@ def edge_flops(b: int, l: int, e: int, v: int) -> int:
     return t * e + (9 * t * e + 8 * t * e + 4 * t * (e - 1)) + logits + (5 + 3) * t * v
 
 
-@pytest.mark.parametrize("bias,dropout,vocab,compat", [
+@pytest.mark.parametrize("bias,dropout,vocab,mode", [
     (False, False, 0, None), (False, False, 0, "paper"), (True, True, 0, None),
     (True, True, 0, "paper"), (False, False, 1000, None), (True, True, 1000, "paper"),
 ])
-def test_iteration_flops_single_gpu_closed_form(h200, bias, dropout, vocab, compat):
+def test_iteration_flops_single_gpu_closed_form(h200, bias, dropout, vocab, mode):
     m = small(bias=bias, dropout=dropout, vocab=vocab)
     gbs, mb = 8, 2
-    ev = evaluate(m, h200, 1, gbs, "1d", tp1=1, pp=1, dp=1, microbatch=mb, compat=compat)
+    ev = evaluate(m, h200, 1, gbs, "1d", tp1=1, pp=1, dp=1, microbatch=mb, mode=mode)
     row = ev.row
     n_mb = gbs // mb
     assert row["n_microbatches"] == n_mb and row["layers_per_stage"] == m.layers
     e, f, h, l = m.hidden, m.ffn, m.heads, m.seq_len
-    per_block = block_model_flops(mb, l, e, f, h, bias, dropout, mlp_dropout=compat == "paper")
+    per_block = block_model_flops(mb, l, e, f, h, bias, dropout, mlp_dropout=mode == "paper")
     recompute = block_recompute_flops(mb, l, e, h, dropout)
     # the paper models blocks only: its mode ignores the vocabulary
-    edge = edge_flops(mb, l, e, vocab) if vocab and compat is None else 0
+    edge = edge_flops(mb, l, e, vocab) if vocab and mode is None else 0
     model_flops = row["tflops_per_gpu"] * 1e12 * row["iteration_time_s"]
     assert model_flops == pytest.approx(n_mb * (m.layers * per_block + edge), rel=REL)
     hw_flops = row["hfu"] * P_MAT * row["iteration_time_s"]
@@ -165,7 +165,7 @@ def test_paper_memory_is_two_bytes_per_parameter(h200, strategy, gpus, tp2, dp):
     e = m.hidden
     assert m.params_per_block == 12 * e * e + 10 * e
     row = evaluate(m, h200, gpus, 8, strategy, tp1=1, tp2=tp2, pp=1, dp=dp, microbatch=1,
-                   compat="paper").row
+                   mode="paper").row
     weights = row["weights_gb"] * 1e9
     assert weights == pytest.approx(2 * m.layers * m.params_per_block, rel=REL)
     assert row["gradients_gb"] == row["weights_gb"]
@@ -181,7 +181,7 @@ def test_paper_summa_layernorm_weights_use_seq_len(h200):
     e, l = m.hidden, m.seq_len
     assert l != e
     kw = dict(tp1=1, tp2=1, pp=1, dp=1, microbatch=1)
-    paper = evaluate(m, h200, 1, 8, "summa", compat="paper", **kw).row
+    paper = evaluate(m, h200, 1, 8, "summa", mode="paper", **kw).row
     fixed = evaluate(m, h200, 1, 8, "summa", **kw).row
     # 12e² matmul weights, biases f + 2e = 6e, and two norms of 2·l (paper) or 2·e (fixed)
     assert paper["weights_gb"] * 1e9 == pytest.approx(
@@ -199,7 +199,7 @@ def test_default_weights_include_embedding_and_head(h200, strategy):
     assert row["weights_gb"] * 1e9 == pytest.approx(2 * m.params, rel=REL)
     # the paper mode has no embedding or head (and its SUMMA norms hold 2·l weights, bug 1)
     paper = evaluate(m, h200, 1, 8, strategy, tp1=1, pp=1, dp=1, microbatch=2,
-                     compat="paper").row
+                     mode="paper").row
     norms = 4 * (m.seq_len if strategy == "summa" else e)
     assert paper["weights_gb"] * 1e9 == pytest.approx(2 * m.layers * (12 * e * e + norms),
                                                       rel=REL)
@@ -262,7 +262,7 @@ def test_flash_attention_matches_spec(b, h, m1, L, m2, q, dropout):
 
 def test_flash_attention_compute_time_in_the_op_table(h200):
     m = small(dropout=True)
-    ev = evaluate(m, h200, 1, 4, "1d", tp1=1, pp=1, dp=1, microbatch=1, compat="paper")
+    ev = evaluate(m, h200, 1, 4, "1d", tp1=1, pp=1, dp=1, microbatch=1, mode="paper")
     flash = ev.ops.set_index("op").loc["attn/flash"]
     bh, L, q = m.heads, m.seq_len, m.head_dim
     rho = P_MAT / P_VEC
@@ -331,7 +331,7 @@ def test_summa_linear_time_by_hand(h200):
     tp1 = tp2 = 4
     nb, b = 8, 1
     ev = evaluate(m, h200, 16, 4, "summa", tp1=tp1, tp2=tp2, pp=1, dp=1, microbatch=b, nb=nb,
-                  nv_tp1=2, nv_tp2=4, nv_dp=1, nv_pp=1, compat="paper", nvs=8)
+                  nv_tp1=2, nv_tp2=4, nv_dp=1, nv_pp=1, mode="paper", nvs=8)
     row = ev.row
     assert (row["nb"], row["nv_tp1"], row["nv_tp2"]) == (nb, 2, 4)
     fc1 = ev.ops.set_index("op").loc["mlp/fc1"]
@@ -384,7 +384,7 @@ def test_causal_flash_attention_skips_half_the_scores(h200):
     assert half["activation_bytes"] == whole["activation_bytes"]
     unfused = {"flash_attention": False}
     assert attn(causal, execution=unfused)["flop_fwd"] == attn(full, execution=unfused)["flop_fwd"]
-    assert attn(causal, compat="paper")["flop_fwd"] == attn(full, compat="paper")["flop_fwd"]
+    assert attn(causal, mode="paper")["flop_fwd"] == attn(full, mode="paper")["flop_fwd"]
 
 
 def test_gemm_wave_quantisation():

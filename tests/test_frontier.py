@@ -38,22 +38,22 @@ def fresh(fn):
         CACHE._items.update(saved)
 
 
-@pytest.mark.parametrize("compat,strategies,top_k,execution", [
+@pytest.mark.parametrize("mode,strategies,top_k,execution", [
     (None, ("1d", "summa", "context"), 1, None),
     (None, ("summa",), 5, None),
     (None, ("1d", "context"), 2, {"recompute": ["selective", "full"], "interleave": [1, 2]}),
     ("paper", ("1d", "summa", "context"), 1, None),
 ])
-def test_cached_sweeps_equal_fresh_ones(compat, strategies, top_k, execution):
+def test_cached_sweeps_equal_fresh_ones(mode, strategies, top_k, execution):
     model = load_model("gpt3-175b")
-    base = load_system("paper-h200" if compat else "h200")
+    base = load_system("paper-h200" if mode else "h200")
     CACHE.clear()
     # down (answered from the first), up a little and a lot (re-evaluated), then down again
     for cap in (80.0, 79.5, 40.0, 80.0, 85.0, 84.0, 300.0, 20.0, 150.0):
         system = base.with_overrides(hbm_capacity_gb=cap)
 
         def run(system=system):
-            return sweep(model, system, COUNTS, 1024, strategies, compat=compat, top_k=top_k,
+            return sweep(model, system, COUNTS, 1024, strategies, mode=mode, top_k=top_k,
                          execution=execution)
         same(run(), fresh(run))
 

@@ -91,17 +91,48 @@ def _all_sources() -> dict[str, ast.Module]:
 
 def borrowed_imports(sources: dict[str, ast.Module], modules: dict[str, str],
                      trees: dict[str, ast.Module]) -> list[str]:
-    """Imports of a name from a module of model/ that does not define it (it only imports
-    it): a re-export shim, two homes for one name. A package's ``__init__`` is its public
-    face and may re-export; ``from package import submodule`` is no re-export."""
+    """Imports of a name from a module of model/ or dashboard/ that does not define it (it
+    only imports it): a re-export shim, two homes for one name. A package's ``__init__`` is
+    its public face and may re-export; ``from package import submodule`` is no re-export."""
     out = []
     for path, module, name in imported_names(sources):
         home = modules.get(module)
-        if (home is None or not module.startswith("model") or home.endswith("__init__.py")
-                or f"{module}.{name}" in modules):
+        if (home is None or home.endswith("__init__.py") or f"{module}.{name}" in modules):
             continue
         if name not in defined_names(trees[home]):
             out.append(f"{path}: from {module} import {name}")
+    return sorted(out)
+
+
+def module_aliases(tree: ast.Module, modules: dict[str, str]) -> dict[str, str]:
+    """{local name: module} of the project modules a file imports as a whole
+    (``from dashboard.controls import scenario as S``, ``import model.engine.space as sp``)."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names
+                        if f"{node.module}.{a.name}" in modules})
+        elif isinstance(node, ast.Import):
+            out.update({a.asname: a.name for a in node.names if a.asname and a.name in modules})
+    return out
+
+
+def borrowed_attributes(sources: dict[str, ast.Module], modules: dict[str, str],
+                        trees: dict[str, ast.Module]) -> list[str]:
+    """Reads of ``module.name`` where the module does not define the name (it only imports
+    it): the same shim as :func:`borrowed_imports`, reached through the module."""
+    out = set()
+    for path, tree in sources.items():
+        aliases = module_aliases(tree, modules)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                    and isinstance(node.value, ast.Name) and node.value.id in aliases):
+                continue
+            module = aliases[node.value.id]
+            home = modules[module]
+            if (not home.endswith("__init__.py") and f"{module}.{node.attr}" not in modules
+                    and node.attr not in defined_names(trees[home])):
+                out.add(f"{path}: {module}.{node.attr}")
     return sorted(out)
 
 
@@ -121,14 +152,45 @@ def test_the_shim_finder_finds_one():
     assert private_imports(trees, modules) == ["model/c.py: from model.a import _y"]
 
 
+def test_the_shim_finder_looks_in_the_dashboard():
+    trees = {"dashboard/a.py": ast.parse("def f(): ...\n"),
+             "dashboard/b.py": ast.parse("from dashboard.a import f  # noqa: F401\n_g = f\n"),
+             "dashboard/c.py": ast.parse("from dashboard.b import _g, f\n"),
+             "tests/t.py": ast.parse("from dashboard.b import f\n")}
+    modules = {"dashboard.a": "dashboard/a.py", "dashboard.b": "dashboard/b.py",
+               "dashboard.c": "dashboard/c.py"}
+    assert borrowed_imports(trees, modules, trees) == ["dashboard/c.py: from dashboard.b import f",
+                                                       "tests/t.py: from dashboard.b import f"]
+    assert private_imports(trees, modules) == ["dashboard/c.py: from dashboard.b import _g"]
+
+
+def test_the_shim_finder_follows_a_module_alias():
+    trees = {"dashboard/a.py": ast.parse("K = 1\n"),
+             "dashboard/b.py": ast.parse("from dashboard.a import K  # noqa: F401\nJ = 2\n"),
+             "bench/c.py": ast.parse("from dashboard import b as B\nimport dashboard.a as A\n"
+                                     "x = (B.K, B.J, A.K)\n")}
+    modules = {"dashboard.a": "dashboard/a.py", "dashboard.b": "dashboard/b.py"}
+    assert borrowed_attributes(trees, modules, trees) == ["bench/c.py: dashboard.b.K"]
+
+
+def test_no_module_reads_a_name_through_a_module_that_only_imports_it():
+    """model/, dashboard/ and bench/ (a test may reach into a module to patch or read what it
+    uses)."""
+    offenders = borrowed_attributes(
+        {p: t for p, t in _all_sources().items() if not p.startswith("tests")}, MODULES, SOURCES)
+    assert not offenders, ("read these names from the module that defines them:\n"
+                           + "\n".join(offenders))
+
+
 def test_every_name_is_imported_from_its_home():
     offenders = borrowed_imports(_all_sources(), MODULES, SOURCES)
     assert not offenders, ("import these names from the module that defines them (a module "
                            "that only imports a name is not its home):\n" + "\n".join(offenders))
 
 
-def test_no_module_of_the_model_imports_another_module_private_name():
-    offenders = private_imports({p: t for p, t in SOURCES.items() if p.startswith("model")},
-                                MODULES)
+def test_no_module_imports_another_module_private_name():
+    """No module of model/ or dashboard/ imports another's private name (a test may, to
+    check a piece by itself)."""
+    offenders = private_imports(SOURCES, MODULES)
     assert not offenders, ("make these names public (or move them where they are used):\n"
                            + "\n".join(offenders))

@@ -9,7 +9,7 @@ never yields NaN, inf or a negative time or size. Covered here:
   for every field, unknown keys (rejected by name), non-object documents; random *valid* specs
   then run a search whose numbers must be finite;
 * the Python API (``search``, ``evaluate``, ``design_space``, ``sweep``) with random GPU counts,
-  batches, strategies, pins, compat modes, execution options and budgets — kept cheap: a
+  batches, strategies, pins, modes, execution options and budgets — kept cheap: a
   gpt3-175b shrunk to 8 layers, at most 256 GPUs;
 * the command line (``model.cli.commands``): random argument lists built from the parser's own flags
   with random values and garbage tokens — exit 0, or 2 with one ``error:`` line; never 1;
@@ -358,11 +358,11 @@ def assert_search_result(res, top_k: int, system=None) -> None:
 @given(valid_models(), valid_systems(), st.sampled_from([1, 8, 16, 64, 72, 256]),
        st.sampled_from([1, 16, 512, 4096, 100_000_000]),
        st.sampled_from(["1d", "summa", "context"]), st.sampled_from([None, "paper"]))
-def test_valid_random_specs_give_finite_results(m, s, gpus, gbs, strategy, compat):
+def test_valid_random_specs_give_finite_results(m, s, gpus, gbs, strategy, mode):
     """Any valid model on any valid system: finite, non-negative numbers (the case it found
     first has its own test, below)."""
     try:
-        res = search(m, s, gpus, gbs, strategy, compat=compat, top_k=5, budget=200_000)
+        res = search(m, s, gpus, gbs, strategy, mode=mode, top_k=5, budget=200_000)
     except ModelError as exc:  # e.g. the budget: still a clear message
         assert_clear(exc)
         return

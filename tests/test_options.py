@@ -15,6 +15,7 @@ from dashboard.controls.control_table import CONTROLS
 from model.cli.commands import build_parser
 from model.cli.options import execution_from_args, flag
 from model.specs import execution as ex
+from model.specs import execution_fields as ef
 from model.specs.stack import default_stack_name, load_stack
 
 BASE = ["--model", "llama3-8b", "--system", "h100", "--global-batch", "256"]
@@ -31,7 +32,7 @@ def _stack_execution() -> ex.Execution:
 def _other_value(name: str):
     """A valid value of ``name`` other than the stack's (and, where there is one, the plain
     default's)."""
-    kind, taken = ex.field_kind(name), {getattr(ex.DEFAULT_EXECUTION, name),
+    kind, taken = ef.field_kind(name), {getattr(ex.DEFAULT_EXECUTION, name),
                                         getattr(_stack_execution(), name)}
     if kind == "switch":
         return not getattr(_stack_execution(), name)
@@ -45,7 +46,7 @@ def _other_value(name: str):
 
 
 def _argv_words(name: str, value) -> list[str]:
-    if ex.field_kind(name) == "switch":
+    if ef.field_kind(name) == "switch":
         return [flag(name) if value else "--no-" + flag(name)[2:]]
     return [flag(name), str(value)]
 
@@ -56,8 +57,8 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def test_the_field_table_covers_every_field():
-    assert set(ex.HELP) == set(ex.FIELDS)
-    assert all(ex.field_kind(name) for name in ex.FIELDS)
+    assert set(ef.HELP) == set(ex.FIELDS)
+    assert all(ef.field_kind(name) for name in ex.FIELDS)
     assert {"ep_dispatcher", "dp_overlap", "moe_imbalance"} <= set(ex.FIELDS)
 
 
@@ -83,7 +84,7 @@ def test_a_list_is_searched_and_all_means_every_choice():
     args = build_parser().parse_args(["search", *BASE, *RUNS["search"],
                                       "--ep-dispatcher", "all", "--moe-imbalance", "1,1.5"])
     given = execution_from_args(args, searching=True)
-    assert given["ep_dispatcher"] == list(ex.EP_DISPATCHERS)
+    assert given["ep_dispatcher"] == list(ef.EP_DISPATCHERS)
     assert given["moe_imbalance"] == [1.0, 1.5]
     assert len(ex.execution_variants(given)) == 4
 

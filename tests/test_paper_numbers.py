@@ -25,7 +25,7 @@ def gpt3_1t():
     (16384, 550.4501567426373, 32, 8, 64, (8, 1, 1)),
 ])
 def test_paper_1d_reference(h200, gpt3_1t, gpus, samples, dp, tp, pp, placement):
-    res = search(gpt3_1t, h200, gpus, 4096, "1d", compat="paper", nvs=8)
+    res = search(gpt3_1t, h200, gpus, 4096, "1d", mode="paper", nvs=8)
     best = res.best
     assert best["samples_per_s"] == pytest.approx(samples, rel=REL)
     assert (best["dp"], best["tp1"], best["tp2"], best["pp"], best["microbatch"]) == (
@@ -38,7 +38,7 @@ def test_paper_1d_512_pipeline_comm_by_hand(h200, gpt3_1t):
     """t_pp = 2·n_mb·(fast/(pp−1))·(λ_f + V/b_f), slow links free (paper bug 2),
     docs/model.md §12.1."""
     row = evaluate(gpt3_1t, h200, 512, 4096, "1d", tp1=4, pp=64, dp=2, microbatch=1, nv_tp1=4,
-                   nv_dp=1, nv_pp=2, compat="paper", nvs=8).row
+                   nv_dp=1, nv_pp=2, mode="paper", nvs=8).row
     volume = S * 1 * (2048 // 4) * 25600  # 0.0262144 GB: the block output on l/tp rows
     assert volume == 0.0262144e9
     n_mb, fast = 4096 // 2, (64 - 1) - int(64 / 2 - 1)
@@ -55,14 +55,14 @@ def test_paper_1d_512_pipeline_comm_by_hand(h200, gpt3_1t):
 ])
 def test_paper_2d_reference(h200, gpt3_1t, gpus, strategy, published):
     """docs/model.md §12.1 (published to two decimals)."""
-    best = search(gpt3_1t, h200, gpus, 4096, strategy, compat="paper", nvs=8).best
+    best = search(gpt3_1t, h200, gpus, 4096, strategy, mode="paper", nvs=8).best
     assert best["samples_per_s"] == pytest.approx(published, abs=0.005)
 
 
 def test_paper_vit_reference(h200):
     vit = load_model("vit-era5")
     for strategy, published in (("summa", 31.97), ("context", 33.82)):
-        best = search(vit, h200, 4096, 4096, strategy, compat="paper", nvs=8).best
+        best = search(vit, h200, 4096, 4096, strategy, mode="paper", nvs=8).best
         assert best["samples_per_s"] == pytest.approx(published, abs=0.005)
-    res = search(vit, h200, 4096, 4096, "1d", compat="paper", nvs=8)
+    res = search(vit, h200, 4096, 4096, "1d", mode="paper", nvs=8)
     assert res.best is None and res.feasible == 0 and res.candidates > 0

@@ -1,4 +1,4 @@
-"""Paper parity: ``compat="paper"`` reproduces every published figure of arXiv 2410.00273.
+"""Paper parity: ``mode="paper"`` reproduces every published figure of arXiv 2410.00273.
 
 For every entry of model/data/reference/paper_results.json (36 files: 3 strategies × 2 models ×
 A100/B200 × NVS 4/8/64, each over its GPU counts): the same feasibility, the best throughput within
@@ -45,7 +45,7 @@ def test_paper_entry(entry, presets):
     model, system = models[f["model"]], systems[f["gpu"]]
     strategy = STRATEGIES[f["strategy"]]
     res = search(model, system, ref["n_gpus"], DATA["global_batch_size"], strategy,
-                 compat="paper", nvs=f["nvs"], top_k=1)
+                 mode="paper", nvs=f["nvs"], top_k=1)
     if not ref["feasible"]:
         assert res.best is None and res.feasible == 0
         return
@@ -63,7 +63,7 @@ def test_paper_entry(entry, presets):
                       microbatch=theirs[4], nb=p.get("nb"),
                       nv_tp1=nv.get("nv_tp1", nv.get("nv_tp")),
                       nv_tp2=nv.get("nv_tp2", 1), nv_dp=nv["nv_dp"], nv_pp=nv["nv_pp"],
-                      compat="paper", nvs=f["nvs"])
+                      mode="paper", nvs=f["nvs"])
         assert ev.row.samples_per_s == pytest.approx(best.samples_per_s, rel=1e-12)
 
 
@@ -73,7 +73,7 @@ def test_paper_entry_breakdown_matches(presets):
     f = next(f for f in DATA["files"] if f["file"] == "exec_2d_gpt3_1T_A100-NVS4.npy")
     ref = f["results"][1]
     res = search(models["gpt3_1T"], systems["A100"], ref["n_gpus"], 4096, "summa",
-                 compat="paper", nvs=4, top_k=1)
+                 mode="paper", nvs=4, top_k=1)
     best, st = res.best, ref["stats"]
     pairs = {"t_compute_s": "t_comp", "t_memory_s": "t_mem", "t_tp_comm_s": "t_tp_comm",
              "t_dp_comm_s": "t_dp_comm", "t_pp_comm_s": "t_pp_comm", "t_bubble_s": "t_bubble",

@@ -105,7 +105,7 @@ def test_no_answer_and_bad_input_are_messages():
     bad = outputs({**SCN, "budget_usd": -5})
     assert bad["message"] == ("The scenario is invalid (budget_usd: Budget must be positive); "
                               "nothing was computed from it.")  # the one trust boundary
-    assert outputs({**SCN, "compat": "paper"})["message"].startswith("Plan & cost needs the "
+    assert outputs({**SCN, "mode": "paper"})["message"].startswith("Plan & cost needs the "
                                                                      "default model mode")
     unpriced = outputs({**SCN, "plan_goal": "budget", "usd_per_gpu_hour": 0.0})
     assert "has no price" in unpriced["message"]

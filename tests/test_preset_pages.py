@@ -61,7 +61,7 @@ def test_every_preset_passes_every_page_s_gates_on_its_defaults(name):
     model, _ = S.build_inputs(scn)
     assert supports(scn["design_strategy"], model), scn["design_strategy"]
     counts = tuple(S.gpu_counts(scn))
-    swept = S.request_of(scn, gpus=counts, strategy=compute._strategies(scn))
+    swept = S.request_of(scn, gpus=counts, strategy=compute.strategies_of(scn))
     sweep_parts.check_sweep("scaling", swept, "")
     for other in studies.COMPARE_SYSTEMS:
         sweep_parts.check_sweep(other, swept.replace(system=S.preset_system(other)), "",

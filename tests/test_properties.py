@@ -56,15 +56,15 @@ def assert_not_slower(faster, slower) -> None:
 
 @FAST
 @given(name=st.sampled_from(PRESETS), strategy=st.sampled_from(STRATEGIES), gpus=GPUS,
-       compat=st.sampled_from([None, "paper"]), sysname=st.sampled_from(SYSTEMS),
+       mode=st.sampled_from([None, "paper"]), sysname=st.sampled_from(SYSTEMS),
        pick=st.integers(0, 4))
-def test_evaluate_equals_a_search_row(name, strategy, gpus, compat, sysname, pick):
+def test_evaluate_equals_a_search_row(name, strategy, gpus, mode, sysname, pick):
     m, s = model(name), system(sysname)
-    res = search(m, s, gpus, GBS, strategy, compat=compat, top_k=5)
+    res = search(m, s, gpus, GBS, strategy, mode=mode, top_k=5)
     if res.best is None:
         return
     ref = res.top.iloc[min(pick, len(res.top) - 1)]
-    ev = evaluate(m, s, gpus, GBS, strategy, compat=compat, **{k: int(ref[k]) for k in DIMS})
+    ev = evaluate(m, s, gpus, GBS, strategy, mode=mode, **{k: int(ref[k]) for k in DIMS})
     assert ev.fits == bool(ref["fits"])  # a search keeps tight rows too (model.engine.tight)
     for key in ref.index:
         if isinstance(ref[key], (float, np.floating)):
@@ -77,34 +77,34 @@ def test_evaluate_equals_a_search_row(name, strategy, gpus, compat, sysname, pic
 
 @FAST
 @given(name=st.sampled_from(PRESETS), strategy=st.sampled_from(STRATEGIES), gpus=GPUS,
-       compat=st.sampled_from([None, "paper"]), sysname=st.sampled_from(SYSTEMS),
+       mode=st.sampled_from([None, "paper"]), sysname=st.sampled_from(SYSTEMS),
        which=st.sampled_from(["hbm_bandwidth_gb_per_s", "nvlink_bandwidth_gb_per_s",
                               "nic_bandwidth_gb_per_s"]),
        k=st.floats(1.0, 16.0))
-def test_more_bandwidth_never_slows_the_best(name, strategy, gpus, compat, sysname, which, k):
+def test_more_bandwidth_never_slows_the_best(name, strategy, gpus, mode, sysname, which, k):
     m, s = model(name), system(sysname)
     more = s.with_overrides(**{which: getattr(s, which) * k})
-    slow = search(m, s, gpus, GBS, strategy, compat=compat, top_k=1)
-    fast = search(m, more, gpus, GBS, strategy, compat=compat, top_k=1)
+    slow = search(m, s, gpus, GBS, strategy, mode=mode, top_k=1)
+    fast = search(m, more, gpus, GBS, strategy, mode=mode, top_k=1)
     assert_not_slower(fast, slow)
     if slow.best is not None:
         # and the old best configuration itself is no slower on the faster system
         pins = {d: int(slow.best[d]) for d in DIMS}
-        again = search(m, more, gpus, GBS, strategy, compat=compat, pins=pins)
+        again = search(m, more, gpus, GBS, strategy, mode=mode, pins=pins)
         assert again.candidates == 1
         assert again.best["iteration_time_s"] <= slow.best["iteration_time_s"] * (1 + REL)
 
 
 @FAST
 @given(name=st.sampled_from(PRESETS), strategy=st.sampled_from(STRATEGIES), gpus=GPUS,
-       compat=st.sampled_from([None, "paper"]), capacity=st.floats(20.0, 200.0),
+       mode=st.sampled_from([None, "paper"]), capacity=st.floats(20.0, 200.0),
        k=st.floats(1.0, 4.0))
-def test_more_hbm_capacity_keeps_everything_feasible(name, strategy, gpus, compat, capacity, k):
+def test_more_hbm_capacity_keeps_everything_feasible(name, strategy, gpus, mode, capacity, k):
     m, s = model(name), system("paper-h200")
     small = s.with_overrides(hbm_capacity_gb=capacity)
     large = s.with_overrides(hbm_capacity_gb=capacity * k)
-    a = search(m, small, gpus, GBS, strategy, compat=compat, top_k=5)
-    b = search(m, large, gpus, GBS, strategy, compat=compat, top_k=5)
+    a = search(m, small, gpus, GBS, strategy, mode=mode, top_k=5)
+    b = search(m, large, gpus, GBS, strategy, mode=mode, top_k=5)
     assert a.candidates == b.candidates
     assert a.feasible <= b.feasible
     if a.best is None:
@@ -112,7 +112,7 @@ def test_more_hbm_capacity_keeps_everything_feasible(name, strategy, gpus, compa
     assert b.best["iteration_time_s"] <= a.best["iteration_time_s"] * (1 + REL)
     for _, row in a.top.iterrows():  # each configuration that fit still fits, unchanged
         pins = {d: int(row[d]) for d in DIMS}
-        again = search(m, large, gpus, GBS, strategy, compat=compat, pins=pins)
+        again = search(m, large, gpus, GBS, strategy, mode=mode, pins=pins)
         assert again.candidates == 1 and again.feasible == 1
         assert again.best["memory_gb"] == row["memory_gb"]
         assert again.best["iteration_time_s"] == row["iteration_time_s"]

@@ -33,11 +33,11 @@ SEARCH = sys.modules["model.engine.variant"]  # where a search prunes and prices
 COUNTS = [8, 16, 64, 256, 1024, 4096]
 
 
-def lower_and_exact(model, system, gpus, global_batch, strategy, compat=None, execution=None,
+def lower_and_exact(model, system, gpus, global_batch, strategy, mode=None, execution=None,
                     pins=None):
     """(each candidate's shape lower bound, its exact iteration time) for every placed
     candidate of a search, fitting or not."""
-    mode = resolve_mode(compat)
+    mode = resolve_mode(mode)
     ex = resolve_execution(execution)
     ctx = Ctx.make(model, system, mode, ex)
     strat = build_strategy(strategy, model, mode, ctx.execution)
@@ -114,9 +114,9 @@ def _strategies(name):  # SUMMA has no MoE op table
     return ["1d", "context"] if _model(name).moe else ["1d", "summa", "context"]
 
 
-@pytest.mark.parametrize("model_name,system_name,compat,execution,strategy", [
+@pytest.mark.parametrize("model_name,system_name,mode,execution,strategy", [
     (*case, strategy) for case in CASES for strategy in _strategies(case[0])])
-def test_lower_bound_never_exceeds_the_exact_time(model_name, system_name, compat, execution,
+def test_lower_bound_never_exceeds_the_exact_time(model_name, system_name, mode, execution,
                                                    strategy):
     model, system = _model(model_name), load_system(system_name)
     checked = 0
@@ -124,7 +124,7 @@ def test_lower_bound_never_exceeds_the_exact_time(model_name, system_name, compa
         for system_variant in (system, system.with_overrides(
                 nic_bandwidth_gb_per_s=system.nic_bandwidth_gb_per_s / 7, nics_per_gpu=2.0,
                 network_half_message_bytes=1e6, overlap_slowdown=0.5)):
-            lower, exact = lower_and_exact(model, system_variant, gpus, 2048, strategy, compat,
+            lower, exact = lower_and_exact(model, system_variant, gpus, 2048, strategy, mode,
                                            execution)
             assert np.all(lower <= exact), (gpus, np.max(lower / exact))
             assert np.all(lower > 0)
@@ -160,10 +160,10 @@ def _sweep(model, system, counts, global_batch, pruning, **kw):
                                strategy="all", pruning=pruning, **{"top_k": 1, **kw}))
 
 
-@pytest.mark.parametrize("model_name,system_name,compat,execution", CASES)
-def test_pruned_sweeps_equal_full_ones(model_name, system_name, compat, execution):
+@pytest.mark.parametrize("model_name,system_name,mode,execution", CASES)
+def test_pruned_sweeps_equal_full_ones(model_name, system_name, mode, execution):
     model, system = _model(model_name), load_system(system_name)
-    pruned, full = both(lambda p: _sweep(model, system, COUNTS, 2048, p, compat=compat,
+    pruned, full = both(lambda p: _sweep(model, system, COUNTS, 2048, p, mode=mode,
                                          execution=execution))
     same(pruned, full)
 

@@ -64,7 +64,7 @@ def test_a_frames_text_column_is_its_own():
 
 def test_a_search_frame_is_the_constructors_frame():
     res = search(load_model("gpt3-1t"), load_system("paper-h200"), 512, 4096, "1d",
-                 compat="paper", nvs=8, top_k=5)
+                 mode="paper", nvs=8, top_k=5)
     data = {c: res.top[c].array.copy() if res.top[c].dtype == "str" else res.top[c].to_numpy()
             for c in res.top.columns}
     _same(res.top, pd.DataFrame(data, index=pd.RangeIndex(len(res.top))))

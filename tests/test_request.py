@@ -49,7 +49,7 @@ def test_a_request_is_frozen_and_its_parts_read_only():
     ({"strategy": "3d"}, "unknown strategy '3d'"),
     ({"top_k": 0}, "'top_k' must be a positive integer"),
     ({"gpus": 64, "max_gpus": 64}, "not both"),
-    ({"compat": "fast"}, "unknown compat mode"),
+    ({"mode": "fast"}, "unknown mode"),
 ])
 def test_a_bad_request_is_refused_when_built(kwargs, words):
     with pytest.raises(ModelError, match=words):

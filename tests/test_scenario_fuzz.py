@@ -32,6 +32,7 @@ from test_inputs_fuzz import (
 
 from dashboard import state
 from dashboard.controls import scenario as S
+from dashboard.controls import scenario_link as L
 from dashboard.controls.panel import CONTROL_KEYS
 from model import list_models, list_systems
 from model.specs.schema import Field
@@ -72,7 +73,7 @@ def assert_validator_result(result: Any, raw: Any) -> dict[str, Any] | None:
     assert all(isinstance(n, int) and scn["gpus_min"] <= n <= scn["gpus_max"] for n in counts)
     assert S.validate_scenario(scn) == (scn, {})
     # a copied link and a downloaded file reproduce the scenario exactly
-    assert S.validate_scenario({**S.default_scenario(), **S.from_query(S.to_query(scn))}) == (
+    assert S.validate_scenario({**S.default_scenario(), **L.from_query(L.to_query(scn))}) == (
         scn, {})
     assert S.from_json(S.to_json(scn)) == (scn, {})
     return scn
@@ -117,7 +118,7 @@ QUERIES = st.one_of(
 @MANY
 @given(QUERIES)
 def test_from_query_random_strings(text):
-    raw = S.from_query(text)
+    raw = L.from_query(text)
     assert isinstance(raw, dict) and set(raw) <= set(S.KEYS)
     assert_validator_result(S.validate_scenario({**S.default_scenario(), **raw}), raw)
 

@@ -33,10 +33,10 @@ def vit():
     return load_model("vit-era5")
 
 
-def evaluate_row(model, system, row, compat, nvs=None):
+def evaluate_row(model, system, row, mode, nvs=None):
     """evaluate() of a search row's configuration, every dimension and placement given."""
     kw = {k: int(row[k]) for k in DIMS + PLACEMENT}
-    return evaluate(model, system, int(row["gpus"]), GBS, row["strategy"], compat=compat,
+    return evaluate(model, system, int(row["gpus"]), GBS, row["strategy"], mode=mode,
                     nvs=nvs, **kw)
 
 
@@ -58,7 +58,7 @@ GBS = 4096
     ("vit-era5", 64, 16384, "context", 45355),
 ])
 def test_candidate_counts_match_the_paper(h200, name, nvs, gpus, strategy, count):
-    res = search(load_model(name), h200, gpus, GBS, strategy, compat="paper", nvs=nvs)
+    res = search(load_model(name), h200, gpus, GBS, strategy, mode="paper", nvs=nvs)
     assert res.candidates == count
     assert 0 <= res.feasible <= res.candidates
 
@@ -72,8 +72,8 @@ def test_candidate_counts_match_the_paper(h200, name, nvs, gpus, strategy, count
     {"nv_pp": 2}, {"nv_tp1": 1, "nv_dp": 8}, {"tp1": 8, "tp2": 4, "microbatch": 1},
 ])
 def test_every_top_row_has_the_pinned_values(h200, gpt3, pins):
-    free = search(gpt3, h200, 4096, GBS, "summa", compat="paper", nvs=8)
-    res = search(gpt3, h200, 4096, GBS, "summa", compat="paper", nvs=8, pins=pins)
+    free = search(gpt3, h200, 4096, GBS, "summa", mode="paper", nvs=8)
+    res = search(gpt3, h200, 4096, GBS, "summa", mode="paper", nvs=8, pins=pins)
     assert len(res.top) > 0
     for key, value in pins.items():
         assert (res.top[key] == value).all(), key
@@ -84,7 +84,7 @@ def test_every_top_row_has_the_pinned_values(h200, gpt3, pins):
 
 def test_pinning_every_dimension_leaves_one_placement_family(h200, gpt3):
     pins = dict(tp1=4, pp=64, dp=2, microbatch=1)
-    res = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, pins=pins, top_k=100)
+    res = search(gpt3, h200, 512, GBS, "1d", mode="paper", nvs=8, pins=pins, top_k=100)
     # (nv_tp1, nv_dp, nv_pp) with product 8 dividing (4, 2, 64), nv_tp2 = 1: six placements
     assert res.candidates == 6
     top = res.top
@@ -97,7 +97,7 @@ def test_pinning_every_dimension_leaves_one_placement_family(h200, gpt3):
         assert a * b * c * d == 8 and 4 % a == 0 and b == 1 and 2 % c == 0 and 64 % d == 0
     # the best of the family is the paper's 512-GPU optimum (docs/model.md §12.1)
     assert tuple(top.iloc[0][["nv_tp1", "nv_dp", "nv_pp"]]) == (4, 1, 2)
-    one = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8,
+    one = search(gpt3, h200, 512, GBS, "1d", mode="paper", nvs=8,
                  pins={**pins, "nv_tp1": 4, "nv_tp2": 1, "nv_dp": 1, "nv_pp": 2})
     assert one.candidates == 1
     pd.testing.assert_series_equal(one.best, top.iloc[0], check_names=False)
@@ -112,7 +112,7 @@ def test_pinning_every_dimension_leaves_one_placement_family(h200, gpt3):
 ])
 def test_evaluate_names_the_broken_rule(h200, gpt3, kw, message):
     with pytest.raises(ModelError, match=message):
-        evaluate(gpt3, h200, global_batch=GBS, strategy="1d", compat="paper", nvs=8, **kw)
+        evaluate(gpt3, h200, global_batch=GBS, strategy="1d", mode="paper", nvs=8, **kw)
 
 
 def test_evaluate_checks_the_gpu_product(h200, gpt3):
@@ -121,19 +121,19 @@ def test_evaluate_checks_the_gpu_product(h200, gpt3):
 
 
 def test_pin_that_matches_nothing_gives_an_empty_search(h200, gpt3):
-    res = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, pins={"tp1": 3})
+    res = search(gpt3, h200, 512, GBS, "1d", mode="paper", nvs=8, pins={"tp1": 3})
     assert res.candidates == 0 and res.feasible == 0
     assert res.best is None and res.top.empty
 
 
 def test_budget(h200, gpt3):
     with pytest.raises(ModelError, match="budget"):
-        search(gpt3, h200, 4096, GBS, "summa", compat="paper", nvs=8, budget=10)
+        search(gpt3, h200, 4096, GBS, "summa", mode="paper", nvs=8, budget=10)
     # the budget counts candidates: exactly the space size passes, one less fails
-    res = search(gpt3, h200, 4096, GBS, "1d", compat="paper", nvs=8, budget=2544)
+    res = search(gpt3, h200, 4096, GBS, "1d", mode="paper", nvs=8, budget=2544)
     assert res.candidates == 2544
     with pytest.raises(ModelError, match="budget"):
-        search(gpt3, h200, 4096, GBS, "1d", compat="paper", nvs=8, budget=2543)
+        search(gpt3, h200, 4096, GBS, "1d", mode="paper", nvs=8, budget=2543)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,10 +141,10 @@ def test_budget(h200, gpt3):
 
 
 @pytest.mark.parametrize("strategy", ["1d", "summa", "context"])
-@pytest.mark.parametrize("compat", [None, "paper"])
-def test_search_is_deterministic_and_ranked(h200, gpt3, strategy, compat):
-    a = search(gpt3, h200, 1024, GBS, strategy, compat=compat, nvs=8, top_k=25)
-    b = search(gpt3, h200, 1024, GBS, strategy, compat=compat, nvs=8, top_k=25)
+@pytest.mark.parametrize("mode", [None, "paper"])
+def test_search_is_deterministic_and_ranked(h200, gpt3, strategy, mode):
+    a = search(gpt3, h200, 1024, GBS, strategy, mode=mode, nvs=8, top_k=25)
+    b = search(gpt3, h200, 1024, GBS, strategy, mode=mode, nvs=8, top_k=25)
     pd.testing.assert_frame_equal(a.top, b.top)
     assert (a.candidates, a.feasible) == (b.candidates, b.feasible)
     top = a.top
@@ -163,8 +163,8 @@ def test_search_is_deterministic_and_ranked(h200, gpt3, strategy, compat):
 
 
 def test_top_k_is_a_prefix_of_a_longer_ranking(h200, gpt3):
-    short = search(gpt3, h200, 1024, GBS, "context", compat="paper", nvs=8, top_k=3).top
-    long = search(gpt3, h200, 1024, GBS, "context", compat="paper", nvs=8, top_k=30).top
+    short = search(gpt3, h200, 1024, GBS, "context", mode="paper", nvs=8, top_k=3).top
+    long = search(gpt3, h200, 1024, GBS, "context", mode="paper", nvs=8, top_k=30).top
     np.testing.assert_array_equal(short["samples_per_s"], long["samples_per_s"][:3])
 
 
@@ -180,7 +180,7 @@ def test_top_k_is_a_prefix_of_a_longer_ranking(h200, gpt3):
     (dict(global_batch=-1), "global_batch"),
     (dict(global_batch=0), "global_batch"),
     (dict(strategy="3d"), "unknown strategy"),
-    (dict(compat="foo"), "compat"),
+    (dict(mode="foo"), "mode"),
     (dict(top_k=0), "top_k"),
     (dict(pins={"tp": 4}), "unknown pin 'tp'"),
     (dict(pins={"tp1": 0}), "pin 'tp1'"),
@@ -197,21 +197,21 @@ def test_search_rejects_bad_inputs(h200, gpt3, kw, message):
     (dict(gpus=0, tp1=1, pp=1, dp=1), "gpus"),
     (dict(global_batch=-1), "global_batch"),
     (dict(strategy="foo"), "unknown strategy"),
-    (dict(compat="foo"), "compat"),
+    (dict(mode="foo"), "mode"),
     (dict(tp2=2), "no tp2"),
     (dict(microbatch=0), "microbatch"),
 ])
 def test_evaluate_rejects_bad_inputs(h200, gpt3, kw, message):
     args = dict(gpus=8, global_batch=GBS, strategy="1d", tp1=8, pp=1, dp=1, microbatch=1,
-                compat="paper")
+                mode="paper")
     args.update(kw)
     with pytest.raises(ModelError, match=message):
         evaluate(gpt3, h200, **args)
 
 
 def test_aliases_name_the_same_strategy(h200, gpt3):
-    a = search(gpt3, h200, 512, GBS, "2d-seqp", compat="paper", nvs=8)
-    b = search(gpt3, h200, 512, GBS, "context", compat="paper", nvs=8)
+    a = search(gpt3, h200, 512, GBS, "2d-seqp", mode="paper", nvs=8)
+    b = search(gpt3, h200, 512, GBS, "context", mode="paper", nvs=8)
     assert a.strategy == b.strategy == "context"
     pd.testing.assert_frame_equal(a.top, b.top)
 
@@ -223,13 +223,13 @@ def test_aliases_name_the_same_strategy(h200, gpt3):
 def test_vit_1d_is_infeasible_in_paper_mode(vit):
     """docs/model.md §12.1: vit_era5 with 1D never fits (activations at l = 64800)."""
     b200 = load_system("paper-b200")
-    res = search(vit, b200, 4096, GBS, "1d", compat="paper")
+    res = search(vit, b200, 4096, GBS, "1d", mode="paper")
     assert res.candidates > 0
     assert res.feasible == 0
     assert res.best is None and res.top.empty
     # the same space with unlimited HBM is all feasible: memory, not the rules, excludes it
     roomy = search(vit, b200.with_overrides(hbm_capacity_gb=1e5), 4096, GBS, "1d",
-                   compat="paper")
+                   mode="paper")
     assert roomy.candidates == res.candidates and roomy.feasible == res.candidates
 
 
@@ -305,7 +305,7 @@ def test_uneven_pipeline_stages_outside_the_paper_mode():
                      microbatch=1).row
     assert ev.row["iteration_time_s"] == pytest.approx(eight["iteration_time_s"], rel=0.02)
     with pytest.raises(ModelError, match="does not divide layers"):
-        evaluate(m, s, 1024, 512, "1d", tp1=8, pp=16, dp=8, microbatch=1, compat="paper")
+        evaluate(m, s, 1024, 512, "1d", tp1=8, pp=16, dp=8, microbatch=1, mode="paper")
     # without a stack only tp1 16 (two NVLink domains) fits: a layout the production rules
     # refuse (model/engine/production.py), so relax them to see the uneven stages searched
     assert search(m, s, 1024, 512, "1d", pins={"pp": 16},

@@ -102,28 +102,28 @@ def check_breakdown(row: pd.Series, ops: pd.DataFrame, dp_group: int) -> None:
     assert row["memory_gb"] * 1e9 == pytest.approx(max(mems), rel=REL)
 
 
-@pytest.mark.parametrize("name,changes,gpus,strategy,compat,nvs", CASES)
-def test_evaluate_equals_the_search_row(h200, name, changes, gpus, strategy, compat, nvs):
+@pytest.mark.parametrize("name,changes,gpus,strategy,mode,nvs", CASES)
+def test_evaluate_equals_the_search_row(h200, name, changes, gpus, strategy, mode, nvs):
     model = load_model(name)
     if changes:
         model = model.with_overrides(**changes)
     assert not model.tied_embeddings
-    res = search(model, h200, gpus, GBS, strategy, compat=compat, nvs=nvs, top_k=3)
+    res = search(model, h200, gpus, GBS, strategy, mode=mode, nvs=nvs, top_k=3)
     assert len(res.top) > 0
     for i in range(len(res.top)):
         ref = res.top.iloc[i]
-        ev = evaluate_row(model, h200, ref, compat, nvs)
+        ev = evaluate_row(model, h200, ref, mode, nvs)
         assert ev.fits == bool(ref["fits"])  # a tight row too (model.engine.tight)
         assert_same_row(ev.row, ref)
         dp_group = int(ref["dp"]) * (int(ref["tp2"]) if res.strategy == "context" else 1)
         check_breakdown(ref, ev.ops, dp_group)
         edges = set(ev.ops["where"]) - {"block"}
-        assert edges == (set() if compat == "paper" or model.vocab == 0 else {"pre", "post"})
+        assert edges == (set() if mode == "paper" or model.vocab == 0 else {"pre", "post"})
 
 
 def test_evaluate_picks_the_best_placement_when_left_out(h200, gpt3):
     """A placement left out is the fastest fitting one: the search's best for those dims."""
     pins = dict(tp1=4, pp=64, dp=2, microbatch=1)
-    best = search(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, pins=pins).best
-    ev = evaluate(gpt3, h200, 512, GBS, "1d", compat="paper", nvs=8, **pins)
+    best = search(gpt3, h200, 512, GBS, "1d", mode="paper", nvs=8, pins=pins).best
+    ev = evaluate(gpt3, h200, 512, GBS, "1d", mode="paper", nvs=8, **pins)
     assert_same_row(ev.row, best)

@@ -20,6 +20,7 @@ from dash.exceptions import PreventUpdate  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages
 from dashboard.controls import scenario as S  # noqa: E402
+from dashboard.controls import scenario_link as L  # noqa: E402
 from dashboard.figures.maker import plain  # noqa: E402
 from dashboard.pages import serve_page as page  # noqa: E402
 from dashboard.server.export import caption  # noqa: E402
@@ -82,7 +83,7 @@ def test_the_default_is_a_model_people_serve():
             DEFAULT_FORM["mode"]) == (8, 64, "fp8", "concurrency")
     fragment, done = page.serving_default(1, True, None, S.default_scenario())
     assert done is True
-    raw = S.from_query(fragment)
+    raw = L.from_query(fragment)
     scn, errors = S.validate_scenario(S.with_presets(raw))
     assert errors == {} and (scn["model"], scn["system"]) == ("llama3-70b", "h100")
     _, text = build(scn, DEFAULT_FORM)

@@ -18,7 +18,7 @@ from model.physics.block import evaluate_op, op_counts
 from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 
-# (model, system, strategy, compat, execution, GPUs, global batch): dense and MoE, the paper's
+# (model, system, strategy, mode, execution, GPUs, global batch): dense and MoE, the paper's
 # and the default model, SUMMA panels, context parallelism, FP8 and TP overlap
 CASES = [
     ("gpt3-1t", "paper-h200", "1d", "paper", None, 512, 4096),
@@ -52,11 +52,11 @@ def _same(a, b) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[2]}-{c[3] or 'default'}")
 @pytest.mark.parametrize("bounded", [False, True], ids=["exact", "bound"])
 def test_ops_priced_together_match_ops_priced_alone(case, bounded):
-    name, system_name, strategy, compat, execution, gpus, batch = case
+    name, system_name, strategy, mode, execution, gpus, batch = case
     model, system = load_model(name), load_system(system_name)
-    ctx = Ctx.make(model, system, compat, execution)
+    ctx = Ctx.make(model, system, mode, execution)
     ctx = ctx.bounded() if bounded else ctx
-    strat = build_strategy(strategy, model, compat, ctx.execution)
+    strat = build_strategy(strategy, model, mode, ctx.execution)
     space = build_space(Problem(model, strat, gpus, batch, ctx.execution.interleave,
                                 ctx.mode.equal_pipeline_stages, nvs=system.nvlink_domain_size,
                                 exact_domain_fill=ctx.mode.exact_domain_fill))
@@ -85,12 +85,12 @@ def test_twins_are_equal_but_for_their_name():
 
 def test_result_frame_text_columns_are_the_frames_own():
     model, system = load_model("gpt3-1t"), load_system("paper-h200")
-    first = search(model, system, 4096, 4096, "1d", compat="paper", nvs=8).top
+    first = search(model, system, 4096, 4096, "1d", mode="paper", nvs=8).top
     assert first["strategy"].dtype == pd.Series(["1d"]).dtype  # what pandas infers for text
     first.loc[0, "strategy"] = "changed"
     first.loc[1, "precision"] = "changed"
     CACHE.clear()
-    again = search(model, system, 4096, 4096, "1d", compat="paper", nvs=8).top
+    again = search(model, system, 4096, 4096, "1d", mode="paper", nvs=8).top
     assert (again["strategy"] == "1d").all() and (again["precision"] == "bf16").all()
 
 

@@ -27,17 +27,17 @@ PIN_NAMES = ["tp1", "tp2", "pp", "dp", "microbatch", "nb", "nv_tp1", "nv_dp"]
 
 @CASES
 @given(model=st.sampled_from(list_models()), strategy=st.sampled_from(["1d", "summa", "context"]),
-       compat=st.sampled_from([None, "paper"]), gpus=st.sampled_from(GPUS),
+       mode_name=st.sampled_from([None, "paper"]), gpus=st.sampled_from(GPUS),
        gbs=st.sampled_from(BATCHES), nvs=st.sampled_from([1, 4, 8, 64, 72]),
        interleave=st.sampled_from([0, 1, 2, 3, 4]), block=st.sampled_from([1, 7, 4096]),
        pins=st.dictionaries(st.sampled_from(PIN_NAMES), st.sampled_from([1, 2, 3, 4, 8, 16]),
                             max_size=2))
-def test_space_size_counts_what_the_space_holds(model, strategy, compat, gpus, gbs, nvs,
+def test_space_size_counts_what_the_space_holds(model, strategy, mode_name, gpus, gbs, nvs,
                                                 interleave, block, pins):
     m = load_model(model)
-    mode = resolve_mode(compat)
-    il = 1 if compat else interleave
-    ex = resolve_execution(None if compat else {"interleave": il})
+    mode = resolve_mode(mode_name)
+    il = 1 if mode_name else interleave
+    ex = resolve_execution(None if mode_name else {"interleave": il})
     try:
         strat = build_strategy(strategy, m, mode, ex)
     except ModelError:  # a strategy that cannot model this model (SUMMA for MoE)

@@ -44,7 +44,7 @@ def test_the_request_narrows_the_search_to_the_stacks_layouts() -> None:
     assert {r.strategy for r in sweep(req)} == {"1d"}
     megatron = _request(strategy="all", stack="megatron-bridge-26.08")
     assert megatron.strategy == "all" and dict(megatron.pins) == {}
-    paper = _request(strategy="context", stack=FSDP, compat="paper")  # the paper takes no stack
+    paper = _request(strategy="context", stack=FSDP, mode="paper")  # the paper takes no stack
     assert paper.strategy == "context"
 
 

@@ -78,6 +78,6 @@ def test_the_cli_table_and_json_mark_tight_rows(capsys):
 def test_the_paper_mode_keeps_nothing_tight(found):
     """The paper's model drops what is over the limit (docs/model.md §12.1): so does its mode."""
     h200, res = found
-    paper = search(load_model("gpt3-1t"), h200, 1024, 4096, "1d", compat="paper", top_k=40)
+    paper = search(load_model("gpt3-1t"), h200, 1024, 4096, "1d", mode="paper", top_k=40)
     assert paper.top["fits"].all() and tight.kept_bytes(h200, PAPER) == h200.usable_hbm_bytes
     assert tight.kept_bytes(h200, DEFAULT) > h200.usable_hbm_bytes

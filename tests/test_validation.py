@@ -156,7 +156,7 @@ def test_bad_execution_options_are_clear_errors(gpt):
         with pytest.raises(ModelError, match=word):
             search(m, s, 64, 64, "1d", execution=bad)
     with pytest.raises(ModelError, match="paper mode"):
-        search(m, s, 64, 64, "1d", compat="paper", execution={"recompute": "full"})
+        search(m, s, 64, 64, "1d", mode="paper", execution={"recompute": "full"})
     with pytest.raises(ModelError, match="FP8"):
         search(m, s, 64, 64, "1d", execution={"precision": "fp8"})  # the A100 has none
     # interleaving needs layers per stage divisible by V: pp = 8 leaves 12 layers, V = 5 fails
@@ -190,7 +190,7 @@ def test_cli_execution_flags(capsys):
                  "--recompute", "full", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["fits"] in ("fits", "tight", "no") and out["fits_bool"] in (True, False)
-    code = main(["search", *base, "--compat", "paper", "--recompute", "full"])
+    code = main(["search", *base, "--mode", "paper", "--recompute", "full"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error:") and "paper" in err
     # the flag takes what the Execution field takes (0: every count the stages allow)

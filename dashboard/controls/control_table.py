@@ -13,25 +13,24 @@ divided by ``scale`` unless it has its own ``read``.
 The record (:class:`Control`, :class:`When`) is :mod:`dashboard.controls.control_record`; the
 attention and mixture-of-experts records are :mod:`dashboard.controls.control_moe`, the kernel,
 schedule and FSDP records :mod:`dashboard.controls.control_stack`, placed in the table below.
-Records of a group may form a
-*section* (:data:`SECTIONS`: attention, mixture of experts, kernels, FSDP), drawn collapsed while
-its condition does not hold (a dense model's MoE controls, FSDP's without ZeRO-3). A record with a
-``when`` condition is shown only while it holds; hidden, it keeps its value in the scenario (the
-URL and JSON round-trip it) but the estimator receives its ``off`` value instead (a dense model
-gets no experts whatever the hidden boxes say).
+Records of a group may form a *section*
+(:data:`~dashboard.controls.control_moe.SECTIONS`: attention, mixture of experts, kernels, FSDP),
+drawn collapsed while its condition does not hold (a dense model's MoE controls, FSDP's without
+ZeRO-3). A record with a ``when`` condition is shown only while it holds; hidden, it keeps its
+value in the scenario (the URL and JSON round-trip it) but the estimator receives its ``off``
+value instead (a dense model gets no experts whatever the hidden boxes say).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dashboard.controls.control_moe import (  # noqa: F401 - SECTIONS re-exported with the table
+from dashboard.controls.control_moe import (
     ATTENTION_CONTROLS,
     MOE_CONTROLS,
     MOE_EXECUTION_CONTROLS,
-    SECTIONS,
 )
-from dashboard.controls.control_record import ON_OFF, WIDGETS, Control, When  # noqa: F401 - re-exported
+from dashboard.controls.control_record import ON_OFF, Control, When
 from dashboard.controls.control_stack import FSDP_CONTROLS, KERNEL_CONTROLS
 from model import list_models, list_systems
 from model.engine.design import AXES
@@ -177,7 +176,7 @@ CONTROLS: tuple[Control, ...] = (
     Control("gpus_max", "GPUs (to)", "run", "number", int,
             "Largest GPU count of the scaling views.", lo=1, hi=10_000_000,
             suggest=POWERS_OF_TWO, default=16384),
-    Control("compat", "Model mode", "run", "radio", str,
+    Control("mode", "Model mode", "run", "radio", str,
             "Default: the fixed model with embedding and head. Paper: reproduces arXiv "
             "2410.00273's published figures, bugs included (no stack, no error bars).",
             choices=("default", "paper"), default="default"),

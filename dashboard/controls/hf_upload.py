@@ -21,8 +21,8 @@ from typing import Any
 from dashboard.controls.control_table import CONTROLS
 from dashboard.controls.scenario import (
     MAX_SCENARIO_BYTES,
-    _read,
     build_inputs,
+    control_value,
     model_values,
     validate_scenario,
 )
@@ -91,7 +91,7 @@ def _on_preset(name: str, model: Transformer, current: dict[str, Any]
                ) -> tuple[dict[str, Any] | None, list[str], dict[str, str]]:
     """(the scenario of ``model`` on preset ``name``, the fields where the model it builds
     differs from ``model``, the validation errors when it is not valid)."""
-    raw = {**current, "model": name, **{c.key: _read(c, model) for c in MODEL_CONTROLS}}
+    raw = {**current, "model": name, **{c.key: control_value(c, model) for c in MODEL_CONTROLS}}
     scn, errors = validate_scenario(raw)
     if scn is None:
         return None, [], errors

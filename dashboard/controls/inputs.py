@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dashboard.controls.control_table import BY_KEY, Control
+from dashboard.controls.control_record import Control
+from dashboard.controls.control_table import BY_KEY
 from model.cli import numbers
 
 

@@ -16,7 +16,9 @@ from typing import Any
 
 from dash import dcc, html
 
-from dashboard.controls.control_table import CONTROLS, GROUPS, SECTIONS, Control
+from dashboard.controls.control_moe import SECTIONS
+from dashboard.controls.control_record import Control
+from dashboard.controls.control_table import CONTROLS, GROUPS
 from dashboard.controls.scenario import MAX_SCENARIO_BYTES
 from dashboard.controls.uploads import guarded_upload
 

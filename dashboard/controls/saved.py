@@ -18,7 +18,8 @@ from pathlib import PurePath
 from typing import Any
 
 from dashboard.controls.fitted import FITTED, FITTED_KEY
-from dashboard.controls.scenario import KEYS, MAX_SCENARIO_BYTES, validate_scenario, with_presets
+from dashboard.controls.scenario import MAX_SCENARIO_BYTES, validate_scenario, with_presets
+from dashboard.controls.scenario_link import KEYS
 from model import ModelError
 from model.specs import strict_json
 

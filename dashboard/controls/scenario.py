@@ -14,16 +14,13 @@ import json
 import re
 from typing import Any
 
+from dashboard.controls.control_record import Control
 from dashboard.controls.control_table import BY_KEY as CONTROL
-from dashboard.controls.control_table import CONTROLS, Control
+from dashboard.controls.control_table import CONTROLS
 from dashboard.controls.fitted import FITTED, FITTED_KEY, fitted_checks, fitted_record
 from dashboard.controls.inputs import check_value, number_text
 from dashboard.controls.model_checks import model_checks
-from dashboard.controls.scenario_link import (  # noqa: F401 - from_query, to_query re-exported
-    KEYS,
-    from_query,
-    to_query,
-)
+from dashboard.controls.scenario_link import KEYS, renamed
 from dashboard.controls.strategy_choice import (
     STRATEGY_KEYS,
     runnable,
@@ -57,7 +54,7 @@ def group_keys(group: str) -> tuple[str, ...]:
 MODEL_KEYS, SYSTEM_KEYS, EXECUTION_KEYS, PLAN_KEYS = (
     group_keys(g) for g in ("model", "system", "execution", "plan"))
 # what the estimator's results depend on (cache keys): the presets and their groups, the mode
-ESTIMATOR_KEYS = tuple(c.key for c in CONTROLS if c.group in PRESET_OF) + ("compat",)
+ESTIMATOR_KEYS = tuple(c.key for c in CONTROLS if c.group in PRESET_OF) + ("mode",)
 # scenario key → the estimator's spec key, to attribute the estimator's errors to a control
 SPEC_KEY = {c.key: c.spec for c in CONTROLS if c.spec and c.group in ("model", "system")}
 
@@ -100,11 +97,13 @@ def fitted_values(fitted: dict[str, Any]) -> dict[str, Any]:
     check_fitted`) gives the execution group, as a preset's do; its stack control: FITTED."""
     source = resolve_execution(fitted_record(fitted).execution)
     return {PRESET_OF["execution"].key: FITTED,
-            **{c.key: _read(c, source) for c in CONTROLS if c.group == "execution"
+            **{c.key: control_value(c, source) for c in CONTROLS if c.group == "execution"
                and not c.preset}}
 
 
-def _read(c: Control, source: Any) -> Any:
+def control_value(c: Control, source: Any) -> Any:
+    """Control *c*'s value read from a preset object *source* (a model, system, stack or
+    execution record): its ``read`` if it has one, else its ``spec`` field over its ``scale``."""
     if c.read is not None:
         return c.read(source)
     value = getattr(source, c.spec)
@@ -115,7 +114,8 @@ def _read(c: Control, source: Any) -> Any:
 def _preset_items(group: str, name: str) -> tuple[tuple[str, Any], ...]:
     source = _preset_object(group, name)
     return ((PRESET_OF[group].key, name),
-            *((c.key, _read(c, source)) for c in CONTROLS if c.group == group and not c.preset))
+            *((c.key, control_value(c, source)) for c in CONTROLS
+              if c.group == group and not c.preset))
 
 
 def preset_values(group: str, name: str) -> dict[str, Any]:
@@ -154,7 +154,9 @@ def default_scenario() -> dict[str, Any]:
 
 def with_presets(raw: dict[str, Any]) -> dict[str, Any]:
     """A partial scenario (a link such as ``#system=h100``) completed: the fields it does not
-    give come from the presets it names, the rest from the defaults."""
+    give come from the presets it names, the rest from the defaults; an old file's renamed
+    keys are read under their present names."""
+    raw = renamed(raw)
     base = default_scenario()
     for group, preset in PRESET_OF.items():
         name = raw.get(preset.key)
@@ -198,7 +200,7 @@ def build_inputs(scn: dict[str, Any]) -> tuple[Transformer, System]:
 
 def execution_of(scn: dict[str, Any]) -> dict[str, Any] | None:
     """The estimator's execution options (None in the paper mode: it models one execution)."""
-    if scn.get("compat") == "paper":
+    if scn.get("mode") == "paper":
         return None
     return {CONTROL[k].spec: scn[k] for k in EXECUTION_KEYS}
 
@@ -215,7 +217,7 @@ def request_of(scn: dict[str, Any], *, gpus: tuple[int, ...] = (),
     strategy, pins = stack_layouts(stack, strategy, pins)
     return Request.build(model, system, global_batch=scn["global_batch"], gpus=gpus,
                          max_gpus=max_gpus, strategy=strategy, top_k=top_k, pins=pins,
-                         compat="paper" if scn["compat"] == "paper" else None,
+                         mode="paper" if scn["mode"] == "paper" else None,
                          execution=execution_of(scn), stack=stack,
                          costs=costs_of(scn) if costs else None)
 
@@ -244,7 +246,7 @@ def costs_of(scn: dict[str, Any]) -> dict[str, Any]:
 def stack_of(scn: dict[str, Any]) -> str | Stack | None:
     """The software stack of the estimator's calls (None in the paper mode: it takes none): a
     preset's name, or the session's fitted stack as a record."""
-    if scn.get("compat") == "paper":
+    if scn.get("mode") == "paper":
         return None
     if scn["stack"] == FITTED:
         return fitted_record(scn[FITTED_KEY])
@@ -374,7 +376,7 @@ def gpu_counts(scn: dict[str, Any]) -> list[int]:
     for key, value in (("nvs", nvs), ("gpus_min", lo), ("gpus_max", hi)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ModelError(f"'{key}' must be a positive integer, got {value!r:.40}")
-    unit = nvs if scn.get("compat") == "paper" and nvs & (nvs - 1) else 1
+    unit = nvs if scn.get("mode") == "paper" and nvs & (nvs - 1) else 1
     counts = []
     for k in range(64):
         n = unit * 2**k

@@ -9,11 +9,23 @@ import math
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from dashboard.controls.control_record import Control
 from dashboard.controls.control_table import BY_KEY as CONTROL
-from dashboard.controls.control_table import CONTROLS, Control
+from dashboard.controls.control_table import CONTROLS
 from dashboard.controls.fitted import FITTED_KEY, to_link
 
 KEYS = tuple(c.key for c in CONTROLS)
+# keys renamed since links and files were saved, old name → new: still read, deprecated
+RENAMED = {"compat": "mode"}
+
+
+def renamed(raw: dict[str, Any]) -> dict[str, Any]:
+    """A saved scenario's keys under their present names (an old file's ``compat`` is
+    ``mode``); a key given under both names keeps the present one's value."""
+    if not any(old in raw for old in RENAMED):
+        return raw
+    out = {RENAMED.get(k, k): v for k, v in raw.items() if k not in RENAMED}
+    return {**{RENAMED[k]: v for k, v in raw.items() if k in RENAMED}, **out}
 
 
 def to_query(scn: dict[str, Any]) -> str:
@@ -32,9 +44,11 @@ def to_query(scn: dict[str, Any]) -> str:
 
 def from_query(search: str) -> dict[str, Any]:
     """Raw scenario values from a URL query or fragment (typed where the text parses; the
-    validator reports the rest). Unknown keys are ignored: old links keep working."""
+    validator reports the rest). Unknown keys are ignored and renamed keys read under their
+    present names (:data:`RENAMED`): old links keep working."""
     raw: dict[str, Any] = {}
-    for key, value in parse_qsl((search or "").lstrip("?#"), keep_blank_values=True)[:200]:
+    for given, value in parse_qsl((search or "").lstrip("?#"), keep_blank_values=True)[:200]:
+        key = RENAMED.get(given, given)
         if key == FITTED_KEY:
             raw[key] = value  # compressed: the validator inflates it, bounded
             continue

@@ -19,11 +19,11 @@ from model.specs.stack import NONE, Stack, list_stacks, load_stack
 STRATEGY_KEYS = ("strategy", "design_strategy")
 
 
-def stack_record(stack: Any, compat: Any = None, fitted: Any = None) -> Stack | None:
+def stack_record(stack: Any, mode: Any = None, fitted: Any = None) -> Stack | None:
     """The scenario's stack as a record: a preset's, the session's fitted one (``fitted``, the
     fitted-stack object) for "fitted"; None in the paper mode (no stack), for a name that is
     no preset or when it cannot be read (the scenario's validation says why)."""
-    if compat == "paper":
+    if mode == "paper":
         return None
     try:
         if stack == FITTED:
@@ -58,7 +58,7 @@ def with_supported_strategies(scn: dict[str, Any], keep: tuple[str, ...] = ()) -
     if not isinstance(name, str) or name not in list_models():
         return scn
     model = load_model(name)
-    runs = runnable(stack_record(scn.get("stack"), scn.get("compat"), scn.get(FITTED_KEY)))
+    runs = runnable(stack_record(scn.get("stack"), scn.get("mode"), scn.get(FITTED_KEY)))
     out = dict(scn)
     if "design_strategy" not in keep and out.get("design_strategy") in STRATEGIES \
             and not (supports(out["design_strategy"], model)

@@ -8,30 +8,29 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
+from dashboard.figures.axes import (
     SMALL_MULTIPLE_LABELS,
-    Columns,
-    Hover,
-    Rows,
     axis_key,
     axis_ref,
-    best_rows,
-    by_strategy,
-    check_frame,
-    config_values,
     count_label,
-    empty_figure,
     every_nth,
-    floats,
     fmt_int,
     hline,
     log_ticks,
-    make_figure,
     room_for_titles,
-    strategy_name,
-    strategy_title,
     subplots_layout,
 )
+from dashboard.figures.common import (
+    Rows,
+    best_rows,
+    by_strategy,
+    check_frame,
+    empty_figure,
+    strategy_name,
+    strategy_title,
+)
+from dashboard.figures.hover import Columns, Hover, config_values, floats
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     AXIS_LINE,
     COMPONENT_COLORS,

@@ -10,14 +10,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
-    check_frame,
-    empty_figure,
-    floats,
-    fmt_int,
-    fmt_num,
-    make_figure,
-)
+from dashboard.figures.axes import fmt_int, fmt_num
+from dashboard.figures.common import check_frame, empty_figure
+from dashboard.figures.hover import floats
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import SEQUENTIAL_SCALE, TEXT, base_layout, font_size
 
 # colour value: (column, label with unit)

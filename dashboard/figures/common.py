@@ -2,9 +2,9 @@
 best row per strategy and GPU count.
 
 Figures are built as plain dicts (traces and layout) and turned into a plotly Figure once, by
-:func:`~dashboard.figures.maker.make_figure`. The axes helpers (:mod:`.axes`) and the hover data
-(:mod:`.hover`) live in their own modules; this one re-exports them, with ``make_figure``, so a
-figure module imports its shared pieces from one place.
+:func:`~dashboard.figures.maker.make_figure`. The axes helpers (:mod:`.axes`), the hover data
+(:mod:`.hover`) and the maker (:mod:`.maker`) live in their own modules: a figure module imports
+each piece from its home.
 """
 
 from __future__ import annotations
@@ -15,36 +15,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.axes import (  # noqa: F401 - re-exported
-    MAIN_LABELS,
-    SMALL_MULTIPLE_LABELS,
-    axis_key,
-    axis_ref,
-    count_label,
-    every_nth,
-    fmt_int,
-    fmt_num,
-    fmt_tick,
-    gpu_ticks,
-    hline,
-    log_ticks,
-    nice_log_ticks,
-    pow2_ticks,
-    room_for_titles,
-    subplots_layout,
-)
-from dashboard.figures.hover import (  # noqa: F401 - re-exported
-    CONFIG_FIELDS,
-    EXPERT_FIELDS,
+from dashboard.figures.hover import (
     PLACEMENT_COLUMNS,
-    PLACEMENT_LABEL,
-    Columns,
-    Hover,
-    config_columns,
     config_values,
     floats,
 )
-from dashboard.figures.maker import make_figure  # noqa: F401 - re-exported
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     FONT_SIZE,
     GREY,

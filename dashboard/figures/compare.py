@@ -12,19 +12,17 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard.figures.axes import gpu_ticks, log_ticks
 from dashboard.figures.common import (
-    Columns,
-    Hover,
     best_rows,
     check_frame,
     empty_figure,
     finite_rows,
-    gpu_ticks,
-    log_ticks,
-    make_figure,
     mark_not_validated,
     strategy_name,
 )
+from dashboard.figures.hover import Columns, Hover
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     DASHES,
     base_layout,

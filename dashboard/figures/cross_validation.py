@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import Columns, Hover, check_frame, empty_figure, make_figure
+from dashboard.figures.common import check_frame, empty_figure
+from dashboard.figures.hover import Columns, Hover
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     AXIS_LINE,
     FONT_SIZE,

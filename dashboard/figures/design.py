@@ -9,15 +9,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
-from dashboard.figures.common import (
-    CONFIG_FIELDS,
-    check_frame,
-    config_columns,
-    empty_figure,
-    fmt_int,
-    fmt_num,
-    make_figure,
-)
+from dashboard.figures.axes import fmt_int, fmt_num
+from dashboard.figures.common import check_frame, empty_figure
+from dashboard.figures.hover import CONFIG_FIELDS, config_columns
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     FONT_SIZE,
     LIGHT_GREY,

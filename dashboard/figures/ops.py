@@ -9,15 +9,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
-    Columns,
-    Hover,
-    check_frame,
-    empty_figure,
-    fmt_num,
-    log_ticks,
-    make_figure,
-)
+from dashboard.figures.axes import fmt_num, log_ticks
+from dashboard.figures.common import check_frame, empty_figure
+from dashboard.figures.hover import Columns, Hover
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     AXIS_LINE,
     BOUND_COLORS,

@@ -7,16 +7,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
-    Hover,
-    check_frame,
-    empty_figure,
-    finite_rows,
-    floats,
-    log_ticks,
-    make_figure,
-)
+from dashboard.figures.axes import log_ticks
+from dashboard.figures.common import check_frame, empty_figure, finite_rows
 from dashboard.figures.compare import SYSTEM_COLORS
+from dashboard.figures.hover import Hover, floats
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import GREY, PALETTE, TEXT, base_layout, line_width, marker_size
 
 CLIFF_COLOR = PALETTE[1]  # vermillion: where the job falls off

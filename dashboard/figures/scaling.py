@@ -12,29 +12,29 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
+from dashboard.figures.axes import (
     SMALL_MULTIPLE_LABELS,
-    Hover,
-    Rows,
     axis_key,
     axis_ref,
-    best_rows,
-    by_strategy,
-    check_frame,
-    config_columns,
     count_label,
-    empty_figure,
-    floats,
     gpu_ticks,
     hline,
     log_ticks,
-    make_figure,
     pow2_ticks,
     room_for_titles,
-    strategy_name,
-    strategy_title,
     subplots_layout,
 )
+from dashboard.figures.common import (
+    Rows,
+    best_rows,
+    by_strategy,
+    check_frame,
+    empty_figure,
+    strategy_name,
+    strategy_title,
+)
+from dashboard.figures.hover import Hover, config_columns, floats
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     AXIS_LINE,
     DIMENSION_COLORS,

@@ -7,7 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import Columns, Hover, check_frame, empty_figure, fmt_num, make_figure
+from dashboard.figures.axes import fmt_num
+from dashboard.figures.common import check_frame, empty_figure
+from dashboard.figures.hover import Columns, Hover
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     AXIS_LINE,
     COMPONENT_COLORS,

@@ -15,18 +15,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.common import (
-    Columns,
-    Hover,
-    axis_key,
-    axis_ref,
-    check_frame,
-    empty_figure,
-    floats,
-    log_ticks,
-    make_figure,
-    subplots_layout,
-)
+from dashboard.figures.axes import axis_key, axis_ref, log_ticks, subplots_layout
+from dashboard.figures.common import check_frame, empty_figure
+from dashboard.figures.hover import Columns, Hover, floats
+from dashboard.figures.maker import make_figure
 from dashboard.figures.theme import (
     AXIS_LINE,
     FONT_SIZE,

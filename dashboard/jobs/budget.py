@@ -85,7 +85,7 @@ def counted(request: Request) -> tuple[Execution, list[Strategy]]:
     built = []
     for name in names:
         try:
-            built.append(build_strategy(name, request.model, request.compat, ex))
+            built.append(build_strategy(name, request.model, request.mode, ex))
         except ModelError:
             if len(names) == 1:
                 raise
@@ -96,7 +96,7 @@ def count(request: Request, ex: Execution, strategy: Strategy, gpus: int,
           limit: int = COUNT_LIMIT) -> tuple[int, int]:
     """(shapes, candidates) of one strategy's search at ``gpus`` GPUs (of the request's system,
     its NVLink domain), counting stopped past ``limit`` candidates."""
-    mode = request.compat
+    mode = request.mode
     return space_size(Problem(request.model, strategy, int(gpus), request.global_batch,
                               ex.interleave, mode.equal_pipeline_stages,
                               ex.ends_count_as_layers, nvs=request.system.nvlink_domain_size,

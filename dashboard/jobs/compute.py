@@ -298,25 +298,22 @@ def cached_outputs(kind: str, payload: dict[str, Any], compute: Callable[[], tup
 def page_payload(scn: dict[str, Any], *extra: str) -> dict[str, Any]:
     """Inputs that decide a page's outputs: the model/system/run inputs, the GPU counts,
     the presentation flag and the named view keys."""
-    return {**_inputs(scn), "counts": gpu_counts(scn), "strategies": _strategies(scn),
+    return {**estimator_inputs(scn), "counts": gpu_counts(scn), "strategies": strategies_of(scn),
             "presentation": bool(scn.get("presentation")), **{k: scn[k] for k in extra}}
 
 
-def _inputs(scn: dict[str, Any]) -> dict[str, Any]:
-    return estimator_inputs(scn)
+def _mode(scn: dict[str, Any]) -> str | None:
+    return "paper" if scn["mode"] == "paper" else None
 
 
-def _compat(scn: dict[str, Any]) -> str | None:
-    return "paper" if scn["compat"] == "paper" else None
-
-
-def _how(scn: dict[str, Any]) -> dict[str, Any]:
+def how_of(scn: dict[str, Any]) -> dict[str, Any]:
     """The model mode, execution options and software stack of a scenario, as
     search/evaluate/sweep/design_space arguments."""
-    return {"compat": _compat(scn), "execution": execution_of(scn), "stack": stack_of(scn)}
+    return {"mode": _mode(scn), "execution": execution_of(scn), "stack": stack_of(scn)}
 
 
-def _strategies(scn: dict[str, Any]) -> tuple[str, ...]:
+def strategies_of(scn: dict[str, Any]) -> tuple[str, ...]:
+    """The strategies a scenario asks for: every one for ``all``, else its one."""
     return STRATEGIES if scn["strategy"] == "all" else (scn["strategy"],)
 
 
@@ -329,13 +326,13 @@ NARROW_DESIGN = ("choose fewer GPUs or a GPU count with fewer divisors (a power 
 def scaling(scn: dict[str, Any]) -> pd.DataFrame:
     """Best configuration per (strategy, GPU count) that fits; infeasible points are absent.
     ModelError (before anything is built) when it is over the request's budget."""
-    payload = {**_inputs(scn), "strategies": _strategies(scn), "counts": gpu_counts(scn)}
+    payload = {**estimator_inputs(scn), "strategies": strategies_of(scn), "counts": gpu_counts(scn)}
 
     def compute() -> pd.DataFrame:
         counts = gpu_counts(scn)
         if not counts:
             return pd.DataFrame()
-        request = request_of(scn, gpus=tuple(counts), strategy=_strategies(scn))
+        request = request_of(scn, gpus=tuple(counts), strategy=strategies_of(scn))
         sized = sweep_parts.check_sweep("The scaling views", request, NARROW_SCALING)
         return best_frame(sweep_parts.sweep_in_parts(request, sized.groups))
     return cached_frame("scaling", payload, compute)
@@ -345,7 +342,7 @@ def design(scn: dict[str, Any]) -> pd.DataFrame:
     """Best configuration per (x, y) cell of the design space at ``gpus`` GPUs (evaluated in
     chunks; ModelError when over the request's budget)."""
     keys = ("gpus", "design_strategy", "x_axis", "y_axis")
-    payload = {**_inputs(scn), **{k: scn[k] for k in keys}}
+    payload = {**estimator_inputs(scn), **{k: scn[k] for k in keys}}
 
     def compute() -> pd.DataFrame:
         request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"])
@@ -358,7 +355,7 @@ def design(scn: dict[str, Any]) -> pd.DataFrame:
 
 def top(scn: dict[str, Any]) -> pd.DataFrame:
     """The TOP_K fastest configurations that fit at ``gpus`` GPUs (design strategy)."""
-    payload = {**_inputs(scn), "gpus": scn["gpus"], "strategy": scn["design_strategy"]}
+    payload = {**estimator_inputs(scn), "gpus": scn["gpus"], "strategy": scn["design_strategy"]}
 
     def compute() -> pd.DataFrame:
         request = request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"],
@@ -372,7 +369,8 @@ def top(scn: dict[str, Any]) -> pd.DataFrame:
 def ops(scn: dict[str, Any], config: dict[str, Any]) -> pd.DataFrame:
     """Per-op breakdown of one configuration (a row of :func:`top`)."""
     cfg = {k: int(config[k]) for k in CONFIG_KEYS}
-    payload = {**_inputs(scn), "gpus": int(config["gpus"]), "strategy": config["strategy"], **cfg}
+    payload = {**estimator_inputs(scn), "gpus": int(config["gpus"]),
+               "strategy": config["strategy"], **cfg}
 
     def compute() -> pd.DataFrame:
         return evaluate(request_of(scn, gpus=(int(config["gpus"]),),

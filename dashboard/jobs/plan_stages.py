@@ -67,7 +67,7 @@ def sized(req: Request, counts: Sequence[int], counted: tuple | None = None
         # a count no tp1·tp2·pp·dp of the strategy's rules makes has no configuration: its
         # space is empty (0, 0) without being counted (most counts of a large model)
         made = possible(req.model, strategy.name, req.global_batch, int(max(counts)),
-                        compat=req.compat, ends_count_as_layers=ex.ends_count_as_layers)
+                        mode=req.mode, ends_count_as_layers=ex.ends_count_as_layers)
         for i in np.flatnonzero(np.isin(np.asarray(counts, dtype=np.int64), made)):
             s, c = budget.count(req, ex, strategy, int(counts[i]))
             shapes[i] += s

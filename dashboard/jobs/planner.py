@@ -56,7 +56,7 @@ def inputs(scn: dict[str, Any], whole_plan: bool = False) -> tuple[Any, Any, dic
     ``whole_plan`` (the lost-node and Pareto views, which run after the plan) also for one
     search at the largest count over the request's budgets. The plan itself
     (``whole_plan``) is sized chunk by chunk as it runs (:mod:`dashboard.jobs.plan_stages`)."""
-    if scn["compat"] == "paper":
+    if scn["mode"] == "paper":
         raise ModelError("Plan & cost needs the default model mode (the paper mode models no "
                          "cost): set Model mode to default")
     model, system = build_inputs(scn)

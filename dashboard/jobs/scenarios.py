@@ -79,7 +79,7 @@ def sensitivity(scn: dict[str, Any], strategy: str, fraction: float) -> pd.DataF
                               request_of(scn, gpus=(scn["gpus"],), strategy=strategy), NARROW,
                               repeat=searches(s))
         return sensitivity_frame(m, s, scn["gpus"], scn["global_batch"], strategy, fraction,
-                                 **compute._how(scn))
+                                 **compute.how_of(scn))
     return compute.cached_frame("sensitivity", payload, run)
 
 

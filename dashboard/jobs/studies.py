@@ -15,13 +15,14 @@ import pandas as pd
 
 from dashboard.controls.scenario import (
     build_inputs,
+    estimator_inputs,
     gpu_counts,
     preset_system,
     request_of,
     system_values,
 )
 from dashboard.jobs import budget
-from dashboard.jobs.compute import _how, _inputs, _strategies, cached_frame
+from dashboard.jobs.compute import cached_frame, how_of, strategies_of
 from dashboard.jobs.sweep_parts import check_sweep, sweep_in_parts
 from dashboard.settings import SETTINGS
 from model import ModelError, search
@@ -65,7 +66,7 @@ def systems(scn: dict[str, Any], names: tuple[str, ...] = COMPARE_SYSTEMS,
     GPU count, with a ``system`` label (:func:`system_label`). A system the scenario cannot
     run on (e.g. FP8 on a GPU without an FP8 rate) is one row with the reason in ``skipped``.
     ModelError when over budget (``time_budget_s``: the request's by default)."""
-    payload = {**_inputs(scn), "names": list(names), "domains": list(domains),
+    payload = {**estimator_inputs(scn), "names": list(names), "domains": list(domains),
                "counts": gpu_counts(scn), "strategies": production_strategies(scn)}
     seconds = budget.TIME_BUDGET_S if time_budget_s is None else time_budget_s
 
@@ -108,7 +109,7 @@ def _compare_request(scn: dict[str, Any], model: Transformer, system: System,
     """The scenario's production strategies at ``counts`` on ``system`` with NVLink domains of
     ``nvs``, the best of each (a ModelError when the system cannot have it)."""
     return Request.build(model, system, global_batch=scn["global_batch"], gpus=tuple(counts),
-                         strategy=production_strategies(scn), nvs=nvs, top_k=1, **_how(scn))
+                         strategy=production_strategies(scn), nvs=nvs, top_k=1, **how_of(scn))
 
 
 def _compare_groups(scn: dict[str, Any], model: Transformer,
@@ -178,7 +179,7 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
     run longer than ``time_budget_s`` (default ``SWEEP_TIME_BUDGET_S``).
     """
     seconds = SWEEP_TIME_BUDGET_S if time_budget_s is None else time_budget_s
-    payload = {**_inputs(scn), "gpus": scn["gpus"], "strategies": _strategies(scn),
+    payload = {**estimator_inputs(scn), "gpus": scn["gpus"], "strategies": strategies_of(scn),
                "capacities_gb": [float(c) for c in capacities_gb],
                "bandwidths_tb_per_s": [float(b) for b in bandwidths_tb_per_s]}
     narrow = ("use fewer points per axis, fewer strategies or a GPU count with fewer "
@@ -188,7 +189,7 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
         m, s = build_inputs(scn)
         total = len(capacities_gb) * len(bandwidths_tb_per_s)
         budget.check_searches(f"The sweep at {scn['gpus']:,} GPUs",
-                              request_of(scn, gpus=(scn["gpus"],), strategy=_strategies(scn)),
+                              request_of(scn, gpus=(scn["gpus"],), strategy=strategies_of(scn)),
                               narrow, repeat=total, time_budget_s=seconds)
         start, rows = time.perf_counter(), []
         for i, cap in enumerate(capacities_gb):
@@ -211,11 +212,11 @@ def hbm_sweep(scn: dict[str, Any], capacities_gb: list[float], bandwidths_tb_per
 def _hbm_point(m, s, scn: dict[str, Any], cap_gb: float, bw_tb_per_s: float) -> dict:
     sys_ij = s.with_overrides(hbm_capacity_gb=cap_gb, hbm_bandwidth_gb_per_s=bw_tb_per_s * 1e3)
     best = np.inf
-    strategies = _strategies(scn)
+    strategies = strategies_of(scn)
     if len(strategies) > 1:  # as the sweep: leave out those that cannot model the model (SUMMA
         strategies = tuple(x for x in strategies if supports(x, m))  # has no MoE op table)
     for strategy in strategies:
-        res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy, **_how(scn),
+        res = search(m, sys_ij, scn["gpus"], scn["global_batch"], strategy, **how_of(scn),
                      top_k=1)
         if res.best is not None:
             best = min(best, float(res.best["train_days"]))

@@ -22,6 +22,7 @@ from dashboard.views import notes, selected
 from dashboard.views.explain import no_configuration_text
 from dashboard.views.grid import SIGNIFICANT, number_column, text_column
 from model import ModelError
+from model.engine.space import COLUMNS as CONFIG_KEYS
 from model.physics.strategies import STRATEGIES
 
 dash.register_page(__name__, path="/design", name="Design space", order=1,
@@ -231,7 +232,7 @@ def checked_rows(selected: Any) -> list[dict[str, Any]]:
     if not isinstance(row, dict) or row.get("strategy") not in STRATEGIES:
         raise bad_request("design: the selected row is not a configuration")
     clean: dict[str, Any] = {"strategy": row["strategy"]}
-    for key in ("gpus", *compute.CONFIG_KEYS):
+    for key in ("gpus", *CONFIG_KEYS):
         value = row.get(key)
         if isinstance(value, float) and value.is_integer():
             value = int(value)

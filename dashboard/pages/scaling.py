@@ -156,7 +156,7 @@ def tight_text(frame: pd.DataFrame, scn: dict[str, Any], best: pd.Series) -> str
     """' Tight: …' when the headline's configuration or any count's best may not fit (the
     memory model's interval holds the usable HBM: :func:`dashboard.views.selected.fit_state`),
     else '' (and '' without a scenario)."""
-    if "compat" not in scn or "hbm_capacity_gb" not in frame:
+    if "mode" not in scn or "hbm_capacity_gb" not in frame:
         return ""
     states = [selected.fit_state(scn, row) for _, row in frame.iterrows()]
     tight = [int(row["gpus"]) for (_, row), (state, _) in zip(frame.iterrows(), states,

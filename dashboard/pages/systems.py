@@ -39,7 +39,7 @@ def summary_text(scn: dict[str, Any]) -> str:
     """What the page draws, in the scenario's stack's own words: the strategies it runs (an
     FSDP stack: 1D at tp 1 alone, :mod:`model.engine.layouts`) and its lineage, not
     Megatron's (Megatron-LM, NeMo, Megatron-Bridge without a stack)."""
-    stack = stack_record(scn.get("stack"), scn.get("compat"), scn.get(FITTED_KEY))
+    stack = stack_record(scn.get("stack"), scn.get("mode"), scn.get(FITTED_KEY))
     runs = runnable(stack)
     names = " or ".join(SHORT_LABELS[s] for s in PRODUCTION if s in runs)
     lineage = notes.stack_lineage(scn) if scn else ""

@@ -13,9 +13,9 @@ def no_configuration_text(scn: dict[str, Any], gpus: int, strategy: str) -> str:
     """Why no parallel configuration of ``strategy`` exists on ``gpus`` GPUs (the rule the
     closest factorisation breaks, ``model.engine.rules.why_no_candidates``) and what to do."""
     model, system = build_inputs(scn)
-    compat = "paper" if scn["compat"] == "paper" else None
-    reason = why_no_candidates(model, build_strategy(strategy, model, compat), gpus,
-                               scn["global_batch"], system.nvlink_domain_size, compat)
+    mode = "paper" if scn["mode"] == "paper" else None
+    reason = why_no_candidates(model, build_strategy(strategy, model, mode), gpus,
+                               scn["global_batch"], system.nvlink_domain_size, mode)
     return (f"{reason[:1].upper()}{reason[1:]}. Choose a GPU count or a global batch with "
             "matching factors (e.g. a power-of-two GPU count, or a global batch that is a "
             "multiple of the GPU count's odd factors).")

@@ -70,7 +70,7 @@ def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
     stack (uncalibrated). The user's fitted stack: its own leave-one-out error on their runs
     of the scenario's system (:func:`dashboard.controls.fitted.fit_error_bar`), never a
     preset's."""
-    if scn.get("compat") == "paper" or scn.get("stack") in (None, NO_STACK):
+    if scn.get("mode") == "paper" or scn.get("stack") in (None, NO_STACK):
         return None
     if scn["stack"] == FITTED:
         return fit_error_bar(scn[FITTED_KEY], scn["system"])
@@ -89,7 +89,7 @@ def not_validated(scn: dict[str, Any], system: str | None = None) -> str:
     predictions (on ``system``, a preset name; default the scenario's) have no cross-validated
     error bar, '' when they have one or carry none (paper mode, no stack)."""
     if system is not None and system != scn.get("system"):
-        if scn.get("compat") == "paper" or scn.get("stack") in (None, NO_STACK, FITTED):
+        if scn.get("mode") == "paper" or scn.get("stack") in (None, NO_STACK, FITTED):
             return ""
         try:
             model, _ = build_inputs(scn)
@@ -108,7 +108,7 @@ def stack_lineage(scn: dict[str, Any]) -> str:
     'Megatron-Bridge 26.08 (Megatron-Core + Transformer Engine)', 'Composer/llm-foundry on
     PyTorch FSDP1', 'your fitted stack'; '' without one (paper mode, no stack)."""
     name = scn.get("stack")
-    if scn.get("compat") == "paper" or name in (None, NO_STACK):
+    if scn.get("mode") == "paper" or name in (None, NO_STACK):
         return ""
     if name == FITTED:
         return "your fitted stack"

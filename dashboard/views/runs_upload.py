@@ -31,11 +31,8 @@ from dashboard.controls.fitted import (
     stack_options,
 )
 from dashboard.controls.panel import PANEL
-from dashboard.controls.scenario import (
-    PRESET_OF,
-    fitted_values,
-    with_supported_strategies,
-)
+from dashboard.controls.scenario import PRESET_OF, fitted_values
+from dashboard.controls.strategy_choice import with_supported_strategies
 from dashboard.controls.uploads import guarded_upload, size_refusal
 from dashboard.server.guard import page_callback
 from model import ModelError

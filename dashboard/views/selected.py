@@ -15,6 +15,7 @@ from dashboard.jobs import scenarios as jobs
 from dashboard.views import notes
 from model import ModelError
 from model.cli.numbers import count, number
+from model.engine.space import COLUMNS as CONFIG_KEYS
 from model.studies.memory_parts import memory_frame
 from model.studies.timeline import bubble_s, forward_share, timeline_frame
 from model.validation.memory_error import fit_status
@@ -27,7 +28,7 @@ def selected_row(scn: dict[str, Any], config: dict[str, Any]) -> pd.Series:
     placement, as the table lists it)."""
     top = compute.top(scn)
     match = top["strategy"] == config["strategy"]
-    for key in ("gpus", *compute.CONFIG_KEYS):
+    for key in ("gpus", *CONFIG_KEYS):
         match &= top[key] == config[key]
     if not match.any():
         raise ModelError("the selected configuration is not among the top configurations of "

@@ -121,9 +121,10 @@ def add_workload(p: argparse.ArgumentParser, many_gpus: bool) -> None:
     choices = "1d, summa, context" + (" or all (the three)" if many_gpus else "")
     p.add_argument("--strategy", type=strategy_name(many_gpus), required=True, metavar="NAME",
                    help=f"parallel strategy: {choices}; aliases 2d = summa, 2d-seqp = context")
-    p.add_argument("--compat", choices=("paper",),
+    # --compat: the flag's old name, deprecated, kept so older commands and scripts still run
+    p.add_argument("--mode", "--compat", dest="mode", choices=("paper",),
                    help="'paper' reproduces the paper's model and its bugs (docs/model.md, "
-                        "'The paper mode')")
+                        "'The paper mode'); --compat is its deprecated old name")
 
 
 def add_pins(p: argparse.ArgumentParser, required: tuple[str, ...]) -> None:

@@ -7,7 +7,7 @@ default the newest) every interleaving and the fewest recomputed layers that fit
 (:data:`~model.specs.execution.DEFAULT_SEARCH`), unless told otherwise; ``search`` (and
 ``plan``, ``codesign``) tries every combination of the lists it is given (``--recompute all``,
 ``--interleave 1,2,4``, ``--ep-dispatcher alltoall,flex``) and prints what it searched. The
-paper mode models a single execution: these options are refused with ``--compat paper``.
+paper mode models a single execution: these options are refused with ``--mode paper``.
 """
 
 from __future__ import annotations
@@ -123,9 +123,9 @@ def execution_from_args(args: argparse.Namespace, searching: bool) -> dict[str, 
         if isinstance(value, list) and len(value) > 1 and not searching:
             raise ModelError(f"evaluate takes one {flag(name)} value")
         given[name] = value[0] if isinstance(value, list) and len(value) == 1 else value
-    if args.compat == "paper":
+    if args.mode == "paper":
         if given or args.stack:
-            raise ModelError("--compat paper models one execution with the paper's constants; "
+            raise ModelError("--mode paper models one execution with the paper's constants; "
                              "drop the execution options and --stack")
         return None
     if given.get("recompute_layers") and "recompute" not in given:

@@ -81,7 +81,7 @@ def _add_common(p: argparse.ArgumentParser, gpus: bool) -> None:
     add_execution_args(p, searching=True)
     add_cost_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(compat=None)
+    p.set_defaults(mode=None)
 
 
 def add_parsers(sub: Any) -> None:
@@ -137,7 +137,7 @@ def add_parsers(sub: Any) -> None:
                    help="1d (default), summa, context or all")
     add_execution_args(c, searching=True)
     c.add_argument("--json", action="store_true", help="print one JSON object")
-    c.set_defaults(run=run_codesign, compat=None)
+    c.set_defaults(run=run_codesign, mode=None)
 
 
 def _names(text: str) -> list[str]:

@@ -73,8 +73,8 @@ def evaluate_argv(row: pd.Series, args: argparse.Namespace) -> list[str]:
     if int(row.get("ep", 1)) * int(row.get("etp", 1)) > 1:  # expert layers (evaluate: 1)
         argv += ["--ep", str(int(row["ep"])), "--etp", str(int(row["etp"]))]
     argv += cost_argv(args)  # the cost columns as the search computed them
-    if args.compat:
-        return argv + ["--compat", args.compat]  # the paper mode has one execution
+    if args.mode:
+        return argv + ["--mode", args.mode]  # the paper mode has one execution
     if args.stack is not None:
         argv += ["--stack", str(args.stack)]
     return argv + _execution_options(row, args.stack)

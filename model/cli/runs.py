@@ -67,7 +67,7 @@ def _csv_target(text: str) -> Path:
 
 def _stack_name(args: argparse.Namespace) -> str | None:
     """The software stack a command runs with (None: the paper mode, which takes none)."""
-    if getattr(args, "compat", None) or not hasattr(args, "stack"):
+    if getattr(args, "mode", None) or not hasattr(args, "stack"):
         return None
     return load_stack(args.stack).name
 
@@ -96,12 +96,12 @@ def _recompute_note(args: argparse.Namespace) -> str:
     apply)."""
     asked = getattr(args, "recompute", None) or []
     flash = getattr(args, "flash_attention", None)
-    return RECOMPUTE_NOTE if "none" in asked and flash is not False and not args.compat else ""
+    return RECOMPUTE_NOTE if "none" in asked and flash is not False and not args.mode else ""
 
 
 def _usable_gb(args: argparse.Namespace, system: System) -> float:
     """The HBM a configuration must fit into (GB): capacity less the stack's reserve."""
-    if getattr(args, "compat", None) or not hasattr(args, "stack"):
+    if getattr(args, "mode", None) or not hasattr(args, "stack"):
         return system.usable_hbm_bytes / 1e9
     return load_stack(args.stack).apply(system).usable_hbm_bytes / 1e9
 
@@ -112,13 +112,13 @@ def _title(model: Transformer, system: System, args: argparse.Namespace) -> str:
 
 
 def _title_line(model: Transformer, system: System, args: argparse.Namespace) -> str:
-    compat = ", paper compat" if args.compat else ""
+    mode = ", paper mode" if args.mode else ""
     stack = _stack_name(args)
     stack = f", stack {stack}" if stack else ""
     warning = critical_batch_warning(model, args.global_batch)
     return (f"{model.name} on {system.name} (NVLink domain {system.nvlink_domain_size}, "
             f"HBM {system.hbm_capacity_gb:g} GB), global batch {args.global_batch}{stack}"
-            f"{compat}" + (f"\n{warning}" if warning else ""))
+            f"{mode}" + (f"\n{warning}" if warning else ""))
 
 
 def run_search(args: argparse.Namespace) -> int:
@@ -134,7 +134,7 @@ def run_search(args: argparse.Namespace) -> int:
     # one request, built once; each search changes only its strategy and GPU count
     request = Request.build(model, system, global_batch=args.global_batch,
                             max_gpus=args.max_gpus, gpu_step=args.gpu_step,
-                            strategy=tuple(strategies), compat=args.compat, pins=pins,
+                            strategy=tuple(strategies), mode=args.mode, pins=pins,
                             top_k=args.top, budget=args.budget, execution=execution,
                             stack=args.stack, costs=costs_from_args(args))
     # those the stack runs (model.engine.layouts: one it does not run, named alone, refused)
@@ -154,7 +154,8 @@ def run_search(args: argparse.Namespace) -> int:
         print(f"wrote {len(frame)} configurations of {len(results)} searches to {csv_path}")
     elif args.json:
         meta = {"model": model.name, "system": system.name, "global_batch": args.global_batch,
-                "nvlink_domain_size": system.nvlink_domain_size, "compat": args.compat,
+                "nvlink_domain_size": system.nvlink_domain_size,
+                "compat": args.mode,  # the mode under its old key: saved outputs still compare
                 "max_gpus": args.max_gpus,
                 "stack": _stack_name(args), "searched": results[0].searched,
                 "critical_batch_warning": critical_batch_warning(model, args.global_batch)
@@ -178,7 +179,7 @@ def run_search(args: argparse.Namespace) -> int:
 def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace,
                    system: System, pins: dict) -> str:
     """Why a search has no candidate at all (the first rule its pins break, or the count)."""
-    paper = args.compat == "paper"
+    paper = args.mode == "paper"
     if r.max_gpus is not None:
         return (f"no {r.strategy} configuration on at most {r.max_gpus} GPUs (in steps of "
                 f"{args.gpu_step}) matches the inputs")
@@ -205,7 +206,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     pins = {k: v for k, v in pins.items() if v is not None or k not in ("ep", "etp")}
     ev = evaluate_request(Request.build(
         model, system, global_batch=args.global_batch, gpus=args.gpus, strategy=args.strategy,
-        compat=args.compat, pins=pins, top_k=1,
+        mode=args.mode, pins=pins, top_k=1,
         execution=execution_from_args(args, searching=False), stack=args.stack,
         costs=costs_from_args(args)))
     if args.json:
@@ -312,8 +313,8 @@ def run_validate_serving(args: argparse.Namespace) -> int:
 
 
 def run_ablation(args: argparse.Namespace) -> int:
-    if args.compat:
-        raise CliError("ablation compares the paper mode with every fix; drop --compat")
+    if args.mode:
+        raise CliError("ablation compares the paper mode with every fix; drop --mode")
     model, system = load_workload(args)
     request = Request.build(model, system, global_batch=args.global_batch, gpus=args.gpus,
                             strategy=args.strategy)

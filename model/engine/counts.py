@@ -51,7 +51,7 @@ def _allowed(axis: str, values: np.ndarray, problem: Problem, dims: dict | None 
 
 
 def possible(model: Transformer, strategy: str, global_batch: int, upto: int, *,
-             compat: object = None, pins: dict | None = None,
+             mode: object = None, pins: dict | None = None,
              ends_count_as_layers: bool = False) -> np.ndarray:
     """Every GPU count up to ``upto`` that is tp1·tp2·pp·dp for values each dimension allows
     (increasing). A count outside it has no configuration; one inside may still have none (the
@@ -59,7 +59,7 @@ def possible(model: Transformer, strategy: str, global_batch: int, upto: int, *,
     asks the same counts again at every stage and for every price; read-only)."""
     given = tuple(sorted((k, int(v)) for k, v in (pins or {}).items() if v is not None))
     return _possible(model, canonical_strategy(strategy), int(global_batch), int(upto),
-                     resolve_mode(compat), given, bool(ends_count_as_layers))
+                     resolve_mode(mode), given, bool(ends_count_as_layers))
 
 
 @memo.lru("possible GPU counts", 64, memo.RESULTS)
@@ -118,7 +118,7 @@ def searchable(res: Resolved, counts: Sequence[int], strategy: str) -> list[int]
     ends = {v.ends_count_as_layers for v in res.variants}
     keep = np.zeros(len(counts), dtype=bool)
     for flag in ends:
-        ok = possible(res.model, strategy, res.global_batch, int(counts.max()), compat=res.mode,
+        ok = possible(res.model, strategy, res.global_batch, int(counts.max()), mode=res.mode,
                       pins=dict(res.pins), ends_count_as_layers=flag)
         keep |= np.isin(counts, ok)
     return [int(n) for n in counts[keep]]

@@ -40,7 +40,7 @@ def design_space_request(req: Request) -> pd.DataFrame:
     columns as in a search (times are those of the configuration even when it does not fit;
     ``fits`` says, and ``tight`` whether one that does not fit is within the memory model's
     interval of the usable HBM: :mod:`model.engine.tight`)."""
-    gpus, mode, pins = _one_count(req), req.compat, dict(req.pins)
+    gpus, mode, pins = _one_count(req), req.mode, dict(req.pins)
     res = req.resolve()
     system, ex = res.system, res.one_execution
     strat = build_strategy(req.strategy, req.model, mode, ex)
@@ -80,7 +80,7 @@ def design_cells_request(req: Request, x: str = "tp1", y: str = "pp", *, chunk: 
     saying how far the evaluation got.
     """
     _check_axes(x, y)
-    gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
+    gpus, mode, global_batch, model = _one_count(req), req.mode, req.global_batch, req.model
     res = req.resolve()
     system, ex = res.system, res.one_execution
     strat = build_strategy(req.strategy, model, mode, ex)
@@ -149,7 +149,7 @@ def leanest_request(req: Request) -> dict[str, float] | None:
     :func:`design_space_request`, computed per shape (memory does not depend on the NVLink
     placement). None when no configuration exists.
     """
-    gpus, mode, global_batch, model = _one_count(req), req.compat, req.global_batch, req.model
+    gpus, mode, global_batch, model = _one_count(req), req.mode, req.global_batch, req.model
     res = req.resolve()
     system, strategy = res.system, req.strategy
     ctx = Ctx.make(model, system, mode, res.execution)

@@ -358,13 +358,13 @@ def shape_lower_bound(strategy: Strategy, cols: dict[str, np.ndarray], global_ba
 
 
 def evaluate_space(model: Transformer, system: System, strategy: Strategy, space: Space,
-                   global_batch: int, compat: object = None, fitting_only: bool = False,
+                   global_batch: int, mode: object = None, fitting_only: bool = False,
                    execution: object = None) -> dict[str, np.ndarray]:
     """Result columns for every candidate of ``space`` (only those that fit the system's memory
     with ``fitting_only``). Returned arrays are aligned: ``row`` holds the candidates' indices in
     ``space``, the space's columns are included, times are in s and memory in bytes.
     """
-    ctx = Ctx.make(model, system, compat, execution)
+    ctx = Ctx.make(model, system, mode, execution)
     counts = ShapeCounts.of(strategy, space.cols, ctx)
     mem = shape_memory(model, strategy, space.cols, global_batch, counts, ctx,
                        system.usable_hbm_bytes)

@@ -12,6 +12,7 @@ Errors are :class:`~model.errors.ModelError` in the words of the keyword it came
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -84,7 +85,7 @@ class Request:
     workload: Workload  # Training, or another kind's record (serving's)
     # a strategy name (canonical); "all" or several names where a study takes several
     strategy: str | tuple[str, ...] = "1d"
-    compat: Mode = field(default_factory=lambda: resolve_mode(None))
+    mode: Mode = field(default_factory=lambda: resolve_mode(None))
     stack: str | Stack | None = None  # a stack name or record; None: the newest
     execution: Execution | Mapping[str, Any] | None = None  # over the stack's defaults
     # the pins; with the dimensions the stack does not run pinned to 1 (model.engine.layouts)
@@ -104,10 +105,10 @@ class Request:
             raise ModelError(f"workload must be a workload record such as Training(...), got "
                              f"{type(self.workload).__name__}")
         object.__setattr__(self, "strategy", _strategies(self.strategy))
-        object.__setattr__(self, "compat", resolve_mode(self.compat))
+        object.__setattr__(self, "mode", resolve_mode(self.mode))
         object.__setattr__(self, "execution", _frozen_execution(self.execution))
         object.__setattr__(self, "pins", frozen_pins(self.pins))
-        if self.compat == DEFAULT_MODE:  # the paper mode takes no stack
+        if self.mode == DEFAULT_MODE:  # the paper mode takes no stack
             # the layouts the stack runs, once for every search, sweep, plan and evaluation
             strategy, pins = stack_layouts(self.stack, self.strategy, self.pins)
             object.__setattr__(self, "strategy", strategy)
@@ -121,13 +122,14 @@ class Request:
     def build(cls, model: Transformer, system: System, *, global_batch: int,
               gpus: int | list[int] | tuple[int, ...] | None = None, max_gpus: int | None = None,
               gpu_step: int | None = None, strategy: str | tuple[str, ...] = "1d",
-              compat: object = None,
+              mode: object = None, compat: object = None,
               nvs: int | None = None, pins: dict | None = None, top_k: int = 10,
               budget: int = DEFAULT_BUDGET, execution: object = None,
               stack: str | Stack | None = None, costs: Costs | dict | None = None,
               pruning: Pruning = DEFAULT_PRUNING) -> Request:
         """A training request from the keywords the entry points have always taken: ``nvs``
-        and ``costs`` are applied to the system here, once."""
+        and ``costs`` are applied to the system here, once. ``compat`` is ``mode``'s old
+        name, deprecated: still read, with a DeprecationWarning."""
         if not isinstance(system, System):
             raise ModelError(f"system must be a System (load_system), got "
                              f"{type(system).__name__}")
@@ -136,15 +138,15 @@ class Request:
         counts = () if gpus is None else (gpus,) if not hasattr(gpus, "__iter__") or isinstance(
             gpus, (str, bytes)) else tuple(gpus)
         workload = Training(global_batch, counts, max_gpus, gpu_step)
-        return cls(model, system.with_costs(costs), workload, strategy, compat, stack,
-                   execution, pins, top_k, budget, pruning)
+        return cls(model, system.with_costs(costs), workload, strategy, _mode_of(mode, compat),
+                   stack, execution, pins, top_k, budget, pruning)
 
     def resolve(self) -> Resolved:
         """The question as the engine runs it: the stack applied to the system and the
         execution, once (:class:`~model.engine.resolved.Resolved`)."""
         system, execution = with_stack(self.system, self.execution_given(), self.stack,
-                                       self.compat)
-        return Resolved(self.model, system, self.workload, self.strategy, self.compat,
+                                       self.mode)
+        return Resolved(self.model, system, self.workload, self.strategy, self.mode,
                         execution, self.pins, self.top_k, self.budget, self.pruning)
 
     def replace(self, **changes: Any) -> Request:
@@ -169,3 +171,14 @@ class Request:
         if self.execution is None or isinstance(self.execution, Execution):
             return self.execution
         return {k: list(v) if isinstance(v, tuple) else v for k, v in self.execution.items()}
+
+
+def _mode_of(mode: object, compat: object) -> object:
+    """The mode asked for, under its name or its deprecated old one (``compat``)."""
+    if compat is None:
+        return mode
+    warnings.warn("compat= is deprecated: use mode=", DeprecationWarning, stacklevel=3)
+    if mode is not None and resolve_mode(mode) != resolve_mode(compat):
+        raise ModelError(f"mode={mode!r} and compat={compat!r} (its deprecated old name) "
+                         "disagree: give mode= alone")
+    return compat

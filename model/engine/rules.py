@@ -305,7 +305,7 @@ def _has_microbatch(tp1: int, tp2: int, dp: int, problem: Problem) -> bool:
 
 
 def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_batch: int,
-                      nvs: int, compat: object = None, ends_count_as_layers: bool = False,
+                      nvs: int, mode: object = None, ends_count_as_layers: bool = False,
                       production_node: int = 0) -> str:
     """Why ``strategy`` has no configuration at all on ``gpus`` GPUs, in words.
 
@@ -316,7 +316,7 @@ def why_no_candidates(model: Transformer, strategy: Strategy, gpus: int, global_
     stages than layers).
     """
     problem = Problem(model, strategy, gpus, global_batch, 1,
-                      resolve_mode(compat).equal_pipeline_stages, ends_count_as_layers,
+                      resolve_mode(mode).equal_pipeline_stages, ends_count_as_layers,
                       production_node, nvs)
     divs = np.array(divisors(gpus), dtype=np.int64)
     tp1 = divs[np.asarray(mask("tp1", {"tp1": divs}, problem), dtype=bool)].tolist()

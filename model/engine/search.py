@@ -153,7 +153,7 @@ def evaluate_request(req: Request) -> Evaluation:
     if len(work.gpus) != 1:
         raise ModelError("evaluate takes one GPU count")
     [gpus] = work.gpus
-    global_batch, mode = req.global_batch, req.compat
+    global_batch, mode = req.global_batch, req.mode
     tp1, tp2, pp, dp = (pins[k] for k in ("tp1", "tp2", "pp", "dp"))
     if tp1 * tp2 * pp * dp != gpus:
         raise ModelError(

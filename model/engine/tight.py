@@ -6,7 +6,7 @@ it may fit. A search keeps every candidate with M·e^−r ≤ U, i.e. M ≤ U·e
 ranked with the others by throughput; the outputs label it "may not fit: X ± Y GB of Z". The
 radius r is the conformal quantile, at the default coverage, of the memory residuals that
 ``python -m model.validation.memory_error --write`` stores (no interval stated: r = 0, the
-point estimate alone). The paper mode (``compat="paper"``) reproduces the paper's model, which
+point estimate alone). The paper mode (``mode="paper"``) reproduces the paper's model, which
 drops what is over the limit: it keeps nothing tight (:func:`kept_bytes`).
 """
 

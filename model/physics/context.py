@@ -54,9 +54,9 @@ class Ctx:
         return replace(self, pricing=Bound(self.system, self.mode))
 
     @classmethod
-    def make(cls, model: Transformer, system: System, compat: object,
+    def make(cls, model: Transformer, system: System, mode: object,
              execution: object = None) -> Ctx:
-        mode = resolve_mode(compat)
+        mode = resolve_mode(mode)
         ex = resolve_execution(execution)
         if mode.is_paper and ex != DEFAULT_EXECUTION:
             raise ModelError("the paper mode models one execution (flash attention, sequence "

@@ -325,7 +325,7 @@ def canonical_strategy(name: str) -> str:
     return key
 
 
-def build_strategy(name: str, model: Transformer, compat: object = None,
+def build_strategy(name: str, model: Transformer, mode: object = None,
                    execution: object = None) -> Strategy:
     """The op table of strategy ``name`` for ``model``; ``paper`` copies the paper's choices.
 
@@ -335,7 +335,7 @@ def build_strategy(name: str, model: Transformer, compat: object = None,
     if not supports(key, model):
         raise ModelError(f"the summa strategy does not model mixture of experts, MLA or MTP "
                          f"('{model.name}'); use 1d or context")
-    mode = resolve_mode(compat)
+    mode = resolve_mode(mode)
     ex = resolve_execution(execution)
     return _built(key, model, mode, ex)
 

@@ -17,27 +17,12 @@ from typing import Any
 import numpy as np
 
 from model.errors import ModelError
-from model.specs.execution_fields import (  # noqa: F401 - re-exported: the field table
-    ATTENTION_KERNELS,
+from model.specs.execution_fields import (
     AUTO,
-    CONTEXT_ATTENTION,
-    ELEMENTWISE,
-    EP_DISPATCHERS,
-    EXPERT_GEMMS,
     FLAGS,
-    FSDP_VERSIONS,
-    GATHER_DTYPES,
-    HELP,
     INTEGERS,
     LITERALS,
-    OFFLOAD,
-    PIPELINE_SCHEDULES,
-    PRECISIONS,
     RANGES,
-    RECOMPUTE,
-    TP_STYLES,
-    ZERO_STAGES,
-    field_kind,
 )
 
 # What a search tries unless told otherwise (over a stack's defaults; explicit options win):

@@ -4,7 +4,7 @@ values, an integer or a number in a range), its allowed values, unit and help. E
 derives its options from it (the command line's flags and their help, model.cli.options; the
 dashboard's controls, their ranges, choices and tooltips, and the scenario's keys,
 dashboard/controls/control_table.py), and :class:`Execution` checks its values against it;
-:mod:`model.specs.execution` re-exports it. The help is the one text of each option (its
+import its names from here, their one home. The help is the one text of each option (its
 physics, with sources, is the :class:`Execution` docstring's).
 """
 

@@ -1,6 +1,6 @@
 """Model modes: the paper's number-changing bugs and simplifications as independent switches.
 
-``compat="paper"`` turns every switch on and reproduces arXiv 2410.00273's published figures
+``mode="paper"`` turns every switch on and reproduces arXiv 2410.00273's published figures
 (docs/model.md §12); the default model turns them all off. Any mix can be passed as a
 :class:`Mode` to measure what each fix changes (an ablation).
 """
@@ -49,12 +49,12 @@ DEFAULT = Mode()
 SWITCHES = tuple(f.name for f in fields(Mode))
 
 
-def resolve_mode(compat: object) -> Mode:
+def resolve_mode(mode: object) -> Mode:
     """A :class:`Mode` from ``None``/"default" (fixed model), "paper" / True, or a Mode."""
-    if isinstance(compat, Mode):
-        return compat
-    if compat is None or compat is False or compat == "default":
+    if isinstance(mode, Mode):
+        return mode
+    if mode is None or mode is False or mode == "default":
         return DEFAULT
-    if compat is True or compat == "paper":
+    if mode is True or mode == "paper":
         return PAPER
-    raise ModelError(f"unknown compat mode {compat!r}; use None (default model) or 'paper'")
+    raise ModelError(f"unknown mode {mode!r}; use None (default model) or 'paper'")

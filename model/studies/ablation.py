@@ -26,7 +26,7 @@ def ablation(model: Transformer | Request, system: System | None = None,
              gpus: int | None = None, global_batch: int | None = None, strategy: str = "1d",
              nvs: int | None = None) -> pd.DataFrame:
     """Rows: paper mode, paper mode with each switch fixed in turn, and the default model.
-    ``ablation(request)`` (its compat mode is replaced by each in turn), or the keyword form,
+    ``ablation(request)`` (its mode is replaced by each in turn), or the keyword form,
     an adapter that builds the request."""
     if isinstance(model, Request):
         req = only_request(model, system, gpus, global_batch)
@@ -42,7 +42,7 @@ def ablation(model: Transformer | Request, system: System | None = None,
     modes.append(("default (all fixed)", DEFAULT))
     rows = []
     for label, mode in modes:
-        best = search_request(req.replace(compat=mode, top_k=1)).best
+        best = search_request(req.replace(mode=mode, top_k=1)).best
         row = {"mode": label, "strategy": req.strategy, "gpus": count}
         if best is not None:
             row.update({k: best[k] for k in ("samples_per_s", "train_days", "memory_gb", "dp",

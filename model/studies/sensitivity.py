@@ -98,7 +98,7 @@ def sensitivity_frame(model: Transformer, system: System, gpus: int, global_batc
     """One row per input the system has, largest swing first: its base, low (× 1 − x) and high
     (× 1 + x) values, the best configuration's ``metric`` (days) at each, and their change
     (%) from the base; ``swing_pct`` = the larger |change|. ``options`` go to ``run``
-    (:func:`keyword_search`: compat, execution, stack, …)."""
+    (:func:`keyword_search`: mode, execution, stack, …)."""
     if not (isinstance(fraction, (int, float)) and 0 < fraction <= MAX_FRACTION):
         raise ModelError(f"the change must be above 0 and at most {100 * MAX_FRACTION:g} %, "
                          f"got {fraction!r:.20}")

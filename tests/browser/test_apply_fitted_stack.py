@@ -8,6 +8,7 @@ import re
 
 import model
 from dashboard.controls import scenario as S
+from dashboard.controls import scenario_link as L
 from dashboard.controls.fitted import FITTED, FITTED_KEY
 from model.specs.stack import load_stack
 from model.validation.user_runs import calibrate_runs, fitted_stack, runs_from_text
@@ -43,7 +44,7 @@ def test_a_fit_applied_to_the_session_is_the_headlines_stack(ui, tmp_path) -> No
     small = lambda t: int(HEADLINE.search(t).group(1)) <= 64  # noqa: E731 - not 16,384 GPUs
     before = _headline(ui, small, "the small scenario's headline (8 to 64 GPUs)")
     ui.until(lambda: ui.fragment().get("strategy") == "1d", "the small scenario in the URL")
-    preset, _ = S.validate_scenario(S.from_query(ui.driver.current_url.split("#")[1]))
+    preset, _ = S.validate_scenario(L.from_query(ui.driver.current_url.split("#")[1]))
     gpus, days = _api_best(preset, "torchtitan-2025")
     assert before[0] == gpus and abs(before[1] - days) <= 0.05 + 1e-9, (before, gpus, days)
 
@@ -63,7 +64,7 @@ def test_a_fit_applied_to_the_session_is_the_headlines_stack(ui, tmp_path) -> No
     cases = runs_from_text(runs.read_bytes(), "torchtitan-2025")
     efficiency = calibrate_runs(cases)["efficiency"]
     stack = fitted_stack(load_stack("torchtitan-2025"), "runs", efficiency)
-    scn, errors = S.validate_scenario(S.from_query("#" + ui.driver.current_url.split("#")[1]))
+    scn, errors = S.validate_scenario(L.from_query("#" + ui.driver.current_url.split("#")[1]))
     assert errors == {} and scn["stack"] == FITTED
     assert scn[FITTED_KEY]["stack"]["gemm_efficiency"]["h100"] == stack.gemm_efficiency["h100"]
     gpus, days = _api_best(scn, stack)
