@@ -133,11 +133,11 @@ def linear_efficiencies(g: GemmKernel, m: Array, k: Array, n: Array, k_dw: Array
                         ) -> tuple[Array, Array]:
     """(forward, backward) efficiency of a linear X[m, k]·W[k, n]: forward Y[m, n]; backward
     dX[m, k] (reduction n) and dW[k_dw, n] (reduction m; k_dw = k but for SUMMA's local
-    K/tp2 rows), their harmonic mean."""
-    fwd = gemm_efficiency(g, m, n, k)
-    dgrad = gemm_efficiency(g, m, k, n)
-    wgrad = gemm_efficiency(g, k_dw, n, m)
-    return fwd, backward_efficiency(dgrad, wgrad)
+    K/tp2 rows), their harmonic mean. The three GEMMs are priced in one broadcast call (rows
+    0, 1, 2 of a stacked array: elementwise, so each value is what its own call gives)."""
+    m, k, n, k_dw = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (m, k, n, k_dw)))
+    eff = gemm_efficiency(g, np.stack((m, m, k_dw)), np.stack((n, k, n)), np.stack((k, n, m)))
+    return eff[0], backward_efficiency(eff[1], eff[2])
 
 
 @dataclass(frozen=True)
