@@ -264,6 +264,16 @@ def _nonzero(value: float | np.ndarray) -> bool:
     return bool(value) if isinstance(value, (int, float)) else bool(value.any())
 
 
+def _per_candidate(seconds: float | np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """``zero + seconds``: one time per candidate. A float array of that shape already is
+    returned as it is, a freshly computed one on the hot path (adding 0.0 changes no time: a
+    time is never −0.0), saving an array pass per op."""
+    if isinstance(seconds, np.ndarray) and seconds.shape == zero.shape \
+            and seconds.dtype == zero.dtype:
+        return seconds
+    return zero + seconds
+
+
 def kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
     """(t_comp, t_mem, t_extra, compute) of one op's kernels in one direction (``way``: fwd or
     bwd), placement-free: roofline max(FLOP time, HBM time) plus separate memory-bound kernels.
@@ -296,8 +306,8 @@ def kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx:
                                                   sysm.kernel_overhead_s * launches)
     # each of its kernels launched in a share of the layers
     overhead = sysm.kernel_overhead_s * launches * ctx.share(spec)
-    t_comp = zero + (overhead + flop_mat / (eta_mat * wave * peak)
-                     + flop_vec / (eta * sysm.vector_flop_per_s))
+    t_comp = _per_candidate(overhead + flop_mat / (eta_mat * wave * peak)
+                            + flop_vec / (eta * sysm.vector_flop_per_s), zero)
     if sysm.exp_tera_per_s and _nonzero(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
     if spec.kind == Kind.EXPERT_LINEAR:  # per-expert launches issued while earlier ones run
@@ -306,10 +316,10 @@ def kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx:
     bandwidth = sysm.hbm_bytes_per_s
     if spec.kind in TOKEN_KERNELS:
         bandwidth = bandwidth * ctx.token_efficiency
-    t_mem = zero + hbm_bytes / bandwidth
+    t_mem = _per_candidate(hbm_bytes / bandwidth, zero)
     if not _nonzero(extra_bytes):  # no separate kernels (the common case): skip the arrays
         return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
-    t_extra = zero + extra_bytes / bandwidth
+    t_extra = _per_candidate(extra_bytes / bandwidth, zero)
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
 
 

@@ -110,12 +110,19 @@ def gemm_kernel_of(system: System, precision: str) -> GemmKernel | None:
     gpu, dtype = table_gpu(system), TRAINING_DTYPE.get(precision)
     if gpu is None or dtype is None or system.sm_count <= 0:
         return None
+    return _gemm_kernel(gpu, dtype, int(system.sm_count))
+
+
+@memo.lru("kernel-layer GEMM kernels", 32)
+def _gemm_kernel(gpu: str, dtype: str, sm_count: int) -> GemmKernel | None:
+    """:func:`gemm_kernel_of` once per table GPU × dtype × SM count (every evaluation of a
+    search builds its context: the parameters are read once)."""
     params, ref = fitted("gemm", gpu, dtype), fitted("gemm", gpu, "bfloat16")
     if params is None or ref is None:
         return None
     split, rows_tile = gemm_kernel.KERNEL_PATH[dtype]
     return GemmKernel(dtype, params["eta"], params["k0"], split, rows_tile, ref["eta"],
-                      int(system.sm_count))
+                      sm_count)
 
 
 def gemm_efficiency(g: GemmKernel, m: Array, n: Array, k: Array) -> Array:
@@ -218,11 +225,18 @@ def attention_kernel_of(system: System, kernel: str, causal: bool, head_dim: flo
                         seq_len: float) -> AttentionKernel | None:
     """The measured attention model for ``system`` running ``kernel`` (``auto``: Transformer
     Engine's choice), None where the tables do not cover it (module docstring)."""
-    gpu = table_gpu(system)
-    generation = system.generation
+    return _attention_kernel(table_gpu(system), system.generation, system.sm_count, kernel,
+                             causal, head_dim, seq_len)
+
+
+@memo.lru("kernel-layer attention kernels", 32)
+def _attention_kernel(gpu: str | None, generation: str, sm_count: float, kernel: str,
+                      causal: bool, head_dim: float, seq_len: float) -> AttentionKernel | None:
+    """:func:`attention_kernel_of` once per table GPU × generation × SM count × kernel ×
+    model shape (every evaluation of a search builds its context)."""
     kernel = TE_ATTENTION.get(generation, "") if kernel == "auto" else kernel
     p = None if gpu is None else fitted("context_attention", gpu, "bfloat16")
-    if p is None or kernel in ("", "math") or system.sm_count <= 0:
+    if p is None or kernel in ("", "math") or sm_count <= 0:
         return None
     reference = "h100_sxm" if generation in BLACKWELL else gpu  # where ρ is measured
     measured = _measured(reference, kernel)
@@ -234,8 +248,7 @@ def attention_kernel_of(system: System, kernel: str, causal: bool, head_dim: flo
             return None
         fwd, bwd = published.pass_efficiencies(kernel, generation, causal, head_dim, seq_len)
         backward = bwd / fwd
-    return AttentionKernel(kernel, p["eta"], p["l0"], p["d0"], rho, backward,
-                           int(system.sm_count))
+    return AttentionKernel(kernel, p["eta"], p["l0"], p["d0"], rho, backward, int(sm_count))
 
 
 def attention_efficiencies(a: AttentionKernel, b, rows, heads, keys, head_dim
