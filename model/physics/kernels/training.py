@@ -182,19 +182,20 @@ def _measured(gpu: str, kernel: str) -> tuple[float, float] | None:
     peak, sms = kernel_hardware(gpu).peak("bfloat16"), kernel_hardware(gpu).sm_count
     both = {(r["model"], r["seq"], r["batch"]): r["latency_ms"] for r in rows
             if r["kind"] == "attention_fwd_bwd" and r["backend"] == backend}
-    rho, ratio = [], []
-    for r in rows:
-        if r["kind"] != "attention_fwd" or r["backend"] != backend or not r["causal"]:
-            continue
-        b, s, h, d, t = r["batch"], r["seq"], r["heads"], r["head_dim"], r["latency_ms"]
-        flops = float(attn.context_flops(b, s, h, d))
-        model = _context_efficiency(p, sms, b, s, h, attn.causal_pairs(s, 0) / s, d)
-        rho.append(flops / (t * 1e-3 * peak) / float(model))
-        t_both = both.get((r["model"], s, b))
+    fwd = [r for r in rows
+           if r["kind"] == "attention_fwd" and r["backend"] == backend and r["causal"]]
+    ratio = []
+    for r in fwd:
+        t, t_both = r["latency_ms"], both.get((r["model"], r["seq"], r["batch"]))
         if t_both is not None and t_both > t:
             ratio.append(published.BWD_OVER_FWD_FLOP * t / (t_both - t))
-    if not rho or not ratio:
+    if not fwd or not ratio:
         return None
+    # every row at once (elementwise: each row's ρ is what it would be alone)
+    b, s, h, d, t = (np.array([r[c] for r in fwd], dtype=float)
+                     for c in ("batch", "seq", "heads", "head_dim", "latency_ms"))
+    model = _context_efficiency(p, sms, b, s, h, attn.causal_pairs(s, 0) / s, d)
+    rho = attn.context_flops(b, s, h, d) / (t * 1e-3 * peak) / model
     return float(np.median(rho)), float(np.median(ratio))
 
 
