@@ -258,6 +258,9 @@ def _comm_key(spec: OpSpec, cs: CommSpec) -> tuple:
             spec.share)
 
 
+_ZEROS = "zeros"  # the memo's key of the zeros of its shards' length (no _comm_key tuple)
+
+
 def _nonzero(value: float | np.ndarray) -> bool:
     """Whether a count (a Python number when absent, else an array) has any nonzero entry; far
     cheaper than np.any on a number, on the hot path of every op."""
@@ -347,8 +350,11 @@ def _exposed_comm(spec: OpSpec, comm: np.ndarray, compute: np.ndarray,
 
 def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: dict) -> Phase:
     """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
-    its separate memory-bound kernels (extra bytes / HBM bandwidth), plus its collectives."""
-    zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
+    its separate memory-bound kernels (extra bytes / HBM bandwidth), plus its collectives.
+    ``memo`` also keeps the zeros of ``sh``'s length (read only) for every op of ``sh``."""
+    zero = memo.get(_ZEROS)
+    if zero is None:  # counts may be scalars (e.g. no FLOPs); times are arrays
+        zero = memo[_ZEROS] = np.zeros(len(sh.tp1))
     t_comp, t_mem, t_extra, compute = kernel_times(spec, c, way, zero, ctx)
     comms = spec.fwd if way == "fwd" else spec.bwd
     panels = _panels(spec, sh)
@@ -365,14 +371,18 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
                                        max_domains=float(ctx.execution.ep_max_domains))
             memo[key] = (v, t) if share == 1.0 else (share * v, share * t)
         v, t = memo[key]
-        comm = comm + t
-        volume = volume + v
+        # the first collective's arrays as they are (no zeros added), the next ones summed
+        comm = _per_candidate(t, zero) if comm is zero else comm + t
+        volume = _per_candidate(v, zero) if volume is zero else volume + v
         by_name[cs.volume] = t
     ring = None
     if spec.kind == Kind.ATTENTION and "kv_rep" in by_name:  # PyTorch's context_parallel
         ring = (way, by_name, sh.size(spec.rows).astype(float))
     comm = _exposed_comm(spec, comm, compute, panels, ctx, ring)
-    return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0) + t_extra, comm, volume)
+    exposed = np.maximum(t_mem - t_comp, 0.0)
+    if not (isinstance(t_extra, float) and t_extra == 0.0):  # no array pass adding 0.0
+        exposed = exposed + t_extra
+    return Phase(compute if comm is zero else compute + comm, t_comp, exposed, comm, volume)
 
 
 @dataclass
