@@ -258,10 +258,23 @@ def _comm_key(spec: OpSpec, cs: CommSpec) -> tuple:
             spec.share)
 
 
+_ZEROS = "zeros"  # the memo's key of the zeros of its shards' length (no _comm_key tuple)
+
+
 def _nonzero(value: float | np.ndarray) -> bool:
     """Whether a count (a Python number when absent, else an array) has any nonzero entry; far
     cheaper than np.any on a number, on the hot path of every op."""
     return bool(value) if isinstance(value, (int, float)) else bool(value.any())
+
+
+def _per_candidate(seconds: float | np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """``zero + seconds``: one time per candidate. A float array of that shape already is
+    returned as it is, a freshly computed one on the hot path (adding 0.0 changes no time: a
+    time is never −0.0), saving an array pass per op."""
+    if isinstance(seconds, np.ndarray) and seconds.shape == zero.shape \
+            and seconds.dtype == zero.dtype:
+        return seconds
+    return zero + seconds
 
 
 def kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx: Ctx):
@@ -296,8 +309,8 @@ def kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx:
                                                   sysm.kernel_overhead_s * launches)
     # each of its kernels launched in a share of the layers
     overhead = sysm.kernel_overhead_s * launches * ctx.share(spec)
-    t_comp = zero + (overhead + flop_mat / (eta_mat * wave * peak)
-                     + flop_vec / (eta * sysm.vector_flop_per_s))
+    t_comp = _per_candidate(overhead + flop_mat / (eta_mat * wave * peak)
+                            + flop_vec / (eta * sysm.vector_flop_per_s), zero)
     if sysm.exp_tera_per_s and _nonzero(exps):
         t_comp = t_comp + exps / (sysm.exp_tera_per_s * 1e12)
     if spec.kind == Kind.EXPERT_LINEAR:  # per-expert launches issued while earlier ones run
@@ -306,10 +319,10 @@ def kernel_times(spec: OpSpec, c: ops.OpCounts, way: str, zero: np.ndarray, ctx:
     bandwidth = sysm.hbm_bytes_per_s
     if spec.kind in TOKEN_KERNELS:
         bandwidth = bandwidth * ctx.token_efficiency
-    t_mem = zero + hbm_bytes / bandwidth
+    t_mem = _per_candidate(hbm_bytes / bandwidth, zero)
     if not _nonzero(extra_bytes):  # no separate kernels (the common case): skip the arrays
         return t_comp, t_mem, 0.0, np.maximum(t_comp, t_mem)
-    t_extra = zero + extra_bytes / bandwidth
+    t_extra = _per_candidate(extra_bytes / bandwidth, zero)
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
 
 
@@ -337,8 +350,11 @@ def _exposed_comm(spec: OpSpec, comm: np.ndarray, compute: np.ndarray,
 
 def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: dict) -> Phase:
     """Times of one op in one direction: roofline max(FLOP time, HBM time) of its kernel, plus
-    its separate memory-bound kernels (extra bytes / HBM bandwidth), plus its collectives."""
-    zero = np.zeros(len(sh.tp1))  # counts may be scalars (e.g. no FLOPs); times are arrays
+    its separate memory-bound kernels (extra bytes / HBM bandwidth), plus its collectives.
+    ``memo`` also keeps the zeros of ``sh``'s length (read only) for every op of ``sh``."""
+    zero = memo.get(_ZEROS)
+    if zero is None:  # counts may be scalars (e.g. no FLOPs); times are arrays
+        zero = memo[_ZEROS] = np.zeros(len(sh.tp1))
     t_comp, t_mem, t_extra, compute = kernel_times(spec, c, way, zero, ctx)
     comms = spec.fwd if way == "fwd" else spec.bwd
     panels = _panels(spec, sh)
@@ -355,14 +371,18 @@ def _phase(spec: OpSpec, c: ops.OpCounts, way: str, sh: Shards, ctx: Ctx, memo: 
                                        max_domains=float(ctx.execution.ep_max_domains))
             memo[key] = (v, t) if share == 1.0 else (share * v, share * t)
         v, t = memo[key]
-        comm = comm + t
-        volume = volume + v
+        # the first collective's arrays as they are (no zeros added), the next ones summed
+        comm = _per_candidate(t, zero) if comm is zero else comm + t
+        volume = _per_candidate(v, zero) if volume is zero else volume + v
         by_name[cs.volume] = t
     ring = None
     if spec.kind == Kind.ATTENTION and "kv_rep" in by_name:  # PyTorch's context_parallel
         ring = (way, by_name, sh.size(spec.rows).astype(float))
     comm = _exposed_comm(spec, comm, compute, panels, ctx, ring)
-    return Phase(compute + comm, t_comp, np.maximum(t_mem - t_comp, 0.0) + t_extra, comm, volume)
+    exposed = np.maximum(t_mem - t_comp, 0.0)
+    if not (isinstance(t_extra, float) and t_extra == 0.0):  # no array pass adding 0.0
+        exposed = exposed + t_extra
+    return Phase(compute if comm is zero else compute + comm, t_comp, exposed, comm, volume)
 
 
 @dataclass

@@ -188,9 +188,10 @@ class StepOp:
     # a routed-experts op: (T tokens entering the layer, local experts, etp), priced by the
     # measured-kernel model where one is fitted (model.physics.kernels.moe_kernel)
     routing: tuple | None = None
-    # an MHA/GQA decode attention op: (sequences on the GPU, cached keys, local query heads,
-    # local KV heads, head dim), priced by the measured decode kernel where the stack asks
-    # (model.physics.kernels.pricing.decode_attention_s)
+    # an MHA/GQA decode attention op: (new tokens per sequence, sequences on the GPU, cached
+    # keys, local query heads, local KV heads, head dim), priced by the measured decode kernel
+    # where the stack asks and every sequence has one new token
+    # (checked only when priced by it: model.physics.serving_step._priced)
     attention: tuple | None = None
 
 
@@ -226,8 +227,8 @@ def _attention_decode(m: Transformer, seqs, queries: float, keys, g, wl) -> Step
     c = ops.OpCounts(flop_mat_fwd=2.0 * scores * width, flop_vec_fwd=3.0 * scores,
                      bytes_fwd=cached + qo, exp_fwd=scores)
     op = StepOp(OpSpec("attn/core", Kind.ATTENTION), c, 1.0)
-    if not m.mla and np.all(np.asarray(queries) == 1.0):  # one query each: the tables' kernel
-        op.attention = (seqs, keys, heads, np.maximum(m.kv_heads / g, 1.0), float(m.qk_head_dim))
+    if not m.mla:  # the tables' kernel where one query each (checked when a stack asks)
+        op.attention = (queries, seqs, keys, heads, m.kv_heads / g, float(m.qk_head_dim))
     return op
 
 

@@ -111,9 +111,11 @@ def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
         if op.spec.kind == Kind.PERMUTE:
             return zero
     if op.attention is not None and engine.decode_attention is not None:
-        return op.share * kernel_pricing.decode_attention_s(
-            engine.decode_attention, engine.system.hbm_bandwidth_gb_per_s * 1e9,
-            *op.attention) + zero
+        queries, seqs, keys, heads, kv_heads, head_dim = op.attention
+        if np.all(np.asarray(queries) == 1.0):  # one query each: the tables' kernel
+            return op.share * kernel_pricing.decode_attention_s(
+                engine.decode_attention, engine.system.hbm_bandwidth_gb_per_s * 1e9, seqs,
+                keys, heads, np.maximum(kv_heads, 1.0), head_dim) + zero
     if op.shape is not None and engine.system.sm_count > 0:
         op.counts.wave_fwd = gemms_efficiency(engine, op.shape)
     *_, t = kernel_times(op.spec, op.counts, "fwd", zero, engine.ctx)

@@ -138,6 +138,13 @@ def _per_distinct(fn, lay: so.Layout, value: np.ndarray):
     return tuple(o[codes] for o in out) if isinstance(out, tuple) else out[codes]
 
 
+def _kv_used_bytes(engine: Engine, lay: so.Layout, batch: np.ndarray) -> np.ndarray:
+    """KV bytes per GPU of ``batch`` sequences and the shared prefix (none added without
+    prefix caching)."""
+    used = sequence_kv_bytes(engine, lay) * batch / lay.attention_groups
+    return used + prefix_bytes(engine, lay) if engine.workload.cached_prompt_tokens else used
+
+
 def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.ndarray]:
     """:func:`evaluate_candidates` of candidates all aggregated or all disaggregated."""
     wl = engine.workload
@@ -204,8 +211,7 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
             "requests_per_s": rate, "fits": mem["fits"] & (b_max >= 1), "stable": stable,
             "weights_gb": mem["weights"] / 1e9, "activations_gb": mem["activations"] / 1e9,
             "kv_cache_gb": mem["kv"] / 1e9, "free_gb": mem["free"] / 1e9,
-            "kv_used_gb": (sequence_kv_bytes(engine, lay) * batch / lay.attention_groups
-                           + prefix_bytes(engine, lay)) / 1e9,
+            "kv_used_gb": _kv_used_bytes(engine, lay, batch) / 1e9,
             "prefill_s_per_request": t_p, "decode_step_s": dec}
     cols.update(_ttft_tail(engine, c, lam, rate_of(b_max), 1.0 / t_p, service, stable))
     cols["memory_gb"] = cols["weights_gb"] + cols["activations_gb"] + cols["kv_cache_gb"]

@@ -171,7 +171,11 @@ def max_batch(engine: Engine, lay: so.Layout, kv_bytes: np.ndarray,
     with attention DP), the host KV pool added with offload, at most ``max_batch``/pp per rank
     and ``max_num_tokens`` / (K + 1) decode tokens per rank, or the pinned batch if smaller."""
     wl, st = engine.workload, engine.stack
-    pool = kv_bytes + wl.kv_offload_gb * 1e9 - prefix_bytes(engine, lay)
+    pool = kv_bytes
+    if wl.kv_offload_gb:  # the host pool; no zeros added on the hot path
+        pool = pool + wl.kv_offload_gb * 1e9
+    if wl.cached_prompt_tokens:
+        pool = pool - prefix_bytes(engine, lay)
     per_rank = np.floor(np.maximum(pool, 0.0) / sequence_kv_bytes(engine, lay))
     limit = np.floor(st.max_batch / lay.pp)
     if st.max_num_tokens:

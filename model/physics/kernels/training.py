@@ -110,12 +110,19 @@ def gemm_kernel_of(system: System, precision: str) -> GemmKernel | None:
     gpu, dtype = table_gpu(system), TRAINING_DTYPE.get(precision)
     if gpu is None or dtype is None or system.sm_count <= 0:
         return None
+    return _gemm_kernel(gpu, dtype, int(system.sm_count))
+
+
+@memo.lru("kernel-layer GEMM kernels", 32)
+def _gemm_kernel(gpu: str, dtype: str, sm_count: int) -> GemmKernel | None:
+    """:func:`gemm_kernel_of` once per table GPU × dtype × SM count (every evaluation of a
+    search builds its context: the parameters are read once)."""
     params, ref = fitted("gemm", gpu, dtype), fitted("gemm", gpu, "bfloat16")
     if params is None or ref is None:
         return None
     split, rows_tile = gemm_kernel.KERNEL_PATH[dtype]
     return GemmKernel(dtype, params["eta"], params["k0"], split, rows_tile, ref["eta"],
-                      int(system.sm_count))
+                      sm_count)
 
 
 def gemm_efficiency(g: GemmKernel, m: Array, n: Array, k: Array) -> Array:
@@ -133,11 +140,11 @@ def linear_efficiencies(g: GemmKernel, m: Array, k: Array, n: Array, k_dw: Array
                         ) -> tuple[Array, Array]:
     """(forward, backward) efficiency of a linear X[m, k]·W[k, n]: forward Y[m, n]; backward
     dX[m, k] (reduction n) and dW[k_dw, n] (reduction m; k_dw = k but for SUMMA's local
-    K/tp2 rows), their harmonic mean."""
-    fwd = gemm_efficiency(g, m, n, k)
-    dgrad = gemm_efficiency(g, m, k, n)
-    wgrad = gemm_efficiency(g, k_dw, n, m)
-    return fwd, backward_efficiency(dgrad, wgrad)
+    K/tp2 rows), their harmonic mean. The three GEMMs are priced in one broadcast call (rows
+    0, 1, 2 of a stacked array: elementwise, so each value is what its own call gives)."""
+    m, k, n, k_dw = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (m, k, n, k_dw)))
+    eff = gemm_efficiency(g, np.stack((m, m, k_dw)), np.stack((n, k, n)), np.stack((k, n, m)))
+    return eff[0], backward_efficiency(eff[1], eff[2])
 
 
 @dataclass(frozen=True)
@@ -175,19 +182,20 @@ def _measured(gpu: str, kernel: str) -> tuple[float, float] | None:
     peak, sms = kernel_hardware(gpu).peak("bfloat16"), kernel_hardware(gpu).sm_count
     both = {(r["model"], r["seq"], r["batch"]): r["latency_ms"] for r in rows
             if r["kind"] == "attention_fwd_bwd" and r["backend"] == backend}
-    rho, ratio = [], []
-    for r in rows:
-        if r["kind"] != "attention_fwd" or r["backend"] != backend or not r["causal"]:
-            continue
-        b, s, h, d, t = r["batch"], r["seq"], r["heads"], r["head_dim"], r["latency_ms"]
-        flops = float(attn.context_flops(b, s, h, d))
-        model = _context_efficiency(p, sms, b, s, h, attn.causal_pairs(s, 0) / s, d)
-        rho.append(flops / (t * 1e-3 * peak) / float(model))
-        t_both = both.get((r["model"], s, b))
+    fwd = [r for r in rows
+           if r["kind"] == "attention_fwd" and r["backend"] == backend and r["causal"]]
+    ratio = []
+    for r in fwd:
+        t, t_both = r["latency_ms"], both.get((r["model"], r["seq"], r["batch"]))
         if t_both is not None and t_both > t:
             ratio.append(published.BWD_OVER_FWD_FLOP * t / (t_both - t))
-    if not rho or not ratio:
+    if not fwd or not ratio:
         return None
+    # every row at once (elementwise: each row's ρ is what it would be alone)
+    b, s, h, d, t = (np.array([r[c] for r in fwd], dtype=float)
+                     for c in ("batch", "seq", "heads", "head_dim", "latency_ms"))
+    model = _context_efficiency(p, sms, b, s, h, attn.causal_pairs(s, 0) / s, d)
+    rho = attn.context_flops(b, s, h, d) / (t * 1e-3 * peak) / model
     return float(np.median(rho)), float(np.median(ratio))
 
 
@@ -218,11 +226,18 @@ def attention_kernel_of(system: System, kernel: str, causal: bool, head_dim: flo
                         seq_len: float) -> AttentionKernel | None:
     """The measured attention model for ``system`` running ``kernel`` (``auto``: Transformer
     Engine's choice), None where the tables do not cover it (module docstring)."""
-    gpu = table_gpu(system)
-    generation = system.generation
+    return _attention_kernel(table_gpu(system), system.generation, system.sm_count, kernel,
+                             causal, head_dim, seq_len)
+
+
+@memo.lru("kernel-layer attention kernels", 32)
+def _attention_kernel(gpu: str | None, generation: str, sm_count: float, kernel: str,
+                      causal: bool, head_dim: float, seq_len: float) -> AttentionKernel | None:
+    """:func:`attention_kernel_of` once per table GPU × generation × SM count × kernel ×
+    model shape (every evaluation of a search builds its context)."""
     kernel = TE_ATTENTION.get(generation, "") if kernel == "auto" else kernel
     p = None if gpu is None else fitted("context_attention", gpu, "bfloat16")
-    if p is None or kernel in ("", "math") or system.sm_count <= 0:
+    if p is None or kernel in ("", "math") or sm_count <= 0:
         return None
     reference = "h100_sxm" if generation in BLACKWELL else gpu  # where ρ is measured
     measured = _measured(reference, kernel)
@@ -234,8 +249,7 @@ def attention_kernel_of(system: System, kernel: str, causal: bool, head_dim: flo
             return None
         fwd, bwd = published.pass_efficiencies(kernel, generation, causal, head_dim, seq_len)
         backward = bwd / fwd
-    return AttentionKernel(kernel, p["eta"], p["l0"], p["d0"], rho, backward,
-                           int(system.sm_count))
+    return AttentionKernel(kernel, p["eta"], p["l0"], p["d0"], rho, backward, int(sm_count))
 
 
 def attention_efficiencies(a: AttentionKernel, b, rows, heads, keys, head_dim
