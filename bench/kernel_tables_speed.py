@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from search_speed import best_time  # noqa: E402 - bench/ is the script's own folder
+
 from model import load_model, load_system, search  # noqa: E402
-from model.specs import memo  # noqa: E402
-
-
-def _time(fn, repeat: int) -> tuple[float, int]:
-    fn()
-    best, count = float("inf"), 0
-    for _ in range(repeat):
-        memo.clear(memo.RESULTS)
-        start = time.perf_counter()
-        count = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, count
 
 
 def main() -> None:
@@ -45,7 +34,7 @@ def main() -> None:
             def run(m=m, s=s, stack=stack, on=on) -> int:
                 return search(m, s, 1024, 1024, "1d", stack=stack,
                               execution={"kernel_tables": on}).candidates
-            wall, count = _time(run, args.repeat)
+            wall, count = best_time(run, args.repeat)
             print(f"{model + ', 1024 ' + system + ', ' + stack:45s} {str(on):>13s} "
                   f"{count:11,d} {wall * 1e3:8.1f}")
 

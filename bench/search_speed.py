@@ -31,7 +31,9 @@ from model.specs import memo  # noqa: E402
 from model.studies.sweep import PAPER_GPU_COUNTS  # noqa: E402
 
 
-def _time(fn, repeat: int) -> tuple[float, int]:
+def best_time(fn, repeat: int) -> tuple[float, int]:
+    """(best wall seconds of ``repeat`` runs of ``fn`` after a warm-up, each from an empty
+    search cache; the count ``fn`` returns)."""
     fn()  # warm-up: imports, lazily built tables
     best, count = float("inf"), 0
     for _ in range(repeat):
@@ -73,7 +75,7 @@ def main() -> None:
           f"cpus={os.cpu_count()} repeat={args.repeat} (best of)")
     print(f"{'case':55s} {'candidates':>11s} {'wall_ms':>8s} {'candidates/s':>13s}")
     for name, fn in cases:
-        wall, count = _time(fn, args.repeat)
+        wall, count = best_time(fn, args.repeat)
         print(f"{name:55s} {count:11,d} {wall * 1e3:8.1f} {count / wall:13,.0f}")
 
 
