@@ -168,16 +168,26 @@ def run_rl(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scored(args: argparse.Namespace, validation: Any) -> tuple[Any, dict] | None:
+    """A validation set's records and summary (``validation``: a module with ``records()`` and
+    ``summary(frame)``); None once they are printed as one JSON object (``--json``)."""
+    frame = validation.records()
+    stats = validation.summary(frame)
+    if args.json:
+        print_json({"records": frame.to_dict("records"), "summary": stats})
+        return None
+    return frame, stats
+
+
 def run_validate_finetune(args: argparse.Namespace) -> int:
     """Predicted vs measured tokens/s per GPU on Megatron-Bridge's SFT and LoRA runs
     (:mod:`model.validation.finetune`; nothing fitted to them)."""
     from model.validation import finetune as ftv
 
-    frame = ftv.records()
-    stats = ftv.summary(frame)
-    if args.json:
-        print_json({"records": frame.to_dict("records"), "summary": stats})
+    scored = _scored(args, ftv)
+    if scored is None:
         return 0
+    frame, stats = scored
     print(frame.to_string(index=False, float_format="%.1f"))
     print(f"\nerror % = 100·(predicted/measured − 1); fitted: {stats['fitted']}; "
           f"{stats['source']}")
@@ -193,11 +203,10 @@ def run_validate_rl(args: argparse.Namespace) -> int:
     (:mod:`model.validation.rl`; nothing fitted to them)."""
     from model.validation import rl as rlv
 
-    frame = rlv.records()
-    stats = rlv.summary(frame)
-    if args.json:
-        print_json({"records": frame.to_dict("records"), "summary": stats})
+    scored = _scored(args, rlv)
+    if scored is None:
         return 0
+    frame, stats = scored
     cols = ["id", "gpus", "generation_gpus", "measured_step_s", "predicted_step_s",
             "error_pct", *rlv.PHASES]
     print(frame[cols].to_string(index=False, float_format="%.1f"))
