@@ -58,20 +58,26 @@ def pipeliner(port: int, stop: threading.Event, rec: Hostile, source: str = "127
     rec.dropped()
 
 
-def _closed(sock: socket.socket) -> bool:
-    """Whether the server closed the connection (reads what it sent meanwhile)."""
+def drain(sock: socket.socket) -> tuple[bool, bytes]:
+    """Whether the server closed the connection, and the bytes it sent meanwhile (read
+    without blocking)."""
+    received = b""
     sock.setblocking(False)
     try:
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                return True
+        while data := sock.recv(65536):
+            received += data
+        return True, received
     except (BlockingIOError, InterruptedError):
-        return False
+        return False, received
     except OSError:
-        return True
+        return True, received
     finally:
         sock.setblocking(True)
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the server closed the connection (what it sent meanwhile is dropped)."""
+    return drain(sock)[0]
 
 
 def slow_reader(port: int, stop: threading.Event, rec: Hostile, source: str = "127.0.0.1",

@@ -74,18 +74,10 @@ class Trickler:
                 self.closed_after_s = time.monotonic() - start
 
     def _ended(self, sock: socket.socket) -> bool:
-        """Whether the server closed (reads what it answered meanwhile)."""
-        sock.setblocking(False)
-        try:
-            while data := sock.recv(65536):
-                self.reply += data
-            return True
-        except (BlockingIOError, InterruptedError):
-            return False
-        except OSError:
-            return True
-        finally:
-            sock.setblocking(True)
+        """Whether the server closed (keeps what it answered meanwhile)."""
+        closed, received = attacks.drain(sock)
+        self.reply += received
+        return closed
 
 
 def _beside(direct: Server, tricklers: list[Trickler]) -> list[float]:
