@@ -20,8 +20,7 @@ throughput (every scored run is a training run). A prediction's bar:
    predicted with, ``1d`` or ``context``: no published run used the idealised 2D SUMMA
    (``Traits.implemented_by`` empty; the Design page's default), and only dense runs (Megatron's
    and TorchTitan's) used context parallelism; such a prediction never borrows the 1D runs'
-   interval —,
-   when its family has runs of the workload but none on its GPU generation
+   interval —, when its family has runs of the workload but none on its GPU generation
    (e.g. MI300X; TorchTitan on Blackwell), or no firm run of its stack or of the releases whose
    calibration it inherits (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021);
 2. else the interval of the narrowest population with the runs its coverage needs
@@ -33,15 +32,15 @@ throughput (every scored run is a training run). A prediction's bar:
    every family's.
 
 The strategies that pass the check share their population's interval (the scored ``context``
-runs are among the Megatron family's dense ones). The paper mode takes no stack and so has no
-error bar at all (the callers return none), so the model's mode needs no check here.
+runs are among the Megatron and PyTorch families' dense ones). The paper mode takes no stack
+and so has no error bar at all (the callers return none): the mode needs no check here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +293,21 @@ def error_bar(stack: str | None = None, moe: bool = False, system: str | None = 
                     population=population_label(own[0], moe, own[1]),
                     borrowed=population_label(pop[0], moe, pop[1]) if pop != own else "",
                     own_runs=len(own_members), sources=len({r.source for r in members}))
+
+
+def common_bar(bars: dict[str, ErrorBar] | None) -> ErrorBar | None:
+    """The one error bar of every strategy searched; where they differ (a strategy no scored
+    run used beside one that some did), "not validated" for the search as a whole, naming
+    them — each result carries its own."""
+    if not bars:
+        return None
+    first = next(iter(bars.values()))
+    if all(b.to_dict() == first.to_dict() for b in bars.values()):
+        return first
+    which = "; ".join(f"{s}: {'validated' if b.validated else b.text}" for s, b in bars.items())
+    return replace(first, mean_pct=math.nan, max_pct=math.nan, reason=(
+        f"the strategies searched have different error bars ({which}); each result carries "
+        "its own error_bar"))
 
 
 def _family(stack: str | None) -> str:
