@@ -15,14 +15,15 @@ other top-level section with ``runs`` and a ``workload`` plugs in as data), the 
 the system's GPU (ampere, hopper, blackwell, blackwell-ultra), and the metric — training
 throughput (every scored run is a training run). A prediction's bar:
 
-1. **not validated** when no scored run of the workload (of its family's stacks, where the
-   family has runs of it) used its parallel strategy — each run records the one it was
-   predicted with, ``1d`` or ``context``: no published run used the idealised 2D SUMMA
-   (``Traits.implemented_by`` empty; the Design page's default), and only dense runs (Megatron's
-   and TorchTitan's) used context parallelism; such a prediction never borrows the 1D runs'
-   interval —, when its family has runs of the workload but none on its GPU generation
-   (e.g. MI300X; TorchTitan on Blackwell), or no firm run of its stack or of the releases whose
-   calibration it inherits (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021);
+1. **not validated** (the first reason that holds, in this order) when its family has runs of
+   the workload but none on its GPU generation (e.g. MI300X; TorchTitan on Blackwell), or
+   when there is no firm run of its stack or of the releases whose calibration it inherits
+   (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021), or when no scored run of the
+   workload (of its family's stacks, where the family has runs of it) used its parallel
+   strategy — each run records the one it was predicted with, ``1d`` or ``context``: no
+   published run used the idealised 2D SUMMA (``Traits.implemented_by`` empty; the Design
+   page's default), and only dense runs (Megatron's and TorchTitan's) used context
+   parallelism; such a prediction never borrows the 1D runs' interval;
 2. else the interval of the narrowest population with the runs its coverage needs
    (:func:`model.specs.conformal.runs_needed`: 4 for 80 %, 19 for 95 %): (family,
    workload, generation), (family, workload, every generation), (every family, workload,
@@ -264,6 +265,7 @@ def error_bar(stack: str | None = None, moe: bool = False, system: str | None = 
     listing asks) at ``coverage`` (0.5–0.95) — see the module docstring. ``scored``: the runs
     it is drawn from (default :func:`scored_runs` of the shipped file)."""
     coverage = conformal.check_coverage(coverage)
+    strategy = None if strategy is None else canonical_strategy(strategy)  # bad name: refused
     workload = "moe" if moe else "dense"
     kind = "MoE " if moe else "dense "
     every = scored_runs() if scored is None else scored
@@ -271,9 +273,6 @@ def error_bar(stack: str | None = None, moe: bool = False, system: str | None = 
     family = _family(stack)
     generation = _generation(system) if system is not None else None
     kin = [r for r in runs if r.family == family]
-    unscored = unscored_strategy(strategy, moe, every, family if kin else ALL)
-    if unscored:
-        return _unvalidated(moe, system, unscored, coverage)
     gen_text = f"a {generation} GPU ({system})" if generation else f"{system}"
     if system is not None and not any(r.generation == generation for r in (kin or runs)):
         whose = f" of a {family}-family stack" if kin and any(
@@ -284,6 +283,9 @@ def error_bar(stack: str | None = None, moe: bool = False, system: str | None = 
     if stack is not None and not any(r.stack in chain for r in runs):
         return _unvalidated(moe, system, f"no firm published {kind}run of {stack} was ever "
                             "scored", coverage)
+    unscored = unscored_strategy(strategy, moe, every, family if kin else ALL)
+    if unscored:  # after the system's and the stack's reasons, which it leaves as they were
+        return _unvalidated(moe, system, unscored, coverage)
     own = (family if kin else ALL, generation)
     members, pop, own_members, low, high = population_interval(runs, own, coverage)
     errors = [r.error_pct for r in members]
