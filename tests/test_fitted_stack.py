@@ -155,6 +155,9 @@ def test_its_own_error_bar_never_a_presets():
         notes.days_text(one, 100.0)
     other = fit_error_bar(scn[FITTED_KEY], "h200")
     assert not other.validated and "no run on h200" in other.text
+    summa = notes.error_bar_of(scn, "summa")  # no user's run can have used SUMMA
+    assert not summa.validated and "none ships the idealised 2D SUMMA" in summa.text
+    assert notes.error_bar_of(scn, "1d").to_dict() == notes.error_bar_of(scn).to_dict()
     rows = [{"system": "h100", "measured_s": 1.0, "leave_one_out_s": v} for v in (1.02, 0.95)]
     assert fit_summary(rows) == {"h100": {"runs": 2, "loo_mean_pct": 3.5, "loo_max_pct": 5.0,
                                           "loo_scores": [round(math.log(1.02), 6),

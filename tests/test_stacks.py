@@ -233,6 +233,11 @@ def test_a_fitted_stack_carries_its_leave_one_out_interval(tmp_path, capsys):
     assert "80 % interval not stated: 3 runs: an 80 % interval needs ≥ 4" in text
     assert main(argv[:-3]) == 0
     assert "80 % interval not stated: 3 runs" in capsys.readouterr().out
+    summa = [*argv[:10], "2d", "--tp1", "1", "--tp2", "1", *argv[13:]]  # the layout in SUMMA
+    assert main(summa) == 0
+    bar = json.loads(capsys.readouterr().out)["error_bar"]
+    assert not bar["validated"] and bar["low_pct"] is None
+    assert "none ships the idealised 2D SUMMA tensor parallel strategy" in bar["text"]
 
 
 def test_calibrate_refuses_what_no_run_pins(tmp_path, capsys):

@@ -182,7 +182,7 @@ def build_space(scn: dict[str, Any]) -> tuple:
         heat = figures.mark_not_validated(
             figures.heatmap_figure(with_fit_words(scn, cells), scn["x_axis"], scn["y_axis"],
                                    presentation=pres),
-            notes.not_validated(scn), pres)
+            notes.not_validated(scn, strategy=scn["design_strategy"]), pres)
     rows = _rows(compute.top(scn), scn)
     return heat, rows, rows[:1], why
 
@@ -215,7 +215,7 @@ def build_ops(scn: dict[str, Any], selected: list[dict[str, Any]] | None) -> tup
     _, system = build_inputs(scn)
     roof = figures.roofline_figure(ops, system.matrix_tflops_fp16, system.vector_tflops_fp16,
                                    system.hbm_bandwidth_gb_per_s, presentation=pres)
-    why = notes.not_validated(scn)
+    why = notes.not_validated(scn, strategy=selected[0]["strategy"])
     return (figures.mark_not_validated(figures.ops_breakdown_figure(ops, presentation=pres),
                                        why, pres),
             figures.mark_not_validated(roof, why, pres), ops.to_dict("records"))
@@ -295,9 +295,11 @@ def selected_text(scn: dict[str, Any], selected: list[dict[str, Any]] | None) ->
     keys += [k for k in ("ep", "etp") if int(row.get(k, 1) or 1) > 1]  # experts spread (MoE)
     config = " · ".join(f"{dimension_label(k, str(row['strategy']))} {int(row[k])}"
                         for k in keys)
+    bar = notes.error_bar_of(scn, str(row["strategy"]))  # the row's strategy's own
     return (f"Selected: {strategy_name(row['strategy'])} on {int(row['gpus'])} GPUs ({config}) — "
-            f"{notes.days_text(scn, float(row['train_days']))}, "
-            f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.0f}%.")
+            f"{notes.days_text(scn, float(row['train_days']), bar=bar)}, "
+            f"{notes.rate_text(scn, float(row['samples_per_s']), bar=bar)}, "
+            f"MFU {100 * row['mfu']:.0f}%.")
 
 
 RESULT_KEYS = ("train_days", "samples_per_s", "mfu")

@@ -116,17 +116,19 @@ def answer_texts(scn: dict[str, Any], frame: pd.DataFrame) -> list[str]:
     elif int(row["gpus"]) > step:
         fewer = f"{_count(int(row['gpus']) - step)} GPUs: no configuration"
     interval = float(row["checkpoint_interval_s"])
+    bar = notes.error_bar_of(scn, str(row["strategy"]))  # the answer's strategy's own
     return [
         f"{_count(row['gpus'])} ({_count(int(row['gpus']) // step)} nodes of {step})",
         config_text(row) + tight_text(scn, row),
-        notes.days_text(scn, float(row["train_days"])),
+        notes.days_text(scn, float(row["train_days"]), bar=bar),
         f"{row['train_days_with_failures']:.2f} days"
         + (f" (a checkpoint every {interval / 60:.0f} min)" if math.isfinite(interval) else ""),
         f"{row['plan_gpu_hours']:,.0f}",
         f"{usd_text(float(row['plan_cost_usd']))} ({row['pricing']})",
         (f"{row['plan_energy_mwh']:,.0f} MWh" if math.isfinite(float(row["plan_energy_mwh"]))
          else "unknown (the system gives no GPU power)"),
-        f"{notes.rate_text(scn, float(row['samples_per_s']))}, MFU {100 * row['mfu']:.1f}%",
+        f"{notes.rate_text(scn, float(row['samples_per_s']), bar=bar)}, "
+        f"MFU {100 * row['mfu']:.1f}%",
         fewer,
     ]
 

@@ -145,7 +145,7 @@ def summary_text(frame: pd.DataFrame, scn: dict[str, Any] | None = None) -> str:
     who = ("idealised strategies only: no production stack ships them" if not production
            else f"production strategies, as {lineage} runs them" if lineage
            else f"production strategies, as {_stacks(production)} ship them")
-    bar = notes.error_bar_of(scn)  # once for both texts
+    bar = notes.error_bar_of(scn, str(best["strategy"]))  # once for both texts
     return (f"Fastest ({who}): {strategy_name(best['strategy'])} on {int(best['gpus']):,} GPUs — "
             f"{notes.days_text(scn, best['train_days'], bar=bar)}, "
             f"{notes.rate_text(scn, best['samples_per_s'], bar=bar)}, "

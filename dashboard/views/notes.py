@@ -15,10 +15,12 @@ from dashboard.controls.inputs import number_text
 from dashboard.controls.scenario import build_inputs
 from model import ModelError, load_model
 from model.cli.numbers import duration_days, fixed, number
+from model.physics.strategies import STRATEGY_NAMES
 from model.specs.batch import critical_batch_warning as batch_warning
 from model.specs.stack import NONE as NO_STACK
 from model.specs.stack import load_stack
 from model.validation.error_bars import ErrorBar, error_bar
+from model.validation.user_bars import idealised_reason
 
 
 def tokens_text(tokens: float) -> str:
@@ -63,31 +65,46 @@ def batch_note(scn: dict[str, Any]) -> list[Any]:
     return parts
 
 
-def error_bar_of(scn: dict[str, Any]) -> ErrorBar | None:
-    """The error bar of the scenario's predictions: the cross-validated error of the population
-    they belong to (dense or MoE, its software stack, its system), or "not validated"
-    (:func:`model.validation.error_bars.error_bar`); None in the paper mode and without a
-    stack (uncalibrated). The user's fitted stack: its own leave-one-out error on their runs
-    of the scenario's system (:func:`dashboard.controls.fitted.fit_error_bar`), never a
-    preset's."""
+def error_bar_of(scn: dict[str, Any], strategy: str | None = None) -> ErrorBar | None:
+    """The error bar of the scenario's predictions made with ``strategy`` (default: the
+    scenario's Strategy control; "all": any): the cross-validated error of the population they
+    belong to (dense or MoE, its software stack, its system), or "not validated" — also where
+    no scored run used the strategy (:func:`model.validation.error_bars.error_bar`); None in
+    the paper mode and without a stack (uncalibrated). The user's fitted stack: its own
+    leave-one-out error on their runs of the scenario's system
+    (:func:`dashboard.controls.fitted.fit_error_bar`), never a preset's, and none for an
+    idealised strategy (:func:`model.validation.user_bars.idealised_reason`)."""
     if scn.get("mode") == "paper" or scn.get("stack") in (None, NO_STACK):
         return None
+    strategy = _strategy(scn, strategy)
     if scn["stack"] == FITTED:
-        return fit_error_bar(scn[FITTED_KEY], scn["system"])
+        name = scn[FITTED_KEY]["stack"]["name"]
+        why = idealised_reason(name, strategy)
+        return (ErrorBar(math.nan, math.nan, 0, name, system=scn["system"], reason=why) if why
+                else fit_error_bar(scn[FITTED_KEY], scn["system"]))
     try:
         model, _ = build_inputs(scn)
     except ModelError:
         return None
-    return error_bar(scn["stack"], model.moe, scn["system"])
+    return error_bar(scn["stack"], model.moe, scn["system"], strategy=strategy)
+
+
+def _strategy(scn: dict[str, Any], strategy: str | None) -> str | None:
+    """The strategy asked (default the scenario's Strategy control), None for "all" or an
+    unknown name (a damaged scenario: no strategy check)."""
+    name = strategy if strategy is not None else scn.get("strategy")
+    return name if name in STRATEGY_NAMES else None
 
 
 _ASK = object()  # the error bar not given: worked out from the scenario
 
 
-def not_validated(scn: dict[str, Any], system: str | None = None) -> str:
+def not_validated(scn: dict[str, Any], system: str | None = None,
+                  strategy: str | None = None) -> str:
     """'not validated: no published dense run on mi300x was ever scored' when the scenario's
-    predictions (on ``system``, a preset name; default the scenario's) have no cross-validated
-    error bar, '' when they have one or carry none (paper mode, no stack)."""
+    predictions (on ``system``, a preset name; default the scenario's; with ``strategy``, as
+    :func:`error_bar_of`) have no cross-validated error bar, '' when they have one or carry
+    none (paper mode, no stack)."""
     if system is not None and system != scn.get("system"):
         if scn.get("mode") == "paper" or scn.get("stack") in (None, NO_STACK, FITTED):
             return ""
@@ -95,9 +112,9 @@ def not_validated(scn: dict[str, Any], system: str | None = None) -> str:
             model, _ = build_inputs(scn)
         except ModelError:
             return ""
-        bar = error_bar(scn["stack"], model.moe, system)
+        bar = error_bar(scn["stack"], model.moe, system, strategy=_strategy(scn, strategy))
     else:
-        bar = error_bar_of(scn)
+        bar = error_bar_of(scn, strategy)
     if bar is None or bar.validated:
         return ""
     return bar.text if bar.text.startswith("not validated") else f"not validated: {bar.text}"

@@ -66,7 +66,7 @@ def build(scn: dict[str, Any], rows: list[dict[str, Any]]) -> tuple:
         empty = figures.empty_figure("Select a configuration in the table.", pres)
         return empty, empty, ""
     timeline, parts, row = frames(scn, rows[0])
-    why = notes.not_validated(scn)
+    why = notes.not_validated(scn, strategy=str(rows[0]["strategy"]))
     return (figures.mark_not_validated(timeline_figure(timeline, presentation=pres), why, pres),
             figures.mark_not_validated(memory_parts_figure(parts, presentation=pres), why,
                                        pres),

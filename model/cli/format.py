@@ -18,7 +18,7 @@ from model.cli import numbers
 from model.engine.search import Evaluation, SearchResult
 from model.specs.conformal import COVERAGE
 from model.specs.execution import CHOICES as EXECUTION_COLUMNS
-from model.validation.error_bars import ErrorBar
+from model.validation.error_bars import ErrorBar, common_bar
 from model.validation.memory_error import fit_status
 
 CONFIG_KEYS = ("gpus", "strategy", "dp", "tp1", "tp2", "cp", "pp", "microbatch", "nb",
@@ -110,12 +110,14 @@ def ranges(row: pd.Series, bar: ErrorBar | None) -> dict[str, list[float]] | Non
 
 
 def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_s: float,
-                meta: dict[str, Any], bar: ErrorBar | None = None,
+                meta: dict[str, Any], bars: dict[str, ErrorBar] | None = None,
                 usable_gb: float | None = None) -> dict[str, Any]:
     """The ``search --json`` object: totals over all searches, then one entry per search (its
-    best row with the ranges of the error bar)."""
+    best row with the ranges of its strategy's error bar, ``bars[strategy]``; None: no
+    bar)."""
     entries = []
     for res, reason in zip(results, reasons, strict=True):
+        bar = bars.get(res.strategy) if bars else None
         top = records(res.top)
         for rec, (_, row) in zip(top, res.top.iterrows(), strict=True):
             state = fits_json(row, usable_gb, bar.coverage if bar else COVERAGE)
@@ -128,13 +130,15 @@ def search_json(results: list[SearchResult], reasons: list[str | None], elapsed_
             "best_range": ranges(res.best, bar) if top else None,
             "best_fits": fits_json(res.best, usable_gb,
                                    bar.coverage if bar else COVERAGE) if top else None,
+            "error_bar": bar.to_dict() if bar else None,
             "top": top,
             "hint": search_hint(res, reason),
         })
+    common = common_bar(bars)
     return {"candidates": sum(int(r.candidates) for r in results),
             "feasible": sum(int(r.feasible) for r in results),
             "elapsed_s": float(elapsed_s), **meta,
-            "error_bar": bar.to_dict() if bar else None, "results": entries}
+            "error_bar": common.to_dict() if common else None, "results": entries}
 
 
 def fits_json(row: pd.Series, usable_gb: float | None, coverage: float = COVERAGE
@@ -320,11 +324,14 @@ def tight_note(row: pd.Series, usable_gb: float | None, bar: ErrorBar | None) ->
 
 def format_search_report(results: list[SearchResult], reasons: list[str | None],
                          title: str, command: Callable[[pd.Series], str] | None = None,
-                         bar: ErrorBar | None = None, usable_gb: float | None = None) -> str:
-    """The whole text output of ``search``: what was searched, then each search."""
+                         bars: dict[str, ErrorBar] | None = None,
+                         usable_gb: float | None = None) -> str:
+    """The whole text output of ``search``: what was searched, then each search (with its
+    strategy's error bar, ``bars[strategy]``)."""
     searched = f"searched {results[0].searched}" if results and results[0].executions else ""
     blocks = [title + (f"\n{searched}" if searched else "")]
-    blocks += [format_search(r, why, command, bar, usable_gb)
+    blocks += [format_search(r, why, command, bars.get(r.strategy) if bars else None,
+                             usable_gb)
                for r, why in zip(results, reasons, strict=True)]
     if all(r.feasible == 0 for r in results) and any(r.candidates for r in results):
         blocks.append(MORE_GPUS_HINT)

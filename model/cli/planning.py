@@ -219,21 +219,22 @@ def _fewer(res: PlanResult) -> dict[str, Any]:
         float(rows["plan_cost_usd"].iloc[0])) if len(rows) else None}
 
 
-def _bar(model: Any, system: Any, args: argparse.Namespace) -> ErrorBar | None:
-    """The plan's error bar: its population's (dense or MoE, stack, system), as the Plan page
-    shows it; None without a stack."""
+def _bar(model: Any, system: Any, args: argparse.Namespace, row: Any) -> ErrorBar | None:
+    """The plan's error bar: its population's (dense or MoE, stack, system) for the answer
+    ``row``'s strategy, as the Plan page shows it; None without a stack."""
     stack = load_stack(args.stack).name
     coverage = getattr(args, "coverage", COVERAGE)
     if stack == NONE:
         return None
-    return fitted_bar(args, system.name, coverage) or error_bar(
-        stack, model.moe, system.name, coverage=coverage)
+    strategy = str(row["strategy"])
+    return fitted_bar(args, system.name, coverage, strategy) or error_bar(
+        stack, model.moe, system.name, coverage=coverage, strategy=strategy)
 
 
 def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
               ) -> dict[str, Any]:
     row = cli_format.row_dict(res.row)
-    bar = _bar(model, system, args)
+    bar = _bar(model, system, args, res.row)
     return {"model": model.name, "system": system.name, "global_batch": args.global_batch,
             "target": {"days": res.target_days, "budget_usd": res.budget_usd,
                        "with_failures": res.failures},
@@ -261,7 +262,7 @@ def format_plan(res: PlanResult, model: Any, system: Any, args: argparse.Namespa
              f"plan: {s['gpus']:,} GPUs ({s['gpus'] // res.gpu_step:,} x {res.gpu_step}) train "
              f"in {s['days']:.1f} days ({s['days_with_failures']:.1f} with failures)",
              f"      {cli_format.throughput_line(row)}",
-             *([f"      error bar: {bar.text}"] if (bar := _bar(model, system, args)) else []),
+             *([f"      error bar: {bar.text}"] if (bar := _bar(model, system, args, row)) else []),
              f"      {cli_format.config_line(row)}",
              f"      {cli_format.execution_line(row)}",
              f"      {_plan_cost_line(row, res.failures)}"]

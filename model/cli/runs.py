@@ -72,18 +72,31 @@ def _stack_name(args: argparse.Namespace) -> str | None:
     return load_stack(args.stack).name
 
 
-def _error_bar(args: argparse.Namespace, model: Transformer, system: System
-               ) -> ErrorBar | None:
-    """The cross-validated error bar of the command's predictions, from the population they
-    belong to (dense or MoE, stack, system; "not validated" where none was scored): none in
-    the paper mode (the paper's constants) or without a stack (the system's own, uncalibrated,
-    efficiencies)."""
+def _error_bar(args: argparse.Namespace, model: Transformer, system: System,
+               strategy: str | None = None) -> ErrorBar | None:
+    """The cross-validated error bar of the command's predictions with ``strategy`` (default
+    the command's ``--strategy``), from the population they belong to (dense or MoE, stack,
+    system; "not validated" where none was scored, or no scored run used the strategy): none
+    in the paper mode (the paper's constants) or without a stack (the system's own,
+    uncalibrated, efficiencies)."""
     name = _stack_name(args)
     coverage = getattr(args, "coverage", COVERAGE)
     if name in (None, NONE):
         return None
-    fitted = fitted_bar(args, system.name, coverage)
-    return fitted or error_bar(name, model.moe, system.name, coverage=coverage)
+    strategy = strategy or getattr(args, "strategy", None)
+    strategy = None if strategy == "all" else strategy
+    fitted = fitted_bar(args, system.name, coverage, strategy)
+    return fitted or error_bar(name, model.moe, system.name, coverage=coverage,
+                               strategy=strategy)
+
+
+def _search_bars(args: argparse.Namespace, model: Transformer, system: System,
+                 results: list[SearchResult]) -> dict[str, ErrorBar] | None:
+    """The error bar of each search's strategy (None without one: see :func:`_error_bar`)."""
+    if _stack_name(args) in (None, NONE):
+        return None
+    return {r.strategy: _error_bar(args, model, system, r.strategy)  # type: ignore[misc]
+            for r in results}
 
 
 RECOMPUTE_NOTE = ("note: recompute 'none' no longer implies unfused attention: with flash "
@@ -161,13 +174,13 @@ def run_search(args: argparse.Namespace) -> int:
                 "critical_batch_warning": critical_batch_warning(model, args.global_batch)
                 or None,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
-        bar = _error_bar(args, model, system)
-        print_json(cli_format.search_json(results, reasons, elapsed, meta, bar,
+        bars = _search_bars(args, model, system, results)
+        print_json(cli_format.search_json(results, reasons, elapsed, meta, bars,
                                           _usable_gb(args, system)))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
                                               lambda row: evaluate_command(row, args),
-                                              _error_bar(args, model, system),
+                                              _search_bars(args, model, system, results),
                                               _usable_gb(args, system)))
     if all(r.feasible == 0 for r in results):  # valid input, no answer: exit 3 with why
         print("no answer: no configuration fits in HBM; try more GPUs (--gpus)",

@@ -24,7 +24,7 @@ from model.physics.serving_step import Engine, step_times
 from model.serving.evaluate import Candidates, candidates, evaluate_candidates
 from model.serving.inputs import check_inputs
 from model.serving.modes import decode_keys
-from model.serving.validity import error_bars, unmeasured_mechanisms
+from model.serving.validity import error_bars, unmeasured_layout, unmeasured_mechanisms
 from model.specs.hardware import System
 from model.specs.serving import (
     Serving,
@@ -164,7 +164,8 @@ def serve_request(req: Request) -> ServeResult:
                 weight_precision=wl.weight_precision, kv_precision=wl.kv_precision,
                 validated=engine.stack.validated,
                 error_bars=error_bars(engine.stack, model.moe, system.generation,
-                                      unmeasured_mechanisms(wl)))
+                                      unmeasured_mechanisms(wl)
+                                      + unmeasured_layout(engine.stack, model.moe, best)))
     return ServeResult(best, frame, pareto, decode_breakdown(engine, cand.take([best_i]),
                                                              best["batch"]), message)
 

@@ -49,6 +49,42 @@ def unmeasured_mechanisms(wl: ServingWorkload) -> list[str]:
                                     ("MTP", wl.mtp_depth > 0)) if used]
 
 
+@memo.lru("serving fit layouts", 8)
+def fit_layouts(data: str) -> frozenset[tuple[int, int]]:
+    """(tp, pp) of every run of a stack's fit data (``fit.data``: a path from the repository
+    root; empty when the file is missing)."""
+    path = DATA_DIR.parents[1] / data
+    if not path.is_file():
+        return frozenset()
+    runs = json.loads(path.read_text(encoding="utf-8")).get("runs", [])
+    return frozenset((int(r["tp"]), int(r.get("pp", 1))) for r in runs)
+
+
+def unmeasured_layout(stack: ServingStack, moe: bool, row: dict) -> list[str]:
+    """The parts of an answer's layout (a :func:`model.serving.serve` row: tp, pp, ep,
+    attention_dp, prefill_instances) no run of the stack's fit data used, in words: the fit
+    runs are single aggregated instances of their (tp, pp) (TensorRT-LLM's perf overview: tp
+    1–8, pp 1), a MoE one with ep = tp and attention DP from tp 2, as
+    :func:`model.validation.serving.predict` prices them; an answer outside them borrows no
+    population's interval. Nothing for a stack never fitted (already not validated)."""
+    data = (stack.fit or {}).get("data")
+    layouts = fit_layouts(data) if stack.validated and data else frozenset()
+    if not layouts:
+        return []
+    tp, pp = int(row["tp"]), int(row["pp"])
+    out = []
+    if pp not in {p for _, p in layouts}:
+        out.append(f"pipeline parallelism (pp {pp})")
+    if tp not in {t for t, _ in layouts}:
+        out.append(f"tensor parallelism tp {tp}")
+    if int(row.get("prefill_instances") or 0) > 0:
+        out.append("disaggregated prefill and decode instances")
+    if moe and (int(row["ep"]) != tp or bool(row["attention_dp"]) != (tp > 1)):
+        out.append(f"a MoE layout other than ep = tp with attention DP (ep {int(row['ep'])}, "
+                   f"attention DP {'on' if row['attention_dp'] else 'off'})")
+    return out
+
+
 def error_bars(stack: ServingStack, moe: bool, generation: str,
                unmeasured: list[str] | None = None) -> dict[str, str]:
     """Per metric (:data:`METRICS`), the error bar of an answer for a dense or MoE model on a

@@ -36,16 +36,18 @@ DOCS = {DOC: ("coverage", "intervals", "memory", "sources", "moe-sources", "rl")
         DOC.parent / "serving.md": ("serving-coverage",)}
 _BLOCK = re.compile(r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated:"
                     r"(?P=name) -->)", re.S)
-EXAMPLES = (  # (workload, stack, system) of the intervals table
-    ("dense", "megatron-bridge-26.08", "gb200-nvl72"),
-    ("dense", "megatron-bridge-26.08", "h100"),
-    ("dense", "megatron-bridge-26.08", "h200"),
-    ("dense", "torchtitan-2025", "h100-96gb-500w"),
-    ("dense", "pytorch-fsdp-2023", "a100"),
-    ("MoE", "megatron-bridge-26.08", "gb200-nvl72"),
-    ("MoE", "megatron-bridge-26.08", "h100"),
-    ("dense", "megatron-bridge-26.08", "mi300x"),
-    ("dense", "megatron-lm-2021", "a100"),
+EXAMPLES = (  # (workload, stack, system, strategy) of the intervals table
+    ("dense", "megatron-bridge-26.08", "gb200-nvl72", "1d"),
+    ("dense", "megatron-bridge-26.08", "h100", "1d"),
+    ("dense", "megatron-bridge-26.08", "h200", "1d"),
+    ("dense", "torchtitan-2025", "h100-96gb-500w", "1d"),
+    ("dense", "pytorch-fsdp-2023", "a100", "1d"),
+    ("MoE", "megatron-bridge-26.08", "gb200-nvl72", "1d"),
+    ("MoE", "megatron-bridge-26.08", "h100", "1d"),
+    ("dense", "megatron-bridge-26.08", "mi300x", "1d"),
+    ("dense", "megatron-lm-2021", "a100", "1d"),
+    ("dense", "megatron-bridge-26.08", "h200", "summa"),  # the Design page's default
+    ("MoE", "megatron-bridge-26.08", "gb200-nvl72", "context"),
 )
 
 
@@ -78,9 +80,9 @@ def coverage_block() -> str:
 def intervals_block() -> str:
     """The 80 % interval of a few predictions, as the CLI prints it."""
     lines = ["| prediction | 80 % interval |", "| --- | --- |"]
-    for workload, stack, system in EXAMPLES:
-        bar = error_bar(stack, workload == "MoE", system)
-        lines.append(f"| {workload}, {stack}, {system} | {bar.text} |")
+    for workload, stack, system, strategy in EXAMPLES:
+        bar = error_bar(stack, workload == "MoE", system, strategy=strategy)
+        lines.append(f"| {workload}, {stack}, {system}, {strategy} | {bar.text} |")
     return "\n".join(lines) + "\n"
 
 

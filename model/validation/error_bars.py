@@ -15,9 +15,15 @@ other top-level section with ``runs`` and a ``workload`` plugs in as data), the 
 the system's GPU (ampere, hopper, blackwell, blackwell-ultra), and the metric — training
 throughput (every scored run is a training run). A prediction's bar:
 
-1. **not validated** when its family has runs of the workload but none on its GPU generation
-   (e.g. MI300X; TorchTitan on Blackwell), or no firm run of its stack or of the releases whose
-   calibration it inherits (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021);
+1. **not validated** (the first reason that holds, in this order) when its family has runs of
+   the workload but none on its GPU generation (e.g. MI300X; TorchTitan on Blackwell), or
+   when there is no firm run of its stack or of the releases whose calibration it inherits
+   (:func:`model.specs.stack.lineage`; e.g. megatron-lm-2021), or when no scored run of the
+   workload (of its family's stacks, where the family has runs of it) used its parallel
+   strategy — each run records the one it was predicted with, ``1d`` or ``context``: no
+   published run used the idealised 2D SUMMA (``Traits.implemented_by`` empty; the Design
+   page's default), and only dense runs (Megatron's and TorchTitan's) used context
+   parallelism; such a prediction never borrows the 1D runs' interval;
 2. else the interval of the narrowest population with the runs its coverage needs
    (:func:`model.specs.conformal.runs_needed`: 4 for 80 %, 19 for 95 %): (family,
    workload, generation), (family, workload, every generation), (every family, workload,
@@ -25,17 +31,22 @@ throughput (every scored run is a training run). A prediction's bar:
    "borrowed from …"; where even the widest has too few, the bounds are null and the text says
    so. A family with no run of the workload at all (the PyTorch family has no MoE run) borrows
    every family's.
+
+The strategies that pass the check share their population's interval (the scored ``context``
+runs are among the Megatron and PyTorch families' dense ones). The paper mode takes no stack
+and so has no error bar at all (the callers return none): the mode needs no check here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from model.errors import ModelError
+from model.physics.strategies import TRAITS, canonical_strategy
 from model.specs import conformal, memo
 from model.specs.conformal import COVERAGE
 from model.specs.hardware import list_systems, load_system
@@ -64,6 +75,7 @@ class Run:
     score: float = math.nan  # |ln(cross-validated / measured)|
     source: str = ""  # the source held out to predict it
     run_id: str = ""
+    strategy: str = "1d"  # the parallel strategy it was predicted with (older files: 1D)
 
 
 def population_label(family: str, moe: bool, generation: str | None) -> str:
@@ -179,7 +191,7 @@ def scored_runs(path: Path = CROSS_VALIDATION) -> tuple[Run, ...]:
                      run.get("family", _family(run["stack"])),
                      run.get("generation") or _generation(run["system"]) or "",
                      conformal.score(run["cross_validated_s"], run["measured_s"]),
-                     run.get("source", ""), run.get("id", ""))
+                     run.get("source", ""), run.get("id", ""), run.get("strategy", "1d"))
                  for workload, runs in sections for run in runs if not run["uncertain"])
 
 
@@ -194,6 +206,27 @@ def interval(members: list[Run], coverage: float,
 def _unvalidated(moe: bool, system: str | None, reason: str, coverage: float) -> ErrorBar:
     return ErrorBar(math.nan, math.nan, 0, "", "MoE " if moe else "", system or "", reason,
                     coverage=coverage)
+
+
+def unscored_strategy(strategy: str | None, moe: bool, runs: tuple[Run, ...] | None = None,
+                      family: str = ALL) -> str:
+    """Why a prediction made with ``strategy`` (a name or alias: 1d, summa/2d,
+    context/2d-seqp) is not validated: no scored run of its workload (``moe``) of ``family``'s
+    stacks (:data:`ALL`: any stack's) used it; '' when one did or no strategy is given (a
+    stack's listing). ``runs``: the scored runs (default :func:`scored_runs`)."""
+    if strategy is None:
+        return ""
+    name = canonical_strategy(strategy)
+    workload = "moe" if moe else "dense"
+    if any(r.strategy == name and r.workload == workload and family in (ALL, r.family)
+           for r in (scored_runs() if runs is None else runs)):
+        return ""
+    traits = TRAITS[name]
+    whose = "" if family == ALL else f" of a {family}-family stack"
+    why = (f"no published {'MoE' if moe else 'dense'} run{whose} with the {traits.label} "
+           f"strategy ({name}) was ever scored")
+    return why + ("; it is idealised: no production stack ships it" if not traits.production
+                  else "")
 
 
 def _members(runs: list[Run], family: str, generation: str | None) -> list[Run]:
@@ -225,15 +258,18 @@ def population_interval(runs: list[Run], own: tuple[str, str | None], coverage: 
 
 def error_bar(stack: str | None = None, moe: bool = False, system: str | None = None,
               scored: tuple[Run, ...] | None = None,
-              coverage: float = COVERAGE) -> ErrorBar:
+              coverage: float = COVERAGE, strategy: str | None = None) -> ErrorBar:
     """The interval of a prediction made with ``stack`` (a preset name) for a dense or a
     mixture-of-experts (``moe``) model on ``system`` (a preset name; None: any system, as a
-    stack's listing asks) at ``coverage`` (0.5–0.95) — see the module docstring. ``scored``:
-    the runs it is drawn from (default :func:`scored_runs` of the shipped file)."""
+    stack's listing asks) with the parallel ``strategy`` (a name or alias; None: any, as a
+    listing asks) at ``coverage`` (0.5–0.95) — see the module docstring. ``scored``: the runs
+    it is drawn from (default :func:`scored_runs` of the shipped file)."""
     coverage = conformal.check_coverage(coverage)
+    strategy = None if strategy is None else canonical_strategy(strategy)  # bad name: refused
     workload = "moe" if moe else "dense"
     kind = "MoE " if moe else "dense "
-    runs = [r for r in (scored_runs() if scored is None else scored) if r.workload == workload]
+    every = scored_runs() if scored is None else scored
+    runs = [r for r in every if r.workload == workload]
     family = _family(stack)
     generation = _generation(system) if system is not None else None
     kin = [r for r in runs if r.family == family]
@@ -247,6 +283,9 @@ def error_bar(stack: str | None = None, moe: bool = False, system: str | None = 
     if stack is not None and not any(r.stack in chain for r in runs):
         return _unvalidated(moe, system, f"no firm published {kind}run of {stack} was ever "
                             "scored", coverage)
+    unscored = unscored_strategy(strategy, moe, every, family if kin else ALL)
+    if unscored:  # after the system's and the stack's reasons, which it leaves as they were
+        return _unvalidated(moe, system, unscored, coverage)
     own = (family if kin else ALL, generation)
     members, pop, own_members, low, high = population_interval(runs, own, coverage)
     errors = [r.error_pct for r in members]
@@ -256,6 +295,21 @@ def error_bar(stack: str | None = None, moe: bool = False, system: str | None = 
                     population=population_label(own[0], moe, own[1]),
                     borrowed=population_label(pop[0], moe, pop[1]) if pop != own else "",
                     own_runs=len(own_members), sources=len({r.source for r in members}))
+
+
+def common_bar(bars: dict[str, ErrorBar] | None) -> ErrorBar | None:
+    """The one error bar of every strategy searched; where they differ (a strategy no scored
+    run used beside one that some did), "not validated" for the search as a whole, naming
+    them — each result carries its own."""
+    if not bars:
+        return None
+    first = next(iter(bars.values()))
+    if all(b.to_dict() == first.to_dict() for b in bars.values()):
+        return first
+    which = "; ".join(f"{s}: {'validated' if b.validated else b.text}" for s, b in bars.items())
+    return replace(first, mean_pct=math.nan, max_pct=math.nan, reason=(
+        f"the strategies searched have different error bars ({which}); each result carries "
+        "its own error_bar"))
 
 
 def _family(stack: str | None) -> str:

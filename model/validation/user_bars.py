@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from model.physics.strategies import TRAITS, canonical_strategy
 from model.specs import conformal
 from model.specs.stack import list_stacks
 from model.validation.error_bars import ErrorBar
@@ -56,12 +57,30 @@ def scores_bar(name: str, scores: list[float] | None, system: str,
                     own_runs=len(clean), method="leave-one-out")
 
 
-def fitted_bar(args: argparse.Namespace, system: str, coverage: float) -> ErrorBar | None:
-    """The interval of the command's predictions when its ``--stack`` is a fitted stack's
-    file written by ``calibrate`` (None otherwise)."""
+def idealised_reason(name: str, strategy: str | None) -> str:
+    """Why a fitted stack ``name``'s interval does not cover a prediction with ``strategy``
+    (a name or alias; None: any): the strategy is idealised, so none of the user's runs, each
+    made with a shipped stack, can have used it ('' otherwise)."""
+    if strategy is None:
+        return ""
+    traits = TRAITS[canonical_strategy(strategy)]
+    if traits.production:
+        return ""
+    return (f"your fitted stack '{name}' was fitted on runs of shipped stacks, and none ships "
+            f"the idealised {traits.label} strategy")
+
+
+def fitted_bar(args: argparse.Namespace, system: str, coverage: float,
+               strategy: str | None = None) -> ErrorBar | None:
+    """The interval of the command's predictions (with ``strategy``; None: any) when its
+    ``--stack`` is a fitted stack's file written by ``calibrate`` (None otherwise)."""
     stack = getattr(args, "stack", None)
     cal = calibration_of(stack)
     if cal is None:
         return None
     name = str(cal.get("name") or Path(str(stack)).stem)
+    why = idealised_reason(name, strategy)
+    if why:
+        return ErrorBar(math.nan, math.nan, 0, name, system=system, coverage=coverage,
+                        reason=why)
     return scores_bar(name, cal[SCORES].get(system), system, coverage)
