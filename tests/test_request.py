@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import model as api
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from dashboard.jobs import compute
 from model import Request, Training, evaluate, load_model, load_system, plan, search, sweep
@@ -113,7 +114,7 @@ def test_the_command_line_builds_one_request(monkeypatch, capsys):
 
 
 def test_the_dashboard_builds_its_request_from_the_scenario():
-    scn = {**S.default_scenario(), **S.model_values("llama3-8b"), "gpus": 64,
+    scn = {**S.default_scenario(), **PR.model_values("llama3-8b"), "gpus": 64,
            "design_strategy": "1d"}
     scn, errors = S.validate_scenario(scn)
     assert errors == {}
