@@ -19,7 +19,7 @@ from model.cli import numbers
 from model.cli.plain_json import BREAKDOWN, MEMORY, fits_json, with_cp
 from model.engine.search import Evaluation, SearchResult
 from model.specs.conformal import COVERAGE
-from model.specs.execution import CHOICES as EXECUTION_COLUMNS
+from model.specs.execution_variants import CHOICES as EXECUTION_COLUMNS
 from model.validation.error_bars import ErrorBar
 
 PLACEMENT_KEYS = ("nv_tp1", "nv_tp2", "nv_dp", "nv_pp")

@@ -32,7 +32,7 @@ from model.errors import ModelError
 from model.physics.strategies import supported_strategies
 from model.specs.batch import critical_batch_warning
 from model.specs.conformal import COVERAGE
-from model.specs.execution import CHOICES
+from model.specs.execution_variants import CHOICES
 from model.specs.hardware import load_system
 from model.specs.models import load_model
 from model.specs.stack import NONE, load_stack

@@ -27,7 +27,8 @@ from model.engine.space import PIN_NAMES
 from model.errors import ModelError
 from model.physics.strategies import canonical_strategy
 from model.specs.cost import Costs
-from model.specs.execution import Execution, execution_variants
+from model.specs.execution import Execution
+from model.specs.execution_variants import execution_variants
 from model.specs.hardware import System
 from model.specs.modes import DEFAULT as DEFAULT_MODE
 from model.specs.modes import Mode, resolve_mode

@@ -19,12 +19,8 @@ from typing import Any
 
 from model.engine.pruning import Pruning
 from model.errors import ModelError
-from model.specs.execution import (
-    DEFAULT_SEARCH,
-    Execution,
-    execution_variants,
-    resolve_execution,
-)
+from model.specs.execution import Execution, resolve_execution
+from model.specs.execution_variants import DEFAULT_SEARCH, execution_variants
 from model.specs.hardware import System
 from model.specs.modes import DEFAULT as DEFAULT_MODE
 from model.specs.modes import Mode
