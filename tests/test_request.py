@@ -37,7 +37,30 @@ def test_a_request_is_frozen_and_its_parts_read_only():
     with pytest.raises(TypeError):
         req.execution["zero"] = 3  # type: ignore[index]
     assert req.execution_given() == {"recompute": ["selective", "full"]}
-    assert req.workload == Training(256, (64,))
+    assert (req.workload.global_batch, req.workload.gpus, req.workload.max_gpus) == (
+        256, (64,), None)
+    assert req.workload.search.pins is req.pins and req.pins["tp1"] == 8
+
+
+def test_each_workload_carries_its_own_parts():
+    """A training request's search knobs, mode and execution live in its Training workload
+    (its Search part); a serving request has none of them: four fields, and each knob read
+    from it is refused in words."""
+    req = _request(strategy="context", top_k=3, budget=10**6, pins={"pp": 2}, mode="paper")
+    work = req.workload
+    assert isinstance(work, Training) and (work.search.top_k, work.search.budget) == (3, 10**6)
+    assert work.search.strategy == req.strategy == "context" and work.mode == req.mode
+    moved = req.replace(top_k=5, strategy="1d")
+    assert (moved.top_k, moved.strategy, moved.workload.gpus, req.top_k) == (5, "1d", (64,), 3)
+    serving = Request(M, SYS, api.Serving(api.ServingWorkload(512, 128), 8))
+    assert [f.name for f in dataclasses.fields(serving)] == ["model", "system", "workload",
+                                                             "stack"]
+    assert not hasattr(serving.workload, "search")
+    for name in ("strategy", "pins", "top_k", "budget", "pruning", "mode", "execution"):
+        with pytest.raises(ModelError, match="for training; the request's workload is serving"):
+            getattr(serving, name)
+    with pytest.raises(ModelError, match="for training; the request's workload is serving"):
+        serving.replace(top_k=3)
 
 
 @pytest.mark.parametrize("kwargs, words", [

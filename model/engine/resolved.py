@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from model.engine.pruning import Pruning
 from model.errors import ModelError
 from model.specs.execution import Execution, resolve_execution
 from model.specs.execution_variants import DEFAULT_SEARCH, execution_variants
@@ -26,7 +25,7 @@ from model.specs.modes import DEFAULT as DEFAULT_MODE
 from model.specs.modes import Mode
 from model.specs.stack import NO_STACK, Stack, load_stack
 from model.specs.transformer import Transformer
-from model.specs.workload import Training, Workload
+from model.specs.workload import Pruning, Training, Workload
 
 
 def with_stack(system: System, execution: object, stack: str | Stack | None, mode: Mode
