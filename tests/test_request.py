@@ -52,6 +52,12 @@ def test_each_workload_carries_its_own_parts():
     assert work.search.strategy == req.strategy == "context" and work.mode == req.mode
     moved = req.replace(top_k=5, strategy="1d")
     assert (moved.top_k, moved.strategy, moved.workload.gpus, req.top_k) == (5, "1d", (64,), 3)
+    built = Request(M, SYS, Training(64, (8,), search=api.Search("1D", pins={"pp": 2})))
+    assert built.strategy == "1d" and built.top_k == 10  # made canonical by the request
+    with pytest.raises(TypeError):
+        built.pins["pp"] = 4  # type: ignore[index]
+    with pytest.raises(ModelError, match="unknown pin 'tq'"):
+        Request(M, SYS, Training(64, (8,), search=api.Search(pins={"tq": 2})))
     serving = Request(M, SYS, api.Serving(api.ServingWorkload(512, 128), 8))
     assert [f.name for f in dataclasses.fields(serving)] == ["model", "system", "workload",
                                                              "stack"]

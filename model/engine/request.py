@@ -207,11 +207,15 @@ def _searched(work: Training, stack: str | Stack | None) -> Training:
     """A training workload whose search names what the engine knows: canonical strategy names,
     pins of the space's dimensions and, but in the paper mode (it takes no stack), the layouts
     the stack runs — once for every search, sweep, plan and evaluation."""
-    strategy, pins = _strategies(work.search.strategy), frozen_pins(work.search.pins)
+    given = work.search
+    strategy, pins = _strategies(given.strategy), frozen_pins(given.pins)
     if work.mode == DEFAULT_MODE:
         strategy, pins = stack_layouts(stack, strategy, pins)
         pins = frozen_pins(pins)
-    return replace(work, search=replace(work.search, strategy=strategy, pins=pins))
+    if strategy == given.strategy and isinstance(given.pins, MappingProxyType) and \
+            pins == given.pins:  # as given (Request.build's): not validated again
+        return work
+    return replace(work, search=replace(given, strategy=strategy, pins=pins))
 
 
 def _mode_of(mode: object, compat: object) -> object:

@@ -56,7 +56,10 @@ def training_of(workload: object) -> Training:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A request resolved: every field as the engine uses it (see the module docstring)."""
+    """A request resolved: every field as the engine uses it (see the module docstring). The
+    training workload's mode and search part (strategy, pins, rows, budget, pruning) are laid
+    out flat here, as the engine reads them; a study's own (:meth:`replace`) change them here,
+    not in ``workload``, whose GPU counts and global batch the engine reads."""
 
     model: Transformer
     system: System  # the request's system (NVLink domain, costs) with the stack applied
