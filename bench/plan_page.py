@@ -52,7 +52,8 @@ WORK = Path(tempfile.mkdtemp(prefix="perf-bench-plan-"))
 os.environ["PERF_CACHE_DIR"] = str(WORK / "import")  # never the repository's cache/
 
 import app  # noqa: E402, F401 - the Dash app: pages register, callbacks are defined
-from dashboard.controls.scenario import default_scenario, model_values  # noqa: E402
+from dashboard.controls.presets import model_values  # noqa: E402
+from dashboard.controls.scenario import default_scenario  # noqa: E402
 from dashboard.jobs import compute  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
 from model.engine.frontier import CACHE as SEARCH_CACHE  # noqa: E402

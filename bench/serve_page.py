@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("PERF_CACHE_DIR", tempfile.mkdtemp(prefix="perf-serve-bench-"))
 
 import app  # noqa: E402, F401 - registers the pages
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.pages import serve_page as page  # noqa: E402
 from dashboard.views.serve_view import CARDS, DEFAULT_FORM  # noqa: E402
@@ -35,8 +36,8 @@ def main() -> int:
     times, cpu = [], []
     for i in range(args.runs):
         model, system = CASES[i % len(CASES)]
-        scn = {**S.default_scenario(), **S.model_values(model), "model": model,
-               **S.system_values(system), "system": system}
+        scn = {**S.default_scenario(), **PR.model_values(model), "model": model,
+               **PR.system_values(system), "system": system}
         scn["hbm_tb_per_s"] = scn["hbm_tb_per_s"] * float(rng.uniform(0.8, 1.5))
         mode = ("offline", "concurrency", "request-rate")[i % 3]
         form = {**DEFAULT_FORM, "gpus": int(rng.choice([8, 16, 32])), "mode": mode,

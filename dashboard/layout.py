@@ -8,7 +8,8 @@ from dash import dcc, html
 
 from dashboard.controls.banner import banner
 from dashboard.controls.panel import HEADER, panel, widget
-from dashboard.controls.scenario import PRESET_OF, default_scenario
+from dashboard.controls.presets import PRESET_OF
+from dashboard.controls.scenario import default_scenario
 
 
 def shell() -> html.Div:

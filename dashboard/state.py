@@ -37,12 +37,10 @@ from dashboard.controls.panel import (
     slider_position,
     to_widget,
 )
+from dashboard.controls.presets import PRESET_OF, fitted_values, preset_values
 from dashboard.controls.scenario import (
-    PRESET_OF,
     default_scenario,
-    fitted_values,
     from_json,
-    preset_values,
     to_json,
     validate_scenario,
     with_presets,

@@ -33,7 +33,7 @@ from model.specs.transformer import (
     list_models,
     transformer_from_dict,
 )
-from model.specs.workload import Training
+from model.specs.workload import Search, Training
 from model.studies.finetune import FineTune, FineTuneResult, finetune
 from model.studies.plan import PlanResult
 from model.studies.rl import RlResult, RlStep, rl_step
@@ -43,7 +43,8 @@ __version__ = "0.1.0"
 __all__ = [
     "SYSTEMS_DIR", "WORKLOADS_DIR", "Evaluation", "FineTune", "FineTuneResult", "ModelError",
     "PlanResult", "RlResult", "RlStep", "SearchResult",
-    "Request", "ServeResult", "Serving", "ServingLayout", "ServingWorkload", "System", "Training",
+    "Request", "Search", "ServeResult", "Serving", "ServingLayout", "ServingWorkload", "System",
+    "Training",
     "Transformer", "best_per_cell",
     "canonical_strategy", "codesign", "design_space", "evaluate", "finetune", "list_models",
     "list_systems", "rl_step",

@@ -12,7 +12,7 @@ import pytest
 
 from model import load_model, load_system, search
 from model.cli import main
-from model.specs.execution import CHOICES as EXECUTION_COLUMNS
+from model.specs.execution_variants import CHOICES as EXECUTION_COLUMNS
 
 LLAMA70 = ["--model", "llama3-70b", "--system", "h100", "--gpus", "1024", "--global-batch",
            "1024", "--strategy", "1d", "--tp", "8"]

@@ -13,6 +13,7 @@ import pytest
 
 from dashboard.controls.control_record import SPEC_FIELDS, Control, tooltip
 from dashboard.controls.control_table import CONTROLS
+from dashboard.jobs import codesign
 from dashboard.views import serve_view
 from model import ModelError
 from model.cli import costs
@@ -22,7 +23,9 @@ from model.specs import execution as ex
 from model.specs import execution_fields as ef
 from model.specs.cost import FIELDS as COST_FIELDS
 from model.specs.execution_fields import BY_NAME, EXECUTION_FIELDS
+from model.specs.hardware import FIELDS as SYSTEM_FIELDS
 from model.specs.serving import MTP_DEPTH
+from model.specs.workload import MAX_GLOBAL_BATCH
 
 SPEC_CONTROLS = [c for c in CONTROLS if c.spec]
 # a control may narrow its field's range, never widen it; the one that does and why: the
@@ -130,3 +133,64 @@ def test_the_mtp_depth_has_one_range():
     with pytest.raises(ModelError):
         serve_view.checked_form({**form, "mtp": hi + 1})
     # the page's dropdown: tests/test_serve_page.py::test_the_mtp_dropdown_offers_the_fields_range
+
+
+# The Serving page's numbers: (form key, field name, what the form must hold beside it). A
+# page reads each range from its field and may narrow it, never widen it
+# (dashboard/views/serve_view.py: NARROWED, each with its reason).
+SERVING_NUMBERS = [
+    ("input_tokens", "input_tokens", {}), ("output_tokens", "output_tokens", {}),
+    ("load", "concurrency", {"mode": "concurrency"}),
+    ("load", "request_rate_per_s", {"mode": "request-rate"}),
+    ("mtp", "mtp_depth", {"mtp_acceptance": 0.8}),
+    ("ttft_max_s", "ttft_max_s", {}), ("tpot_max_s", "tpot_max_s", {}),
+    ("kv_offload_gb", "kv_offload_gb", {}),
+    ("tp", "tp", {}), ("pp", "pp", {}), ("ep", "ep", {}), ("replicas", "replicas", {}),
+    ("prefill_instances", "prefill_instances", {"decode_instances": 1}),
+    ("decode_instances", "decode_instances", {"prefill_instances": 1}),
+    ("max_batch", "max_batch", {}),
+]
+
+
+def test_the_serving_page_narrows_only_what_it_says():
+    assert set(serve_view.NARROWED) == {"output_tokens", "tp", "pp", "ep"}
+    for name in serve_view.NARROWED:
+        f, (lo, hi) = serve_view.FIELDS[name], serve_view.page_range(name)
+        assert f.lo <= lo <= hi <= f.hi and (lo, hi) != (None, None)
+
+
+@pytest.mark.parametrize("key, name, beside", SERVING_NUMBERS, ids=lambda v: str(v))
+def test_a_serving_form_number_takes_its_fields_range(key, name, beside):
+    """The page's bounds are the field's (or its declared narrowing): both pass, one step
+    beyond either is refused in the form's words."""
+    f, (lo, hi) = serve_view.FIELDS[name], serve_view.page_range(name)
+    narrowed = serve_view.NARROWED.get(name, {})
+    assert (lo, hi) == (narrowed.get("lo", f.lo), narrowed.get("hi", f.hi))
+    form = {**serve_view.DEFAULT_FORM, **beside}
+    for value in (lo, hi):
+        serve_view.checked_form({**form, key: f.kind(value)})
+    below, above = (lo - 1, hi + 1) if f.kind is int else (lo / 2 if lo else -1e-3, hi * 1.001)
+    for value in (below, above):
+        with pytest.raises(ModelError):
+            serve_view.checked_form({**form, key: f.kind(value)})
+
+
+def test_the_codesign_form_takes_its_fields_ranges():
+    """Co-design's page-local numbers: the host bandwidth is the system field's (above 0: a
+    host link of 0 GB/s offloads nothing), a global batch the Global batch control's, and each
+    varied value its system field's."""
+    form = {**codesign.DEFAULTS, "budget_usd": 1e6}
+    host = codesign.HOST
+    assert codesign.study({**form, "host_gb_per_s": host.hi})["host_gb_per_s"] == host.hi
+    with pytest.raises(ValueError, match="host memory bandwidth"):
+        codesign.study({**form, "host_gb_per_s": host.hi * 1.001})
+    batch = next(c for c in CONTROLS if c.key == "global_batch")
+    assert batch.hi == MAX_GLOBAL_BATCH
+    assert codesign.study({**form, "batches": str(batch.hi)})["batches"] == [batch.hi] * 3
+    with pytest.raises(ValueError, match="Global batch"):
+        codesign.study({**form, "batches": str(batch.hi + 1)})
+    hbm = next(f for f in SYSTEM_FIELDS if f.name == "hbm_capacity_gb")
+    row = {"field": "hbm_capacity_gb", "values": f"{hbm.hi:g}", "prices": "1"}
+    codesign.study({**form, "rows": [row]})
+    with pytest.raises(ValueError, match="hbm_capacity_gb"):
+        codesign.study({**form, "rows": [{**row, "values": f"{hbm.hi * 1.001:g}"}]})

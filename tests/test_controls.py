@@ -28,6 +28,7 @@ from dash import no_update  # noqa: E402
 import app  # noqa: E402, F401 - creates the Dash app (use_pages), registers the callbacks
 from dashboard import state  # noqa: E402
 from dashboard.controls import panel as controls  # noqa: E402
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.controls import scenario_link as L  # noqa: E402
 from dashboard.controls.control_record import WIDGETS  # noqa: E402
@@ -109,10 +110,10 @@ def test_every_record_is_a_field_a_url_key_and_a_widget():
             assert c.key in state.ERROR_KEYS
         assert c.tip and c.label[0].isupper()
     assert len(S.KEYS) == len(set(S.KEYS)) == len(CONTROLS)
-    assert {f"reset-{g}" for g in S.PRESET_OF} <= panel_ids
+    assert {f"reset-{g}" for g in PR.PRESET_OF} <= panel_ids
     # what the estimator's cache key holds: every preset group, and the mode
     assert set(S.estimator_inputs(scn)) == {c.key for c in CONTROLS
-                                         if c.group in S.PRESET_OF} | {"mode"}
+                                         if c.group in PR.PRESET_OF} | {"mode"}
 
 
 def test_choices_come_from_the_model_tables():
@@ -135,7 +136,7 @@ table.CONTROLS = (*table.CONTROLS, new)
 table.BY_KEY["dropout"] = new
 import app
 from dashboard.jobs import compute
-from dashboard.controls import panel as controls, scenario as S, scenario_link as L
+from dashboard.controls import panel as controls, presets as PR, scenario as S, scenario_link as L
 from dashboard import state
 scn = S.default_scenario()
 off, errors = S.validate_scenario({**scn, "dropout": False})
@@ -143,7 +144,7 @@ model, _ = S.build_inputs(off)
 back, _ = S.validate_scenario(L.from_query(L.to_query(off)))
 ids = str(controls.panel(scn))
 print(json.dumps({
-    "default": scn["dropout"], "llama": S.model_values("llama3-8b")["dropout"],
+    "default": scn["dropout"], "llama": PR.model_values("llama3-8b")["dropout"],
     "errors": errors, "estimator": model.dropout, "url": back["dropout"],
     "bad": S.validate_scenario({**scn, "dropout": "maybe"})[1],
     "widget": "'ctl-dropout'" in ids and "'err-dropout'" in ids,
@@ -290,9 +291,9 @@ def test_a_stack_fills_its_kernel_fsdp_and_moe_execution_controls():
 
 
 def test_model_presets_set_their_published_global_batch():
-    assert S.model_values("llama3-405b")["global_batch"] == 2048
-    assert S.model_values("gpt3-175b")["global_batch"] == 1536
-    assert S.model_values("llama3-8b")["global_batch"] == 4096  # none published: the default
+    assert PR.model_values("llama3-405b")["global_batch"] == 2048
+    assert PR.model_values("gpt3-175b")["global_batch"] == 1536
+    assert PR.model_values("llama3-8b")["global_batch"] == 4096  # none published: the default
     assert load_model("llama3-8b").global_batch is None
 
 
@@ -317,25 +318,25 @@ def test_global_batch_in_tokens():
 
 
 def test_critical_batch_warning():
-    llama8 = _valid(**S.model_values("llama3-8b"))
+    llama8 = _valid(**PR.model_values("llama3-8b"))
     warning = notes.critical_batch_warning(llama8)  # 4096 × 8192 = 33.6M tokens
     assert "exceeds the critical batch" in warning and "Kaplan et al. 2020" in warning
     assert "7.36M tokens" in warning and "898 sequences" in warning
     assert notes.critical_batch_warning({**llama8, "global_batch": 512}) == ""
-    assert notes.critical_batch_warning(_valid(**S.model_values("llama3-405b"))) == ""
-    assert notes.critical_batch_warning(_valid(**S.model_values("vit-era5"))) == ""
+    assert notes.critical_batch_warning(_valid(**PR.model_values("llama3-405b"))) == ""
+    assert notes.critical_batch_warning(_valid(**PR.model_values("vit-era5"))) == ""
     text = str(notes.batch_note(llama8))
     assert "33.6M tokens" in text and "publishes no global batch" in text
-    assert "published with" in str(notes.batch_note(_valid(**S.model_values("llama3-405b"))))
+    assert "published with" in str(notes.batch_note(_valid(**PR.model_values("llama3-405b"))))
 
 
 # --------------------------------------------------------------------------- stack, error bar
 
 
 def test_the_stack_reaches_the_estimator(tmp_cache):
-    base = _valid(**S.model_values("llama3-8b"), strategy="1d", design_strategy="1d", gpus=64)
+    base = _valid(**PR.model_values("llama3-8b"), strategy="1d", design_strategy="1d", gpus=64)
     # choosing a stack loads its execution group (as the panel and a partial link do)
-    old = _valid(**{**base, **S.preset_values("execution", "megatron-lm-2021")})
+    old = _valid(**{**base, **PR.preset_values("execution", "megatron-lm-2021")})
     default, chosen = compute.top(base), compute.top(old)
     assert not np.allclose(default["iteration_time_s"].iloc[:5],
                            chosen["iteration_time_s"].iloc[:5])
@@ -357,9 +358,9 @@ def test_the_headline_carries_the_error_bar():
     issue 32); the default system, H200, is a Hopper GPU: the Hopper runs' interval; MI300X
     was never scored: 'not validated' (tests/test_error_bars.py)."""
     assert "dense training on hopper GPUs" in notes.days_text(_valid(), 182.0)
-    mi = _valid(**{**S.system_values("mi300x"), "system": "mi300x"})
+    mi = _valid(**{**PR.system_values("mi300x"), "system": "mi300x"})
     assert "not validated: no published dense run on a cdna3 GPU" in notes.days_text(mi, 182.0)
-    scn = _valid(**{**S.system_values("gb200-nvl72"), "system": "gb200-nvl72"})
+    scn = _valid(**{**PR.system_values("gb200-nvl72"), "system": "gb200-nvl72"})
     bar = error_bar(scn["stack"], False, "gb200-nvl72")
     low, high = bar.time_range(182.0)
     assert notes.days_text(scn, 182.0) == f"182.0 days ({low:.1f}–{high:.1f}, {bar.text})"

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import app as dash_app  # noqa: E402 - creates the Dash app (use_pages), registers callbacks
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.controls import scenario_link as L  # noqa: E402
 from dashboard.jobs import compute, studies  # noqa: E402
@@ -67,7 +68,7 @@ def is_no_update(value: Any) -> bool:
 
 
 # a scenario where nothing fits (the compute and page tests' infeasible case)
-INFEASIBLE = {**S.model_values("vit-era5"), **S.system_values("a100"), "gpus_min": 4,
+INFEASIBLE = {**PR.model_values("vit-era5"), **PR.system_values("a100"), "gpus_min": 4,
               "gpus_max": 32, "strategy": "1d"}
 
 
@@ -313,7 +314,7 @@ def test_no_configuration_at_all_is_explained_by_the_rule_it_breaks():
     layers cannot make 9 pipeline stages. Changed deliberately (issue 12): the default model's
     counts are powers of two for every domain now, and the explanation names the closest
     factorisation and the rule it breaks (model.engine.rules.why_no_candidates)."""
-    from dashboard.controls.scenario import system_values
+    from dashboard.controls.presets import system_values
     scn = valid(**system_values("gb200-nvl72"), gpus_min=72, gpus_max=4608, layers=8,
                 mode="paper")
     text = scaling.build(scn)[3]
@@ -340,7 +341,7 @@ def test_execution_controls_change_the_scaling_data():
     assert common and not base.set_index("gpus").loc[common, "iteration_time_s"].equals(
         full.set_index("gpus").loc[common, "iteration_time_s"])
     assert (full["recompute"] == "full").all()
-    scn, errors = S.validate_scenario({**valid(), **S.system_values("a100"), "precision": "fp8"})
+    scn, errors = S.validate_scenario({**valid(), **PR.system_values("a100"), "precision": "fp8"})
     assert scn is None and "FP8" in errors["precision"]
     assert S.execution_of(valid(mode="paper", recompute="full")) is None
 

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import pytest
 from test_dashboard import INFEASIBLE, default, valid
 
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from dashboard.jobs import compute
 from dashboard.pages import design, hbm, scaling
@@ -59,7 +60,7 @@ def test_scaling_page_builds_default():
 
 
 @pytest.mark.parametrize("over", [
-    S.system_values("b200"), S.system_values("a100"),  # GPU generation
+    PR.system_values("b200"), PR.system_values("a100"),  # GPU generation
     {"nvs": 64}, {"nvs": 4},
     {"hbm_gb": 80.0}, {"hbm_gb": 400.0},
 ], ids=["b200", "a100", "nvs64", "nvs4", "hbm80", "hbm400"])

@@ -16,6 +16,7 @@ from dash._utils import AttributeDict
 from test_dashboard import default, is_no_update, valid
 
 from dashboard import state
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from dashboard.controls import scenario_link as L
 from dashboard.controls.panel import CONTROL_KEYS
@@ -42,9 +43,9 @@ def test_collect_waits_for_a_newly_chosen_presets_values():
     out = _collect({**current, "system": "b200"}, current, True, trigger="ctl-system.value")
     assert all(is_no_update(v) for v in out)
     # the preset's values arrive (with its name, as apply_preset sets them): stored
-    loaded = {**current, **S.system_values("b200")}
+    loaded = {**current, **PR.system_values("b200")}
     out = _collect(loaded, current, True, trigger="ctl-hbm_gb.value")
-    assert out[0]["system"] == "b200" and out[0]["hbm_gb"] == S.system_values("b200")["hbm_gb"]
+    assert out[0]["system"] == "b200" and out[0]["hbm_gb"] == PR.system_values("b200")["hbm_gb"]
 
 
 def test_collect_invalid_value_keeps_store_and_reports_on_control():
@@ -161,7 +162,7 @@ def test_apply_preset():
     out = _apply("ctl-model.value", scn, applied, model="llama3-8b")
     values = dict(zip(CONTROL_KEYS, out[:n]))
     assert {k: values[k] for k in S.MODEL_KEYS} == {
-        k: v for k, v in S.model_values("llama3-8b").items() if k in S.MODEL_KEYS}
+        k: v for k, v in PR.model_values("llama3-8b").items() if k in S.MODEL_KEYS}
     assert values["hbm_gb"] == scn["hbm_gb"]  # the system group is untouched
     assert out[n] == {**applied, "model": "llama3-8b"}
     # the preset already applied (e.g. set by hydrate): nothing changes
@@ -173,7 +174,7 @@ def test_apply_preset():
     out = _apply("ctl-system.value", scn, applied, system="b200")
     values = dict(zip(CONTROL_KEYS, out[:n]))
     assert {k: values[k] for k in S.SYSTEM_KEYS} == {
-        k: v for k, v in S.system_values("b200").items() if k in S.SYSTEM_KEYS}
+        k: v for k, v in PR.system_values("b200").items() if k in S.SYSTEM_KEYS}
     assert values["layers"] == scn["layers"]
     # a software stack loads its execution defaults (2021 Megatron-LM: no SP, replicated
     # optimizer, no TP overlap); "none" the Execution defaults
@@ -190,6 +191,6 @@ def test_apply_preset():
 
 def test_preset_values_validate():
     for name in ("gpt3-175b", "llama3-70b", "vit-era5"):
-        assert S.validate_scenario({**default(), **S.model_values(name)})[1] == {}
+        assert S.validate_scenario({**default(), **PR.model_values(name)})[1] == {}
     for name in ("a100", "b200", "gb200-nvl72"):
-        assert S.validate_scenario({**default(), **S.system_values(name)})[1] == {}
+        assert S.validate_scenario({**default(), **PR.system_values(name)})[1] == {}

@@ -17,6 +17,7 @@ import pytest
 
 import app  # noqa: F401 - creates the Dash app (use_pages) before the pages are imported
 from dashboard import figures
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from dashboard.figures import theme
 from dashboard.figures.axes import count_label, every_nth, gpu_ticks, room_for_titles
@@ -229,7 +230,7 @@ def test_compare_edited_system_and_domains():
 
 
 def test_compare_says_which_system_cannot_run_the_scenario():
-    scn = valid(system="h100", **{k: v for k, v in S.system_values("h100").items()
+    scn = valid(system="h100", **{k: v for k, v in PR.system_values("h100").items()
                                   if k != "system"}, precision="fp8", gpus_min=1024,
                 gpus_max=2048)
     fig, error, skipped = systems.build(scn, ["a100", "h100"], [0])

@@ -20,6 +20,7 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 
 from dashboard import state
+from dashboard.controls import presets as PR
 from dashboard.controls import saved
 from dashboard.controls import scenario as S
 from dashboard.controls import scenario_link as L
@@ -52,7 +53,7 @@ def _fit(eta: float = 0.5, name: str = "my-stack", fit: dict | None = None) -> d
 def _session(fit: dict[str, Any] | None = None, **over: Any) -> dict[str, Any]:
     """A valid scenario on H100 with the fitted stack applied."""
     fit = fit or _fit()
-    raw = {**S.with_presets({"system": "h100"}), **S.fitted_values(check_fitted(fit)[0]),
+    raw = {**S.with_presets({"system": "h100"}), **PR.fitted_values(check_fitted(fit)[0]),
            FITTED_KEY: fit, **over}
     scn, errors = S.validate_scenario(raw)
     assert errors == {}
@@ -178,7 +179,7 @@ def test_apply_puts_it_in_the_session_and_the_stack_control_gets_it_back():
     values = dict(zip(CONTROL_KEYS, out[:n]))
     applied, stored, options, message = out[n:]
     assert values["stack"] == FITTED and applied["stack"] == FITTED
-    assert values["elementwise"] == S.fitted_values(check_fitted(_fit())[0])["elementwise"]
+    assert values["elementwise"] == PR.fitted_values(check_fitted(_fit())[0])["elementwise"]
     assert stored == check_fitted(_fit())[0] and "every page now computes" in str(message)
     assert options[-1] == {"label": "fitted: my-stack", "value": FITTED}
     # the controls then validate into the scenario with the fit

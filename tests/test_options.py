@@ -16,6 +16,7 @@ from model.cli.commands import build_parser
 from model.cli.options import execution_from_args, flag
 from model.specs import execution as ex
 from model.specs import execution_fields as ef
+from model.specs import execution_variants as variants
 from model.specs.stack import default_stack_name, load_stack
 
 BASE = ["--model", "llama3-8b", "--system", "h100", "--global-batch", "256"]
@@ -86,7 +87,7 @@ def test_a_list_is_searched_and_all_means_every_choice():
     given = execution_from_args(args, searching=True)
     assert given["ep_dispatcher"] == list(ef.EP_DISPATCHERS)
     assert given["moe_imbalance"] == [1.0, 1.5]
-    assert len(ex.execution_variants(given)) == 4
+    assert len(variants.execution_variants(given)) == 4
 
 
 @pytest.mark.parametrize("name", ex.FIELDS)

@@ -21,6 +21,7 @@ if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_D
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.jobs import planner  # noqa: E402
 from dashboard.pages import plan as page  # noqa: E402
@@ -47,8 +48,8 @@ SAME = ("gpus", "strategy", "tp1", "pp", "dp", "microbatch", "interleave", "reco
 
 
 def _page(changes: dict) -> dict:
-    raw = {**S.default_scenario(), **S.model_values(changes["model"]),
-           **S.system_values(changes["system"]), **changes, "budget_kind": "tokens"}
+    raw = {**S.default_scenario(), **PR.model_values(changes["model"]),
+           **PR.system_values(changes["system"]), **changes, "budget_kind": "tokens"}
     scn, errors = S.validate_scenario(raw)
     assert errors == {}, errors
     frame = planner.answer(scn).set_index("role")
@@ -99,7 +100,7 @@ def test_the_page_says_it_plans_with_failures_and_labels_summa_idealised():
 def test_compare_systems_ranks_production_strategies_unless_summa_is_chosen():
     """Its points were the best of every strategy, the idealised SUMMA included, unlabelled."""
     from dashboard.jobs import studies
-    scn = S.validate_scenario({**S.default_scenario(), **S.model_values("llama3-8b"),
+    scn = S.validate_scenario({**S.default_scenario(), **PR.model_values("llama3-8b"),
                                "model": "llama3-8b", "gpus_min": 8, "gpus_max": 64})[0]
     frame = studies.systems(scn, names=("h100",), domains=(0,))
     assert len(frame) and set(frame["strategy"]) <= {"1d", "context"}

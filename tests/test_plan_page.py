@@ -22,6 +22,7 @@ import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
 from dashboard import figures  # noqa: E402
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.controls.control_table import BY_KEY  # noqa: E402
 from dashboard.jobs import compute, planner  # noqa: E402
@@ -90,7 +91,7 @@ def test_targets_and_cost_inputs_reach_the_plan():
 
 
 def test_system_price_and_power_come_from_the_preset_and_override():
-    scn = S.validate_scenario({**S.default_scenario(), **S.system_values("b200")})[0]
+    scn = S.validate_scenario({**S.default_scenario(), **PR.system_values("b200")})[0]
     b200 = load_system("b200")
     assert (scn["usd_per_gpu_hour"], scn["tdp_w"], scn["node_gpus"]) == (
         b200.usd_per_gpu_hour, b200.tdp_w, b200.node_gpus)

@@ -27,6 +27,7 @@ import pytest  # noqa: E402
 from dash import no_update  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.controls.banner import banner_text  # noqa: E402
 from dashboard.jobs import budget, plan_stages, planner  # noqa: E402
@@ -38,12 +39,12 @@ from model.engine.counts import count_range  # noqa: E402
 from model.engine.request import Request  # noqa: E402
 
 BASE = S.default_scenario()
-MOE = [m for m in S.PRESET_OF["model"].choices if load_model(m).moe]
+MOE = [m for m in PR.PRESET_OF["model"].choices if load_model(m).moe]
 
 
 def scenario(model: str, **over) -> dict:
     """The default scenario with a model preset's values (as the panel loads them)."""
-    return {**BASE, **S.model_values(model), **over}
+    return {**BASE, **PR.model_values(model), **over}
 
 
 def request_of(scn: dict) -> Request:
@@ -108,7 +109,7 @@ def test_moe_presets_answer_as_the_cli(model):
 @pytest.mark.parametrize("precision", ["mxfp8", "nvfp4"])
 def test_b200_low_precision_answers_as_the_cli(precision):
     """The old page refused, naming H100 (a Pareto system), not the GPU chosen."""
-    scn = {**BASE, **S.system_values("b200"), "precision": precision}
+    scn = {**BASE, **PR.system_values("b200"), "precision": precision}
     out = page.update(scn)
     expected = cli_plan("--model", "gpt3-1t", "--system", "b200", "--days", "30",
                         "--precision", precision)
@@ -202,8 +203,8 @@ def test_the_page_reports_each_stage_and_no_done_beside_planning():
 
 
 def test_a_refused_precision_names_the_scenario_the_figures_show():
-    shown = {**BASE, **S.system_values("b200"), "precision": "nvfp4"}
-    _, errors = S.validate_scenario({**shown, **S.system_values("h100")})
+    shown = {**BASE, **PR.system_values("b200"), "precision": "nvfp4"}
+    _, errors = S.validate_scenario({**shown, **PR.system_values("h100")})
     text = banner_text(errors, shown)
     assert text.startswith("Change not applied: the figures still show gpt3-1t on B200 in "
                            "NVFP4. Precision: H100")

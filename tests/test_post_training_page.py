@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.controls.scenario import default_scenario, preset_values
+from dashboard.controls.presets import preset_values
+from dashboard.controls.scenario import default_scenario
 from dashboard.views.post_training_view import (
     DEFAULT_FORM,
     build,

@@ -77,8 +77,9 @@ def test_the_cli_refuses_in_one_line_with_exit_2(capsys):
 
 
 def test_the_dashboard_shows_the_same_message_inline():
+    from dashboard.controls import presets as PR
     from dashboard.controls import scenario as S
-    scn = {**S.default_scenario(), **S.system_values("h100"), "system": "h100",
+    scn = {**S.default_scenario(), **PR.system_values("h100"), "system": "h100",
            "precision": "nvfp4"}
     valid, errors = S.validate_scenario(scn)
     assert valid is None

@@ -24,6 +24,7 @@ if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_D
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.jobs import budget, compute, planner, studies, sweep_parts  # noqa: E402
 from dashboard.pages import design, scaling, systems  # noqa: E402
@@ -64,7 +65,7 @@ def test_every_preset_passes_every_page_s_gates_on_its_defaults(name):
     swept = S.request_of(scn, gpus=counts, strategy=compute.strategies_of(scn))
     sweep_parts.check_sweep("scaling", swept, "")
     for other in studies.COMPARE_SYSTEMS:
-        sweep_parts.check_sweep(other, swept.replace(system=S.preset_system(other)), "",
+        sweep_parts.check_sweep(other, swept.replace(system=PR.preset_system(other)), "",
                                 repeat=len(studies.COMPARE_SYSTEMS) + 1,
                                 time_budget_s=studies.SWEEP_TIME_BUDGET_S)
     design_request = S.request_of(scn, gpus=(scn["gpus"],), strategy=scn["design_strategy"])
@@ -88,7 +89,7 @@ def test_a_design_strategy_the_user_names_is_kept():
 def test_a_sweep_in_parts_answers_as_one_sweep():
     """Splitting the GPU counts (a tiny memory room forces one group per count) changes no
     result: the same best configuration at every (strategy, count)."""
-    scn = {**S.default_scenario(), "model": "llama3-8b", **S.model_values("llama3-8b"),
+    scn = {**S.default_scenario(), "model": "llama3-8b", **PR.model_values("llama3-8b"),
            "gpus_min": 8, "gpus_max": 64, "strategy": "1d"}
     scn = S.validate_scenario(scn)[0]
     counts = S.gpu_counts(scn)

@@ -19,7 +19,6 @@ from model.engine.evaluate import (
     shape_memory,
 )
 from model.engine.frontier import CACHE
-from model.engine.pruning import ALWAYS, NEVER
 from model.engine.request import Request
 from model.engine.rules import Problem
 from model.engine.space import build_shapes, expand_placements, placement_mask
@@ -27,6 +26,7 @@ from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
 from model.specs.execution import resolve_execution
 from model.specs.modes import resolve_mode
+from model.specs.workload import ALWAYS, NEVER
 from tests.unstacked import search, sweep
 
 SEARCH = sys.modules["model.engine.variant"]  # where a search prunes and prices

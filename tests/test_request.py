@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import model as api
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from dashboard.jobs import compute
 from model import Request, Training, evaluate, load_model, load_system, plan, search, sweep
@@ -36,7 +37,36 @@ def test_a_request_is_frozen_and_its_parts_read_only():
     with pytest.raises(TypeError):
         req.execution["zero"] = 3  # type: ignore[index]
     assert req.execution_given() == {"recompute": ["selective", "full"]}
-    assert req.workload == Training(256, (64,))
+    assert (req.workload.global_batch, req.workload.gpus, req.workload.max_gpus) == (
+        256, (64,), None)
+    assert req.workload.search.pins is req.pins and req.pins["tp1"] == 8
+
+
+def test_each_workload_carries_its_own_parts():
+    """A training request's search knobs, mode and execution live in its Training workload
+    (its Search part); a serving request has none of them: four fields, and each knob read
+    from it is refused in words."""
+    req = _request(strategy="context", top_k=3, budget=10**6, pins={"pp": 2}, mode="paper")
+    work = req.workload
+    assert isinstance(work, Training) and (work.search.top_k, work.search.budget) == (3, 10**6)
+    assert work.search.strategy == req.strategy == "context" and work.mode == req.mode
+    moved = req.replace(top_k=5, strategy="1d")
+    assert (moved.top_k, moved.strategy, moved.workload.gpus, req.top_k) == (5, "1d", (64,), 3)
+    built = Request(M, SYS, Training(64, (8,), search=api.Search("1D", pins={"pp": 2})))
+    assert built.strategy == "1d" and built.top_k == 10  # made canonical by the request
+    with pytest.raises(TypeError):
+        built.pins["pp"] = 4  # type: ignore[index]
+    with pytest.raises(ModelError, match="unknown pin 'tq'"):
+        Request(M, SYS, Training(64, (8,), search=api.Search(pins={"tq": 2})))
+    serving = Request(M, SYS, api.Serving(api.ServingWorkload(512, 128), 8))
+    assert [f.name for f in dataclasses.fields(serving)] == ["model", "system", "workload",
+                                                             "stack"]
+    assert not hasattr(serving.workload, "search")
+    for name in ("strategy", "pins", "top_k", "budget", "pruning", "mode", "execution"):
+        with pytest.raises(ModelError, match="for training; the request's workload is serving"):
+            getattr(serving, name)
+    with pytest.raises(ModelError, match="for training; the request's workload is serving"):
+        serving.replace(top_k=3)
 
 
 @pytest.mark.parametrize("kwargs, words", [
@@ -113,7 +143,7 @@ def test_the_command_line_builds_one_request(monkeypatch, capsys):
 
 
 def test_the_dashboard_builds_its_request_from_the_scenario():
-    scn = {**S.default_scenario(), **S.model_values("llama3-8b"), "gpus": 64,
+    scn = {**S.default_scenario(), **PR.model_values("llama3-8b"), "gpus": 64,
            "design_strategy": "1d"}
     scn, errors = S.validate_scenario(scn)
     assert errors == {}

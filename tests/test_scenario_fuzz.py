@@ -31,6 +31,7 @@ from test_inputs_fuzz import (
 )
 
 from dashboard import state
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from dashboard.controls import scenario_link as L
 from dashboard.controls.panel import CONTROL_KEYS
@@ -46,8 +47,8 @@ SCENARIO_CHANGES = st.one_of(
     few_changes(S.FIELDS, 3),
     st.fixed_dictionaries({}, optional={f.name: scenario_values(f) for f in S.FIELDS}))
 PRESETS = st.one_of(
-    st.just({}), st.sampled_from(list_models()).map(S.model_values),
-    st.sampled_from(list_systems()).map(S.system_values))
+    st.just({}), st.sampled_from(list_models()).map(PR.model_values),
+    st.sampled_from(list_systems()).map(PR.system_values))
 
 
 def assert_validator_result(result: Any, raw: Any) -> dict[str, Any] | None:

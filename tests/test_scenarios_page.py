@@ -22,6 +22,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import saved  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.figures.scenarios import compare_figure, tornado_figure  # noqa: E402
@@ -45,7 +46,7 @@ def scenario(**over) -> dict:
 
 
 def b200() -> dict:
-    return scenario(**S.system_values("b200"))
+    return scenario(**PR.system_values("b200"))
 
 
 def test_saved_list_saves_replaces_deletes_and_is_bounded() -> None:

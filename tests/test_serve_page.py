@@ -18,12 +18,13 @@ if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_D
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.pages import serve_page as page  # noqa: E402
 from dashboard.views.serve_view import CARDS, DEFAULT_FORM, checked_form  # noqa: E402
 from model import ModelError, ServingLayout, load_model, load_system, serve  # noqa: E402
 
-SCN = {**S.default_scenario(), **S.model_values("llama3-70b"), "model": "llama3-70b"}
+SCN = {**S.default_scenario(), **PR.model_values("llama3-70b"), "model": "llama3-70b"}
 FORM = {**DEFAULT_FORM, "gpus": 8, "mode": "concurrency", "load": 64}
 
 

@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 from dash.exceptions import PreventUpdate  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.controls import scenario_link as L  # noqa: E402
 from dashboard.figures.maker import plain  # noqa: E402
@@ -26,8 +27,8 @@ from dashboard.pages import serve_page as page  # noqa: E402
 from dashboard.server.export import caption  # noqa: E402
 from dashboard.views.serve_view import CARDS, DEFAULT_FORM, build, headline  # noqa: E402
 
-SCN = {**S.default_scenario(), **S.model_values("llama3-70b"), "model": "llama3-70b",
-       **S.system_values("h100"), "system": "h100"}
+SCN = {**S.default_scenario(), **PR.model_values("llama3-70b"), "model": "llama3-70b",
+       **PR.system_values("h100"), "system": "h100"}
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +124,7 @@ def test_a_system_the_serving_stack_was_never_fitted_on_is_marked(drawn):
                 if "not validated" in a["text"]]
 
     assert all(marks(fig) == [] for fig in drawn[0].values())  # H100: fitted
-    mi300x = {**SCN, **S.system_values("mi300x"), "system": "mi300x"}
+    mi300x = {**SCN, **PR.system_values("mi300x"), "system": "mi300x"}
     figs, _ = build(mi300x, DEFAULT_FORM)
     for card in CARDS:
         assert any("no fit on mi300x" in m for m in marks(figs[card])), card

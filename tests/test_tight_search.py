@@ -12,7 +12,8 @@ import pytest
 
 from model import load_model, load_system
 from model.cli import main
-from model.cli.format import TIGHT_LEGEND, fits_json
+from model.cli.format import TIGHT_LEGEND
+from model.cli.plain_json import fits_json
 from model.engine import tight
 from model.engine.counts import best_per_count
 from model.engine.request import Request

@@ -19,13 +19,8 @@ import json
 from typing import Any
 
 from dashboard.controls.control_table import CONTROLS
-from dashboard.controls.scenario import (
-    MAX_SCENARIO_BYTES,
-    build_inputs,
-    control_value,
-    model_values,
-    validate_scenario,
-)
+from dashboard.controls.presets import control_value, model_values
+from dashboard.controls.scenario import MAX_SCENARIO_BYTES, build_inputs, validate_scenario
 from model import ModelError, list_models
 from model.specs.hf_config import is_hf_config
 from model.specs.models import hf_model

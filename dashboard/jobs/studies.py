@@ -13,14 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.controls.scenario import (
-    build_inputs,
-    estimator_inputs,
-    gpu_counts,
-    preset_system,
-    request_of,
-    system_values,
-)
+from dashboard.controls.presets import preset_system, system_values
+from dashboard.controls.scenario import build_inputs, estimator_inputs, gpu_counts, request_of
 from dashboard.jobs import budget
 from dashboard.jobs.compute import cached_frame, how_of, strategies_of
 from dashboard.jobs.sweep_parts import check_sweep, sweep_in_parts

@@ -14,7 +14,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.controls import saved
 from dashboard.controls.panel import HEADER, PANEL, to_widget
-from dashboard.controls.scenario import PRESET_OF
+from dashboard.controls.presets import PRESET_OF
 from dashboard.controls.uploads import checked_json_name, guarded_upload, size_refusal
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import checked_scenario, page_callback

@@ -27,7 +27,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import ALL, MATCH, Input, Output, State, callback, ctx, dcc, html, no_update
 
-from dashboard.controls.scenario import model_values, system_values
+from dashboard.controls.presets import model_values, system_values
 from dashboard.figures import figure_table
 from dashboard.figures.common import empty_figure
 from dashboard.figures.maker import plain

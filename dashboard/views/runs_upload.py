@@ -31,7 +31,7 @@ from dashboard.controls.fitted import (
     stack_options,
 )
 from dashboard.controls.panel import PANEL
-from dashboard.controls.scenario import PRESET_OF, fitted_values
+from dashboard.controls.presets import PRESET_OF, fitted_values
 from dashboard.controls.strategy_choice import with_supported_strategies
 from dashboard.controls.uploads import guarded_upload, size_refusal
 from dashboard.server.guard import page_callback

@@ -17,7 +17,14 @@ from dashboard.views.page_form import fields_of, query_of, whole
 from model import ModelError, ServingLayout, ServingWorkload
 from model.cli.numbers import count, integer, money, number, share
 from model.cli.serve import DEFAULT_MTP_ACCEPTANCE
-from model.specs.serving import KV_PRECISIONS, MODES, MTP_DEPTH, WEIGHT_PRECISIONS
+from model.specs.serving import (
+    KV_PRECISIONS,
+    LAYOUT_FIELDS,
+    MODES,
+    MTP_DEPTH,
+    WEIGHT_PRECISIONS,
+    WORKLOAD_FIELD,
+)
 from model.specs.serving_stack import DEFAULT as DEFAULT_STACK
 from model.specs.serving_stack import NONE as NO_STACK
 from model.specs.serving_stack import list_serving_stacks, load_serving_stack
@@ -38,15 +45,39 @@ DEFAULT_FORM: dict[str, Any] = {
     "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE, "draft_model": "none", "ep": "auto",
     "replicas": None, "prefill_instances": None, "decode_instances": None, "max_batch": None}
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
+# Each number of the form is its field's (model/specs/serving.py: WORKLOAD_FIELDS,
+# LAYOUT_FIELDS): the page reads its range there, and narrows it (never widens it) only here,
+# with the reason. TPOT = (e2e − TTFT)/(O − 1): the page's answer and its figures need a second
+# output token (the serve command answers O = 1 with the TTFT alone); the GPUs and the layout
+# pins stay under MAX_GPUS, the page's latency budget.
+FIELDS = {**WORKLOAD_FIELD, **{f.name: f for f in LAYOUT_FIELDS}}
+NARROWED: dict[str, dict[str, float]] = {"output_tokens": {"lo": 2},
+                                         **{k: {"hi": MAX_GPUS} for k in PINS}}
+
+
+def page_range(name: str) -> tuple[float, float]:
+    """[lo, hi] of the form's number for field ``name``: the field's, narrowed where
+    :data:`NARROWED` says."""
+    f, narrowed = FIELDS[name], NARROWED.get(name, {})
+    lo, hi = narrowed.get("lo", f.lo), narrowed.get("hi", f.hi)
+    return lo, hi
+
+
+def _whole(form: dict, key: str, what: str, name: str | None = None) -> int:
+    """The form's ``key`` as a whole number in the range of field ``name`` (default ``key``)."""
+    lo, hi = page_range(name or key)
+    return whole(form, key, int(lo), int(hi), what)
 
 
 def _optional(form: dict, key: str, what: str) -> float | None:
     value = form.get(key)
     if value in (None, ""):
         return None
+    lo, hi = page_range(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value > 0):
-        raise ModelError(f"{what} must be a positive number of seconds (or empty: no limit)")
+            math.isfinite(value) and lo <= value <= hi):
+        raise ModelError(f"{what} must be a positive number of seconds in [{lo:g}, {hi:g}] (or "
+                         "empty: no limit)")
     return float(value)
 
 
@@ -58,6 +89,18 @@ def _share(form: dict, key: str, below: float, what: str, words: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
             math.isfinite(value) and 0 <= value < below):
         raise ModelError(f"{what} must be a number in {words}")
+    return float(value)
+
+
+def _pool(form: dict) -> float:
+    """The host KV pool per GPU, GB, in its field's range (empty: 0)."""
+    value = form.get("kv_offload_gb")
+    if value in (None, ""):
+        return 0.0
+    lo, hi = page_range("kv_offload_gb")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and lo <= value <= hi):
+        raise ModelError(f"the host KV pool must be a number in GB in [{lo:g}, {hi:g}]")
     return float(value)
 
 
@@ -93,11 +136,13 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
         raise ModelError(f"mode must be one of {', '.join(MODES)}")
     load = form.get("load")
     if mode == "concurrency":
-        concurrency, rate = whole(form, "load", 1, 10_000_000, "concurrent users"), None
+        concurrency, rate = _whole(form, "load", "concurrent users", "concurrency"), None
     elif mode == "request-rate":
+        lo, hi = page_range("request_rate_per_s")
         if isinstance(load, bool) or not isinstance(load, (int, float)) or not (
-                math.isfinite(load) and 0 < load <= 1e7):
-            raise ModelError("the request rate must be a number of requests/s in (0, 1e7]")
+                math.isfinite(load) and lo <= load <= hi):
+            raise ModelError(f"the request rate must be a number of requests/s in [{lo:g}, "
+                             f"{hi:g}]")
         concurrency, rate = None, float(load)
     else:
         concurrency = rate = None
@@ -106,17 +151,16 @@ def checked_form(form: Any) -> tuple[int, ServingWorkload, ServingLayout]:
     kv = form.get("kv_precision")
     if kv != "auto" and kv not in KV_PRECISIONS:
         raise ModelError(f"KV precision must be auto or one of {', '.join(KV_PRECISIONS)}")
-    mtp = whole(form, "mtp", int(MTP_DEPTH.lo), int(MTP_DEPTH.hi), "MTP depth")
+    mtp = _whole(form, "mtp", "MTP depth", MTP_DEPTH.name)
     workload = ServingWorkload(
-        whole(form, "input_tokens", 1, 1_000_000, "input tokens"),
-        whole(form, "output_tokens", 2, 1_000_000, "output tokens"), mode=mode,
+        _whole(form, "input_tokens", "input tokens"),
+        _whole(form, "output_tokens", "output tokens"), mode=mode,
         concurrency=concurrency, request_rate_per_s=rate, weight_precision=form["precision"],
         kv_precision=None if kv == "auto" else kv, mtp_depth=mtp,
         mtp_acceptance=_acceptance(form) if mtp else 0.0,
         draft_model=_draft(form) if mtp else None,
         prefix_hit=_share(form, "prefix_hit", 1.0, "the prefix-cache hit share", "[0, 1)"),
-        kv_offload_gb=_share(form, "kv_offload_gb", 1e5 + 1e-9, "the host KV pool",
-                             "GB in [0, 100000]"),
+        kv_offload_gb=_pool(form),
         ttft_max_s=_optional(form, "ttft_max_s", "the TTFT limit"),
         tpot_max_s=_optional(form, "tpot_max_s", "the TPOT limit"))
     return gpus, workload, _layout(form)
@@ -129,10 +173,10 @@ def _layout(form: dict) -> ServingLayout:
     for key in PINS:
         value = form.get(key, "auto")
         if value != "auto":
-            pins[key] = whole(form, key, 1, MAX_GPUS, key)
+            pins[key] = _whole(form, key, key)
     for key, what in COUNTS.items():
         if form.get(key) not in (None, ""):
-            pins[key] = whole(form, key, 1, 1_000_000, what)
+            pins[key] = _whole(form, key, what)
     return ServingLayout(**pins, **_adp_pin(form))
 
 

@@ -31,8 +31,8 @@ from model.cli.post_training import add_post_training
 from model.cli.runs import run_ablation, run_evaluate, run_search, run_validate
 from model.cli.serve import add_serve
 from model.cli.user_fit import run_calibrate
-from model.engine.request import DEFAULT_BUDGET
 from model.errors import ModelError
+from model.specs.workload import DEFAULT_BUDGET
 
 
 def build_parser(prog: str = "python -m model") -> Parser:

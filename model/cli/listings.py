@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from model.cli.format import plain
+from model.cli.plain_json import plain
 from model.specs.hardware import System, list_systems, load_system
 from model.specs.models import load_model
 from model.specs.stack import Stack, default_stack_name, list_stacks, load_stack

@@ -4,7 +4,7 @@
 
 ``search`` and ``evaluate`` use the Python API's default: over the software stack (``--stack``,
 default the newest) every interleaving and the fewest recomputed layers that fit
-(:data:`~model.specs.execution.DEFAULT_SEARCH`), unless told otherwise; ``search`` (and
+(:data:`~model.specs.execution_variants.DEFAULT_SEARCH`), unless told otherwise; ``search`` (and
 ``plan``, ``codesign``) tries every combination of the lists it is given (``--recompute all``,
 ``--interleave 1,2,4``, ``--ep-dispatcher alltoall,flex``) and prints what it searched. The
 paper mode models a single execution: these options are refused with ``--mode paper``.

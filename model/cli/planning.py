@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from model.cli import format as cli_format
+from model.cli import plain_json
 from model.cli.args import (
     DEFAULT_GLOBAL_BATCH,
     EXIT_NO_ANSWER,
@@ -31,7 +32,7 @@ from model.errors import ModelError
 from model.physics.strategies import supported_strategies
 from model.specs.batch import critical_batch_warning
 from model.specs.conformal import COVERAGE
-from model.specs.execution import CHOICES
+from model.specs.execution_variants import CHOICES
 from model.specs.hardware import load_system
 from model.specs.models import load_model
 from model.specs.stack import NONE, load_stack
@@ -215,7 +216,7 @@ def _fewer(res: PlanResult) -> dict[str, Any]:
     n = res.gpus - res.gpu_step
     rows = res.per_count[res.per_count["gpus"] == n]
     days = float(rows["plan_days"].iloc[0]) if len(rows) else None
-    return {"gpus": n, "days": days, "cost_usd": cli_format.plain(
+    return {"gpus": n, "days": days, "cost_usd": plain_json.plain(
         float(rows["plan_cost_usd"].iloc[0])) if len(rows) else None}
 
 
@@ -233,7 +234,7 @@ def _bar(model: Any, system: Any, args: argparse.Namespace, row: Any) -> ErrorBa
 
 def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
               ) -> dict[str, Any]:
-    row = cli_format.row_dict(res.row)
+    row = plain_json.row_dict(res.row)
     bar = _bar(model, system, args, res.row)
     return {"model": model.name, "system": system.name, "global_batch": args.global_batch,
             "target": {"days": res.target_days, "budget_usd": res.budget_usd,
@@ -245,7 +246,7 @@ def plan_json(res: PlanResult, model: Any, system: Any, args: argparse.Namespace
             "critical_batch_warning": critical_batch_warning(model, args.global_batch) or None,
             "budget_note": res.budget_note(args.global_batch) or None,
             "error_bar": bar.to_dict() if bar else None,
-            **cli_format.fits_json(res.row, load_stack(args.stack).apply(system)
+            **plain_json.fits_json(res.row, load_stack(args.stack).apply(system)
                                    .usable_hbm_bytes / 1e9, bar.coverage if bar else COVERAGE),
             "best": row}
 
@@ -292,7 +293,7 @@ def run_lost_node(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"model": model.name, "system": system.name, "gpus": args.gpus,
                      "global_batch": args.global_batch, "cliff_ratio": args.cliff_ratio,
-                     "rows": cli_format.records(frame)})
+                     "rows": plain_json.records(frame)})
         return 0
     cols = ["lost_nodes", "available_gpus", "gpus", "samples_per_s", "train_days",
             "all_used_samples_per_s", "relative_efficiency", "cliff", "tp1", "tp2", "pp", "dp",
@@ -327,7 +328,7 @@ def run_codesign(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"system": system.name, "budget_usd": res.budget_usd,
                      "varied": list(res.varied), "global_batch": args.global_batch,
-                     "elapsed_s": res.elapsed_s, "rows": cli_format.records(res.rows)})
+                     "elapsed_s": res.elapsed_s, "rows": plain_json.records(res.rows)})
         return 0
     cols = ["model", *res.varied, "price_per_gpu_usd", "max_gpus", "gpus", "samples_per_s",
             "samples_per_s_per_musd", "tp1", "pp", "dp", "microbatch", "recompute", "offload",

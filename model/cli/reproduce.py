@@ -14,8 +14,9 @@ import pandas as pd
 
 from model.cli.costs import cost_argv
 from model.cli.options import flag
-from model.specs.execution import DEFAULT_SEARCH, FIELDS, resolve_execution
+from model.specs.execution import FIELDS, resolve_execution
 from model.specs.execution_fields import field_kind
+from model.specs.execution_variants import DEFAULT_SEARCH
 from model.specs.stack import load_stack
 
 # (evaluate option, row column) of the configuration, in the order evaluate's help lists them

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from model.cli import format as cli_format
+from model.cli import plain_json
 from model.cli.args import (
     EXIT_NO_ANSWER,
     PIN_OPTIONS,
@@ -175,7 +176,7 @@ def run_search(args: argparse.Namespace) -> int:
                 or None,
                 "executions": [ex.to_dict() for ex in results[0].executions]}
         bars = _search_bars(args, model, system, results)
-        print_json(cli_format.search_json(results, reasons, elapsed, meta, bars,
+        print_json(plain_json.search_json(results, reasons, elapsed, meta, bars,
                                           _usable_gb(args, system)))
     else:
         print(cli_format.format_search_report(results, reasons, _title(model, system, args),
@@ -207,7 +208,7 @@ def _no_candidates(model: Transformer, r: SearchResult, args: argparse.Namespace
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     try:
-        cli_format.with_cp(frame).to_csv(path, index=False)
+        plain_json.with_cp(frame).to_csv(path, index=False)
     except OSError as exc:
         raise CliError(f"--csv: cannot write '{path}': {exc.strerror or exc}") from None
 
@@ -223,7 +224,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         execution=execution_from_args(args, searching=False), stack=args.stack,
         costs=costs_from_args(args)))
     if args.json:
-        print_json({**cli_format.evaluation_json(ev, _error_bar(args, model, system),
+        print_json({**plain_json.evaluation_json(ev, _error_bar(args, model, system),
                                                   _usable_gb(args, system)),
                     "note": _recompute_note(args) or None,
                      "stack": _stack_name(args), "critical_batch_warning":
@@ -253,8 +254,8 @@ def run_validate(args: argparse.Namespace) -> int:
     frame = run_validation(args.reference, sets)
     stats = validation_summary(frame)
     if args.json:
-        print_json({"records": cli_format.records(frame),
-                     "summary": cli_format.records(stats)})
+        print_json({"records": plain_json.records(frame),
+                     "summary": plain_json.records(stats)})
         return 0
     done = frame[frame["skipped"] == ""]
     cols = ["id", "set", "metric", "measured", "predicted", "error_pct", "peer_error_pct",
@@ -299,7 +300,7 @@ def run_validate_serving(args: argparse.Namespace) -> int:
     frame = pd.DataFrame(sv.records())
     summary = sv.summary(frame)
     if args.json:
-        print_json({"records": cli_format.records(frame), "summary": summary})
+        print_json({"records": plain_json.records(frame), "summary": summary})
         return 0
     cols = ["model", "system", "tp", "weight_precision", "input_tokens", "output_tokens",
             "output_tokens_per_s", "predicted_tokens_per_s", "error_pct"]
@@ -333,7 +334,7 @@ def run_ablation(args: argparse.Namespace) -> int:
                             strategy=args.strategy)
     frame = ablation(request)
     if args.json:
-        print_json(cli_format.records(frame))
+        print_json(plain_json.records(frame))
     else:
         print(f"{_title(model, system, args)}\n{args.strategy} on {args.gpus} GPUs")
         print(frame.drop(columns=["strategy", "gpus"]).to_string(index=False, float_format="%.4g"))

@@ -34,7 +34,8 @@ from model.engine.variant import variant_frontier
 from model.errors import ModelError
 from model.physics.strategies import STRATEGIES, build_strategy, canonical_strategy
 from model.specs import memo
-from model.specs.execution import Execution, execution_columns
+from model.specs.execution import Execution
+from model.specs.execution_variants import execution_columns
 from model.specs.modes import Mode, resolve_mode
 from model.specs.transformer import Transformer
 

@@ -26,7 +26,8 @@ from model.engine.tight import kept_bytes
 from model.errors import ModelError
 from model.physics.context import Ctx
 from model.physics.strategies import build_strategy
-from model.specs.execution import Execution, execution_columns
+from model.specs.execution import Execution
+from model.specs.execution_variants import execution_columns
 from model.specs.hardware import System
 from model.specs.modes import Mode
 from model.specs.transformer import Transformer

@@ -1,7 +1,7 @@
 """Per op and direction, the time its kernels take and the efficiencies that time implies: the
 ``kernel_time_*_s`` and ``implied_*_efficiency_*`` columns of the per-op table
 (:func:`model.engine.report.op_table`, docs/model.md §10). Nothing here prices anything: the
-times are the ones :func:`model.physics.block.kernel_times` gave the op, read back from its
+times are the ones :func:`model.physics.roofline.kernel_times` gave the op, read back from its
 phases, and the peaks are the ones it divided by.
 
 The implied FLOP efficiency of an op in one direction is the fraction of peak its kernels would

@@ -11,30 +11,12 @@ counts are those of pricing everything (tests/test_pruning.py).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
 
 import numpy as np
 
 from model.engine.frontier import keep_positions, shape_leaders
 
 FIRST_ROUNDS = 1  # pruning rounds of the most promising shapes before pricing all that remain
-
-
-@dataclass(frozen=True)
-class Pruning:
-    """When a search prunes: from ``from_candidates`` fitting candidates up (fewer are priced at
-    once, as fast as a bound); None: never, every candidate priced (the tests compare both: the
-    same rows). Part of a :class:`~model.engine.request.Request`, never a module switch."""
-
-    from_candidates: int | None = 20_000
-
-    def applies(self, fitting: int) -> bool:
-        return self.from_candidates is not None and fitting >= self.from_candidates
-
-
-DEFAULT_PRUNING = Pruning()
-NEVER = Pruning(None)  # price every candidate
-ALWAYS = Pruning(0)  # prune any search, however small
 
 
 def pruned(price, todo: np.ndarray, bound: np.ndarray, prunable: np.ndarray,

@@ -176,7 +176,7 @@ def describe_comms(r: OpResult, sh: Shards, ctx: Ctx) -> str:
 
 
 def _bound(r: OpResult, ctx: Ctx) -> str:
-    """What limits the op most (model/physics/block.py: kernel_times prices its kernels):
+    """What limits the op most (model/physics/roofline.py: kernel_times prices its kernels):
 
     * ``communication``: its exposed collectives exceed both its FLOP time and its exposed HBM
       time;

@@ -1,8 +1,9 @@
 """One request: a frozen, validated description of a question to the estimator — the model,
-the system (NVLink domain and cost inputs applied), the software stack, the workload
-(:class:`~model.specs.workload.Training` now; serving's record plugs into the same field), the
-strategy, the execution choices (values, or lists to search), the pins, how many rows to keep
-and the candidate budget.
+the system (NVLink domain and cost inputs applied), the software stack and the workload. Each
+workload carries what its kind asks and nothing else: :class:`~model.specs.workload.Training`
+its global batch, GPU counts, mode, execution choices (values, or lists to search) and its
+:class:`~model.specs.workload.Search` (strategy, pins, rows kept, candidate budget, pruning);
+:class:`~model.specs.serving.Serving` what is served, its GPUs and its layout.
 
 The command line, the Python API and the dashboard build one with :meth:`Request.build` and
 pass it to :func:`model.search`, :func:`model.evaluate`, :func:`model.plan` and
@@ -14,41 +15,36 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from model.engine.layouts import stack_layouts
-from model.engine.pruning import DEFAULT_PRUNING, Pruning
 from model.engine.resolved import Resolved, training_of, with_stack
 from model.engine.space import PIN_NAMES
 from model.errors import ModelError
 from model.physics.strategies import canonical_strategy
 from model.specs.cost import Costs
-from model.specs.execution import Execution, execution_variants
+from model.specs.execution import Execution
 from model.specs.hardware import System
 from model.specs.modes import DEFAULT as DEFAULT_MODE
 from model.specs.modes import Mode, resolve_mode
 from model.specs.stack import Stack
 from model.specs.transformer import Transformer
-from model.specs.workload import Training, Workload, positive_int
+from model.specs.workload import (
+    DEFAULT_BUDGET,
+    DEFAULT_PRUNING,
+    EMPTY,
+    Pruning,
+    Search,
+    Training,
+    Workload,
+)
 
-DEFAULT_BUDGET = 20_000_000  # candidates per search; about 20 s of evaluation
-EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def _frozen_execution(execution: object) -> Execution | Mapping[str, Any] | None:
-    """The execution as given (None, a record, or a dict of values or lists), read-only and
-    checked: every combination it names must be a valid :class:`Execution`."""
-    if execution is None or isinstance(execution, Execution):
-        return execution
-    if not isinstance(execution, Mapping):
-        raise ModelError(f"execution must be a dict of options, got {type(execution).__name__}")
-    frozen = {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in execution.items()}
-    execution_variants(frozen)  # validates every field and combination
-    return MappingProxyType(frozen)
+SEARCH_FIELDS = tuple(f.name for f in fields(Search))  # a training workload's search part
+TRAINING_FIELDS = ("mode", "execution")  # a training workload's other parts a request reads
 
 
 def _strategies(strategy: object) -> str | tuple[str, ...]:
@@ -78,21 +74,15 @@ def frozen_pins(pins: object) -> Mapping[str, int | None]:
 
 @dataclass(frozen=True)
 class Request:
-    """A question to the estimator (see the module docstring); validated when built."""
+    """A question to the estimator (see the module docstring); validated when built. A
+    training request's search part, mode and execution read as its own (``request.strategy``,
+    ``.pins``, ``.top_k``, ``.budget``, ``.pruning``, ``.mode``, ``.execution``); a serving
+    request has none of them (each is a ModelError naming its workload)."""
 
     model: Transformer
     system: System
     workload: Workload  # Training, or another kind's record (serving's)
-    # a strategy name (canonical); "all" or several names where a study takes several
-    strategy: str | tuple[str, ...] = "1d"
-    mode: Mode = field(default_factory=lambda: resolve_mode(None))
     stack: str | Stack | None = None  # a stack name or record; None: the newest
-    execution: Execution | Mapping[str, Any] | None = None  # over the stack's defaults
-    # the pins; with the dimensions the stack does not run pinned to 1 (model.engine.layouts)
-    pins: Mapping[str, int | None] = field(default_factory=lambda: EMPTY)
-    top_k: int = 10
-    budget: int = DEFAULT_BUDGET  # candidates
-    pruning: Pruning = DEFAULT_PRUNING  # when a search prunes (the same rows either way)
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, Transformer):
@@ -104,19 +94,8 @@ class Request:
         if not hasattr(self.workload, "kind"):
             raise ModelError(f"workload must be a workload record such as Training(...), got "
                              f"{type(self.workload).__name__}")
-        object.__setattr__(self, "strategy", _strategies(self.strategy))
-        object.__setattr__(self, "mode", resolve_mode(self.mode))
-        object.__setattr__(self, "execution", _frozen_execution(self.execution))
-        object.__setattr__(self, "pins", frozen_pins(self.pins))
-        if self.mode == DEFAULT_MODE:  # the paper mode takes no stack
-            # the layouts the stack runs, once for every search, sweep, plan and evaluation
-            strategy, pins = stack_layouts(self.stack, self.strategy, self.pins)
-            object.__setattr__(self, "strategy", strategy)
-            object.__setattr__(self, "pins", frozen_pins(pins))
-        positive_int("top_k", self.top_k)
-        positive_int("budget", self.budget)
-        if not isinstance(self.pruning, Pruning):
-            raise ModelError(f"pruning must be a Pruning, got {type(self.pruning).__name__}")
+        if isinstance(self.workload, Training):
+            object.__setattr__(self, "workload", _searched(self.workload, self.stack))
 
     @classmethod
     def build(cls, model: Transformer, system: System, *, global_batch: int,
@@ -137,21 +116,38 @@ class Request:
             system = system.with_overrides(nvlink_domain_size=nvs)
         counts = () if gpus is None else (gpus,) if not hasattr(gpus, "__iter__") or isinstance(
             gpus, (str, bytes)) else tuple(gpus)
-        workload = Training(global_batch, counts, max_gpus, gpu_step)
-        return cls(model, system.with_costs(costs), workload, strategy, _mode_of(mode, compat),
-                   stack, execution, pins, top_k, budget, pruning)
+        search = Search(_strategies(strategy), frozen_pins(pins), top_k, budget, pruning)
+        workload = Training(global_batch, counts, max_gpus, gpu_step, _mode_of(mode, compat),
+                            execution, search)
+        return cls(model, system.with_costs(costs), workload, stack)
 
     def resolve(self) -> Resolved:
         """The question as the engine runs it: the stack applied to the system and the
         execution, once (:class:`~model.engine.resolved.Resolved`)."""
+        work = self.training()
         system, execution = with_stack(self.system, self.execution_given(), self.stack,
-                                       self.mode)
-        return Resolved(self.model, system, self.workload, self.strategy, self.mode,
-                        execution, self.pins, self.top_k, self.budget, self.pruning)
+                                       work.mode)
+        s = work.search
+        return Resolved(self.model, system, work, s.strategy, work.mode, execution, s.pins,
+                        s.top_k, s.budget, s.pruning)
 
     def replace(self, **changes: Any) -> Request:
-        """A copy with other fields (validated again)."""
-        return replace(self, **changes)
+        """A copy with other fields (validated again): the request's own (model, system,
+        workload, stack), or a training workload's search part, mode and execution
+        (``strategy=``, ``pins=``, ``top_k=``, ``budget=``, ``pruning=``, ``mode=``,
+        ``execution=``)."""
+        own = {k: v for k, v in changes.items() if k not in SEARCH_FIELDS + TRAINING_FIELDS}
+        searched = {k: v for k, v in changes.items() if k in SEARCH_FIELDS}
+        trained = {k: v for k, v in changes.items() if k in TRAINING_FIELDS}
+        if not (searched or trained):
+            return replace(self, **own)
+        work = training_of(own.pop("workload", self.workload))
+        if "strategy" in searched:
+            searched["strategy"] = _strategies(searched["strategy"])
+        if "pins" in searched:
+            searched["pins"] = frozen_pins(searched["pins"])
+        search = replace(work.search, **searched)
+        return replace(self, **own, workload=replace(work, **trained, search=search))
 
     def with_workload(self, **changes: Any) -> Request:
         """A copy whose workload has other fields (``gpus=(64,)``, ``max_gpus=…``)."""
@@ -165,12 +161,61 @@ class Request:
     def global_batch(self) -> int:
         return self.training().global_batch
 
+    @property
+    def strategy(self) -> str | tuple[str, ...]:
+        """A canonical name; "all" or several names where a study takes several."""
+        return self.training().search.strategy
+
+    @property
+    def pins(self) -> Mapping[str, int | None]:
+        """The pins (read-only); the dimensions the stack does not run pinned to 1."""
+        return self.training().search.pins
+
+    @property
+    def top_k(self) -> int:
+        """Rows a search keeps."""
+        return self.training().search.top_k
+
+    @property
+    def budget(self) -> int:
+        """Candidates a search may build."""
+        return self.training().search.budget
+
+    @property
+    def pruning(self) -> Pruning:
+        return self.training().search.pruning
+
+    @property
+    def mode(self) -> Mode:
+        return self.training().mode
+
+    @property
+    def execution(self) -> Execution | Mapping[str, Any] | None:
+        """The execution as given (read-only), over the stack's defaults."""
+        return self.training().execution
+
     def execution_given(self) -> Execution | dict[str, Any] | None:
         """The execution as the search takes it: a record, or a plain dict whose lists are
         searched (None: the stack's defaults)."""
-        if self.execution is None or isinstance(self.execution, Execution):
-            return self.execution
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in self.execution.items()}
+        execution = self.execution
+        if execution is None or isinstance(execution, Execution):
+            return execution
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in execution.items()}
+
+
+def _searched(work: Training, stack: str | Stack | None) -> Training:
+    """A training workload whose search names what the engine knows: canonical strategy names,
+    pins of the space's dimensions and, but in the paper mode (it takes no stack), the layouts
+    the stack runs — once for every search, sweep, plan and evaluation."""
+    given = work.search
+    strategy, pins = _strategies(given.strategy), frozen_pins(given.pins)
+    if work.mode == DEFAULT_MODE:
+        strategy, pins = stack_layouts(stack, strategy, pins)
+        pins = frozen_pins(pins)
+    if strategy == given.strategy and isinstance(given.pins, MappingProxyType) and \
+            pins == given.pins:  # as given (Request.build's): not validated again
+        return work
+    return replace(work, search=replace(given, strategy=strategy, pins=pins))
 
 
 def _mode_of(mode: object, compat: object) -> object:

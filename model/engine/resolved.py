@@ -17,20 +17,15 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from model.engine.pruning import Pruning
 from model.errors import ModelError
-from model.specs.execution import (
-    DEFAULT_SEARCH,
-    Execution,
-    execution_variants,
-    resolve_execution,
-)
+from model.specs.execution import Execution, resolve_execution
+from model.specs.execution_variants import DEFAULT_SEARCH, execution_variants
 from model.specs.hardware import System
 from model.specs.modes import DEFAULT as DEFAULT_MODE
 from model.specs.modes import Mode
 from model.specs.stack import NO_STACK, Stack, load_stack
 from model.specs.transformer import Transformer
-from model.specs.workload import Training, Workload
+from model.specs.workload import Pruning, Training, Workload
 
 
 def with_stack(system: System, execution: object, stack: str | Stack | None, mode: Mode
@@ -61,7 +56,10 @@ def training_of(workload: object) -> Training:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A request resolved: every field as the engine uses it (see the module docstring)."""
+    """A request resolved: every field as the engine uses it (see the module docstring). The
+    training workload's mode and search part (strategy, pins, rows, budget, pruning) are laid
+    out flat here, as the engine reads them; a study's own (:meth:`replace`) change them here,
+    not in ``workload``, whose GPU counts and global batch the engine reads."""
 
     model: Transformer
     system: System  # the request's system (NVLink domain, costs) with the stack applied

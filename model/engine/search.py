@@ -32,11 +32,8 @@ from model.physics.context import Ctx
 from model.physics.op_sac_scope import MODE as OP_SAC
 from model.physics.op_sac_scope import applies as op_sac_applies
 from model.physics.strategies import build_strategy, canonical_strategy
-from model.specs.execution import (
-    Execution,
-    describe_executions,
-    execution_columns,
-)
+from model.specs.execution import Execution
+from model.specs.execution_variants import describe_executions, execution_columns
 
 __all__ = ["Evaluation", "SearchResult", "evaluate_request", "run_counts", "search_resolved"]
 

@@ -141,7 +141,7 @@ def expert_launches(experts: Array, per_expert_quantise: bool) -> tuple[Array, A
     """Kernels one expert matmul op (fc1 or fc2) launches per microbatch, (forward, backward),
     with E_l local experts: n_fwd = E_l·(1 + q), n_bwd = E_l·(2 + q), q = 1 where each
     expert's input is quantised by its own kernel, else 0. Each pays the system's fixed
-    ``kernel_overhead_s`` (:func:`model.physics.block.kernel_times`), so the layer's fixed
+    ``kernel_overhead_s`` (:func:`model.physics.roofline.kernel_times`), so the layer's fixed
     cost grows with the experts per GPU, E/ep, not with their tokens.
 
     Megatron-Core's ``TEGroupedMLP`` (megatron/core/transformer/moe/experts.py) runs fc1 and
@@ -174,7 +174,7 @@ def issued_ahead_s(work_s: Array, launches_s: Array, one_launch_s: Array) -> Arr
     num_streams))`` with no synchronisation inside; the per-expert quantisations before it
     are issued the same way, one after another (:func:`expert_launches`). The other ops keep
     n·τ + t_work: one kernel each, its launch in sequence with its work
-    (block.kernel_times)."""
+    (roofline.kernel_times)."""
     return np.maximum(launches_s, one_launch_s + work_s)
 
 

@@ -1,5 +1,5 @@
 """The time of one serving step: the ops of :mod:`model.physics.serving_ops` priced by the
-training roofline (:func:`model.physics.block.kernel_times`), their collectives on the two-tier
+training roofline (:func:`model.physics.roofline.kernel_times`), their collectives on the two-tier
 network (:func:`model.physics.collectives.collective_time_s`), the pipeline and the engine's
 host overhead (docs/serving.md, "Step time").
 
@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from model.physics import gemm, routing
-from model.physics.block import kernel_times
 from model.physics.collectives import Collective, collective_time_s
 from model.physics.context import Ctx
 from model.physics.kernels import pricing as kernel_pricing
 from model.physics.moe import grouped_wave_efficiency
 from model.physics.ops import wave_efficiency
 from model.physics.optable import Kind
+from model.physics.roofline import kernel_times
 from model.physics.serving_ops import ACT_BYTES, Layout, StepOp, head_ops, layer_ops
 from model.specs.execution import Execution
 from model.specs.hardware import System

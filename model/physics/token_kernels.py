@@ -13,7 +13,7 @@ one kernel each) — and direction, each kernel's bytes as coefficients of three
 
 (fp32 [T, E] arrays; the tokens once; their routed copies once), counted from the framework
 code at the commits the table names. An op's bytes are the sum over its kernels, its launches
-their number; :func:`model.physics.block.kernel_times` prices the bytes at the HBM roofline
+their number; :func:`model.physics.roofline.kernel_times` prices the bytes at the HBM roofline
 (times the MoE token-kernel efficiency η_t, the one fitted MoE parameter) and each launch at
 the system's ``kernel_overhead_s``.
 

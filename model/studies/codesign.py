@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 
 from model.engine.counts import best_per_count, count_range
-from model.engine.pruning import DEFAULT_PRUNING
 from model.engine.request import Request
 from model.errors import ModelError
 from model.specs.execution import Execution
@@ -40,6 +39,7 @@ from model.specs.execution_fields import OFFLOAD
 from model.specs.hardware import System
 from model.specs.prices import PriceTable, check_vary, load_prices
 from model.specs.transformer import Transformer
+from model.specs.workload import DEFAULT_PRUNING
 
 EXECUTION: dict[str, Any] = {"recompute": ["selective", "full"], "recompute_layers": 0,
                              "interleave": 0}

@@ -39,7 +39,7 @@ from model.engine.economics import power_and_prices
 from model.engine.request import Request
 from model.errors import ModelError
 from model.physics.strategies import PRODUCTION, supported_strategies
-from model.specs.execution import DEFAULT_SEARCH
+from model.specs.execution_variants import DEFAULT_SEARCH
 from model.specs.hardware import System
 from model.specs.transformer import Transformer
 
@@ -145,7 +145,7 @@ def plan_strategies(model: Transformer, strategy: str | tuple[str, ...] = "all"
 
 def plan_execution(execution: dict[str, Any] | None) -> dict[str, Any] | None:
     """A plan's execution: ``execution`` with the interleaving and the recomputed layers
-    searched (:data:`~model.specs.execution.DEFAULT_SEARCH`), as ``tperf plan`` does unless
+    searched (:data:`~model.specs.execution_variants.DEFAULT_SEARCH`), as ``tperf plan`` does unless
     told otherwise; None (the stack's defaults) stays None."""
     return None if execution is None else {**execution, **DEFAULT_SEARCH}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from dashboard.jobs import planner
 from model.api import plan
@@ -71,7 +72,7 @@ def test_a_moe_preset_is_planned_in_stages_with_the_apis_answer(ui) -> None:
         raise AssertionError(f"{exc}: headline {ui.text('#plan-headline')!r}, message "
                              f"{ui.text('#plan-message')!r}, progress {sorted(texts)}, "
                              f"logs {ui.severe_logs()}") from None
-    scn = S.validate_scenario({**S.default_scenario(), **S.model_values("gpt-oss-120b")})[0]
+    scn = S.validate_scenario({**S.default_scenario(), **PR.model_values("gpt-oss-120b")})[0]
     assert ui.text("#plan-gpus").startswith(f"{api_gpus(scn):,} (")
     assert ui.text("#plan-message") == ""
     assert any(t.startswith(("Coarse:", "Refine:")) for t in texts), texts  # its progress
