@@ -133,3 +133,23 @@ def test_engines_selectable_with_their_error_bars(capsys, engine):
             "leave-one-model-out runs of dense hopper serving" in bars["output_tokens_per_s"])
     else:
         assert "not validated end to end" in bars["output_tokens_per_s"]
+
+
+@pytest.mark.parametrize("mode", [{"mode": "concurrency", "concurrency": 64},
+                                  {"mode": "offline"},
+                                  {"mode": "request-rate", "request_rate_per_s": 50.0}])
+@pytest.mark.parametrize("output_tokens", [2, 10, 1000])
+def test_token_prices_split_the_gpu_cost_and_are_never_negative(mode, output_tokens):
+    """Input tokens pay for the prefill's share of the GPU time and output tokens for the
+    rest, so both prices are ≥ 0 and together they recover the GPUs' $ per second (a closed
+    loop of short answers once charged prompts more than the whole GPU time: −$78 per million
+    output tokens)."""
+    wl = ServingWorkload(input_tokens=1024, output_tokens=output_tokens,
+                         weight_precision="fp8", kv_precision="fp8", **mode)
+    best = serve(load_model("llama3-8b"), load_system("h100"), 8, workload=wl).best
+    out_usd, in_usd = best["usd_per_million_output_tokens"], best["usd_per_million_input_tokens"]
+    assert out_usd > 0 and in_usd > 0
+    usd_per_s = best["usd_per_million_output_tokens_all_in"] * best["output_tokens_per_s"]
+    split = (out_usd * best["output_tokens_per_s"]
+             + in_usd * best["requests_per_s"] * 1024)
+    assert split == pytest.approx(usd_per_s, rel=1e-9)

@@ -215,7 +215,11 @@ def _evaluate(engine: Engine, c: Candidates, lam: np.ndarray) -> dict[str, np.nd
             "prefill_s_per_request": t_p, "decode_step_s": dec}
     cols.update(_ttft_tail(engine, c, lam, rate_of(b_max), 1.0 / t_p, service, stable))
     cols["memory_gb"] = cols["weights_gb"] + cols["activations_gb"] + cols["kv_cache_gb"]
-    share = np.where(agg, batch * a / out_len * t_p / tau, c.prefill / (c.prefill + c.instances))
+    # the share of an instance's GPU time spent on prompts: its requests per second × the
+    # prefill time of one (closed loop included, whose step is not the open-loop τ); at most
+    # all of it
+    busy = np.minimum(rate / np.maximum(c.instances, 1) * t_p, 1.0)
+    share = np.where(agg, busy, c.prefill / (c.prefill + c.instances))
     cols.update(_costs(engine, gpus, out_tps, rate * in_len, share))
     cols["meets_sla"] = _sla(wl, cols)
     return cols
