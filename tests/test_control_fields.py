@@ -14,10 +14,11 @@ import pytest
 from dashboard.controls.control_record import SPEC_FIELDS, Control, tooltip
 from dashboard.controls.control_table import CONTROLS
 from dashboard.jobs import codesign
+from dashboard.views import post_training_view as post_view
 from dashboard.views import serve_view
 from model import ModelError
 from model.cli import costs
-from model.cli.commands import build_parser
+from model.cli.commands import build_parser, main
 from model.cli.options import flag
 from model.specs import execution as ex
 from model.specs import execution_fields as ef
@@ -26,6 +27,7 @@ from model.specs.execution_fields import BY_NAME, EXECUTION_FIELDS
 from model.specs.hardware import FIELDS as SYSTEM_FIELDS
 from model.specs.serving import MTP_DEPTH
 from model.specs.workload import MAX_GLOBAL_BATCH
+from model.studies.rl import RL_FIELD, RL_STEPS, RlStep
 
 SPEC_CONTROLS = [c for c in CONTROLS if c.spec]
 # a control may narrow its field's range, never widen it; the one that does and why: the
@@ -194,3 +196,51 @@ def test_the_codesign_form_takes_its_fields_ranges():
     codesign.study({**form, "rows": [row]})
     with pytest.raises(ValueError, match="hbm_capacity_gb"):
         codesign.study({**form, "rows": [{**row, "values": f"{hbm.hi * 1.001:g}"}]})
+
+
+# The Post-training page's numbers: (form key, what the form must hold beside it). Each range is
+# its field's (an RL step's, the fine-tuning tokens, the LoRA rank, the model's sequence and
+# batch), narrowed only where dashboard/views/post_training_view.py: NARROWED says.
+POST_NUMBERS = [
+    ("prompts", {"question": "rl", "samples": 1}),
+    ("samples", {"question": "rl", "prompts": 1}),
+    ("input_tokens", {"question": "rl"}), ("output_tokens", {"question": "rl"}),
+    ("max_output_tokens", {"question": "rl", "output_tokens": 1}),
+    ("steps", {"question": "rl"}),
+    ("tokens", {"question": "finetune"}), ("lora_rank", {"question": "finetune"}),
+    ("seq_len", {"question": "finetune"}), ("global_batch", {"question": "finetune"}),
+]
+
+
+@pytest.mark.parametrize("key, beside", POST_NUMBERS, ids=lambda v: str(v))
+def test_a_post_training_form_number_takes_its_fields_range(key, beside):
+    f, (lo, hi) = post_view.FIELDS[key], post_view.page_range(key)
+    narrowed = post_view.NARROWED.get(key, {})
+    assert (lo, hi) == (narrowed.get("lo", f.lo), narrowed.get("hi", f.hi))
+    assert f.lo <= lo <= hi <= f.hi
+    form = {**post_view.DEFAULT_FORM, **beside}
+    for value in (lo, hi):
+        assert post_view.checked_form({**form, key: value})[key] == value
+    for value in (lo - 1, hi + 1 if f.kind is int else hi * 1.001):
+        with pytest.raises(ModelError):
+            post_view.checked_form({**form, key: value})
+
+
+def test_an_rl_step_refuses_what_its_fields_refuse_and_the_cli_names_the_flag(capsys):
+    """The record checks every field (a 10⁸-token prompt was taken before); the command line
+    says which flag, and its help is the field's."""
+    top = RL_FIELD["input_tokens"].hi
+    RlStep(1, 1, top, 1, 1)
+    with pytest.raises(ModelError, match="input_tokens"):
+        RlStep(1, 1, top + 1, 1, 1)
+    with pytest.raises(ModelError, match="placement"):
+        RlStep(1, 1, 1, 1, 1, placement="both")
+    argv = ["rl", "--model", "llama3-8b", "--system", "h100", "--gpus", "8",
+            "--prompts-per-step", "8", "--samples-per-prompt", "4", "--input-tokens",
+            str(top + 1), "--output-tokens", "100", "--placement", "colocated"]
+    assert main(argv) == 2
+    assert "--input-tokens" in capsys.readouterr().err
+    rl = build_parser()._subparsers._group_actions[0].choices["rl"]
+    helps = {a.dest: a.help for a in rl._actions}
+    assert helps["prompts_per_step"] == RL_FIELD["prompts"].doc
+    assert helps["steps"].startswith(RL_STEPS.doc)

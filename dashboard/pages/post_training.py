@@ -17,6 +17,7 @@ from dashboard.server.guard import page_callback
 from dashboard.views.post_training_view import (
     CARDS,
     DEFAULT_FORM,
+    FIELDS,
     TARGETS,
     build,
     form_from_query,
@@ -41,8 +42,10 @@ def _hidden(card: html.Div) -> html.Div:
 
 
 def _number(key: str, label: str, step: str = "any") -> html.Label:
+    """A number of the form, its tooltip its field's help (where it is one of FIELDS)."""
+    tip = FIELDS[key].doc if key in FIELDS else None
     return html.Label([label, dcc.Input(id=f"post-{key}", type="number", step=step,
-                                        value=DEFAULT_FORM[key])])
+                                        value=DEFAULT_FORM[key])], title=tip)
 
 
 def _choice(key: str, label: str, values: tuple) -> html.Label:

@@ -19,10 +19,23 @@ from dashboard.jobs import post_training as jobs
 from dashboard.views.page_form import fields_of, query_of, whole
 from model import ModelError
 from model.cli.numbers import count, duration_days, integer, quantity
-from model.studies.rl import ALGORITHMS, PLACEMENTS
+from model.specs.execution_fields import BY_NAME
+from model.specs.schema import Field
+from model.specs.transformer import FIELDS as MODEL_FIELDS
+from model.studies.finetune import TOKENS
+from model.studies.rl import ALGORITHMS, PLACEMENTS, RL_FIELD, RL_STEPS
 from model.validation.rl import accuracy as rl_accuracy
 
 MAX_GPUS = 4096  # the page's searches stay within its latency budget
+# each number of the form is a field declared once (its range, unit and help) ...
+FIELDS: dict[str, Field] = {**RL_FIELD, "steps": RL_STEPS, "tokens": TOKENS,
+                            "lora_rank": BY_NAME["lora_rank"],
+                            **{f.name: f for f in MODEL_FIELDS
+                               if f.name in ("seq_len", "global_batch")}}
+# ... narrowed on the page only where its latency budget says so (a search's candidates grow
+# with the sequence's and the batch's divisors)
+NARROWED: dict[str, dict[str, float]] = {"seq_len": {"hi": 1_048_576},
+                                         "global_batch": {"hi": 1_000_000}}
 QUESTIONS = ("finetune", "rl")
 TARGETS = ("all", "attn", "mlp", "qkv")
 DEFAULT_FORM: dict[str, Any] = {
@@ -40,6 +53,43 @@ def _choice(form: dict, key: str, allowed: tuple, what: str) -> str:
     return value
 
 
+def page_range(name: str) -> tuple[float, float]:
+    """[lo, hi] of the form's number for field ``name``: the field's, narrowed where
+    :data:`NARROWED` says."""
+    f, narrowed = FIELDS[name], NARROWED.get(name, {})
+    return narrowed.get("lo", f.lo), narrowed.get("hi", f.hi)
+
+
+def _whole(form: dict, key: str, what: str, name: str | None = None) -> int:
+    """The form's ``key`` as a whole number in the range of field ``name`` (default ``key``)."""
+    lo, hi = page_range(name or key)
+    return whole(form, key, int(lo), int(hi), what)
+
+
+def _finetune(form: dict) -> dict[str, Any]:
+    tokens = form.get("tokens")
+    lo, hi = page_range("tokens")
+    if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
+            math.isfinite(tokens) and lo <= tokens <= hi):
+        raise ModelError(f"training tokens must be a number in [{lo:g}, {hi:g}]")
+    return {"tokens": float(tokens), "seq_len": _whole(form, "seq_len", "the sequence length"),
+            "global_batch": _whole(form, "global_batch", "the global batch"),
+            "lora_rank": _whole(form, "lora_rank", "the LoRA rank"),
+            "lora_targets": _choice(form, "lora_targets", TARGETS, "LoRA targets")}
+
+
+def _rl(form: dict) -> dict[str, Any]:
+    return {"prompts": _whole(form, "prompts", "prompts per step"),
+            "samples": _whole(form, "samples", "samples per prompt"),
+            "input_tokens": _whole(form, "input_tokens", "input tokens"),
+            "output_tokens": _whole(form, "output_tokens", "output tokens"),
+            "max_output_tokens": _whole(form, "max_output_tokens", "the longest answer"),
+            "placement": _choice(form, "placement", PLACEMENTS, "the placement"),
+            "algorithm": _choice(form, "algorithm", ALGORITHMS, "the algorithm"),
+            "off_policy": _choice(form, "off_policy", ("no", "yes"), "off-policy") == "yes",
+            "steps": _whole(form, "steps", "RL steps")}
+
+
 def checked_form(form: Any) -> dict[str, Any]:
     """The form's values, checked, or a ModelError in the form's words."""
     if not isinstance(form, dict):
@@ -47,26 +97,8 @@ def checked_form(form: Any) -> dict[str, Any]:
     out = {"question": _choice(form, "question", QUESTIONS, "the question"),
            "gpus": whole(form, "gpus", 1, MAX_GPUS, "GPUs")}
     if out["question"] == "finetune":
-        tokens = form.get("tokens")
-        if isinstance(tokens, bool) or not isinstance(tokens, (int, float)) or not (
-                math.isfinite(tokens) and 1 <= tokens <= 1e15):
-            raise ModelError("training tokens must be a number in [1, 1e15]")
-        out.update(tokens=float(tokens),
-                   seq_len=whole(form, "seq_len", 16, 1_048_576, "the sequence length"),
-                   global_batch=whole(form, "global_batch", 1, 1_000_000, "the global batch"),
-                   lora_rank=whole(form, "lora_rank", 1, 65_536, "the LoRA rank"),
-                   lora_targets=_choice(form, "lora_targets", TARGETS, "LoRA targets"))
-        return out
-    out.update(prompts=whole(form, "prompts", 1, 100_000, "prompts per step"),
-               samples=whole(form, "samples", 1, 1024, "samples per prompt"),
-               input_tokens=whole(form, "input_tokens", 1, 1_000_000, "input tokens"),
-               output_tokens=whole(form, "output_tokens", 1, 1_000_000, "output tokens"),
-               max_output_tokens=whole(form, "max_output_tokens", 1, 1_000_000,
-                                      "the longest answer"),
-               placement=_choice(form, "placement", PLACEMENTS, "the placement"),
-               algorithm=_choice(form, "algorithm", ALGORITHMS, "the algorithm"),
-               off_policy=_choice(form, "off_policy", ("no", "yes"), "off-policy") == "yes",
-               steps=whole(form, "steps", 1, 10_000_000, "RL steps"))
+        return {**out, **_finetune(form)}
+    out.update(_rl(form))
     g = form.get("generation_gpus")
     out["generation_gpus"] = None if g in ("auto", None, "") else whole(
         form, "generation_gpus", 1, MAX_GPUS, "generation GPUs")

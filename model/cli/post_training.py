@@ -14,10 +14,12 @@ from typing import Any
 from model.cli.args import CliError, positive_int, positive_number, print_json
 from model.cli.costs import add_cost_args, costs_from_args
 from model.engine.request import Request
+from model.errors import ModelError
 from model.specs.hardware import load_system
 from model.specs.models import load_model
-from model.studies.finetune import METHODS, PACKING, FineTune, finetune
-from model.studies.rl import ALGORITHMS, PLACEMENTS, RlStep, rl_step
+from model.specs.schema import check_field
+from model.studies.finetune import METHODS, PACKING, TOKENS, FineTune, finetune
+from model.studies.rl import ALGORITHMS, PLACEMENTS, RL_FIELD, RL_STEPS, RlStep, rl_step
 
 TARGETS = {"attn": "attn", "mlp": "mlp", "attn,mlp": "all", "mlp,attn": "all", "all": "all",
            "qkv": "qkv"}
@@ -46,7 +48,7 @@ def add_post_training(sub: Any) -> None:
     _common(f)
     f.add_argument("--method", required=True, choices=METHODS)
     f.add_argument("--tokens", type=positive_number, required=True, metavar="T",
-                   help="training tokens (examples × epochs), e.g. 2e9")
+                   help=f"{TOKENS.doc}, e.g. 2e9")
     f.add_argument("--seq-len", type=positive_int, metavar="L",
                    help="sequence length in tokens (default: the model's)")
     f.add_argument("--global-batch", type=positive_int, default=128, metavar="B",
@@ -67,24 +69,29 @@ def add_post_training(sub: Any) -> None:
                        help="RL post-training (GRPO/PPO): one step's generation, training, "
                             "sync and idle GPUs, colocated or split")
     _common(r)
-    r.add_argument("--prompts-per-step", type=positive_int, required=True, metavar="P")
-    r.add_argument("--samples-per-prompt", type=positive_int, required=True, metavar="K")
+    r.add_argument("--prompts-per-step", type=positive_int, required=True, metavar="P",
+                   help=RL_FIELD["prompts"].doc)
+    r.add_argument("--samples-per-prompt", type=positive_int, required=True, metavar="K",
+                   help=RL_FIELD["samples"].doc)
     r.add_argument("--input-tokens", type=positive_int, required=True, metavar="I",
-                   help="prompt length in tokens")
+                   help=RL_FIELD["input_tokens"].doc)
     r.add_argument("--output-tokens", type=positive_int, required=True, metavar="O",
-                   help="mean answer length in tokens")
+                   help=RL_FIELD["output_tokens"].doc)
     r.add_argument("--max-output-tokens", type=positive_int, metavar="O_MAX",
-                   help="longest answer (default: the mean: every answer equal)")
-    r.add_argument("--placement", required=True, choices=PLACEMENTS)
+                   help=f"{RL_FIELD['max_output_tokens'].doc} (default: the mean: every "
+                        "answer equal)")
+    r.add_argument("--placement", required=True, choices=PLACEMENTS,
+                   help=RL_FIELD["placement"].doc)
     r.add_argument("--generation-gpus", type=positive_int, metavar="G",
                    help="with --placement split: GPUs that generate (default: searched)")
-    r.add_argument("--algorithm", choices=ALGORITHMS, default="grpo")
-    r.add_argument("--off-policy", action="store_true",
-                   help="split: generate step t+1 while training on step t (one step stale)")
-    r.add_argument("--precision", choices=("bf16", "fp8"), default="bf16",
-                   help="generation weights (default: %(default)s)")
-    r.add_argument("--steps", type=positive_int, default=1000, metavar="S",
-                   help="RL steps of the run, for its cost (default: %(default)s)")
+    r.add_argument("--algorithm", choices=ALGORITHMS, default=RL_FIELD["algorithm"].default,
+                   help=RL_FIELD["algorithm"].doc)
+    r.add_argument("--off-policy", action="store_true", help=RL_FIELD["off_policy"].doc)
+    r.add_argument("--precision", choices=RL_FIELD["precision"].choices,
+                   default=RL_FIELD["precision"].default,
+                   help=f"{RL_FIELD['precision'].doc} (default: %(default)s)")
+    r.add_argument("--steps", type=positive_int, default=RL_STEPS.default, metavar="S",
+                   help=f"{RL_STEPS.doc} (default: %(default)s)")
     add_cost_args(r)
     r.set_defaults(run=run_rl)
 
@@ -125,16 +132,34 @@ def run_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+# the flag of each RL field, so a refusal names what the user typed
+RL_FLAGS = {"prompts": "--prompts-per-step", "samples": "--samples-per-prompt",
+            "input_tokens": "--input-tokens", "output_tokens": "--output-tokens",
+            "max_output_tokens": "--max-output-tokens", "steps": "--steps"}
+
+
+def _rl_step(args: argparse.Namespace) -> RlStep:
+    """The RL step the flags ask for, checked against its fields; a refusal names the flag."""
+    try:
+        check_field("RL run", RL_STEPS, args.steps)
+        return RlStep(args.prompts_per_step, args.samples_per_prompt, args.input_tokens,
+                      args.output_tokens, args.max_output_tokens or args.output_tokens,
+                      args.placement, args.algorithm, args.off_policy, args.precision)
+    except ModelError as exc:
+        text = str(exc)
+        for name, flag in RL_FLAGS.items():
+            text = text.replace(f"'{name}'", flag)
+        raise CliError(text) from exc
+
+
 def run_rl(args: argparse.Namespace) -> int:
     if args.generation_gpus is not None and args.placement != "split":
         raise CliError("--generation-gpus is for --placement split")
     if args.off_policy and args.placement != "split":
         raise CliError("--off-policy is for --placement split (colocated GPUs alternate)")
+    step = _rl_step(args)
     model = load_model(args.model)
     system = load_system(args.system).with_costs(costs_from_args(args))
-    step = RlStep(args.prompts_per_step, args.samples_per_prompt, args.input_tokens,
-                  args.output_tokens, args.max_output_tokens or args.output_tokens,
-                  args.placement, args.algorithm, args.off_policy, args.precision)
     res = rl_step(model, system, args.gpus, step, stack=args.stack,
                   generation_gpus=args.generation_gpus)
     from model.validation.rl import accuracy  # the validation runs only when answered

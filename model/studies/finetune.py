@@ -35,11 +35,15 @@ from model.physics.strategies import build_strategy
 from model.specs.execution_fields import LITERALS
 from model.specs.modes import resolve_mode
 from model.specs.params import total_params
+from model.specs.schema import Field, check_field
 from model.specs.transformer import Transformer
 
 METHODS = ("full", "lora", "qlora")
 PACKING = ("packed", "padded")
 TRAINABLE = {"full": "all", "lora": "lora", "qlora": "qlora"}
+# the training data, declared once: the record, the CLI's help and the page's form read it
+TOKENS = Field("tokens", (int, float), "training tokens (the examples' tokens, epochs "
+               "included)", 1, 1e16, required=True, unit="tokens")
 
 
 @dataclass(frozen=True)
@@ -60,10 +64,7 @@ class FineTune:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ModelError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if isinstance(self.tokens, bool) or not isinstance(self.tokens, (int, float)) or not (
-                1 <= self.tokens <= 1e16):
-            raise ModelError(f"tokens must be a number of training tokens in [1, 1e16], got "
-                             f"{self.tokens!r:.40}")
+        check_field("fine-tuning", TOKENS, self.tokens)
         if self.lora_targets not in LITERALS["lora_targets"]:
             raise ModelError(f"LoRA targets must be attn, mlp, both (attn,mlp) or qkv, got "
                              f"{self.lora_targets!r:.40}")

@@ -47,7 +47,8 @@ from model.errors import ModelError
 from model.serving.serve import serve_request
 from model.specs.hardware import System
 from model.specs.params import total_params
-from model.specs.serving import Serving
+from model.specs.schema import Field, check_field
+from model.specs.serving import WORKLOAD_FIELD, Serving
 from model.specs.transformer import Transformer
 
 PLACEMENTS = ("colocated", "split")
@@ -55,6 +56,31 @@ ALGORITHMS = ("grpo", "ppo")
 FORWARD_PASSES = {"grpo": 2, "ppo": 4}  # old log-probs + reference (+ reward model, values)
 TRAINED_MODELS = {"grpo": 1, "ppo": 2}  # the policy (+ the critic)
 MAX_SPLITS = 32  # generation-pool sizes tried by the split search
+MAX_ROLLOUTS = 1_000_000  # prompts × samples per step this estimator prices
+_TOKENS = WORKLOAD_FIELD["input_tokens"]  # a rollout is a served request: the same token range
+
+# each input of an RL step declared once: the record, the CLI's help and the page's form read it
+RL_FIELDS = (
+    Field("prompts", int, "prompts per step P", 1, MAX_ROLLOUTS, required=True),
+    Field("samples", int, "samples (rollouts) per prompt K", 1, MAX_ROLLOUTS, required=True),
+    Field("input_tokens", int, "prompt length I, tokens", _TOKENS.lo, _TOKENS.hi,
+          required=True, unit="tokens"),
+    Field("output_tokens", int, "mean answer length O, tokens", _TOKENS.lo, _TOKENS.hi,
+          required=True, unit="tokens"),
+    Field("max_output_tokens", int, "longest answer O_max, tokens (at least the mean)",
+          _TOKENS.lo, _TOKENS.hi, required=True, unit="tokens"),
+    Field("placement", str, "colocated (every GPU runs every phase) or split (G GPUs "
+          "generate, the rest train)", default="colocated", choices=PLACEMENTS),
+    Field("algorithm", str, "GRPO (policy only) or PPO (policy and critic)", default="grpo",
+          choices=ALGORITHMS),
+    Field("off_policy", bool, "split: generate step t+1 while training on step t (one step "
+          "stale)", default=False),
+    Field("precision", str, "generation weights", default="bf16", choices=("bf16", "fp8")),
+)
+RL_FIELD: dict[str, Field] = {f.name: f for f in RL_FIELDS}
+# the run's length, for its days and cost (not part of one step)
+RL_STEPS = Field("steps", int, "RL steps of the run, for its days and cost", 1, 10_000_000,
+                 default=1000)
 
 
 @dataclass(frozen=True)
@@ -74,21 +100,14 @@ class RlStep:
     kind = "rl"
 
     def __post_init__(self) -> None:
-        for name in ("prompts", "samples", "input_tokens", "output_tokens", "max_output_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ModelError(f"{name.replace('_', ' ')} must be a positive integer, got "
-                                 f"{value!r:.40}")
-        if self.prompts * self.samples > 1_000_000:
+        for f in RL_FIELDS:
+            check_field("RL step", f, getattr(self, f.name))
+        if self.prompts * self.samples > MAX_ROLLOUTS:
             raise ModelError(f"{self.prompts} prompts × {self.samples} samples is over a "
                              "million rollouts per step; this estimator stops there")
         if self.max_output_tokens < self.output_tokens:
             raise ModelError(f"the longest answer ({self.max_output_tokens} tokens) is shorter "
                              f"than the mean ({self.output_tokens})")
-        if self.placement not in PLACEMENTS:
-            raise ModelError(f"placement must be colocated or split, got {self.placement!r:.40}")
-        if self.algorithm not in ALGORITHMS:
-            raise ModelError(f"algorithm must be grpo or ppo, got {self.algorithm!r:.40}")
         if self.off_policy and self.placement != "split":
             raise ModelError("off-policy overlap needs the split placement")
 
