@@ -110,15 +110,19 @@ def test_weight_gradient_with_3_tokens_per_expert_costs_more_per_flop_than_with_
 def test_fp8_experts_run_the_cublas_fp8_asymptote_over_bf16():
     """Per-tensor FP8 experts' compute rate is the stack's η times the measured GEMM kernel's
     FP8/BF16 asymptote on the GPU (what Transformer Engine's per-expert cuBLASLt GEMMs reach);
-    B300, with no GEMM fit, takes the grouped kernel's own η_c ratio."""
+    B300, with MoE tables but no GEMM fit, takes B200's; FP8 with block scales on Blackwell runs
+    DeepGEMM's fit (CUTLASS has none); A100 has no CUTLASS MoE fit: no expert kernel."""
     dense = kt.gemm_kernel_of(H100, "fp8")
     assert moe_training.expert_kernel_of(H100, "fp8").relative == pytest.approx(
         dense.eta / dense.reference_eta)
+    b200 = kt.gemm_kernel_of(load_system("b200"), "mxfp8")
     b300 = moe_training.expert_kernel_of(load_system("b300"), "mxfp8")
-    fp8 = moe_kernel.fitted("b300_sxm", "fp8", "trtllm/cutlass").theta[1]
-    bf16 = moe_kernel.fitted("b300_sxm", "bfloat16", "trtllm/cutlass").theta[1]
-    assert b300.relative == pytest.approx(fp8 / bf16)
-    assert moe_training.expert_kernel_of(load_system("a100"), "bf16") is None  # no MoE fit
+    assert b300.relative == pytest.approx(b200.eta / b200.reference_eta)
+    assert b300.cta_bytes_per_s == moe_kernel.fitted("b300_sxm", "fp8", "trtllm/cutlass").theta[3]
+    block = moe_training.expert_kernel_of(load_system("b200"), "fp8-blockwise")
+    assert block.cta_bytes_per_s == moe_kernel.fitted("b200_sxm", "fp8_block",
+                                                      "trtllm/deepgemm").theta[3]
+    assert moe_training.expert_kernel_of(load_system("a100"), "bf16") is None
 
 
 def test_router_runs_the_measured_bf16_gemm_kernel():

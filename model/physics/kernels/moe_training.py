@@ -50,10 +50,15 @@ from model.physics.gemm import depth_overhead
 from model.physics.kernels import moe_kernel
 from model.physics.kernels.training import gemm_kernel_of, table_gpu
 from model.specs import memo
-from model.specs.hardware import System
+from model.specs.hardware import System, load_system
 
 Array = np.ndarray
 ENGINE = "trtllm/cutlass"  # the tables' CUTLASS grouped GEMM (every table GPU, BF16 and FP8)
+# FP8 with 128×128 block scales where CUTLASS has no fit (Blackwell): DeepGEMM's grouped GEMM
+BLOCK_ENGINE = "trtllm/deepgemm"
+# GPUs with MoE tables but no GEMM fit → the GPU whose cuBLASLt table gives their FP8/BF16
+# asymptote (the same tensor cores per SM and the same FP8:BF16 peak ratio, 2:1)
+CUBLAS_STANDIN = {"b300": "b200", "gb300-nvl72": "gb200-nvl72"}
 ACT_BYTES = 2.0  # bytes per activation element, the fit's convention (moe_kernel)
 MAIN_GRAD_BYTES = 8.0  # FP32 main gradient read and written by the fused wgrad accumulation
 # a training precision → the MoE table dtype its grouped GEMM runs (MXFP8 as per-tensor FP8)
@@ -81,12 +86,13 @@ class ExpertKernel:
 
 def expert_kernel_of(system: System, precision: str) -> ExpertKernel | None:
     """The measured grouped-GEMM kernel of ``system`` in ``precision``, None where no table
-    fit covers it (other GPUs, FP8 block scales on Blackwell's CUTLASS path)."""
+    fit covers it (A100, MI300X …)."""
     gpu, dtype = MOE_TABLE_GPU.get(system.name, table_gpu(system)), TRAINING_MOE_DTYPE.get(
         precision)
     if gpu is None or dtype is None or system.sm_count <= 0:
         return None
-    dense = gemm_kernel_of(system, precision)
+    standin = CUBLAS_STANDIN.get(system.name)
+    dense = gemm_kernel_of(load_system(standin) if standin else system, precision)
     relative = None if dense is None else dense.eta / dense.reference_eta
     return _expert_kernel(gpu, dtype, int(system.sm_count), float(system.hbm_bytes_per_s),
                           relative)
@@ -98,7 +104,8 @@ def _expert_kernel(gpu: str, dtype: str, sm_count: int, hbm: float, relative: fl
     """:func:`expert_kernel_of` once per table GPU × dtype × system (every evaluation of a
     search builds its context); ``relative`` the cuBLASLt table's asymptote of the dtype over
     BF16 (None: the grouped kernel's own, η_c over η_c,bf16)."""
-    fit, ref = moe_kernel.fitted(gpu, dtype, ENGINE), moe_kernel.fitted(gpu, "bfloat16", ENGINE)
+    fit = moe_kernel.fitted(gpu, dtype, ENGINE) or moe_kernel.fitted(gpu, dtype, BLOCK_ENGINE)
+    ref = moe_kernel.fitted(gpu, "bfloat16", ENGINE)
     if fit is None or ref is None:
         return None
     params = dict(zip(moe_kernel.PARAMS, fit.theta))
@@ -154,6 +161,6 @@ def implied_efficiency(flop: Array, seconds: Array, flop_per_s: float) -> Array:
                     1.0)
 
 
-__all__ = ["ACT_BYTES", "ENGINE", "ExpertKernel", "MAIN_GRAD_BYTES", "MOE_TABLE_GPU",
-           "TRAINING_MOE_DTYPE",
-           "expert_gemm_times", "expert_kernel_of", "implied_efficiency"]
+__all__ = ["ACT_BYTES", "BLOCK_ENGINE", "CUBLAS_STANDIN", "ENGINE", "ExpertKernel",
+           "MAIN_GRAD_BYTES", "MOE_TABLE_GPU", "TRAINING_MOE_DTYPE", "expert_gemm_times",
+           "expert_kernel_of", "implied_efficiency"]
