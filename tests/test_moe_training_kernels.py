@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from model import load_model, load_system
+from model.engine.report import op_table
 from model.physics import gemm, routing
 from model.physics.block import evaluate_op
 from model.physics.context import Ctx
@@ -152,3 +153,20 @@ def test_switch_off_prices_the_experts_as_before():
         b = evaluate_op(_spec(plain, name), sh, plain)
         assert np.array_equal(a.fwd.t, b.fwd.t) and np.array_equal(a.bwd.t, b.bwd.t)
         assert not np.allclose(evaluate_op(_spec(on, name), sh, on).bwd.t, a.bwd.t)
+
+
+def test_explain_reads_back_the_expert_kernel_times():
+    """``evaluate --explain``'s op table (model/engine/kernel_report.py), launches free: the
+    expert GEMM's kernel time forward is the kernel model's forward time, backward t_dX + t_dW."""
+    model = _model()
+    system = H100.with_overrides(kernel_overhead_s=0.0)
+    ctx = Ctx.make(model, system, "default", {"kernel_tables": True, "precision": "bf16"})
+    sh = _shards([1], [8])
+    r = evaluate_op(_spec(ctx, "moe/fc2"), sh, ctx)
+    row = op_table([("block", r)], 1, 1, sh, ctx).iloc[0]
+    rate = ctx.expert_efficiency * ctx.matrix_flop_per_s
+    t_fwd, t_dx, t_dw, _, _ = moe_training.expert_gemm_times(
+        ctx.expert_kernel, rate, float(model.seq_len * model.top_k), model.experts / 8.0,
+        float(model.top_k), float(model.experts), float(model.expert_ffn), float(model.hidden))
+    assert row["kernel_time_fwd_s"] == pytest.approx(float(t_fwd), rel=1e-12)
+    assert row["kernel_time_bwd_s"] == pytest.approx(float(t_dx + t_dw), rel=1e-12)
