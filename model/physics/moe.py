@@ -206,8 +206,9 @@ def token_permutation(sh: Shards, ctx: Ctx, b, rows, k, unpermute: bool = False)
 
 def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     """The local experts' grouped GEMM on this GPU's routed tokens (:mod:`model.physics.moe`),
-    its grouped-GEMM wave quantisation, under FP8/FP4 its quantisation and kept input, and
-    its kernel launches, one set per local expert (:func:`expert_launches`)."""
+    its grouped-GEMM wave quantisation (with the kernel layer, the measured grouped GEMM's
+    forward, dX and dW times: :func:`_kernel_priced`), under FP8/FP4 its quantisation and kept
+    input, and its kernel launches, one set per local expert (:func:`expert_launches`)."""
     s = ELEMENT_BYTES
     n = np.asarray(ctx.dims[spec.n] // sh.size(spec.n_shard), dtype=float)
     experts = local_experts(ctx, sh)

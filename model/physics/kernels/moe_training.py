@@ -37,6 +37,11 @@ t_dX + t_dW), so the roofline of :func:`model.physics.block.kernel_times` return
 exactly, and the op's HBM bytes become the kernels' (touched experts only). Precisions run
 the tables' kernel: BF16, per-tensor FP8 (MXFP8 as FP8, as the dense path), FP8 with block
 scales, NVFP4; where no fit covers the GPU × dtype the op keeps the old shape terms.
+
+The router's logits GEMM runs the measured BF16 GEMM kernel (:func:`model.physics.block.
+_router`). The MoE all-to-all stays on the two-tier model of :mod:`model.physics.collectives`:
+the tables' NCCL all-to-all (``comm_kernel``) covers 2–8 GPUs of one node (GB200: 2–4), the
+training runs' expert-parallel groups 8–64 GPUs across nodes or an NVL72 domain.
 """
 
 from __future__ import annotations
