@@ -14,6 +14,8 @@ Cases (those of ``bench/search_speed.py`` and ``bench/serve_speed.py``):
 * ``dense``: 1D gpt3-1t on 4,096 H200 (NVLink domain 8), global batch 4,096, default model;
 * ``figure``: the paper's strong-scaling sweep, 3 strategies × 13 GPU counts (4…16,384);
 * ``moe``: DeepSeek-V3 on 2,048 GB200 NVL72, 1D and context with EP searched;
+* ``moe_kernels``: the same with ``kernel_tables`` on (dense and expert GEMMs, router and
+  attention priced by the measured kernel layer);
 * ``serve``: the serving search of Llama 3 70B FP8 on 64 H200 under a 50 ms TPOT;
 * ``serve_moe``: the same for DeepSeek-V3 on 64 GB200 NVL72.
 
@@ -44,6 +46,8 @@ def _cases() -> dict[str, Callable[[], object]]:
         "dense": lambda: search(gpt, h200, 4096, 4096, "1d", nvs=8),
         "figure": lambda: sweep(gpt, h200, PAPER_GPU_COUNTS, 4096, STRATEGIES, nvs=8),
         "moe": lambda: sweep(dsv3, gb200, [2048], 8192),
+        "moe_kernels": lambda: sweep(dsv3, gb200, [2048], 8192,
+                                     execution={"kernel_tables": True}),
         "serve": lambda: serve(load_model("llama3-70b"), h200, 64, tpot),
         "serve_moe": lambda: serve(dsv3, gb200, 64, tpot),
     }

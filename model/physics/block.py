@@ -92,13 +92,21 @@ def _shape_efficiency(m, k, n, ctx: Ctx, peak_field: str, k_dw=None):
 
 def _router(ctx: Ctx, b, rows, k) -> ops.OpCounts:
     """The router (:func:`model.physics.moe.router`) with its logits GEMM [b·r, e]·[e, E]
-    priced by its shape like any BF16 matmul (:func:`_shape_efficiency`): a small hidden size
-    e makes it shallow, few experts E a narrow output; its score, top-k and aux-loss kernels
-    on the stack's path (``moe_router_fusion``)."""
+    priced by its shape like any BF16 matmul (:func:`_shape_efficiency`; with the kernel layer,
+    the measured BF16 GEMM kernel's forward, dX and dW at their shapes,
+    :func:`model.physics.kernels.training.linear_efficiencies`): a small hidden size e makes
+    it shallow, few experts E a narrow output; its score, top-k and aux-loss kernels on the
+    stack's path (``moe_router_fusion``)."""
     experts = float(ctx.dims["E"])
     counts = moe.router(b, rows, k, experts, ELEMENT_BYTES, ctx.execution.moe_router_fusion)
-    counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, experts, ctx,
-                                                         "matrix_tflops_fp16")
+    router_gemm = None if ctx.gemm_kernel is None else kernel_training.gemm_kernel_of(
+        ctx.system, "bf16")
+    if router_gemm is not None:  # the measured BF16 GEMM kernel at the three GEMMs' shapes
+        counts.wave_fwd, counts.wave_bwd = kernel_training.linear_efficiencies(
+            router_gemm, b * rows, k, experts, k)
+    else:
+        counts.wave_fwd, counts.wave_bwd = _shape_efficiency(b * rows, k, experts, ctx,
+                                                             "matrix_tflops_fp16")
     return counts
 
 

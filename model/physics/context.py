@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from model.errors import ModelError
 from model.physics.attention_kernels import kernel_used, pass_efficiencies, supports
 from model.physics.dims import model_dims
+from model.physics.kernels import moe_training
 from model.physics.kernels import training as kernel_training
 from model.physics.op_sac_scope import check_model
 from model.physics.optable import OpSpec, layer_share
@@ -44,6 +45,8 @@ class Ctx:
     # the dense matmuls' GEMM kernel and the fused attention's (model.physics.kernels.training)
     gemm_kernel: kernel_training.GemmKernel | None = None
     attention_kernel: kernel_training.AttentionKernel | None = None
+    # … and the routed experts' grouped GEMM kernel (model.physics.kernels.moe_training)
+    expert_kernel: moe_training.ExpertKernel | None = None
 
     def __post_init__(self) -> None:
         if self.pricing is None:
@@ -76,17 +79,22 @@ class Ctx:
         own = (system.expert_flop_efficiency_fp8 if precision.quantised
                else system.expert_flop_efficiency)
         expert = eta if own is None else own * precision.efficiency_scale
-        gemm_kernel = attention_kernel = None
+        gemm_kernel = attention_kernel = expert_kernel = None
         if ex.kernel_tables:
             gemm_kernel = kernel_training.gemm_kernel_of(system, ex.precision)
             attention_kernel = kernel_attention(model, system, mode, ex)
+            if model.experts:
+                expert_kernel = moe_training.expert_kernel_of(system, ex.precision)
+        if expert_kernel is not None and own is None:  # the kernel's dtype asymptote, as below
+            expert = system.gemm_efficiency("bf16")
         if gemm_kernel is not None:  # the kernel's own dtype asymptote replaces the FP8 ratio
             eta = system.gemm_efficiency("bf16")
         return cls(model, system, mode, model_dims(model, mode), ex, peak, eta, attention,
                    expert_efficiency=expert,
                    token_efficiency=system.moe_token_efficiency or 1.0,
                    attention_passes=attention_passes(model, system, mode, ex),
-                   gemm_kernel=gemm_kernel, attention_kernel=attention_kernel)
+                   gemm_kernel=gemm_kernel, attention_kernel=attention_kernel,
+                   expert_kernel=expert_kernel)
 
     @property
     def causal_attention(self) -> bool:

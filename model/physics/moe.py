@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from model.physics import gemm, routing, token_kernels
+from model.physics.kernels import moe_training
 from model.physics.ops import OpCounts, bias, linear, quantisation, wave_efficiency
 from model.physics.optable import EP, ETP, NONE, TP1, Axes, CommSpec, Kind, OpSpec, a2a, ag, ar, rs
 from model.specs.precision import PRECISIONS
@@ -205,15 +206,19 @@ def token_permutation(sh: Shards, ctx: Ctx, b, rows, k, unpermute: bool = False)
 
 def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
     """The local experts' grouped GEMM on this GPU's routed tokens (:mod:`model.physics.moe`),
-    its grouped-GEMM wave quantisation, under FP8/FP4 its quantisation and kept input, and
-    its kernel launches, one set per local expert (:func:`expert_launches`)."""
+    its grouped-GEMM wave quantisation (with the kernel layer, the measured grouped GEMM's
+    forward, dX and dW times: :func:`_kernel_priced`), under FP8/FP4 its quantisation and kept
+    input, and its kernel launches, one set per local expert (:func:`expert_launches`)."""
     s = ELEMENT_BYTES
     n = np.asarray(ctx.dims[spec.n] // sh.size(spec.n_shard), dtype=float)
     experts = local_experts(ctx, sh)
     counts = grouped_linear(b, rows, k, n, experts, s)
     precision = PRECISIONS[ctx.execution.precision]
-    counts.wave_fwd, counts.wave_bwd = expert_shape_efficiency(
-        b * rows, experts, k, n, ctx, precision.peak_field)
+    if ctx.expert_kernel is not None:  # the measured grouped GEMMs at their own shapes
+        counts = _kernel_priced(counts, ctx, b * rows, experts, k, n)
+    else:
+        counts.wave_fwd, counts.wave_bwd = expert_shape_efficiency(
+            b * rows, experts, k, n, ctx, precision.peak_field)
     counts.act_bytes = precision.kept_bytes_per_element * b * rows * k
     if precision.quantised:
         counts = quantisation(counts, b, rows, k, n, precision.quantise_bytes_per_element)
@@ -226,6 +231,22 @@ def expert_linear(spec: OpSpec, sh: Shards, ctx: Ctx, b, rows, k) -> OpCounts:
         padded = fp8_padding(b, rows, k if spec.k == "e" else n, s)
         counts.extra_bytes_fwd = counts.extra_bytes_fwd + padded
         counts.extra_bytes_bwd = counts.extra_bytes_bwd + padded
+    return counts
+
+
+def _kernel_priced(counts: OpCounts, ctx: Ctx, routed, experts, k, n) -> OpCounts:
+    """The grouped GEMM's forward and backward (dX + dW) times of the kernel layer
+    (:func:`model.physics.kernels.moe_training.expert_gemm_times`) as the efficiencies they
+    imply over the context's expert rate η·P, and the kernels' HBM bytes (touched experts'
+    weights only)."""
+    rate = ctx.expert_efficiency * ctx.matrix_flop_per_s
+    model = ctx.model
+    t_fwd, t_dx, t_dw, bytes_fwd, bytes_bwd = moe_training.expert_gemm_times(
+        ctx.expert_kernel, rate, routed, experts, float(model.top_k), float(model.experts),
+        k, n)
+    counts.wave_fwd = moe_training.implied_efficiency(counts.flop_mat_fwd, t_fwd, rate)
+    counts.wave_bwd = moe_training.implied_efficiency(counts.flop_mat_bwd, t_dx + t_dw, rate)
+    counts.bytes_fwd, counts.bytes_bwd = bytes_fwd, bytes_bwd
     return counts
 
 

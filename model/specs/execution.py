@@ -179,11 +179,12 @@ class Execution:
       state of the adapters only (:mod:`model.physics.lora`).
     * ``swiglu_fp8_cache``: the routed experts' SwiGLU keeps its input in FP8 with 1×128
       scales and reruns in the backward, so ``moe/fc2`` keeps nothing (DeepSeek-V3 §3.3.3).
-    * ``kernel_tables``: the dense matmuls (forward, dX and dW GEMMs at their own shapes) and
-      fused attention (forward, backward) priced through the kernel layer fitted on measured
-      kernel tables, where they cover the GPU and precision
-      (:mod:`model.physics.kernels.training`); off: the tile-wave and depth shape terms and the
-      stack's attention kernel or efficiency.
+    * ``kernel_tables``: the dense matmuls and the router (forward, dX and dW GEMMs at their
+      own shapes), the routed experts' grouped GEMMs (touched experts' tiles) and fused
+      attention (forward, backward) priced through the kernel layer fitted on measured kernel
+      tables, where they cover the GPU and precision (:mod:`model.physics.kernels.training`,
+      :mod:`model.physics.kernels.moe_training`); off: the tile-wave and depth shape terms and
+      the stack's attention kernel or efficiency.
     """
 
     recompute: str = "selective"

@@ -204,10 +204,11 @@ EXECUTION_FIELDS: tuple[Field, ...] = (
             "domain and jobs of whole nodes (model/engine/production.py). Off: also TP groups "
             "across domains and partial nodes, which no production run uses."),
     _switch("kernel_tables",
-            "The dense matmuls (forward, dX and dW GEMMs at their own shapes) and fused "
-            "attention priced through the kernel layer fitted on measured kernel tables where "
-            "they cover the GPU and precision (model/physics/kernels/training.py); off: tile "
-            "waves and the stack's attention kernel or efficiency."),
+            "The dense matmuls and the router (forward, dX and dW GEMMs at their own shapes), "
+            "the routed experts' grouped GEMMs (touched experts' tiles) and fused attention "
+            "priced through the kernel layer fitted on measured kernel tables where they cover "
+            "the GPU and precision (model/physics/kernels/training.py, moe_training.py); off: "
+            "tile waves and the stack's attention kernel or efficiency."),
     _choice("tp_style", TP_STYLES,
             "How tensor parallelism with sequence parallelism moves activations: megatron (the "
             "column-parallel input kept as its shard and gathered again in the backward, in "

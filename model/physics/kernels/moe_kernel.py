@@ -128,17 +128,30 @@ def latency_s(cols: Columns, gpu: str, dtype: str, theta, tile: float = TILE_ROW
     # fc1 (gate, up: e → (g − 1)f, with the tokens' permutation in and out) and fc2 (f → e)
     for k, n, acts in ((e, (g - 1.0) * f, 2.0 * (2.0 * tok * e + routed * (e + (g - 1.0) * f))),
                        (f, e, 2.0 * routed * (f + e))):
-        col_tiles = np.ceil(n / TILE_ROWS)
-        ctas = row_tiles * col_tiles
-        waves = np.maximum(np.ceil(ctas / sms), 1.0) * sms
-        eff = depth_efficiency(k, k0) * np.where(ctas > 0, ctas / waves, 1.0)
-        # every tile is whole: rows to B, columns to 128, the reduction to K blocks of 64
-        padded = 2.0 * row_tiles * tile * np.ceil(k / K_BLOCK) * K_BLOCK * col_tiles * TILE_ROWS
-        compute = padded / (np.maximum(eff, 1e-9) * eta_c * peak)
-        rate = np.minimum(eta_m * bw, np.maximum(ctas, 1.0) * cta_bw)
-        memory = (cols["touched"] * k * n * s_w + acts) / rate
-        total = total + np.maximum(compute, memory)
+        total = total + grouped_gemm_s(row_tiles, tile, np.ceil(n / TILE_ROWS),
+                                       np.ceil(k / K_BLOCK) * K_BLOCK, k,
+                                       cols["touched"] * k * n * s_w + acts,
+                                       (k0, eta_c * peak, eta_m * bw, cta_bw, sms))
     return total
+
+
+def grouped_gemm_s(row_tiles: Array, tile: float, col_tiles: Array, depth_padded: Array,
+                   depth: Array, hbm_bytes: Array, rates: tuple) -> Array:
+    """Seconds of one grouped GEMM of the fused kernel (module docstring), rates = (k₀, η_c·P
+    FLOP/s, η_m·B_hbm bytes/s, β bytes/s per CTA, SMs): ``row_tiles`` tiles of ``tile`` rows
+    × ``col_tiles`` of 128 columns, each reducing ``depth_padded`` elements (``depth`` before
+    padding to K blocks), run in waves over the SMs at the depth efficiency d/(d + k₀), against
+    ``hbm_bytes`` read and written at min(η_m·B_hbm, CTAs·β):
+    max(2·R·B·d_pad·C·128 / (w·d/(d + k₀)·η_c·P), M / rate)."""
+    k0, flops, bw, cta_bw, sms = rates
+    ctas = row_tiles * col_tiles
+    waves = np.maximum(np.ceil(ctas / sms), 1.0) * sms
+    eff = depth_efficiency(depth, k0) * np.where(ctas > 0, ctas / waves, 1.0)
+    # every tile is whole: rows to B, columns to 128, the reduction to K blocks of 64
+    padded = 2.0 * row_tiles * tile * depth_padded * col_tiles * TILE_ROWS
+    compute = padded / (np.maximum(eff, 1e-9) * flops)
+    rate = np.minimum(bw, np.maximum(ctas, 1.0) * cta_bw)
+    return np.maximum(compute, hbm_bytes / rate)
 
 
 def relative_errors_pct(cols: Columns, gpu: str, dtype: str, theta,
@@ -313,5 +326,6 @@ def validation_rows() -> list[dict]:
 
 __all__ = ["ENGINE_KERNELS", "MOE_DTYPES", "KernelFit", "MoEKernelError", "PARAMS",
            "SERVING_DTYPES", "TILE_ROWS", "config_id", "engine_of", "engine_serving_fit",
-           "fit_group", "fitted", "grouped_moe_s", "held_out_errors_pct", "latency_s",
-           "relative_errors_pct", "require", "serving_fit", "unsupported", "validation_rows"]
+           "fit_group", "fitted", "grouped_gemm_s", "grouped_moe_s", "held_out_errors_pct",
+           "latency_s", "relative_errors_pct", "require", "serving_fit", "unsupported",
+           "validation_rows"]
