@@ -128,8 +128,11 @@ def test_other_gpus_and_dtypes_keep_the_tensorrt_fit():
 
 def test_switch_off_never_reads_the_training_fit(monkeypatch):
     """A Megatron-Bridge stack (switch off) on H100 in FP8: its context builds without the
-    training fit (reading it raises), with the stack's calibrated η times the fixed FP8 ratio
-    (the committed calibration is unchanged where the switch is off)."""
+    training fit (reading it raises), and the calibration's in-sample time of its H100 runs,
+    priced with the training fit unreadable, is the committed one (the calibration is
+    unchanged where the switch is off)."""
+    from model.validation.calibrate import Curve
+    from model.validation.published import time_cases
     stack = load_stack("megatron-bridge-25.09")
     assert not stack.execution.get("kernel_tables", False)
 
@@ -140,4 +143,13 @@ def test_switch_off_never_reads_the_training_fit(monkeypatch):
     ctx = Ctx.make(load_model("llama3-70b"), load_system("h100"), "default",
                    {**stack.execution, "precision": "fp8"})
     assert ctx.gemm_kernel is None
+    committed = {r["id"]: r for r in json.loads(
+        (ROOT / "model" / "data" / "reference" / "cross_validation.json").read_text())["runs"]}
+    cases = [c for c in time_cases() if c.stack == "megatron-bridge-25.09"
+             and c.system.name == "h100"]
+    assert cases
+    for case in cases:
+        r = committed[case.id]
+        assert Curve.of(case).time_s(r["eta_in_sample"]) == pytest.approx(r["in_sample_s"],
+                                                                         rel=1e-12)
     memo.clear()
