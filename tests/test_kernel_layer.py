@@ -204,8 +204,11 @@ def test_stored_error_table_is_what_validate_computes():
     assert [r for r in stored if r["class"] == "collective"] == again
     fitted_classes = {"gemm", "context_attention", "decode_attention", "mla_context",
                       "mla_decode", "collective"}
-    assert {r["class"] for r in stored} == fitted_classes | {"moe"} | {
+    assert {r["class"] for r in stored} == fitted_classes | {"moe", "training_gemm"} | {
         f"{c} (torch)" for c in ("gemm", "context_attention", "decode_attention")}
+    from model.validation.kernels_training import held_out_rows
+    assert [r for r in stored if r["class"] == "training_gemm"] == kv.join_rows(
+        held_out_rows())
     assert [r for r in stored if r["class"] == "moe"] == kv.join_rows(kv.moe_error_rows())
 
 
@@ -249,7 +252,8 @@ def test_validate_set_kernels_prints_the_table(capsys, monkeypatch):
     from model.cli.commands import main
     stored = kv.stored_error_rows()
     monkeypatch.setattr(kv, "kernel_error_rows", lambda classes=None: [
-        r for r in stored if not r["class"].endswith("(torch)") and r["class"] != "moe"])
+        r for r in stored if not r["class"].endswith("(torch)")
+        and r["class"] not in ("moe", "training_gemm")])
     assert main(["validate", "--set", "kernels", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["rows"] == kv.join_rows(stored)

@@ -84,7 +84,8 @@ def build_parser(prog: str = "python -m model") -> Parser:
                                        "finetune: Megatron-Bridge's SFT and LoRA runs; "
                                        "rl: NeMo-RL's GRPO step times; "
                                        "kernels: the kernel layer's held-out error on "
-                                       "AIConfigurator's measured kernel tables")
+                                       "AIConfigurator's measured kernel tables and on "
+                                       "our PyTorch training GEMMs")
     v.add_argument("--json", action="store_true", help="print the records and the summary")
     v.set_defaults(run=run_validate)
     a = sub.add_parser("ablation", allow_abbrev=False,

@@ -124,12 +124,16 @@ def write_error_table() -> list[dict]:
     """Recompute the held-out error table and store it (``python -m model.validation.kernels``;
     the extraction script calls it after a refit)."""
     from model.validation.kernels_torch import torch_error_rows
+    from model.validation.kernels_training import held_out_rows
 
-    rows = join_rows(kernel_error_rows(), torch_error_rows(), moe_error_rows())
+    rows = join_rows(kernel_error_rows(), torch_error_rows(), moe_error_rows(),
+                     held_out_rows())
     ERRORS_FILE.write_text(json.dumps({
         "what": "held-out error of the kernel layer per class × GPU × engine × dtype "
-                "(model/validation/kernels.py kernel_error_rows), and its error on the "
-                "PyTorch measurements, not fitted (kernels_torch.py torch_error_rows)",
+                "(model/validation/kernels.py kernel_error_rows), its error on the "
+                "PyTorch measurements, not fitted (kernels_torch.py torch_error_rows), and "
+                "the training-GEMM fit's held-out error (kernels_training.py "
+                "held_out_rows)",
         "rows": rows}, indent=1) + "\n")
     return rows
 

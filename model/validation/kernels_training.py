@@ -1,10 +1,17 @@
-"""Kernel-level error of training's GEMMs priced by the kernel layer, not fitted: a linear
-layer's forward, input-gradient and weight-gradient GEMMs measured with PyTorch on an H100
-(``model/data/reference/kernels/h100_training_gemms.json``, scripts/measure_training_gemms_gpu.py)
-priced by the GEMM model with the parameters fitted to AIConfigurator's H100 table, each at its
-own shape — forward (m, n, k), dX (m, k, n), dW (n, k, m) as
-:func:`model.physics.kernels.training.linear_efficiencies` prices them. FP8 rows ran on
-pre-quantised operands: priced without the activation quantisation kernel."""
+"""Kernel-level error of training's GEMMs: a linear layer's forward, input-gradient and
+weight-gradient GEMMs measured with PyTorch on an H100 and an H200
+(``model/data/reference/kernels/h100_training_gemms.json``, ``h200_training_gemms.json``,
+scripts/measure_training_gemms_gpu.py), each at its own shape — forward (m, n, k), dX (m, k, n),
+dW (n, k, m) as :func:`model.physics.kernels.training.linear_efficiencies` prices them.
+
+* :func:`held_out_rows`: the GEMM law fitted to these tables (what training through the kernel
+  layer uses on Hopper, :mod:`model.physics.kernels.training_fit`), each linear priced by a
+  refit without it — the rows ``validate --set kernels`` prints (class ``training_gemm``);
+* :func:`training_gemm_errors`: the same rows priced with the parameters fitted to
+  AIConfigurator's TensorRT-LLM table of the GPU (what training used before; still what it
+  uses off Hopper), not fitted to them.
+
+FP8 rows ran on pre-quantised operands: priced without the activation quantisation kernel."""
 
 from __future__ import annotations
 
@@ -13,6 +20,7 @@ import json
 import numpy as np
 
 from model.physics.kernels import gemm_kernel as gemm
+from model.physics.kernels import training_fit as tf
 from model.physics.kernels.hardware import kernel_hardware
 from model.physics.kernels.params import KERNEL_DIR, fitted
 
@@ -55,4 +63,18 @@ def training_gemm_errors(gpu: str = "h100_sxm") -> list[dict]:
     return out
 
 
-__all__ = ["TABLE", "TABLES", "priced_s", "training_gemm_errors"]
+def held_out_rows() -> list[dict]:
+    """Rows {class 'training_gemm', gpu, engine 'pytorch', dtype '<dtype> <pass>', n,
+    median_pct, p90_pct, mean_signed_pct} of the training fit's leave-one-linear-out error
+    per GPU × dtype × pass (:func:`model.physics.kernels.training_fit.held_out_pct`)."""
+    out = []
+    for gpu, path in tf.TABLES.items():
+        for table_dtype, dtype in tf.DTYPES.items():
+            c = tf.table_columns(path, table_dtype)
+            for which, e in tf.per_pass(c, tf.held_out_pct(c, gpu, dtype)).items():
+                out.append({"class": "training_gemm", "gpu": gpu, "engine": "pytorch",
+                            "dtype": f"{table_dtype} {which}", **e})
+    return out
+
+
+__all__ = ["TABLE", "TABLES", "held_out_rows", "priced_s", "training_gemm_errors"]

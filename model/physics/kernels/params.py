@@ -18,6 +18,9 @@ from model.specs.schema import DATA_DIR
 KERNEL_DIR = DATA_DIR / "reference" / "kernels"
 PARAMS_FILE = KERNEL_DIR / "aic_params.json"
 SUBSET_FILE = KERNEL_DIR / "aic_subset.json"
+# the GEMM law fitted to training GEMMs measured with PyTorch on Hopper
+# (scripts/fit_training_gemms.py, model/physics/kernels/training_fit.py)
+TRAINING_FILE = KERNEL_DIR / "training_gemm_params.json"
 ENGINES = ("trtllm", "vllm", "sglang")  # whose measured tables the kernel layer is fitted on
 DEFAULT_ENGINE = "trtllm"
 # keys of a fitted group that are not model parameters
@@ -79,6 +82,22 @@ def kernel_source(kind: str, gpu: str, dtype: str, engine: str = DEFAULT_ENGINE)
     return str(entry.get("kernel_source", ""))
 
 
+@memo.lru("training GEMM parameters", 1)
+def training_params() -> dict[str, Any]:
+    """The training-GEMM fit's file (provenance, parameters, errors); empty where absent."""
+    if not TRAINING_FILE.exists():
+        return {"provenance": {}, "params": {}, "errors": {}}
+    return json.loads(TRAINING_FILE.read_text())
+
+
+def training_fitted(gpu: str, dtype: str) -> dict[str, float] | None:
+    """The GEMM law's parameters fitted to PyTorch training GEMMs of one GPU × dtype, None
+    where none were measured (every GPU but H100 and H200, every dtype but BF16 and FP8)."""
+    entry = training_params()["params"].get("gemm", {}).get(gpu, {}).get(dtype)
+    return None if entry is None else {k: v for k, v in entry.items() if k not in NOT_PARAMS}
+
+
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "KERNEL_DIR", "PARAMS_FILE", "SUBSET_FILE",
-           "UnknownEngineError", "fitted", "kernel_params", "kernel_source", "kernel_subset",
+           "TRAINING_FILE", "UnknownEngineError", "fitted", "training_fitted",
+           "training_params", "kernel_params", "kernel_source", "kernel_subset",
            "params_file", "subset_file"]

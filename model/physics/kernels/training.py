@@ -6,16 +6,21 @@ m × n, reduction k), the input gradient dX[m, k] = dY·Wᵀ (output m × k, red
 weight gradient dW[k, n] = Xᵀ·dY (output k × n, reduction m). Each goes through the same
 measured GEMM model (:func:`model.physics.kernels.gemm_kernel.gemm_efficiency`: η of the
 table's kernel × wave quantisation of its CTAs with split-K × the depth term with the fitted
-k₀ × the rows' share of their padded MMA tiles), with the parameters fitted to NVIDIA
-AIConfigurator 0.12.0's GEMM table of the GPU and the precision's kernel (cuBLASLt BF16 and
-per-tensor FP8 — the library Transformer Engine's and PyTorch's linears call —, TensorRT-LLM's
-FP8 block-scale GEMM for 128-element blocks, CUTLASS NVFP4). The backward's two GEMMs of equal
+k₀ × the rows' share of their padded MMA tiles). On Hopper (H100, H200 and the H100 die's
+variants) in BF16 and per-tensor FP8 its η and k₀ are those fitted to training GEMMs measured
+with PyTorch/cuBLAS on an H100 and an H200 — the forward, dX and dW of 8 Llama-3 linears
+(:mod:`.training_fit`, ``reference/kernels/training_gemm_params.json``; :data:`TRAINING_SOURCE`).
+Everywhere else (A100, Blackwell; FP8 block-scale, NVFP4) they are those fitted to NVIDIA
+AIConfigurator 0.12.0's GEMM table of the GPU and the precision's kernel (TensorRT-LLM's
+inference sweep, unscaled: cuBLASLt BF16 and per-tensor FP8, TensorRT-LLM's FP8 block-scale
+GEMM for 128-element blocks, CUTLASS NVFP4; :data:`TABLE_SOURCE`). The backward's two GEMMs of equal
 FLOPs run one after the other: their efficiency is the harmonic mean
 (:func:`model.physics.gemm.backward_efficiency`). The efficiency is returned over the table's
 asymptotic BF16 η of the same GPU, so the stack's calibrated GEMM efficiency keeps its meaning
 (a fraction of the peak on large BF16 GEMMs) and ``fitted η / table η`` is what the kernels do
-not explain; an FP8 kernel's own asymptote relative to BF16 (0.83 on H100) replaces the
-calibration's fixed FP8 ratio.
+not explain; an FP8 kernel's own asymptote relative to BF16 of the same fit (0.94 measured in
+training on H100, 1.01 on H200; 0.83 in TensorRT-LLM's H100 table) replaces the calibration's
+fixed FP8 ratio.
 
 **Attention.** The forward of a fused causal attention over r local query rows, L keys, h
 local heads of dimension d runs at the measured context-attention model's efficiency
@@ -53,7 +58,7 @@ from model.physics.gemm import backward_efficiency
 from model.physics.kernels import attention_kernel as attn
 from model.physics.kernels import gemm_kernel
 from model.physics.kernels.hardware import KernelHardware, kernel_hardware
-from model.physics.kernels.params import KERNEL_DIR, fitted
+from model.physics.kernels.params import KERNEL_DIR, fitted, training_fitted
 from model.physics.kernels.pricing import TABLE_GPU
 from model.physics.ops import wave_efficiency
 from model.specs import memo
@@ -74,6 +79,11 @@ TE_ATTENTION = {"ampere": "fa2", "hopper": "cudnn", "blackwell": "cudnn",
 TORCH_TABLES = {"h100_sxm": "h100_torch_measured.json", "h200_sxm": "h200_torch_measured.json"}
 SDPA_BACKEND = {"fa2": "flash", "cudnn": "cudnn"}
 BLACKWELL = ("blackwell", "blackwell-ultra")
+# whose GEMM fit a kernel uses: the PyTorch training GEMMs measured on Hopper
+# (reference/kernels/training_gemm_params.json) where they cover the GPU × dtype, else
+# AIConfigurator's TensorRT-LLM table of the GPU (its inference sweep, as before)
+TRAINING_SOURCE = "PyTorch training GEMMs (H100/H200, training_gemm_params.json)"
+TABLE_SOURCE = "AIConfigurator TensorRT-LLM GEMM table (aic_params.json)"
 BENCH_TOKENS, BENCH_HIDDEN = 16384.0, 2048.0  # the FlashAttention papers' benchmark shapes
 
 
@@ -93,6 +103,7 @@ class GemmKernel:
     rows_tile: float  # rows per MMA tile
     reference_eta: float  # the same GPU's BF16 η (what the stack's efficiency is relative to)
     sm_count: int
+    source: str = ""  # whose fit: TRAINING_SOURCE or TABLE_SOURCE
 
     @property
     def hardware(self) -> KernelHardware:
@@ -117,12 +128,16 @@ def gemm_kernel_of(system: System, precision: str) -> GemmKernel | None:
 def _gemm_kernel(gpu: str, dtype: str, sm_count: int) -> GemmKernel | None:
     """:func:`gemm_kernel_of` once per table GPU × dtype × SM count (every evaluation of a
     search builds its context: the parameters are read once)."""
-    params, ref = fitted("gemm", gpu, dtype), fitted("gemm", gpu, "bfloat16")
+    params, ref = training_fitted(gpu, dtype), training_fitted(gpu, "bfloat16")
+    source = TRAINING_SOURCE
+    if params is None or ref is None:  # no training measurement: the TensorRT-LLM table's
+        params, ref = fitted("gemm", gpu, dtype), fitted("gemm", gpu, "bfloat16")
+        source = TABLE_SOURCE
     if params is None or ref is None:
         return None
     split, rows_tile = gemm_kernel.KERNEL_PATH[dtype]
     return GemmKernel(dtype, params["eta"], params["k0"], split, rows_tile, ref["eta"],
-                      sm_count)
+                      sm_count, source)
 
 
 def gemm_efficiency(g: GemmKernel, m: Array, n: Array, k: Array) -> Array:
@@ -276,6 +291,7 @@ def kernel_times(c, way: str, zero: Array, system: System, overhead: float):
     return t_comp, t_mem, t_extra, np.maximum(t_comp, t_mem) + t_extra
 
 
-__all__ = ["AttentionKernel", "GemmKernel", "SAME_CHIP", "TE_ATTENTION", "TRAINING_DTYPE",
+__all__ = ["AttentionKernel", "GemmKernel", "SAME_CHIP", "TABLE_SOURCE", "TE_ATTENTION",
+           "TRAINING_DTYPE", "TRAINING_SOURCE",
            "attention_efficiencies", "attention_kernel_of", "gemm_efficiency",
            "gemm_kernel_of", "kernel_times", "linear_efficiencies", "table_gpu"]
