@@ -221,8 +221,10 @@ def _virtual_stages(model: Transformer, cols: dict, interleave: int,
     MAX_INTERLEAVE) of some stage's layer count (the rules keep those of each shape's own)."""
     if interleave:
         return np.array([interleave], dtype=np.int64)
-    layers = np.unique(stage_layout(model, cols["pp"], ends_count_as_layers)[0])
-    values = {int(v) for d in layers.tolist() for v in divisors(int(d)) if v <= MAX_INTERLEAVE}
+    # each stage count once (a few distinct among hundreds of rows): a set, not np.unique
+    stages = np.array(sorted(set(cols["pp"].tolist())), dtype=np.int64)
+    layers = set(np.atleast_1d(stage_layout(model, stages, ends_count_as_layers)[0]).tolist())
+    values = {int(v) for d in layers for v in divisors(int(d)) if v <= MAX_INTERLEAVE}
     return np.array(sorted(values | {1}), dtype=np.int64)
 
 
