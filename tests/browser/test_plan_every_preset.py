@@ -26,14 +26,17 @@ MOE = [m for m in S.PRESET_OF["model"].choices if load_model(m).moe]
 
 
 def planned_gpus(ui, what: str, timeout: float = 300) -> int:
-    """The page's planned GPU count once the plan (or its job) answered ``what``."""
+    """The page's planned GPU count once the plan (or its job) answered ``what``; fails at
+    once when the page refuses (a message and no plan)."""
     def answered() -> bool:
-        return what in ui.text("#plan-headline") and ui.text("#plan-gpus")[:1].isdigit()
+        planned = what in ui.text("#plan-headline") and ui.text("#plan-gpus")[:1].isdigit()
+        return planned or (ui.text("#plan-message") != "" and ui.text("#plan-headline") == "")
     try:
         ui.until(answered, f"the plan of {what}", timeout=timeout)
     except AssertionError as exc:
         raise AssertionError(f"{exc}: headline {ui.text('#plan-headline')!r}, message "
                              f"{ui.text('#plan-message')!r}, logs {ui.severe_logs()}") from None
+    assert ui.text("#plan-gpus")[:1].isdigit(), f"refused: {ui.text('#plan-message')!r}"
     return int(ui.text("#plan-gpus").split(" ")[0].replace(",", ""))
 
 
