@@ -14,6 +14,7 @@ from dash.exceptions import PreventUpdate
 
 from dashboard.controls.scenario import default_scenario
 from dashboard.form_link import exports_from, link_form
+from dashboard.jobs import compute
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.serve_view import (
@@ -113,9 +114,16 @@ def _failed(message: str) -> tuple:
           Input("scenario", "data"), *(Input(f"serve-{k}", "value") for k in FORM_KEYS))
 @page_callback(0, _failed)
 def update(scn: dict[str, Any], *values: Any) -> tuple:
+    """The page's figures, headline and export contexts, cached as JSON under the scenario's
+    estimator inputs and the form (issue 29: the page cached nothing, and a repeat cost as
+    much as a new request); a form the checks refuse raises, uncached, its message shown."""
     form = form_of(values)
-    figs, text = build(scn, form)
-    return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+
+    def built() -> tuple:
+        figs, text = build(scn, form)
+        return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+    payload = {**compute.page_payload(scn, "model", "system"), "form": form}
+    return tuple(compute.cached_outputs("page-serving", payload, built))
 
 
 @callback(Output("url", "hash", allow_duplicate=True), Output("serve-defaulted", "data"),

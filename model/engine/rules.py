@@ -13,6 +13,7 @@ are fields of its :class:`~model.physics.strategies.Strategy` record.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -78,6 +79,13 @@ class Problem:
                 "strategy": st.name, "cols": st.tp1_columns_factor * m.hidden,
                 "min_cols": MIN_COLUMNS, "min_rows": MIN_ROWS, "E": m.experts,
                 "fe": m.expert_ffn, "model": m.name, "node": self.production_node}
+
+    @functools.cached_property
+    def rules(self) -> dict[str, tuple[Rule, ...]]:
+        """The rules checked when each axis is added, for this problem: worked out once per
+        problem (the space asks them at every axis it adds), not per check."""
+        return {axis: tuple(r for r in rules if r.applies(self))
+                for axis, rules in _BY_AXIS.items()}
 
 
 @dataclass(frozen=True)
@@ -202,13 +210,13 @@ _BY_AXIS: dict[str, tuple[Rule, ...]] = {a: tuple(r for r in RULES if r.axis == 
 
 def rules_for(axis: str, problem: Problem) -> list[Rule]:
     """The rules checked when ``axis`` is added to the space, for this problem."""
-    return [r for r in _BY_AXIS.get(axis, ()) if r.applies(problem)]
+    return list(problem.rules.get(axis, ()))
 
 
 def mask(axis: str, dims: dict[str, Any], problem: Problem) -> Any:
     """Where ``dims`` (broadcastable arrays) obey every rule of ``axis``."""
     ok: Any = True
-    for rule in rules_for(axis, problem):
+    for rule in problem.rules.get(axis, ()):
         ok = ok & rule.holds(dims, problem)
     return ok
 

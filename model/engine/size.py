@@ -12,8 +12,10 @@ not fit its memory budget before allocating them. The counts are remembered per 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from model.engine.rules import Problem
-from model.engine.space import shape_placements, shape_steps, stage_rows
+from model.engine.space import keep_shapes, shape_placements, shape_steps, shapes_key, stage_rows
 from model.specs import memo
 
 BLOCK_ROWS = 4_096  # rows grown at once: a few MB of int64 columns at most per dimension
@@ -30,11 +32,15 @@ def space_size(problem: Problem, limit: int | None = None,
     ``block_rows``: rows grown at once (the counts do not depend on it; only the memory)."""
     # the rules read the strategy's name-level traits, the model, the mode's rules and these
     pins = {k: v for k, v in problem.pins.items() if v is not None}
-    key = repr((problem.model, problem.strategy.name, int(problem.gpus),
-                int(problem.global_batch), int(problem.nvs), sorted(pins.items()),
-                int(problem.interleave), bool(problem.ends_count_as_layers),
-                bool(problem.equal_stages), bool(problem.exact_domain_fill), limit,
-                int(problem.production_node), int(block_rows)))
+    key: Hashable = (problem.model, problem.strategy.name, int(problem.gpus),
+                     int(problem.global_batch), int(problem.nvs), tuple(sorted(pins.items())),
+                     int(problem.interleave), bool(problem.ends_count_as_layers),
+                     bool(problem.equal_stages), bool(problem.exact_domain_fill), limit,
+                     int(problem.production_node), int(block_rows))
+    try:  # the frozen specs hash faster than they print; a spec holding a list cannot
+        hash(key)
+    except TypeError:
+        key = repr(key)
     found = SIZES.get(key)
     if found is None:
         found = _count(problem, limit, block_rows)
@@ -49,10 +55,12 @@ def _count(problem: Problem, limit: int | None, block_rows: int) -> tuple[int, i
     pins = {k: v for k, v in problem.pins.items() if v is not None}
     steps = shape_steps(problem)
     total = [0, 0]
+    whole = [True]  # no dimension was grown in blocks: the last block is every shape
 
     def count(cols: dict, depth: int) -> bool:
         """Grow ``cols`` from step ``depth`` on, block by block; False once over the limit."""
         n = len(cols["tp1"])
+        whole[0] = whole[0] and n <= block_rows
         for start in range(0, n, block_rows):
             block = {k: v[start:start + block_rows] for k, v in cols.items()} if n > block_rows \
                 else cols
@@ -60,6 +68,8 @@ def _count(problem: Problem, limit: int | None, block_rows: int) -> tuple[int, i
                 if not count(steps[depth](block), depth + 1):
                     return False
                 continue
+            if whole[0]:  # build_shapes(problem), kept for the search that follows
+                keep_shapes(shapes_key(problem), block)
             total[0] += len(block["tp1"])
             total[1] += shape_placements(block, gpus, nvs, pins, problem.exact_domain_fill,
                                          problem.production_node > 0).total()

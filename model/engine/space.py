@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.engine.production import tp_inside
+from model.engine.production import tp_inside, whole_nodes
 from model.engine.rules import Problem, divisors, mask, stage_layout
 from model.errors import ModelError
 from model.specs import memo
@@ -111,20 +111,59 @@ def _grow(cols: dict, axis: str, values: np.ndarray, problem: Problem) -> dict:
 
 
 MAX_INTERLEAVE = 64  # virtual stages per GPU searched at most
+KEPT_ROWS = 4_096  # the shapes of a count are kept per process up to this many rows
+# the shapes of one strategy at one GPU count, once built or counted whole
+# (:func:`model.engine.size.space_size`): the Plan & cost page sizes every count before it
+# searches it (issue 29); a few kB to a few hundred kB each, 64 MB in all at most
+SHAPES = memo.Table("shapes per count", 8_192, memo.RESULTS,
+                    weigh=lambda cols: sum(v.nbytes for v in cols.values()),
+                    max_bytes=64 * 2**20)
+
+
+def shapes_key(problem: Problem) -> tuple | None:
+    """What :func:`build_shapes` reads of ``problem``: neither the NVLink domain nor the
+    placement rule (they decide the placements), and of the production rules only whether
+    the count is whole nodes (the rule on tp1 that keeps every shape or none). None when a
+    value cannot be a key (a spec holding a list: its shapes are not remembered)."""
+    pins = tuple(sorted((k, int(v)) for k, v in problem.pins.items() if v is not None))
+    key = (problem.model, problem.strategy.name, int(problem.gpus), int(problem.global_batch),
+           int(problem.interleave), bool(problem.equal_stages),
+           bool(problem.ends_count_as_layers),
+           whole_nodes(int(problem.gpus), int(problem.production_node)), pins)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def keep_shapes(key: tuple | None, cols: dict[str, np.ndarray]) -> None:
+    """Remember the whole shapes under ``key`` (:func:`shapes_key`) when there are at most
+    :data:`KEPT_ROWS`, read-only (every caller indexes them, none writes into them)."""
+    if key is not None and len(cols["tp1"]) <= KEPT_ROWS:
+        for v in cols.values():
+            v.flags.writeable = False
+        SHAPES.put(key, cols)
 
 
 def build_shapes(problem: Problem) -> dict[str, np.ndarray]:
     """Every (tp1, tp2, pp, dp, etp, ep, microbatch, interleave, nb) allowed on the
     ``problem``'s GPUs, before placement (``interleave`` 0 searches every virtual-stage count
     the stages allow): each dimension's candidate values (divisors; pinned values only),
-    filtered by the rules of :mod:`model.engine.rules` as it is added.
+    filtered by the rules of :mod:`model.engine.rules` as it is added. Remembered per count
+    (:data:`SHAPES`; read-only).
 
     Memory does not depend on the placement, so the search can drop shapes that do not fit
     before multiplying them by their placements.
     """
+    key = shapes_key(problem)
+    found = None if key is None else SHAPES.get(key)
+    if found is not None:
+        return found
     cols = stage_rows(problem)
     for step in shape_steps(problem):
         cols = step(cols)
+    keep_shapes(key, cols)
     return cols
 
 
@@ -182,8 +221,10 @@ def _virtual_stages(model: Transformer, cols: dict, interleave: int,
     MAX_INTERLEAVE) of some stage's layer count (the rules keep those of each shape's own)."""
     if interleave:
         return np.array([interleave], dtype=np.int64)
-    layers = np.unique(stage_layout(model, cols["pp"], ends_count_as_layers)[0])
-    values = {int(v) for d in layers.tolist() for v in divisors(int(d)) if v <= MAX_INTERLEAVE}
+    # each stage count once (a few distinct among hundreds of rows): a set, not np.unique
+    stages = np.array(sorted(set(cols["pp"].tolist())), dtype=np.int64)
+    layers = set(np.atleast_1d(stage_layout(model, stages, ends_count_as_layers)[0]).tolist())
+    values = {int(v) for d in layers for v in divisors(int(d)) if v <= MAX_INTERLEAVE}
     return np.array(sorted(values | {1}), dtype=np.int64)
 
 

@@ -29,6 +29,7 @@ from model.engine.resolved import Resolved
 from model.engine.rules import Problem
 from model.engine.space import (
     PLACEMENT,
+    SHAPES,
     Placements,
     build_shapes,
     check_budget,
@@ -209,5 +210,7 @@ def _shape_space(model: Transformer, strat: Strategy, counts: list[int], global_
 
 
 def clear_shape_spaces() -> None:
-    """Forget the remembered shape spaces (benchmarks of searches from scratch)."""
+    """Forget the remembered shape spaces and each count's shapes (benchmarks of searches
+    from scratch)."""
     SHAPE_SPACES.clear()
+    SHAPES.clear()

@@ -76,11 +76,15 @@ def lru(name: str, maxsize: int, kind: str = TABLES) -> Callable[[Callable[..., 
 
 
 class Table:
-    """A bounded, thread-safe table, least recently used out first, registered as ``name``."""
+    """A bounded, thread-safe table, least recently used out first, registered as ``name``: at
+    most ``limit`` entries and, with ``weigh`` (an entry's bytes), at most ``max_bytes``."""
 
-    def __init__(self, name: str, limit: int, kind: str = RESULTS) -> None:
-        self.limit = limit
+    def __init__(self, name: str, limit: int, kind: str = RESULTS,
+                 weigh: Callable[[Any], int] | None = None, max_bytes: int = 0) -> None:
+        self.limit, self.weigh, self.max_bytes = limit, weigh, max_bytes
         self._rows: OrderedDict[Hashable, Any] = OrderedDict()
+        self._bytes: dict[Hashable, int] = {}
+        self._total_bytes = 0
         self._lock = threading.Lock()
         register(name, kind, self)
 
@@ -95,12 +99,18 @@ class Table:
         with self._lock:
             self._rows[key] = value
             self._rows.move_to_end(key)
-            while len(self._rows) > self.limit:
-                self._rows.popitem(last=False)
+            if self.weigh is not None:
+                self._total_bytes += self.weigh(value) - self._bytes.get(key, 0)
+                self._bytes[key] = self.weigh(value)
+            while len(self._rows) > self.limit or self._total_bytes > self.max_bytes > 0:
+                old, _ = self._rows.popitem(last=False)
+                self._total_bytes -= self._bytes.pop(old, 0)
 
     def clear(self) -> None:
         with self._lock:
             self._rows.clear()
+            self._bytes.clear()
+            self._total_bytes = 0
 
     def __len__(self) -> int:
         return len(self._rows)
