@@ -17,18 +17,20 @@ from model.specs.serving_stack import load_serving_stack
 
 def test_one_token_reads_k_experts_and_computes_k_tiles():
     """The kernel's closed form on one token routed top-k of E (all experts on the GPU): with
-    the compute and per-CTA limits out of the way the time is k experts' weights (and the
-    token's activations) over the bandwidth; with the bandwidth out of the way, k row tiles'
-    padded matmuls over the peak."""
+    the compute and per-CTA limits out of the way the time is k experts' weights and the
+    GEMMs' activations over the bandwidth, plus the permute and un-permute of the token's k
+    copies (their own kernels, never hidden under a tile); with the bandwidth out of the way,
+    k row tiles' padded matmuls over the peak, plus the same copies."""
     m = load_model("deepseek-v3")
+    e, f, k = m.hidden, m.expert_ffn, m.top_k
+    copies = 2.0 * 2.0 * (1 + k) * e  # read the token, write k copies; read them, write one
     fit = mk.KernelFit("h200_sxm", "fp8", "test", (0.0, 1e9, 1.0, 1e30), 128.0)
     t = mk.grouped_moe_s(fit, m, np.array([1.0]), float(m.experts), 1.0)
-    e, f, k = m.hidden, m.expert_ffn, m.top_k
     weights = k * 3 * e * f * 1.0
-    acts = 2.0 * (2 * e + k * (e + 2 * f)) + 2.0 * k * (f + e)
-    assert float(t[0]) == pytest.approx((weights + acts) / 4.8e12, rel=1e-9)
+    acts = 2.0 * k * (e + 2 * f) + 2.0 * k * (f + e)
+    assert float(t[0]) == pytest.approx((weights + acts + copies) / 4.8e12, rel=1e-9)
     fit = mk.KernelFit("h200_sxm", "fp8", "test", (0.0, 1.0, 1e9, 1e30), 128.0)
-    t = mk.grouped_moe_s(fit, m, np.array([1.0]), float(m.experts), 1.0)
+    t = mk.grouped_moe_s(fit, m, np.array([1.0]), float(m.experts), 1.0) - copies / 4.8e21
     # k row tiles of 128 × fc1's 2f/128 and fc2's e/128 column tiles, reductions e and f
     depth = [e / (e + 380.0), f / (f + 380.0)]
     flops = [2 * k * 128 * e * 2 * f, 2 * k * 128 * f * e]

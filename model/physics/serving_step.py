@@ -102,7 +102,8 @@ def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
     FLOP time divided by its shape efficiency (:func:`shape_efficiency`). Where the GPU ×
     weight precision has a measured fused-MoE kernel fit, the routed experts are priced by it
     (:func:`model.physics.kernels.moe_kernel.grouped_moe_s`: the touched experts' weights, the
-    tile-padded matmuls and the token permutation in one kernel, so ``moe/permute`` is in it)."""
+    tile-padded matmuls and the token permute and un-permute, ``moe_kernel.permute_s``, so
+    ``moe/permute`` is in it)."""
     if engine.moe_kernel is not None:
         if op.routing is not None:
             from model.physics.kernels.moe_kernel import grouped_moe_s

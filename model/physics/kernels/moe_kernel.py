@@ -7,18 +7,26 @@ of f = F/tp intermediate features each (g = 3 weight matrices gated — gate, up
 with n_e of its experts touched by r routed rows in R row tiles of B = 128 rows
 (:mod:`model.physics.routing`: each touched expert's rows padded to whole tiles):
 
-    t = t₀ + max(F_pad / (η_c · P_dtype), (W + A) / (η_m · B_hbm))
+    t = t₀ + P / (η_m · B_hbm) + max(F_pad / (η_c · P_dtype), (W + A) / (η_m · B_hbm))
+    P = 2 · 2 · (T + r) · e                  (BF16: the permute and the un-permute/top-k
+                                              reduce, kernels of their own: :func:`permute_s`)
     F_pad = 2 · R · B · g · e · f            (every padded row through fc1 and fc2)
     W = n_e · g · e · f · s_w                (only touched experts' weights, scales included)
-    A = 2 · (2 · T · e + r · (2e + 2(g − 1) f))   (BF16: the tokens in and out, the routed
-                                                     copies permuted, the intermediate)
+    A = 2 · r · (2e + 2(g − 1) f)            (BF16: the permuted rows in and out of the GEMMs,
+                                              the intermediate)
 
-three parameters per GPU × dtype × engine (t₀ s, η_c, η_m), fitted by least squares on log
-latency (:func:`model.physics.kernels.fit.fit_log_latency`) to NVIDIA AIConfigurator 0.12.0's
-measured ``moe`` tables (``scripts/fit_moe_kernels.py``; the parameters and a validation subset
-in ``model/data/reference/kernels/moe_kernels.json``). Engines whose kernels differ are fitted
-apart: TensorRT-LLM's CUTLASS grouped GEMM (and FlashInfer's wrapper of it), the TensorRT-LLM-Gen
-kernels, SGLang/vLLM's Triton ``fused_moe``, DeepGEMM, Marlin (weight-only INT4/MXFP4).
+(the max per grouped GEMM, :func:`grouped_gemm_s`, over waves of CTAs with a per-CTA bandwidth
+limit). The permute term was added after the residuals of the law without it ran against
+tokens per expert: 20–37 % too fast at 32–512 routed rows per touched expert, where the copies
+of the routed rows are as many bytes as the experts' weights and no tile hides them.
+
+four parameters per GPU × dtype × engine (t₀ s, η_c, η_m, β bytes/s per CTA), fitted by least
+squares on log latency (:func:`model.physics.kernels.fit.fit_log_latency`) to NVIDIA
+AIConfigurator 0.12.0's measured ``moe`` tables (``scripts/fit_moe_kernels.py``; the parameters
+and a validation subset in ``model/data/reference/kernels/moe_kernels.json``). Engines whose
+kernels differ are fitted apart: TensorRT-LLM's CUTLASS grouped GEMM (and FlashInfer's wrapper
+of it), the TensorRT-LLM-Gen kernels, SGLang/vLLM's Triton ``fused_moe``, DeepGEMM, Marlin
+(weight-only INT4/MXFP4).
 
 Weight formats: BF16, FP8 (per tensor), FP8 with 128×128 block scales, NVFP4 (E2M1 + an E4M3
 scale per 16), MXFP4 weights with BF16 (``w4a16_mxfp4``, gpt-oss's native format with an E8M0
@@ -124,15 +132,29 @@ def latency_s(cols: Columns, gpu: str, dtype: str, theta, tile: float = TILE_ROW
     g = np.where(cols["gated"] > 0, 3.0, 2.0)
     row_tiles = cols[f"tiles_{int(tile)}"]
     k0, s_w = depth_overhead(field), MOE_DTYPES[dtype][0]
-    total = t0
-    # fc1 (gate, up: e → (g − 1)f, with the tokens' permutation in and out) and fc2 (f → e)
-    for k, n, acts in ((e, (g - 1.0) * f, 2.0 * (2.0 * tok * e + routed * (e + (g - 1.0) * f))),
+    total = t0 + permute_s(tok, routed, e, eta_m * bw)
+    # fc1 (gate, up: e → (g − 1)f) and fc2 (f → e) on the permuted rows
+    for k, n, acts in ((e, (g - 1.0) * f, 2.0 * routed * (e + (g - 1.0) * f)),
                        (f, e, 2.0 * routed * (f + e))):
         total = total + grouped_gemm_s(row_tiles, tile, np.ceil(n / TILE_ROWS),
                                        np.ceil(k / K_BLOCK) * K_BLOCK, k,
                                        cols["touched"] * k * n * s_w + acts,
                                        (k0, eta_c * peak, eta_m * bw, cta_bw, sms))
     return total
+
+
+def permute_s(tokens: Array, routed: Array, hidden: Array, hbm_bytes_per_s: float) -> Array:
+    """Seconds of the token copies moved by kernels of their own, before and after the grouped
+    GEMMs, at η_m·B_hbm: the permute into expert order (read T·e, write r·e) and the un-permute
+    with the top-k weighted reduce (read r·e, write T·e), BF16: 2·2·(T + r)·e bytes.
+    TensorRT-LLM's CUTLASS MoE runs them as ``expandInputRowsKernel`` and
+    ``finalizeMoeRoutingKernel`` (NVIDIA/TensorRT-LLM @ ac73e31,
+    cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu); vLLM's and SGLang's
+    Triton ``fused_moe`` gathers its rows inside the GEMM but writes the r·e expert outputs and
+    reduces them over top-k in its own ``moe_sum`` pass, and runs the gated activation (r·3f
+    elements) as a kernel of its own — taken here at the same 2·2·(T + r)·e bytes. Serial:
+    no GEMM tile overlaps them."""
+    return 4.0 * (tokens + routed) * hidden / hbm_bytes_per_s
 
 
 def grouped_gemm_s(row_tiles: Array, tile: float, col_tiles: Array, depth_padded: Array,
@@ -160,10 +182,19 @@ def relative_errors_pct(cols: Columns, gpu: str, dtype: str, theta,
     return 100.0 * np.abs(latency_s(cols, gpu, dtype, theta, tile) - t) / t
 
 
+def physical(theta) -> Array:
+    """θ with both efficiencies capped at 1 (no kernel beats its peak or its HBM): a table
+    whose rows never reach the compute roof (e.g. few tokens per expert only) would otherwise
+    let η_c run off to any value above 1 that leaves its predictions unchanged."""
+    th = np.array(theta, dtype=float)
+    th[1:3] = np.minimum(th[1:3], 1.0)
+    return th
+
+
 def _fit(cols: Columns, gpu: str, dtype: str, tile: float, keep: Array, starts) -> Array:
     sub = {k: v[keep] for k, v in cols.items()}
-    return fit_log_latency(lambda th: latency_s(sub, gpu, dtype, th, tile), sub["latency_s"],
-                           starts)
+    return physical(fit_log_latency(
+        lambda th: latency_s(sub, gpu, dtype, physical(th), tile), sub["latency_s"], starts))
 
 
 def fit_group(cols: Columns, gpu: str, dtype: str, tiles: tuple[float, ...] = TILES,
@@ -327,5 +358,5 @@ def validation_rows() -> list[dict]:
 __all__ = ["ENGINE_KERNELS", "MOE_DTYPES", "KernelFit", "MoEKernelError", "PARAMS",
            "SERVING_DTYPES", "TILE_ROWS", "config_id", "engine_of", "engine_serving_fit",
            "fit_group", "fitted", "grouped_gemm_s", "grouped_moe_s", "held_out_errors_pct",
-           "latency_s", "relative_errors_pct", "require", "serving_fit", "unsupported",
-           "validation_rows"]
+           "latency_s", "permute_s", "physical", "relative_errors_pct", "require",
+           "serving_fit", "unsupported", "validation_rows"]
