@@ -21,13 +21,14 @@ if "dashboard.settings" not in sys.modules:  # read once (app.py creates CACHE_D
 import pytest  # noqa: E402
 
 import app  # noqa: E402, F401 - registers the pages and their callbacks
+from dashboard.controls import presets as PR  # noqa: E402
 from dashboard.controls import scenario as S  # noqa: E402
 from dashboard.pages import serve_page as page  # noqa: E402
 from dashboard.views import serve_view  # noqa: E402
 from dashboard.views.serve_view import CARDS, DEFAULT_FORM  # noqa: E402
 
-SCN = {**S.default_scenario(), **S.model_values("llama3-8b"), "model": "llama3-8b",
-       **S.system_values("h100"), "system": "h100"}
+SCN = {**S.default_scenario(), **PR.model_values("llama3-8b"), "model": "llama3-8b",
+       **PR.system_values("h100"), "system": "h100"}
 FORM = {**DEFAULT_FORM, "gpus": 1, "mode": "concurrency", "load": 8}
 
 

@@ -25,6 +25,7 @@ from dashboard.jobs.plan_stages import NotQuick
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import job_error, page_callback
 from dashboard.views import codesign_view, notes, selected
+from model import ModelError
 from model.engine.economics import power_and_prices
 from model.physics.goodput import job_mtbf_s
 from model.studies.lost_node import DEFAULT_CLIFF_RATIO
@@ -210,8 +211,13 @@ def build(scn: dict[str, Any], stage: Stage | None = None, plain: bool = False) 
             f"Cost against time leaves out {', '.join(n.upper() for n in left_out)}: "
             f"no {scn['precision'].upper()} tensor cores on their GPUs.")) if x)
     stage(1, 3, f"Pareto front: searching {len(kept) + 1} systems")
-    pareto = figures.pareto_figure(planner.pareto(scn), answer, t["days"], t["budget_usd"],
-                                   presentation=pres, plain=plain)
+    try:  # the plan stands without its comparison: a front over budget is a note, not a refusal
+        front = planner.pareto(scn)
+    except (MemoryError, ModelError) as exc:
+        pareto = figures.empty_figure(pareto_refusal(exc), pres, plain=plain)
+    else:
+        pareto = figures.pareto_figure(front, answer, t["days"], t["budget_usd"],
+                                       presentation=pres, plain=plain)
     if answer is None:
         lost = figures.empty_figure("No plan: no job to lose nodes from.", pres, plain=plain)
     else:
@@ -219,6 +225,14 @@ def build(scn: dict[str, Any], stage: Stage | None = None, plain: bool = False) 
         lost = figures.lost_node_figure(planner.lost_nodes(scn, int(answer["gpus"])),
                                         DEFAULT_CLIFF_RATIO, presentation=pres, plain=plain)
     return (head, message, *answer_texts(scn, frame), *input_texts(scn), pareto, lost)
+
+
+def pareto_refusal(exc: BaseException) -> str:
+    """Why the cost-against-time figure is missing beside a plan, in the page's words."""
+    why = str(exc) if isinstance(exc, ModelError) else (
+        "it needs more memory than the server allows a worker")
+    return (f"Cost against time is not drawn: {why}. The plan above stands; lower 'Plan up "
+            "to' (GPUs) to compare systems.")
 
 
 def failed(message: str, presentation: bool = False) -> tuple:

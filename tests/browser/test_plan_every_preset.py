@@ -18,11 +18,12 @@ import json
 import pytest
 from test_plan_stages_page import api_gpus
 
+from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
 from model import load_model
 from model.cli.commands import main as cli
 
-MOE = [m for m in S.PRESET_OF["model"].choices if load_model(m).moe]
+MOE = [m for m in PR.PRESET_OF["model"].choices if load_model(m).moe]
 
 
 def planned_gpus(ui, what: str, timeout: float = 300) -> int:
@@ -49,7 +50,7 @@ def test_nine_moe_presets():
 def test_every_moe_preset_answers_as_the_cli(ui, model) -> None:
     open_plan_link(ui, f"model={model}&strategy=all")
     gpus = planned_gpus(ui, f"{model} on h200")
-    scn = S.validate_scenario({**S.default_scenario(), **S.model_values(model)})[0]
+    scn = S.validate_scenario({**S.default_scenario(), **PR.model_values(model)})[0]
     assert gpus == api_gpus(scn)
     assert "budget" not in ui.text("#plan-message")
     assert ui.severe_logs() == []
