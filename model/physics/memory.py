@@ -77,13 +77,15 @@ def in_flight_microbatches(pp, n_mb, interleave, rank=0):
 
 
 def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0,
-                 opt_factor: float = OPTIMIZER_FACTOR):
+                 opt_factor: float = OPTIMIZER_FACTOR, grad_group=None):
     """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
     2020): optimizer state (``opt_factor`` × the 2-byte weights: 6, or 4 with BF16 moments)
     sharded from stage 1, gradients (``grad_factor`` × the weights: 2 for fp32 gradients) from
-    2, weights from 3."""
+    2 — over ``grad_group`` when given (FSDP2 under pipelining holds them unsharded:
+    :func:`model.physics.peak_memory.fsdp_pipeline_grad_group`) —, weights from 3."""
     optimizer = opt_factor * weights / (dp_group if zero >= 1 else 1)
-    grads = grad_factor * weights / (dp_group if zero >= 2 else 1)
+    group = dp_group if grad_group is None else grad_group
+    grads = grad_factor * weights / (group if zero >= 2 else 1)
     held = weights / dp_group if zero >= 3 else weights
     return held, grads, optimizer
 
@@ -97,7 +99,9 @@ class StageWeights:
     stages; None: the same) and ``interleave`` virtual stages, the replica group and the ZeRO
     stage that shard them, the gradient and optimizer bytes per 2-byte weight, DualPipe's two
     stages per GPU, and PyTorch FSDP's gathered blocks and their gather factor
-    (:func:`model.physics.fsdp.fsdp_memory`)."""
+    (:func:`model.physics.fsdp.fsdp_memory`); the group the dense gradients are sharded over
+    (None: the replica group) and the bytes the loss adds at its peak on the stage holding the
+    head (:mod:`model.physics.peak_memory`)."""
 
     block_weight_bytes: Any
     pre_weight: Any
@@ -116,6 +120,8 @@ class StageWeights:
     dualpipe: bool = False
     gathered_blocks: Any = None
     gathered_factor: float = 1.0
+    grad_group: Any = None
+    loss_peak_bytes: Any = 0.0
 
 
 class StageMemory:
@@ -171,8 +177,9 @@ class StageMemory:
             np.asarray(gathered_blocks, dtype=float), 2.0)
         self.gathered = (held * gathered_factor * (block_weight_bytes + expert_weight_bytes)
                          if zero >= 3 else 0.0)
-        self.parts = [zero_sharded(w, dp_group, zero, grad_factor, opt_factor)
-                      for w in self.weights]
+        self.parts = [zero_sharded(w, dp_group, zero, grad_factor, opt_factor,
+                                   stage.grad_group) for w in self.weights]
+        self.loss_peak = stage.loss_peak_bytes
         if self.has_experts:
             self.parts = [tuple(a + b for a, b in zip(p, zero_sharded(e, expert_group, zero,
                                                                       grad_factor, opt_factor)))
@@ -190,16 +197,16 @@ class StageMemory:
 
     def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
         """Activation bytes of the first, last and (when it can bind) second stage."""
-        f = self.in_flight
+        f, loss = self.in_flight, self.loss_peak  # the loss's peak: once, where the head is
         if self.dualpipe:  # each end GPU: its two chunks' blocks, the embedding and the head
             ends = (self.ends * block_act_bytes * f[0] + pre_act * self.pre_flight
-                    + post_act * self.post_flight)
+                    + post_act * self.post_flight + loss)
             ends = np.where(self.single, (self.ends * block_act_bytes + pre_act) * f[0]
-                            + post_act, ends)
+                            + post_act + loss, ends)
             return (ends, ends) + ((self.d * block_act_bytes * f[2],) if self.middle else ())
         acts = ((self.ends * block_act_bytes + pre_act) * f[0]
-                + np.where(self.single, post_act, 0.0),
-                (self.ends * block_act_bytes + post_act) * f[1])
+                + np.where(self.single, post_act + loss, 0.0),
+                (self.ends * block_act_bytes + post_act) * f[1] + loss)
         return acts + (self.d * block_act_bytes * f[2],) if self.middle else acts
 
     def total(self, block_act_bytes, pre_act, post_act) -> np.ndarray:
