@@ -29,11 +29,11 @@ def _row(tp: int = 1, pp: int = 1, dp: int = 8, mb: int = 2, **execution):
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_the_eager_fp32_loss_adds_ten_bytes_a_local_logit(tp):
-    """elementwise eager (PyTorch-native) against fused (Megatron): memory differs by
+    """loss_fp32_eager (torchtitan) against the fused loss kernel: memory differs by
     10·b·l·V/tp bytes — the FP32 gradient, log_softmax's backward output and its saved output
     (12 B) less the 2 B the op table already keeps."""
     mb = 2
-    eager, fused = (_row(tp=tp, mb=mb, elementwise=e) for e in ("eager", "fused"))
+    eager, fused = (_row(tp=tp, mb=mb, loss_fp32_eager=e) for e in (True, False))
     logits = mb * LLAMA["seq_len"] * LLAMA["vocab"] / tp
     assert (eager["memory_gb"] - fused["memory_gb"]) * 1e9 == pytest.approx(10 * logits, rel=1e-9)
     assert (eager["activations_gb"] - fused["activations_gb"]) * 1e9 == pytest.approx(
@@ -46,11 +46,11 @@ def test_fsdp2_under_pipelining_holds_the_stage_gathered_and_its_gradients_unsha
     parameter) instead of over the 4 replicas."""
     m = transformer_from_dict(LLAMA)
     dp = 4
-    piped = _row(pp=2, dp=dp, elementwise="fused")
+    piped = _row(pp=2, dp=dp, loss_fp32_eager=False)
     stage_blocks = LLAMA["layers"] // 2
     block_gb = 2.0 * m.params_per_block / 1e9
     # every gradient unsharded (dp× DeepSpeed's ZeRO-3, which shards them over the replicas)
-    zero3 = _row(pp=2, dp=dp, elementwise="fused", fsdp_version=0)
+    zero3 = _row(pp=2, dp=dp, loss_fp32_eager=False, fsdp_version=0)
     assert piped["gradients_gb"] == pytest.approx(dp * zero3["gradients_gb"], rel=1e-9)
     assert piped["weights_gb"] - zero3["weights_gb"] == pytest.approx(
         (stage_blocks - 2) * block_gb, rel=1e-6)

@@ -3,8 +3,11 @@ sharded states: the eager FP32 cross-entropy's logit buffers, and FSDP2's unshar
 and gradients under pipeline parallelism — closed forms from the framework code (no parameter
 fitted). One place for both; :mod:`model.physics.memory` adds them to the stages.
 
-**The eager FP32 loss** (``elementwise`` eager or compile: the PyTorch-native stacks, whose
-loss the time model already prices as eager FP32 passes, :mod:`model.physics.elementwise`).
+**The eager FP32 loss** (``Execution.loss_fp32_eager``: the ``torchtitan-2025`` stack; the
+FP32 passes' time is priced by ``elementwise``, :mod:`model.physics.elementwise`; llm-foundry's
+runs of the fit data could not have held it — MPT-3B at 32K tokens and microbatch 3 would need
+49 GB more than its measured layout had — so the flag is torchtitan's, not every eager
+stack's).
 TorchTitan's ``loss_fn`` is ``F.cross_entropy(pred.flatten(0, 1).float(), labels)`` and it is
 not compiled (``train.py`` at pytorch/torchtitan@9dec370ad26b5f8e9a7333a0e36165018262644b:
 "compiling loss function causes CUDA errors, turning off for now"); ``pred`` is deleted only
@@ -45,18 +48,17 @@ from model.specs.execution import Execution
 LOSS_KEPT_BYTES_PER_LOGIT = 2.0  # what the op table keeps for the loss (BF16 logits)
 # nll_loss's FP32 gradient + log_softmax's backward output + its saved FP32 output
 EAGER_LOSS_PEAK_BYTES_PER_LOGIT = 4.0 + 4.0 + 4.0
-EAGER_ELEMENTWISE = ("eager", "compile")  # the stacks whose loss runs as eager PyTorch
 
 
 def eager_loss(ex: Execution) -> bool:
-    """Whether the loss runs as eager PyTorch's FP32 cross-entropy (PyTorch-native stacks)."""
-    return ex.elementwise in EAGER_ELEMENTWISE
+    """Whether the loss runs as eager PyTorch's FP32 cross-entropy (``loss_fp32_eager``)."""
+    return bool(ex.loss_fp32_eager)
 
 
 def loss_peak_extra_bytes(ex: Execution, loss_kept_bytes):
     """Bytes the eager FP32 loss adds at the peak beyond what the op table keeps for it
-    (``loss_kept_bytes``: 2 B a local logit, the loss op's ``act_bytes``): 10 B a logit for
-    PyTorch-native stacks, else 0."""
+    (``loss_kept_bytes``: 2 B a local logit, the loss op's ``act_bytes``): 10 B a logit with
+    ``loss_fp32_eager``, else 0."""
     kept = np.asarray(loss_kept_bytes, dtype=float)
     if not eager_loss(ex):
         return np.zeros_like(kept)
