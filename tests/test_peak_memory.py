@@ -3,7 +3,8 @@ closed forms on a small Llama, and TorchTitan's published peak memory within a b
 
 * the eager FP32 loss adds 10 B per local logit (b·l·V/tp) once, on the stage holding the head;
 * FSDP2 under pipelining keeps every block of a stage gathered (2 B a parameter) and its
-  gradients unsharded (4 B a parameter with FP32 gradients).
+  gradients unsharded (4 B a parameter with FP32 gradients);
+* FSDP2's root — embedding, final norm, head — stays gathered: 2·(2·V·e + e) bytes with pp = 1.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ FSDP2 = {"zero": 3, "fsdp_version": 2, "fp32_gradients": True, "recompute": "ful
          "sequence_parallel": True}
 
 
-def _row(tp: int = 1, pp: int = 1, dp: int = 8, mb: int = 2, **execution):
-    m = transformer_from_dict(LLAMA)
+def _row(tp: int = 1, pp: int = 1, dp: int = 8, mb: int = 2, layers: int = 4, **execution):
+    m = transformer_from_dict({**LLAMA, "layers": layers})
     return evaluate(m, load_system("h100"), tp * pp * dp, dp * mb * 4, "1d", tp1=tp, pp=pp,
                     dp=dp, microbatch=mb, execution={**FSDP2, **execution}).row
 
@@ -41,19 +42,29 @@ def test_the_eager_fp32_loss_adds_ten_bytes_a_local_logit(tp):
 
 
 def test_fsdp2_under_pipelining_holds_the_stage_gathered_and_its_gradients_unsharded():
-    """pp = 2, dp = 4: a stage of 2 blocks holds both gathered (2 B a parameter, of which
-    ZeRO-3's usual two are already counted) and their FP32 gradients unsharded (4 B a
-    parameter) instead of over the 4 replicas."""
-    m = transformer_from_dict(LLAMA)
+    """8 layers, pp = 2, dp = 4: a stage of 4 blocks holds all of them gathered (2 B a
+    parameter; ZeRO-3's usual two already counted), the first stage its embedding too (FSDP2's
+    root), and the FP32 gradients unsharded (4 B a parameter) instead of over the 4 replicas."""
+    m = transformer_from_dict({**LLAMA, "layers": 8})
     dp = 4
-    piped = _row(pp=2, dp=dp, loss_fp32_eager=False)
-    stage_blocks = LLAMA["layers"] // 2
+    piped = _row(pp=2, dp=dp, layers=8, loss_fp32_eager=False)
+    zero3 = _row(pp=2, dp=dp, layers=8, loss_fp32_eager=False, fsdp_version=0)
     block_gb = 2.0 * m.params_per_block / 1e9
+    embedding_gb = 2.0 * LLAMA["vocab"] * LLAMA["hidden"] / 1e9
     # every gradient unsharded (dp× DeepSpeed's ZeRO-3, which shards them over the replicas)
-    zero3 = _row(pp=2, dp=dp, loss_fp32_eager=False, fsdp_version=0)
     assert piped["gradients_gb"] == pytest.approx(dp * zero3["gradients_gb"], rel=1e-9)
     assert piped["weights_gb"] - zero3["weights_gb"] == pytest.approx(
-        (stage_blocks - 2) * block_gb, rel=1e-6)
+        (4 - 2) * block_gb + embedding_gb, rel=5e-4)  # the norms' weights within it
+
+
+def test_fsdp2s_root_stays_gathered():
+    """FSDP2 against DeepSpeed's ZeRO-3 (fsdp_version 0), pp = 1, no tensor parallelism: the
+    weights held differ by the untied embedding and head (2·V·e parameters at 2 B; the final
+    norm's few thousand bytes within the tolerance), gathered."""
+    v, e = LLAMA["vocab"], LLAMA["hidden"]
+    fsdp2, zero3 = (_row(loss_fp32_eager=False, fsdp_version=f) for f in (2, 0))
+    assert (fsdp2["weights_gb"] - zero3["weights_gb"]) * 1e9 == pytest.approx(
+        2.0 * 2 * v * e, rel=1e-4)
 
 
 def test_torchtitans_published_peak_memory_within_the_band():

@@ -33,7 +33,7 @@ import numpy as np
 
 from model.physics.collectives import Collective
 from model.physics.context import Ctx
-from model.physics.peak_memory import fsdp_pipelined
+from model.physics.peak_memory import fsdp_pipelined, root_gathered
 from model.physics.stage import DpSync
 from model.specs.execution import Execution
 
@@ -92,10 +92,13 @@ def fsdp_memory(execution: Execution, layers, pp=1) -> dict:
     :class:`model.physics.memory.StageMemory`): without resharding after the forward — and,
     for FSDP2, under pipeline parallelism (:func:`model.physics.peak_memory.fsdp_pipelined`)
     — every block of the stage stays gathered until its backward; FP32 gathers hold 4 bytes
-    per parameter. Empty for the ZeRO-3 of DeepSpeed and Megatron (``fsdp_version`` 0)."""
+    per parameter; FSDP2's root (embedding, final norm, head) stays gathered
+    (:func:`model.physics.peak_memory.root_gathered`). Empty for the ZeRO-3 of DeepSpeed and
+    Megatron (``fsdp_version`` 0)."""
     if not execution.fsdp_version:
         return {}
-    out: dict = {"gathered_factor": gather_factor(execution, 1.0)}
+    out: dict = {"gathered_factor": gather_factor(execution, 1.0),
+                 "gathered_ends": root_gathered(execution)}
     if not execution.fsdp_reshard_after_forward:
         out["gathered_blocks"] = layers
     elif np.any(fsdp_pipelined(execution, pp)):

@@ -100,8 +100,9 @@ class StageWeights:
     stage that shard them, the gradient and optimizer bytes per 2-byte weight, DualPipe's two
     stages per GPU, and PyTorch FSDP's gathered blocks and their gather factor
     (:func:`model.physics.fsdp.fsdp_memory`); the group the dense gradients are sharded over
-    (None: the replica group) and the bytes the loss adds at its peak on the stage holding the
-    head (:mod:`model.physics.peak_memory`)."""
+    (None: the replica group), the bytes the loss adds at its peak on the stage holding the
+    head, and whether the embedding and head stay gathered (FSDP2's root;
+    :mod:`model.physics.peak_memory`)."""
 
     block_weight_bytes: Any
     pre_weight: Any
@@ -122,6 +123,7 @@ class StageWeights:
     gathered_factor: float = 1.0
     grad_group: Any = None
     loss_peak_bytes: Any = 0.0
+    gathered_ends: bool = False
 
 
 class StageMemory:
@@ -184,7 +186,18 @@ class StageMemory:
             self.parts = [tuple(a + b for a, b in zip(p, zero_sharded(e, expert_group, zero,
                                                                       grad_factor, opt_factor)))
                           for p, e in zip(self.parts, self.experts)]
-        self.static = [sum(p) + self.gathered for p in self.parts]
+        # FSDP2's root (the embedding, final norm and head) is never resharded after the
+        # forward: the end stages hold it gathered through the forward and the backward
+        # (model.physics.peak_memory.root_gathered)
+        ends_w = (pre_weight + np.where(self.single, post_weight, 0.0), post_weight, 0.0)
+        if self.dualpipe:
+            both = np.where(self.single, 0.0, pre_weight + post_weight)
+            ends_w = (np.where(self.single, ends_w[0], both),
+                      np.where(self.single, ends_w[1], both), 0.0)
+        root = stage.gathered_ends and zero >= 3
+        self.gathered_stage = [self.gathered + (gathered_factor * w if root else 0.0)
+                               for w in ends_w[:len(blocks)]]
+        self.static = [sum(p) + g for p, g in zip(self.parts, self.gathered_stage)]
         ranks = (0, np.maximum(pp - 1, 0), np.minimum(1, pp))[:len(blocks)]
         self.in_flight = tuple(in_flight_microbatches(pp, n_mb, interleave, r) for r in ranks)
         if dualpipe:  # every GPU holds pp + 1 microbatches' activations (DualPipe README)
@@ -226,7 +239,7 @@ class StageMemory:
                 list(self.experts))
         else:
             params, experts = pick(list(self.weights)), np.zeros(np.shape(totals[0]))
-        return {"weights_bytes": held + self.gathered, "gradients_bytes": grads,
+        return {"weights_bytes": held + pick(self.gathered_stage), "gradients_bytes": grads,
                 "optimizer_bytes": optimizer, "activations_bytes": pick(list(acts)),
                 "params_bytes": params, "expert_params_bytes": experts,
                 "memory_bytes": pick(totals),

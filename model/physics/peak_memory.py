@@ -1,7 +1,8 @@
 """What a PyTorch-native stack holds at its memory peak beyond the kept activations and the
 sharded states: the eager FP32 cross-entropy's logit buffers, and FSDP2's unsharded parameters
 and gradients under pipeline parallelism — closed forms from the framework code (no parameter
-fitted). One place for both; :mod:`model.physics.memory` adds them to the stages.
+fitted), and FSDP2's root held gathered. One place for them; :mod:`model.physics.memory` adds
+them to the stages.
 
 **The eager FP32 loss** (``Execution.loss_fp32_eager``: the ``torchtitan-2025`` stack; the
 FP32 passes' time is priced by ``elementwise``, :mod:`model.physics.elementwise`; llm-foundry's
@@ -37,6 +38,16 @@ gathered (2 B a parameter) and its gradients accumulate unsharded, upcast to the
 ``torch/distributed/fsdp/_fully_shard/_fsdp_param.py`` at
 17a7e1e09b3e17825b4cb51d75dab1a764712793): the stage's gradient bytes are those of its
 weights unsharded, not over the replica group (:func:`fsdp_pipeline_grad_group`).
+
+**FSDP2's root.** TorchTitan shards each block and then the whole model as FSDP2's root
+(``fully_shard(model, …)``, ``apply_fsdp`` at 9dec370), whose own parameters are the embedding,
+the final norm and the head. FSDP2 never reshards the root after its forward ("For the root, do
+not reshard after forward since for training, the parameters would be freed and all-gathered
+immediately": ``FSDPState._lazy_init`` sets its ``post_forward_mesh_info = None``,
+``torch/distributed/fsdp/_fully_shard/_fsdp_state.py`` at
+pytorch/pytorch@1fd469d0c96ead7343898aa01db036dbbe4c46db), so the end stages hold these weights
+gathered (2 B a parameter, vocab-sharded by tensor parallelism) at the loss's peak
+(:func:`root_gathered`).
 """
 
 from __future__ import annotations
@@ -64,6 +75,12 @@ def loss_peak_extra_bytes(ex: Execution, loss_kept_bytes):
         return np.zeros_like(kept)
     logits = kept / LOSS_KEPT_BYTES_PER_LOGIT
     return (EAGER_LOSS_PEAK_BYTES_PER_LOGIT - LOSS_KEPT_BYTES_PER_LOGIT) * logits
+
+
+def root_gathered(ex: Execution) -> bool:
+    """Whether the embedding and head stay gathered through the step (FSDP2's root: ZeRO-3 with
+    ``fsdp_version`` 2)."""
+    return ex.zero >= 3 and ex.fsdp_version == 2
 
 
 def fsdp_pipelined(ex: Execution, pp) -> np.ndarray:
