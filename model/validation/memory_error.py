@@ -19,17 +19,18 @@ against the code), so a command reads them without predicting the runs again.
 TorchTitan's Llama 3.1 H100 table lists ``Memory(GiB)`` as the caching allocator's peak
 *reserved* memory (torchtitan's ``max_reserved_gib``, ``reserved_bytes.all.peak``), which holds
 every allocated byte: :func:`torchtitan_reserved_rows` sets the model's allocated figure beside
-it. Two mechanisms of the peak are modelled from the framework code
+it. Three mechanisms of the peak are modelled from the framework code
 (:mod:`model.physics.peak_memory`): the eager FP32 cross-entropy's logit buffers (12 B a local
-logit at the start of the backward) and, under pipelining, FSDP2's gathered stage and its
-unsharded FP32 gradients. What is left is not modelled: the allocator's cached free blocks
-(torchtitan runs with ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``,
-``run_llama_train.sh`` at 9dec370, so whole-segment rounding is small; what
-it reserves beyond the peak allocation depends on the order of every allocation and free), the
-per-stream pools of FSDP2's all-gather and reduce-scatter buffers, and one block's recompute
-working set. NCCL's ring buffers (:mod:`model.physics.runtime_memory`: at most 64 channels ×
-9.19 MiB per process group, under 2 GiB for these runs) are allocated by NCCL outside the
-caching allocator; the ``+ NCCL`` column adds them as a bound.
+logit at the start of the backward), FSDP2's root (embedding, head) held gathered and, under
+pipelining, FSDP2's gathered stage and its unsharded FP32 gradients. What is left is not
+modelled: the allocator's cached free blocks (torchtitan runs with
+``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, ``run_llama_train.sh`` at 9dec370, so
+whole-segment rounding is small; what it reserves beyond the peak allocation depends on the
+order of every allocation and free), the per-stream pools of FSDP2's all-gather and
+reduce-scatter buffers, and one block's recompute working set. NCCL's ring buffers
+(:mod:`model.physics.runtime_memory`: at most 64 channels × 9.19 MiB per process group, under 2
+GiB for these runs) are allocated by NCCL outside the caching allocator; the ``+ NCCL`` column
+adds them as a bound.
 """
 
 from __future__ import annotations
