@@ -4,7 +4,8 @@ closed forms on a small Llama, and TorchTitan's published peak memory within a b
 * the eager FP32 loss adds 10 B per local logit (b·l·V/tp) once, on the stage holding the head;
 * FSDP2 under pipelining keeps every block of a stage gathered (2 B a parameter) and its
   gradients unsharded (4 B a parameter with FP32 gradients);
-* FSDP2's root — embedding, final norm, head — stays gathered: 2·(2·V·e + e) bytes with pp = 1.
+* FSDP2's root — embedding, final norm, head — stays gathered: 2·(2·V·e + e) bytes with pp = 1;
+* PyTorch FSDP's FP32 shards are the master weights: 16 B a parameter sharded, not 18.
 """
 
 from __future__ import annotations
@@ -53,8 +54,11 @@ def test_fsdp2_under_pipelining_holds_the_stage_gathered_and_its_gradients_unsha
     embedding_gb = 2.0 * LLAMA["vocab"] * LLAMA["hidden"] / 1e9
     # every gradient unsharded (dp× DeepSpeed's ZeRO-3, which shards them over the replicas)
     assert piped["gradients_gb"] == pytest.approx(dp * zero3["gradients_gb"], rel=1e-9)
-    assert piped["weights_gb"] - zero3["weights_gb"] == pytest.approx(
-        (4 - 2) * block_gb + embedding_gb, rel=5e-4)  # the norms' weights within it
+    held = (piped["weights_gb"] + piped["optimizer_gb"]) - (zero3["weights_gb"]
+                                                             + zero3["optimizer_gb"])
+    master_copy_gb = zero3["optimizer_gb"] / 6  # ZeRO-3's 2-byte copy beside the FP32 master
+    assert held == pytest.approx(  # the norms' weights within the tolerance
+        (4 - 2) * block_gb + embedding_gb - master_copy_gb, rel=5e-4)
 
 
 def test_fsdp2s_root_stays_gathered():
@@ -63,8 +67,21 @@ def test_fsdp2s_root_stays_gathered():
     norm's few thousand bytes within the tolerance), gathered."""
     v, e = LLAMA["vocab"], LLAMA["hidden"]
     fsdp2, zero3 = (_row(loss_fp32_eager=False, fsdp_version=f) for f in (2, 0))
-    assert (fsdp2["weights_gb"] - zero3["weights_gb"]) * 1e9 == pytest.approx(
-        2.0 * 2 * v * e, rel=1e-4)
+    held = (fsdp2["weights_gb"] + fsdp2["optimizer_gb"]) - (zero3["weights_gb"]
+                                                           + zero3["optimizer_gb"])
+    master_copy_gb = zero3["optimizer_gb"] / 6  # ZeRO-3's 2-byte copy beside the FP32 master
+    assert (held + master_copy_gb) * 1e9 == pytest.approx(2.0 * 2 * v * e, rel=1e-4)
+
+
+def test_pytorch_fsdps_fp32_shards_are_the_master_weights():
+    """PyTorch FSDP keeps its shards in FP32 and steps them in place: the optimizer state holds
+    Adam's m and v alone (8 B a parameter, 2/3 of ZeRO-3's 12 B with its FP32 master copy), and
+    the shards 4 B a parameter; nothing else moves."""
+    fsdp2, zero3 = (_row(loss_fp32_eager=False, fsdp_version=f) for f in (2, 0))
+    assert fsdp2["optimizer_gb"] == pytest.approx(zero3["optimizer_gb"] * 8 / 12, rel=1e-9)
+    shards_gb = zero3["optimizer_gb"] / 6  # the 2-byte weights over the 8 replicas
+    assert fsdp2["weights_gb"] - zero3["weights_gb"] == pytest.approx(
+        shards_gb + 2.0 * 2 * LLAMA["vocab"] * LLAMA["hidden"] / 1e9, rel=1e-4)
 
 
 def test_torchtitans_published_peak_memory_within_the_band():

@@ -98,7 +98,10 @@ def fsdp_memory(execution: Execution, layers, pp=1) -> dict:
     if not execution.fsdp_version:
         return {}
     out: dict = {"gathered_factor": gather_factor(execution, 1.0),
-                 "gathered_ends": root_gathered(execution)}
+                 "gathered_ends": root_gathered(execution),
+                 # the FP32 shards are the master weights (model.physics.memory), for a model
+                 # trained whole (LoRA's frozen weights have no master)
+                 "fp32_shards": execution.trainable == "all"}
     if not execution.fsdp_reshard_after_forward:
         out["gathered_blocks"] = layers
     elif np.any(fsdp_pipelined(execution, pp)):

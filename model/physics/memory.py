@@ -38,6 +38,12 @@ OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte
 # Megatron-Core's precision-aware optimizer with BF16 moments (--use-precision-aware-optimizer
 # --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16): fp32 master + bf16 m, v = 8 B/param
 OPTIMIZER_FACTOR_BF16_MOMENTS = 4.0
+# PyTorch FSDP keeps the sharded parameters in FP32 (the model is built in FP32; FSDP2's
+# MixedPrecisionPolicy casts only the gathered copy to BF16: ``FSDPParam`` keeps
+# ``_sharded_param_data`` in the original dtype, torch/distributed/fsdp/_fully_shard/
+# _fsdp_param.py at 17a7e1e09b3e17825b4cb51d75dab1a764712793): Adam steps them in place, so
+# the 4-byte master is the shard itself, not a copy beside 2-byte weights
+FP32_MASTER_FACTOR = 2.0  # the FP32 master's 4 B per parameter over the 2-byte weights
 
 
 def optimizer_factor(ex: Execution) -> float:
@@ -77,16 +83,20 @@ def in_flight_microbatches(pp, n_mb, interleave, rank=0):
 
 
 def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0,
-                 opt_factor: float = OPTIMIZER_FACTOR, grad_group=None):
+                 opt_factor: float = OPTIMIZER_FACTOR, grad_group=None,
+                 fp32_shards: bool = False):
     """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
     2020): optimizer state (``opt_factor`` × the 2-byte weights: 6, or 4 with BF16 moments)
     sharded from stage 1, gradients (``grad_factor`` × the weights: 2 for fp32 gradients) from
     2 — over ``grad_group`` when given (FSDP2 under pipelining holds them unsharded:
-    :func:`model.physics.peak_memory.fsdp_pipeline_grad_group`) —, weights from 3."""
-    optimizer = opt_factor * weights / (dp_group if zero >= 1 else 1)
+    :func:`model.physics.peak_memory.fsdp_pipeline_grad_group`) —, weights from 3. With
+    ``fp32_shards`` (PyTorch FSDP) the weight shards are the FP32 master itself: 4 B a
+    parameter held as weights, the optimizer state keeping only its moments."""
+    master = FP32_MASTER_FACTOR if fp32_shards and zero >= 3 else 0.0
+    optimizer = (opt_factor - master) * weights / (dp_group if zero >= 1 else 1)
     group = dp_group if grad_group is None else grad_group
     grads = grad_factor * weights / (group if zero >= 2 else 1)
-    held = weights / dp_group if zero >= 3 else weights
+    held = (1.0 + master / 2.0) * weights / dp_group if zero >= 3 else weights
     return held, grads, optimizer
 
 
@@ -101,8 +111,9 @@ class StageWeights:
     stages per GPU, and PyTorch FSDP's gathered blocks and their gather factor
     (:func:`model.physics.fsdp.fsdp_memory`); the group the dense gradients are sharded over
     (None: the replica group), the bytes the loss adds at its peak on the stage holding the
-    head, and whether the embedding and head stay gathered (FSDP2's root;
-    :mod:`model.physics.peak_memory`)."""
+    head, whether the embedding and head stay gathered (FSDP2's root;
+    :mod:`model.physics.peak_memory`) and whether the weight shards are the FP32 master
+    (PyTorch FSDP: :data:`FP32_MASTER_FACTOR`)."""
 
     block_weight_bytes: Any
     pre_weight: Any
@@ -124,6 +135,7 @@ class StageWeights:
     grad_group: Any = None
     loss_peak_bytes: Any = 0.0
     gathered_ends: bool = False
+    fp32_shards: bool = False
 
 
 class StageMemory:
@@ -180,11 +192,12 @@ class StageMemory:
         self.gathered = (held * gathered_factor * (block_weight_bytes + expert_weight_bytes)
                          if zero >= 3 else 0.0)
         self.parts = [zero_sharded(w, dp_group, zero, grad_factor, opt_factor,
-                                   stage.grad_group) for w in self.weights]
+                                   stage.grad_group, stage.fp32_shards) for w in self.weights]
         self.loss_peak = stage.loss_peak_bytes
         if self.has_experts:
             self.parts = [tuple(a + b for a, b in zip(p, zero_sharded(e, expert_group, zero,
-                                                                      grad_factor, opt_factor)))
+                                                                      grad_factor, opt_factor,
+                                                                      None, stage.fp32_shards)))
                           for p, e in zip(self.parts, self.experts)]
         # FSDP2's root (the embedding, final norm and head) is never resharded after the
         # forward: the end stages hold it gathered through the forward and the backward

@@ -22,7 +22,8 @@ every allocated byte: :func:`torchtitan_reserved_rows` sets the model's allocate
 it. Three mechanisms of the peak are modelled from the framework code
 (:mod:`model.physics.peak_memory`): the eager FP32 cross-entropy's logit buffers (12 B a local
 logit at the start of the backward), FSDP2's root (embedding, head) held gathered and, under
-pipelining, FSDP2's gathered stage and its unsharded FP32 gradients. What is left is not
+pipelining, FSDP2's gathered stage and its unsharded FP32 gradients (and PyTorch FSDP's FP32
+shards counted as the master weights). What is left is not
 modelled: the allocator's cached free blocks (torchtitan runs with
 ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, ``run_llama_train.sh`` at 9dec370, so
 whole-segment rounding is small; what it reserves beyond the peak allocation depends on the
