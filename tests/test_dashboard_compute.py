@@ -52,7 +52,7 @@ def test_cache_key_changes_with_every_input_and_the_version(monkeypatch):
                "expert_gemm": "grouped", "moe_router_padding": False, "ep_max_domains": 4,
                "swiglu_fp8_cache": True, "attention_kernel": "fa3", "elementwise": "eager",
                "pipeline_schedule": "dualpipe", "optimizer_bf16_moments": True,
-               "recompute_norm_up_proj": True, "fsdp_version": 2,
+               "recompute_norm_up_proj": True, "loss_fp32_eager": True, "fsdp_version": 2,
                "fsdp_reshard_after_forward": False, "fsdp_gather_dtype": "fp32",
                "fsdp_prefetch": 0, "fsdp_shard_group": 8, "tp_style": "dtensor",
                "moe_router_fusion": False, "moe_permute_fusion": False,

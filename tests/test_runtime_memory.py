@@ -49,12 +49,12 @@ def test_every_stacks_reserve_holds_nccl_rings_of_four_groups_at_the_channel_lim
         assert all(gb >= rings_gb + 1.0 for gb in reserve.values()), path.name
 
 
-def test_nccl_rings_do_not_explain_torchtitans_reserved_memory():
-    """The documented buffers add at most ~1.7 GiB to the model's allocated figure: the gap to
-    the published peak reserved memory stays over 35 % for every run (the allocator's cache and
-    the peak's transients, which have no closed form)."""
+def test_nccl_rings_are_small_beside_torchtitans_reserved_memory():
+    """The documented buffers add at most ~1.7 GiB to the model's allocated figure (NCCL
+    allocates them outside the caching allocator); with them the prediction stays below the
+    published peak reserved memory of every run."""
     rows = list(me.stored_reserved_rows())
     assert rows == me.compute_reserved_rows()
     for r in rows:
         assert 0 < r["nccl_rings_max_gib"] < 2.0
-        assert r["gap_pct"] < r["gap_with_nccl_pct"] < -35.0
+        assert r["gap_pct"] < r["gap_with_nccl_pct"] < 0.0

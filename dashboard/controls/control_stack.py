@@ -23,6 +23,8 @@ KERNEL_CONTROLS = (
             spec="optimizer_bf16_moments", section="kernels"),
     Control("recompute_norm_up_proj", "Recompute norms & up-projections", "execution", "switch",
             names=ON_OFF[1], spec="recompute_norm_up_proj", section="kernels"),
+    Control("loss_fp32_eager", "Eager FP32 loss", "execution", "switch", names=ON_OFF[1],
+            spec="loss_fp32_eager", section="kernels"),
 )
 TP_CONTROL = Control("tp_style", "TP implementation", "execution", "dropdown", spec="tp_style",
                      section="kernels")

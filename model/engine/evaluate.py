@@ -32,6 +32,7 @@ from model.physics.memory import (
 )
 from model.physics.ops import OpCounts
 from model.physics.optable import ALLTOALL_OPS, OpSpec, Shards
+from model.physics.peak_memory import fsdp_pipeline_grad_group, loss_peak_extra_bytes
 from model.physics.pipeline import edge_weight_bytes, iteration_time
 from model.physics.stage import Stage
 from model.physics.strategies import Strategy
@@ -126,6 +127,7 @@ def _per_row(x, inverse: np.ndarray):
 
 
 HEAD = "head/logits"
+LOSS = "head/loss"
 
 
 def _untied(model: Transformer, strategy: Strategy, post_weight, head_weight, pp: np.ndarray):
@@ -149,6 +151,15 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
     for axis in strategy.dp_axes:
         out = out * cols[prefix + axis]
     return out
+
+
+def _loss_peak(strategy: Strategy, counts: ShapeCounts, ex) -> Any:
+    """Bytes the eager FP32 loss adds at its peak, per row (:mod:`model.physics.peak_memory`)."""
+    names = [s.name for s in strategy.post]
+    if LOSS not in names:
+        return 0.0
+    kept = counts.post[names.index(LOSS)].act_bytes
+    return _per_row(loss_peak_extra_bytes(ex, kept), counts.inverse)
 
 
 def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndarray],
@@ -181,7 +192,9 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
         grad_factor=grad_factor, end_layers=end_layers, expert_weight_bytes=expert_w,
         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
         opt_factor=optimizer_factor(ex) * trainable,
-        dualpipe=ex.pipeline_schedule == "dualpipe", **fsdp_memory(ex, layers)))
+        dualpipe=ex.pipeline_schedule == "dualpipe",
+        grad_group=fsdp_pipeline_grad_group(ex, cols["pp"], _dp_group(strategy, cols)),
+        loss_peak_bytes=_loss_peak(strategy, counts, ex), **fsdp_memory(ex, layers, cols["pp"])))
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:
         block_a = block_activation_bytes(ex, acts, kept, layers, recomputed)

@@ -33,6 +33,7 @@ import numpy as np
 
 from model.physics.collectives import Collective
 from model.physics.context import Ctx
+from model.physics.peak_memory import fsdp_pipelined, root_gathered
 from model.physics.stage import DpSync
 from model.specs.execution import Execution
 
@@ -86,14 +87,23 @@ def pytorch_fsdp_time_s(sync: DpSync, t_fwd, t_bwd, layers, n_mb, ctx: Ctx, *, d
     return out
 
 
-def fsdp_memory(execution: Execution, layers) -> dict:
+def fsdp_memory(execution: Execution, layers, pp=1) -> dict:
     """What PyTorch FSDP holds gathered beyond ZeRO-3's two blocks (the keyword arguments of
-    :class:`model.physics.memory.StageMemory`): without resharding after the forward every
-    block of the stage stays gathered until its backward; FP32 gathers hold 4 bytes per
-    parameter. Empty for the ZeRO-3 of DeepSpeed and Megatron (``fsdp_version`` 0)."""
+    :class:`model.physics.memory.StageMemory`): without resharding after the forward — and,
+    for FSDP2, under pipeline parallelism (:func:`model.physics.peak_memory.fsdp_pipelined`)
+    — every block of the stage stays gathered until its backward; FP32 gathers hold 4 bytes
+    per parameter; FSDP2's root (embedding, final norm, head) stays gathered
+    (:func:`model.physics.peak_memory.root_gathered`). Empty for the ZeRO-3 of DeepSpeed and
+    Megatron (``fsdp_version`` 0)."""
     if not execution.fsdp_version:
         return {}
-    out: dict = {"gathered_factor": gather_factor(execution, 1.0)}
+    out: dict = {"gathered_factor": gather_factor(execution, 1.0),
+                 "gathered_ends": root_gathered(execution),
+                 # the FP32 shards are the master weights (model.physics.memory), for a model
+                 # trained whole (LoRA's frozen weights have no master)
+                 "fp32_shards": execution.trainable == "all"}
     if not execution.fsdp_reshard_after_forward:
         out["gathered_blocks"] = layers
+    elif np.any(fsdp_pipelined(execution, pp)):
+        out["gathered_blocks"] = np.where(fsdp_pipelined(execution, pp), layers, 2)
     return out

@@ -38,6 +38,12 @@ OPTIMIZER_FACTOR = 6.0  # fp32 master + Adam m, v = 12 B/param = 6 × the 2-byte
 # Megatron-Core's precision-aware optimizer with BF16 moments (--use-precision-aware-optimizer
 # --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16): fp32 master + bf16 m, v = 8 B/param
 OPTIMIZER_FACTOR_BF16_MOMENTS = 4.0
+# PyTorch FSDP keeps the sharded parameters in FP32 (the model is built in FP32; FSDP2's
+# MixedPrecisionPolicy casts only the gathered copy to BF16: ``FSDPParam`` keeps
+# ``_sharded_param_data`` in the original dtype, torch/distributed/fsdp/_fully_shard/
+# _fsdp_param.py at 17a7e1e09b3e17825b4cb51d75dab1a764712793): Adam steps them in place, so
+# the 4-byte master is the shard itself, not a copy beside 2-byte weights
+FP32_MASTER_FACTOR = 2.0  # the FP32 master's 4 B per parameter over the 2-byte weights
 
 
 def optimizer_factor(ex: Execution) -> float:
@@ -77,14 +83,20 @@ def in_flight_microbatches(pp, n_mb, interleave, rank=0):
 
 
 def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0,
-                 opt_factor: float = OPTIMIZER_FACTOR):
+                 opt_factor: float = OPTIMIZER_FACTOR, grad_group=None,
+                 fp32_shards: bool = False):
     """(weights, gradients, optimizer) bytes held under ZeRO stage ``zero`` (Rajbhandari et al.
     2020): optimizer state (``opt_factor`` × the 2-byte weights: 6, or 4 with BF16 moments)
     sharded from stage 1, gradients (``grad_factor`` × the weights: 2 for fp32 gradients) from
-    2, weights from 3."""
-    optimizer = opt_factor * weights / (dp_group if zero >= 1 else 1)
-    grads = grad_factor * weights / (dp_group if zero >= 2 else 1)
-    held = weights / dp_group if zero >= 3 else weights
+    2 — over ``grad_group`` when given (FSDP2 under pipelining holds them unsharded:
+    :func:`model.physics.peak_memory.fsdp_pipeline_grad_group`) —, weights from 3. With
+    ``fp32_shards`` (PyTorch FSDP) the weight shards are the FP32 master itself: 4 B a
+    parameter held as weights, the optimizer state keeping only its moments."""
+    master = FP32_MASTER_FACTOR if fp32_shards and zero >= 3 else 0.0
+    optimizer = (opt_factor - master) * weights / (dp_group if zero >= 1 else 1)
+    group = dp_group if grad_group is None else grad_group
+    grads = grad_factor * weights / (group if zero >= 2 else 1)
+    held = (1.0 + master / 2.0) * weights / dp_group if zero >= 3 else weights
     return held, grads, optimizer
 
 
@@ -97,7 +109,11 @@ class StageWeights:
     stages; None: the same) and ``interleave`` virtual stages, the replica group and the ZeRO
     stage that shard them, the gradient and optimizer bytes per 2-byte weight, DualPipe's two
     stages per GPU, and PyTorch FSDP's gathered blocks and their gather factor
-    (:func:`model.physics.fsdp.fsdp_memory`)."""
+    (:func:`model.physics.fsdp.fsdp_memory`); the group the dense gradients are sharded over
+    (None: the replica group), the bytes the loss adds at its peak on the stage holding the
+    head, whether the embedding and head stay gathered (FSDP2's root;
+    :mod:`model.physics.peak_memory`) and whether the weight shards are the FP32 master
+    (PyTorch FSDP: :data:`FP32_MASTER_FACTOR`)."""
 
     block_weight_bytes: Any
     pre_weight: Any
@@ -116,6 +132,10 @@ class StageWeights:
     dualpipe: bool = False
     gathered_blocks: Any = None
     gathered_factor: float = 1.0
+    grad_group: Any = None
+    loss_peak_bytes: Any = 0.0
+    gathered_ends: bool = False
+    fp32_shards: bool = False
 
 
 class StageMemory:
@@ -171,13 +191,26 @@ class StageMemory:
             np.asarray(gathered_blocks, dtype=float), 2.0)
         self.gathered = (held * gathered_factor * (block_weight_bytes + expert_weight_bytes)
                          if zero >= 3 else 0.0)
-        self.parts = [zero_sharded(w, dp_group, zero, grad_factor, opt_factor)
-                      for w in self.weights]
+        self.parts = [zero_sharded(w, dp_group, zero, grad_factor, opt_factor,
+                                   stage.grad_group, stage.fp32_shards) for w in self.weights]
+        self.loss_peak = stage.loss_peak_bytes
         if self.has_experts:
             self.parts = [tuple(a + b for a, b in zip(p, zero_sharded(e, expert_group, zero,
-                                                                      grad_factor, opt_factor)))
+                                                                      grad_factor, opt_factor,
+                                                                      None, stage.fp32_shards)))
                           for p, e in zip(self.parts, self.experts)]
-        self.static = [sum(p) + self.gathered for p in self.parts]
+        # FSDP2's root (the embedding, final norm and head) is never resharded after the
+        # forward: the end stages hold it gathered through the forward and the backward
+        # (model.physics.peak_memory.root_gathered)
+        ends_w = (pre_weight + np.where(self.single, post_weight, 0.0), post_weight, 0.0)
+        if self.dualpipe:
+            both = np.where(self.single, 0.0, pre_weight + post_weight)
+            ends_w = (np.where(self.single, ends_w[0], both),
+                      np.where(self.single, ends_w[1], both), 0.0)
+        root = stage.gathered_ends and zero >= 3
+        self.gathered_stage = [self.gathered + (gathered_factor * w if root else 0.0)
+                               for w in ends_w[:len(blocks)]]
+        self.static = [sum(p) + g for p, g in zip(self.parts, self.gathered_stage)]
         ranks = (0, np.maximum(pp - 1, 0), np.minimum(1, pp))[:len(blocks)]
         self.in_flight = tuple(in_flight_microbatches(pp, n_mb, interleave, r) for r in ranks)
         if dualpipe:  # every GPU holds pp + 1 microbatches' activations (DualPipe README)
@@ -190,16 +223,16 @@ class StageMemory:
 
     def activations(self, block_act_bytes, pre_act, post_act) -> tuple:
         """Activation bytes of the first, last and (when it can bind) second stage."""
-        f = self.in_flight
+        f, loss = self.in_flight, self.loss_peak  # the loss's peak: once, where the head is
         if self.dualpipe:  # each end GPU: its two chunks' blocks, the embedding and the head
             ends = (self.ends * block_act_bytes * f[0] + pre_act * self.pre_flight
-                    + post_act * self.post_flight)
+                    + post_act * self.post_flight + loss)
             ends = np.where(self.single, (self.ends * block_act_bytes + pre_act) * f[0]
-                            + post_act, ends)
+                            + post_act + loss, ends)
             return (ends, ends) + ((self.d * block_act_bytes * f[2],) if self.middle else ())
         acts = ((self.ends * block_act_bytes + pre_act) * f[0]
-                + np.where(self.single, post_act, 0.0),
-                (self.ends * block_act_bytes + post_act) * f[1])
+                + np.where(self.single, post_act + loss, 0.0),
+                (self.ends * block_act_bytes + post_act) * f[1] + loss)
         return acts + (self.d * block_act_bytes * f[2],) if self.middle else acts
 
     def total(self, block_act_bytes, pre_act, post_act) -> np.ndarray:
@@ -219,7 +252,7 @@ class StageMemory:
                 list(self.experts))
         else:
             params, experts = pick(list(self.weights)), np.zeros(np.shape(totals[0]))
-        return {"weights_bytes": held + self.gathered, "gradients_bytes": grads,
+        return {"weights_bytes": held + pick(self.gathered_stage), "gradients_bytes": grads,
                 "optimizer_bytes": optimizer, "activations_bytes": pick(list(acts)),
                 "params_bytes": params, "expert_params_bytes": experts,
                 "memory_bytes": pick(totals),

@@ -177,6 +177,10 @@ class Execution:
       experts, or both) over frozen BF16 (``lora``) or 4-bit NF4 (``qlora``) base weights: no
       weight gradients of the base, adapters as their own kernels, gradients and optimizer
       state of the adapters only (:mod:`model.physics.lora`).
+    * ``loss_fp32_eager``: the loss runs as eager PyTorch's cross-entropy on an FP32 copy of
+      the logits (torchtitan's uncompiled ``loss_fn``): 12 B a local logit at the start of the
+      backward instead of the fused kernel's 2 (:mod:`model.physics.peak_memory`). Memory only:
+      the FP32 passes' time follows ``elementwise``.
     * ``swiglu_fp8_cache``: the routed experts' SwiGLU keeps its input in FP8 with 1×128
       scales and reruns in the backward, so ``moe/fc2`` keeps nothing (DeepSeek-V3 §3.3.3).
     * ``kernel_tables``: the dense matmuls and the router (forward, dX and dW GEMMs at their
@@ -223,6 +227,7 @@ class Execution:
     fsdp_shard_group: int = 0
     recompute_norm_up_proj: bool = False
     swiglu_fp8_cache: bool = False
+    loss_fp32_eager: bool = False
     production_layout: bool = True
     tp_style: str = "megatron"
     trainable: str = "all"

@@ -199,6 +199,10 @@ EXECUTION_FIELDS: tuple[Field, ...] = (
             "The routed experts keep their SwiGLU input in FP8 with 1×128 scales and rerun "
             "the SwiGLU in the backward, so the second expert linear keeps nothing of its own "
             "(DeepSeek-V3 §3.3.3)."),
+    _switch("loss_fp32_eager",
+            "The loss runs as eager PyTorch's cross-entropy on an FP32 copy of the logits "
+            "(torchtitan): 12 bytes a local logit held at the start of the backward instead of "
+            "a fused kernel's 2."),
     _switch("production_layout",
             "Only layouts a production stack runs: tensor parallelism inside one NVLink "
             "domain and jobs of whole nodes (model/engine/production.py). Off: also TP groups "

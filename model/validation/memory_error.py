@@ -16,15 +16,22 @@ configuration predicted to need M GB of a usable U GB:
 ``model/data/reference/memory_validation.json`` (``tests/test_memory_error.py`` checks the file
 against the code), so a command reads them without predicting the runs again.
 
-Not modelled: TorchTitan's Llama 3.1 H100 table lists ``Memory(GiB)`` as the caching
-allocator's peak *reserved* memory (torchtitan's ``max_reserved_gib``), which includes freed
-blocks kept for reuse and the loss's FP32 logit temporaries at its peak: the model's allocated
-figure is below it for every run (:func:`torchtitan_reserved_rows`), a gap this file reports
-rather than fits. What the documented runtime accounting adds to it
-(:mod:`model.physics.runtime_memory`): NCCL's ring buffers, at most 64 channels × 9.19 MiB per
-process group — under 2.5 GiB for any of these runs, against 30–50 GiB of gap — so the gap is
-the allocator's cache and the peak's transients, not the communication buffers; the caching
-allocator's rounding of the model's tensors is under 2 MiB a tensor.
+TorchTitan's Llama 3.1 H100 table lists ``Memory(GiB)`` as the caching allocator's peak
+*reserved* memory (torchtitan's ``max_reserved_gib``, ``reserved_bytes.all.peak``), which holds
+every allocated byte: :func:`torchtitan_reserved_rows` sets the model's allocated figure beside
+it. Three mechanisms of the peak are modelled from the framework code
+(:mod:`model.physics.peak_memory`): the eager FP32 cross-entropy's logit buffers (12 B a local
+logit at the start of the backward), FSDP2's root (embedding, head) held gathered and, under
+pipelining, FSDP2's gathered stage and its unsharded FP32 gradients (and PyTorch FSDP's FP32
+shards counted as the master weights). What is left is not
+modelled: the allocator's cached free blocks (torchtitan runs with
+``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, ``run_llama_train.sh`` at 9dec370, so
+whole-segment rounding is small; what it reserves beyond the peak allocation depends on the
+order of every allocation and free), the per-stream pools of FSDP2's all-gather and
+reduce-scatter buffers, and one block's recompute working set. NCCL's ring buffers
+(:mod:`model.physics.runtime_memory`: at most 64 channels × 9.19 MiB per process group, under 2
+GiB for these runs) are allocated by NCCL outside the caching allocator; the ``+ NCCL`` column
+adds them as a bound.
 """
 
 from __future__ import annotations
