@@ -38,7 +38,8 @@ def _context_s(r: dict, gpu: str) -> float:
 
 
 def _decode_s(r: dict, gpu: str) -> float:
-    p = fitted("decode_attention", gpu, "bfloat16")
+    # SDPA's flash and cuDNN decode kernels: FlashAttention's launch rules, not XQA's
+    p = {**fitted("decode_attention", gpu, "bfloat16"), **attn.decode_rules("pytorch")}
     return float(attn.decode_latency_s(r["batch"], r["kv_len"], r["heads"], r["kv_heads"],
                                        r["head_dim"], 0, "bfloat16", kernel_hardware(gpu), p))
 
