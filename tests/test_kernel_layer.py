@@ -16,7 +16,7 @@ from model.physics.kernels import attention_kernel as attn
 from model.physics.kernels import comm_kernel as comm
 from model.physics.kernels import gemm_kernel as gemm
 from model.physics.kernels import pricing
-from model.physics.kernels.classes import CLASSES, columns_of
+from model.physics.kernels.classes import CLASSES, columns_of, fixed_params
 from model.physics.kernels.fit import fit_log_latency
 from model.physics.kernels.hardware import GPU_PRESETS, kernel_hardware
 from model.physics.kernels.params import fitted, kernel_params, kernel_subset
@@ -211,7 +211,9 @@ def test_shipped_parameters_schema_and_provenance():
         assert set(by_gpu) == set(GPU_PRESETS), kind
         for groups in by_gpu.values():
             for values in groups.values():
-                assert set(values) == {*CLASSES[kind].params, "rows"}
+                fixed = fixed_params(CLASSES[kind], "trtllm")  # the engine's launch rules
+                assert set(values) == {*CLASSES[kind].params, *fixed, "rows"}
+                assert all(values[k] == v for k, v in fixed.items())
                 assert all(v > 0 for k, v in values.items() if k != "t_split_s")
                 assert values.get("t_split_s", 0.0) >= 0
     assert set(data["params"]["gemm"]["h100_sxm"]) == {"bfloat16", "fp8", "fp8_block"}

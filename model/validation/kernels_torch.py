@@ -6,7 +6,9 @@ causal forward and decode with the flash and cuDNN backends), priced with the pa
 fitted to AIConfigurator's TensorRT-LLM tables of the same GPU. An FP8 row is priced without
 the activation quantisation kernel (the measurement quantised beforehand), on the rows the
 kernel ran (``rows_run``: ``_scaled_mm`` pads to 16). Attention rows run other kernels than
-TensorRT-LLM's (FlashAttention-2 / cuDNN through SDPA), so their error is a cross-engine one."""
+TensorRT-LLM's (FlashAttention-2 / cuDNN through SDPA), so their error is a cross-engine one;
+decode rows are priced with the vLLM tables' FlashAttention-3 fit of the same GPU (packed GQA and
+FlashAttention's split-KV rule, :func:`model.physics.kernels.attention_kernel.decode_splits`)."""
 
 from __future__ import annotations
 
@@ -38,8 +40,9 @@ def _context_s(r: dict, gpu: str) -> float:
 
 
 def _decode_s(r: dict, gpu: str) -> float:
-    # SDPA's flash and cuDNN decode kernels: FlashAttention's launch rules, not XQA's
-    p = {**fitted("decode_attention", gpu, "bfloat16"), **attn.decode_rules("pytorch")}
+    # SDPA's flash decode is FlashAttention-2 (its split-KV rule, GQA packed): priced by the
+    # FlashAttention-3 fit of vLLM's tables on the same GPU, the nearest measured kernel
+    p = fitted("decode_attention", gpu, "bfloat16", "vllm")
     return float(attn.decode_latency_s(r["batch"], r["kv_len"], r["heads"], r["kv_heads"],
                                        r["head_dim"], 0, "bfloat16", kernel_hardware(gpu), p))
 
