@@ -273,7 +273,9 @@ def run_validate_kernels(args: argparse.Namespace) -> int:
           f"each priced by a refit without them; "
           f"target: median ≤ {kv.TARGET_MEDIAN_PCT:.0f} %, 90th percentile ≤ "
           f"{kv.TARGET_P90_PCT:.0f} %; '(torch)': the lead's PyTorch measurements on H100/H200, "
-          f"not fitted, priced with the TensorRT-LLM tables' parameters")
+          f"priced with the TensorRT-LLM tables' parameters (decode: vLLM's FlashAttention-3 "
+          f"fit; the SDPA forward: training's attention model, its ρ and key-loop depth "
+          f"refitted without the row's head configuration)")
     return 0
 
 

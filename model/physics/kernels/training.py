@@ -197,24 +197,32 @@ def _measured(gpu: str, kernel: str) -> tuple[float, float, float] | None:
             ratio.append(published.BWD_OVER_FWD_FLOP * t / (t_both - t))
     if not fwd or not ratio:
         return None
-    rho, l0 = _fit_forward(gpu, p, fwd)
+    rho, l0 = fit_attention_forward(gpu, p, fwd)
     return rho, l0, float(np.median(ratio))
 
 
-def _fit_forward(gpu: str, p: dict[str, float], fwd: list[dict]) -> tuple[float, float]:
+def fit_attention_forward(gpu: str, p: dict[str, float], fwd: list[dict]
+                          ) -> tuple[float, float]:
     """(ρ, L₀ₖ) minimising Σ (ln t̂ − ln t)² over a kernel's measured forward rows, t̂ the FLOPs
     at ρ·(the context model's efficiency with L₀ₖ for L₀) of the BF16 peak."""
-    hw = kernel_hardware(gpu)
-    b, s, h, d, t = (np.array([r[c] for r in fwd], dtype=float)
-                     for c in ("batch", "seq", "heads", "head_dim", "latency_ms"))
-    keys = attn.causal_pairs(s, 0) / s
-    flops = attn.context_flops(b, s, h, d) / hw.peak("bfloat16")
+    t = np.array([r["latency_ms"] for r in fwd], dtype=float) * 1e-3
 
     def model(theta: Array) -> Array:
-        return flops / (theta[0] * _context_efficiency({**p, "l0": theta[1]}, hw.sm_count,
-                                                       b, s, h, keys, d))
-    rho, l0 = fit_log_latency(model, t * 1e-3, [[0.5, p["l0"]], [1.0, 100.0], [0.3, 1000.0]])
+        return attention_forward_s(gpu, p, theta[0], theta[1], fwd)
+    rho, l0 = fit_log_latency(model, t, [[0.5, p["l0"]], [1.0, 100.0], [0.3, 1000.0]])
     return float(rho), float(l0)
+
+
+def attention_forward_s(gpu: str, p: dict[str, float], rho: float, l0: float, rows: list[dict]
+                        ) -> Array:
+    """Seconds of measured causal forward rows (batch, seq, heads, head_dim) at ρ·(the context
+    model's efficiency with the kernel's L₀ₖ) of the BF16 peak — the training pricing."""
+    hw = kernel_hardware(gpu)
+    b, s, h, d = (np.array([r[c] for r in rows], dtype=float)
+                  for c in ("batch", "seq", "heads", "head_dim"))
+    eff = _context_efficiency({**p, "l0": l0}, hw.sm_count, b, s, h,
+                              attn.causal_pairs(s, 0) / s, d)
+    return attn.context_flops(b, s, h, d) / (hw.peak("bfloat16") * rho * eff)
 
 
 @memo.lru("published attention kernels", 16)
@@ -296,5 +304,6 @@ def kernel_times(c, way: str, zero: Array, system: System, overhead: float):
 
 
 __all__ = ["AttentionKernel", "GemmKernel", "SAME_CHIP", "TE_ATTENTION", "TRAINING_DTYPE",
-           "attention_efficiencies", "attention_kernel_of", "gemm_efficiency",
+           "attention_efficiencies", "attention_kernel_of", "attention_forward_s",
+           "fit_attention_forward", "gemm_efficiency",
            "gemm_kernel_of", "kernel_times", "linear_efficiencies", "table_gpu"]
