@@ -157,7 +157,8 @@ def test_mla_kernels():
     # prefill: the context law with h_kv = h and head dim (192 + 128)/2
     assert mla.mla_context_latency_s(4, 4096, 16, "fp8", H100, p) == attn.context_latency_s(
         4, 4096, 16, 16, 160.0, 0, "bfloat16", H100, p)
-    d = {"beta": 0.8, "w0": 1e3, "eta": 0.5, "tau_s": 1e-8, "t0_s": 1e-5, "tau_key_s": 1e-10}
+    d = {"beta": 0.8, "w0": 1e3, "eta": 0.5, "tau_s": 1e-8, "t0_s": 1e-5, "tau_key_s": 1e-10,
+         "h0": 1e12}  # no per-head share of the fixed work here (below)
     b, L = 64.0, 2.0 ** 16
     few = mla.mla_decode_latency_s(b, L, 1, "bfloat16", H100, d)  # one head: the cache read
     read = b * L * 576 * 2 / (H100.hbm_bytes_per_s * 0.8 * b * L / (b * L + 1e3))
@@ -172,6 +173,11 @@ def test_mla_kernels():
     assert one == pytest.approx(1e-5 + 1e-8 + L * 1.2e-7)
     assert mla.mla_decode_latency_s(16, L, 16, "bfloat16", H100, serial) == pytest.approx(
         one + 15e-8)  # 16 sequences: 16 CTAs side by side, the same walk
+    # the fixed work per sequence grows with its query heads: τ·b·(1 + h/h₀)
+    heads = {**d, "h0": 32.0}
+    short = [mla.mla_decode_latency_s(1024, 2, h, "bfloat16", H100, heads) for h in (16, 64)]
+    cache = [mla.mla_decode_latency_s(1024, 2, h, "bfloat16", H100, d) for h in (16, 64)]
+    assert short[1] - short[0] == pytest.approx(1e-8 * 1024 * 48 / 32 + cache[1] - cache[0])
 
 
 def test_collective_limits_use_nccl_bus_factors():
@@ -273,6 +279,8 @@ def _row(cls, gpu, dtype):
     ("decode_attention", "b200_sxm", "all", 10.0, 27.0),
     ("decode_attention", "h100_sxm", "all", 16.0, 44.0),  # split-KV: was 18.6 / 47.1
     ("mla_decode", "a100_sxm", "all", 10.0, 30.0),  # no split for MLA: was 71.9 / 185
+    ("mla_decode", "h100_sxm", "all", 10.0, 30.0),  # heads' share of the fixed cost: was 9.3 / 47
+    ("mla_decode", "h200_sxm", "all", 10.0, 25.0),
     ("mla_context", "h100_sxm", "all", 10.0, 25.0),
     ("mla_context", "b200_sxm", "all", 10.0, 25.0),
     ("collective", "gb200", "all", 10.0, 25.0),
