@@ -93,7 +93,7 @@ def context_flops_of_window_is_smaller() -> bool:
 
 
 DECODE_P = {"beta": 0.8, "c0": 100.0, "tau_grouped_s": 3e-8, "tau_head_s": 9e-9, "t0_s": 8e-6,
-            "l2_ratio": 2.0, "eta": 1.0, "d_tau": 128.0}
+            "l2_ratio": 2.0, "eta": 1.0, "d_tau": 128.0, "g0": 1e12}
 
 
 def test_decode_attention_limits_and_kernel_paths():
@@ -118,6 +118,14 @@ def test_decode_attention_limits_and_kernel_paths():
                                 / (H100.hbm_bytes_per_s * 2.0), rel=1e-3)
     # a sliding window caps the read
     assert attn.decode_latency_s(b, L, 32, 8, 128, 4096, "bfloat16", H100, p) < t / 100
+    # a CTA's fixed cost grows with the query heads it carries: g = 4 at g₀ = 4 costs
+    # (1 + 4/4)/(1 + 1/4) = 1.6 one head's; the per-head kernel's CTAs carry one
+    heads = {**p, "g0": 4.0}
+    t1 = attn.decode_latency_s(1024, 1, 32, 8, 128, 0, "bfloat16", H100, heads)
+    t0 = attn.decode_latency_s(1024, 1, 32, 8, 128, 0, "bfloat16", H100, p)
+    assert t1 - t0 == pytest.approx(3e-8 * 1024 * 8 * 0.6, rel=1e-6)
+    assert attn.decode_latency_s(4, 1, 64, 1, 128, 0, "bfloat16", H100, heads) == pytest.approx(
+        attn.decode_latency_s(4, 1, 64, 1, 128, 0, "bfloat16", H100, p))
 
 
 def test_decode_split_kv_rules():
@@ -275,9 +283,10 @@ def _row(cls, gpu, dtype):
     ("context_attention", "h100_sxm", "all", 10.0, 25.0),
     ("context_attention", "b200_sxm", "all", 10.0, 25.0),
     ("context_attention", "a100_sxm", "bfloat16", 10.0, 25.0),
-    ("decode_attention", "gb200", "all", 10.0, 27.0),
-    ("decode_attention", "b200_sxm", "all", 10.0, 27.0),
-    ("decode_attention", "h100_sxm", "all", 16.0, 44.0),  # split-KV: was 18.6 / 47.1
+    ("decode_attention", "gb200", "all", 10.0, 25.0),  # was 9.0 / 28.8
+    ("decode_attention", "b200_sxm", "all", 10.0, 25.0),  # was 9.0 / 30.8
+    ("decode_attention", "h100_sxm", "all", 16.0, 40.0),  # split-KV: was 18.6 / 47.1
+    ("decode_attention", "a100_sxm", "bfloat16", 14.0, 32.0),  # was 19.4 / 41.6
     ("mla_decode", "a100_sxm", "all", 10.0, 30.0),  # no split for MLA: was 71.9 / 185
     ("mla_decode", "h100_sxm", "all", 10.0, 30.0),  # heads' share of the fixed cost: was 9.3 / 47
     ("mla_decode", "h200_sxm", "all", 10.0, 25.0),

@@ -29,10 +29,12 @@ vLLM and SGLang tables) pack every GQA group into one CTA per (sequence, KV head
                          4·b·h·L·d / (P·η))
 
 bytes = 2·b·h_kv·L·d·s_kv the cache read from HBM once, τ the fixed cost of one CTA (τ_g
-grouped, τ_h per head) at d = 128, scaled by (d + d_τ)/(128 + d_τ) — its Q load, output write
-and the new token's RoPE and K/V append grow with the head dimension, the rest does not (the
-measured per-sequence floor of TensorRT-LLM's grouped kernel on H100: 31, 35, 50 ns per KV head
-at d = 64, 128, 256); a per-head kernel on a shared KV head (g > 32) reads it once per query
+grouped, τ_h per head) of one query head at d = 128, scaled by (d + d_τ)/(128 + d_τ) and by
+(1 + g_c/g₀)/(1 + 1/g₀), g_c the query heads a CTA carries (g grouped, 1 per head) — its Q load,
+output write and the new token's RoPE and K/V append grow with the head dimension and the
+heads, the rest does not (the measured per-sequence floor of TensorRT-LLM's grouped kernel on
+H100: 31, 35, 50 ns per KV head at d = 64, 128, 256; 35 → 55 ns from g = 2 to 32 at d = 128);
+a per-head kernel on a shared KV head (g > 32) reads it once per query
 head, bytes_u = 2·b·h·L·d·s_kv, mostly from L2: at r times the HBM bandwidth; the last term
 the two matmuls of the decode at an MMA rate η of the BF16 peak (FP8 caches are dequantised
 to BF16 before the MMA: a group of 16–32 query heads per KV head binds on it).
@@ -68,7 +70,7 @@ from model.physics.ops import wave_efficiency
 Array = np.ndarray
 CONTEXT_PARAMS = ("eta", "tau_s", "d0", "t0_s", "l0", "passes")
 DECODE_PARAMS = ("beta", "c0", "tau_grouped_s", "tau_head_s", "t0_s", "l2_ratio", "eta",
-                 "d_tau")
+                 "d_tau", "g0")
 # the kernel's launch rules, set per engine (not fitted): TensorRT-LLM's XQA/MMHA, else
 # FlashAttention/FlashInfer's (module docstring)
 DECODE_RULES = {"trtllm": {"max_group": 32.0, "xqa_split": 1.0},
@@ -175,8 +177,10 @@ def decode_latency_s(batch, kv_len, heads, kv_heads, head_dim, window, kv_dtype:
                       / (hw.hbm_bytes_per_s * params["l2_ratio"]), 0.0)
     mma = 4.0 * b * np.asarray(heads, float) * length * head_dim / (
         hw.peak("bfloat16") * params["eta"])
+    per_cta = np.asarray(heads, float) / units  # query heads a CTA carries
     tau = np.where(grouped, params["tau_grouped_s"], params["tau_head_s"]) * (
-        np.asarray(head_dim, float) + params["d_tau"]) / (128.0 + params["d_tau"])
+        np.asarray(head_dim, float) + params["d_tau"]) / (128.0 + params["d_tau"]) * (
+        1.0 + per_cta / params["g0"]) / (1.0 + 1.0 / params["g0"])
     return params["t0_s"] + tau * b * units + np.maximum(np.maximum(hbm, shared), mma)
 
 
@@ -187,10 +191,10 @@ def context_starts() -> list[list[float]]:
 
 
 def decode_starts() -> list[list[float]]:
-    """Starting points of the decode fit (β, C₀, τ_g, τ_h, t₀, r, η, d_τ)."""
-    return [[0.8, 100.0, 3e-8, 9e-9, 8e-6, 2.0, 0.2, 128.0],
-            [0.9, 30.0, 2e-8, 5e-9, 6e-6, 3.0, 0.5, 128.0],
-            [0.7, 300.0, 5e-8, 2e-8, 1e-5, 1.5, 0.05, 128.0]]
+    """Starting points of the decode fit (β, C₀, τ_g, τ_h, t₀, r, η, d_τ, g₀)."""
+    return [[0.8, 100.0, 3e-8, 9e-9, 8e-6, 2.0, 0.2, 128.0, 16.0],
+            [0.9, 30.0, 2e-8, 5e-9, 6e-6, 3.0, 0.5, 128.0, 16.0],
+            [0.7, 300.0, 5e-8, 2e-8, 1e-5, 1.5, 0.05, 128.0, 16.0]]
 
 
 __all__ = ["CONTEXT_PARAMS", "DECODE_PARAMS", "DECODE_RULES", "MAX_GROUP", "causal_pairs",
