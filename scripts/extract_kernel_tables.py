@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 tag = f"{kind}/{gpu}/{dtype}" + ("" if engine == "trtllm" else f"/{engine}")
                 rng = np.random.default_rng(zlib.crc32(tag.encode()))
                 fit_rows = subset(cols, rng.choice(n, size=min(n, FIT_ROWS), replace=False))
-                theta = fit_group(CLASSES[kind], fit_rows, gpu, dtype)
+                theta = fit_group(CLASSES[kind], fit_rows, gpu, dtype, engine)
                 entry = {**theta, "rows": int(n)}
                 if engine != "trtllm":
                     entry["kernel_source"] = _kernel_of(sources, kind, dtype)

@@ -15,7 +15,7 @@ from model.errors import ModelError
 from model.physics.kernels import moe_kernel as mk
 from model.physics.kernels import params as kp
 from model.physics.kernels import pricing
-from model.physics.kernels.classes import CLASSES
+from model.physics.kernels.classes import CLASSES, fixed_params
 from model.physics.serving_ops import layout
 from model.physics.serving_step import Engine, shape_efficiency, step_times
 from model.specs.serving_stack import KERNEL_ENGINES, load_serving_stack, serving_stack_from_dict
@@ -40,7 +40,9 @@ def test_engine_parameters_load_with_provenance(engine, version):
     for kind, by_gpu in data["params"].items():
         for groups in by_gpu.values():
             for values in groups.values():
-                assert set(values) == {*CLASSES[kind].params, "rows", "kernel_source"}
+                fixed = fixed_params(CLASSES[kind], engine)  # FlashAttention's launch rules
+                assert set(values) == {*CLASSES[kind].params, *fixed, "rows", "kernel_source"}
+                assert all(values[k] == v for k, v in fixed.items())
                 assert values["kernel_source"] and values["rows"] > 0
     assert "collective" not in data["params"]  # NCCL is every engine's: fitted once
     assert kp.kernel_subset(engine)["provenance"] == prov

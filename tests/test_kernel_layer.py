@@ -16,7 +16,7 @@ from model.physics.kernels import attention_kernel as attn
 from model.physics.kernels import comm_kernel as comm
 from model.physics.kernels import gemm_kernel as gemm
 from model.physics.kernels import pricing
-from model.physics.kernels.classes import CLASSES, columns_of
+from model.physics.kernels.classes import CLASSES, columns_of, fixed_params
 from model.physics.kernels.fit import fit_log_latency
 from model.physics.kernels.hardware import GPU_PRESETS, kernel_hardware
 from model.physics.kernels.params import fitted, kernel_params, kernel_subset
@@ -92,19 +92,25 @@ def context_flops_of_window_is_smaller() -> bool:
     return bool(attn.context_flops(1, 8192, 8, 128, 1024) < attn.context_flops(1, 8192, 8, 128))
 
 
+DECODE_P = {"beta": 0.8, "c0": 100.0, "tau_grouped_s": 3e-8, "tau_head_s": 9e-9, "t0_s": 8e-6,
+            "l2_ratio": 2.0, "eta": 1.0, "d_tau": 128.0, "g0": 1e12}
+
+
 def test_decode_attention_limits_and_kernel_paths():
-    p = {"beta": 0.8, "w0": 1e4, "tau_grouped_s": 3e-8, "tau_head_s": 9e-9, "t0_s": 8e-6,
-         "l2_ratio": 2.0}
+    p = DECODE_P
     assert attn.decode_units(32, 8)[0] == 8 and attn.decode_units(32, 8)[1]
     assert attn.decode_units(64, 1)[0] == 64 and not attn.decode_units(64, 1)[1]  # g > 32
     assert attn.decode_units(16, 16)[0] == 16 and not attn.decode_units(16, 16)[1]
+    assert attn.decode_units(64, 1, 0)[0] == 1 and attn.decode_units(64, 1, 0)[1]  # packed
     b, L = 256.0, 2.0 ** 20
     t = attn.decode_latency_s(b, L, 32, 8, 128, 0, "bfloat16", H100, p)
-    stream = 2 * 2 * b * 8 * L * 128 / (H100.hbm_bytes_per_s * 0.8)
-    assert t == pytest.approx(stream, rel=1e-3)
-    # one token of cache: the floor, 8 CTAs' fixed cost and 2 KiB read at the latency-bound
-    # rate of W = 8 rows in flight, B·β·W/(W + W₀)
-    tiny = 8e-6 + 9e-9 * 8 + 2 * 2 * 8 * 64 / (H100.hbm_bytes_per_s * 0.8 * 8 / (8 + 1e4))
+    # 2048 CTAs ≥ 8 waves: no split; the ramp 2048/(2048 + C₀)
+    stream = 2 * 2 * b * 8 * L * 128 / (H100.hbm_bytes_per_s * 0.8 * 2048 / 2148)
+    assert t == pytest.approx(8e-6 + 3e-8 * b * 8 + stream, rel=1e-6)
+    # one token of cache: the floor, 8 CTAs' fixed cost (at d = 64: (64 + 128)/(128 + 128) of
+    # d = 128's) and 2 KiB read at the latency-bound rate of C = 8 CTAs in flight (MMHA cannot
+    # split one key), B·β·C/(C + C₀)
+    tiny = 8e-6 + 9e-9 * 8 * 0.75 + 2 * 2 * 8 * 64 / (H100.hbm_bytes_per_s * 0.8 * 8 / (8 + 100))
     assert attn.decode_latency_s(1, 1, 8, 8, 64, 0, "bfloat16", H100, p) == pytest.approx(tiny)
     # a per-head kernel on a shared KV head (g = 64) reads it once per query head from L2
     mqa = attn.decode_latency_s(b, L, 64, 1, 128, 0, "bfloat16", H100, p)
@@ -112,6 +118,45 @@ def test_decode_attention_limits_and_kernel_paths():
                                 / (H100.hbm_bytes_per_s * 2.0), rel=1e-3)
     # a sliding window caps the read
     assert attn.decode_latency_s(b, L, 32, 8, 128, 4096, "bfloat16", H100, p) < t / 100
+    # a CTA's fixed cost grows with the query heads it carries: g = 4 at g₀ = 4 costs
+    # (1 + 4/4)/(1 + 1/4) = 1.6 one head's; the per-head kernel's CTAs carry one
+    heads = {**p, "g0": 4.0}
+    t1 = attn.decode_latency_s(1024, 1, 32, 8, 128, 0, "bfloat16", H100, heads)
+    t0 = attn.decode_latency_s(1024, 1, 32, 8, 128, 0, "bfloat16", H100, p)
+    assert t1 - t0 == pytest.approx(3e-8 * 1024 * 8 * 0.6, rel=1e-6)
+    assert attn.decode_latency_s(4, 1, 64, 1, 128, 0, "bfloat16", H100, heads) == pytest.approx(
+        attn.decode_latency_s(4, 1, 64, 1, 128, 0, "bfloat16", H100, p))
+
+
+def test_decode_split_kv_rules():
+    """Split-KV CTAs per (sequence, KV head) as the kernels launch them: TensorRT-LLM XQA's
+    computeMultiBlockCount (n₀ = ⌊L/512⌋, min(n₀, round(√(8·n₀))), ≤ 8 waves), MMHA's and
+    FlashAttention's fill-the-SMs rules (132 SMs)."""
+    sms, grouped = 132.0, np.array(True)
+    xqa = [attn.decode_splits(c, L, grouped, sms, 1.0) for c, L in
+           [(1, 65536), (1, 4096), (1, 511), (8, 65536), (64, 65536), (256, 65536)]]
+    # √(8·128) = 32; 8 ≤ √64; no block under 512 keys; 8·32 CTAs; 64·32 = 15.5 waves → ⌊32/1.94⌋
+    assert xqa == [32.0, 8.0, 1.0, 32.0, 16.0, 4.0]
+    mmha = [attn.decode_splits(c, L, np.array(False), sms, 1.0) for c, L in
+            [(1, 65536), (1, 300), (32, 65536), (200, 65536)]]
+    assert mmha == [132.0, 3.0, 5.0, 1.0]  # ⌈132/c⌉, at most ⌈(L + 1)/128⌉ blocks
+    fa = [attn.decode_splits(c, L, grouped, sms, 0.0) for c, L in
+          [(1, 65536), (1, 300), (8, 65536), (106, 65536)]]
+    assert fa == [113.0, 3.0, 15.0, 1.0]  # ⌈0.85·132/c⌉ ≤ 128; none once c ≥ 0.8·SMs
+    # the term the split-KV rule adds: one sequence of 8 KV heads and a 64K cache keeps
+    # 8·32 = 256 CTAs of XQA loading, not 8 — and fewer than FlashAttention's 8·15 = 120 ...
+    p = DECODE_P
+    one = attn.decode_latency_s(1, 65536, 64, 8, 128, 0, "bfloat16", H100, p)
+    read = 2 * 2 * 8 * 65536 * 128 / (H100.hbm_bytes_per_s * 0.8)
+    assert one == pytest.approx(8e-6 + 3e-8 * 8 + read * (256 + 100) / 256, rel=1e-9)
+    fa_one = attn.decode_latency_s(1, 65536, 64, 8, 128, 0, "bfloat16", H100,
+                                   {**p, **attn.decode_rules("vllm")})
+    assert fa_one == pytest.approx(8e-6 + 3e-8 * 8 + read * (120 + 100) / 120, rel=1e-9)
+    # ... and the MMA term binds once a wide group shares a narrow FP8 cache at low η
+    slow = {**p, "eta": 0.01}
+    t = attn.decode_latency_s(256, 8192, 32, 1, 128, 0, "fp8", H100, slow)
+    mma = 4 * 256 * 32 * 8192 * 128 / (H100.peak("bfloat16") * 0.01)
+    assert t == pytest.approx(8e-6 + 3e-8 * 256 + mma, rel=1e-9)
 
 
 def test_mla_kernels():
@@ -120,7 +165,8 @@ def test_mla_kernels():
     # prefill: the context law with h_kv = h and head dim (192 + 128)/2
     assert mla.mla_context_latency_s(4, 4096, 16, "fp8", H100, p) == attn.context_latency_s(
         4, 4096, 16, 16, 160.0, 0, "bfloat16", H100, p)
-    d = {"beta": 0.8, "w0": 1e3, "eta": 0.5, "tau_s": 1e-8, "t0_s": 1e-5}
+    d = {"beta": 0.8, "w0": 1e3, "eta": 0.5, "tau_s": 1e-8, "t0_s": 1e-5, "tau_key_s": 1e-10,
+         "h0": 1e12}  # no per-head share of the fixed work here (below)
     b, L = 64.0, 2.0 ** 16
     few = mla.mla_decode_latency_s(b, L, 1, "bfloat16", H100, d)  # one head: the cache read
     read = b * L * 576 * 2 / (H100.hbm_bytes_per_s * 0.8 * b * L / (b * L + 1e3))
@@ -128,6 +174,18 @@ def test_mla_kernels():
     many = mla.mla_decode_latency_s(b, L, 128, "bfloat16", H100, d)  # 128 heads: the MMAs
     flops = 2 * b * 128 * L * (576 + 512)
     assert many == pytest.approx(1e-5 + 1e-8 * b + flops / (H100.peak("bfloat16") * 0.5))
+    # no split-KV for MLA: one sequence's CTA walks its 64K keys at τ_k each, whatever the
+    # bandwidth the other SMs leave idle
+    serial = {**d, "tau_key_s": 1.2e-7}
+    one = mla.mla_decode_latency_s(1, L, 16, "bfloat16", H100, serial)
+    assert one == pytest.approx(1e-5 + 1e-8 + L * 1.2e-7)
+    assert mla.mla_decode_latency_s(16, L, 16, "bfloat16", H100, serial) == pytest.approx(
+        one + 15e-8)  # 16 sequences: 16 CTAs side by side, the same walk
+    # the fixed work per sequence grows with its query heads: τ·b·(1 + h/h₀)
+    heads = {**d, "h0": 32.0}
+    short = [mla.mla_decode_latency_s(1024, 2, h, "bfloat16", H100, heads) for h in (16, 64)]
+    cache = [mla.mla_decode_latency_s(1024, 2, h, "bfloat16", H100, d) for h in (16, 64)]
+    assert short[1] - short[0] == pytest.approx(1e-8 * 1024 * 48 / 32 + cache[1] - cache[0])
 
 
 def test_collective_limits_use_nccl_bus_factors():
@@ -168,7 +226,9 @@ def test_shipped_parameters_schema_and_provenance():
         assert set(by_gpu) == set(GPU_PRESETS), kind
         for groups in by_gpu.values():
             for values in groups.values():
-                assert set(values) == {*CLASSES[kind].params, "rows"}
+                fixed = fixed_params(CLASSES[kind], "trtllm")  # the engine's launch rules
+                assert set(values) == {*CLASSES[kind].params, *fixed, "rows"}
+                assert all(values[k] == v for k, v in fixed.items())
                 assert all(v > 0 for k, v in values.items() if k != "t_split_s")
                 assert values.get("t_split_s", 0.0) >= 0
     assert set(data["params"]["gemm"]["h100_sxm"]) == {"bfloat16", "fp8", "fp8_block"}
@@ -226,8 +286,13 @@ def _row(cls, gpu, dtype):
     ("context_attention", "h100_sxm", "all", 10.0, 25.0),
     ("context_attention", "b200_sxm", "all", 10.0, 25.0),
     ("context_attention", "a100_sxm", "bfloat16", 10.0, 25.0),
-    ("decode_attention", "gb200", "all", 10.0, 30.0),
-    ("decode_attention", "b200_sxm", "all", 10.0, 35.0),
+    ("decode_attention", "gb200", "all", 10.0, 25.0),  # was 9.0 / 28.8
+    ("decode_attention", "b200_sxm", "all", 10.0, 25.0),  # was 9.0 / 30.8
+    ("decode_attention", "h100_sxm", "all", 16.0, 40.0),  # split-KV: was 18.6 / 47.1
+    ("decode_attention", "a100_sxm", "bfloat16", 14.0, 32.0),  # was 19.4 / 41.6
+    ("mla_decode", "a100_sxm", "all", 10.0, 30.0),  # no split for MLA: was 71.9 / 185
+    ("mla_decode", "h100_sxm", "all", 10.0, 30.0),  # heads' share of the fixed cost: was 9.3 / 47
+    ("mla_decode", "h200_sxm", "all", 10.0, 25.0),
     ("mla_context", "h100_sxm", "all", 10.0, 25.0),
     ("mla_context", "b200_sxm", "all", 10.0, 25.0),
     ("collective", "gb200", "all", 10.0, 25.0),

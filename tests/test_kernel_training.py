@@ -122,6 +122,41 @@ def test_attention_backward_ratio_is_the_measured_one():
                                   2048.0).kernel == "fa2"
 
 
+@pytest.mark.parametrize("backend,kernel", [("flash", "fa2"), ("cudnn", "cudnn")])
+def test_attention_forward_follows_the_kernels_own_key_loop(backend, kernel):
+    """The SDPA kernel's forward at ρ·η·w·L̄/(L̄ + L₀ₖ)·d/(d + d₀), ρ and its own key-loop depth
+    L₀ₖ fitted to the H100 table: every measured causal forward (512 to 64K tokens) within
+    15 % at the 90th percentile, the median within 8 % and the 32K–64K rows (the long-context
+    runs) within 10 % — a constant ρ over TensorRT-LLM's L₀ missed 512-token rows by 20–35 % and
+    64K by up to 19 %."""
+    from model.physics.kernels import attention_kernel as attn
+    h100 = load_system("h100")
+    a = kt.attention_kernel_of(h100, kernel, True, 128.0, 8192.0)
+    assert a.l0 < 0.7 * kt.fitted("context_attention", "h100_sxm", "bfloat16")["l0"]
+    rows = [r for r in json.loads((KERNEL_DIR / "h100_torch_measured.json").read_text())["rows"]
+            if r["kind"] == "attention_fwd" and r["backend"] == backend and r["causal"]]
+    b, s, h, d = (np.array([r[c] for r in rows], dtype=float)
+                  for c in ("batch", "seq", "heads", "head_dim"))
+    peak = kt.kernel_hardware("h100_sxm").peak("bfloat16")
+    measured = np.array([r["tflops"] for r in rows]) * 1e12 / peak  # fraction of the peak
+    fwd, _ = kt.attention_efficiencies(a, b, s, h, attn.causal_pairs(s, 0) / s, d)
+    err = np.abs(fwd / measured - 1.0)
+    assert np.percentile(err, 90) < 0.15 and np.median(err) < 0.08
+    assert err[s >= 32768].max() < 0.10
+
+
+def test_sdpa_forward_held_out_by_head_configuration():
+    """``validate --set kernels``' '(torch)' context rows: every SDPA forward priced as training
+    prices it, (ρ, L₀ₖ) refitted without the row's head configuration — within the issue's
+    target (median ≤ 10 %, p90 ≤ 25 %) on H100 and H200, both backends (priced by TensorRT-LLM's
+    context law they were 40 % / 51 % for FlashAttention-2, 17 % / 131 % for cuDNN)."""
+    from model.validation.kernels_torch import torch_error_rows
+    rows = [r for r in torch_error_rows() if r["class"] == "context_attention (torch)"]
+    assert {(r["gpu"], r["dtype"]) for r in rows} == {
+        (g, b) for g in ("h100_sxm", "h200_sxm") for b in ("flash", "cudnn")}
+    assert all(r["median_pct"] <= 10.0 and r["p90_pct"] <= 25.0 for r in rows), rows
+
+
 def test_switch_off_is_the_old_pricing_and_on_changes_it():
     """kernel_tables off: no kernel in the context and op times bit-identical to an execution
     that never named the switch; on, the matmuls' and attention's efficiencies are the

@@ -50,9 +50,10 @@ def section() -> html.Div:
             "MLA: head counts; collectives: message-size decades) held out a fifth at a "
             "time, each priced by a refit without it. Target: median ≤ 10 %, 90th "
             "percentile ≤ 25 %. '(torch)', engine pytorch: PyTorch measurements on an H100 and "
-            "an H200, not fitted. 'training_gemm': a linear's forward, dX and dW GEMMs "
-            "measured with PyTorch on an H100 and an H200, the fit training uses on Hopper, "
-            "one linear ((n, k) pair) held out at a time.")),
+            "an H200, not fitted (the SDPA forward: training's attention model, its ratio and "
+            "key-loop depth refitted without the row's head configuration). 'training_gemm': a "
+            "linear's forward, dX and dW GEMMs measured with PyTorch on an H100 and an H200, the "
+            "fit training uses on Hopper, one linear ((n, k) pair) held out at a time.")),
         html.Div(message, className="alert", role="status") if message else None,
         dag.AgGrid(id="validation-kernels", columnDefs=COLUMNS, rowData=rows,
                    defaultColDef={"resizable": True},

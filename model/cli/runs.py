@@ -289,7 +289,9 @@ def run_validate_kernels(args: argparse.Namespace) -> int:
           f"each priced by a refit without them; "
           f"target: median ≤ {kv.TARGET_MEDIAN_PCT:.0f} %, 90th percentile ≤ "
           f"{kv.TARGET_P90_PCT:.0f} %; '(torch)': the lead's PyTorch measurements on H100/H200, "
-          f"not fitted, priced with the TensorRT-LLM tables' parameters; 'training_gemm': "
+          f"not fitted, priced with the TensorRT-LLM tables' parameters (decode: vLLM's "
+          f"FlashAttention-3 fit; the SDPA forward: training's attention model, its ρ and "
+          f"key-loop depth refitted without the row's head configuration); 'training_gemm': "
           f"a linear's forward, dX and dW GEMMs measured with PyTorch on H100/H200, the fit "
           f"training uses on Hopper, one linear ((n, k) pair) held out at a time")
     return 0

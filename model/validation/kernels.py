@@ -30,7 +30,8 @@ ENGINE_ORDER = {e: i for i, e in enumerate(ENGINES)}
 FOLDS = 5  # shape families are held out a fifth at a time
 
 
-def held_out_errors(kind: str, gpu: str, dtype: str, rows: list[list[float]]) -> np.ndarray:
+def held_out_errors(kind: str, gpu: str, dtype: str, rows: list[list[float]],
+                    engine: str = DEFAULT_ENGINE) -> np.ndarray:
     """Percent errors of every row, each priced by a fit without its shape family: the
     families (sorted) are dealt into :data:`FOLDS` folds and each fold left out in turn — with
     at most :data:`FOLDS` families, one family at a time."""
@@ -44,7 +45,7 @@ def held_out_errors(kind: str, gpu: str, dtype: str, rows: list[list[float]]) ->
         out = fold == f
         if out.all():
             continue
-        theta = fit_group(k, subset(cols, ~out), gpu, dtype)
+        theta = fit_group(k, subset(cols, ~out), gpu, dtype, engine)
         held = subset(cols, out)
         errors[out] = relative_errors_pct(k.price(held, gpu, dtype, theta), held["latency_s"])
     return errors
@@ -72,7 +73,8 @@ def _engine_rows(engine: str, classes: Iterable[str] | None) -> list[dict]:
             by_label: dict[str, list[np.ndarray]] = {}
             for dtype, rows in groups.items():
                 label = dtype.split("/")[0]
-                by_label.setdefault(label, []).append(held_out_errors(kind, gpu, dtype, rows))
+                by_label.setdefault(label, []).append(held_out_errors(kind, gpu, dtype, rows,
+                                                                   engine))
             pooled = [np.concatenate(v) for v in by_label.values()]
             out += [_row(kind, gpu, label, e, engine)
                     for label, e in zip(by_label, pooled)]

@@ -6,7 +6,12 @@ causal forward and decode with the flash and cuDNN backends), priced with the pa
 fitted to AIConfigurator's TensorRT-LLM tables of the same GPU. An FP8 row is priced without
 the activation quantisation kernel (the measurement quantised beforehand), on the rows the
 kernel ran (``rows_run``: ``_scaled_mm`` pads to 16). Attention rows run other kernels than
-TensorRT-LLM's (FlashAttention-2 / cuDNN through SDPA), so their error is a cross-engine one."""
+TensorRT-LLM's (FlashAttention-2 / cuDNN through SDPA), so their error is a cross-engine one —
+except the forward rows, priced as training prices them (:mod:`model.physics.kernels.training`:
+the kernel's ρ and key-loop depth L₀ₖ over the context model), ρ and L₀ₖ refitted without the
+row's head configuration (its ``model``), so the figure is held out;
+decode rows are priced with the vLLM tables' FlashAttention-3 fit of the same GPU (packed GQA and
+FlashAttention's split-KV rule, :func:`model.physics.kernels.attention_kernel.decode_splits`)."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from model.physics.kernels import attention_kernel as attn
 from model.physics.kernels import gemm_kernel as gemm
 from model.physics.kernels.hardware import kernel_hardware
 from model.physics.kernels.params import KERNEL_DIR, fitted
+from model.physics.kernels.training import attention_forward_s, fit_attention_forward
 
 SOURCES = {"h100_sxm": "h100_torch_measured.json", "h200_sxm": "h200_torch_measured.json"}
 DTYPES = {"bf16": "bfloat16", "fp8": "fp8"}
@@ -38,9 +44,34 @@ def _context_s(r: dict, gpu: str) -> float:
 
 
 def _decode_s(r: dict, gpu: str) -> float:
-    p = fitted("decode_attention", gpu, "bfloat16")
+    # SDPA's flash decode is FlashAttention-2 (its split-KV rule, GQA packed): priced by the
+    # FlashAttention-3 fit of vLLM's tables on the same GPU, the nearest measured kernel
+    p = fitted("decode_attention", gpu, "bfloat16", "vllm")
     return float(attn.decode_latency_s(r["batch"], r["kv_len"], r["heads"], r["kv_heads"],
                                        r["head_dim"], 0, "bfloat16", kernel_hardware(gpu), p))
+
+
+def _forward_held_out_s(rows: list[dict], gpu: str) -> dict[int, float]:
+    """{id(row): seconds} of one backend's causal forward rows, each priced by the training
+    attention model with (ρ, L₀ₖ) fitted on the other head configurations' rows."""
+    p, out = fitted("context_attention", gpu, "bfloat16"), {}
+    for model in sorted({r["model"] for r in rows}):
+        held = [r for r in rows if r["model"] == model]
+        rest = [r for r in rows if r["model"] != model]
+        rho, l0 = fit_attention_forward(gpu, p, rest)
+        out.update(zip(map(id, held), attention_forward_s(gpu, p, rho, l0, held)))
+    return out
+
+
+def _held_out_forward(rows: list[dict], gpu: str) -> dict[int, float]:
+    """:func:`_forward_held_out_s` per SDPA backend, over the causal forward rows."""
+    out: dict[int, float] = {}
+    fwd_rows = [r for r in rows if r["kind"] == "attention_fwd" and r["causal"]]
+    for backend in sorted({r["backend"] for r in fwd_rows}):
+        fwd = [r for r in fwd_rows if r["backend"] == backend]
+        if len({r["model"] for r in fwd}) > 1:
+            out.update(_forward_held_out_s(fwd, gpu))
+    return out
 
 
 PRICERS = {"gemm": _gemm_s, "attention_fwd": _context_s, "decode_attention": _decode_s}
@@ -57,12 +88,15 @@ def torch_error_rows() -> list[dict]:
         if not path.exists():
             continue
         groups: dict[tuple[str, str], list[float]] = {}
-        for r in json.loads(path.read_text())["rows"]:
+        rows = json.loads(path.read_text())["rows"]
+        held_out = _held_out_forward(rows, gpu)
+        for r in rows:
             if r["kind"] not in PRICERS:
                 continue
             label = r["dtype"] if r["kind"] == "gemm" else r["backend"]
             t = r["latency_ms"] * 1e-3
-            err = 100.0 * abs(PRICERS[r["kind"]](r, gpu) - t) / t
+            t_hat = held_out[id(r)] if id(r) in held_out else PRICERS[r["kind"]](r, gpu)
+            err = 100.0 * abs(t_hat - t) / t
             groups.setdefault((LABELS[r["kind"]], label), []).append(err)
         for (kind, label), errs in groups.items():
             e = np.asarray(errs)

@@ -113,15 +113,26 @@ def subset(cols: Columns, keep: Array) -> Columns:
     return {name: v[keep] for name, v in cols.items()}
 
 
-def fit_group(kind: KernelClass, cols: Columns, gpu: str, dtype: str) -> dict[str, float]:
-    """Least-squares parameters of one (GPU, dtype) group of rows (:mod:`.fit`)."""
+def fixed_params(kind: KernelClass, engine: str) -> dict[str, float]:
+    """Parameters of a class set by the engine's kernel, not fitted: the decode kernel's launch
+    rules (:func:`.attention_kernel.decode_rules`)."""
+    return attn.decode_rules(engine) if kind.name == "decode_attention" else {}
+
+
+def fit_group(kind: KernelClass, cols: Columns, gpu: str, dtype: str,
+              engine: str = "trtllm") -> dict[str, float]:
+    """Least-squares parameters of one (GPU, dtype) group of ``engine``'s rows (:mod:`.fit`),
+    with the class's fixed parameters of that engine (:func:`fixed_params`)."""
+    fixed = fixed_params(kind, engine)
+
     def model(theta: Array) -> Array:
-        return kind.price(cols, gpu, dtype, dict(zip(kind.params, theta)))
+        return kind.price(cols, gpu, dtype, {**fixed, **dict(zip(kind.params, theta))})
     theta = fit_log_latency(model, cols["latency_s"], kind.starts())
-    out = {name: float(v) for name, v in zip(kind.params, theta)}
+    out = {**{name: float(v) for name, v in zip(kind.params, theta)}, **fixed}
     if kind.name == "gemm" and not gemm.KERNEL_PATH[dtype][0]:
         out["t_split_s"] = 0.0  # a kernel that does not split: the term never applies
     return out
 
 
-__all__ = ["CLASSES", "Columns", "KernelClass", "columns_of", "fit_group", "subset"]
+__all__ = ["CLASSES", "Columns", "KernelClass", "columns_of", "fit_group", "fixed_params",
+           "subset"]

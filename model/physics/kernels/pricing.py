@@ -66,8 +66,9 @@ def decode_attention_key(system_name: str, kv_precision: str, engine: str = "trt
 def decode_attention_s(key: tuple[str, str, str], hbm_bytes_per_s: float, seqs: Array, keys: Array,
                        heads: Array, kv_heads: Array, head_dim: float) -> Array:
     """Seconds of one layer's decode attention on one GPU by the kernel fitted to the measured
-    decode table (:func:`model.physics.kernels.attention_kernel.decode_latency_s`: the grouped
-    XQA or per-head kernel, its CTA costs and the load ramp of short caches), at the system's
+    decode table (:func:`model.physics.kernels.attention_kernel.decode_latency_s`: the engine's
+    kernel — XQA or per-head on TensorRT-LLM, packed GQA on vLLM/SGLang —, its CTA costs, its
+    split-KV launch rule and the load ramp of the CTAs in flight), at the system's
     HBM bandwidth ``hbm_bytes_per_s`` (so a what-if of the bandwidth moves it)."""
     gpu, dtype, engine = key
     hw = replace(kernel_hardware(gpu), hbm_bytes_per_s=float(hbm_bytes_per_s))

@@ -25,11 +25,16 @@ fixed FP8 ratio.
 **Attention.** The forward of a fused causal attention over r local query rows, L keys, h
 local heads of dimension d runs at the measured context-attention model's efficiency
 (:mod:`model.physics.kernels.attention_kernel`, TensorRT-LLM's FMHA tables):
-η·w(C)·L̄/(L̄ + L₀)·d/(d + d₀), C = b·h·⌈r/128⌉ CTAs, L̄ the mean keys a query visits; times ρ,
-the stack's kernel's forward rate over that model's, measured on the same shapes:
-the lead's PyTorch table on H100/H200 (``reference/kernels/h100_torch_measured.json``: SDPA's
-FlashAttention-2 backend ρ ≈ 0.52, cuDNN ρ ≈ 1.0), else the kernel's published forward curve
-(:mod:`model.physics.attention_kernels`) at its benchmark shapes (16K tokens, hidden 2048).
+η·w(C)·L̄/(L̄ + L₀)·d/(d + d₀), C = b·h·⌈r/128⌉ CTAs, L̄ the mean keys a query visits. The
+stack's kernel runs at ρ·η·w(C)·L̄/(L̄ + L₀ₖ)·d/(d + d₀): ρ its asymptotic forward rate over
+that model's and L₀ₖ its own key-loop depth (the keys per query its pipeline fill and epilogue
+cost), both fitted (:func:`model.physics.kernels.fit.fit_log_latency`) to the lead's PyTorch
+table on H100/H200 (``reference/kernels/h100_torch_measured.json``: SDPA's FlashAttention-2
+backend ρ ≈ 0.49, L₀ₖ ≈ 220 keys; cuDNN ρ ≈ 0.91, L₀ₖ ≈ 185 — against TensorRT-LLM's FMHA L₀ ≈
+424 on H100: a constant ρ over FMHA's longer ramp priced 512-token sequences 20–35 % slow and
+32K–64K ones up to 19 % fast). Without a measured table: the kernel's published forward curve
+(:mod:`model.physics.attention_kernels`) at its benchmark shapes (16K tokens, hidden 2048) gives
+ρ, with the model's L₀.
 The backward runs at the forward's efficiency times the kernel's backward/forward rate ratio:
 from the measured table (t_bwd = t_fwd+bwd − t_fwd, 2.5× the forward's FLOPs) where it has the
 kernel, else the published ratio. Blackwell takes Hopper's ρ and ratio (no measured table),
@@ -57,6 +62,7 @@ from model.physics import attention_kernels as published
 from model.physics.gemm import backward_efficiency
 from model.physics.kernels import attention_kernel as attn
 from model.physics.kernels import gemm_kernel
+from model.physics.kernels.fit import fit_log_latency
 from model.physics.kernels.hardware import KernelHardware, kernel_hardware
 from model.physics.kernels.params import KERNEL_DIR, fitted, training_fitted
 from model.physics.kernels.pricing import TABLE_GPU
@@ -168,9 +174,9 @@ class AttentionKernel:
 
     kernel: str
     eta: float
-    l0: float  # keys per query of the key loop's fixed cost
+    l0: float  # keys per query of the key loop's fixed cost (the kernel's own where measured)
     d0: float  # head dimension of the per-key softmax work
-    rho: float  # the kernel's forward rate over the model's, measured
+    rho: float  # the kernel's asymptotic forward rate over the model's, measured
     backward: float  # its backward rate over its forward rate
     sm_count: int
 
@@ -185,16 +191,16 @@ def _context_efficiency(p: dict[str, float], sm_count: int, b, rows, heads, keys
 
 
 @memo.lru("measured attention kernels", 8)
-def _measured(gpu: str, kernel: str) -> tuple[float, float] | None:
-    """(ρ, backward/forward rate) of ``kernel`` from the PyTorch table of ``gpu``: medians over
-    its causal forward rows (and the forward + backward rows of the same shapes)."""
+def _measured(gpu: str, kernel: str) -> tuple[float, float, float] | None:
+    """(ρ, L₀ₖ, backward/forward rate) of ``kernel`` from the PyTorch table of ``gpu``: ρ and
+    its key-loop depth L₀ₖ fitted to its causal forward rows, the ratio the median over the
+    forward + backward rows of the same shapes."""
     backend = SDPA_BACKEND.get(kernel)
     name = TORCH_TABLES.get(gpu)
     p = fitted("context_attention", gpu, "bfloat16")
     if backend is None or name is None or p is None or not (KERNEL_DIR / name).exists():
         return None
     rows = json.loads((KERNEL_DIR / name).read_text())["rows"]
-    peak, sms = kernel_hardware(gpu).peak("bfloat16"), kernel_hardware(gpu).sm_count
     both = {(r["model"], r["seq"], r["batch"]): r["latency_ms"] for r in rows
             if r["kind"] == "attention_fwd_bwd" and r["backend"] == backend}
     fwd = [r for r in rows
@@ -206,12 +212,32 @@ def _measured(gpu: str, kernel: str) -> tuple[float, float] | None:
             ratio.append(published.BWD_OVER_FWD_FLOP * t / (t_both - t))
     if not fwd or not ratio:
         return None
-    # every row at once (elementwise: each row's ρ is what it would be alone)
-    b, s, h, d, t = (np.array([r[c] for r in fwd], dtype=float)
-                     for c in ("batch", "seq", "heads", "head_dim", "latency_ms"))
-    model = _context_efficiency(p, sms, b, s, h, attn.causal_pairs(s, 0) / s, d)
-    rho = attn.context_flops(b, s, h, d) / (t * 1e-3 * peak) / model
-    return float(np.median(rho)), float(np.median(ratio))
+    rho, l0 = fit_attention_forward(gpu, p, fwd)
+    return rho, l0, float(np.median(ratio))
+
+
+def fit_attention_forward(gpu: str, p: dict[str, float], fwd: list[dict]
+                          ) -> tuple[float, float]:
+    """(ρ, L₀ₖ) minimising Σ (ln t̂ − ln t)² over a kernel's measured forward rows, t̂ the FLOPs
+    at ρ·(the context model's efficiency with L₀ₖ for L₀) of the BF16 peak."""
+    t = np.array([r["latency_ms"] for r in fwd], dtype=float) * 1e-3
+
+    def model(theta: Array) -> Array:
+        return attention_forward_s(gpu, p, theta[0], theta[1], fwd)
+    rho, l0 = fit_log_latency(model, t, [[0.5, p["l0"]], [1.0, 100.0], [0.3, 1000.0]])
+    return float(rho), float(l0)
+
+
+def attention_forward_s(gpu: str, p: dict[str, float], rho: float, l0: float, rows: list[dict]
+                        ) -> Array:
+    """Seconds of measured causal forward rows (batch, seq, heads, head_dim) at ρ·(the context
+    model's efficiency with the kernel's L₀ₖ) of the BF16 peak — the training pricing."""
+    hw = kernel_hardware(gpu)
+    b, s, h, d = (np.array([r[c] for r in rows], dtype=float)
+                  for c in ("batch", "seq", "heads", "head_dim"))
+    eff = _context_efficiency({**p, "l0": l0}, hw.sm_count, b, s, h,
+                              attn.causal_pairs(s, 0) / s, d)
+    return attn.context_flops(b, s, h, d) / (hw.peak("bfloat16") * rho * eff)
 
 
 @memo.lru("published attention kernels", 16)
@@ -256,15 +282,16 @@ def _attention_kernel(gpu: str | None, generation: str, sm_count: float, kernel:
         return None
     reference = "h100_sxm" if generation in BLACKWELL else gpu  # where ρ is measured
     measured = _measured(reference, kernel)
+    l0 = p["l0"]
     if measured is not None:
-        rho, backward = measured
+        rho, l0, backward = measured
     else:
         rho = _published_rho(reference, kernel, generation, causal)
         if rho is None:
             return None
         fwd, bwd = published.pass_efficiencies(kernel, generation, causal, head_dim, seq_len)
         backward = bwd / fwd
-    return AttentionKernel(kernel, p["eta"], p["l0"], p["d0"], rho, backward, int(sm_count))
+    return AttentionKernel(kernel, p["eta"], l0, p["d0"], rho, backward, int(sm_count))
 
 
 def attention_efficiencies(a: AttentionKernel, b, rows, heads, keys, head_dim
@@ -293,5 +320,6 @@ def kernel_times(c, way: str, zero: Array, system: System, overhead: float):
 
 __all__ = ["AttentionKernel", "GemmKernel", "SAME_CHIP", "TABLE_SOURCE", "TE_ATTENTION",
            "TRAINING_DTYPE", "TRAINING_SOURCE",
-           "attention_efficiencies", "attention_kernel_of", "gemm_efficiency",
+           "attention_efficiencies", "attention_kernel_of", "attention_forward_s",
+           "fit_attention_forward", "gemm_efficiency",
            "gemm_kernel_of", "kernel_times", "linear_efficiencies", "table_gpu"]
