@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import math
+import shutil
 import socket
 import threading
 import time
@@ -217,3 +218,39 @@ def test_png_export_works_inside_the_worker_memory_limit(app_server):
     sent = json.loads(raw)["response"]
     assert sent[next(k for k in sent if "download" in k)]["data"]["filename"] == \
         "scaling-time.png"
+
+
+def _store(server: Server, verb: str, key: str) -> dict:
+    status, _, body = http(f"{server.url}/store/{verb}?key={key}", timeout=10)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def _from_each_worker(server: Server, verb: str, key: str, pids: int = 2) -> dict[int, dict]:
+    """The answers of ``verb`` until each of the ``pids`` workers has answered once (bounded)."""
+    seen: dict[int, dict] = {}
+    for _ in range(200):
+        answer = _store(server, verb, key)
+        seen.setdefault(answer["pid"], answer)
+        if len(seen) == pids:
+            return seen
+    raise AssertionError(f"only workers {sorted(seen)} answered 200 requests")
+
+
+def test_probe6_two_gunicorn_workers_share_one_job_store_after_its_directory_is_deleted(
+        tmp_path):
+    """Probe 6 with real processes: two gunicorn workers each open the job store (the per-host
+    job cap is counted in it); the cache directory is deleted under them; whichever worker
+    writes first re-creates it, and the other reads what it wrote (before, it went on with the
+    deleted database: two stores, and one address ran jobs past its cap)."""
+    server = probe(tmp_path, "-w", "2")
+    try:
+        _from_each_worker(server, "get", "warm-up")  # both workers hold the store open
+        shutil.rmtree(tmp_path / "cache")
+        writer = _store(server, "set", "after")["pid"]
+        readers = _from_each_worker(server, "get", "after")
+        assert {pid: a["value"] for pid, a in readers.items()} == {
+            pid: writer for pid in readers}, readers
+        assert (tmp_path / "cache" / "background").is_dir()
+    finally:
+        server.stop()

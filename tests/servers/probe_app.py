@@ -49,3 +49,28 @@ def busy() -> dict:
     while time.monotonic() < end:
         n += 1
     return {"pid": os.getpid(), "n": n}
+
+
+# the app's job store (dashboard.jobs.background) in this worker, on the deployment's cache
+# directory: tests/test_deployment.py deletes the directory under two workers (probe 6)
+_JOBS: list = []
+
+
+def _jobs():
+    if not _JOBS:
+        from dashboard.jobs.background import DiskcacheJobs
+        from dashboard.settings import SETTINGS
+
+        _JOBS.append(DiskcacheJobs(SETTINGS.cache_dir / "background"))
+    return _JOBS[0]
+
+
+@server.get("/store/set")
+def store_set() -> dict:
+    _jobs().handle.set(request.args["key"], os.getpid())
+    return {"pid": os.getpid()}
+
+
+@server.get("/store/get")
+def store_get() -> dict:
+    return {"pid": os.getpid(), "value": _jobs().handle.get(request.args["key"])}
