@@ -2,7 +2,9 @@
 efficiencies and the errors (in-sample, leave-one-model-out, leave-one-GPU-out) into
 model/data/serving_stacks/trtllm-1.0.json (docs/serving.md, "Validation").
 
-    .venv/bin/python bench/serve_fit.py            # about 10 minutes on one core
+    .venv/bin/python bench/serve_fit.py            # the fit, its leave-one-out refits (from
+                                                   # the fit's values) and the held-out
+                                                   # residuals (serving_residuals.json)
     .venv/bin/python bench/serve_fit.py --errors   # only the in-sample and per-population
                                                    # errors of the stored fit (seconds), after
                                                    # a physics change that keeps the fit
@@ -23,6 +25,7 @@ import pandas as pd  # noqa: E402
 
 from model.specs.serving_stack import SERVING_STACKS_DIR, load_serving_stack  # noqa: E402
 from model.validation import serving as v  # noqa: E402
+from model.validation import serving_residuals as residuals  # noqa: E402
 
 
 def errors_only() -> int:
@@ -54,8 +57,10 @@ def main() -> int:
     moe = np.array([v._model(r.model).moe for r in all_runs])
     by_kind = {"dense": v.error_summary(errors[~moe]), "moe": v.error_summary(errors[moe])}
     print("in-sample", in_sample, by_kind, f"{time.perf_counter() - start:.0f} s", flush=True)
-    by_model = v.leave_one_out(fitted, "model")
+    model_fits = v.leave_one_out_fits(fitted, "model")
+    by_model = v.leave_one_out(fitted, "model", model_fits)
     print("leave one model out", by_model, flush=True)
+    residuals.write(residuals.scores_of(model_fits))  # the same refits: no second pass
     by_gpu = v.leave_one_out(fitted, "system")
     print("leave one GPU out", by_gpu, flush=True)
     data = json.loads(path.read_text(encoding="utf-8"))

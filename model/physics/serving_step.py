@@ -64,12 +64,17 @@ class Engine:
     decode_attention: tuple[str, str] | None = None
     # a separate draft model's engine (speculative decoding without an MTP head), or None
     draft: Engine | None = None
+    # seconds each kernel of a step adds on the GPU (a CUDA-graph node's launch gap, or an
+    # eager launch without graphs): additive, not hidden under a memory-bound kernel's time
+    node_s: float = 0.0
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
              stack: ServingStack) -> Engine:
         applied = stack.apply(system)
-        ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
+        node_s = applied.kernel_overhead_s if stack.name != "none" else 0.0
+        priced = applied.with_overrides(kernel_overhead_s=0.0) if node_s else applied
+        ctx = Ctx.make(model, priced, None, Execution(precision=workload.weight_precision))
         fit = None
         if model.moe and stack.moe_kernel == "measured":
             from model.physics.kernels.moe_kernel import engine_serving_fit
@@ -85,7 +90,7 @@ class Engine:
             draft = cls.make(load_model(workload.draft_model), system, workload.with_overrides(
                 draft_model=None, mtp_depth=0, mtp_acceptance=0.0), stack)
         return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit, table,
-                   draft)
+                   draft, node_s)
 
 
 @dataclass
@@ -224,13 +229,32 @@ def stage_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarra
     zero = np.zeros(len(lay.tp))
     depth = np.ceil(engine.model.layers / lay.pp)
     by_op: dict[str, np.ndarray] = {}
-    for op in layer_ops(engine.model, engine.workload, lay, tokens, seqs, keys, decode, prompt):
+    layer = layer_ops(engine.model, engine.workload, lay, tokens, seqs, keys, decode, prompt)
+    for op in layer:
         by_op[op.spec.name] = by_op.get(op.spec.name, zero) + depth * _priced(op, engine, zero)
     by_op["comm/layers"] = depth * layer_comm_s(engine, lay, tokens)
-    for op in head_ops(engine.model, engine.workload, lay, head_rows):
+    head = head_ops(engine.model, engine.workload, lay, head_rows)
+    for op in head:
         by_op[op.spec.name] = _priced(op, engine, zero)
+    if engine.node_s:
+        by_op["engine/graph"] = engine.node_s * (
+            depth * (layer_nodes(layer) + layer_comm_nodes(engine, lay)) + layer_nodes(head))
     total = sum(by_op.values(), zero)
     return StepTimes(total, by_op)
+
+
+def layer_nodes(step_ops: list[StepOp]) -> float:
+    """Kernels of ``step_ops`` run once: each op's launches times the share of layers it
+    runs in (a MoE model's dense and MoE layers)."""
+    return float(sum(op.counts.launches_fwd * op.share for op in step_ops))
+
+
+def layer_comm_nodes(engine: Engine, lay: Layout) -> np.ndarray:
+    """Collective kernels of one average layer (:func:`layer_comm_s`): two all-reduces over
+    tp > 1 without attention DP; with it, a MoE layer's all-gather and reduce-scatter."""
+    m = engine.model
+    moe_share = m.moe_layers / m.layers if m.moe else 0.0
+    return np.where(lay.adp, 2.0 * moe_share * (lay.ep > 1), 2.0 * (lay.tp > 1))
 
 
 def p2p_s(engine: Engine, lay: Layout, tokens: np.ndarray) -> np.ndarray:
@@ -255,7 +279,8 @@ def step_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarray
     by_op["comm/pipeline"] = pp * hop
     per_rank = seqs / pp / lay.attention_groups  # sequences one rank's host handles per step
     host = pp * (engine.step_overhead_s + engine.sequence_overhead_s * per_rank)
+    gpu = sum(by_op.values(), np.zeros(len(pp)))
     if engine.stack.overlap_scheduler:  # host work hidden behind the GPU's: the excess shows
-        host = np.maximum(host - sum(by_op.values(), np.zeros(len(pp))), 0.0)
+        host = np.maximum(host - gpu, 0.0)
     by_op["engine/step"] = host
-    return StepTimes(sum(by_op.values(), np.zeros(len(pp))), by_op)
+    return StepTimes(gpu + host, by_op)
