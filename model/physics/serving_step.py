@@ -64,12 +64,17 @@ class Engine:
     decode_attention: tuple[str, str] | None = None
     # a separate draft model's engine (speculative decoding without an MTP head), or None
     draft: Engine | None = None
+    # seconds each kernel of a step adds on the GPU (a CUDA-graph node's launch gap, or an
+    # eager launch without graphs): additive, not hidden under a memory-bound kernel's time
+    node_s: float = 0.0
 
     @classmethod
     def make(cls, model: Transformer, system: System, workload: ServingWorkload,
              stack: ServingStack) -> Engine:
         applied = stack.apply(system)
-        ctx = Ctx.make(model, applied, None, Execution(precision=workload.weight_precision))
+        node_s = applied.kernel_overhead_s if stack.name != "none" else 0.0
+        priced = applied.with_overrides(kernel_overhead_s=0.0) if node_s else applied
+        ctx = Ctx.make(model, priced, None, Execution(precision=workload.weight_precision))
         fit = None
         if model.moe and stack.moe_kernel == "measured":
             from model.physics.kernels.moe_kernel import engine_serving_fit
@@ -85,16 +90,28 @@ class Engine:
             draft = cls.make(load_model(workload.draft_model), system, workload.with_overrides(
                 draft_model=None, mtp_depth=0, mtp_acceptance=0.0), stack)
         return cls(model, applied, workload, stack, ctx, *stack.overheads_s(system), fit, table,
-                   draft)
+                   draft, node_s)
 
 
-@dataclass
 class StepTimes:
     """Seconds of one step per sequence advance (arrays over candidates) and its parts per op
-    (per GPU, the whole stage's layers; ``comm/…`` the collectives)."""
+    (per GPU, the whole stage's layers; ``comm/…`` the collectives). The parts are a stage's
+    times times ``scale`` (the pipeline's pp microbatches) plus ``extra`` parts, scaled only
+    when asked for (the search reads the totals)."""
 
-    total_s: np.ndarray
-    by_op_s: dict[str, np.ndarray]
+    def __init__(self, total_s: np.ndarray, parts: dict[str, np.ndarray],
+                 scale: np.ndarray | None = None,
+                 extra: dict[str, np.ndarray] | None = None) -> None:
+        self.total_s = total_s
+        self.parts, self._scale, self._extra = parts, scale, extra or {}
+        self._by_op: dict[str, np.ndarray] | None = None if scale is not None else parts
+
+    @property
+    def by_op_s(self) -> dict[str, np.ndarray]:
+        if self._by_op is None:
+            scale = self._scale
+            self._by_op = {k: scale * v for k, v in self.parts.items()} | self._extra
+        return self._by_op
 
 
 def _priced(op: StepOp, engine: Engine, zero: np.ndarray) -> np.ndarray:
@@ -225,13 +242,38 @@ def stage_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarra
     zero = np.zeros(len(lay.tp))
     depth = np.ceil(engine.model.layers / lay.pp)
     by_op: dict[str, np.ndarray] = {}
-    for op in layer_ops(engine.model, engine.workload, lay, tokens, seqs, keys, decode, prompt):
+    layer = layer_ops(engine.model, engine.workload, lay, tokens, seqs, keys, decode, prompt)
+    for op in layer:
         by_op[op.spec.name] = by_op.get(op.spec.name, zero) + depth * _priced(op, engine, zero)
     by_op["comm/layers"] = depth * layer_comm_s(engine, lay, tokens)
-    for op in head_ops(engine.model, engine.workload, lay, head_rows):
+    head = head_ops(engine.model, engine.workload, lay, head_rows)
+    for op in head:
         by_op[op.spec.name] = _priced(op, engine, zero)
     total = sum(by_op.values(), zero)
+    if engine.node_s:  # scalars folded first: one array op fewer per term on the hot path
+        s = engine.node_s
+        graph = depth * (s * layer_nodes(layer) + layer_comm_nodes(engine, lay, s)) + (
+            s * layer_nodes(head))
+        by_op["engine/graph"] = graph
+        total = total + graph
     return StepTimes(total, by_op)
+
+
+def layer_nodes(step_ops: list[StepOp]) -> float:
+    """Kernels of ``step_ops`` run once: each op's launches times the share of layers it
+    runs in (a MoE model's dense and MoE layers)."""
+    return float(sum(op.counts.launches_fwd * op.share for op in step_ops))
+
+
+def layer_comm_nodes(engine: Engine, lay: Layout, each: float = 1.0) -> np.ndarray:
+    """Collective kernels of one average layer (:func:`layer_comm_s`), ``each`` apiece: two
+    all-reduces over tp > 1 without attention DP; with it, a MoE layer's all-gather and
+    reduce-scatter over ep > 1 (none in a dense model)."""
+    m = engine.model
+    tp_side = (2.0 * each) * (lay.tp > 1)
+    if not m.moe:
+        return np.where(lay.adp, 0.0, tp_side)
+    return np.where(lay.adp, (2.0 * each * m.moe_layers / m.layers) * (lay.ep > 1), tp_side)
 
 
 def p2p_s(engine: Engine, lay: Layout, tokens: np.ndarray) -> np.ndarray:
@@ -252,11 +294,10 @@ def step_times(engine: Engine, lay: Layout, tokens: np.ndarray, seqs: np.ndarray
     rows = tokens if head_rows is None else head_rows
     stage = stage_times(engine, lay, tokens / pp, seqs / pp, keys, decode, prompt, rows / pp)
     hop = np.where(pp > 1, p2p_s(engine, lay, tokens / pp), 0.0)
-    by_op = {k: pp * v for k, v in stage.by_op_s.items()}
-    by_op["comm/pipeline"] = pp * hop
     per_rank = seqs / pp / lay.attention_groups  # sequences one rank's host handles per step
     host = pp * (engine.step_overhead_s + engine.sequence_overhead_s * per_rank)
+    gpu = pp * (stage.total_s + hop)  # the stage's parts and the hop, summed before scaling
     if engine.stack.overlap_scheduler:  # host work hidden behind the GPU's: the excess shows
-        host = np.maximum(host - sum(by_op.values(), np.zeros(len(pp))), 0.0)
-    by_op["engine/step"] = host
-    return StepTimes(sum(by_op.values(), np.zeros(len(pp))), by_op)
+        host = np.maximum(host - gpu, 0.0)
+    return StepTimes(gpu + host, stage.parts, pp,
+                     {"comm/pipeline": pp * hop, "engine/step": host})

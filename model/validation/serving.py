@@ -7,11 +7,16 @@ model is fitted to (other releases of that page, MLPerf Inference, engine blogs 
 are for judging it and are never read here). Each run is one instance of tp GPUs, offline
 (every request queued), fixed input/output lengths; MoE runs with ep = tp and attention DP.
 
-Fit: per GPU generation, the five values of :mod:`model.specs.serving_stack` minimising the
-mean squared log error of the predicted output tokens/s, by coordinate descent
-over a geometric grid that halves its step each round (no gradients: the roofline's max makes
-the error piecewise smooth). Leave-one-out: refit without one model (or one GPU) and predict
-its runs.
+Fit: per GPU generation, the five values of :mod:`model.specs.serving_stack` lowering the
+mean squared log error of the predicted output tokens/s, by coordinate descent over a
+geometric grid that halves its step each round (no gradients: the
+roofline's max makes the error piecewise smooth). The shipped fit runs three rounds of one
+step each way (±40 %, ±20 %, ±10 %), so a value ends within 0.432× to 1.848× of its start:
+Hopper's step overhead 3.696 ms is that reach's top (2 ms × 1.4 × 1.2 × 1.1) and both
+generations' ``expert_gemm`` 0.2592 its bottom (0.6 × 0.6 × 0.8 × 0.9), not a minimum. The
+converged descent (:func:`coordinate_descent`, ``converge=True``) fits the runs better but
+predicts left-out models worse (issue 31, docs/serving.md), so it is not the shipped fit.
+Leave-one-out: refit without one model (or one GPU) and predict its runs.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from model.specs.serving_stack import ServingStack, load_serving_stack
 DATA = DATA_DIR / "reference" / "trtllm_perf_overview.json"
 START = {"gemm": 0.6, "expert_gemm": 0.6, "hbm": 0.8, "step_overhead_s": 2e-3,
          "sequence_overhead_s": 5e-6}
-BOUNDS = {"gemm": (0.05, 1.0), "expert_gemm": (0.02, 1.0), "hbm": (0.2, 1.0),
+BOUNDS = {"gemm": (0.05, 1.0), "expert_gemm": (0.05, 1.0), "hbm": (0.2, 1.0),
           "step_overhead_s": (0.0, 0.05), "sequence_overhead_s": (0.0, 1e-3)}
 
 
@@ -109,14 +114,53 @@ def _with(stack: ServingStack, gen: str, values: dict[str, float]) -> ServingSta
     return stack.with_efficiency({**stack.efficiency, gen: dict(values)})
 
 
-def fit_generation(selected: list[Run], stack: ServingStack, gen: str,
-                   rounds: int = 3, step: float = 0.4) -> dict[str, float]:
-    """The stack values (:data:`START`'s keys) of ``gen`` minimising the mean squared log
-    error on ``selected`` (coordinate descent, module docstring)."""
+def coordinate_descent(loss, start: dict[str, float], keys: list[str],
+                       bounds: dict[str, tuple[float, float]], step: float = 0.4,
+                       tol: float = 0.01, max_evals: int = 600) -> tuple[dict[str, float], float]:
+    """The values minimising ``loss`` from ``start``: for each key in turn, a line search
+    that multiplies it by (1 ± step) while the loss falls (clipped to ``bounds``); the step
+    halves once a sweep over the keys finds nothing lower, until it is below ``tol`` (or after
+    ``max_evals`` losses). A value may so move any distance within its bounds, not only the
+    few steps of a fixed number of rounds."""
+    best, low, evals = dict(start), float(loss(start)), 1
+    while step >= tol and evals < max_evals:
+        moved = False
+        for key in keys:
+            lo, hi = bounds[key]
+            for factor in (1 - step, 1 + step):
+                while evals < max_evals:
+                    trial = dict(best)
+                    base = best[key] if best[key] > 0 else 1e-4 * (hi - lo)
+                    trial[key] = float(np.clip(base * factor, lo, hi))
+                    if trial[key] == best[key]:
+                        break
+                    value, evals = float(loss(trial)), evals + 1
+                    if value >= low:
+                        break
+                    best, low, moved = trial, value, True
+        if not moved:
+            step /= 2
+    return best, low
+
+
+def fit_generation(selected: list[Run], stack: ServingStack, gen: str, rounds: int = 3,
+                   step: float = 0.4, converge: bool = False) -> dict[str, float]:
+    """The stack values (:data:`START`'s keys) of ``gen`` lowering the mean squared log error
+    on ``selected`` from the stack's own values of ``gen`` (else :data:`START`): ``rounds``
+    rounds of one step each way per value, the step halved each round (the shipped fit: a
+    value ends within 0.432× to 1.848× of its start, module docstring), or with ``converge``
+    :func:`coordinate_descent` to its minimum (issue 31: better in sample, worse held out)."""
     best = dict(stack.efficiency.get(gen, START))  # the full fit and every refit start alike
-    loss = float(np.mean(log_errors(selected, _with(stack, gen, best)) ** 2))
+
+    def loss(values: dict[str, float]) -> float:
+        return float(np.mean(log_errors(selected, _with(stack, gen, values)) ** 2))
+
     keys = [k for k in START if k != "expert_gemm" or any(_roofline_experts(r, stack)
                                                          for r in selected)]
+    if converge:
+        best, _ = coordinate_descent(loss, best, keys, BOUNDS)
+        return {k: round(v, 6) for k, v in best.items()}
+    low = loss(best)
     for _ in range(rounds):
         for key in keys:
             lo, hi = BOUNDS[key]
@@ -124,22 +168,22 @@ def fit_generation(selected: list[Run], stack: ServingStack, gen: str,
                 trial = dict(best)
                 base = best[key] if best[key] > 0 else 1e-4
                 trial[key] = float(np.clip(base * factor, lo, hi))
-                trial_loss = float(np.mean(log_errors(selected, _with(stack, gen, trial)) ** 2))
-                if trial_loss < loss:
-                    best, loss = trial, trial_loss
+                value = loss(trial)
+                if value < low:
+                    best, low = trial, value
         step /= 2
     return {k: round(v, 6) for k, v in best.items()}
 
 
 def fit(stack: ServingStack, selected: list[Run] | None = None, rounds: int = 3,
-        step: float = 0.4) -> ServingStack:
+        step: float = 0.4, converge: bool = False) -> ServingStack:
     """The stack with every generation's efficiencies fitted on ``selected`` (all runs),
-    starting from the stack's own."""
+    starting from the stack's own (:func:`fit_generation`)."""
     selected = list(runs() if selected is None else selected)
     table = dict(stack.efficiency)
     for gen in sorted({r.generation for r in selected}):
         mine = [r for r in selected if r.generation == gen]
-        table[gen] = fit_generation(mine, stack, gen, rounds, step)
+        table[gen] = fit_generation(mine, stack, gen, rounds, step, converge)
     return stack.with_efficiency(table)
 
 
@@ -151,17 +195,27 @@ def error_summary(errors: np.ndarray) -> dict[str, float]:
             "mean_error_pct": float(np.mean(ratio) * 100)}
 
 
-def leave_one_out(stack: ServingStack, by: str = "model") -> dict[str, dict[str, float]]:
-    """Per left-out model (or system): the same fit from the same start (:data:`START`) on the
-    other runs, and its error on the left-out runs."""
+def leave_one_out_fits(stack: ServingStack, by: str = "model", converge: bool = False
+                       ) -> dict[str, tuple[list[Run], ServingStack]]:
+    """Per left-out model (or system): its runs and the same fit from the same start
+    (:data:`START`) on the other runs."""
     all_runs = list(runs())
     out = {}
     for key in sorted({getattr(r, by) for r in all_runs}):
         held = [r for r in all_runs if getattr(r, by) == key]
         rest = [r for r in all_runs if getattr(r, by) != key]
-        fitted = fit(stack.with_efficiency({}), rest)
-        out[key] = error_summary(log_errors(held, fitted))
+        out[key] = (held, fit(stack.with_efficiency({}), rest, converge=converge))
     return out
+
+
+def leave_one_out(stack: ServingStack, by: str = "model",
+                  fits: dict[str, tuple[list[Run], ServingStack]] | None = None,
+                  ) -> dict[str, dict[str, float]]:
+    """Per left-out model (or system): the error of the fit without it
+    (:func:`leave_one_out_fits`, or ``fits`` already made) on its runs."""
+    fits = leave_one_out_fits(stack, by) if fits is None else fits
+    return {key: error_summary(log_errors(held, fitted))
+            for key, (held, fitted) in fits.items()}
 
 
 def records(stack: ServingStack | str | None = None) -> list[dict]:

@@ -3,11 +3,11 @@ would keep (issue 32, item 5).
 
 The serving fit data is one source (TensorRT-LLM's perf overview: offline output tokens/s), so
 its runs cannot be held out by source; the unit held out is the *model* — the fit
-(:func:`model.validation.serving.fit`) is redone without a model's runs and predicts them, as
-``bench/serve_fit.py`` does for its leave-one-model-out summary — and each run's score is
-|ln(predicted / measured)| of its throughput. ``python -m model.validation.serving_residuals
---write`` stores the scores (about ten minutes on one core: one fit per model) in
-``model/data/reference/serving_residuals.json``.
+(:func:`model.validation.serving.fit`) is redone without a model's runs, from the stored fit's
+values, and predicts them — the refits of ``bench/serve_fit.py``'s leave-one-model-out summary,
+which writes these scores too — and each run's score is |ln(predicted / measured)| of its
+throughput. ``python -m model.validation.serving_residuals --write`` stores the scores (one
+fit per model) in ``model/data/reference/serving_residuals.json``.
 
 :func:`serving_coverage` then treats a population (dense or MoE × GPU generation, the serving
 error bar's key: :mod:`model.serving.validity`) as training's coverage table does: the interval
@@ -37,22 +37,35 @@ COLUMNS = ("population", "n", "models", "coverage", "tested", "empirical_coverag
 
 
 def compute_scores() -> list[dict[str, Any]]:
-    """Every serving run's leave-one-model-out score, with its population key."""
-    from model.serving.validity import population
+    """Every serving run's leave-one-model-out score, with its population key: the refits of
+    :func:`model.validation.serving.leave_one_out_fits` from the stored trtllm-1.0 fit."""
     from model.specs.serving_stack import load_serving_stack
     from model.validation import serving as sv
-    stack = load_serving_stack("trtllm-1.0").with_efficiency({})  # the fit's start
-    all_runs = list(sv.runs())
+    return scores_of(sv.leave_one_out_fits(load_serving_stack("trtllm-1.0"), "model"))
+
+
+def scores_of(fits: dict) -> list[dict[str, Any]]:
+    """The scores of leave-one-model-out ``fits`` ({model: (its runs, the fit without it)})."""
+    from model.serving.validity import population
+    from model.validation import serving as sv
     out = []
-    for model in sorted({r.model for r in all_runs}):
-        held = [r for r in all_runs if r.model == model]
-        fitted = sv.fit(stack, [r for r in all_runs if r.model != model])
+    for model in sorted(fits):
+        held, fitted = fits[model]
         for r, e in zip(held, sv.log_errors(held, fitted), strict=True):
             key = population(sv._model(r.model).moe, sv._system(r.system).generation)
             out.append({"model": r.model, "system": r.system, "population": key,
                         "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
                         "score": round(abs(float(e)), 9)})
     return out
+
+
+def write(scores: list[dict[str, Any]], path: Path = STORED) -> None:
+    """Store ``scores`` (:func:`scores_of`) with the method and the fit data's name."""
+    from model.specs.serving_stack import load_serving_stack
+    data = (load_serving_stack("trtllm-1.0").fit or {}).get("data")
+    path.write_text(json.dumps({"method": __doc__.split("\n\n")[1], "data": data,
+                                "runs": scores}, indent=1) + "\n")
+    stored_scores.clear()  # type: ignore[attr-defined]
 
 
 @memo.lru("serving residuals", 2)
@@ -93,11 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"refit and write {STORED.name}")
     args = parser.parse_args(argv)
     if args.write:
-        from model.specs.serving_stack import load_serving_stack
-        data = (load_serving_stack("trtllm-1.0").fit or {}).get("data")
-        STORED.write_text(json.dumps({"method": __doc__.split("\n\n")[1], "data": data,
-                                      "runs": compute_scores()}, indent=1) + "\n")
-        stored_scores.clear()  # type: ignore[attr-defined]
+        write(compute_scores())
     print(serving_coverage(scores=stored_scores(STORED)).to_string(index=False))
     return 0
 
