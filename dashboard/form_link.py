@@ -1,16 +1,40 @@
-"""A page's own form (Serving, Post-training) kept in step with the URL's query, and its
+"""A page's own form (Serving, Post-training): its widgets made from its input records
+(:class:`dashboard.views.page_form.FormInput`), kept in step with the URL's query, and its
 exports drawn again from the form each card was drawn with: the callbacks every such page
-registers, written once. A page calls :func:`link_form` and :func:`exports_from` at import."""
+registers, written once. A page calls :func:`form_widgets`, :func:`link_form` and
+:func:`exports_from` at import."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from dash import Input, Output, State, callback, no_update
+from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
+from dashboard.views.page_form import FormInput, tip
 from model import ModelError
+from model.specs.schema import Field
+
+
+def form_widgets(prefix: str, inputs: tuple[FormInput, ...], fields: dict[str, Field],
+                 page_range: Callable[[str], tuple[float, float]],
+                 debounce: bool = False) -> list[html.Label]:
+    """A labelled widget per input, ``{prefix}-{key}``: a number box or a dropdown, its tooltip
+    its field's help and the range the page allows (``page_range(field name)``)."""
+    out = []
+    for i in inputs:
+        field = fields.get(i.field) if i.field else None
+        lo, hi = page_range(i.field) if field is not None and i.widget == "number" else (
+            None, None)
+        if i.widget == "choice":
+            box = dcc.Dropdown(id=f"{prefix}-{i.key}", value=i.default, clearable=False,
+                               options=[{"label": label, "value": v} for label, v in i.options])
+        else:
+            box = dcc.Input(id=f"{prefix}-{i.key}", type="number", step=i.step,
+                            value=i.default, debounce=debounce)
+        out.append(html.Label([i.label, box], title=tip(field, lo, hi)))
+    return out
 
 
 def link_form(prefix: str, keys: tuple[str, ...],

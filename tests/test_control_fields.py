@@ -244,3 +244,48 @@ def test_an_rl_step_refuses_what_its_fields_refuse_and_the_cli_names_the_flag(ca
     helps = {a.dest: a.help for a in rl._actions}
     assert helps["prompts_per_step"] == RL_FIELD["prompts"].doc
     assert helps["steps"].startswith(RL_STEPS.doc)
+
+
+def _labels(component) -> list:
+    """Every html.Label under a Dash component tree."""
+    found = [component] if type(component).__name__ == "Label" else []
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, (list, tuple)) else [children]:
+        if child is not None and hasattr(child, "to_plotly_json"):
+            found += _labels(child)
+    return found
+
+
+@pytest.mark.parametrize("page, view, prefix", [
+    ("dashboard.pages.serve_page", serve_view, "serve"),
+    ("dashboard.pages.post_training", post_view, "post")])
+def test_a_page_forms_widgets_are_made_from_its_input_records(page, view, prefix):
+    """Each widget of a page's own form is one input record's: its id, its default, and a
+    tooltip that is its field's help with the range the page allows (before, the widgets were
+    typed one by one beside the form's defaults, and none said its range)."""
+    import importlib
+
+    import app  # noqa: F401 - registers the pages
+    layout = importlib.import_module(page).layout
+    widgets = {}
+    for label in _labels(layout):
+        box = label.children[1]
+        widgets[box.id] = (box, label.title)
+    assert set(widgets) == {f"{prefix}-{k}" for k in view.DEFAULT_FORM}
+    for key, default in view.DEFAULT_FORM.items():
+        box, title = widgets[f"{prefix}-{key}"]
+        assert box.value == default
+        record = next(i for i in _inputs(view) if i.key == key)
+        if record.field is None:
+            assert title is None
+            continue
+        field = view.FIELDS[record.field]
+        assert title.startswith(field.doc)
+        if record.widget == "number" and field.lo is not None and not field.choices:
+            lo, hi = view.page_range(record.field)
+            assert f"{lo:,g} to {hi:,g}" in title
+
+
+def _inputs(view) -> tuple:
+    return getattr(view, "INPUTS", None) or (
+        *view.COMMON_INPUTS, *view.FINETUNE_INPUTS, *view.RL_INPUTS)

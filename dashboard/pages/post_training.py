@@ -9,21 +9,23 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Input, Output, State, callback, dcc, html, no_update
+from dash import Input, Output, State, callback, html, no_update
 
-from dashboard.form_link import exports_from, link_form
+from dashboard.form_link import exports_from, form_widgets, link_form
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.post_training_view import (
     CARDS,
+    COMMON_INPUTS,
     DEFAULT_FORM,
     FIELDS,
-    TARGETS,
+    FINETUNE_INPUTS,
+    RL_INPUTS,
     build,
     form_from_query,
     form_query,
+    page_range,
 )
-from model.studies.rl import ALGORITHMS, PLACEMENTS
 
 dash.register_page(__name__, path="/post-training", name="Post-training", order=7,
                    title="Post-training — fine-tuning and RL what-if")
@@ -41,19 +43,6 @@ def _hidden(card: html.Div) -> html.Div:
     return card
 
 
-def _number(key: str, label: str, step: str = "any") -> html.Label:
-    """A number of the form, its tooltip its field's help (where it is one of FIELDS)."""
-    tip = FIELDS[key].doc if key in FIELDS else None
-    return html.Label([label, dcc.Input(id=f"post-{key}", type="number", step=step,
-                                        value=DEFAULT_FORM[key])], title=tip)
-
-
-def _choice(key: str, label: str, values: tuple) -> html.Label:
-    return html.Label([label, dcc.Dropdown(id=f"post-{key}", value=DEFAULT_FORM[key],
-                                           options=[{"label": str(v), "value": v}
-                                                    for v in values], clearable=False)])
-
-
 layout = html.Div(className="page-body", children=[
     html.P(className="summary", children=(
         "The model and system of the control panel after pre-training: fine-tuned by full "
@@ -61,24 +50,11 @@ layout = html.Div(className="page-body", children=[
         "tokens/s counts training tokens), or one RL step (rollouts by the serving model, "
         "forward passes, the update, the weight sync) on shared or split GPUs.")),
     html.Div(className="card sweep-form", children=[
-        _choice("question", "Question", ("finetune", "rl")), _number("gpus", "GPUs", "1"),
-        html.Div(id="post-finetune-form", className="form-part", children=[
-            _number("tokens", "Training tokens"), _number("seq_len", "Sequence length", "1"),
-            _number("global_batch", "Global batch", "1"),
-            _number("lora_rank", "LoRA rank", "1"),
-            _choice("lora_targets", "LoRA targets", TARGETS)]),
-        html.Div(id="post-rl-form", className="form-part", style=HIDDEN, children=[
-            _number("prompts", "Prompts per step", "1"),
-            _number("samples", "Samples per prompt", "1"),
-            _number("input_tokens", "Prompt tokens", "1"),
-            _number("output_tokens", "Mean answer tokens", "1"),
-            _number("max_output_tokens", "Longest answer tokens", "1"),
-            _choice("placement", "Placement", PLACEMENTS),
-            _choice("generation_gpus", "Generation GPUs",
-                    ("auto", 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)),
-            _choice("algorithm", "Algorithm", ALGORITHMS),
-            _choice("off_policy", "One step off-policy", ("no", "yes")),
-            _number("steps", "RL steps", "1")]),
+        *form_widgets("post", COMMON_INPUTS, FIELDS, page_range),
+        html.Div(id="post-finetune-form", className="form-part",
+                 children=form_widgets("post", FINETUNE_INPUTS, FIELDS, page_range)),
+        html.Div(id="post-rl-form", className="form-part", style=HIDDEN,
+                 children=form_widgets("post", RL_INPUTS, FIELDS, page_range)),
         html.Button("Run", id="post-run", className="btn"),
         html.Div(id="post-error", className="ctl-error", role="alert"),
     ]),

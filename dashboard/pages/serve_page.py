@@ -13,20 +13,20 @@ from dash import Input, Output, State, callback, dcc, html, no_update
 from dash.exceptions import PreventUpdate
 
 from dashboard.controls.scenario import default_scenario
-from dashboard.form_link import exports_from, link_form
+from dashboard.form_link import exports_from, form_widgets, link_form
 from dashboard.jobs import compute
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.serve_view import (
     CARDS,
     DEFAULT_FORM,
+    FIELDS,
+    INPUTS,
     build,
-    engines,
     form_from_query,
     form_query,
+    page_range,
 )
-from model.specs.serving import KV_PRECISIONS, MTP_DEPTH, WEIGHT_PRECISIONS
-from model.specs.transformer import list_models
 
 dash.register_page(__name__, path="/serving", name="Serving", order=6,
                    title="Serving — transformer inference what-if")
@@ -34,17 +34,6 @@ dash.register_page(__name__, path="/serving", name="Serving", order=6,
 FORM_KEYS = tuple(DEFAULT_FORM)
 # the page's own default scenario: Llama 3 70B on 8 H100 (with the form's FP8 and 64 users)
 SERVING_DEFAULT = "#model=llama3-70b&system=h100"
-_AUTO = [{"label": "search", "value": "auto"}]
-
-
-def _number(key: str, label: str, step: str = "any") -> html.Label:
-    return html.Label([label, dcc.Input(id=f"serve-{key}", type="number", step=step,
-                                        value=DEFAULT_FORM[key], debounce=True)])
-
-
-def _choice(key: str, label: str, options: list) -> html.Label:
-    return html.Label([label, dcc.Dropdown(id=f"serve-{key}", options=options,
-                                           value=DEFAULT_FORM[key], clearable=False)])
 
 
 layout = html.Div(className="page-body", children=[
@@ -57,35 +46,7 @@ layout = html.Div(className="page-body", children=[
         "TensorRT-LLM 1.0 fitted to its published throughput, or vLLM and SGLang from their "
         "defaults (not validated end to end).")),
     html.Div(className="card sweep-form", children=[
-        _number("gpus", "GPUs", "1"), _number("input_tokens", "Input tokens", "1"),
-        _number("output_tokens", "Output tokens", "1"),
-        _choice("mode", "Mode", [{"label": "offline (max throughput)", "value": "offline"},
-                                 {"label": "concurrent users", "value": "concurrency"},
-                                 {"label": "request rate (Poisson)",
-                                  "value": "request-rate"}]),
-        _number("load", "Users or requests/s"),
-        _choice("precision", "Weights", [{"label": p, "value": p} for p in WEIGHT_PRECISIONS]),
-        _choice("kv_precision", "KV cache", [{"label": "auto", "value": "auto"}]
-                + [{"label": p, "value": p} for p in KV_PRECISIONS]),
-        _number("ttft_max_s", "TTFT limit (s)"), _number("tpot_max_s", "TPOT limit (s)"),
-        _choice("tp", "TP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
-        _choice("pp", "PP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(6)]),
-        _choice("ep", "EP", _AUTO + [{"label": str(2**i), "value": 2**i} for i in range(8)]),
-        _number("replicas", "Replicas (empty: searched)", "1"),
-        _number("prefill_instances", "Prefill instances (xPyD)", "1"),
-        _number("decode_instances", "Decode instances (xPyD)", "1"),
-        _number("max_batch", "Largest batch per instance", "1"),
-        _choice("mtp", "MTP depth", [{"label": str(k), "value": k}
-                                     for k in range(int(MTP_DEPTH.lo), int(MTP_DEPTH.hi) + 1)]),
-        _number("mtp_acceptance", "MTP acceptance per draft"),
-        _choice("draft_model", "Draft model", [{"label": "none (MTP head)", "value": "none"}]
-                + [{"label": m, "value": m} for m in list_models()]),
-        _choice("engine", "Engine", [{"label": e, "value": e} for e in engines()]),
-        _choice("attention_dp", "Attention DP", [{"label": "search", "value": "auto"},
-                                                 {"label": "on", "value": "on"},
-                                                 {"label": "off", "value": "off"}]),
-        _number("prefix_hit", "Prefix-cache hit share"),
-        _number("kv_offload_gb", "Host KV pool per GPU (GB)"),
+        *form_widgets("serve", INPUTS, FIELDS, page_range, debounce=True),
         html.Div(id="serve-error", className="ctl-error", role="alert"),
     ]),
     html.P(id="serve-headline", className="headline", role="status"),

@@ -1,18 +1,56 @@
-"""A page's own form (Serving, Post-training): its fields read as whole numbers in a range, and
-its values in the URL's query, so a copied link reproduces the page. Pure: no Dash."""
+"""A page's own form (Serving, Post-training): each input declared once as a :class:`FormInput`
+record (its key in the form and the URL, label, default, the estimator field it feeds — whose
+range, unit and help it takes — and its widget), its fields read as whole numbers in a range,
+and its values in the URL's query, so a copied link reproduces the page. Pure: no Dash (the
+widgets are made from the records by :func:`dashboard.form_link.form_widgets`)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from model import ModelError
+from model.specs.schema import Field
 
 MAX_QUERY_CHARS = 2000  # a longer query is not read at all
 MAX_VALUE_CHARS = 40  # nor a longer value
 MAX_FIELDS = 50
+
+
+@dataclass(frozen=True)
+class FormInput:
+    """One input of a page's form: ``key`` (its control is ``{prefix}-{key}`` and its URL key
+    ``key``), ``label``, ``default``, the name of the estimator ``field`` it feeds (None: a
+    page setting such as the GPU count), ``widget`` "number" or "choice", a number's ``step``
+    and a choice's ``options`` ((label, value) pairs)."""
+
+    key: str
+    label: str
+    default: Any = None
+    field: str | None = None
+    widget: str = "number"
+    step: str = "any"
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+def default_form(inputs: Iterable[FormInput]) -> dict[str, Any]:
+    """The form as it opens: each input's default, in the inputs' order."""
+    return {i.key: i.default for i in inputs}
+
+
+def tip(field: Field | None, lo: float | None = None, hi: float | None = None) -> str | None:
+    """An input's tooltip: its field's help, with the range the page allows and its unit."""
+    if field is None:
+        return None
+    lo = field.lo if lo is None else lo
+    hi = field.hi if hi is None else hi
+    if lo is None or hi is None or field.choices:
+        return field.doc
+    unit = f" {field.unit}" if field.unit else ""
+    return f"{field.doc} ({lo:,g} to {hi:,g}{unit})"
 
 
 def whole(form: dict, key: str, lo: int, hi: int, what: str) -> int:

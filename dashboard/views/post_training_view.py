@@ -16,7 +16,7 @@ from typing import Any
 from dashboard.controls.scenario import build_inputs, stack_of
 from dashboard.figures import post_training as fp
 from dashboard.jobs import post_training as jobs
-from dashboard.views.page_form import fields_of, query_of, whole
+from dashboard.views.page_form import FormInput, default_form, fields_of, query_of, whole
 from model import ModelError
 from model.cli.numbers import count, duration_days, integer, quantity
 from model.specs.execution_fields import BY_NAME
@@ -38,11 +38,41 @@ NARROWED: dict[str, dict[str, float]] = {"seq_len": {"hi": 1_048_576},
                                          "global_batch": {"hi": 1_000_000}}
 QUESTIONS = ("finetune", "rl")
 TARGETS = ("all", "attn", "mlp", "qkv")
-DEFAULT_FORM: dict[str, Any] = {
-    "question": "finetune", "gpus": 8, "tokens": 2e9, "seq_len": 4096, "global_batch": 128,
-    "lora_rank": 16, "lora_targets": "all", "prompts": 64, "samples": 8, "input_tokens": 512,
-    "output_tokens": 1024, "max_output_tokens": 4096, "placement": "split",
-    "generation_gpus": "auto", "algorithm": "grpo", "off_policy": "no", "steps": 1000}
+
+
+def _choices(values: tuple) -> tuple[tuple[str, Any], ...]:
+    """A dropdown's (label, value) pairs, each value labelled as it reads."""
+    return tuple((str(v), v) for v in values)
+
+
+# the form, one record per input in the page's order, in three parts: both questions', then
+# fine-tuning's and RL's (dashboard/views/page_form.py: FormInput)
+COMMON_INPUTS: tuple[FormInput, ...] = (
+    FormInput("question", "Question", "finetune", None, "choice", options=_choices(QUESTIONS)),
+    FormInput("gpus", "GPUs", 8, step="1"))
+FINETUNE_INPUTS: tuple[FormInput, ...] = (
+    FormInput("tokens", "Training tokens", 2e9, "tokens"),
+    FormInput("seq_len", "Sequence length", 4096, "seq_len", step="1"),
+    FormInput("global_batch", "Global batch", 128, "global_batch", step="1"),
+    FormInput("lora_rank", "LoRA rank", 16, "lora_rank", step="1"),
+    FormInput("lora_targets", "LoRA targets", "all", None, "choice", options=_choices(TARGETS)))
+RL_INPUTS: tuple[FormInput, ...] = (
+    FormInput("prompts", "Prompts per step", 64, "prompts", step="1"),
+    FormInput("samples", "Samples per prompt", 8, "samples", step="1"),
+    FormInput("input_tokens", "Prompt tokens", 512, "input_tokens", step="1"),
+    FormInput("output_tokens", "Mean answer tokens", 1024, "output_tokens", step="1"),
+    FormInput("max_output_tokens", "Longest answer tokens", 4096, "max_output_tokens",
+              step="1"),
+    FormInput("placement", "Placement", "split", "placement", "choice",
+              options=_choices(PLACEMENTS)),
+    FormInput("generation_gpus", "Generation GPUs", "auto", None, "choice",
+              options=_choices(("auto", 1, 2, 4, 8, 16, 32, 64, 128, 256, 512))),
+    FormInput("algorithm", "Algorithm", "grpo", "algorithm", "choice",
+              options=_choices(ALGORITHMS)),
+    FormInput("off_policy", "One step off-policy", "no", None, "choice",
+              options=_choices(("no", "yes"))),
+    FormInput("steps", "RL steps", 1000, "steps", step="1"))
+DEFAULT_FORM: dict[str, Any] = default_form((*COMMON_INPUTS, *FINETUNE_INPUTS, *RL_INPUTS))
 CARDS = ("post-memory", "post-days", "post-timeline", "post-split")
 
 

@@ -13,7 +13,7 @@ from dashboard import figures
 from dashboard.controls.scenario import build_inputs
 from dashboard.figures import serve as fs
 from dashboard.jobs.serving import serving
-from dashboard.views.page_form import fields_of, query_of, whole
+from dashboard.views.page_form import FormInput, default_form, fields_of, query_of, whole
 from model import ModelError, ServingLayout, ServingWorkload
 from model.cli.numbers import count, integer, money, number, share
 from model.cli.serve import DEFAULT_MTP_ACCEPTANCE
@@ -37,13 +37,46 @@ PINS = ("tp", "pp", "ep")
 # whole-number layout pins typed in (empty: searched, or the stack's limit for the batch)
 COUNTS = {"replicas": "replicas", "prefill_instances": "prefill instances",
           "decode_instances": "decode instances", "max_batch": "the largest batch"}
-DEFAULT_FORM: dict[str, Any] = {
-    "gpus": 8, "input_tokens": 1000, "output_tokens": 1000, "mode": "concurrency",
-    "load": 64, "precision": "fp8", "kv_precision": "auto", "ttft_max_s": None,
-    "tpot_max_s": None, "tp": "auto", "pp": "auto", "mtp": 0, "engine": DEFAULT_STACK,
-    "attention_dp": "auto", "prefix_hit": 0, "kv_offload_gb": 0,
-    "mtp_acceptance": DEFAULT_MTP_ACCEPTANCE, "draft_model": "none", "ep": "auto",
-    "replicas": None, "prefill_instances": None, "decode_instances": None, "max_batch": None}
+_AUTO = (("search", "auto"),)
+ENGINES = tuple(s for s in list_serving_stacks() if s != NO_STACK)  # every preset but 'none'
+_POWERS = {"tp": 8, "pp": 6, "ep": 8}  # the pins offered: 1, 2, 4, … 2^(n − 1)
+# the form, one record per input in the page's order (dashboard/views/page_form.py: FormInput)
+INPUTS: tuple[FormInput, ...] = (
+    FormInput("gpus", "GPUs", 8, step="1"),
+    FormInput("input_tokens", "Input tokens", 1000, "input_tokens", step="1"),
+    FormInput("output_tokens", "Output tokens", 1000, "output_tokens", step="1"),
+    FormInput("mode", "Mode", "concurrency", "mode", "choice", options=(
+        ("offline (max throughput)", "offline"), ("concurrent users", "concurrency"),
+        ("request rate (Poisson)", "request-rate"))),
+    FormInput("load", "Users or requests/s", 64),
+    FormInput("precision", "Weights", "fp8", "weight_precision", "choice",
+              options=tuple((p, p) for p in WEIGHT_PRECISIONS)),
+    FormInput("kv_precision", "KV cache", "auto", "kv_precision", "choice",
+              options=(("auto", "auto"), *((p, p) for p in KV_PRECISIONS))),
+    FormInput("ttft_max_s", "TTFT limit (s)", None, "ttft_max_s"),
+    FormInput("tpot_max_s", "TPOT limit (s)", None, "tpot_max_s"),
+    *(FormInput(pin, pin.upper(), "auto", pin, "choice", options=(
+        *_AUTO, *((str(2**i), 2**i) for i in range(n)))) for pin, n in _POWERS.items()),
+    FormInput("replicas", "Replicas (empty: searched)", None, "replicas", step="1"),
+    FormInput("prefill_instances", "Prefill instances (xPyD)", None, "prefill_instances",
+              step="1"),
+    FormInput("decode_instances", "Decode instances (xPyD)", None, "decode_instances",
+              step="1"),
+    FormInput("max_batch", "Largest batch per instance", None, "max_batch", step="1"),
+    FormInput("mtp", "MTP depth", 0, "mtp_depth", "choice", options=tuple(
+        (str(k), k) for k in range(int(MTP_DEPTH.lo), int(MTP_DEPTH.hi) + 1))),
+    FormInput("mtp_acceptance", "MTP acceptance per draft", DEFAULT_MTP_ACCEPTANCE,
+              "mtp_acceptance"),
+    FormInput("draft_model", "Draft model", "none", "draft_model", "choice", options=(
+        ("none (MTP head)", "none"), *((m, m) for m in list_models()))),
+    FormInput("engine", "Engine", DEFAULT_STACK, None, "choice",
+              options=tuple((e, e) for e in ENGINES)),
+    FormInput("attention_dp", "Attention DP", "auto", "attention_dp", "choice",
+              options=(("search", "auto"), ("on", "on"), ("off", "off"))),
+    FormInput("prefix_hit", "Prefix-cache hit share", 0, "prefix_hit"),
+    FormInput("kv_offload_gb", "Host KV pool per GPU (GB)", 0, "kv_offload_gb"),
+)
+DEFAULT_FORM: dict[str, Any] = default_form(INPUTS)
 CARDS = ("serve-pareto", "serve-load", "serve-memory", "serve-step", "serve-cost")
 # Each number of the form is its field's (model/specs/serving.py: WORKLOAD_FIELDS,
 # LAYOUT_FIELDS): the page reads its range there, and narrows it (never widens it) only here,
@@ -190,7 +223,7 @@ def _adp_pin(form: dict) -> dict[str, bool]:
 
 def engines() -> list[str]:
     """The serving stacks the page offers (every preset; not the bare 'none')."""
-    return [s for s in list_serving_stacks() if s != NO_STACK]
+    return list(ENGINES)
 
 
 def form_stack(form: Any) -> str:
