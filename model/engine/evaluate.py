@@ -32,7 +32,12 @@ from model.physics.memory import (
 )
 from model.physics.ops import OpCounts
 from model.physics.optable import ALLTOALL_OPS, OpSpec, Shards
-from model.physics.peak_memory import fsdp_pipeline_grad_group, loss_peak_extra_bytes
+from model.physics.peak_memory import (
+    eager_loss,
+    fsdp_pipeline_grad_group,
+    loss_peak_extra_bytes,
+    root_gathered,
+)
 from model.physics.pipeline import edge_weight_bytes, iteration_time
 from model.physics.stage import Stage
 from model.physics.strategies import Strategy
@@ -156,7 +161,7 @@ def _dp_group(strategy: Strategy, cols: dict[str, np.ndarray], prefix: str = "")
 def _loss_peak(strategy: Strategy, counts: ShapeCounts, ex) -> Any:
     """Bytes the eager FP32 loss adds at its peak, per row (:mod:`model.physics.peak_memory`)."""
     names = [s.name for s in strategy.post]
-    if LOSS not in names:
+    if LOSS not in names or not eager_loss(ex):
         return 0.0
     kept = counts.post[names.index(LOSS)].act_bytes
     return _per_row(loss_peak_extra_bytes(ex, kept), counts.inverse)
@@ -193,7 +198,8 @@ def shape_memory(model: Transformer, strategy: Strategy, cols: dict[str, np.ndar
         expert_group=expert_dp_group(cols) if np.any(expert_w) else 1,
         opt_factor=optimizer_factor(ex) * trainable,
         dualpipe=ex.pipeline_schedule == "dualpipe",
-        grad_group=fsdp_pipeline_grad_group(ex, cols["pp"], _dp_group(strategy, cols)),
+        grad_group=fsdp_pipeline_grad_group(ex, cols["pp"], _dp_group(strategy, cols))
+        if root_gathered(ex) else None,
         loss_peak_bytes=_loss_peak(strategy, counts, ex), **fsdp_memory(ex, layers, cols["pp"])))
 
     def memory_at(recomputed) -> dict[str, np.ndarray]:

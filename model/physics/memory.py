@@ -96,7 +96,9 @@ def zero_sharded(weights, dp_group, zero: int, grad_factor: float = 1.0,
     optimizer = (opt_factor - master) * weights / (dp_group if zero >= 1 else 1)
     group = dp_group if grad_group is None else grad_group
     grads = grad_factor * weights / (group if zero >= 2 else 1)
-    held = (1.0 + master / 2.0) * weights / dp_group if zero >= 3 else weights
+    if zero < 3:
+        return weights, grads, optimizer
+    held = weights / dp_group if not master else (1.0 + master / 2.0) * weights / dp_group
     return held, grads, optimizer
 
 
@@ -202,14 +204,15 @@ class StageMemory:
         # FSDP2's root (the embedding, final norm and head) is never resharded after the
         # forward: the end stages hold it gathered through the forward and the backward
         # (model.physics.peak_memory.root_gathered)
-        ends_w = (pre_weight + np.where(self.single, post_weight, 0.0), post_weight, 0.0)
-        if self.dualpipe:
-            both = np.where(self.single, 0.0, pre_weight + post_weight)
-            ends_w = (np.where(self.single, ends_w[0], both),
-                      np.where(self.single, ends_w[1], both), 0.0)
-        root = stage.gathered_ends and zero >= 3
-        self.gathered_stage = [self.gathered + (gathered_factor * w if root else 0.0)
-                               for w in ends_w[:len(blocks)]]
+        self.gathered_stage = [self.gathered] * len(blocks)
+        if stage.gathered_ends and zero >= 3:
+            ends_w = (pre_weight + np.where(self.single, post_weight, 0.0), post_weight, 0.0)
+            if self.dualpipe:
+                both = np.where(self.single, 0.0, pre_weight + post_weight)
+                ends_w = (np.where(self.single, ends_w[0], both),
+                          np.where(self.single, ends_w[1], both), 0.0)
+            self.gathered_stage = [self.gathered + gathered_factor * w
+                                   for w in ends_w[:len(blocks)]]
         self.static = [sum(p) + g for p, g in zip(self.parts, self.gathered_stage)]
         ranks = (0, np.maximum(pp - 1, 0), np.minimum(1, pp))[:len(blocks)]
         self.in_flight = tuple(in_flight_microbatches(pp, n_mb, interleave, r) for r in ranks)
@@ -230,9 +233,14 @@ class StageMemory:
             ends = np.where(self.single, (self.ends * block_act_bytes + pre_act) * f[0]
                             + post_act + loss, ends)
             return (ends, ends) + ((self.d * block_act_bytes * f[2],) if self.middle else ())
-        acts = ((self.ends * block_act_bytes + pre_act) * f[0]
-                + np.where(self.single, post_act + loss, 0.0),
-                (self.ends * block_act_bytes + post_act) * f[1] + loss)
+        if isinstance(loss, float) and loss == 0.0:  # no loss peak (every stack but eager FP32)
+            acts = ((self.ends * block_act_bytes + pre_act) * f[0]
+                    + np.where(self.single, post_act, 0.0),
+                    (self.ends * block_act_bytes + post_act) * f[1])
+        else:
+            acts = ((self.ends * block_act_bytes + pre_act) * f[0]
+                    + np.where(self.single, post_act + loss, 0.0),
+                    (self.ends * block_act_bytes + post_act) * f[1] + loss)
         return acts + (self.d * block_act_bytes * f[2],) if self.middle else acts
 
     def total(self, block_act_bytes, pre_act, post_act) -> np.ndarray:
@@ -252,7 +260,10 @@ class StageMemory:
                 list(self.experts))
         else:
             params, experts = pick(list(self.weights)), np.zeros(np.shape(totals[0]))
-        return {"weights_bytes": held + pick(self.gathered_stage), "gradients_bytes": grads,
+        # the stages hold the same gathered blocks unless FSDP2's root sits on the end stages
+        gathered = self.gathered if all(g is self.gathered for g in self.gathered_stage) \
+            else pick(self.gathered_stage)
+        return {"weights_bytes": held + gathered, "gradients_bytes": grads,
                 "optimizer_bytes": optimizer, "activations_bytes": pick(list(acts)),
                 "params_bytes": params, "expert_params_bytes": experts,
                 "memory_bytes": pick(totals),

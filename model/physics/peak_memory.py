@@ -90,7 +90,10 @@ def fsdp_pipelined(ex: Execution, pp) -> np.ndarray:
     return (pp > 1) & (ex.zero >= 3) & (ex.fsdp_version == 2)
 
 
-def fsdp_pipeline_grad_group(ex: Execution, pp, dp_group) -> np.ndarray:
+def fsdp_pipeline_grad_group(ex: Execution, pp, dp_group) -> np.ndarray | None:
     """The group the held gradients are sharded over: 1 (unsharded) where FSDP2 pipelines,
-    else the replica group."""
+    else the replica group; None (the replica group, nothing to compute) for any stack but
+    FSDP2's ZeRO-3."""
+    if not (ex.zero >= 3 and ex.fsdp_version == 2):
+        return None
     return np.where(fsdp_pipelined(ex, pp), 1, np.asarray(dp_group))
