@@ -2,7 +2,7 @@
 request)". Its callback's outputs are now cached like the Scaling and Plan pages' (JSON in the
 results cache, keyed by the scenario's estimator inputs and the form): a repeat is read, not
 computed, and is the same answer; a changed form or what-if is computed; a refused form is a
-message and is not cached."""
+message and is not cached. The Post-training page's outputs are cached the same way."""
 
 from __future__ import annotations
 
@@ -77,3 +77,22 @@ def test_a_refused_form_is_a_message_and_not_cached(computed):
     message = out[len(CARDS) + 1]
     assert message and "GPU" in message
     assert _update(SCN, bad)[len(CARDS) + 1] == message
+
+
+def test_the_post_training_page_reads_a_repeat_from_the_cache(monkeypatch, tmp_cache):
+    """The Post-training page likewise: the same scenario and form are answered once."""
+    from dashboard.jobs import post_training as jobs
+    from dashboard.pages import post_training as post_page
+    from dashboard.views.post_training_view import DEFAULT_FORM as POST_FORM
+
+    calls: list[int] = []
+    real = jobs.finetune_answers
+    monkeypatch.setattr(jobs, "finetune_answers",
+                        lambda scn, form: calls.append(form["gpus"]) or real(scn, form))
+    form = {**POST_FORM, "tokens": 1e8, "global_batch": 8}
+    values = [form[k] for k in post_page.FORM_KEYS]
+    first = post_page.update(SCN, 1, *values)
+    again = post_page.update(SCN, 2, *values)
+    assert calls == [8] and _json(again) == _json(first)
+    post_page.update(SCN, 3, *[{**form, "gpus": 16}[k] for k in post_page.FORM_KEYS])
+    assert calls == [8, 16]

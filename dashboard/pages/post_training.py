@@ -12,6 +12,7 @@ import dash
 from dash import Input, Output, State, callback, html, no_update
 
 from dashboard.form_link import exports_from, form_widgets, link_form
+from dashboard.jobs import compute
 from dashboard.server.export import graph_card, register_exports
 from dashboard.server.guard import page_callback
 from dashboard.views.post_training_view import (
@@ -84,10 +85,16 @@ def _failed(message: str) -> tuple:
           *(State(f"post-{k}", "value") for k in FORM_KEYS))
 @page_callback(0, _failed)
 def update(scn: dict[str, Any], _clicks: Any, *values: Any) -> tuple:
-    """The answer, on the scenario's change or Run (the form is read when Run is pressed)."""
+    """The answer, on the scenario's change or Run (the form is read when Run is pressed),
+    cached as JSON under the scenario's estimator inputs and the form, as the Serving page's (a
+    repeat cost as much as a new question); a form the checks refuse raises, uncached."""
     form = form_of(values)
-    figs, text = build(scn, form)
-    return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+
+    def built() -> tuple:
+        figs, text = build(scn, form)
+        return (*(figs[n] for n in CARDS), text, "", *(form for _ in CARDS))
+    payload = {**compute.page_payload(scn, "model", "system"), "form": form}
+    return tuple(compute.cached_outputs("page-post-training", payload, built))
 
 
 @callback(Output("post-finetune-form", "style"), Output("post-rl-form", "style"),
