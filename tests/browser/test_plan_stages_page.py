@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.controls import presets as PR
 from dashboard.controls import scenario as S
-from dashboard.jobs import planner
+from dashboard.jobs import compute, planner
 from model.api import plan
 from model.engine.request import Request
 
@@ -56,6 +56,11 @@ def progress_shown(ui) -> bool:
 
 @pytest.mark.own_page  # it opens a link first
 def test_a_moe_preset_is_planned_in_stages_with_the_apis_answer(ui) -> None:
+    # the results cache emptied first: another test's plan of this preset
+    # (tests/browser/test_plan_every_preset.py) would answer at once, without stages
+    store = compute.cache()
+    if store is not None:
+        store.clear()
     open_plan(ui, "strategy=all")  # every strategy: a MoE plan goes to the staged job
     assert not progress_shown(ui)
     ui.driver.execute_script(_WATCH_SPINNER, "#card-plan-pareto")
