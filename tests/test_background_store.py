@@ -41,6 +41,25 @@ def test_a_job_whose_process_died_is_reported(tmp_path):
     assert jobs.get_result("result-key", died) == [1, 2]
 
 
+def test_a_job_reaped_between_two_looks_is_reported_not_raised(tmp_path, monkeypatch):
+    """The race a CI run met under load: the job's process exists when its pid is looked up
+    and is reaped before its status is read. Dash's ``job_running`` raised NoSuchProcess and
+    the page said "The sweep failed: process no longer exists"; now the job counts as ended
+    (its result, or the lost-job message)."""
+    import psutil
+
+    def reaped(pid):
+        raise psutil.NoSuchProcess(pid)
+    monkeypatch.setattr(psutil, "pid_exists", lambda pid: True)
+    monkeypatch.setattr(psutil, "Process", reaped)
+    jobs = background.DiskcacheJobs(tmp_path / "background")
+    assert jobs.job_running(12345) is False
+    assert jobs.get_result("result-key", "12345") == {
+        "background_callback_error": {"msg": background.LOST, "tb": ""}}
+    jobs.handle.set("result-key", [1, 2])
+    assert jobs.get_result("result-key", "12345") == [1, 2]
+
+
 def test_a_deleted_job_store_is_recreated_with_the_same_secret(tmp_path):
     jobs = background.DiskcacheJobs(tmp_path / "background")
     secret = jobs.get_or_create_signing_secret(lambda: b"first")

@@ -182,6 +182,15 @@ class DiskcacheJobs(DiskcacheManager):
         self._secret = super().get_or_create_signing_secret(generate)
         return self._secret
 
+    def job_running(self, job):
+        """Whether the job's process runs. Dash's own looks twice (the pid exists, then its
+        status) and raised NoSuchProcess when the reaper collected the process between the two
+        looks — under load the page then showed "process no longer exists"."""
+        try:
+            return _alive(int(job))
+        except (TypeError, ValueError):
+            return False
+
     def get_result(self, key, job):
         result = super().get_result(key, job)
         if result is self.UNDEFINED and job and not self.job_running(job):
