@@ -7,7 +7,7 @@ widgets are made from the records by :func:`dashboard.form_link.form_widgets`)."
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -34,6 +34,27 @@ class FormInput:
     widget: str = "number"
     step: str = "any"
     options: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class FormFields:
+    """The estimator fields a page's numbers feed (by field name) and where the page narrows
+    a field's range ({"lo": …, "hi": …}; the page says why beside it), never widening it."""
+
+    fields: Mapping[str, Field]
+    narrowed: Mapping[str, Mapping[str, float]]
+
+    def range(self, name: str) -> tuple[float, float]:
+        """[lo, hi] of the form's number for field ``name``: the field's, narrowed where
+        :attr:`narrowed` says."""
+        f, narrowed = self.fields[name], self.narrowed.get(name, {})
+        return narrowed.get("lo", f.lo), narrowed.get("hi", f.hi)
+
+    def whole(self, form: dict, key: str, what: str, name: str | None = None) -> int:
+        """The form's ``key`` as a whole number in the range of field ``name`` (default
+        ``key``), or a ModelError naming ``what``."""
+        lo, hi = self.range(name or key)
+        return whole(form, key, int(lo), int(hi), what)
 
 
 def default_form(inputs: Iterable[FormInput]) -> dict[str, Any]:

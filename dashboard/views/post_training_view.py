@@ -16,7 +16,14 @@ from typing import Any
 from dashboard.controls.scenario import build_inputs, stack_of
 from dashboard.figures import post_training as fp
 from dashboard.jobs import post_training as jobs
-from dashboard.views.page_form import FormInput, default_form, fields_of, query_of, whole
+from dashboard.views.page_form import (
+    FormFields,
+    FormInput,
+    default_form,
+    fields_of,
+    query_of,
+    whole,
+)
 from model import ModelError
 from model.cli.numbers import count, duration_days, integer, quantity
 from model.specs.execution_fields import BY_NAME
@@ -83,17 +90,10 @@ def _choice(form: dict, key: str, allowed: tuple, what: str) -> str:
     return value
 
 
-def page_range(name: str) -> tuple[float, float]:
-    """[lo, hi] of the form's number for field ``name``: the field's, narrowed where
-    :data:`NARROWED` says."""
-    f, narrowed = FIELDS[name], NARROWED.get(name, {})
-    return narrowed.get("lo", f.lo), narrowed.get("hi", f.hi)
-
-
-def _whole(form: dict, key: str, what: str, name: str | None = None) -> int:
-    """The form's ``key`` as a whole number in the range of field ``name`` (default ``key``)."""
-    lo, hi = page_range(name or key)
-    return whole(form, key, int(lo), int(hi), what)
+# the form's numbers in their fields' ranges, narrowed as NARROWED says
+FORM_FIELDS = FormFields(FIELDS, NARROWED)
+page_range = FORM_FIELDS.range
+_whole = FORM_FIELDS.whole
 
 
 def _finetune(form: dict) -> dict[str, Any]:

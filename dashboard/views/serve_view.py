@@ -13,7 +13,14 @@ from dashboard import figures
 from dashboard.controls.scenario import build_inputs
 from dashboard.figures import serve as fs
 from dashboard.jobs.serving import serving
-from dashboard.views.page_form import FormInput, default_form, fields_of, query_of, whole
+from dashboard.views.page_form import (
+    FormFields,
+    FormInput,
+    default_form,
+    fields_of,
+    query_of,
+    whole,
+)
 from model import ModelError, ServingLayout, ServingWorkload
 from model.cli.numbers import count, integer, money, number, share
 from model.cli.serve import DEFAULT_MTP_ACCEPTANCE
@@ -88,18 +95,10 @@ NARROWED: dict[str, dict[str, float]] = {"output_tokens": {"lo": 2},
                                          **{k: {"hi": MAX_GPUS} for k in PINS}}
 
 
-def page_range(name: str) -> tuple[float, float]:
-    """[lo, hi] of the form's number for field ``name``: the field's, narrowed where
-    :data:`NARROWED` says."""
-    f, narrowed = FIELDS[name], NARROWED.get(name, {})
-    lo, hi = narrowed.get("lo", f.lo), narrowed.get("hi", f.hi)
-    return lo, hi
-
-
-def _whole(form: dict, key: str, what: str, name: str | None = None) -> int:
-    """The form's ``key`` as a whole number in the range of field ``name`` (default ``key``)."""
-    lo, hi = page_range(name or key)
-    return whole(form, key, int(lo), int(hi), what)
+# the form's numbers in their fields' ranges, narrowed as NARROWED says
+FORM_FIELDS = FormFields(FIELDS, NARROWED)
+page_range = FORM_FIELDS.range
+_whole = FORM_FIELDS.whole
 
 
 def _optional(form: dict, key: str, what: str) -> float | None:

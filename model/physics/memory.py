@@ -205,7 +205,8 @@ class StageMemory:
         # forward: the end stages hold it gathered through the forward and the backward
         # (model.physics.peak_memory.root_gathered)
         self.gathered_stage = [self.gathered] * len(blocks)
-        if stage.gathered_ends and zero >= 3:
+        self.root_gathered = stage.gathered_ends and zero >= 3  # the end stages hold more
+        if self.root_gathered:
             ends_w = (pre_weight + np.where(self.single, post_weight, 0.0), post_weight, 0.0)
             if self.dualpipe:
                 both = np.where(self.single, 0.0, pre_weight + post_weight)
@@ -261,8 +262,7 @@ class StageMemory:
         else:
             params, experts = pick(list(self.weights)), np.zeros(np.shape(totals[0]))
         # the stages hold the same gathered blocks unless FSDP2's root sits on the end stages
-        gathered = self.gathered if all(g is self.gathered for g in self.gathered_stage) \
-            else pick(self.gathered_stage)
+        gathered = pick(self.gathered_stage) if self.root_gathered else self.gathered
         return {"weights_bytes": held + gathered, "gradients_bytes": grads,
                 "optimizer_bytes": optimizer, "activations_bytes": pick(list(acts)),
                 "params_bytes": params, "expert_params_bytes": experts,
